@@ -1,0 +1,566 @@
+#pragma once
+// The op vocabulary: one small struct per op kind with typed attributes.
+//
+// Every struct has
+//   static constexpr const char* kName;          the op's name in text/JSON
+//   static constexpr int kMinInputs, kMaxInputs;  arity (kMaxInputs = -1: variadic)
+//   std::vector<Shape> infer(std::span<const Shape> in) const;
+//       shape + dtype inference and verification (throws rlx::Error on invalid
+//       operands; the Graph adds the node id to the message). Defined in
+//       src/ir/ops_<family>.cpp: one place per kind.
+//   template <class V> void visit(V&& v);      names and references every attribute,
+//       used by the JSON format, the printer and equality.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rlx/shape.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+class Graph;
+using SubgraphPtr = std::shared_ptr<const Graph>;
+
+// ---- enums with names ------------------------------------------------------
+template <class E> struct EnumNames;  // specialized below: static constexpr std::array names
+template <class E> const char* enum_name(E e) {
+  const auto& n = EnumNames<E>::names;
+  auto i = static_cast<size_t>(e);
+  return i < n.size() ? n[i] : "?";
+}
+template <class E> E enum_parse(std::string_view s) {
+  const auto& n = EnumNames<E>::names;
+  for (size_t i = 0; i < n.size(); ++i)
+    if (s == n[i]) return static_cast<E>(i);
+  throw Error(std::string("unknown enum value '") + std::string(s) + "'");
+}
+
+enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Max, Min, Pow, Mod, FMod, And, Or, Xor };
+template <> struct EnumNames<BinaryKind> {
+  static constexpr std::array names{"add", "sub", "mul", "div", "max", "min", "pow", "mod", "fmod", "and", "or", "xor"};
+};
+enum class CompareKind : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+template <> struct EnumNames<CompareKind> {
+  static constexpr std::array names{"eq", "ne", "lt", "le", "gt", "ge"};
+};
+enum class ActKind : uint8_t {
+  Gelu, GeluApprox, Silu, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs,
+  Sin, Cos, Tan, Atan, Round, Erf, Floor, Ceil, Reciprocal, Sign, Softplus, Asin, Acos, Not
+};
+template <> struct EnumNames<ActKind> {
+  static constexpr std::array names{"gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp",
+                                    "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos", "tan",
+                                    "atan", "round", "erf", "floor", "ceil", "reciprocal", "sign",
+                                    "softplus", "asin", "acos", "not"};
+};
+enum class ReduceKind : uint8_t { Sum, Mean, Max, Min, Prod };
+template <> struct EnumNames<ReduceKind> {
+  static constexpr std::array names{"sum", "mean", "max", "min", "prod"};
+};
+enum class RopeStyle : uint8_t { NeoX, GptJ };
+template <> struct EnumNames<RopeStyle> { static constexpr std::array names{"neox", "gptj"}; };
+enum class MaskKind : uint8_t { None, Causal, SlidingWindow, Custom, Bias };
+template <> struct EnumNames<MaskKind> {
+  static constexpr std::array names{"none", "causal", "sliding_window", "custom", "bias"};
+};
+enum class AttnLayout : uint8_t { BSHD, BHSD };
+template <> struct EnumNames<AttnLayout> { static constexpr std::array names{"bshd", "bhsd"}; };
+enum class PoolKind : uint8_t { Max, Avg };
+template <> struct EnumNames<PoolKind> { static constexpr std::array names{"max", "avg"}; };
+enum class ResizeMode : uint8_t { Nearest, Linear };
+template <> struct EnumNames<ResizeMode> { static constexpr std::array names{"nearest", "linear"}; };
+enum class ResizeCoord : uint8_t { HalfPixel, Asymmetric, AlignCorners, PytorchHalfPixel };
+template <> struct EnumNames<ResizeCoord> {
+  static constexpr std::array names{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"};
+};
+enum class NearestRound : uint8_t { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+template <> struct EnumNames<NearestRound> {
+  static constexpr std::array names{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+};
+enum class PadMode : uint8_t { Constant, Reflect, Edge };
+template <> struct EnumNames<PadMode> { static constexpr std::array names{"constant", "reflect", "edge"}; };
+enum class RegionStepKind : uint8_t { Binary, Compare, Activation, Cast, Where };
+template <> struct EnumNames<RegionStepKind> {
+  static constexpr std::array names{"binary", "compare", "activation", "cast", "where"};
+};
+
+// Shorthand for the common members.
+#define RLX_OP_HEADER(NAME, MIN_IN, MAX_IN)                      \
+  static constexpr const char* kName = NAME;                     \
+  static constexpr int kMinInputs = MIN_IN;                      \
+  static constexpr int kMaxInputs = MAX_IN;                      \
+  std::vector<Shape> infer(std::span<const Shape> in) const;
+
+namespace ops {
+
+// ---- leaves ----------------------------------------------------------------
+// The node's declared shape is its output (inputs: 0). Inputs are fed at run time.
+struct Input {
+  RLX_OP_HEADER("input", 0, 0)
+  std::string name;
+  Shape shape;
+  template <class V> void visit(V&& v) { v("name", name); v("shape", shape); }
+};
+// Weights set with CompiledGraph::set_param (or carried in the graph's JSON side file).
+struct Param {
+  RLX_OP_HEADER("param", 0, 0)
+  std::string name;
+  Shape shape;
+  template <class V> void visit(V&& v) { v("name", name); v("shape", shape); }
+};
+struct Constant {
+  RLX_OP_HEADER("constant", 0, 0)
+  Tensor value;
+  template <class V> void visit(V&& v) { v("value", value); }
+};
+
+// ---- elementwise -----------------------------------------------------------
+// Numpy-broadcast binary op; both operands must have the same dtype. And/Or/Xor take bool.
+// Mod is the floored (Python) modulus, FMod the truncated (C) one.
+struct Binary {
+  RLX_OP_HEADER("binary", 2, 2)
+  BinaryKind kind = BinaryKind::Add;
+  template <class V> void visit(V&& v) { v("kind", kind); }
+};
+// Broadcast comparison -> bool.
+struct Compare {
+  RLX_OP_HEADER("compare", 2, 2)
+  CompareKind kind = CompareKind::Eq;
+  template <class V> void visit(V&& v) { v("kind", kind); }
+};
+// [cond(bool), a, b] broadcast together; a and b share a dtype.
+struct Where {
+  RLX_OP_HEADER("where", 3, 3)
+  template <class V> void visit(V&&) {}
+};
+// Unary elementwise. Float-only kinds reject integer inputs; Neg/Abs/Relu/Sign also take ints;
+// Not takes bool. Round is half-to-even. Gelu is the exact erf form, GeluApprox the tanh form.
+struct Activation {
+  RLX_OP_HEADER("activation", 1, 1)
+  ActKind kind = ActKind::Relu;
+  template <class V> void visit(V&& v) { v("kind", kind); }
+};
+// Converts values (not bits). Float->int truncates toward zero; ->bool is (x != 0).
+struct Cast {
+  RLX_OP_HEADER("cast", 1, 1)
+  DType to = DType::F32;
+  template <class V> void visit(V&& v) { v("to", to); }
+};
+
+// ---- shape -----------------------------------------------------------------
+// New dims with at most one -1 (inferred); 0 is a real zero-size dim.
+struct Reshape {
+  RLX_OP_HEADER("reshape", 1, 1)
+  std::vector<Dim> shape;
+  template <class V> void visit(V&& v) { v("shape", shape); }
+};
+struct Transpose {
+  RLX_OP_HEADER("transpose", 1, 1)
+  std::vector<int64_t> perm;
+  template <class V> void visit(V&& v) { v("perm", perm); }
+};
+// Slice [start, start+len) of one axis (negative axis allowed; start must be in range).
+struct Narrow {
+  RLX_OP_HEADER("narrow", 1, 1)
+  int64_t axis = 0;
+  int64_t start = 0;
+  int64_t len = 0;
+  template <class V> void visit(V&& v) { v("axis", axis); v("start", start); v("len", len); }
+};
+struct Concat {
+  RLX_OP_HEADER("concat", 1, -1)
+  int64_t axis = 0;
+  template <class V> void visit(V&& v) { v("axis", axis); }
+};
+// Numpy broadcast of the input to `shape` (rank may grow).
+struct Expand {
+  RLX_OP_HEADER("expand", 1, 1)
+  std::vector<Dim> shape;
+  template <class V> void visit(V&& v) { v("shape", shape); }
+};
+struct Reverse {
+  RLX_OP_HEADER("reverse", 1, 1)
+  std::vector<int64_t> axes;
+  template <class V> void visit(V&& v) { v("axes", axes); }
+};
+struct StopGradient {
+  RLX_OP_HEADER("stop_gradient", 1, 1)
+  template <class V> void visit(V&&) {}
+};
+
+// ---- indexing --------------------------------------------------------------
+// [data, indices(int)] -> data.shape[:axis] + indices.shape + data.shape[axis+1:].
+// Negative indices count from the end; out of range -> rlx::Error at run time.
+struct Gather {
+  RLX_OP_HEADER("gather", 2, 2)
+  int64_t axis = 0;
+  template <class V> void visit(V&& v) { v("axis", axis); }
+};
+// [data, indices(int), updates]: indices and updates have the same shape and data's rank;
+// out = data; out[i0..][idx[i]][..] += updates[i] along `axis` (torch.scatter_add).
+struct ScatterAdd {
+  RLX_OP_HEADER("scatter_add", 3, 3)
+  int64_t axis = 0;
+  template <class V> void visit(V&& v) { v("axis", axis); }
+};
+// -> i64 index of the first max (or min) along axis; select_last picks the last tie.
+struct ArgMax {
+  RLX_OP_HEADER("argmax", 1, 1)
+  int64_t axis = 0;
+  bool keep_dims = false;
+  bool select_last = false;
+  template <class V> void visit(V&& v) { v("axis", axis); v("keep_dims", keep_dims); v("select_last", select_last); }
+};
+struct ArgMin {
+  RLX_OP_HEADER("argmin", 1, 1)
+  int64_t axis = 0;
+  bool keep_dims = false;
+  bool select_last = false;
+  template <class V> void visit(V&& v) { v("axis", axis); v("keep_dims", keep_dims); v("select_last", select_last); }
+};
+// Two outputs: values (input dtype) and i64 indices, sorted (largest first when largest);
+// ties keep the lower index first.
+struct TopK {
+  RLX_OP_HEADER("topk", 1, 1)
+  int64_t k = 1;
+  int64_t axis = -1;
+  bool largest = true;
+  template <class V> void visit(V&& v) { v("k", k); v("axis", axis); v("largest", largest); }
+};
+struct Cumsum {
+  RLX_OP_HEADER("cumsum", 1, 1)
+  int64_t axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  template <class V> void visit(V&& v) { v("axis", axis); v("exclusive", exclusive); v("reverse", reverse); }
+};
+
+// ---- contraction -----------------------------------------------------------
+// numpy matmul: rank >= 1 operands (1-d promoted and squeezed back), batch dims broadcast.
+struct MatMul {
+  RLX_OP_HEADER("matmul", 2, 2)
+  template <class V> void visit(V&&) {}
+};
+// XLA-style dot: output = batch dims, lhs free dims (in order), rhs free dims (in order).
+struct DotGeneral {
+  RLX_OP_HEADER("dot_general", 2, 2)
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+  template <class V> void visit(V&& v) {
+    v("lhs_batch", lhs_batch); v("rhs_batch", rhs_batch);
+    v("lhs_contract", lhs_contract); v("rhs_contract", rhs_contract);
+  }
+};
+
+// ---- reductions ------------------------------------------------------------
+// axes empty = all axes. Negative axes allowed, duplicates rejected.
+struct Reduce {
+  RLX_OP_HEADER("reduce", 1, 1)
+  ReduceKind kind = ReduceKind::Sum;
+  std::vector<int64_t> axes;
+  bool keep_dims = false;
+  template <class V> void visit(V&& v) { v("kind", kind); v("axes", axes); v("keep_dims", keep_dims); }
+};
+struct Softmax {
+  RLX_OP_HEADER("softmax", 1, 1)
+  int64_t axis = -1;
+  template <class V> void visit(V&& v) { v("axis", axis); }
+};
+struct LogSoftmax {
+  RLX_OP_HEADER("log_softmax", 1, 1)
+  int64_t axis = -1;
+  template <class V> void visit(V&& v) { v("axis", axis); }
+};
+
+// ---- norms -----------------------------------------------------------------
+// [x, gamma, beta?]: normalizes over dims [axis, rank); gamma/beta have shape x.shape[axis:].
+struct LayerNorm {
+  RLX_OP_HEADER("layer_norm", 2, 3)
+  int64_t axis = -1;
+  double eps = 1e-5;
+  template <class V> void visit(V&& v) { v("axis", axis); v("eps", eps); }
+};
+// [x, gamma, beta?]: x / sqrt(mean(x^2) + eps) * gamma (+ beta) over dims [axis, rank).
+struct RmsNorm {
+  RLX_OP_HEADER("rms_norm", 2, 3)
+  int64_t axis = -1;
+  double eps = 1e-6;
+  template <class V> void visit(V&& v) { v("axis", axis); v("eps", eps); }
+};
+// [x (N, C, ...), gamma[C], beta[C]]: statistics over each group of C/groups channels.
+struct GroupNorm {
+  RLX_OP_HEADER("group_norm", 3, 3)
+  int64_t groups = 1;
+  double eps = 1e-5;
+  template <class V> void visit(V&& v) { v("groups", groups); v("eps", eps); }
+};
+// [x (N, C, H, W), gamma[C], beta[C]]: LayerNorm over C at each (n, h, w).
+struct LayerNorm2d {
+  RLX_OP_HEADER("layer_norm_2d", 3, 3)
+  double eps = 1e-6;
+  template <class V> void visit(V&& v) { v("eps", eps); }
+};
+// [x (N, C, ...), scale[C], bias[C], mean[C], var[C]].
+struct BatchNormInference {
+  RLX_OP_HEADER("batch_norm_inference", 5, 5)
+  double eps = 1e-5;
+  template <class V> void visit(V&& v) { v("eps", eps); }
+};
+
+// ---- transformer -----------------------------------------------------------
+// [x (B, S, H, head_dim), cos (S, n_rot/2) or (B, S, n_rot/2), sin (same)].
+// Rotates the first n_rot dims of each head; NeoX pairs (i, i + n_rot/2), GptJ pairs (2i, 2i+1).
+struct Rope {
+  RLX_OP_HEADER("rope", 3, 3)
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;
+  RopeStyle style = RopeStyle::NeoX;
+  template <class V> void visit(V&& v) { v("head_dim", head_dim); v("n_rot", n_rot); v("style", style); }
+};
+// [q, k, v, mask?]. BSHD: q (B, Sq, Hq, D), k/v (B, Skv, Hkv, D); BHSD: (B, H, S, D).
+// Output has q's layout and shape. Hq = num_heads, Hkv = num_kv_heads (divides Hq).
+// score_scale 0 means 1/sqrt(head_dim); softcap > 0 applies softcap*tanh(s/softcap).
+// Query i sits at position Skv - Sq + i (decode with a KV cache).
+// Causal: key j visible when j <= pos; SlidingWindow: also j > pos - window.
+// Custom: mask (B, Skv), nonzero = keep (key padding). Bias: additive, broadcastable to (B, Hq, Sq, Skv).
+// A row with every key masked outputs zeros.
+struct Attention {
+  RLX_OP_HEADER("attention", 3, 4)
+  int64_t num_heads = 1;
+  int64_t num_kv_heads = 1;
+  int64_t head_dim = 0;
+  MaskKind mask_kind = MaskKind::None;
+  int64_t window = 0;
+  double score_scale = 0.0;
+  double softcap = 0.0;
+  AttnLayout layout = AttnLayout::BSHD;
+  template <class V> void visit(V&& v) {
+    v("num_heads", num_heads); v("num_kv_heads", num_kv_heads); v("head_dim", head_dim);
+    v("mask_kind", mask_kind); v("window", window); v("score_scale", score_scale);
+    v("softcap", softcap); v("layout", layout);
+  }
+};
+
+// ---- vision ----------------------------------------------------------------
+// [x (N, C, d1..dk), w (Cout, C/groups, k1..kk), bias (Cout)?], k = 1..3.
+// pads = [begin_1..begin_k, end_1..end_k]; empty stride/dilation/pads mean 1/1/0.
+struct Conv {
+  RLX_OP_HEADER("conv", 2, 3)
+  std::vector<int64_t> stride, pads, dilation;
+  int64_t groups = 1;
+  template <class V> void visit(V&& v) { v("stride", stride); v("pads", pads); v("dilation", dilation); v("groups", groups); }
+};
+// 2-d: [x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw), bias (Cout)?].
+// out = (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
+struct ConvTranspose {
+  RLX_OP_HEADER("conv_transpose", 2, 3)
+  std::vector<int64_t> stride, pads, dilation, output_padding;
+  int64_t groups = 1;
+  template <class V> void visit(V&& v) {
+    v("stride", stride); v("pads", pads); v("dilation", dilation);
+    v("output_padding", output_padding); v("groups", groups);
+  }
+};
+// x (N, C, d1..dk), k = 1..3. Padded positions are ignored by Max; Avg divides by the
+// window's full size when count_include_pad, else by the count of real elements.
+struct Pool {
+  RLX_OP_HEADER("pool", 1, 1)
+  PoolKind kind = PoolKind::Max;
+  std::vector<int64_t> kernel, stride, pads, dilation;
+  bool count_include_pad = false;
+  bool ceil_mode = false;
+  template <class V> void visit(V&& v) {
+    v("kind", kind); v("kernel", kernel); v("stride", stride); v("pads", pads);
+    v("dilation", dilation); v("count_include_pad", count_include_pad); v("ceil_mode", ceil_mode);
+  }
+};
+// Per-axis scales (one per dim of x; out = floor(in * scale)) or explicit sizes (non-empty wins).
+// Linear interpolates every axis whose scale != 1 (n-linear).
+struct Resize {
+  RLX_OP_HEADER("resize", 1, 1)
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  NearestRound nearest = NearestRound::RoundPreferFloor;
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  template <class V> void visit(V&& v) {
+    v("mode", mode); v("coord", coord); v("nearest", nearest); v("scales", scales); v("sizes", sizes);
+  }
+};
+// pads = [begin_0..begin_{r-1}, end_0..end_{r-1}], negative pads crop.
+struct Pad {
+  RLX_OP_HEADER("pad", 1, 1)
+  PadMode mode = PadMode::Constant;
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  template <class V> void visit(V&& v) { v("mode", mode); v("pads", pads); v("value", value); }
+};
+// x (N, C, H, W) -> (N, C*kh*kw, out_h*out_w), torch.nn.functional.unfold order.
+struct Im2Col {
+  RLX_OP_HEADER("im2col", 1, 1)
+  std::vector<int64_t> kernel, stride, pads, dilation;
+  template <class V> void visit(V&& v) { v("kernel", kernel); v("stride", stride); v("pads", pads); v("dilation", dilation); }
+};
+
+// ---- random / sampling -----------------------------------------------------
+// Counter-based (Philox-4x32-10) streams: element i of the output depends only on
+// (seed, offset, i). Optional input: an i64 scalar offset (e.g. the decode step).
+struct RngUniform {
+  RLX_OP_HEADER("rng_uniform", 0, 1)
+  Shape shape;
+  double low = 0.0, high = 1.0;
+  uint64_t seed = 0;
+  template <class V> void visit(V&& v) { v("shape", shape); v("low", low); v("high", high); v("seed", seed); }
+};
+struct RngNormal {
+  RLX_OP_HEADER("rng_normal", 0, 1)
+  Shape shape;
+  double mean = 0.0, stddev = 1.0;
+  uint64_t seed = 0;
+  template <class V> void visit(V&& v) { v("shape", shape); v("mean", mean); v("stddev", stddev); v("seed", seed); }
+};
+// [logits (B, V) or (V), offset(i64 scalar)?] -> i64 token ids (B) or scalar.
+// temperature 0 = greedy argmax; top_k 0 = off; top_p 1 = off.
+struct Sample {
+  RLX_OP_HEADER("sample", 1, 2)
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  double temperature = 1.0;
+  uint64_t seed = 0;
+  template <class V> void visit(V&& v) { v("top_k", top_k); v("top_p", top_p); v("temperature", temperature); v("seed", seed); }
+};
+
+// ---- control flow ----------------------------------------------------------
+// [cond (bool scalar), operands...]. Each branch is a Graph whose Input nodes, in node
+// order, receive the operands; both branches' outputs must agree in count, dtype and shape.
+struct If {
+  RLX_OP_HEADER("if", 1, -1)
+  SubgraphPtr then_branch, else_branch;
+  template <class V> void visit(V&& v) { v("then_branch", then_branch); v("else_branch", else_branch); }
+};
+// [carried...]. cond: carried -> bool scalar; body: carried -> next carried (same shapes).
+// Runs while cond is true, at most max_iterations times; outputs the final carried values.
+struct While {
+  RLX_OP_HEADER("while", 1, -1)
+  int64_t max_iterations = 0;
+  SubgraphPtr cond, body;
+  template <class V> void visit(V&& v) { v("max_iterations", max_iterations); v("cond", cond); v("body", body); }
+};
+
+// ---- fused ops (created by the optimizer; executable everywhere) -----------
+// [x, w, bias?]: act(x @ w + bias), bias of rank <= 1 over the last axis.
+struct FusedMatMulBiasAct {
+  RLX_OP_HEADER("fused_matmul_bias_act", 2, 3)
+  std::optional<ActKind> activation;
+  template <class V> void visit(V&& v) { v("activation", activation); }
+};
+// [x, residual, gamma, beta?]: LayerNorm(x + residual) over the last axis.
+struct FusedResidualLN {
+  RLX_OP_HEADER("fused_residual_ln", 3, 4)
+  bool has_bias = false;
+  double eps = 1e-5;
+  template <class V> void visit(V&& v) { v("has_bias", has_bias); v("eps", eps); }
+};
+// [x, residual, gamma, beta?]: RmsNorm(x + residual) over the last axis.
+struct FusedResidualRmsNorm {
+  RLX_OP_HEADER("fused_residual_rms_norm", 3, 4)
+  bool has_bias = false;
+  double eps = 1e-6;
+  template <class V> void visit(V&& v) { v("has_bias", has_bias); v("eps", eps); }
+};
+// [x (..., 2N)] -> (..., N). gate_first: silu(x[..,:N]) * x[..,N:]; else x[..,:N] * silu(x[..,N:]).
+struct FusedSwiGLU {
+  RLX_OP_HEADER("fused_swiglu", 1, 1)
+  bool gate_first = false;
+  template <class V> void visit(V&& v) { v("gate_first", gate_first); }
+};
+// [hidden (B, S, E), qkv_w (E, 3E), out_w (E, E), mask (B, S) key padding, qkv_b (3E)?, out_b (E)?,
+//  cos?, sin? (when has_rope)] with E = num_heads * head_dim:
+// qkv = hidden @ qkv_w + qkv_b; q, k, v = split(qkv); attention with the custom mask;
+// out = attn @ out_w + out_b.
+struct FusedAttentionBlock {
+  RLX_OP_HEADER("fused_attention_block", 4, 8)
+  int64_t num_heads = 1;
+  int64_t head_dim = 0;
+  bool has_bias = true;
+  bool has_rope = false;
+  template <class V> void visit(V&& v) { v("num_heads", num_heads); v("head_dim", head_dim); v("has_bias", has_bias); v("has_rope", has_rope); }
+};
+// Post-norm BERT layer, inputs [hidden, qkv_w, qkv_b, out_w, out_b, ln1_g, ln1_b, fc1_w,
+// fc1_b, fc2_w, fc2_b, ln2_g, ln2_b, mask]:
+//   a = attention_block(hidden); h = LN1(hidden + a); f = act(h @ fc1_w + fc1_b) @ fc2_w + fc2_b;
+//   out = LN2(h + f).
+struct FusedTransformerLayer {
+  RLX_OP_HEADER("fused_transformer_layer", 14, 14)
+  int64_t num_heads = 1;
+  int64_t head_dim = 0;
+  double eps = 1e-12;
+  ActKind activation = ActKind::Gelu;
+  template <class V> void visit(V&& v) { v("num_heads", num_heads); v("head_dim", head_dim); v("eps", eps); v("activation", activation); }
+};
+// One step of an ElementwiseRegion. args: value >= 0 is the region's external input of that
+// index; value < 0 is the result of step (-value - 1). `op` holds the BinaryKind, CompareKind
+// or ActKind as an integer; `to` is the Cast target.
+struct RegionStep {
+  RegionStepKind kind = RegionStepKind::Binary;
+  int32_t op = 0;
+  DType to = DType::F32;
+  std::vector<int32_t> args;
+  bool operator==(const RegionStep&) const = default;
+};
+// A straight-line chain of elementwise steps over broadcast external inputs; the result of
+// the last step is the output. Each input broadcasts to the output shape (numpy rules).
+struct ElementwiseRegion {
+  RLX_OP_HEADER("elementwise_region", 1, -1)
+  std::vector<RegionStep> steps;
+  template <class V> void visit(V&& v) { v("steps", steps); }
+};
+// [x, w, a, b]: x @ w + scale * ((x @ a) @ b).
+struct LoraMatMul {
+  RLX_OP_HEADER("lora_matmul", 4, 4)
+  double scale = 1.0;
+  template <class V> void visit(V&& v) { v("scale", scale); }
+};
+// MoE: [x (M, K), w (E, K, N), idx (M) int] -> (M, N); row m uses expert idx[m].
+struct GroupedMatMul {
+  RLX_OP_HEADER("grouped_matmul", 3, 3)
+  template <class V> void visit(V&&) {}
+};
+
+}  // namespace ops
+
+using ops::RegionStep;
+
+#undef RLX_OP_HEADER
+
+using Op = std::variant<
+    ops::Input, ops::Param, ops::Constant,
+    ops::Binary, ops::Compare, ops::Where, ops::Activation, ops::Cast,
+    ops::Reshape, ops::Transpose, ops::Narrow, ops::Concat, ops::Expand, ops::Reverse, ops::StopGradient,
+    ops::Gather, ops::ScatterAdd, ops::ArgMax, ops::ArgMin, ops::TopK, ops::Cumsum,
+    ops::MatMul, ops::DotGeneral,
+    ops::Reduce, ops::Softmax, ops::LogSoftmax,
+    ops::LayerNorm, ops::RmsNorm, ops::GroupNorm, ops::LayerNorm2d, ops::BatchNormInference,
+    ops::Rope, ops::Attention,
+    ops::Conv, ops::ConvTranspose, ops::Pool, ops::Resize, ops::Pad, ops::Im2Col,
+    ops::RngUniform, ops::RngNormal, ops::Sample,
+    ops::If, ops::While,
+    ops::FusedMatMulBiasAct, ops::FusedResidualLN, ops::FusedResidualRmsNorm, ops::FusedSwiGLU,
+    ops::FusedAttentionBlock, ops::FusedTransformerLayer, ops::ElementwiseRegion,
+    ops::LoraMatMul, ops::GroupedMatMul>;
+
+// The op's name ("matmul", ...).
+const char* op_name(const Op& op);
+// Arity check + inference: throws rlx::Error (without node context) on invalid operands.
+std::vector<Shape> infer_op(const Op& op, std::span<const Shape> inputs);
+// A one-line rendering of the attributes, e.g. "axis=-1 eps=1e-05".
+std::string op_attrs_str(const Op& op);
+// Structural equality of two ops (kind and every attribute; constants by bytes).
+bool op_equal(const Op& a, const Op& b);
+
+}  // namespace rlx

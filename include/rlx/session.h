@@ -1,0 +1,65 @@
+#pragma once
+// Runtime API: Session(Device).compile(graph, options) -> CompiledGraph; set_param; run.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+enum class Device { Cpu, Cuda, Vulkan, WebGpu };
+const char* device_name(Device d);
+Device device_from_name(const std::string& name);  // "cpu", "cuda", ... (throws on unknown)
+
+struct CompileOptions {
+  int num_threads = 0;     // CPU worker threads; 0 = hardware concurrency
+  bool verify = true;      // verify the graph before compiling
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class CompiledGraph {
+ public:
+  struct Impl;
+  explicit CompiledGraph(std::unique_ptr<Impl> impl);
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+  ~CompiledGraph();
+
+  // Sets (copies) the value of a Param node. Unknown name, dtype or shape mismatch -> rlx::Error.
+  void set_param(const std::string& name, const Tensor& value);
+  // Runs with named inputs; returns every graph output in order.
+  std::vector<Tensor> run(const NamedTensors& inputs);
+  // Runs and returns only the outputs listed (by index), in the order given.
+  std::vector<Tensor> run(const NamedTensors& inputs, const std::vector<size_t>& output_indices);
+  // After each run, output `output_index` becomes input `input_name` of the next run without a
+  // host round trip. Passing that input explicitly to run() overrides the carried state.
+  void bind_state(const std::string& input_name, size_t output_index);
+  void reset_state();  // forgets carried values (the next run needs the inputs again)
+
+  const Graph& graph() const;
+  Device device() const;
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> param_names() const;
+  size_t arena_bytes() const;  // bytes of the intermediate-value arena of the last run's plan
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Session {
+ public:
+  explicit Session(Device device = Device::Cpu) : device_(device) {}
+  // Verifies and prepares `graph` for the device. Unsupported device or op -> rlx::Error.
+  CompiledGraph compile(const Graph& graph, const CompileOptions& options = {}) const;
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,136 @@
+// Scaled dot-product attention on the CPU (see attention_core.h for the exact score
+// pipeline). Work is split into (batch, head, block of query rows) units; each unit does
+//   S = scale * Q_blk @ K^T   (gemm, only over the key columns the block can see)
+//   softcap / bias / mask, row softmax in place
+//   O_blk = P @ V             (gemm, written straight into the strided output)
+#include "backends/cpu/attention_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/parallel.h"
+
+namespace rlx::cpu::attn {
+namespace {
+
+constexpr int64_t kRowBlock = 64;
+
+// Keys [lo, hi) that query row i may see before the per-key (custom / bias) masks.
+struct KeyRange {
+  int64_t lo, hi;
+};
+
+template <class C>
+KeyRange key_range(const Problem<C>& p, int64_t i) {
+  const int64_t pos = p.kv_len - p.q_len + i;
+  KeyRange r{0, p.kv_len};
+  if (p.mask == MaskKind::Causal || p.mask == MaskKind::SlidingWindow) {
+    r.hi = std::clamp<int64_t>(pos + 1, 0, p.kv_len);
+    if (p.mask == MaskKind::SlidingWindow) r.lo = std::clamp<int64_t>(pos - p.window + 1, 0, p.kv_len);
+    if (r.lo > r.hi) r.lo = r.hi;
+  }
+  return r;
+}
+
+template <class C>
+void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1, std::vector<C>& scratch) {
+  const int64_t rows = i1 - i0;
+  const int64_t kh = h / (p.num_heads / p.num_kv_heads);
+  // Columns the whole block can see: rows are ordered by position, so the first row has the
+  // lowest window start and the last row the highest end.
+  const KeyRange first = key_range(p, i0), last = key_range(p, i1 - 1);
+  const int64_t c0 = std::min(first.lo, last.lo);
+  const int64_t c1 = std::max(first.hi, last.hi);
+  const int64_t ncol = std::max<int64_t>(c1 - c0, 0);
+  const int64_t ld = std::max<int64_t>(ncol, 1);
+  scratch.resize(static_cast<size_t>(rows * ld));
+  C* s = scratch.data();
+
+  const C* q = p.q.data + b * p.q.batch + i0 * p.q.seq + h * p.q.head;
+  const C* k = p.k.data + b * p.k.batch + c0 * p.k.seq + kh * p.k.head;
+  const C* v = p.v.data + b * p.v.batch + c0 * p.v.seq + kh * p.v.head;
+  C* o = p.out.data + b * p.out.batch + i0 * p.out.seq + h * p.out.head;
+  const int64_t d = p.head_dim;
+
+  gemm(false, true, rows, ncol, d, p.scale, q, p.q.seq, k, p.k.seq, C(0), s, ld);
+
+  const C neg_inf = -std::numeric_limits<C>::infinity();
+  const uint8_t* keep = p.keep ? p.keep + b * p.keep_batch : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    C* row = s + r * ld;
+    const KeyRange kr = key_range(p, i);
+    const C* bias = p.bias ? p.bias + b * p.bias_strides[0] + h * p.bias_strides[1] + i * p.bias_strides[2]
+                           : nullptr;
+    C mx = neg_inf;
+    for (int64_t j = c0; j < c1; ++j) {
+      C& x = row[j - c0];
+      if (j < kr.lo || j >= kr.hi || (keep && !keep[j])) {
+        x = neg_inf;
+        continue;
+      }
+      if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+      if (bias) x += bias[j * p.bias_strides[3]];
+      if (x > mx) mx = x;
+    }
+    if (mx == neg_inf) {  // every key masked (or -inf): the row outputs zeros
+      std::fill(row, row + ncol, C(0));
+      continue;
+    }
+    C sum = 0;
+    for (int64_t j = 0; j < ncol; ++j) {
+      const C e = row[j] == neg_inf ? C(0) : std::exp(row[j] - mx);
+      row[j] = e;
+      sum += e;
+    }
+    const C inv = C(1) / sum;
+    for (int64_t j = 0; j < ncol; ++j) row[j] *= inv;
+  }
+
+  gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, p.out.seq);
+}
+
+}  // namespace
+
+template <class C>
+void run(const Problem<C>& p) {
+  if (p.batch == 0 || p.num_heads == 0 || p.q_len == 0 || p.head_dim == 0) return;
+  const int64_t blocks = (p.q_len + kRowBlock - 1) / kRowBlock;
+  const int64_t units = p.batch * p.num_heads * blocks;
+  // Roughly 4 flops per (row, key, dim); aim for ~64K flops per task at least.
+  const int64_t unit_cost = std::max<int64_t>(1, std::min(p.q_len, kRowBlock) * std::max<int64_t>(p.kv_len, 1) * p.head_dim * 4);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / unit_cost);
+  parallel_for(units, grain, [&](int64_t begin, int64_t end) {
+    std::vector<C> scratch;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t blk = u % blocks;
+      const int64_t bh = u / blocks;
+      const int64_t i0 = blk * kRowBlock;
+      run_unit(p, bh / p.num_heads, bh % p.num_heads, i0, std::min(p.q_len, i0 + kRowBlock), scratch);
+    }
+  });
+}
+
+template void run<float>(const Problem<float>&);
+template void run<double>(const Problem<double>&);
+
+std::vector<uint8_t> keep_flags(const Tensor& mask) {
+  const int64_t n = mask.numel();
+  std::vector<uint8_t> keep(static_cast<size_t>(n));
+  visit_dtype(mask.dtype(), [&]<DType D>() {
+    using T = typename dtype_storage<D>::type;
+    const T* m = static_cast<const T*>(mask.raw());
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+        keep[static_cast<size_t>(i)] = !(static_cast<float>(m[i]) == 0.0f);
+      else
+        keep[static_cast<size_t>(i)] = !(m[i] == T(0));
+    }
+  });
+  return keep;
+}
+
+}  // namespace rlx::cpu::attn

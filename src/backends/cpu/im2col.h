@@ -1,0 +1,152 @@
+#pragma once
+// Internal to the CPU vision kernels: sliding-window geometry for 1-3 spatial dims and the
+// im2col / col2im loops shared by Conv, ConvTranspose, Pool and Im2Col.
+//
+// Every geometry is lifted to 3 spatial dims: missing leading dims get size 1, kernel 1,
+// stride 1, pad 0, dilation 1, so one set of loops serves 1-d, 2-d and 3-d.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "rlx/dtype.h"
+
+namespace rlx::cpu {
+
+// The attribute `v` when set, else `n` copies of `def` (shape inference validated sizes).
+inline std::vector<int64_t> attr_or(const std::vector<int64_t>& v, size_t n, int64_t def) {
+  return v.empty() ? std::vector<int64_t>(n, def) : v;
+}
+
+// Floor / ceil division for any signs of `a` (b > 0).
+inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+struct Window3 {
+  int64_t in[3] = {1, 1, 1};
+  int64_t out[3] = {1, 1, 1};
+  int64_t k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0};  // begin pads (end pads only matter for the output size)
+  int64_t dil[3] = {1, 1, 1};
+
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+
+  // Output positions o along axis a whose input index o*stride - pad + kk*dil lies in [0, in):
+  // returns [lo, hi) clipped to [0, out).
+  void valid_range(int a, int64_t kk, int64_t& lo, int64_t& hi) const {
+    int64_t off = pad[a] - kk * dil[a];
+    lo = std::clamp<int64_t>(ceil_div(off, stride[a]), 0, out[a]);
+    hi = std::clamp<int64_t>(ceil_div(in[a] + off, stride[a]), lo, out[a]);
+  }
+};
+
+// Builds the lifted geometry. `in_sp` / `out_sp` / `kernel` have the same length (1..3);
+// stride / dilation have that length or are empty; pads have twice that length or are empty.
+inline Window3 make_window(const std::vector<int64_t>& in_sp, const std::vector<int64_t>& out_sp,
+                           const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                           const std::vector<int64_t>& pads, const std::vector<int64_t>& dilation) {
+  Window3 w;
+  const size_t nd = in_sp.size();
+  const size_t shift = 3 - nd;
+  for (size_t i = 0; i < nd; ++i) {
+    w.in[shift + i] = in_sp[i];
+    w.out[shift + i] = out_sp[i];
+    w.k[shift + i] = kernel[i];
+    w.stride[shift + i] = stride.empty() ? 1 : stride[i];
+    w.pad[shift + i] = pads.empty() ? 0 : pads[i];
+    w.dil[shift + i] = dilation.empty() ? 1 : dilation[i];
+  }
+  return w;
+}
+
+template <class D, class S>
+inline D convert_value(const S& v) {
+  if constexpr (std::is_same_v<D, S>) return v;
+  else return store<D>(load(v));
+}
+
+// x: C planes of w.in_size() elements. col: (C * k_size) rows of w.out_size() elements, row
+// index (c, kz, ky, kx) row-major (torch unfold order), zero where the window reads padding.
+template <class S, class D>
+void im2col(const S* x, int64_t C, const Window3& w, D* col) {
+  const int64_t P = w.out_size();
+  const int64_t ohw = w.out[1] * w.out[2];
+  const D zero{};
+  for (int64_t c = 0; c < C; ++c) {
+    const S* plane = x + c * w.in_size();
+    for (int64_t kz = 0; kz < w.k[0]; ++kz)
+      for (int64_t ky = 0; ky < w.k[1]; ++ky)
+        for (int64_t kx = 0; kx < w.k[2]; ++kx) {
+          const int64_t row = ((c * w.k[0] + kz) * w.k[1] + ky) * w.k[2] + kx;
+          D* dst = col + row * P;
+          int64_t zlo, zhi, ylo, yhi, xlo, xhi;
+          w.valid_range(0, kz, zlo, zhi);
+          w.valid_range(1, ky, ylo, yhi);
+          w.valid_range(2, kx, xlo, xhi);
+          std::fill(dst, dst + zlo * ohw, zero);
+          for (int64_t oz = zlo; oz < zhi; ++oz) {
+            const int64_t iz = oz * w.stride[0] - w.pad[0] + kz * w.dil[0];
+            D* dz = dst + oz * ohw;
+            std::fill(dz, dz + ylo * w.out[2], zero);
+            for (int64_t oy = ylo; oy < yhi; ++oy) {
+              const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
+              const S* src = plane + (iz * w.in[1] + iy) * w.in[2];
+              D* dy = dz + oy * w.out[2];
+              std::fill(dy, dy + xlo, zero);
+              const int64_t sx = w.stride[2];
+              const int64_t ix0 = xlo * sx - w.pad[2] + kx * w.dil[2];
+              bool copied = false;
+              if constexpr (std::is_same_v<S, D>) {
+                if (sx == 1 && xhi > xlo) {
+                  std::copy(src + ix0, src + ix0 + (xhi - xlo), dy + xlo);
+                  copied = true;
+                }
+              }
+              if (!copied)
+                for (int64_t ox = xlo, ix = ix0; ox < xhi; ++ox, ix += sx) dy[ox] = convert_value<D>(src[ix]);
+              std::fill(dy + xhi, dy + w.out[2], zero);
+            }
+            std::fill(dz + yhi * w.out[2], dz + ohw, zero);
+          }
+          std::fill(dst + zhi * ohw, dst + P, zero);
+        }
+  }
+}
+
+// Inverse scatter of im2col: out[c, position] += col[(c, kz, ky, kx), p] for every window
+// position that lands inside the output. Here the roles swap: `w.out` is the grid the columns
+// run over (the ConvTranspose input) and `w.in` the grid written (the ConvTranspose output).
+template <class A>
+void col2im_add(const A* col, int64_t C, const Window3& w, A* out) {
+  const int64_t P = w.out_size();
+  const int64_t ohw = w.out[1] * w.out[2];
+  for (int64_t c = 0; c < C; ++c) {
+    A* plane = out + c * w.in_size();
+    for (int64_t kz = 0; kz < w.k[0]; ++kz)
+      for (int64_t ky = 0; ky < w.k[1]; ++ky)
+        for (int64_t kx = 0; kx < w.k[2]; ++kx) {
+          const int64_t row = ((c * w.k[0] + kz) * w.k[1] + ky) * w.k[2] + kx;
+          const A* src = col + row * P;
+          int64_t zlo, zhi, ylo, yhi, xlo, xhi;
+          w.valid_range(0, kz, zlo, zhi);
+          w.valid_range(1, ky, ylo, yhi);
+          w.valid_range(2, kx, xlo, xhi);
+          for (int64_t oz = zlo; oz < zhi; ++oz) {
+            const int64_t iz = oz * w.stride[0] - w.pad[0] + kz * w.dil[0];
+            for (int64_t oy = ylo; oy < yhi; ++oy) {
+              const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
+              A* dst = plane + (iz * w.in[1] + iy) * w.in[2];
+              const A* s = src + oz * ohw + oy * w.out[2];
+              const int64_t sx = w.stride[2];
+              for (int64_t ox = xlo, ix = xlo * sx - w.pad[2] + kx * w.dil[2]; ox < xhi; ++ox, ix += sx)
+                dst[ix] += s[ox];
+            }
+          }
+        }
+  }
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,57 @@
+#pragma once
+// CPU kernels: one overload of `kernel` per op kind. The executor allocates every
+// output (contiguous, row-major, concrete shape, dtype from inference) before calling.
+// Kernels read ctx.in, write ctx.out, and throw rlx::Error on bad runtime data
+// (out-of-range indices, ...). f16/bf16 compute in f32 and round on store.
+// Each op family lives in its own file: kernels_<family>.cpp.
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx::cpu {
+
+// Runs a subgraph (If/While bodies) with the given inputs bound to its Input nodes in
+// node order; returns its outputs.
+using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
+
+struct KernelContext {
+  const Node& node;
+  std::span<const Tensor> in;   // input tensors, contiguous
+  std::span<Tensor> out;        // preallocated outputs, contiguous
+  const SubgraphRunner& run_subgraph;
+};
+
+#define RLX_CPU_KERNEL(T) void kernel(const ops::T& op, KernelContext& ctx);
+// elementwise (kernels_elementwise.cpp)
+RLX_CPU_KERNEL(Binary) RLX_CPU_KERNEL(Compare) RLX_CPU_KERNEL(Where) RLX_CPU_KERNEL(Activation)
+RLX_CPU_KERNEL(Cast) RLX_CPU_KERNEL(ElementwiseRegion)
+// shape (kernels_shape.cpp)
+RLX_CPU_KERNEL(Reshape) RLX_CPU_KERNEL(Transpose) RLX_CPU_KERNEL(Narrow) RLX_CPU_KERNEL(Concat)
+RLX_CPU_KERNEL(Expand) RLX_CPU_KERNEL(Reverse) RLX_CPU_KERNEL(StopGradient)
+// indexing (kernels_indexing.cpp)
+RLX_CPU_KERNEL(Gather) RLX_CPU_KERNEL(ScatterAdd) RLX_CPU_KERNEL(ArgMax) RLX_CPU_KERNEL(ArgMin)
+RLX_CPU_KERNEL(TopK) RLX_CPU_KERNEL(Cumsum)
+// reductions (kernels_reduce.cpp)
+RLX_CPU_KERNEL(Reduce) RLX_CPU_KERNEL(Softmax) RLX_CPU_KERNEL(LogSoftmax)
+// contraction (kernels_matmul.cpp)
+RLX_CPU_KERNEL(MatMul) RLX_CPU_KERNEL(DotGeneral) RLX_CPU_KERNEL(FusedMatMulBiasAct)
+RLX_CPU_KERNEL(LoraMatMul) RLX_CPU_KERNEL(GroupedMatMul)
+// norms (kernels_norm.cpp)
+RLX_CPU_KERNEL(LayerNorm) RLX_CPU_KERNEL(RmsNorm) RLX_CPU_KERNEL(GroupNorm) RLX_CPU_KERNEL(LayerNorm2d)
+RLX_CPU_KERNEL(BatchNormInference) RLX_CPU_KERNEL(FusedResidualLN) RLX_CPU_KERNEL(FusedResidualRmsNorm)
+// transformer (kernels_attention.cpp, kernels_transformer.cpp)
+RLX_CPU_KERNEL(Rope) RLX_CPU_KERNEL(Attention) RLX_CPU_KERNEL(FusedSwiGLU)
+RLX_CPU_KERNEL(FusedAttentionBlock) RLX_CPU_KERNEL(FusedTransformerLayer)
+// vision (kernels_conv.cpp, kernels_pool.cpp, kernels_resize_pad.cpp)
+RLX_CPU_KERNEL(Conv) RLX_CPU_KERNEL(ConvTranspose) RLX_CPU_KERNEL(Pool) RLX_CPU_KERNEL(Resize)
+RLX_CPU_KERNEL(Pad) RLX_CPU_KERNEL(Im2Col)
+// random (kernels_random.cpp)
+RLX_CPU_KERNEL(RngUniform) RLX_CPU_KERNEL(RngNormal) RLX_CPU_KERNEL(Sample)
+// control flow (kernels_control.cpp)
+RLX_CPU_KERNEL(If) RLX_CPU_KERNEL(While)
+#undef RLX_CPU_KERNEL
+
+}  // namespace rlx::cpu

@@ -1,0 +1,130 @@
+// CPU kernel for Activation (unary elementwise ops).
+//
+// Floats compute in the compute type (f32 for f16/bf16/f32, f64 for f64) and round once on
+// store. Round is half-to-even, Gelu the exact erf form, GeluApprox the tanh form, Softplus the
+// overflow-free max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0.
+// Integer Neg/Abs wrap (Abs(INT_MIN) = INT_MIN, two's complement); on unsigned dtypes Neg is
+// the modular negation and Abs/Relu are the identity. Not works on bool.
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "backends/cpu/elementwise_core.h"
+#include "backends/cpu/kernels.h"
+
+namespace rlx::cpu {
+namespace {
+
+template <ActKind K, DType D>
+constexpr bool act_supported() {
+  if constexpr (K == ActKind::Not) return D == DType::Bool;
+  else if constexpr (K == ActKind::Neg || K == ActKind::Abs || K == ActKind::Relu || K == ActKind::Sign)
+    return D != DType::Bool;
+  else return is_float_dtype(D);
+}
+
+template <class C>
+inline C round_half_even(C x) {
+  C r = std::round(x);  // half away from zero
+  if (std::fabs(x - r) == C(0.5)) r = C(2) * std::round(x * C(0.5));
+  return r;
+}
+
+template <ActKind K, class C>
+inline C float_act(C x) {
+  if constexpr (K == ActKind::Gelu) return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+  else if constexpr (K == ActKind::GeluApprox) {
+    const C k = C(0.79788456080286535588);  // sqrt(2/pi)
+    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+  } else if constexpr (K == ActKind::Silu) return x / (C(1) + std::exp(-x));
+  else if constexpr (K == ActKind::Relu) return x < C(0) ? C(0) : x;
+  else if constexpr (K == ActKind::Sigmoid) return C(1) / (C(1) + std::exp(-x));
+  else if constexpr (K == ActKind::Tanh) return std::tanh(x);
+  else if constexpr (K == ActKind::Exp) return std::exp(x);
+  else if constexpr (K == ActKind::Log) return std::log(x);
+  else if constexpr (K == ActKind::Sqrt) return std::sqrt(x);
+  else if constexpr (K == ActKind::Rsqrt) return C(1) / std::sqrt(x);
+  else if constexpr (K == ActKind::Neg) return -x;
+  else if constexpr (K == ActKind::Abs) return std::fabs(x);
+  else if constexpr (K == ActKind::Sin) return std::sin(x);
+  else if constexpr (K == ActKind::Cos) return std::cos(x);
+  else if constexpr (K == ActKind::Tan) return std::tan(x);
+  else if constexpr (K == ActKind::Atan) return std::atan(x);
+  else if constexpr (K == ActKind::Round) return round_half_even(x);
+  else if constexpr (K == ActKind::Erf) return std::erf(x);
+  else if constexpr (K == ActKind::Floor) return std::floor(x);
+  else if constexpr (K == ActKind::Ceil) return std::ceil(x);
+  else if constexpr (K == ActKind::Reciprocal) return C(1) / x;
+  else if constexpr (K == ActKind::Sign) return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);
+  else if constexpr (K == ActKind::Softplus) return std::max(x, C(0)) + std::log1p(std::exp(-std::fabs(x)));
+  else if constexpr (K == ActKind::Asin) return std::asin(x);
+  else if constexpr (K == ActKind::Acos) return std::acos(x);
+  else static_assert(K == ActKind::Not, "unhandled float activation");
+}
+
+template <ActKind K, DType D>
+struct ActFn {
+  using T = storage_t<D>;
+  T operator()(T x) const {
+    if constexpr (K == ActKind::Not) {
+      return x ? 0 : 1;
+    } else if constexpr (is_float_dtype(D)) {
+      return store<T>(float_act<K, compute_t<T>>(load(x)));
+    } else if constexpr (K == ActKind::Neg) {
+      return wrap_sub(T(0), x);
+    } else if constexpr (std::is_signed_v<T>) {
+      if constexpr (K == ActKind::Abs) return x < 0 ? wrap_sub(T(0), x) : x;
+      else if constexpr (K == ActKind::Relu) return x < 0 ? T(0) : x;
+      else return static_cast<T>((x > 0) - (x < 0));  // Sign
+    } else {
+      if constexpr (K == ActKind::Sign) return x > 0 ? T(1) : T(0);
+      else return x;  // Abs, Relu on unsigned
+    }
+  }
+};
+
+template <ActKind K>
+void act_typed(DType t, const void* in, void* out, int64_t n) {
+  visit_dtype(t, [&]<DType D>() {
+    if constexpr (act_supported<K, D>()) {
+      using T = storage_t<D>;
+      const auto* x = static_cast<const T*>(in);
+      auto* y = static_cast<T*>(out);
+      const ActFn<K, D> f;
+      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+    } else {
+      throw Error(std::string("activation ") + enum_name(K) + ": dtype " + dtype_name(D) + " is not supported");
+    }
+  });
+}
+
+}  // namespace
+
+void activation_span(ActKind k, DType t, const void* in, void* out, int64_t n) {
+  switch (k) {
+#define RLX_ACT_CASE(K) \
+  case ActKind::K: return act_typed<ActKind::K>(t, in, out, n);
+    RLX_ACT_CASE(Gelu) RLX_ACT_CASE(GeluApprox) RLX_ACT_CASE(Silu) RLX_ACT_CASE(Relu) RLX_ACT_CASE(Sigmoid)
+    RLX_ACT_CASE(Tanh) RLX_ACT_CASE(Exp) RLX_ACT_CASE(Log) RLX_ACT_CASE(Sqrt) RLX_ACT_CASE(Rsqrt)
+    RLX_ACT_CASE(Neg) RLX_ACT_CASE(Abs) RLX_ACT_CASE(Sin) RLX_ACT_CASE(Cos) RLX_ACT_CASE(Tan)
+    RLX_ACT_CASE(Atan) RLX_ACT_CASE(Round) RLX_ACT_CASE(Erf) RLX_ACT_CASE(Floor) RLX_ACT_CASE(Ceil)
+    RLX_ACT_CASE(Reciprocal) RLX_ACT_CASE(Sign) RLX_ACT_CASE(Softplus) RLX_ACT_CASE(Asin) RLX_ACT_CASE(Acos)
+    RLX_ACT_CASE(Not)
+#undef RLX_ACT_CASE
+  }
+  throw Error("activation: corrupt kind value " + std::to_string(static_cast<int>(k)));
+}
+
+void kernel(const ops::Activation& op, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  Tensor& y = ctx.out[0];
+  const int64_t n = y.numel();
+  const size_t es = dtype_size(x.dtype());
+  const auto* pin = static_cast<const uint8_t*>(x.raw());
+  auto* pout = static_cast<uint8_t*>(y.raw());
+  parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    activation_span(op.kind, x.dtype(), pin + static_cast<size_t>(b) * es, pout + static_cast<size_t>(b) * es, e - b);
+  });
+}
+
+}  // namespace rlx::cpu

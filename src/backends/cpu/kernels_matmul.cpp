@@ -1,0 +1,540 @@
+// CPU kernels for the contraction family: MatMul, DotGeneral, FusedMatMulBiasAct,
+// LoraMatMul, GroupedMatMul.
+//
+// Every product goes through one batched core: f32/f64 call BLAS directly on the (contiguous)
+// inputs, f16/bf16 are widened to f32 blocks, multiplied with sgemm and rounded on store, and
+// integers use a plain loop accumulating in 64 bits (wrapping, like numpy).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/util.h"
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int64_t kGrain = 16384;
+// Products below this many multiply-adds run single-threaded inside OpenBLAS, so batches of
+// them are spread over our own pool instead.
+constexpr int64_t kSmallGemm = 262144;
+
+template <class T>
+constexpr bool kIsHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+// The accumulation type: f32 for f32/f16/bf16, f64 for f64, int64 for integers.
+template <class T>
+using acc_t = std::conditional_t<std::is_integral_v<T>, int64_t, compute_t<T>>;
+
+// A batched product C[i] = op(A)[i] @ op(B)[i] over `batch` items; C is dense [batch, m, n].
+struct MatPlan {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;  // A stored [k, m] / B stored [n, k]
+  std::vector<int64_t> a_off, b_off;      // element offset of each item's A / B
+  std::vector<int64_t> out_dims;          // result dims (numpy matmul only)
+};
+
+// numpy matmul of contiguous tensors with dims `ad` @ `bd`.
+MatPlan plan_matmul(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, const char* what) {
+  if (ad.empty() || bd.empty())
+    throw Error(std::string(what) + ": operands must have rank >= 1, got " + dims_str(ad) + " and " + dims_str(bd));
+  MatPlan p;
+  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  p.m = a1 ? 1 : ad[ad.size() - 2];
+  p.k = ad.back();
+  const int64_t kb = b1 ? bd[0] : bd[bd.size() - 2];
+  p.n = b1 ? 1 : bd.back();
+  if (kb != p.k)
+    throw Error(std::string(what) + ": contracting dims differ: " + dims_str(ad) + " has K=" + std::to_string(p.k) +
+                " but " + dims_str(bd) + " has K=" + std::to_string(kb));
+  const std::vector<int64_t> ab(ad.begin(), ad.end() - (a1 ? 1 : 2));
+  const std::vector<int64_t> bb(bd.begin(), bd.end() - (b1 ? 1 : 2));
+  const std::vector<int64_t> ob = broadcast_dims(ab, bb);
+  const auto as = broadcast_strides(ab, ob);
+  const auto bs = broadcast_strides(bb, ob);
+  p.batch = product(ob);
+  p.a_off.resize(static_cast<size_t>(p.batch));
+  p.b_off.resize(static_cast<size_t>(p.batch));
+  std::vector<int64_t> idx(ob.size(), 0);
+  for (int64_t i = 0; i < p.batch; ++i) {
+    int64_t oa = 0, obb = 0;
+    for (size_t d = 0; d < ob.size(); ++d) {
+      oa += idx[d] * as[d];
+      obb += idx[d] * bs[d];
+    }
+    p.a_off[i] = oa * p.m * p.k;
+    p.b_off[i] = obb * p.k * p.n;
+    for (size_t d = ob.size(); d-- > 0;) {
+      if (++idx[d] < ob[d]) break;
+      idx[d] = 0;
+    }
+  }
+  p.out_dims = ob;
+  if (!a1) p.out_dims.push_back(p.m);
+  if (!b1) p.out_dims.push_back(p.n);
+  return p;
+}
+
+// Float core: C = A @ B through BLAS, batches spread over the pool when each is small.
+template <class C>
+void gemm_batched(const MatPlan& p, const C* a, const C* b, C* c) {
+  const int64_t mn = p.m * p.n;
+  if (mn == 0 || p.batch == 0) return;
+  const int64_t lda = p.trans_a ? p.m : p.k;
+  const int64_t ldb = p.trans_b ? p.k : p.n;
+  auto one = [&](int64_t i) {
+    gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, C(1), a + p.a_off[i], lda, b + p.b_off[i], ldb, C(0), c + i * mn, p.n);
+  };
+  const int64_t work = mn * std::max<int64_t>(p.k, 1);
+  if (p.batch > 1 && work < kSmallGemm) {
+    parallel_for(p.batch, std::max<int64_t>(1, (int64_t{1} << 20) / work), [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) one(i);
+    });
+  } else {
+    for (int64_t i = 0; i < p.batch; ++i) one(i);
+  }
+}
+
+// Integer core: 64-bit wrapping accumulation, stored as O.
+template <class T, class O>
+void int_matmul(const MatPlan& p, const T* a, const T* b, O* c) {
+  const int64_t rows = p.batch * p.m;
+  if (rows == 0 || p.n == 0) return;
+  const int64_t m = p.m, n = p.n, k = p.k;
+  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * std::max<int64_t>(k, 1))),
+               [&](int64_t s, int64_t e) {
+                 std::vector<uint64_t> acc(static_cast<size_t>(n));
+                 for (int64_t r = s; r < e; ++r) {
+                   const int64_t bi = r / m, i = r % m;
+                   const T* A = a + p.a_off[bi];
+                   const T* B = b + p.b_off[bi];
+                   std::fill(acc.begin(), acc.end(), 0);
+                   for (int64_t kk = 0; kk < k; ++kk) {
+                     const auto av = static_cast<uint64_t>(static_cast<int64_t>(p.trans_a ? A[kk * m + i] : A[i * k + kk]));
+                     if (p.trans_b) {
+                       for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(B[j * k + kk]));
+                     } else {
+                       const T* brow = B + kk * n;
+                       for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+                     }
+                   }
+                   O* out = c + r * n;
+                   for (int64_t j = 0; j < n; ++j) out[j] = static_cast<O>(static_cast<int64_t>(acc[j]));
+                 }
+               });
+}
+
+// Elements of `src` widened to the compute type (only used for f16/bf16).
+template <class T>
+std::vector<compute_t<T>> widen(const T* src, int64_t n) {
+  std::vector<compute_t<T>> out(static_cast<size_t>(n));
+  parallel_for(n, kGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) out[i] = load(src[i]);
+  });
+  return out;
+}
+
+// A read-only operand in the core's element type: the tensor itself or a widened copy.
+template <class T>
+struct Operand {
+  using C = std::conditional_t<kIsHalf<T>, float, T>;
+  std::vector<C> buf;
+  const C* ptr = nullptr;
+  explicit Operand(const Tensor& t) {
+    if constexpr (kIsHalf<T>) {
+      buf = widen(t.data<T>(), t.numel());
+      ptr = buf.data();
+    } else {
+      ptr = t.data<T>();
+    }
+  }
+};
+
+// The product in accumulation type (multiply): writes batch*m*n values of acc_t<T> to `c`.
+template <class T>
+void multiply(const MatPlan& p, const typename Operand<T>::C* a, const typename Operand<T>::C* b, acc_t<T>* c) {
+  if constexpr (std::is_integral_v<T>) int_matmul<T, int64_t>(p, a, b, c);
+  else gemm_batched<acc_t<T>>(p, a, b, c);
+}
+
+// The product stored into `out` (T): directly where possible, else through an acc buffer.
+template <class T>
+void product_into(const MatPlan& p, const typename Operand<T>::C* a, const typename Operand<T>::C* b, T* out) {
+  if constexpr (std::is_integral_v<T>) {
+    int_matmul<T, T>(p, a, b, out);
+  } else if constexpr (std::is_same_v<acc_t<T>, T>) {
+    gemm_batched<T>(p, a, b, out);
+  } else {
+    const int64_t total = p.batch * p.m * p.n;
+    std::vector<acc_t<T>> tmp(static_cast<size_t>(total));
+    gemm_batched<acc_t<T>>(p, a, b, tmp.data());
+    parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) out[i] = store<T>(tmp[i]);
+    });
+  }
+}
+
+void check_out(const Tensor& out, int64_t expected, const char* what) {
+  if (out.numel() != expected)
+    throw Error(std::string(what) + ": output buffer has " + std::to_string(out.numel()) + " elements, expected " +
+                std::to_string(expected));
+}
+
+template <class F>
+void visit_numeric(DType t, const char* what, F&& f) {
+  if (t == DType::Bool) throw Error(std::string(what) + ": bool operands are not supported");
+  visit_dtype(t, [&]<DType D>() {
+    if constexpr (D != DType::Bool) f.template operator()<typename dtype_storage<D>::type>();
+  });
+}
+
+// ---- activation epilogue --------------------------------------------------------------
+// Calls f(act) once with a callable for the kind, so the element loop is specialized.
+template <class V, class F>
+void with_act(std::optional<ActKind> kind, F&& f) {
+  if (!kind) return f([](V x) { return x; });
+  if constexpr (std::is_integral_v<V>) {
+    switch (*kind) {
+      case ActKind::Relu: return f([](V x) { return x > 0 ? x : V(0); });
+      case ActKind::Neg: return f([](V x) { return static_cast<V>(0 - static_cast<uint64_t>(x)); });
+      case ActKind::Abs: return f([](V x) { return x < 0 ? static_cast<V>(0 - static_cast<uint64_t>(x)) : x; });
+      case ActKind::Sign: return f([](V x) { return static_cast<V>((x > 0) - (x < 0)); });
+      default: break;
+    }
+  } else {
+    switch (*kind) {
+      case ActKind::Gelu: return f([](V x) { return V(0.5) * x * (V(1) + std::erf(x * V(0.70710678118654752440))); });
+      case ActKind::GeluApprox:
+        return f([](V x) {
+          return V(0.5) * x * (V(1) + std::tanh(V(0.79788456080286535588) * (x + V(0.044715) * x * x * x)));
+        });
+      case ActKind::Silu: return f([](V x) { return x / (V(1) + std::exp(-x)); });
+      case ActKind::Relu: return f([](V x) { return x > V(0) ? x : (x != x ? x : V(0)); });
+      case ActKind::Sigmoid: return f([](V x) { return V(1) / (V(1) + std::exp(-x)); });
+      case ActKind::Tanh: return f([](V x) { return std::tanh(x); });
+      case ActKind::Exp: return f([](V x) { return std::exp(x); });
+      case ActKind::Log: return f([](V x) { return std::log(x); });
+      case ActKind::Sqrt: return f([](V x) { return std::sqrt(x); });
+      case ActKind::Rsqrt: return f([](V x) { return V(1) / std::sqrt(x); });
+      case ActKind::Neg: return f([](V x) { return -x; });
+      case ActKind::Abs: return f([](V x) { return std::fabs(x); });
+      case ActKind::Sin: return f([](V x) { return std::sin(x); });
+      case ActKind::Cos: return f([](V x) { return std::cos(x); });
+      case ActKind::Tan: return f([](V x) { return std::tan(x); });
+      case ActKind::Atan: return f([](V x) { return std::atan(x); });
+      case ActKind::Round: return f([](V x) { return std::nearbyint(x); });
+      case ActKind::Erf: return f([](V x) { return std::erf(x); });
+      case ActKind::Floor: return f([](V x) { return std::floor(x); });
+      case ActKind::Ceil: return f([](V x) { return std::ceil(x); });
+      case ActKind::Reciprocal: return f([](V x) { return V(1) / x; });
+      case ActKind::Sign: return f([](V x) { return x != x ? x : V((x > V(0)) - (x < V(0))); });
+      case ActKind::Softplus:
+        return f([](V x) { return std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x))); });
+      case ActKind::Asin: return f([](V x) { return std::asin(x); });
+      case ActKind::Acos: return f([](V x) { return std::acos(x); });
+      case ActKind::Not: break;
+    }
+  }
+  throw Error(std::string("fused_matmul_bias_act: activation '") + enum_name(*kind) +
+              "' is not supported for this dtype");
+}
+
+}  // namespace
+
+// ---- MatMul ------------------------------------------------------------------------------
+void kernel(const ops::MatMul&, KernelContext& ctx) {
+  const Tensor& a = ctx.in[0];
+  const Tensor& b = ctx.in[1];
+  Tensor& out = ctx.out[0];
+  const MatPlan p = plan_matmul(a.shape(), b.shape(), "matmul");
+  check_out(out, p.batch * p.m * p.n, "matmul");
+  visit_numeric(a.dtype(), "matmul", [&]<class T>() {
+    Operand<T> A(a), B(b);
+    product_into<T>(p, A.ptr, B.ptr, out.data<T>());
+  });
+}
+
+// ---- DotGeneral --------------------------------------------------------------------------
+namespace {
+
+// Copies `src` (dims) permuted by `perm` into a dense buffer of C, converting elements.
+template <class C, class T>
+std::vector<C> permute_copy(const T* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
+  const size_t r = perm.size();
+  const auto st = contiguous_strides(dims);
+  std::vector<int64_t> od(r), os(r);
+  for (size_t i = 0; i < r; ++i) {
+    od[i] = dims[perm[i]];
+    os[i] = st[perm[i]];
+  }
+  const int64_t total = product(od);
+  std::vector<C> out(static_cast<size_t>(total));
+  if (total == 0) return out;
+  const int64_t inner = r ? od[r - 1] : 1;
+  const int64_t istride = r ? os[r - 1] : 0;
+  const int64_t rows = total / inner;
+  parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t s, int64_t e) {
+    std::vector<int64_t> idx(r ? r - 1 : 0);
+    int64_t rem = s, off = 0;
+    for (size_t d = idx.size(); d-- > 0;) {
+      idx[d] = rem % od[d];
+      rem /= od[d];
+      off += idx[d] * os[d];
+    }
+    for (int64_t row = s; row < e; ++row) {
+      C* dst = out.data() + row * inner;
+      for (int64_t j = 0; j < inner; ++j) dst[j] = static_cast<C>(load(src[off + j * istride]));
+      for (size_t d = idx.size(); d-- > 0;) {
+        off += os[d];
+        if (++idx[d] < od[d]) break;
+        off -= idx[d] * os[d];
+        idx[d] = 0;
+      }
+    }
+  });
+  return out;
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+std::vector<int64_t> concat3(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                             const std::vector<int64_t>& c) {
+  std::vector<int64_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
+// One side of a dot_general, laid out as [B, rows, K] (or [B, K, rows] with trans).
+template <class T>
+struct DotSide {
+  using C = typename Operand<T>::C;
+  std::vector<C> buf;
+  const C* ptr = nullptr;
+  bool trans = false;
+
+  // lhs (k_last=true): canonical [B, free, K]; rhs (k_last=false): canonical [B, K, free].
+  DotSide(const Tensor& t, const std::vector<int64_t>& batch, const std::vector<int64_t>& contract,
+          const std::vector<int64_t>& free, bool k_last) {
+    const auto canon = k_last ? concat3(batch, free, contract) : concat3(batch, contract, free);
+    const auto swapped = k_last ? concat3(batch, contract, free) : concat3(batch, free, contract);
+    const bool direct = is_identity(canon), alt = !direct && is_identity(swapped);
+    trans = alt;
+    if (direct || alt) {
+      if constexpr (kIsHalf<T>) {
+        buf = widen(t.data<T>(), t.numel());
+        ptr = buf.data();
+      } else {
+        ptr = t.data<T>();
+      }
+    } else {
+      buf = permute_copy<C>(t.data<T>(), t.shape(), canon);
+      ptr = buf.data();
+    }
+  }
+};
+
+}  // namespace
+
+void kernel(const ops::DotGeneral& op, KernelContext& ctx) {
+  const Tensor& l = ctx.in[0];
+  const Tensor& r = ctx.in[1];
+  Tensor& out = ctx.out[0];
+  auto norm = [](const std::vector<int64_t>& axes, int64_t rank) {
+    std::vector<int64_t> o;
+    for (int64_t a : axes) o.push_back(normalize_axis(a, rank, "dot_general"));
+    return o;
+  };
+  const auto lb = norm(op.lhs_batch, l.rank()), lc = norm(op.lhs_contract, l.rank());
+  const auto rb = norm(op.rhs_batch, r.rank()), rc = norm(op.rhs_contract, r.rank());
+  if (lb.size() != rb.size() || lc.size() != rc.size())
+    throw Error("dot_general: batch/contracting dim lists of lhs and rhs differ in length");
+  auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < rank; ++d)
+      if (std::find(b.begin(), b.end(), d) == b.end() && std::find(c.begin(), c.end(), d) == c.end()) f.push_back(d);
+    return f;
+  };
+  const auto lf = free_axes(l.rank(), lb, lc), rf = free_axes(r.rank(), rb, rc);
+  MatPlan p;
+  p.batch = 1;
+  p.m = 1;
+  p.n = 1;
+  p.k = 1;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    if (l.dim(lb[i]) != r.dim(rb[i]))
+      throw Error("dot_general: batch dims differ: lhs " + dims_str(l.shape()) + " axis " + std::to_string(lb[i]) +
+                  " vs rhs " + dims_str(r.shape()) + " axis " + std::to_string(rb[i]));
+    p.batch *= l.dim(lb[i]);
+  }
+  for (size_t i = 0; i < lc.size(); ++i) {
+    if (l.dim(lc[i]) != r.dim(rc[i]))
+      throw Error("dot_general: contracting dims differ: lhs " + dims_str(l.shape()) + " axis " +
+                  std::to_string(lc[i]) + " vs rhs " + dims_str(r.shape()) + " axis " + std::to_string(rc[i]));
+    p.k *= l.dim(lc[i]);
+  }
+  if (lb.size() + lc.size() + lf.size() != static_cast<size_t>(l.rank()) ||
+      rb.size() + rc.size() + rf.size() != static_cast<size_t>(r.rank()))
+    throw Error("dot_general: batch and contracting axes must be distinct");
+  for (int64_t d : lf) p.m *= l.dim(d);
+  for (int64_t d : rf) p.n *= r.dim(d);
+  check_out(out, p.batch * p.m * p.n, "dot_general");
+  if (out.numel() == 0) return;
+  visit_numeric(l.dtype(), "dot_general", [&]<class T>() {
+    DotSide<T> A(l, lb, lc, lf, true), B(r, rb, rc, rf, false);
+    p.trans_a = A.trans;
+    p.trans_b = B.trans;
+    p.a_off.resize(static_cast<size_t>(p.batch));
+    p.b_off.resize(static_cast<size_t>(p.batch));
+    for (int64_t i = 0; i < p.batch; ++i) {
+      p.a_off[i] = i * p.m * p.k;
+      p.b_off[i] = i * p.k * p.n;
+    }
+    product_into<T>(p, A.ptr, B.ptr, out.data<T>());
+  });
+}
+
+// ---- FusedMatMulBiasAct ------------------------------------------------------------------
+void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  const Tensor& w = ctx.in[1];
+  const Tensor* bias = ctx.in.size() > 2 ? &ctx.in[2] : nullptr;
+  Tensor& out = ctx.out[0];
+  const MatPlan p = plan_matmul(x.shape(), w.shape(), "fused_matmul_bias_act");
+  const int64_t total = p.batch * p.m * p.n;
+  check_out(out, total, "fused_matmul_bias_act");
+  const int64_t nb = bias ? bias->numel() : 0;
+  const int64_t last = p.out_dims.empty() ? 1 : p.out_dims.back();
+  if (bias && nb != 1 && nb != last)
+    throw Error("fused_matmul_bias_act: bias has " + std::to_string(nb) + " elements, expected " +
+                std::to_string(last) + " or 1");
+  visit_numeric(x.dtype(), "fused_matmul_bias_act", [&]<class T>() {
+    using A = acc_t<T>;
+    Operand<T> X(x), W(w);
+    T* o = out.data<T>();
+    std::vector<A> tmp;
+    A* acc = nullptr;
+    if constexpr (std::is_same_v<A, T>) {
+      acc = o;
+    } else {
+      tmp.resize(static_cast<size_t>(total));
+      acc = tmp.data();
+    }
+    multiply<T>(p, X.ptr, W.ptr, acc);
+    std::vector<A> bv(static_cast<size_t>(nb));
+    for (int64_t j = 0; j < nb; ++j) bv[j] = static_cast<A>(load(bias->data<T>()[j]));
+    with_act<A>(op.activation, [&](auto act) {
+      parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) {
+          A v = acc[i];
+          if (nb == 1) {
+            v = static_cast<A>(v + bv[0]);
+          } else if (nb > 1) {
+            v = static_cast<A>(v + bv[i % nb]);
+          }
+          if constexpr (std::is_integral_v<A>) o[i] = static_cast<T>(act(v));
+          else o[i] = store<T>(act(v));
+        }
+      });
+    });
+  });
+}
+
+// ---- LoraMatMul --------------------------------------------------------------------------
+void kernel(const ops::LoraMatMul& op, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  Tensor& out = ctx.out[0];
+  const MatPlan pm = plan_matmul(x.shape(), ctx.in[1].shape(), "lora_matmul (x @ w)");
+  const MatPlan pd = plan_matmul(x.shape(), ctx.in[2].shape(), "lora_matmul (x @ a)");
+  const MatPlan pu = plan_matmul(pd.out_dims, ctx.in[3].shape(), "lora_matmul ((x @ a) @ b)");
+  if (pu.out_dims != pm.out_dims)
+    throw Error("lora_matmul: x @ w is " + dims_str(pm.out_dims) + " but (x @ a) @ b is " + dims_str(pu.out_dims));
+  const int64_t total = pm.batch * pm.m * pm.n;
+  check_out(out, total, "lora_matmul");
+  if (!is_float(x.dtype())) throw Error("lora_matmul: operands must be float, got " + std::string(dtype_name(x.dtype())));
+  visit_numeric(x.dtype(), "lora_matmul", [&]<class T>() {
+    if constexpr (!std::is_integral_v<T>) {
+      using A = acc_t<T>;
+      Operand<T> X(x), W(ctx.in[1]), Ad(ctx.in[2]), Bu(ctx.in[3]);
+      std::vector<A> main(static_cast<size_t>(total));
+      std::vector<A> down(static_cast<size_t>(pd.batch * pd.m * pd.n));
+      std::vector<A> up(static_cast<size_t>(total));
+      gemm_batched<A>(pm, X.ptr, W.ptr, main.data());
+      gemm_batched<A>(pd, X.ptr, Ad.ptr, down.data());
+      gemm_batched<A>(pu, down.data(), Bu.ptr, up.data());
+      const A scale = static_cast<A>(op.scale);
+      T* o = out.data<T>();
+      parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) o[i] = store<T>(main[i] + scale * up[i]);
+      });
+    }
+  });
+}
+
+// ---- GroupedMatMul -----------------------------------------------------------------------
+void kernel(const ops::GroupedMatMul&, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  const Tensor& w = ctx.in[1];
+  const Tensor& idx_t = ctx.in[2];
+  Tensor& out = ctx.out[0];
+  if (x.rank() != 2 || w.rank() != 3 || idx_t.rank() != 1 || x.dim(1) != w.dim(1) || idx_t.dim(0) != x.dim(0))
+    throw Error("grouped_matmul: expected x (M, K), w (E, K, N), idx (M); got " + dims_str(x.shape()) + ", " +
+                dims_str(w.shape()) + ", " + dims_str(idx_t.shape()));
+  const int64_t M = x.dim(0), K = x.dim(1), E = w.dim(0), N = w.dim(2);
+  check_out(out, M * N, "grouped_matmul");
+  const std::vector<int64_t> idx = idx_t.to_i64();
+  if (!is_int(idx_t.dtype())) throw Error("grouped_matmul: idx must be an integer tensor");
+  for (int64_t i = 0; i < M; ++i)
+    if (idx[i] < 0 || idx[i] >= E)
+      throw Error("grouped_matmul: idx[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
+                  " is out of range for " + std::to_string(E) + " experts (valid: 0.." + std::to_string(E - 1) + ")");
+  if (M == 0 || N == 0) return;
+  // Rows grouped by expert (counting sort keeps the row order within an expert).
+  std::vector<int64_t> start(static_cast<size_t>(E + 1), 0), rows(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) ++start[idx[i] + 1];
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  {
+    std::vector<int64_t> fill(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < M; ++i) rows[fill[idx[i]]++] = i;
+  }
+  visit_numeric(x.dtype(), "grouped_matmul", [&]<class T>() {
+    using A = acc_t<T>;
+    using Cm = typename Operand<T>::C;
+    Operand<T> W(w);
+    const T* xs = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t cnt = start[e + 1] - start[e];
+      if (cnt == 0) continue;
+      const int64_t* rs = rows.data() + start[e];
+      // Gather this expert's rows of x into a dense [cnt, K] block.
+      std::vector<Cm> xb(static_cast<size_t>(cnt * K));
+      for (int64_t r = 0; r < cnt; ++r)
+        for (int64_t kk = 0; kk < K; ++kk) xb[r * K + kk] = static_cast<Cm>(load(xs[rs[r] * K + kk]));
+      MatPlan p;
+      p.batch = 1;
+      p.m = cnt;
+      p.n = N;
+      p.k = K;
+      p.a_off = {0};
+      p.b_off = {e * K * N};
+      std::vector<A> yb(static_cast<size_t>(cnt * N));
+      multiply<T>(p, xb.data(), W.ptr, yb.data());
+      for (int64_t r = 0; r < cnt; ++r)
+        for (int64_t j = 0; j < N; ++j) {
+          if constexpr (std::is_integral_v<T>) o[rs[r] * N + j] = static_cast<T>(yb[r * N + j]);
+          else o[rs[r] * N + j] = store<T>(yb[r * N + j]);
+        }
+    }
+  });
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,113 @@
+// TEMPORARY during the foundation build-out: weak fallbacks so the tree links while
+// op families land in parallel. Every strong definition overrides these. This file is
+// deleted once every family is in (the link then proves nothing is missing).
+#include "backends/cpu/kernels.h"
+#include "rlx/error.h"
+
+namespace rlx {
+[[gnu::weak]] std::vector<Shape> ops::Input::infer(std::span<const Shape>) const { throw Error("shape inference for Input is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Param::infer(std::span<const Shape>) const { throw Error("shape inference for Param is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Constant::infer(std::span<const Shape>) const { throw Error("shape inference for Constant is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Binary::infer(std::span<const Shape>) const { throw Error("shape inference for Binary is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Compare::infer(std::span<const Shape>) const { throw Error("shape inference for Compare is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Where::infer(std::span<const Shape>) const { throw Error("shape inference for Where is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Activation::infer(std::span<const Shape>) const { throw Error("shape inference for Activation is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Cast::infer(std::span<const Shape>) const { throw Error("shape inference for Cast is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Reshape::infer(std::span<const Shape>) const { throw Error("shape inference for Reshape is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Transpose::infer(std::span<const Shape>) const { throw Error("shape inference for Transpose is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Narrow::infer(std::span<const Shape>) const { throw Error("shape inference for Narrow is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Concat::infer(std::span<const Shape>) const { throw Error("shape inference for Concat is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Expand::infer(std::span<const Shape>) const { throw Error("shape inference for Expand is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Reverse::infer(std::span<const Shape>) const { throw Error("shape inference for Reverse is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::StopGradient::infer(std::span<const Shape>) const { throw Error("shape inference for StopGradient is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Gather::infer(std::span<const Shape>) const { throw Error("shape inference for Gather is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::ScatterAdd::infer(std::span<const Shape>) const { throw Error("shape inference for ScatterAdd is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::ArgMax::infer(std::span<const Shape>) const { throw Error("shape inference for ArgMax is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::ArgMin::infer(std::span<const Shape>) const { throw Error("shape inference for ArgMin is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::TopK::infer(std::span<const Shape>) const { throw Error("shape inference for TopK is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Cumsum::infer(std::span<const Shape>) const { throw Error("shape inference for Cumsum is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::MatMul::infer(std::span<const Shape>) const { throw Error("shape inference for MatMul is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::DotGeneral::infer(std::span<const Shape>) const { throw Error("shape inference for DotGeneral is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Reduce::infer(std::span<const Shape>) const { throw Error("shape inference for Reduce is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Softmax::infer(std::span<const Shape>) const { throw Error("shape inference for Softmax is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::LogSoftmax::infer(std::span<const Shape>) const { throw Error("shape inference for LogSoftmax is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::LayerNorm::infer(std::span<const Shape>) const { throw Error("shape inference for LayerNorm is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::RmsNorm::infer(std::span<const Shape>) const { throw Error("shape inference for RmsNorm is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::GroupNorm::infer(std::span<const Shape>) const { throw Error("shape inference for GroupNorm is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::LayerNorm2d::infer(std::span<const Shape>) const { throw Error("shape inference for LayerNorm2d is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::BatchNormInference::infer(std::span<const Shape>) const { throw Error("shape inference for BatchNormInference is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Rope::infer(std::span<const Shape>) const { throw Error("shape inference for Rope is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Attention::infer(std::span<const Shape>) const { throw Error("shape inference for Attention is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Conv::infer(std::span<const Shape>) const { throw Error("shape inference for Conv is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::ConvTranspose::infer(std::span<const Shape>) const { throw Error("shape inference for ConvTranspose is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Pool::infer(std::span<const Shape>) const { throw Error("shape inference for Pool is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Resize::infer(std::span<const Shape>) const { throw Error("shape inference for Resize is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Pad::infer(std::span<const Shape>) const { throw Error("shape inference for Pad is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Im2Col::infer(std::span<const Shape>) const { throw Error("shape inference for Im2Col is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::RngUniform::infer(std::span<const Shape>) const { throw Error("shape inference for RngUniform is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::RngNormal::infer(std::span<const Shape>) const { throw Error("shape inference for RngNormal is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::Sample::infer(std::span<const Shape>) const { throw Error("shape inference for Sample is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::If::infer(std::span<const Shape>) const { throw Error("shape inference for If is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::While::infer(std::span<const Shape>) const { throw Error("shape inference for While is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedMatMulBiasAct::infer(std::span<const Shape>) const { throw Error("shape inference for FusedMatMulBiasAct is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedResidualLN::infer(std::span<const Shape>) const { throw Error("shape inference for FusedResidualLN is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedResidualRmsNorm::infer(std::span<const Shape>) const { throw Error("shape inference for FusedResidualRmsNorm is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedSwiGLU::infer(std::span<const Shape>) const { throw Error("shape inference for FusedSwiGLU is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedAttentionBlock::infer(std::span<const Shape>) const { throw Error("shape inference for FusedAttentionBlock is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::FusedTransformerLayer::infer(std::span<const Shape>) const { throw Error("shape inference for FusedTransformerLayer is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::ElementwiseRegion::infer(std::span<const Shape>) const { throw Error("shape inference for ElementwiseRegion is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::LoraMatMul::infer(std::span<const Shape>) const { throw Error("shape inference for LoraMatMul is not built yet"); }
+[[gnu::weak]] std::vector<Shape> ops::GroupedMatMul::infer(std::span<const Shape>) const { throw Error("shape inference for GroupedMatMul is not built yet"); }
+namespace cpu {
+[[gnu::weak]] void kernel(const ops::Binary&, KernelContext&) { throw Error("CPU kernel for Binary is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Compare&, KernelContext&) { throw Error("CPU kernel for Compare is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Where&, KernelContext&) { throw Error("CPU kernel for Where is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Activation&, KernelContext&) { throw Error("CPU kernel for Activation is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Cast&, KernelContext&) { throw Error("CPU kernel for Cast is not built yet"); }
+[[gnu::weak]] void kernel(const ops::ElementwiseRegion&, KernelContext&) { throw Error("CPU kernel for ElementwiseRegion is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Reshape&, KernelContext&) { throw Error("CPU kernel for Reshape is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Transpose&, KernelContext&) { throw Error("CPU kernel for Transpose is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Narrow&, KernelContext&) { throw Error("CPU kernel for Narrow is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Concat&, KernelContext&) { throw Error("CPU kernel for Concat is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Expand&, KernelContext&) { throw Error("CPU kernel for Expand is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Reverse&, KernelContext&) { throw Error("CPU kernel for Reverse is not built yet"); }
+[[gnu::weak]] void kernel(const ops::StopGradient&, KernelContext&) { throw Error("CPU kernel for StopGradient is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Gather&, KernelContext&) { throw Error("CPU kernel for Gather is not built yet"); }
+[[gnu::weak]] void kernel(const ops::ScatterAdd&, KernelContext&) { throw Error("CPU kernel for ScatterAdd is not built yet"); }
+[[gnu::weak]] void kernel(const ops::ArgMax&, KernelContext&) { throw Error("CPU kernel for ArgMax is not built yet"); }
+[[gnu::weak]] void kernel(const ops::ArgMin&, KernelContext&) { throw Error("CPU kernel for ArgMin is not built yet"); }
+[[gnu::weak]] void kernel(const ops::TopK&, KernelContext&) { throw Error("CPU kernel for TopK is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Cumsum&, KernelContext&) { throw Error("CPU kernel for Cumsum is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Reduce&, KernelContext&) { throw Error("CPU kernel for Reduce is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Softmax&, KernelContext&) { throw Error("CPU kernel for Softmax is not built yet"); }
+[[gnu::weak]] void kernel(const ops::LogSoftmax&, KernelContext&) { throw Error("CPU kernel for LogSoftmax is not built yet"); }
+[[gnu::weak]] void kernel(const ops::MatMul&, KernelContext&) { throw Error("CPU kernel for MatMul is not built yet"); }
+[[gnu::weak]] void kernel(const ops::DotGeneral&, KernelContext&) { throw Error("CPU kernel for DotGeneral is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedMatMulBiasAct&, KernelContext&) { throw Error("CPU kernel for FusedMatMulBiasAct is not built yet"); }
+[[gnu::weak]] void kernel(const ops::LoraMatMul&, KernelContext&) { throw Error("CPU kernel for LoraMatMul is not built yet"); }
+[[gnu::weak]] void kernel(const ops::GroupedMatMul&, KernelContext&) { throw Error("CPU kernel for GroupedMatMul is not built yet"); }
+[[gnu::weak]] void kernel(const ops::LayerNorm&, KernelContext&) { throw Error("CPU kernel for LayerNorm is not built yet"); }
+[[gnu::weak]] void kernel(const ops::RmsNorm&, KernelContext&) { throw Error("CPU kernel for RmsNorm is not built yet"); }
+[[gnu::weak]] void kernel(const ops::GroupNorm&, KernelContext&) { throw Error("CPU kernel for GroupNorm is not built yet"); }
+[[gnu::weak]] void kernel(const ops::LayerNorm2d&, KernelContext&) { throw Error("CPU kernel for LayerNorm2d is not built yet"); }
+[[gnu::weak]] void kernel(const ops::BatchNormInference&, KernelContext&) { throw Error("CPU kernel for BatchNormInference is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedResidualLN&, KernelContext&) { throw Error("CPU kernel for FusedResidualLN is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedResidualRmsNorm&, KernelContext&) { throw Error("CPU kernel for FusedResidualRmsNorm is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Rope&, KernelContext&) { throw Error("CPU kernel for Rope is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Attention&, KernelContext&) { throw Error("CPU kernel for Attention is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedSwiGLU&, KernelContext&) { throw Error("CPU kernel for FusedSwiGLU is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedAttentionBlock&, KernelContext&) { throw Error("CPU kernel for FusedAttentionBlock is not built yet"); }
+[[gnu::weak]] void kernel(const ops::FusedTransformerLayer&, KernelContext&) { throw Error("CPU kernel for FusedTransformerLayer is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Conv&, KernelContext&) { throw Error("CPU kernel for Conv is not built yet"); }
+[[gnu::weak]] void kernel(const ops::ConvTranspose&, KernelContext&) { throw Error("CPU kernel for ConvTranspose is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Pool&, KernelContext&) { throw Error("CPU kernel for Pool is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Resize&, KernelContext&) { throw Error("CPU kernel for Resize is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Pad&, KernelContext&) { throw Error("CPU kernel for Pad is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Im2Col&, KernelContext&) { throw Error("CPU kernel for Im2Col is not built yet"); }
+[[gnu::weak]] void kernel(const ops::RngUniform&, KernelContext&) { throw Error("CPU kernel for RngUniform is not built yet"); }
+[[gnu::weak]] void kernel(const ops::RngNormal&, KernelContext&) { throw Error("CPU kernel for RngNormal is not built yet"); }
+[[gnu::weak]] void kernel(const ops::Sample&, KernelContext&) { throw Error("CPU kernel for Sample is not built yet"); }
+[[gnu::weak]] void kernel(const ops::If&, KernelContext&) { throw Error("CPU kernel for If is not built yet"); }
+[[gnu::weak]] void kernel(const ops::While&, KernelContext&) { throw Error("CPU kernel for While is not built yet"); }
+}  // namespace cpu
+}  // namespace rlx

@@ -1,0 +1,106 @@
+// CPU kernel: Pool (max / average over 1-3 spatial dims, pads, dilation, ceil_mode).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/im2col.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "rlx/error.h"
+
+namespace rlx::cpu {
+namespace {
+
+// Kernel taps kk in [lo, hi) whose position start + kk*dil lies in [begin, end).
+inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t begin, int64_t end, int64_t& lo, int64_t& hi) {
+  lo = std::clamp<int64_t>(ceil_div(begin - start, dil), 0, k);
+  hi = std::clamp<int64_t>(ceil_div(end - start, dil), lo, k);
+}
+
+template <class T>
+void pool_impl(const ops::Pool& op, KernelContext& ctx) {
+  using C = compute_t<T>;
+  const Tensor& x = ctx.in[0];
+  Tensor& y = ctx.out[0];
+  if (y.numel() == 0) return;
+  const auto& xs = x.shape();
+  const auto& ys = y.shape();
+  const size_t nd = xs.size() - 2;
+  const std::vector<int64_t> in_sp(xs.begin() + 2, xs.end()), out_sp(ys.begin() + 2, ys.end());
+  const Window3 win = make_window(in_sp, out_sp, op.kernel, op.stride, op.pads, op.dilation);
+  int64_t pad_end[3] = {0, 0, 0};
+  for (size_t i = 0; i < nd && !op.pads.empty(); ++i) pad_end[3 - nd + i] = op.pads[nd + i];
+  const int64_t p = win.out_size(), in_sz = win.in_size();
+  const bool is_max = op.kind == PoolKind::Max;
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+
+  parallel_for(y.numel(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, win.k_size())), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t plane = i / p;
+      int64_t rem = i % p;
+      int64_t o[3];
+      o[2] = rem % win.out[2];
+      rem /= win.out[2];
+      o[1] = rem % win.out[1];
+      o[0] = rem / win.out[1];
+      int64_t start[3], lo[3], hi[3];
+      int64_t padded_count = 1;  // taps inside [-pad_begin, in + pad_end)
+      for (int a = 0; a < 3; ++a) {
+        start[a] = o[a] * win.stride[a] - win.pad[a];
+        tap_range(start[a], win.dil[a], win.k[a], 0, win.in[a], lo[a], hi[a]);
+        if (!is_max && op.count_include_pad) {
+          int64_t plo, phi;
+          tap_range(start[a], win.dil[a], win.k[a], -win.pad[a], win.in[a] + pad_end[a], plo, phi);
+          padded_count *= phi - plo;
+        }
+      }
+      const T* src = xp + plane * in_sz;
+      if (is_max) {
+        C m;
+        if constexpr (std::is_floating_point_v<C>) m = -std::numeric_limits<C>::infinity();
+        else m = std::numeric_limits<C>::lowest();
+        for (int64_t kz = lo[0]; kz < hi[0]; ++kz)
+          for (int64_t ky = lo[1]; ky < hi[1]; ++ky) {
+            const int64_t iz = start[0] + kz * win.dil[0], iy = start[1] + ky * win.dil[1];
+            const T* row = src + (iz * win.in[1] + iy) * win.in[2];
+            for (int64_t kx = lo[2]; kx < hi[2]; ++kx) {
+              const C v = load(row[start[2] + kx * win.dil[2]]);
+              if constexpr (std::is_floating_point_v<C>) {
+                if (v > m || std::isnan(v)) m = v;  // NaN propagates
+              } else if (v > m) {
+                m = v;
+              }
+            }
+          }
+        yp[i] = store<T>(m);
+      } else {
+        double sum = 0;
+        for (int64_t kz = lo[0]; kz < hi[0]; ++kz)
+          for (int64_t ky = lo[1]; ky < hi[1]; ++ky) {
+            const int64_t iz = start[0] + kz * win.dil[0], iy = start[1] + ky * win.dil[1];
+            const T* row = src + (iz * win.in[1] + iy) * win.in[2];
+            for (int64_t kx = lo[2]; kx < hi[2]; ++kx) sum += static_cast<double>(load(row[start[2] + kx * win.dil[2]]));
+          }
+        const int64_t count = op.count_include_pad ? padded_count : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+        yp[i] = store<T>(static_cast<C>(sum / static_cast<double>(count)));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void kernel(const ops::Pool& op, KernelContext& ctx) {
+  const DType t = ctx.in[0].dtype();
+  check(op.kind == PoolKind::Max || op.kind == PoolKind::Avg, "pool: invalid kind value");
+  check(op.kind == PoolKind::Max ? (is_float(t) || is_int(t)) : is_float(t),
+        std::string("pool: unsupported dtype ") + dtype_name(t) + " for " + enum_name(op.kind) + " pooling");
+  visit_dtype(t, [&]<DType D>() {
+    if constexpr (D != DType::Bool) pool_impl<typename dtype_storage<D>::type>(op, ctx);
+  });
+}
+
+}  // namespace rlx::cpu

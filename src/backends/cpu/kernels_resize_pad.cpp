@@ -1,0 +1,240 @@
+// CPU kernels: Resize (nearest / n-linear, ONNX coordinate transforms) and Pad (constant,
+// reflect, edge; negative pads crop).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "rlx/error.h"
+
+namespace rlx::cpu {
+namespace {
+
+// Calls fn(row, base_index) for rows [b, e) of an index space `dims` whose last axis is the
+// row, where base_index is the multi-index of the row's first element (last entry 0).
+template <class Fn>
+void for_rows(const std::vector<int64_t>& dims, int64_t b, int64_t e, const Fn& fn) {
+  const size_t r = dims.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t rem = b;
+  for (size_t a = r - 1; a-- > 0;) {
+    idx[a] = rem % dims[a];
+    rem /= dims[a];
+  }
+  for (int64_t row = b; row < e; ++row) {
+    fn(row, idx);
+    for (size_t a = r - 1; a-- > 0;) {
+      if (++idx[a] < dims[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+// ---- Resize ----------------------------------------------------------------
+
+// Source coordinate of output index `o` (ONNX coordinate_transformation_mode).
+double source_coord(ResizeCoord c, int64_t o, double scale, int64_t in, int64_t out) {
+  const double od = static_cast<double>(o);
+  switch (c) {
+    case ResizeCoord::HalfPixel: return (od + 0.5) / scale - 0.5;
+    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (od + 0.5) / scale - 0.5 : 0.0;
+    case ResizeCoord::AlignCorners:
+      return out == 1 ? 0.0 : od * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    case ResizeCoord::Asymmetric: return od / scale;
+  }
+  throw Error("resize: invalid coord value");
+}
+
+int64_t nearest_index(NearestRound mode, double xs, int64_t in) {
+  const double f = std::floor(xs);
+  double r;
+  switch (mode) {
+    case NearestRound::RoundPreferFloor: r = (xs - f == 0.5) ? f : std::round(xs); break;
+    case NearestRound::RoundPreferCeil: r = (xs - f == 0.5) ? f + 1 : std::round(xs); break;
+    case NearestRound::Floor: r = f; break;
+    case NearestRound::Ceil: r = std::ceil(xs); break;
+    default: throw Error("resize: invalid nearest value");
+  }
+  return static_cast<int64_t>(std::clamp(r, 0.0, static_cast<double>(in - 1)));
+}
+
+struct AxisTable {
+  std::vector<int64_t> lo, hi;  // source indices
+  std::vector<double> w;        // weight of hi (linear); 0 for nearest
+};
+
+template <class T>
+void resize_impl(const ops::Resize& op, const Tensor& x, Tensor& y) {
+  using C = compute_t<T>;
+  const auto& xs = x.shape();
+  const auto& ys = y.shape();
+  const size_t r = xs.size();
+  std::vector<AxisTable> tab(r);
+  for (size_t a = 0; a < r; ++a) {
+    const int64_t in = xs[a], out = ys[a];
+    if (out == 0) continue;
+    check(in > 0, "resize: cannot resize the empty dim " + std::to_string(a) + " to size " + std::to_string(out));
+    const double scale = op.sizes.empty() ? op.scales[a] : static_cast<double>(out) / static_cast<double>(in);
+    AxisTable& t = tab[a];
+    t.lo.resize(out);
+    t.hi.resize(out);
+    t.w.assign(out, 0.0);
+    for (int64_t o = 0; o < out; ++o) {
+      const double s = source_coord(op.coord, o, scale, in, out);
+      if (op.mode == ResizeMode::Nearest) {
+        t.lo[o] = t.hi[o] = nearest_index(op.nearest, s, in);
+      } else {
+        const double c = std::clamp(s, 0.0, static_cast<double>(in - 1));
+        const int64_t l = std::min<int64_t>(static_cast<int64_t>(c), in - 1);
+        t.lo[o] = l;
+        t.hi[o] = std::min<int64_t>(l + 1, in - 1);
+        t.w[o] = c - static_cast<double>(l);
+      }
+    }
+  }
+  std::vector<int64_t> xstr(r, 1);
+  for (size_t a = r - 1; a-- > 0;) xstr[a] = xstr[a + 1] * xs[a + 1];
+  const int64_t width = ys[r - 1];
+  const int64_t rows = y.numel() / width;
+  const AxisTable& last = tab[r - 1];
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+  parallel_for(rows, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
+    std::vector<std::pair<int64_t, C>> corners;  // (offset, weight) over the leading axes
+    for_rows(ys, b, e, [&](int64_t row, const std::vector<int64_t>& idx) {
+      corners.assign(1, {0, C(1)});
+      for (size_t a = 0; a + 1 < r; ++a) {
+        const AxisTable& t = tab[a];
+        const int64_t o = idx[a];
+        const C wh = static_cast<C>(t.w[o]);
+        if (wh == C(0) || t.lo[o] == t.hi[o]) {
+          for (auto& c : corners) c.first += t.lo[o] * xstr[a];
+          continue;
+        }
+        const size_t n = corners.size();
+        for (size_t i = 0; i < n; ++i) {
+          auto c = corners[i];
+          corners[i] = {c.first + t.lo[o] * xstr[a], c.second * (C(1) - wh)};
+          corners.push_back({c.first + t.hi[o] * xstr[a], c.second * wh});
+        }
+      }
+      T* dst = yp + row * width;
+      if (op.mode == ResizeMode::Nearest) {  // one corner, a plain copy (any dtype)
+        const T* s = xp + corners[0].first;
+        for (int64_t o = 0; o < width; ++o) dst[o] = s[last.lo[o]];
+        return;
+      }
+      if constexpr (std::is_floating_point_v<C>) {
+        for (int64_t o = 0; o < width; ++o) {
+          const C wh = static_cast<C>(last.w[o]);
+          C acc = 0;
+          for (const auto& c : corners) {
+            const T* s = xp + c.first;
+            C v = load(s[last.lo[o]]);
+            if (wh != C(0)) v = v * (C(1) - wh) + load(s[last.hi[o]]) * wh;
+            acc += c.second * v;
+          }
+          dst[o] = store<T>(acc);
+        }
+      }
+    });
+  });
+}
+
+// ---- Pad -------------------------------------------------------------------
+
+template <class T>
+T pad_value(double v) {
+  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return T(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+template <class T>
+void pad_impl(const ops::Pad& op, const Tensor& x, Tensor& y, T fill) {
+  const auto& xs = x.shape();
+  const auto& ys = y.shape();
+  const size_t r = xs.size();
+  const T* xp = static_cast<const T*>(x.raw());
+  T* yp = static_cast<T*>(y.raw());
+  if (r == 0) {
+    yp[0] = xp[0];
+    return;
+  }
+  // src[a][o]: input index feeding output index o along axis a, or -1 for the constant.
+  std::vector<std::vector<int64_t>> src(r);
+  for (size_t a = 0; a < r; ++a) {
+    const int64_t pb = op.pads.empty() ? 0 : op.pads[a];
+    const int64_t pe = op.pads.empty() ? 0 : op.pads[r + a];
+    const int64_t crop_b = std::max<int64_t>(-pb, 0), crop_e = std::max<int64_t>(-pe, 0);
+    const int64_t kept = xs[a] - crop_b - crop_e, grow_b = std::max<int64_t>(pb, 0);
+    check(kept > 0 || op.mode == PadMode::Constant || ys[a] <= kept,
+          "pad: cannot " + std::string(enum_name(op.mode)) + "-pad the empty dim " + std::to_string(a));
+    src[a].resize(ys[a]);
+    for (int64_t o = 0; o < ys[a]; ++o) {
+      int64_t j = o - grow_b;  // index into the cropped axis
+      if (j < 0 || j >= kept) {
+        switch (op.mode) {
+          case PadMode::Constant: j = -1; break;
+          case PadMode::Edge: j = std::clamp<int64_t>(j, 0, kept - 1); break;
+          case PadMode::Reflect: j = j < 0 ? -j : 2 * (kept - 1) - j; break;
+        }
+        check(op.mode == PadMode::Constant || (j >= 0 && j < kept),
+              "pad: " + std::string(enum_name(op.mode)) + " pad too large for dim " + std::to_string(a) +
+                  " (size " + std::to_string(kept) + ")");
+      }
+      src[a][o] = j < 0 ? -1 : j + crop_b;
+    }
+  }
+  std::vector<int64_t> xstr(r, 1);
+  for (size_t a = r - 1; a-- > 0;) xstr[a] = xstr[a + 1] * xs[a + 1];
+  const int64_t width = ys[r - 1];
+  const int64_t rows = y.numel() / width;
+  const std::vector<int64_t>& last = src[r - 1];
+  parallel_for(rows, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
+    for_rows(ys, b, e, [&](int64_t row, const std::vector<int64_t>& idx) {
+      T* dst = yp + row * width;
+      int64_t base = 0;
+      for (size_t a = 0; a + 1 < r; ++a) {
+        const int64_t s = src[a][idx[a]];
+        if (s < 0) {
+          std::fill(dst, dst + width, fill);
+          return;
+        }
+        base += s * xstr[a];
+      }
+      const T* s = xp + base;
+      for (int64_t o = 0; o < width; ++o) dst[o] = last[o] < 0 ? fill : s[last[o]];
+    });
+  });
+}
+
+}  // namespace
+
+void kernel(const ops::Resize& op, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  Tensor& y = ctx.out[0];
+  check(op.mode == ResizeMode::Nearest || is_float(x.dtype()),
+        std::string("resize: linear mode needs a float tensor, got ") + dtype_name(x.dtype()));
+  if (y.numel() == 0) return;
+  visit_dtype(x.dtype(), [&]<DType D>() { resize_impl<typename dtype_storage<D>::type>(op, x, y); });
+}
+
+void kernel(const ops::Pad& op, KernelContext& ctx) {
+  const Tensor& x = ctx.in[0];
+  Tensor& y = ctx.out[0];
+  if (y.numel() == 0) return;
+  visit_dtype(x.dtype(), [&]<DType D>() {
+    using T = typename dtype_storage<D>::type;
+    T fill{};
+    if (op.mode == PadMode::Constant) {
+      if constexpr (D == DType::Bool) fill = op.value != 0.0 ? 1 : 0;
+      else fill = pad_value<T>(op.value);
+    }
+    pad_impl<T>(op, x, y, fill);
+  });
+}
+
+}  // namespace rlx::cpu

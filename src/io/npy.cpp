@@ -1,0 +1,307 @@
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0), C order, little-endian.
+//
+// dtypes: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u4 |b1 (single-byte types also as '<' or '=').
+// bf16 has no NumPy type code: save_npy writes bf16 tensors as <f4 (exact widening), so they
+// load back as f32 with identical values. Big-endian data, Fortran order, structured and
+// other dtypes are rejected with rlx::Error, as are truncated files and trailing bytes.
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <variant>
+
+#include "rlx/serialize.h"
+
+namespace rlx {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, ".npy support assumes a little-endian host");
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+
+// ---- a tiny parser for the header's Python dict literal ---------------------
+struct PyValue {
+  enum Kind { Str, Bool, Int, Tuple, Dict, None } kind = None;
+  std::string str;
+  bool b = false;
+  int64_t i = 0;
+  std::vector<PyValue> items;                             // Tuple
+  std::vector<std::pair<std::string, PyValue>> entries;  // Dict
+};
+
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& path) : s_(text), path_(path) {}
+
+  PyValue parse_top() {
+    PyValue v = value(0);
+    skip_ws();
+    if (pos_ != s_.size()) fail("unexpected text after the header dict");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw Error("load_npy('" + path_ + "'): malformed header: " + msg + " at offset " + std::to_string(pos_) +
+                " in \"" + std::string(s_.substr(0, 200)) + "\"");
+  }
+  void skip_ws() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+  }
+  bool eat(char c) {
+    skip_ws();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool word(std::string_view w) {
+    skip_ws();
+    if (s_.substr(pos_, w.size()) == w) {
+      pos_ += w.size();
+      return true;
+    }
+    return false;
+  }
+
+  PyValue value(int depth) {
+    if (depth > 8) fail("nesting too deep");
+    skip_ws();
+    if (pos_ >= s_.size()) fail("unexpected end");
+    const char c = s_[pos_];
+    PyValue v;
+    if (c == '\'' || c == '"') {
+      v.kind = PyValue::Str;
+      v.str = string_lit();
+    } else if (c == '{') {
+      ++pos_;
+      v.kind = PyValue::Dict;
+      while (!eat('}')) {
+        skip_ws();
+        if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) fail("dict keys must be strings");
+        std::string key = string_lit();
+        if (!eat(':')) fail("expected ':' after a dict key");
+        v.entries.emplace_back(std::move(key), value(depth + 1));
+        if (!eat(',')) {
+          if (!eat('}')) fail("expected ',' or '}' in the dict");
+          break;
+        }
+      }
+    } else if (c == '(' || c == '[') {
+      const char close = c == '(' ? ')' : ']';
+      if (c == '[') fail("lists (structured dtypes) are not supported");
+      ++pos_;
+      v.kind = PyValue::Tuple;
+      while (!eat(close)) {
+        v.items.push_back(value(depth + 1));
+        if (!eat(',')) {
+          if (!eat(close)) fail("expected ',' or ')' in a tuple");
+          break;
+        }
+      }
+    } else if (word("True")) {
+      v.kind = PyValue::Bool;
+      v.b = true;
+    } else if (word("False")) {
+      v.kind = PyValue::Bool;
+    } else if (word("None")) {
+      v.kind = PyValue::None;
+    } else if (c >= '0' && c <= '9') {
+      v.kind = PyValue::Int;
+      int64_t n = 0;
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+        const int d = s_[pos_++] - '0';
+        if (n > (std::numeric_limits<int64_t>::max() - d) / 10) fail("integer too large");
+        n = n * 10 + d;
+      }
+      if (pos_ < s_.size() && s_[pos_] == 'L') ++pos_;  // Python 2 long suffix
+      v.i = n;
+    } else {
+      fail(std::string("unexpected character '") + c + "'");
+    }
+    return v;
+  }
+
+  std::string string_lit() {
+    const char q = s_[pos_++];
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != q) {
+      if (s_[pos_] == '\\') {
+        if (++pos_ >= s_.size()) break;
+      }
+      out += s_[pos_++];
+    }
+    if (pos_ >= s_.size()) fail("unterminated string");
+    ++pos_;
+    return out;
+  }
+
+  std::string_view s_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+struct DescrEntry {
+  const char* code;  // without the byte-order character
+  DType dtype;
+};
+constexpr DescrEntry kDescrs[] = {{"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i1", DType::I8},
+                                  {"i2", DType::I16}, {"i4", DType::I32}, {"i8", DType::I64}, {"u1", DType::U8},
+                                  {"u4", DType::U32}, {"b1", DType::Bool}};
+
+DType parse_descr(const std::string& d, const std::string& path) {
+  const std::string where = "load_npy('" + path + "'): ";
+  if (d.size() >= 2) {
+    const char order = d[0];
+    const std::string code = d.substr(1);
+    for (const auto& e : kDescrs) {
+      if (code != e.code) continue;
+      const bool one_byte = dtype_size(e.dtype) == 1;
+      if (order == '<' || (order == '=' && std::endian::native == std::endian::little) || (order == '|' && one_byte))
+        return e.dtype;
+      if (order == '>' && !one_byte)
+        throw Error(where + "big-endian data ('" + d + "') is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))");
+      if (order == '>' && one_byte) return e.dtype;
+    }
+  }
+  throw Error(where + "unsupported dtype '" + d +
+              "' (supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u4 |b1)");
+}
+
+const char* descr_of(DType t) {
+  switch (t) {
+    case DType::F32: return "<f4";
+    case DType::F64: return "<f8";
+    case DType::F16: return "<f2";
+    case DType::I8: return "|i1";
+    case DType::I16: return "<i2";
+    case DType::I32: return "<i4";
+    case DType::I64: return "<i8";
+    case DType::U8: return "|u1";
+    case DType::U32: return "<u4";
+    case DType::Bool: return "|b1";
+    case DType::BF16: break;
+  }
+  return nullptr;
+}
+
+uint64_t read_le(const unsigned char* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+Tensor load_npy(const std::string& path) {
+  const std::string where = "load_npy('" + path + "'): ";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(where + "cannot open the file");
+  f.seekg(0, std::ios::end);
+  const std::streamoff end = f.tellg();
+  if (end < 0) throw Error(where + "cannot determine the file size");
+  const auto file_size = static_cast<uint64_t>(end);
+  f.seekg(0);
+
+  unsigned char pre[12];
+  if (file_size < 10) throw Error(where + "file is truncated (" + std::to_string(file_size) + " bytes; not an .npy file)");
+  f.read(reinterpret_cast<char*>(pre), 10);
+  if (std::memcmp(pre, kMagic, kMagicLen) != 0) throw Error(where + "not an .npy file (bad magic string)");
+  const int major = pre[6], minor = pre[7];
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    throw Error(where + "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                " (supported: 1.0, 2.0, 3.0)");
+  uint64_t header_len = 0, preamble = 10;
+  if (major == 1) {
+    header_len = read_le(pre + 8, 2);
+  } else {
+    if (file_size < 12) throw Error(where + "file is truncated inside the preamble");
+    f.read(reinterpret_cast<char*>(pre + 10), 2);
+    header_len = read_le(pre + 8, 4);
+    preamble = 12;
+  }
+  if (header_len > file_size - preamble)
+    throw Error(where + "file is truncated: the header needs " + std::to_string(header_len) + " bytes but only " +
+                std::to_string(file_size - preamble) + " remain");
+  std::string header(static_cast<size_t>(header_len), '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  if (!f) throw Error(where + "error reading the header");
+  // Versions 1/2 are latin-1, 3 is UTF-8: the keys and values we accept are ASCII either way.
+
+  const PyValue dict = HeaderParser(header, path).parse_top();
+  if (dict.kind != PyValue::Dict) throw Error(where + "malformed header: expected a dict");
+  const PyValue *descr = nullptr, *fortran = nullptr, *shape = nullptr;
+  for (const auto& [k, v] : dict.entries) {
+    if (k == "descr") descr = &v;
+    else if (k == "fortran_order") fortran = &v;
+    else if (k == "shape") shape = &v;
+    else throw Error(where + "malformed header: unexpected key '" + k + "'");
+  }
+  if (!descr || !fortran || !shape) throw Error(where + "malformed header: needs the keys 'descr', 'fortran_order' and 'shape'");
+  if (descr->kind != PyValue::Str) throw Error(where + "unsupported dtype: 'descr' must be a string (structured dtypes are not supported)");
+  if (fortran->kind != PyValue::Bool) throw Error(where + "malformed header: 'fortran_order' must be True or False");
+  if (fortran->b)
+    throw Error(where + "Fortran-ordered arrays are not supported; save a C-ordered copy (np.ascontiguousarray)");
+  if (shape->kind != PyValue::Tuple) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
+  const DType dtype = parse_descr(descr->str, path);
+
+  std::vector<int64_t> dims;
+  uint64_t nbytes = dtype_size(dtype);
+  for (const PyValue& d : shape->items) {
+    if (d.kind != PyValue::Int) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
+    if (d.i != 0 && nbytes > (uint64_t{1} << 62) / static_cast<uint64_t>(d.i))
+      throw Error(where + "shape is too large");
+    nbytes *= static_cast<uint64_t>(d.i);
+    dims.push_back(d.i);
+  }
+  const uint64_t data_start = preamble + header_len;
+  const uint64_t available = file_size - data_start;
+  if (available < nbytes)
+    throw Error(where + "file is truncated: " + std::string(dtype_name(dtype)) + dims_str(dims) + " needs " +
+                std::to_string(nbytes) + " data bytes but only " + std::to_string(available) + " remain");
+  if (available > nbytes)
+    throw Error(where + "file has " + std::to_string(available - nbytes) + " unexpected bytes after the " +
+                std::to_string(nbytes) + " data bytes");
+  Tensor t = Tensor::empty(dtype, std::move(dims));
+  if (nbytes > 0) {
+    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(nbytes));
+    if (!f || static_cast<uint64_t>(f.gcount()) != nbytes) throw Error(where + "error reading the data");
+  }
+  if (dtype == DType::Bool) {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    for (uint64_t i = 0; i < nbytes; ++i)
+      if (p[i] > 1) throw Error(where + "bool element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0 or 1");
+  }
+  return t;
+}
+
+void save_npy(const Tensor& t, const std::string& path) {
+  if (!t.defined()) throw Error("save_npy('" + path + "'): the tensor has no data");
+  const Tensor data = t.dtype() == DType::BF16 ? t.cast(DType::F32) : t;  // no NumPy code for bf16
+  std::string header = std::string("{'descr': '") + descr_of(data.dtype()) + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < data.shape().size(); ++i) header += (i ? ", " : "") + std::to_string(data.shape()[i]);
+  if (data.shape().size() == 1) header += ",";
+  header += "), }";
+  // Pad with spaces and end with '\n' so the data starts at a multiple of 64 bytes.
+  const bool v2 = header.size() + 1 + 10 > 65535;
+  const size_t preamble = v2 ? 12 : 10;
+  const size_t total = (preamble + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - preamble - header.size() - 1, ' ');
+  header += '\n';
+
+  std::string out(kMagic, kMagicLen);
+  out += static_cast<char>(v2 ? 2 : 1);
+  out += '\0';
+  const auto len = static_cast<uint32_t>(header.size());
+  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xFF);
+  out += header;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(out.data(), static_cast<std::streamsize>(out.size()));
+  f.write(static_cast<const char*>(data.raw()), static_cast<std::streamsize>(data.nbytes()));
+  f.close();
+  if (!f) throw Error("save_npy('" + path + "'): cannot write the file");
+}
+
+}  // namespace rlx

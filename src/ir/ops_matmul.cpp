@@ -1,0 +1,188 @@
+// Shape inference for the contraction family: MatMul, DotGeneral, FusedMatMulBiasAct,
+// LoraMatMul, GroupedMatMul.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "rlx/ops.h"
+
+namespace rlx {
+namespace {
+
+// Two dims that must be equal: equal, or at least one symbolic (checked again at run time).
+bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_symbolic() || b.is_symbolic(); }
+// The more informative of two compatible dims (a static size wins over a symbol).
+Dim merge_dim(const Dim& a, const Dim& b) { return a.is_static() ? a : b; }
+
+std::string dims_text(const std::vector<Dim>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
+  return s + "]";
+}
+
+void check_matmul_dtype(const Shape& a, const Shape& b, const char* what) {
+  if (a.dtype != b.dtype)
+    throw Error(std::string(what) + ": operands must share a dtype, got " + a.str() + " and " + b.str());
+  if (a.dtype == DType::Bool)
+    throw Error(std::string(what) + ": bool operands are not supported (" + a.str() + "); cast to a number type first");
+}
+
+// numpy matmul result shape of a @ b (dtype of a).
+Shape matmul_shape(const Shape& a, const Shape& b, const char* what) {
+  check_matmul_dtype(a, b, what);
+  if (a.rank() < 1 || b.rank() < 1)
+    throw Error(std::string(what) + ": operands must have rank >= 1, got " + a.str() + " and " + b.str());
+  const bool a1 = a.rank() == 1, b1 = b.rank() == 1;
+  const Dim& ka = a.dims.back();
+  const Dim& kb = b1 ? b.dims[0] : b.dims[b.dims.size() - 2];
+  if (!dims_compatible(ka, kb))
+    throw Error(std::string(what) + ": contracting dims differ: " + a.str() + " has K=" + ka.str() + " but " +
+                b.str() + " has K=" + kb.str() + " (expected a[..., M, K] @ b[..., K, N])");
+  std::vector<Dim> ab(a.dims.begin(), a.dims.end() - (a1 ? 1 : 2));
+  std::vector<Dim> bb(b.dims.begin(), b.dims.end() - (b1 ? 1 : 2));
+  auto batch = broadcast_dims(ab, bb);
+  if (!batch)
+    throw Error(std::string(what) + ": batch dims " + dims_text(ab) + " of " + a.str() + " and " + dims_text(bb) +
+                " of " + b.str() + " do not broadcast");
+  std::vector<Dim> out = *batch;
+  if (!a1) out.push_back(a.dims[a.dims.size() - 2]);
+  if (!b1) out.push_back(b.dims.back());
+  return Shape(std::move(out), a.dtype);
+}
+
+// Normalizes a list of axes for `rank`, naming `what` in errors.
+std::vector<int64_t> norm_axes(const std::vector<int64_t>& axes, int64_t rank, const std::string& what) {
+  std::vector<int64_t> out;
+  out.reserve(axes.size());
+  for (int64_t a : axes) out.push_back(normalize_axis(a, rank, what));
+  return out;
+}
+
+bool act_accepts_ints(ActKind k) {
+  return k == ActKind::Relu || k == ActKind::Neg || k == ActKind::Abs || k == ActKind::Sign;
+}
+
+}  // namespace
+
+std::vector<Shape> ops::MatMul::infer(std::span<const Shape> in) const {
+  return {matmul_shape(in[0], in[1], "matmul")};
+}
+
+std::vector<Shape> ops::DotGeneral::infer(std::span<const Shape> in) const {
+  const Shape& l = in[0];
+  const Shape& r = in[1];
+  check_matmul_dtype(l, r, "dot_general");
+  if (lhs_batch.size() != rhs_batch.size())
+    throw Error("dot_general: lhs_batch " + dims_str(lhs_batch) + " and rhs_batch " + dims_str(rhs_batch) +
+                " must have the same length");
+  if (lhs_contract.size() != rhs_contract.size())
+    throw Error("dot_general: lhs_contract " + dims_str(lhs_contract) + " and rhs_contract " +
+                dims_str(rhs_contract) + " must have the same length");
+  const auto lb = norm_axes(lhs_batch, l.rank(), "dot_general lhs_batch of " + l.str());
+  const auto rb = norm_axes(rhs_batch, r.rank(), "dot_general rhs_batch of " + r.str());
+  const auto lc = norm_axes(lhs_contract, l.rank(), "dot_general lhs_contract of " + l.str());
+  const auto rc = norm_axes(rhs_contract, r.rank(), "dot_general rhs_contract of " + r.str());
+  auto check_unique = [](const std::vector<int64_t>& b, const std::vector<int64_t>& c, const Shape& s,
+                         const char* side) {
+    std::vector<int64_t> all = b;
+    all.insert(all.end(), c.begin(), c.end());
+    std::vector<int64_t> sorted = all;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw Error(std::string("dot_general: ") + side + " batch " + dims_str(b) + " and contracting " +
+                  dims_str(c) + " dims (normalized) of " + s.str() +
+                  " must be distinct axes (each axis used at most once)");
+  };
+  check_unique(lb, lc, l, "lhs");
+  check_unique(rb, rc, r, "rhs");
+  std::vector<Dim> out;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    const Dim& a = l.dims[lb[i]];
+    const Dim& b = r.dims[rb[i]];
+    if (!dims_compatible(a, b))
+      throw Error("dot_general: batch dim pair " + std::to_string(i) + " differs: lhs " + l.str() + " axis " +
+                  std::to_string(lb[i]) + " = " + a.str() + ", rhs " + r.str() + " axis " + std::to_string(rb[i]) +
+                  " = " + b.str());
+    out.push_back(merge_dim(a, b));
+  }
+  for (size_t i = 0; i < lc.size(); ++i) {
+    const Dim& a = l.dims[lc[i]];
+    const Dim& b = r.dims[rc[i]];
+    if (!dims_compatible(a, b))
+      throw Error("dot_general: contracting dim pair " + std::to_string(i) + " differs: lhs " + l.str() +
+                  " axis " + std::to_string(lc[i]) + " = " + a.str() + ", rhs " + r.str() + " axis " +
+                  std::to_string(rc[i]) + " = " + b.str());
+  }
+  auto add_free = [&out](const Shape& s, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    for (int64_t d = 0; d < s.rank(); ++d)
+      if (std::find(b.begin(), b.end(), d) == b.end() && std::find(c.begin(), c.end(), d) == c.end())
+        out.push_back(s.dims[d]);
+  };
+  add_free(l, lb, lc);
+  add_free(r, rb, rc);
+  return {Shape(std::move(out), l.dtype)};
+}
+
+std::vector<Shape> ops::FusedMatMulBiasAct::infer(std::span<const Shape> in) const {
+  Shape out = matmul_shape(in[0], in[1], "fused_matmul_bias_act");
+  if (activation) {
+    if (*activation == ActKind::Not)
+      throw Error("fused_matmul_bias_act: activation 'not' takes bool and cannot follow a matmul");
+    if (!is_float(out.dtype) && !act_accepts_ints(*activation))
+      throw Error(std::string("fused_matmul_bias_act: activation '") + enum_name(*activation) +
+                  "' needs float operands, got " + out.str() + " (integer operands allow relu/neg/abs/sign)");
+  }
+  if (in.size() > 2) {
+    const Shape& bias = in[2];
+    if (bias.dtype != out.dtype)
+      throw Error("fused_matmul_bias_act: bias " + bias.str() + " must have the operands' dtype " +
+                  dtype_name(out.dtype));
+    if (bias.rank() > 1)
+      throw Error("fused_matmul_bias_act: bias " + bias.str() + " must have rank <= 1 (over the last axis)");
+    if (bias.rank() == 1) {
+      const Dim& bn = bias.dims[0];
+      if (out.rank() == 0)
+        throw Error("fused_matmul_bias_act: the product " + out.str() + " is a scalar, so bias " + bias.str() +
+                    " must be a scalar too");
+      if (!dims_compatible(bn, out.dims.back()) && !(bn.is_static() && bn.value == 1))
+        throw Error("fused_matmul_bias_act: bias " + bias.str() + " does not match the last dim of the product " +
+                    out.str() + " (expected size N or 1)");
+    }
+  }
+  return {out};
+}
+
+std::vector<Shape> ops::LoraMatMul::infer(std::span<const Shape> in) const {
+  const Shape& x = in[0];
+  if (!is_float(x.dtype))
+    throw Error("lora_matmul: operands must be float, got x " + x.str());
+  Shape main = matmul_shape(x, in[1], "lora_matmul (x @ w)");
+  Shape down = matmul_shape(x, in[2], "lora_matmul (x @ a)");
+  Shape up = matmul_shape(down, in[3], "lora_matmul ((x @ a) @ b)");
+  bool same = main.rank() == up.rank();
+  for (int64_t i = 0; same && i < main.rank(); ++i) same = dims_compatible(main.dims[i], up.dims[i]);
+  if (!same)
+    throw Error("lora_matmul: x @ w has shape " + main.str() + " but (x @ a) @ b has shape " + up.str() +
+                " (w " + in[1].str() + ", a " + in[2].str() + ", b " + in[3].str() + ")");
+  for (int64_t i = 0; i < main.rank(); ++i) main.dims[i] = merge_dim(main.dims[i], up.dims[i]);
+  return {main};
+}
+
+std::vector<Shape> ops::GroupedMatMul::infer(std::span<const Shape> in) const {
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  const Shape& idx = in[2];
+  check_matmul_dtype(x, w, "grouped_matmul");
+  if (x.rank() != 2) throw Error("grouped_matmul: x must be (M, K), got " + x.str());
+  if (w.rank() != 3) throw Error("grouped_matmul: w must be (E, K, N), got " + w.str());
+  if (!is_int(idx.dtype) || idx.rank() != 1)
+    throw Error("grouped_matmul: idx must be a 1-d integer tensor (M), got " + idx.str());
+  if (!dims_compatible(x.dims[1], w.dims[1]))
+    throw Error("grouped_matmul: K of x " + x.str() + " (" + x.dims[1].str() + ") differs from K of w " + w.str() +
+                " (" + w.dims[1].str() + ")");
+  if (!dims_compatible(x.dims[0], idx.dims[0]))
+    throw Error("grouped_matmul: idx " + idx.str() + " must have one expert index per row of x " + x.str());
+  return {Shape({merge_dim(x.dims[0], idx.dims[0]), w.dims[2]}, x.dtype)};
+}
+
+}  // namespace rlx

@@ -1,0 +1,237 @@
+#include "rlx/session.h"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <unordered_map>
+
+#include "backends/cpu/executor.h"
+#include "backends/cpu/parallel.h"
+
+namespace rlx {
+
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+    case Device::Vulkan: return "vulkan";
+    case Device::WebGpu: return "webgpu";
+  }
+  return "?";
+}
+
+Device device_from_name(const std::string& name) {
+  for (Device d : {Device::Cpu, Device::Cuda, Device::Vulkan, Device::WebGpu})
+    if (name == device_name(d)) return d;
+  throw Error("unknown device '" + name + "' (expected cpu, cuda, vulkan or webgpu)");
+}
+
+namespace {
+constexpr size_t kMaxVariants = 8;  // compiled shape bindings kept (LRU)
+
+std::string names_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
+  return s.empty() ? "(none)" : s;
+}
+}  // namespace
+
+struct CompiledGraph::Impl {
+  Device device = Device::Cpu;
+  Graph graph;
+  bool is_static = true;
+  std::map<std::string, NodeId> input_ids, param_ids;
+  std::map<std::string, Tensor> params;  // by name
+  std::vector<std::pair<std::string, size_t>> state_bindings;
+  std::map<std::string, Tensor> state;  // carried values, by input name
+  using Binding = std::map<std::string, int64_t>;
+  std::list<std::pair<Binding, std::unique_ptr<cpu::Executor>>> variants;  // most recent first
+  size_t last_arena = 0;
+
+  cpu::Executor& executor_for(const Binding& b) {
+    for (auto it = variants.begin(); it != variants.end(); ++it) {
+      if (it->first == b) {
+        variants.splice(variants.begin(), variants, it);
+        return *variants.front().second;
+      }
+    }
+    Graph g = is_static ? graph : cpu::specialize(graph, b);
+    variants.emplace_front(b, std::make_unique<cpu::Executor>(std::move(g)));
+    if (variants.size() > kMaxVariants) variants.pop_back();
+    return *variants.front().second;
+  }
+
+  // Binds symbolic dims from the input tensors; checks every static dim and dtype.
+  Binding bind_dims(const std::map<std::string, const Tensor*>& feeds) const {
+    Binding b;
+    for (const auto& [name, id] : input_ids) {
+      const auto& in = std::get<ops::Input>(graph.node(id).op);
+      const Tensor& t = *feeds.at(name);
+      if (t.dtype() != in.shape.dtype)
+        throw Error("input '" + name + "': got dtype " + dtype_name(t.dtype()) + ", the graph expects " +
+                    in.shape.str() + " (cast it before running)");
+      if (t.rank() != in.shape.rank())
+        throw Error("input '" + name + "': got shape " + dims_str(t.shape()) + " (rank " + std::to_string(t.rank()) +
+                    "), the graph expects " + in.shape.str());
+      for (int64_t d = 0; d < t.rank(); ++d) {
+        const Dim& want = in.shape.dims[d];
+        const int64_t got = t.dim(d);
+        if (want.is_static()) {
+          if (want.value != got)
+            throw Error("input '" + name + "': dim " + std::to_string(d) + " is " + std::to_string(got) +
+                        ", the graph expects " + in.shape.str() + " (element count or shape mismatch)");
+        } else {
+          auto [it, inserted] = b.emplace(want.sym, got);
+          if (!inserted && it->second != got)
+            throw Error("input '" + name + "': symbolic dim '" + want.sym + "' is " + std::to_string(got) +
+                        " here but " + std::to_string(it->second) + " in another input");
+        }
+      }
+    }
+    return b;
+  }
+};
+
+CompiledGraph::CompiledGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
+CompiledGraph::~CompiledGraph() = default;
+
+const Graph& CompiledGraph::graph() const { return impl_->graph; }
+Device CompiledGraph::device() const { return impl_->device; }
+size_t CompiledGraph::arena_bytes() const { return impl_->last_arena; }
+
+std::vector<std::string> CompiledGraph::input_names() const {
+  std::vector<std::string> out;
+  for (NodeId id : impl_->graph.input_nodes()) out.push_back(std::get<ops::Input>(impl_->graph.node(id).op).name);
+  return out;
+}
+std::vector<std::string> CompiledGraph::param_names() const {
+  std::vector<std::string> out;
+  for (NodeId id : impl_->graph.param_nodes()) out.push_back(std::get<ops::Param>(impl_->graph.node(id).op).name);
+  return out;
+}
+
+void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
+  auto it = impl_->param_ids.find(name);
+  if (it == impl_->param_ids.end())
+    throw Error("set_param: the graph has no param named '" + name + "' (params: " + names_list(param_names()) + ")");
+  const auto& p = std::get<ops::Param>(impl_->graph.node(it->second).op);
+  if (value.dtype() != p.shape.dtype)
+    throw Error("set_param('" + name + "'): got dtype " + dtype_name(value.dtype()) + ", the param is " + p.shape.str());
+  if (!p.shape.is_static())
+    throw Error("set_param('" + name + "'): params must have static shapes, this one is " + p.shape.str());
+  if (value.shape() != p.shape.concrete())
+    throw Error("set_param('" + name + "'): got shape " + dims_str(value.shape()) + " (" +
+                std::to_string(value.numel()) + " elements), the param is " + p.shape.str() + " (" +
+                std::to_string(p.shape.numel()) + " elements)");
+  impl_->params[name] = value.clone();
+}
+
+void CompiledGraph::bind_state(const std::string& input_name, size_t output_index) {
+  auto it = impl_->input_ids.find(input_name);
+  if (it == impl_->input_ids.end())
+    throw Error("bind_state: the graph has no input named '" + input_name + "' (inputs: " +
+                names_list(input_names()) + ")");
+  const auto& outs = impl_->graph.outputs();
+  if (output_index >= outs.size())
+    throw Error("bind_state('" + input_name + "'): output index " + std::to_string(output_index) +
+                " is out of range (the graph has " + std::to_string(outs.size()) + " outputs)");
+  const Shape& in_shape = std::get<ops::Input>(impl_->graph.node(it->second).op).shape;
+  const Shape& out_shape = impl_->graph.shape(outs[output_index]);
+  if (in_shape.dtype != out_shape.dtype || in_shape.rank() != out_shape.rank())
+    throw Error("bind_state('" + input_name + "'): output " + std::to_string(output_index) + " is " +
+                out_shape.str() + " but the input is " + in_shape.str());
+  for (auto& [n, k] : impl_->state_bindings)
+    if (n == input_name) {
+      k = output_index;
+      return;
+    }
+  impl_->state_bindings.emplace_back(input_name, output_index);
+}
+
+void CompiledGraph::reset_state() { impl_->state.clear(); }
+
+std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs) {
+  std::vector<size_t> all(impl_->graph.outputs().size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return run(inputs, all);
+}
+
+std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
+  Impl& m = *impl_;
+  std::map<std::string, const Tensor*> feeds;
+  for (const auto& [name, t] : inputs) {
+    if (!m.input_ids.count(name)) {
+      if (m.param_ids.count(name))
+        throw Error("run: '" + name + "' is a param, not an input; set it with set_param");
+      throw Error("run: the graph has no input named '" + name + "' (inputs: " + names_list(input_names()) + ")");
+    }
+    if (!feeds.emplace(name, &t).second) throw Error("run: input '" + name + "' is given twice");
+  }
+  std::vector<std::string> missing;
+  for (const auto& [name, id] : m.input_ids) {
+    if (feeds.count(name)) continue;
+    auto st = m.state.find(name);
+    if (st != m.state.end()) feeds[name] = &st->second;
+    else missing.push_back(name);
+  }
+  if (!missing.empty()) throw Error("run: missing inputs " + names_list(missing) + "; pass them by name");
+  std::vector<std::string> missing_params;
+  for (const auto& [name, id] : m.param_ids)
+    if (!m.params.count(name)) missing_params.push_back(name);
+  if (!missing_params.empty())
+    throw Error("run: params without values " + names_list(missing_params) + "; call set_param for each");
+  for (size_t k : output_indices)
+    if (k >= m.graph.outputs().size())
+      throw Error("run: output index " + std::to_string(k) + " is out of range (the graph has " +
+                  std::to_string(m.graph.outputs().size()) + " outputs)");
+
+  auto binding = m.bind_dims(feeds);
+  cpu::Executor& ex = m.executor_for(binding);
+  m.last_arena = ex.arena_bytes();
+  std::unordered_map<NodeId, Tensor> leaves;
+  for (const auto& [name, id] : m.input_ids) leaves[id] = *feeds[name];
+  for (const auto& [name, id] : m.param_ids) leaves[id] = m.params[name];
+
+  // Outputs needed: the requested ones plus those carried as state.
+  std::vector<size_t> need = output_indices;
+  for (const auto& [name, k] : m.state_bindings)
+    if (std::find(need.begin(), need.end(), k) == need.end()) need.push_back(k);
+  std::vector<Tensor> got = ex.run(leaves, need, &m.params);
+  for (const auto& [name, k] : m.state_bindings) {
+    const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
+    m.state[name] = got[pos];
+  }
+  got.resize(output_indices.size());
+  return got;
+}
+
+CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options) const {
+  if (device_ != Device::Cpu)
+    throw Error(std::string("device '") + device_name(device_) +
+                "' is not available in this build (only the cpu backend is built); compile for Device::Cpu");
+  if (options.verify) graph.verify();
+  if (options.num_threads < 0) throw Error("CompileOptions.num_threads must be >= 0");
+  cpu::set_num_threads(options.num_threads);
+  auto impl = std::make_unique<CompiledGraph::Impl>();
+  impl->device = device_;
+  impl->graph = graph;
+  for (NodeId id : graph.input_nodes()) {
+    const auto& in = std::get<ops::Input>(graph.node(id).op);
+    impl->input_ids[in.name] = id;
+    if (!in.shape.is_static()) impl->is_static = false;
+  }
+  for (NodeId id : graph.param_nodes()) {
+    const auto& p = std::get<ops::Param>(graph.node(id).op);
+    if (!p.shape.is_static())
+      throw Error("compile: param '" + p.name + "' has a symbolic shape " + p.shape.str() + "; params must be static");
+    impl->param_ids[p.name] = id;
+  }
+  for (const auto& [name, t] : graph.weights()) impl->params[name] = t;
+  // Graphs with only static dims are planned once, now.
+  if (impl->is_static) impl->executor_for({});
+  return CompiledGraph(std::move(impl));
+}
+
+}  // namespace rlx

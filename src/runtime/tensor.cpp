@@ -1,0 +1,199 @@
+#include "rlx/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace rlx {
+namespace {
+
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("tensor shape " + dims_str(shape) + " has a negative dim");
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      throw Error("tensor shape " + dims_str(shape) + " overflows the element count");
+    n *= d;
+  }
+  return n;
+}
+
+template <class Dst, class Src>
+Dst convert_scalar(Src s) {
+  using SC = compute_t<Src>;
+  const SC v = load(s);
+  if constexpr (std::is_same_v<Dst, f16> || std::is_same_v<Dst, bf16>) {
+    return Dst(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<Dst>) {
+    return static_cast<Dst>(v);
+  } else {
+    // integer destination
+    if constexpr (std::is_floating_point_v<SC>) {
+      if (std::isnan(v)) return Dst(0);
+      const double t = std::trunc(static_cast<double>(v));
+      if (t <= static_cast<double>(std::numeric_limits<Dst>::lowest())) return std::numeric_limits<Dst>::lowest();
+      if (t >= static_cast<double>(std::numeric_limits<Dst>::max())) return std::numeric_limits<Dst>::max();
+      return static_cast<Dst>(t);
+    } else {
+      return static_cast<Dst>(v);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  const int64_t n = checked_numel(shape);
+  t.shape_ = std::move(shape);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  t.storage_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]());
+  t.data_ = t.storage_.get();
+  return t;
+}
+
+Tensor Tensor::from_bytes(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes) {
+  Tensor t = empty(dtype, std::move(shape));
+  if (nbytes != t.nbytes())
+    throw Error("Tensor::from_bytes: got " + std::to_string(nbytes) + " bytes for " + t.shape_info().str() +
+                " which needs " + std::to_string(t.nbytes()));
+  if (nbytes) std::memcpy(t.data_, bytes, nbytes);
+  return t;
+}
+
+Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  checked_numel(shape);
+  t.shape_ = std::move(shape);
+  if (!data && t.numel() != 0) throw Error("Tensor::borrow: null data for a non-empty tensor " + t.shape_info().str());
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::f32(std::vector<int64_t> shape, std::span<const float> v) { return of<float>(std::move(shape), v); }
+Tensor Tensor::f64(std::vector<int64_t> shape, std::span<const double> v) { return of<double>(std::move(shape), v); }
+Tensor Tensor::i64(std::vector<int64_t> shape, std::span<const int64_t> v) { return of<int64_t>(std::move(shape), v); }
+Tensor Tensor::i32(std::vector<int64_t> shape, std::span<const int32_t> v) { return of<int32_t>(std::move(shape), v); }
+Tensor Tensor::boolean(std::vector<int64_t> shape, std::span<const uint8_t> v) {
+  Tensor t = from_bytes(DType::Bool, std::move(shape), v.data(), v.size());
+  auto* p = static_cast<uint8_t*>(t.data_);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] ? 1 : 0;
+  return t;
+}
+Tensor Tensor::f16(std::vector<int64_t> shape, std::span<const float> v) {
+  Tensor t = empty(DType::F16, std::move(shape));
+  if (static_cast<int64_t>(v.size()) != t.numel())
+    throw Error("Tensor::f16: got " + std::to_string(v.size()) + " values for " + t.shape_info().str());
+  auto* p = static_cast<rlx::f16*>(t.data_);
+  for (size_t i = 0; i < v.size(); ++i) p[i] = rlx::f16(v[i]);
+  return t;
+}
+Tensor Tensor::bf16(std::vector<int64_t> shape, std::span<const float> v) {
+  Tensor t = empty(DType::BF16, std::move(shape));
+  if (static_cast<int64_t>(v.size()) != t.numel())
+    throw Error("Tensor::bf16: got " + std::to_string(v.size()) + " values for " + t.shape_info().str());
+  auto* p = static_cast<rlx::bf16*>(t.data_);
+  for (size_t i = 0; i < v.size(); ++i) p[i] = rlx::bf16(v[i]);
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+void Tensor::check_type(DType t) const {
+  if (t == dtype_) return;
+  if (t == DType::U8 && dtype_ == DType::Bool) return;  // bool is stored as uint8_t
+  throw Error(std::string("tensor of dtype ") + dtype_name(dtype_) + " accessed as " + dtype_name(t));
+}
+
+Tensor Tensor::cast(DType to) const {
+  Tensor out = empty(to, shape_);
+  const int64_t n = numel();
+  visit_dtype(dtype_, [&]<DType S>() {
+    using ST = typename dtype_storage<S>::type;
+    visit_dtype(to, [&]<DType D>() {
+      using DT = typename dtype_storage<D>::type;
+      const ST* src = static_cast<const ST*>(data_);
+      DT* dst = static_cast<DT*>(out.data_);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (D == DType::Bool) {
+          dst[i] = load(src[i]) != 0 ? 1 : 0;
+        } else {
+          dst[i] = convert_scalar<DT>(src[i]);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+Tensor Tensor::clone() const { return from_bytes(dtype_, shape_, data_, nbytes()); }
+
+std::vector<double> Tensor::to_f64() const {
+  Tensor c = cast(DType::F64);
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + numel());
+}
+std::vector<float> Tensor::to_f32() const {
+  Tensor c = cast(DType::F32);
+  const float* p = c.data<float>();
+  return std::vector<float>(p, p + numel());
+}
+std::vector<int64_t> Tensor::to_i64() const {
+  Tensor c = cast(DType::I64);
+  const int64_t* p = c.data<int64_t>();
+  return std::vector<int64_t>(p, p + numel());
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw Error("Tensor::reshaped: more than one -1 in " + dims_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else if (shape[i] < 0) {
+      throw Error("Tensor::reshaped: negative dim in " + dims_str(shape));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel() % known != 0)
+      throw Error("Tensor::reshaped: cannot infer -1 in " + dims_str(shape) + " from " + dims_str(shape_));
+    shape[static_cast<size_t>(infer)] = numel() / known;
+  }
+  if (product(shape) != numel())
+    throw Error("Tensor::reshaped: " + dims_str(shape_) + " has " + std::to_string(numel()) +
+                " elements, " + dims_str(shape) + " needs " + std::to_string(product(shape)));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+std::string Tensor::summary() const {
+  std::ostringstream os;
+  os << shape_info().str();
+  const int64_t n = numel();
+  if (n == 0) return os.str() + " (empty)";
+  std::vector<double> v = to_f64();
+  double mn = v[0], mx = v[0], sum = 0;
+  int64_t nan = 0;
+  for (double x : v) {
+    if (std::isnan(x)) { ++nan; continue; }
+    mn = std::min(mn, x);
+    mx = std::max(mx, x);
+    sum += x;
+  }
+  os << " min=" << mn << " max=" << mx << " mean=" << sum / static_cast<double>(n - nan) << " sum=" << sum;
+  if (nan) os << " nan=" << nan;
+  return os.str();
+}
+
+}  // namespace rlx

@@ -1,0 +1,394 @@
+// Conv (1-3 d), ConvTranspose (2-d) and Im2Col against naive double direct-loop references.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/test_util.h"
+
+namespace rlx {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::all_close;
+using testing::error_message;
+using testing::random_tensor;
+using testing::ravel;
+using testing::run_cpu1;
+using testing::to_doubles;
+using testing::unravel;
+
+const DType kFloats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
+
+int64_t numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t v : d) n *= v;
+  return n;
+}
+
+// Builds a graph feeding `ins` as inputs x0, x1, ... into `op`; runs it on the CPU.
+Tensor run_op(const Op& op, const std::vector<Tensor>& ins) {
+  Graph g;
+  std::vector<Value> vs;
+  NamedTensors feed;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::string name = "x" + std::to_string(i);
+    vs.push_back(g.input(name, ins[i].shape_info()));
+    feed.emplace_back(name, ins[i]);
+  }
+  g.add_output(g.apply(op, vs));
+  return run_cpu1(g, feed);
+}
+
+// Error message of building `op` on operands of the given shapes.
+std::string build_error(const Op& op, const std::vector<Shape>& shapes) {
+  return error_message([&] {
+    Graph g;
+    std::vector<Value> vs;
+    for (size_t i = 0; i < shapes.size(); ++i) vs.push_back(g.input("x" + std::to_string(i), shapes[i]));
+    g.apply(op, vs);
+  });
+}
+
+testing::Tolerance conv_tol(DType t) {
+  if (t == DType::F32) return {1e-5, 2e-5};  // sums of up to ~100 products
+  return testing::default_tolerance(t);
+}
+
+// ---- Conv ---------------------------------------------------------------------------
+struct ConvCase {
+  std::vector<int64_t> x, w;
+  bool bias = false;
+  std::vector<int64_t> stride, pads, dilation;
+  int64_t groups = 1;
+};
+
+std::vector<double> ref_conv(const ConvCase& c, const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>* b, std::vector<int64_t>& yd) {
+  const size_t nd = c.x.size() - 2;
+  const int64_t cout = c.w[0], cg = c.w[1], coutg = cout / c.groups;
+  std::vector<int64_t> s(nd), pb(nd), d(nd);
+  yd = {c.x[0], cout};
+  for (size_t i = 0; i < nd; ++i) {
+    s[i] = c.stride.empty() ? 1 : c.stride[i];
+    d[i] = c.dilation.empty() ? 1 : c.dilation[i];
+    pb[i] = c.pads.empty() ? 0 : c.pads[i];
+    const int64_t pe = c.pads.empty() ? 0 : c.pads[nd + i];
+    yd.push_back((c.x[2 + i] + pb[i] + pe - d[i] * (c.w[2 + i] - 1) - 1) / s[i] + 1);
+  }
+  const std::vector<int64_t> kd(c.w.begin() + 2, c.w.end());
+  std::vector<double> y(static_cast<size_t>(numel(yd)));
+  for (int64_t oi = 0; oi < numel(yd); ++oi) {
+    const auto o = unravel(oi, yd);
+    const int64_t n = o[0], co = o[1], g = co / coutg;
+    double acc = b ? (*b)[co] : 0.0;
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t ki = 0; ki < numel(kd); ++ki) {
+        const auto k = unravel(ki, kd);
+        std::vector<int64_t> xi{n, g * cg + ci}, wi{co, ci};
+        bool inside = true;
+        for (size_t a = 0; a < nd; ++a) {
+          const int64_t p = o[2 + a] * s[a] - pb[a] + k[a] * d[a];
+          inside = inside && p >= 0 && p < c.x[2 + a];
+          xi.push_back(p);
+          wi.push_back(k[a]);
+        }
+        if (inside) acc += x[ravel(xi, c.x)] * w[ravel(wi, c.w)];
+      }
+    y[oi] = acc;
+  }
+  return y;
+}
+
+void check_conv(const ConvCase& c, DType dt, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " x" + dims_str(c.x) + " w" + dims_str(c.w) + " groups " +
+               std::to_string(c.groups));
+  ops::Conv op;
+  op.stride = c.stride;
+  op.pads = c.pads;
+  op.dilation = c.dilation;
+  op.groups = c.groups;
+  std::vector<Tensor> ins{random_tensor(dt, c.x, seed), random_tensor(dt, c.w, seed + 1)};
+  if (c.bias) ins.push_back(random_tensor(dt, {c.w[0]}, seed + 2));
+  const std::vector<double> b = c.bias ? to_doubles(ins[2]) : std::vector<double>{};
+  std::vector<int64_t> yd;
+  const auto ref = ref_conv(c, to_doubles(ins[0]), to_doubles(ins[1]), c.bias ? &b : nullptr, yd);
+  const Tensor y = run_op(op, ins);
+  EXPECT_EQ(y.dtype(), dt);
+  EXPECT_TRUE(all_close(y, yd, ref, conv_tol(dt)));
+}
+
+TEST(Conv, Conv2dAttributesAllDtypes) {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 7, 6}, {4, 3, 3, 3}, true, {}, {}, {}, 1},
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, true, {2, 1}, {1, 0, 2, 1}, {1, 2}, 1},      // asymmetric pads
+      {{1, 4, 6, 5}, {6, 2, 3, 2}, false, {2, 2}, {1, 1, 1, 1}, {}, 2},          // groups
+      {{2, 3, 5, 5}, {3, 1, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 3},              // depthwise
+      {{1, 2, 5, 4}, {4, 1, 2, 2}, true, {}, {}, {2, 1}, 2},                     // depthwise x2
+      {{2, 5, 4, 3}, {3, 5, 1, 1}, true, {}, {}, {}, 1},                         // 1x1 fast path
+      {{1, 2, 5, 5}, {2, 2, 1, 1}, false, {2, 2}, {1, 0, 0, 1}, {}, 1},          // 1x1 strided, padded
+      {{1, 1, 3, 3}, {2, 1, 4, 5}, true, {}, {1, 1, 0, 1}, {}, 1},               // kernel == padded input
+      {{1, 2, 4, 4}, {2, 2, 2, 2}, false, {3, 3}, {0, 0, 2, 2}, {3, 3}, 1},      // big stride/dilation
+  };
+  uint64_t seed = 10;
+  for (const auto& c : cases)
+    for (DType dt : kFloats) check_conv(c, dt, seed += 3);
+}
+
+TEST(Conv, Conv1d) {
+  const std::vector<ConvCase> cases = {
+      {{2, 4, 11}, {6, 2, 3}, true, {2}, {1, 2}, {2}, 2},
+      {{3, 2, 5}, {3, 2, 5}, false, {}, {}, {}, 1},
+      {{1, 3, 8}, {3, 1, 2}, true, {3}, {0, 1}, {}, 3},
+  };
+  uint64_t seed = 100;
+  for (const auto& c : cases)
+    for (DType dt : kFloats) check_conv(c, dt, seed += 3);
+}
+
+TEST(Conv, Conv3d) {
+  const std::vector<ConvCase> cases = {
+      {{1, 2, 5, 6, 4}, {4, 1, 2, 3, 2}, true, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {2, 1, 1}, 2},
+      {{2, 3, 3, 4, 4}, {2, 3, 1, 2, 2}, false, {}, {}, {}, 1},
+  };
+  uint64_t seed = 200;
+  for (const auto& c : cases)
+    for (DType dt : kFloats) check_conv(c, dt, seed += 3);
+}
+
+TEST(Conv, ParallelPaths) {
+  check_conv({{4, 8, 12, 12}, {8, 4, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 2}, DType::F32, 300);  // many tasks
+  check_conv({{1, 16, 14, 14}, {4, 16, 3, 3}, true, {1, 1}, {}, {}, 1}, DType::F32, 301);     // one big task
+  check_conv({{1, 16, 14, 14}, {4, 16, 3, 3}, false, {2, 1}, {1, 1, 1, 1}, {}, 1}, DType::BF16, 302);
+}
+
+TEST(Conv, ZeroBatchAndZeroCout) {
+  check_conv({{0, 3, 5, 5}, {4, 3, 3, 3}, true, {}, {}, {}, 1}, DType::F32, 400);
+  check_conv({{2, 3, 5, 5}, {0, 3, 3, 3}, false, {}, {}, {}, 1}, DType::F32, 401);
+}
+
+TEST(Conv, KnownValues) {
+  // 1-d: x = [1, 2, 3, 4], w = [1, 10], pads 1/0 -> [0*1+1*10, 1+20, 2+30, 3+40].
+  ops::Conv op;
+  op.pads = {1, 0};
+  const float xv[] = {1, 2, 3, 4}, wv[] = {1, 10};
+  const Tensor y = run_op(op, {Tensor::f32({1, 1, 4}, xv), Tensor::f32({1, 1, 2}, wv)});
+  EXPECT_TRUE(all_close(y, {1, 1, 4}, {10, 21, 32, 43}));
+}
+
+TEST(Conv, InferSymbolic) {
+  ops::Conv op;
+  op.pads = {1, 1, 1, 1};
+  const Shape x({Dim::symbol("n"), 3, Dim::symbol("h"), 8});
+  const auto out = infer_op(op, std::vector<Shape>{x, Shape::of({4, 3, 3, 3})});
+  EXPECT_EQ(out[0], Shape({Dim::symbol("n"), 4, Dim::symbol("h"), 8}));
+  op.stride = {2, 2};
+  EXPECT_THAT(error_message([&] { infer_op(op, std::vector<Shape>{x, Shape::of({4, 3, 3, 3})}); }),
+              HasSubstr("symbolic"));
+  EXPECT_THAT(error_message([&] {
+                infer_op(ops::Conv{}, std::vector<Shape>{Shape({1, Dim::symbol("c"), 4, 4}), Shape::of({4, 3, 3, 3})});
+              }),
+              HasSubstr("must be static"));
+}
+
+TEST(Conv, BadInputs) {
+  ops::Conv op;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 4, 5, 5}), Shape::of({2, 3, 3, 3})}), HasSubstr("channel mismatch"));
+  op.groups = 3;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 4, 5, 5}), Shape::of({3, 2, 3, 3})}), HasSubstr("divisible by groups=3"));
+  op.groups = 2;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 4, 5, 5}), Shape::of({3, 2, 3, 3})}), HasSubstr("Cout=3"));
+  op.groups = 0;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 4, 5, 5}), Shape::of({4, 4, 3, 3})}), HasSubstr("groups must be >= 1"));
+  op = ops::Conv{};
+  op.pads = {1, 0, 1, 0};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 6, 3})}),
+              HasSubstr("larger than the padded input 5"));
+  op = ops::Conv{};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 3})}), HasSubstr("weight must have rank 4"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 3}), Shape::of({1, 3})}), HasSubstr("rank 3..5"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 2, 2, 2, 2}), Shape::of({1, 1, 1, 1, 1, 1})}), HasSubstr("rank 3..5"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}, DType::I32), Shape::of({1, 1, 1, 1}, DType::I32)}),
+              HasSubstr("float tensor"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 1, 1}, DType::F16)}),
+              HasSubstr("dtype must match"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({2, 1, 1, 1}), Shape::of({3})}),
+              HasSubstr("bias must be f32[2]"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({2, 1, 0, 1})}), HasSubstr("kernel sizes must be >= 1"));
+  op.stride = {1, 0};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 1, 1})}), HasSubstr("stride values must be >= 1"));
+  op.stride = {};
+  op.pads = {1, 1};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 1, 1})}), HasSubstr("pads"));
+  op.pads = {-1, 0, 0, 0};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 1, 1})}), HasSubstr(">= 0"));
+  op.pads = {};
+  op.dilation = {1};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 3, 3}), Shape::of({1, 1, 1, 1})}), HasSubstr("dilation must be empty or have 2"));
+}
+
+// ---- ConvTranspose ------------------------------------------------------------------
+struct ConvTCase {
+  std::vector<int64_t> x, w;
+  bool bias = false;
+  std::vector<int64_t> stride, pads, dilation, output_padding;
+  int64_t groups = 1;
+};
+
+std::vector<double> ref_conv_transpose(const ConvTCase& c, const std::vector<double>& x, const std::vector<double>& w,
+                                       const std::vector<double>* b, std::vector<int64_t>& yd) {
+  const int64_t cin = c.x[1], cing = cin / c.groups, coutg = c.w[1], cout = coutg * c.groups;
+  int64_t s[2], pb[2], d[2];
+  yd = {c.x[0], cout};
+  for (int i = 0; i < 2; ++i) {
+    s[i] = c.stride.empty() ? 1 : c.stride[i];
+    d[i] = c.dilation.empty() ? 1 : c.dilation[i];
+    pb[i] = c.pads.empty() ? 0 : c.pads[i];
+    const int64_t pe = c.pads.empty() ? 0 : c.pads[2 + i];
+    const int64_t op = c.output_padding.empty() ? 0 : c.output_padding[i];
+    yd.push_back((c.x[2 + i] - 1) * s[i] - pb[i] - pe + d[i] * (c.w[2 + i] - 1) + op + 1);
+  }
+  std::vector<double> y(static_cast<size_t>(numel(yd)), 0.0);
+  for (int64_t n = 0; n < c.x[0]; ++n)
+    for (int64_t ci = 0; ci < cin; ++ci)
+      for (int64_t iy = 0; iy < c.x[2]; ++iy)
+        for (int64_t ix = 0; ix < c.x[3]; ++ix)
+          for (int64_t co = 0; co < coutg; ++co)
+            for (int64_t ky = 0; ky < c.w[2]; ++ky)
+              for (int64_t kx = 0; kx < c.w[3]; ++kx) {
+                const int64_t oy = iy * s[0] - pb[0] + ky * d[0], ox = ix * s[1] - pb[1] + kx * d[1];
+                if (oy < 0 || oy >= yd[2] || ox < 0 || ox >= yd[3]) continue;
+                const int64_t oc = (ci / cing) * coutg + co;
+                y[ravel({n, oc, oy, ox}, yd)] += x[ravel({n, ci, iy, ix}, c.x)] * w[ravel({ci, co, ky, kx}, c.w)];
+              }
+  if (b)
+    for (int64_t i = 0; i < numel(yd); ++i) y[i] += (*b)[unravel(i, yd)[1]];
+  return y;
+}
+
+void check_conv_transpose(const ConvTCase& c, DType dt, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " x" + dims_str(c.x) + " w" + dims_str(c.w));
+  ops::ConvTranspose op;
+  op.stride = c.stride;
+  op.pads = c.pads;
+  op.dilation = c.dilation;
+  op.output_padding = c.output_padding;
+  op.groups = c.groups;
+  std::vector<Tensor> ins{random_tensor(dt, c.x, seed), random_tensor(dt, c.w, seed + 1)};
+  if (c.bias) ins.push_back(random_tensor(dt, {c.w[1] * c.groups}, seed + 2));
+  const std::vector<double> b = c.bias ? to_doubles(ins[2]) : std::vector<double>{};
+  std::vector<int64_t> yd;
+  const auto ref = ref_conv_transpose(c, to_doubles(ins[0]), to_doubles(ins[1]), c.bias ? &b : nullptr, yd);
+  const Tensor y = run_op(op, ins);
+  EXPECT_EQ(y.dtype(), dt);
+  EXPECT_TRUE(all_close(y, yd, ref, conv_tol(dt)));
+}
+
+TEST(ConvTranspose, AttributesAllDtypes) {
+  const std::vector<ConvTCase> cases = {
+      {{2, 3, 4, 5}, {3, 2, 3, 3}, false, {}, {}, {}, {}, 1},
+      {{2, 3, 4, 5}, {3, 2, 3, 3}, true, {2, 3}, {1, 0, 0, 2}, {}, {1, 2}, 1},
+      {{1, 4, 3, 3}, {4, 3, 2, 2}, true, {2, 2}, {}, {2, 1}, {1, 0}, 2},
+      {{1, 3, 4, 4}, {3, 1, 3, 3}, false, {2, 2}, {1, 1, 1, 1}, {}, {1, 1}, 3},
+      {{1, 2, 3, 3}, {2, 2, 2, 2}, true, {}, {}, {2, 2}, {1, 1}, 1},  // output_padding < dilation
+      {{0, 2, 3, 3}, {2, 2, 2, 2}, true, {}, {}, {}, {}, 1},          // empty batch
+  };
+  uint64_t seed = 500;
+  for (const auto& c : cases)
+    for (DType dt : kFloats) check_conv_transpose(c, dt, seed += 3);
+}
+
+TEST(ConvTranspose, KnownValues) {
+  // x = [[1, 2]], w = 1x1 kernel [[3]] with stride 2 -> [[3, 0, 6]].
+  ops::ConvTranspose op;
+  op.stride = {1, 2};
+  const float xv[] = {1, 2}, wv[] = {3};
+  const Tensor y = run_op(op, {Tensor::f32({1, 1, 1, 2}, xv), Tensor::f32({1, 1, 1, 1}, wv)});
+  EXPECT_TRUE(all_close(y, {1, 1, 1, 3}, {3, 0, 6}));
+}
+
+TEST(ConvTranspose, BadInputs) {
+  ops::ConvTranspose op;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3, 3, 3}), Shape::of({2, 2, 1, 1, 1})}),
+              HasSubstr("1-d and 3-d transposed convolution are not supported"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3}), Shape::of({2, 2, 1})}), HasSubstr("2-d only"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 3, 3, 3}), Shape::of({2, 2, 1, 1})}), HasSubstr("channel mismatch"));
+  op.groups = 2;
+  EXPECT_THAT(build_error(op, {Shape::of({1, 3, 3, 3}), Shape::of({3, 2, 1, 1})}), HasSubstr("divisible by groups=2"));
+  op.groups = 1;
+  op.stride = {2, 2};
+  op.output_padding = {2, 0};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3, 3}), Shape::of({2, 2, 1, 1})}),
+              HasSubstr("output_padding[0]=2 must be smaller than stride (2) or dilation (1)"));
+  op.output_padding = {};
+  op.stride = {};
+  op.pads = {2, 2, 2, 2};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3, 3}), Shape::of({2, 2, 1, 1})}), HasSubstr("must be positive"));
+  op.pads = {};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3, 3}, DType::I64), Shape::of({2, 2, 1, 1}, DType::I64)}),
+              HasSubstr("float tensor"));
+  EXPECT_THAT(build_error(op, {Shape::of({1, 2, 3, 3}), Shape::of({2, 2, 1, 1}), Shape::of({3})}),
+              HasSubstr("bias must be f32[2]"));
+}
+
+// ---- Im2Col -------------------------------------------------------------------------
+std::vector<double> ref_im2col(const std::vector<double>& x, const std::vector<int64_t>& xd, const int64_t k[2],
+                               const int64_t s[2], const int64_t p[4], const int64_t d[2], std::vector<int64_t>& yd) {
+  const int64_t oh = (xd[2] + p[0] + p[2] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+  const int64_t ow = (xd[3] + p[1] + p[3] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+  yd = {xd[0], xd[1] * k[0] * k[1], oh * ow};
+  std::vector<double> y;
+  for (int64_t n = 0; n < xd[0]; ++n)
+    for (int64_t c = 0; c < xd[1]; ++c)
+      for (int64_t ky = 0; ky < k[0]; ++ky)
+        for (int64_t kx = 0; kx < k[1]; ++kx)
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              const int64_t iy = oy * s[0] - p[0] + ky * d[0], ix = ox * s[1] - p[1] + kx * d[1];
+              const bool in = iy >= 0 && iy < xd[2] && ix >= 0 && ix < xd[3];
+              y.push_back(in ? x[ravel({n, c, iy, ix}, xd)] : 0.0);
+            }
+  return y;
+}
+
+TEST(Im2Col, MatchesReference) {
+  const int64_t k[2] = {2, 3}, s[2] = {1, 2}, p[4] = {1, 0, 1, 2}, d[2] = {2, 1};
+  for (DType dt : {DType::F32, DType::F16, DType::F64, DType::I64, DType::U8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = random_tensor(dt, {2, 3, 5, 6}, 600, 0, 50);
+    ops::Im2Col op;
+    op.kernel = {2, 3};
+    op.stride = {1, 2};
+    op.pads = {1, 0, 1, 2};
+    op.dilation = {2, 1};
+    std::vector<int64_t> yd;
+    const auto ref = ref_im2col(to_doubles(x), x.shape(), k, s, p, d, yd);
+    EXPECT_TRUE(all_close(run_op(op, {x}), yd, ref));
+  }
+}
+
+TEST(Im2Col, UnfoldOrder) {
+  // torch.nn.functional.unfold(arange(1, 10).view(1, 1, 3, 3), 2) rows: patches per kernel tap.
+  ops::Im2Col op;
+  op.kernel = {2, 2};
+  const float xv[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const Tensor y = run_op(op, {Tensor::f32({1, 1, 3, 3}, xv)});
+  EXPECT_TRUE(all_close(y, {1, 4, 4}, {1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9}));
+}
+
+TEST(Im2Col, BadInputs) {
+  ops::Im2Col op;
+  op.kernel = {2, 2};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 3, 4})}), HasSubstr("rank 4"));
+  op.kernel = {2};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 4, 4})}), HasSubstr("kernel must have 2 sizes"));
+  op.kernel = {5, 2};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 4, 4})}), HasSubstr("larger than the padded input 4"));
+  op.kernel = {2, 2};
+  op.pads = {1, 1};
+  EXPECT_THAT(build_error(op, {Shape::of({1, 1, 4, 4})}), HasSubstr("pads"));
+}
+
+}  // namespace
+}  // namespace rlx

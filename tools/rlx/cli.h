@@ -1,0 +1,62 @@
+#pragma once
+// Shared pieces of the `rlx` command-line tool: command registration and small helpers.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlx/rlx.h"
+
+namespace CLI {
+class App;
+}
+
+namespace rlx::cli {
+
+inline constexpr const char* kVersion = "0.1.0";
+
+// A mistake in how the command was called (bad option syntax): exit code 2.
+// Everything else that goes wrong is an rlx::Error (or std::exception): exit code 1.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A registered subcommand: `action` runs it once its options are parsed, returns the exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> action;
+};
+
+Command add_inspect_command(CLI::App& parent);
+Command add_run_command(CLI::App& parent);
+Command add_export_demo_command(CLI::App& parent);
+
+// ---- helpers (cli_util.cpp) ----
+// Splits "name=value" at the first '='; `what` names the option in the error (UsageError).
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& what);
+// Parses a non-negative decimal integer; UsageError naming `what` otherwise.
+int64_t parse_count(const std::string& s, const std::string& what);
+// Loads a graph file, with a clear error when it does not exist.
+Graph load_graph_file(const std::string& path);
+// "'a', 'b', 'c'" (at most `limit` names, then "and N more").
+std::string quoted_list(const std::vector<std::string>& names, size_t limit = 12);
+// "1,234,567"
+std::string with_commas(int64_t v);
+// "4.71 MiB (4,938,268 bytes)" style size text; `exact` adds the byte count.
+std::string format_bytes(int64_t bytes, bool exact = false);
+// Output names of `g`: the graph's names, "output_<i>" where a name is missing or empty.
+std::vector<std::string> output_labels(const Graph& g);
+// Name usable as a file name: characters outside [A-Za-z0-9_.-] become '_'.
+std::string file_safe(const std::string& name);
+
+// Latency statistics over repeated runs (milliseconds).
+struct Latency {
+  double p50 = 0, p90 = 0, min = 0, max = 0, mean = 0;
+};
+Latency latency_stats(std::vector<double> ms);  // nearest-rank percentiles; ms must be non-empty
+
+}  // namespace rlx::cli

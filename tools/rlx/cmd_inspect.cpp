@@ -1,0 +1,109 @@
+// rlx inspect: inputs/outputs, params, carried weights and an op histogram of a graph file.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cli.h"
+
+namespace rlx::cli {
+namespace {
+
+struct InspectOptions {
+  std::string path;
+  bool print_graph = false;
+};
+
+std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
+
+int run_inspect(const InspectOptions& o) {
+  const Graph g = load_graph_file(o.path);
+  std::ostream& os = std::cout;
+
+  os << "graph: " << o.path << "\n";
+  os << "nodes: " << g.size() << "\n";
+
+  // Inputs and the symbolic dims they introduce.
+  std::set<std::string> symbols;
+  const auto input_ids = g.input_nodes();
+  size_t width = 4;
+  for (NodeId id : input_ids) width = std::max(width, std::get<ops::Input>(g.node(id).op).name.size());
+  const auto outs = output_labels(g);
+  for (const auto& n : outs) width = std::max(width, n.size());
+  os << "inputs (" << input_ids.size() << "):\n";
+  for (NodeId id : input_ids) {
+    const auto& in = std::get<ops::Input>(g.node(id).op);
+    os << "  " << pad(in.name, width + 2) << in.shape.str() << "\n";
+    for (const Dim& d : in.shape.dims)
+      if (d.is_symbolic()) symbols.insert(d.sym);
+  }
+  os << "outputs (" << outs.size() << "):\n";
+  for (size_t i = 0; i < outs.size(); ++i) os << "  " << pad(outs[i], width + 2) << g.shape(g.outputs()[i]).str() << "\n";
+  if (!symbols.empty()) {
+    os << "symbolic dims:";
+    for (const auto& s : symbols) os << " " << s;
+    os << "  (set them with 'rlx run --dim NAME=VALUE' or through the input files)\n";
+  }
+
+  // Params from their declared shapes; weights carried in the file.
+  int64_t param_elems = 0, param_bytes = 0;
+  std::vector<std::string> symbolic_params, missing;
+  const auto param_ids = g.param_nodes();
+  for (NodeId id : param_ids) {
+    const auto& p = std::get<ops::Param>(g.node(id).op);
+    if (!p.shape.is_static()) {
+      symbolic_params.push_back(p.name);
+    } else {
+      param_elems += p.shape.numel();
+      param_bytes += p.shape.nbytes();
+    }
+    if (!g.weights().count(p.name)) missing.push_back(p.name);
+  }
+  os << "params: " << param_ids.size() << " tensors, " << with_commas(param_elems) << " elements, "
+     << format_bytes(param_bytes, true) << "\n";
+  if (!symbolic_params.empty())
+    os << "  (not counted: params with symbolic shapes " << quoted_list(symbolic_params) << ")\n";
+  int64_t weight_bytes = 0;
+  for (const auto& [name, t] : g.weights()) weight_bytes += static_cast<int64_t>(t.nbytes());
+  os << "weights carried: " << g.weights().size() << " of " << param_ids.size() << " params ("
+     << format_bytes(weight_bytes) << ")\n";
+  if (!missing.empty())
+    os << "  params without weights: " << quoted_list(missing, 8)
+       << " ('rlx run' needs --random-inputs to fill them)\n";
+
+  // Op histogram: count per op kind, most frequent first.
+  std::map<std::string, int64_t> counts;
+  for (const Node& n : g.nodes()) ++counts[op_name(n.op)];
+  std::vector<std::pair<std::string, int64_t>> hist(counts.begin(), counts.end());
+  std::stable_sort(hist.begin(), hist.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  size_t op_width = 0;
+  for (const auto& [name, c] : hist) op_width = std::max(op_width, name.size());
+  os << "op histogram (" << hist.size() << " kinds):\n";
+  for (const auto& [name, c] : hist) os << "  " << pad(name, op_width + 2) << std::setw(6) << c << "\n";
+
+  if (o.print_graph) os << "\n" << g.to_text();
+
+  const auto problems = g.verify_report();
+  if (!problems.empty()) {
+    std::cerr << "rlx inspect: the graph is invalid (" << problems.size() << " problem"
+              << (problems.size() > 1 ? "s" : "") << "):\n";
+    for (const auto& p : problems) std::cerr << "  " << p << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_inspect_command(CLI::App& parent) {
+  auto o = std::make_shared<InspectOptions>();
+  CLI::App* sub = parent.add_subcommand("inspect", "Show a graph file's inputs, outputs, params and op histogram");
+  sub->add_option("graph", o->path, "Graph JSON file")->required();
+  sub->add_flag("--print-graph", o->print_graph, "Also print every node");
+  return {sub, [o] { return run_inspect(*o); }};
+}
+
+}  // namespace rlx::cli
