@@ -19,7 +19,7 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(dtype_size(DType::U32), 4u);
   EXPECT_EQ(dtype_size(DType::Bool), 1u);
   for (DType t : kAllDTypes) EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
-  auto msg = testing::error_message([] { dtype_from_name("float3"); });
+  auto msg = rlx::testing::error_message([] { dtype_from_name("float3"); });
   EXPECT_THAT(msg, ::testing::HasSubstr("float3"));
 }
 
@@ -79,7 +79,7 @@ TEST(Tensor, TypedAccessAndCast) {
   EXPECT_EQ(t.numel(), 4);
   EXPECT_EQ(t.nbytes(), 16u);
   EXPECT_EQ(t.data<float>()[1], -2.5f);
-  auto msg = testing::error_message([&] { (void)t.data<int64_t>(); });
+  auto msg = rlx::testing::error_message([&] { (void)t.data<int64_t>(); });
   EXPECT_THAT(msg, ::testing::HasSubstr("f32"));
   Tensor i = t.cast(DType::I32);
   EXPECT_EQ(i.data<int32_t>()[0], 1);
@@ -99,11 +99,11 @@ TEST(Tensor, BorrowSharesMemoryAndReshapeChecks) {
   EXPECT_EQ(buf[0], 42);
   Tensor r = t.reshaped({3, -1});
   EXPECT_EQ(r.shape(), (std::vector<int64_t>{3, 2}));
-  EXPECT_THAT(testing::error_message([&] { t.reshaped({4, -1}); }), ::testing::HasSubstr("cannot infer"));
-  EXPECT_THAT(testing::error_message([&] { t.reshaped({-1, -1}); }), ::testing::HasSubstr("more than one -1"));
-  EXPECT_THAT(testing::error_message([&] { Tensor::f32({3}, std::vector<float>{1, 2}); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { t.reshaped({4, -1}); }), ::testing::HasSubstr("cannot infer"));
+  EXPECT_THAT(rlx::testing::error_message([&] { t.reshaped({-1, -1}); }), ::testing::HasSubstr("more than one -1"));
+  EXPECT_THAT(rlx::testing::error_message([&] { Tensor::f32({3}, std::vector<float>{1, 2}); }),
               ::testing::HasSubstr("bytes"));
-  EXPECT_THAT(testing::error_message([&] { Tensor::empty(DType::F32, {2, -1}); }), ::testing::HasSubstr("negative"));
+  EXPECT_THAT(rlx::testing::error_message([&] { Tensor::empty(DType::F32, {2, -1}); }), ::testing::HasSubstr("negative"));
 }
 
 TEST(Tensor, ZeroSize) {

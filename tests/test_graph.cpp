@@ -20,14 +20,14 @@ TEST(GraphCore, ErrorsNameTheNode) {
   Graph g;
   auto a = g.input("a", Shape::of({2, 3}));
   auto b = g.input("b", Shape::of({4}));
-  auto msg = testing::error_message([&] { g.add(a, b); });
+  auto msg = rlx::testing::error_message([&] { g.add(a, b); });
   EXPECT_THAT(msg, HasSubstr("node 2 (binary)"));
   EXPECT_THAT(msg, HasSubstr("f32[2,3]"));
-  msg = testing::error_message([&] { g.input("a", Shape::of({1})); });
+  msg = rlx::testing::error_message([&] { g.input("a", Shape::of({1})); });
   EXPECT_THAT(msg, HasSubstr("duplicate input name 'a'"));
-  msg = testing::error_message([&] { g.apply(ops::Binary{}, {a}); });
+  msg = rlx::testing::error_message([&] { g.apply(ops::Binary{}, {a}); });
   EXPECT_THAT(msg, HasSubstr("takes 2 inputs, got 1"));
-  msg = testing::error_message([&] { g.apply(ops::Binary{}, {a, Value{99, 0}}); });
+  msg = rlx::testing::error_message([&] { g.apply(ops::Binary{}, {a, Value{99, 0}}); });
   EXPECT_THAT(msg, HasSubstr("does not exist yet"));
 }
 
@@ -44,10 +44,10 @@ TEST(GraphCore, VerifierReportsEveryProblem) {
   EXPECT_THAT(report[0], HasSubstr("node 2 (binary)"));
   EXPECT_THAT(report[1], HasSubstr("node 3 (activation)"));
   EXPECT_THAT(report[1], HasSubstr("differ from inferred"));
-  auto msg = testing::error_message([&] { g.verify(); });
+  auto msg = rlx::testing::error_message([&] { g.verify(); });
   EXPECT_THAT(msg, HasSubstr("2 problems"));
   Graph empty;
-  EXPECT_THAT(testing::error_message([&] { empty.verify(); }), HasSubstr("no outputs"));
+  EXPECT_THAT(rlx::testing::error_message([&] { empty.verify(); }), HasSubstr("no outputs"));
 }
 
 TEST(GraphCore, OpEqualityAndAttrs) {
@@ -68,8 +68,8 @@ TEST(GraphCore, WeightsMustMatchParams) {
   auto w = g.param("w", Shape::of({2}));
   g.add_output(w);
   g.set_weight("w", Tensor::f32({2}, std::vector<float>{1, 2}));
-  EXPECT_THAT(testing::error_message([&] { g.set_weight("w", Tensor::f32({3}, std::vector<float>{1, 2, 3})); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { g.set_weight("w", Tensor::f32({3}, std::vector<float>{1, 2, 3})); }),
               HasSubstr("does not match"));
-  EXPECT_THAT(testing::error_message([&] { g.set_weight("nope", Tensor::f32({2}, std::vector<float>{1, 2})); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { g.set_weight("nope", Tensor::f32({2}, std::vector<float>{1, 2})); }),
               HasSubstr("no param named 'nope'"));
 }

@@ -33,25 +33,25 @@ TEST(Session, BadInputsRaiseUsefulErrors) {
   Session s(Device::Cpu);
   auto cg = s.compile(add_graph());
   Tensor x = Tensor::f32({2, 3}, std::vector<float>(6, 1.0f));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", x}}); }), HasSubstr("params without values 'w'"));
-  EXPECT_THAT(testing::error_message([&] { cg.set_param("nope", x); }), HasSubstr("no param named 'nope'"));
-  EXPECT_THAT(testing::error_message([&] { cg.set_param("w", Tensor::f32({2}, std::vector<float>{1, 2})); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", x}}); }), HasSubstr("params without values 'w'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.set_param("nope", x); }), HasSubstr("no param named 'nope'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.set_param("w", Tensor::f32({2}, std::vector<float>{1, 2})); }),
               HasSubstr("elements"));
-  EXPECT_THAT(testing::error_message([&] { cg.set_param("w", Tensor::f64({3}, std::vector<double>{1, 2, 3})); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.set_param("w", Tensor::f64({3}, std::vector<double>{1, 2, 3})); }),
               HasSubstr("dtype f64"));
   cg.set_param("w", Tensor::f32({3}, std::vector<float>{1, 2, 3}));
-  EXPECT_THAT(testing::error_message([&] { cg.run({}); }), HasSubstr("missing inputs 'x'"));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", x}, {"z", x}}); }), HasSubstr("no input named 'z'"));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"w", x}}); }), HasSubstr("is a param"));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", x.cast(DType::F16)}}); }), HasSubstr("dtype f16"));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", Tensor::f32({3, 2}, std::vector<float>(6, 1.0f))}}); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({}); }), HasSubstr("missing inputs 'x'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", x}, {"z", x}}); }), HasSubstr("no input named 'z'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"w", x}}); }), HasSubstr("is a param"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", x.cast(DType::F16)}}); }), HasSubstr("dtype f16"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", Tensor::f32({3, 2}, std::vector<float>(6, 1.0f))}}); }),
               HasSubstr("dim 0 is 3"));
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", x}}, {5}); }), HasSubstr("out of range"));
-  EXPECT_THAT(testing::error_message([&] { Session(Device::Cuda).compile(add_graph()); }),
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", x}}, {5}); }), HasSubstr("out of range"));
+  EXPECT_THAT(rlx::testing::error_message([&] { Session(Device::Cuda).compile(add_graph()); }),
               HasSubstr("not available"));
   Graph bad;
   bad.input("a", Shape::of({1}));
-  EXPECT_THAT(testing::error_message([&] { s.compile(bad); }), HasSubstr("invalid graph"));
+  EXPECT_THAT(rlx::testing::error_message([&] { s.compile(bad); }), HasSubstr("invalid graph"));
 }
 
 TEST(Session, SymbolicDimsBindPerRunAndCheckConsistency) {
@@ -67,7 +67,7 @@ TEST(Session, SymbolicDimsBindPerRunAndCheckConsistency) {
     EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{n, 2}));
     EXPECT_EQ(out[0].to_f32(), std::vector<float>(static_cast<size_t>(n * 2), 3.0f));
   }
-  auto msg = testing::error_message([&] {
+  auto msg = rlx::testing::error_message([&] {
     cg.run({{"a", Tensor::f32({1, 2}, std::vector<float>{1, 2})}, {"b", Tensor::f32({2, 2}, std::vector<float>(4, 1.0f))}});
   });
   EXPECT_THAT(msg, HasSubstr("symbolic dim 'n'"));
@@ -95,9 +95,9 @@ TEST(Session, BindStateCarriesOutputToNextRun) {
   auto r5 = cg.run({{"acc", Tensor::f32({2}, std::vector<float>{100, 100})}, {"x", one}});
   EXPECT_EQ(r5[0].to_f32(), (std::vector<float>{101, 102}));
   cg.reset_state();
-  EXPECT_THAT(testing::error_message([&] { cg.run({{"x", one}}); }), HasSubstr("missing inputs 'acc'"));
-  EXPECT_THAT(testing::error_message([&] { cg.bind_state("nope", 0); }), HasSubstr("no input named 'nope'"));
-  EXPECT_THAT(testing::error_message([&] { cg.bind_state("acc", 3); }), HasSubstr("out of range"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"x", one}}); }), HasSubstr("missing inputs 'acc'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.bind_state("nope", 0); }), HasSubstr("no input named 'nope'"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.bind_state("acc", 3); }), HasSubstr("out of range"));
 }
 
 TEST(Parity, SameGraphTwoThreadCountsAgree) {
@@ -105,9 +105,9 @@ TEST(Parity, SameGraphTwoThreadCountsAgree) {
   auto x = g.input("x", Shape::of({64, 300}));
   auto y = g.input("y", Shape::of({300}));
   g.add_output(g.mul(g.add(x, y), x));
-  testing::RunConfig a{"cpu-1t", Device::Cpu, CompileOptions{1, true}, {}};
-  testing::RunConfig b{"cpu-2t", Device::Cpu, CompileOptions{2, true}, {}};
-  auto rep = testing::compare_configs(g, a, b);
+  rlx::testing::RunConfig a{"cpu-1t", Device::Cpu, CompileOptions{1, true}, {}};
+  rlx::testing::RunConfig b{"cpu-2t", Device::Cpu, CompileOptions{2, true}, {}};
+  auto rep = rlx::testing::compare_configs(g, a, b);
   EXPECT_TRUE(rep.pass) << rep.text;
   ASSERT_EQ(rep.outputs.size(), 1u);
   EXPECT_EQ(rep.outputs[0].max_abs, 0.0);
@@ -117,8 +117,8 @@ TEST(Parity, DetectsADifferenceAndReportsTheWorstElement) {
   Graph g;
   auto x = g.input("x", Shape::of({4, 4}));
   g.add_output(g.mul(x, x));
-  testing::RunConfig a{"ref", Device::Cpu, {}, {}};
-  testing::RunConfig b{"perturbed", Device::Cpu, {}, [](const Graph& src) {
+  rlx::testing::RunConfig a{"ref", Device::Cpu, {}, {}};
+  rlx::testing::RunConfig b{"perturbed", Device::Cpu, {}, [](const Graph& src) {
     Graph h = src;
     // Replace the output with output + 0.5 at one element by adding a one-hot constant.
     std::vector<float> bump(16, 0.0f);
@@ -128,7 +128,7 @@ TEST(Parity, DetectsADifferenceAndReportsTheWorstElement) {
     h.set_outputs({out});
     return h;
   }};
-  auto rep = testing::compare_configs(g, a, b);
+  auto rep = rlx::testing::compare_configs(g, a, b);
   EXPECT_FALSE(rep.pass);
   ASSERT_EQ(rep.outputs.size(), 1u);
   EXPECT_EQ(rep.outputs[0].worst_index, 5);

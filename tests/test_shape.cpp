@@ -14,18 +14,18 @@ TEST(ShapeCore, BroadcastStaticAndSymbolic) {
   EXPECT_EQ(broadcast_dims(std::vector<int64_t>{2, 1, 4}, std::vector<int64_t>{3, 1}),
             (std::vector<int64_t>{2, 3, 4}));
   EXPECT_EQ(broadcast_dims(std::vector<int64_t>{0, 1}, std::vector<int64_t>{1, 5}), (std::vector<int64_t>{0, 5}));
-  EXPECT_THAT(testing::error_message([] { broadcast_dims(std::vector<int64_t>{2}, std::vector<int64_t>{3}); }),
+  EXPECT_THAT(rlx::testing::error_message([] { broadcast_dims(std::vector<int64_t>{2}, std::vector<int64_t>{3}); }),
               ::testing::HasSubstr("do not broadcast"));
 }
 
 TEST(ShapeCore, AxisAndNumel) {
   EXPECT_EQ(normalize_axis(-1, 3, "x"), 2);
   EXPECT_EQ(normalize_axis(0, 3, "x"), 0);
-  EXPECT_THAT(testing::error_message([] { normalize_axis(3, 3, "softmax"); }),
+  EXPECT_THAT(rlx::testing::error_message([] { normalize_axis(3, 3, "softmax"); }),
               ::testing::HasSubstr("softmax: axis 3 is out of range for rank 3"));
   Shape s({Dim(2), Dim::symbol("seq")}, DType::F16);
   EXPECT_FALSE(s.is_static());
-  EXPECT_THAT(testing::error_message([&] { s.numel(); }), ::testing::HasSubstr("seq"));
+  EXPECT_THAT(rlx::testing::error_message([&] { s.numel(); }), ::testing::HasSubstr("seq"));
   EXPECT_EQ(Shape::of({2, 3}, DType::I64).nbytes(), 48);
   EXPECT_EQ(contiguous_strides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
 }

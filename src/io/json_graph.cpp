@@ -14,6 +14,7 @@
 // verified, and then compared with the stored "shapes" (optional when reading).
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -364,8 +365,22 @@ Graph decode_graph(const json& j, TensorReader& data, const std::string& where, 
 
 Graph decode_document(const std::string& text, const std::string& base_dir) {
   json doc;
+  // Duplicate keys would otherwise be dropped silently (the last one wins): reject them.
+  std::vector<std::set<std::string>> open_objects;
+  const json::parser_callback_t no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second)
+        json_fail("", "duplicate key '" + key + "' in an object at nesting depth " + std::to_string(depth));
+    }
+    return true;
+  };
   try {
-    doc = json::parse(text);
+    doc = json::parse(text, no_duplicates);
   } catch (const json::exception& e) {
     json_fail("", std::string("malformed JSON: ") + e.what());
   }

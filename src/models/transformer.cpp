@@ -153,6 +153,9 @@ Graph build_transformer_block_graph(const TransformerDemoConfig& cfg) {
   if (!cfg.symbolic_seq) require_positive(who, "seq", cfg.seq);
   require_positive(who, "hidden", cfg.hidden);
   require_positive(who, "num_heads", cfg.num_heads);
+  if (cfg.llama_intermediate < 0 || cfg.bert_ffn < 0)
+    throw Error(std::string(who) + ": llama_intermediate and bert_ffn must be >= 0 (0 = default width), got " +
+                i2s(cfg.llama_intermediate) + " and " + i2s(cfg.bert_ffn));
   if (cfg.llama_layers < 0 || cfg.bert_layers < 0 || cfg.llama_layers + cfg.bert_layers == 0)
     throw Error(std::string(who) + ": llama_layers and bert_layers must be >= 0 and not both 0, got " +
                 i2s(cfg.llama_layers) + " and " + i2s(cfg.bert_layers));
@@ -170,7 +173,7 @@ Graph build_transformer_block_graph(const TransformerDemoConfig& cfg) {
     lc.hidden = cfg.hidden;
     lc.num_heads = cfg.num_heads;
     lc.num_kv_heads = cfg.num_kv_heads;
-    lc.intermediate = cfg.llama_intermediate;
+    lc.intermediate = cfg.llama_intermediate ? cfg.llama_intermediate : (cfg.hidden * 8 / 3 + 63) / 64 * 64;
     Value positions = g.input("positions", Shape({seq}, DType::I64));
     auto [cos, sin] = build_rope_tables(g, positions, cfg.hidden / cfg.num_heads, cfg.rope_theta, cfg.dtype);
     Value x = hidden;
@@ -182,7 +185,7 @@ Graph build_transformer_block_graph(const TransformerDemoConfig& cfg) {
     BertLayerConfig bc;
     bc.hidden = cfg.hidden;
     bc.num_heads = cfg.num_heads;
-    bc.ffn = cfg.bert_ffn;
+    bc.ffn = cfg.bert_ffn ? cfg.bert_ffn : 4 * cfg.hidden;
     Value mask = g.input("mask", Shape({cfg.batch, seq}, cfg.dtype));
     Value x = hidden;
     for (int64_t i = 0; i < cfg.bert_layers; ++i) x = build_bert_layer(g, x, mask, bc, "bert." + i2s(i));

@@ -66,10 +66,10 @@ struct TransformerDemoConfig {
   int64_t num_heads = 4;
   int64_t num_kv_heads = 2;
   int64_t llama_layers = 2;
-  int64_t llama_intermediate = 704;
+  int64_t llama_intermediate = 0;  // 0 = 8/3 * hidden rounded up to a multiple of 64
   double rope_theta = 10000.0;
   int64_t bert_layers = 1;
-  int64_t bert_ffn = 1024;
+  int64_t bert_ffn = 0;  // 0 = 4 * hidden
   DType dtype = DType::F32;
 };
 

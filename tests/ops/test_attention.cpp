@@ -427,8 +427,11 @@ void check_rope(DType dt, std::vector<int64_t> xd, int64_t n_rot, RopeStyle styl
   EXPECT_TRUE(all_close(out, xd, want, tol_for(dt)));
   // Dims past n_rot pass through bit for bit.
   const auto xv = to_doubles(x), ov = to_doubles(out);
-  for (size_t i = 0; i < xv.size(); ++i)
-    if (static_cast<int64_t>(i) % xd[3] >= n_rot) ASSERT_EQ(xv[i], ov[i]);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    if (static_cast<int64_t>(i) % xd[3] >= n_rot) {
+      ASSERT_EQ(xv[i], ov[i]) << "element " << i;
+    }
+  }
 }
 
 TEST(Rope, BothStylesPartialRotation) {

@@ -223,10 +223,16 @@ TEST(Reduce, LargeInputsUseBothLoops) {
 
 TEST(Reduce, ShapeInferenceAndBadAxes) {
   const Shape in({Dim::symbol("b"), 5, Dim::symbol("n")}, DType::F16);
-  EXPECT_EQ(ops::Reduce{ReduceKind::Sum, {1}, true}.infer(std::vector<Shape>{in})[0],
-            Shape({Dim::symbol("b"), 1, Dim::symbol("n")}, DType::F16));
-  EXPECT_EQ(ops::Reduce{ReduceKind::Max, {-1, 0}, false}.infer(std::vector<Shape>{in})[0], Shape({5}, DType::F16));
-  EXPECT_EQ(ops::Reduce{ReduceKind::Mean, {}, false}.infer(std::vector<Shape>{in})[0], Shape({}, DType::F16));
+  auto infer = [&](ReduceKind k, std::vector<int64_t> axes, bool keep) {
+    ops::Reduce op;
+    op.kind = k;
+    op.axes = std::move(axes);
+    op.keep_dims = keep;
+    return op.infer(std::vector<Shape>{in}).at(0);
+  };
+  EXPECT_EQ(infer(ReduceKind::Sum, {1}, true), Shape({Dim::symbol("b"), 1, Dim::symbol("n")}, DType::F16));
+  EXPECT_EQ(infer(ReduceKind::Max, {-1, 0}, false), Shape({5}, DType::F16));
+  EXPECT_EQ(infer(ReduceKind::Mean, {}, false), Shape({}, DType::F16));
   Graph g;
   Value x = g.input("x", Shape::of({2, 3, 4, 5}));
   const std::string dup = error_message([&] { g.reduce(ReduceKind::Sum, x, {1, -3}); });

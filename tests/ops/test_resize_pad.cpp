@@ -174,7 +174,7 @@ TEST(Resize, KnownValues) {
   const double t = 1.0 / 3, u = 2.0 / 3;
   EXPECT_TRUE(all_close(run1(make_resize(ResizeMode::Linear, ResizeCoord::AlignCorners, {}, {}, {1, 1, 4, 4}), x),
                         {1, 1, 4, 4},
-                        {1, 1 + t, 1 + u, 2, 1 + 2 * u, 2, 2 + t, 2 + u, 2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4}));
+                        {1, 1 + t, 1 + u, 2, 1 + u, 2, 2 + t, 2 + u, 2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4}));
   // ONNX resize_downsample_scales_linear.
   const float r[] = {1, 2, 3, 4, 5, 6, 7, 8};
   EXPECT_TRUE(all_close(run1(make_resize(ResizeMode::Linear, ResizeCoord::HalfPixel, {}, {1, 1, 0.6, 0.6}),

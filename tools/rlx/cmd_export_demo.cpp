@@ -46,16 +46,24 @@ Command add_export_demo_command(CLI::App& parent) {
   sub->add_flag("--inline", o->inline_data, "Embed the weights in the JSON (base64) instead of a side file OUT.bin");
   sub->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
   auto& c = o->cfg;
-  sub->add_option("--batch", c.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--seq", c.seq, "Sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  const CLI::Range positive(int64_t{1}, int64_t{1} << 20), non_negative(int64_t{0}, int64_t{1} << 20),
+      layers(int64_t{0}, int64_t{1024});
+  sub->add_option("--batch", c.batch, "Batch size")->check(positive)->capture_default_str();
+  sub->add_option("--seq", c.seq, "Sequence length")->check(positive)->capture_default_str();
   sub->add_flag("--symbolic-seq", c.symbolic_seq, "Declare the sequence length as the symbolic dim 'seq'");
-  sub->add_option("--hidden", c.hidden, "Hidden size")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--heads", c.num_heads, "Attention heads")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--hidden", c.hidden, "Hidden size")->check(positive)->capture_default_str();
+  sub->add_option("--heads", c.num_heads, "Attention heads")->check(positive)->capture_default_str();
   sub->add_option("--kv-heads", c.num_kv_heads, "Key/value heads of the Llama blocks")
-      ->check(CLI::PositiveNumber)
+      ->check(positive)
       ->capture_default_str();
-  sub->add_option("--llama-layers", c.llama_layers, "Llama blocks")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--bert-layers", c.bert_layers, "BERT layers")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--intermediate", c.llama_intermediate, "SwiGLU width of the Llama blocks (0 = about 8/3 * hidden)")
+      ->check(non_negative)
+      ->capture_default_str();
+  sub->add_option("--ffn", c.bert_ffn, "FFN width of the BERT layers (0 = 4 * hidden)")
+      ->check(non_negative)
+      ->capture_default_str();
+  sub->add_option("--llama-layers", c.llama_layers, "Llama blocks")->check(layers)->capture_default_str();
+  sub->add_option("--bert-layers", c.bert_layers, "BERT layers")->check(layers)->capture_default_str();
   return {sub, [o] { return run_export(*o); }};
 }
 

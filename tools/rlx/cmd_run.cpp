@@ -215,11 +215,11 @@ Command add_run_command(CLI::App& parent) {
                 "values for params without weights");
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
   sub->add_option("--dim,-d", o->dims, "Value of a symbolic dim NAME=VALUE (repeatable)");
-  sub->add_option("--repeat,-n", o->repeat, "Timed runs")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--repeat,-n", o->repeat, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   sub->add_option("--save-outputs", o->save_dir, "Write every output as DIR/<name>.npy");
   sub->add_option("--threads,-t", o->threads, "CPU worker threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   sub->add_option("--device", o->device, "Device to compile for")
       ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "webgpu"}))

@@ -34,6 +34,42 @@ void strided_copy(const Tensor& in, Tensor& out, const std::vector<int64_t>& str
   });
 }
 
+// Batched 2-d transpose: the plan's last two dims are (R, C) with input strides (1, sc): the
+// output is row-major [.., R, C] and reads are contiguous along R. Copies 32x32 tiles so that
+// both the reads and the writes stay within a few cache lines.
+void tiled_transpose(const Tensor& in, Tensor& out, const BroadcastPlan<1>& p) {
+  constexpr int64_t kTile = 32;
+  const size_t r = p.dims.size();
+  const int64_t R = p.dims[r - 2], C = p.dims[r - 1], sc = p.strides[r - 1][0];
+  // Outer index space (everything but the last two dims) as its own plan.
+  std::vector<int64_t> odims(p.dims.begin(), p.dims.end() - 2);
+  std::vector<int64_t> ostr;
+  for (size_t d = 0; d + 2 < r; ++d) ostr.push_back(p.strides[d][0]);
+  const int64_t outer = product(odims);
+  const int64_t tiles_r = (R + kTile - 1) / kTile;
+  visit_elem_size(dtype_size(in.dtype()), [&]<class U>() {
+    const U* src = static_cast<const U*>(in.raw());
+    U* dst = static_cast<U*>(out.raw());
+    parallel_for(outer * tiles_r, std::max<int64_t>(1, kElementwiseGrain / (kTile * C)), [&](int64_t b, int64_t e) {
+      for (int64_t w = b; w < e; ++w) {
+        const int64_t o = w / tiles_r, r0 = (w % tiles_r) * kTile, r1 = std::min(R, r0 + kTile);
+        int64_t base = 0, rem = o;
+        for (int64_t d = static_cast<int64_t>(odims.size()) - 1; d >= 0; --d) {
+          base += (rem % odims[d]) * ostr[d];
+          rem /= odims[d];
+        }
+        const U* s = src + base;
+        U* t = dst + o * R * C;
+        for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+          const int64_t c1 = std::min(C, c0 + kTile);
+          for (int64_t c = c0; c < c1; ++c)
+            for (int64_t i = r0; i < r1; ++i) t[i * C + c] = s[i + c * sc];
+        }
+      }
+    });
+  });
+}
+
 // Copies `rows` rows of `row_bytes` from src (row pitch src_pitch) to dst (row pitch dst_pitch).
 void copy_rows(const uint8_t* src, int64_t src_pitch, uint8_t* dst, int64_t dst_pitch, int64_t rows,
                int64_t row_bytes) {
@@ -64,7 +100,16 @@ void kernel(const ops::Transpose& op, KernelContext& ctx) {
     const int64_t p = op.perm[static_cast<size_t>(d)] < 0 ? op.perm[static_cast<size_t>(d)] + r : op.perm[static_cast<size_t>(d)];
     st[static_cast<size_t>(d)] = in_strides.at(static_cast<size_t>(p));
   }
-  strided_copy(x, ctx.out[0], st, 0);
+  Tensor& out = ctx.out[0];
+  if (out.numel() == 0) return;
+  const auto plan = make_plan_from_strides<1>(out.shape(), {st});
+  const size_t pr = plan.dims.size();
+  if (pr >= 2 && plan.strides[pr - 2][0] == 1 && plan.strides[pr - 1][0] != 1 && plan.dims[pr - 1] >= 8 &&
+      plan.dims[pr - 2] >= 8) {
+    tiled_transpose(x, out, plan);
+    return;
+  }
+  strided_copy(x, out, st, 0);
 }
 
 void kernel(const ops::Expand&, KernelContext& ctx) {

@@ -1,0 +1,290 @@
+// The `rlx` command-line tool, exercised as a subprocess (path from RLX_CLI_PATH).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "models/init.h"
+#include "models/transformer.h"
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("rlx_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Runs `rlx ARGS` (ARGS is shell text; paths here have no spaces) and captures everything.
+  Proc rlx(const std::string& args) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    Proc p;
+    p.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    p.out = read_file(out);
+    p.err = read_file(err);
+    return p;
+  }
+
+  // A small demo model (fast to run in debug/sanitizer builds).
+  std::string export_small(const std::string& name, const std::string& extra = "") const {
+    const std::string file = path(name);
+    Proc p = rlx("export-demo " + file + " --seq 8 --hidden 32 --heads 4 --kv-heads 2 " + extra);
+    EXPECT_EQ(p.code, 0) << p.err;
+    return file;
+  }
+
+  fs::path dir_;
+};
+
+#define EXPECT_EXIT_CODE(p, c) EXPECT_EQ((p).code, (c)) << "stdout:\n" << (p).out << "\nstderr:\n" << (p).err
+
+TEST_F(Cli, HelpAndVersion) {
+  Proc h = rlx("--help");
+  EXPECT_EXIT_CODE(h, 0);
+  EXPECT_THAT(h.out, AllOf(HasSubstr("inspect"), HasSubstr("run"), HasSubstr("export-demo")));
+  Proc rh = rlx("run --help");
+  EXPECT_EXIT_CODE(rh, 0);
+  EXPECT_THAT(rh.out, AllOf(HasSubstr("--random-inputs"), HasSubstr("--dim"), HasSubstr("--save-outputs"),
+                            HasSubstr("--threads"), HasSubstr("--warmup")));
+  Proc v = rlx("--version");
+  EXPECT_EXIT_CODE(v, 0);
+  EXPECT_THAT(v.out, HasSubstr("rlx 0.1.0"));
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+  Proc none = rlx("");
+  EXPECT_EXIT_CODE(none, 2);
+  EXPECT_THAT(none.err, HasSubstr("subcommand"));
+  EXPECT_EXIT_CODE(rlx("frobnicate"), 2);
+  EXPECT_EXIT_CODE(rlx("run"), 2);  // graph file is required
+  const std::string g = export_small("g.json");
+  EXPECT_EXIT_CODE(rlx("run " + g + " --bogus"), 2);
+  EXPECT_EXIT_CODE(rlx("run " + g + " --repeat 0"), 2);
+  EXPECT_EXIT_CODE(rlx("run " + g + " --threads -1"), 2);
+  EXPECT_EXIT_CODE(rlx("run " + g + " --device tpu"), 2);
+  Proc bad_input = rlx("run " + g + " --input hidden");
+  EXPECT_EXIT_CODE(bad_input, 2);
+  EXPECT_THAT(bad_input.err, HasSubstr("NAME=VALUE"));
+  Proc bad_dim = rlx("run " + g + " --dim seq=abc");
+  EXPECT_EXIT_CODE(bad_dim, 2);
+  EXPECT_THAT(bad_dim.err, HasSubstr("non-negative integer"));
+}
+
+TEST_F(Cli, ExportAndInspect) {
+  const std::string g = export_small("demo.json");
+  EXPECT_TRUE(fs::exists(g + ".bin"));  // side file by default
+  Proc p = rlx("inspect " + g);
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, AllOf(HasSubstr("op histogram"), HasSubstr("matmul"), HasSubstr("attention"),
+                           HasSubstr("rms_norm"), HasSubstr("layer_norm")));
+  EXPECT_THAT(p.out, AllOf(HasSubstr("hidden"), HasSubstr("f32[1,8,32]"), HasSubstr("positions"), HasSubstr("i64[8]"),
+                           HasSubstr("llama_out"), HasSubstr("bert_out")));
+  EXPECT_THAT(p.out, AllOf(HasSubstr("params: 31 tensors"), HasSubstr("weights carried: 31 of 31")));
+  // Histogram: most frequent first; 31 params is the largest count.
+  const auto hist = p.out.substr(p.out.find("op histogram"));
+  EXPECT_LT(hist.find("param"), hist.find("matmul"));
+  EXPECT_THAT(hist, HasSubstr("    31\n"));
+
+  Proc t = rlx("inspect " + g + " --print-graph");
+  EXPECT_EXIT_CODE(t, 0);
+  EXPECT_THAT(t.out, HasSubstr("outputs: llama_out="));
+}
+
+TEST_F(Cli, InspectSymbolicAndMissingWeights) {
+  models::TransformerDemoConfig cfg;
+  cfg.symbolic_seq = true;
+  cfg.hidden = 32;
+  cfg.llama_layers = 1;
+  cfg.bert_layers = 0;
+  Graph g = models::build_transformer_block_graph(cfg);
+  save_graph_json(g, path("sym.json"));
+  Proc p = rlx("inspect " + path("sym.json"));
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, AllOf(HasSubstr("f32[1,seq,32]"), HasSubstr("symbolic dims: seq"),
+                           HasSubstr("weights carried: 0 of 10"), HasSubstr("params without weights")));
+}
+
+TEST_F(Cli, RunExportedDemo) {
+  const std::string g = export_small("demo.json");
+  Proc p = rlx("run " + g + " --random-inputs --repeat 3 --warmup 1 --threads 1");
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, AllOf(HasSubstr("llama_out: f32[1,8,32] min="), HasSubstr("bert_out: f32[1,8,32] min="),
+                           HasSubstr("mean="), HasSubstr("p50"), HasSubstr("p90"), HasSubstr("min "),
+                           HasSubstr("over 3 runs")));
+  EXPECT_THAT(p.out, HasSubstr("hidden: f32[1,8,32] (random)"));
+  EXPECT_THAT(p.out, Not(HasSubstr("filled with random values")));  // weights come from the file
+  // Same seed -> same outputs; another seed -> different inputs and outputs.
+  Proc again = rlx("run " + g + " --random-inputs --repeat 1");
+  Proc other = rlx("run " + g + " --random-inputs --repeat 1 --seed 5");
+  auto outputs_of = [](const std::string& s) { return s.substr(s.find("outputs:"), s.find("latency") - s.find("outputs:")); };
+  EXPECT_EQ(outputs_of(p.out), outputs_of(again.out));
+  EXPECT_NE(outputs_of(p.out), outputs_of(other.out));
+
+  // Inline weights work the same way.
+  const std::string inl = export_small("inline.json", "--inline");
+  EXPECT_FALSE(fs::exists(inl + ".bin"));
+  Proc q = rlx("run " + inl + " --random-inputs --repeat 1");
+  EXPECT_EXIT_CODE(q, 0);
+  EXPECT_EQ(outputs_of(p.out), outputs_of(q.out));
+}
+
+TEST_F(Cli, RunWithInputFilesAndSaveOutputs) {
+  const std::string g = export_small("demo.json");
+  std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 7};
+  save_npy(models::init_tensor(DType::F64, {1, 8, 32}, models::InitKind::Normal, 1.0, 3), path("hidden.npy"));
+  save_npy(Tensor::i64({8}, pos), path("pos.npy"));
+  save_npy(models::init_tensor(DType::F32, {1, 8}, models::InitKind::Ones, 1.0, 0), path("mask.npy"));
+  const std::string feeds = " --input hidden=" + path("hidden.npy") + " -i positions=" + path("pos.npy") +
+                            " --input mask=" + path("mask.npy");
+  Proc p = rlx("run " + g + feeds + " --repeat 2 --save-outputs " + path("outs"));
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.err, HasSubstr("converted from f64 to f32"));  // numpy's default dtype is accepted
+  EXPECT_THAT(p.out, HasSubstr("hidden: f32[1,8,32] (" + path("hidden.npy") + ")"));
+  ASSERT_TRUE(fs::exists(path("outs/llama_out.npy")));
+  ASSERT_TRUE(fs::exists(path("outs/bert_out.npy")));
+
+  // The saved outputs equal an in-process run of the same graph file and inputs.
+  Graph graph = load_graph_json(g);
+  CompiledGraph cg = Session().compile(graph);
+  auto outs = cg.run({{"hidden", load_npy(path("hidden.npy")).cast(DType::F32)},
+                      {"positions", load_npy(path("pos.npy"))},
+                      {"mask", load_npy(path("mask.npy"))}});
+  Tensor saved = load_npy(path("outs/llama_out.npy"));
+  EXPECT_EQ(saved.shape(), (std::vector<int64_t>{1, 8, 32}));
+  EXPECT_EQ(saved.to_f64(), outs[0].to_f64());
+  EXPECT_EQ(load_npy(path("outs/bert_out.npy")).to_f64(), outs[1].to_f64());
+
+  // Some inputs from files, the rest random.
+  Proc mixed = rlx("run " + g + " --input positions=" + path("pos.npy") + " --random-inputs --repeat 1");
+  EXPECT_EXIT_CODE(mixed, 0);
+  EXPECT_THAT(mixed.out, AllOf(HasSubstr("positions: i64[8] (" + path("pos.npy")), HasSubstr("mask: f32[1,8] (random)")));
+}
+
+TEST_F(Cli, RunErrors) {
+  const std::string g = export_small("demo.json");
+  Proc missing = rlx("run " + g);
+  EXPECT_EXIT_CODE(missing, 1);
+  EXPECT_THAT(missing.err, AllOf(HasSubstr("missing inputs"), HasSubstr("'hidden'"), HasSubstr("--random-inputs")));
+
+  save_npy(Tensor::i64({8}, std::vector<int64_t>(8, 0)), path("pos.npy"));
+  Proc unknown = rlx("run " + g + " --input bogus=" + path("pos.npy"));
+  EXPECT_EXIT_CODE(unknown, 1);
+  EXPECT_THAT(unknown.err, AllOf(HasSubstr("no input named 'bogus'"), HasSubstr("'positions'")));
+
+  Proc bad_npy = rlx("run " + g + " --input positions=" + path("nope.npy") + " --random-inputs");
+  EXPECT_EXIT_CODE(bad_npy, 1);
+  EXPECT_THAT(bad_npy.err, HasSubstr("nope.npy"));
+
+  save_npy(Tensor::i64({5}, std::vector<int64_t>(5, 0)), path("short.npy"));
+  Proc wrong_shape = rlx("run " + g + " --input positions=" + path("short.npy") + " --random-inputs");
+  EXPECT_EXIT_CODE(wrong_shape, 1);
+  EXPECT_THAT(wrong_shape.err, HasSubstr("positions"));
+
+  Proc nofile = rlx("run " + path("absent.json") + " --random-inputs");
+  EXPECT_EXIT_CODE(nofile, 1);
+  EXPECT_THAT(nofile.err, AllOf(HasSubstr("absent.json"), HasSubstr("no such file")));
+  {
+    std::ofstream(path("garbage.json")) << "{\"format\": \"rlx-graph\", \"nodes\": [";
+  }
+  Proc garbage = rlx("inspect " + path("garbage.json"));
+  EXPECT_EXIT_CODE(garbage, 1);
+  EXPECT_THAT(garbage.err, HasSubstr("cannot load graph file"));
+
+  Proc cuda = rlx("run " + g + " --random-inputs --device cuda");
+  EXPECT_EXIT_CODE(cuda, 1);
+  EXPECT_THAT(cuda.err, HasSubstr("not available"));
+
+  Proc bad_sym = rlx("run " + g + " --random-inputs --dim batch=2");
+  EXPECT_EXIT_CODE(bad_sym, 1);
+  EXPECT_THAT(bad_sym.err, HasSubstr("no symbolic dim 'batch'"));
+}
+
+TEST_F(Cli, RunMissingParams) {
+  models::TransformerDemoConfig cfg;
+  cfg.seq = 4;
+  cfg.hidden = 16;
+  cfg.num_heads = 2;
+  cfg.num_kv_heads = 1;
+  cfg.llama_layers = 1;
+  cfg.bert_layers = 0;
+  save_graph_json(models::build_transformer_block_graph(cfg), path("noweights.json"));
+  Proc p = rlx("run " + path("noweights.json") + " --input positions=" + path("nope.npy"));
+  EXPECT_EXIT_CODE(p, 1);  // the missing .npy file is reported first
+  std::vector<int64_t> pos = {0, 1, 2, 3};
+  save_npy(Tensor::i64({4}, pos), path("pos.npy"));
+  save_npy(models::init_tensor(DType::F32, {1, 4, 16}, models::InitKind::Normal, 1.0, 1), path("h.npy"));
+  Proc q = rlx("run " + path("noweights.json") + " -i positions=" + path("pos.npy") + " -i hidden=" + path("h.npy"));
+  EXPECT_EXIT_CODE(q, 1);
+  EXPECT_THAT(q.err, AllOf(HasSubstr("10 params have no weights"), HasSubstr("'llama.0.attn_norm.weight'"),
+                           HasSubstr("--random-inputs")));
+  Proc r = rlx("run " + path("noweights.json") + " --random-inputs --repeat 1");
+  EXPECT_EXIT_CODE(r, 0);
+  EXPECT_THAT(r.out, AllOf(HasSubstr("10 filled with random values"), HasSubstr("llama_out: f32[1,4,16]")));
+}
+
+TEST_F(Cli, RunSymbolicDims) {
+  const std::string g = export_small("sym.json", "--symbolic-seq");
+  Proc no_dim = rlx("run " + g + " --random-inputs");
+  EXPECT_EXIT_CODE(no_dim, 1);
+  EXPECT_THAT(no_dim.err, HasSubstr("--dim seq=N"));
+  Proc with_dim = rlx("run " + g + " --random-inputs --dim seq=6 --repeat 1");
+  EXPECT_EXIT_CODE(with_dim, 0);
+  EXPECT_THAT(with_dim.out, AllOf(HasSubstr("llama_out: f32[1,6,32]"), HasSubstr("bert_out: f32[1,6,32]")));
+  // The dim can also come from an input file; a conflicting --dim is reported.
+  save_npy(Tensor::i64({5}, std::vector<int64_t>{0, 1, 2, 3, 4}), path("pos.npy"));
+  Proc from_file = rlx("run " + g + " --random-inputs -i positions=" + path("pos.npy") + " --repeat 1");
+  EXPECT_EXIT_CODE(from_file, 0);
+  EXPECT_THAT(from_file.out, HasSubstr("hidden: f32[1,5,32] (random)"));
+  Proc conflict = rlx("run " + g + " --random-inputs --dim seq=6 -i positions=" + path("pos.npy"));
+  EXPECT_EXIT_CODE(conflict, 1);
+  EXPECT_THAT(conflict.err, HasSubstr("symbolic dim 'seq' is 5"));
+}
+
+TEST_F(Cli, ExportErrors) {
+  Proc p = rlx("export-demo " + path("x.json") + " --hidden 30 --heads 4");
+  EXPECT_EXIT_CODE(p, 1);
+  EXPECT_THAT(p.err, HasSubstr("head dim"));
+  Proc q = rlx("export-demo " + path("no/such/dir/x.json") + " --seq 4 --hidden 16 --heads 2 --kv-heads 1");
+  EXPECT_EXIT_CODE(q, 1);
+  EXPECT_THAT(q.err, HasSubstr("cannot write"));
+  EXPECT_EXIT_CODE(rlx("export-demo"), 2);
+}
+
+}  // namespace
+}  // namespace rlx
