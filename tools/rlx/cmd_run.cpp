@@ -47,7 +47,12 @@ std::vector<InputInfo> graph_inputs(const Graph& g) {
 // kind of change (float <-> float, int <-> int); other mismatches are left to the runtime's
 // error. Returns the tensor and a note when it was converted.
 Tensor load_input(const std::string& name, const std::string& file, DType want) {
-  Tensor t = load_npy(file);
+  Tensor t;
+  try {
+    t = load_npy(file);
+  } catch (const Error& e) {
+    throw Error("--input " + name + ": " + e.what());
+  }
   if (t.dtype() == want) return t;
   const bool both_float = is_float(t.dtype()) && is_float(want);
   const bool both_int = is_int(t.dtype()) && is_int(want);
@@ -157,16 +162,15 @@ int run_run(const RunOptions& o) {
       if (wanted.count(name)) cg.set_param(name, t);
   }
 
-  std::cout << "graph: " << o.path << " (" << g.size() << " nodes, " << g.param_nodes().size() << " params)\n";
-  std::cout << "device: " << device_name(cg.device()) << ", compile " << std::fixed;
-  std::cout.precision(2);
-  std::cout << compile_ms << " ms\n";
-  std::cout.unsetf(std::ios::floatfield);
-  std::cout.precision(6);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "device: %s, threads: %s, compile %.2f ms\n", device_name(cg.device()),
+                o.threads == 0 ? "all cores" : std::to_string(o.threads).c_str(), compile_ms);
+  std::cout << "graph: " << o.path << " (" << g.size() << " nodes, " << g.param_nodes().size() << " params)\n" << buf;
   if (!unset.empty()) std::cout << "params: " << unset.size() << " filled with random values (--random-inputs)\n";
   std::cout << "inputs:\n";
-  for (const auto& [name, t] : feeds)
-    std::cout << "  " << name << ": " << t.shape_info().str() << " (" << source[name] << ")\n";
+  for (const auto& in : inputs)  // in graph order
+    for (const auto& [name, t] : feeds)
+      if (name == in.name) std::cout << "  " << name << ": " << t.shape_info().str() << " (" << source[name] << ")\n";
 
   std::vector<Tensor> outs;
   for (int i = 0; i < o.warmup; ++i) outs = cg.run(feeds);
@@ -181,7 +185,6 @@ int run_run(const RunOptions& o) {
   std::cout << "outputs:\n";
   for (size_t i = 0; i < outs.size(); ++i) std::cout << "  " << labels[i] << ": " << outs[i].summary() << "\n";
   const Latency l = latency_stats(ms);
-  char buf[200];
   std::snprintf(buf, sizeof buf, "latency over %d runs (%d warm-up): p50 %.3f ms, p90 %.3f ms, min %.3f ms\n",
                 o.repeat, o.warmup, l.p50, l.p90, l.min);
   std::cout << buf;
