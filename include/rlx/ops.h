@@ -444,7 +444,8 @@ struct If {
   template <class V> void visit(V&& v) { v("then_branch", then_branch); v("else_branch", else_branch); }
 };
 // [carried...]. cond: carried -> bool scalar; body: carried -> next carried (same shapes).
-// Runs while cond is true, at most max_iterations times; outputs the final carried values.
+// Runs while cond is true, at most max_iterations times (0 = no limit); outputs the final
+// carried values (the inputs themselves when the body never runs).
 struct While {
   RLX_OP_HEADER("while", 1, -1)
   int64_t max_iterations = 0;
