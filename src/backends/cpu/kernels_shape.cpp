@@ -35,10 +35,10 @@ void strided_copy(const Tensor& in, Tensor& out, const std::vector<int64_t>& str
 }
 
 // Batched 2-d transpose: the plan's last two dims are (R, C) with input strides (1, sc): the
-// output is row-major [.., R, C] and reads are contiguous along R. Copies 32x32 tiles so that
+// output is row-major [.., R, C] and reads are contiguous along R. Copies 8x8 tiles so that
 // both the reads and the writes stay within a few cache lines.
 void tiled_transpose(const Tensor& in, Tensor& out, const BroadcastPlan<1>& p) {
-  constexpr int64_t kTile = 32;
+  constexpr int64_t kTile = 8;  // larger tiles thrash L1 sets when the strides are powers of two
   const size_t r = p.dims.size();
   const int64_t R = p.dims[r - 2], C = p.dims[r - 1], sc = p.strides[r - 1][0];
   // Outer index space (everything but the last two dims) as its own plan.
