@@ -85,6 +85,7 @@ TEST(Session, BindStateCarriesOutputToNextRun) {
   Tensor one = Tensor::f32({2}, std::vector<float>{1, 2});
   auto r1 = cg.run({{"acc", Tensor::f32({2}, std::vector<float>{0, 0})}, {"x", one}});
   EXPECT_EQ(r1[0].to_f32(), (std::vector<float>{1, 2}));
+  r1[0].data<float>()[0] = 1000.0f;  // the caller's copy is independent of the carried state
   auto r2 = cg.run({{"x", one}});  // acc comes from the previous run
   EXPECT_EQ(r2[0].to_f32(), (std::vector<float>{2, 4}));
   auto r3 = cg.run({{"x", one}}, {});  // no outputs copied back, state still advances

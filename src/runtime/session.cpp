@@ -201,7 +201,9 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
   std::vector<Tensor> got = ex.run(leaves, need, &m.params);
   for (const auto& [name, k] : m.state_bindings) {
     const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
-    m.state[name] = got[pos];
+    // A carried value that is also returned gets its own copy, so callers that modify the
+    // returned tensor cannot change the next run's input.
+    m.state[name] = pos < output_indices.size() ? got[pos].clone() : got[pos];
   }
   got.resize(output_indices.size());
   return got;

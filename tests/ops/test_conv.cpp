@@ -16,6 +16,7 @@ using testing::error_message;
 using testing::random_tensor;
 using testing::ravel;
 using testing::run_cpu1;
+using testing::run_op;
 using testing::to_doubles;
 using testing::unravel;
 
@@ -25,20 +26,6 @@ int64_t numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
   for (int64_t v : d) n *= v;
   return n;
-}
-
-// Builds a graph feeding `ins` as inputs x0, x1, ... into `op`; runs it on the CPU.
-Tensor run_op(const Op& op, const std::vector<Tensor>& ins) {
-  Graph g;
-  std::vector<Value> vs;
-  NamedTensors feed;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const std::string name = "x" + std::to_string(i);
-    vs.push_back(g.input(name, ins[i].shape_info()));
-    feed.emplace_back(name, ins[i]);
-  }
-  g.add_output(g.apply(op, vs));
-  return run_cpu1(g, feed);
 }
 
 // Error message of building `op` on operands of the given shapes.

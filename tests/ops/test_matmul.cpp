@@ -13,27 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace rlx::testing;
 
-Tensor run_op(Op op, const std::vector<Tensor>& ins) {
-  Graph g;
-  std::vector<Value> vs;
-  NamedTensors feed;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const std::string name = "in" + std::to_string(i);
-    vs.push_back(g.input(name, ins[i].shape_info()));
-    feed.emplace_back(name, ins[i]);
-  }
-  g.add_output(g.apply(std::move(op), vs));
-  return run_cpu1(g, feed);
-}
-
-// Shape-only: builds the node and returns its inferred output (throws like the graph does).
-Shape infer_node(Op op, const std::vector<Shape>& shapes) {
-  Graph g;
-  std::vector<Value> vs;
-  for (size_t i = 0; i < shapes.size(); ++i) vs.push_back(g.input("in" + std::to_string(i), shapes[i]));
-  return g.shape(g.apply(std::move(op), vs));
-}
-
 // Tolerance for products of short sums of values in [-1, 1).
 Tolerance tol_for(DType t) {
   switch (t) {

@@ -25,20 +25,6 @@ Tolerance tol_for(DType t) {
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
-// Runs a one-node graph whose inputs are all graph inputs named in0, in1, ...
-Tensor run_op(const Op& op, const std::vector<Tensor>& ins) {
-  Graph g;
-  std::vector<Value> vals;
-  NamedTensors feeds;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const std::string name = "in" + std::to_string(i);
-    vals.push_back(g.input(name, ins[i].shape_info()));
-    feeds.emplace_back(name, ins[i]);
-  }
-  g.add_output(g.apply(op, vals));
-  return run_cpu1(g, feeds);
-}
-
 // ---------------------------------------------------------------------------------------
 // FusedSwiGLU
 void check_swiglu(DType t, const std::vector<int64_t>& dims, bool gate_first) {

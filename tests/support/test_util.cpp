@@ -38,6 +38,26 @@ Tensor run_cpu1(const Graph& g, const NamedTensors& inputs, const NamedTensors& 
   return outs[0];
 }
 
+Tensor run_op(const Op& op, const std::vector<Tensor>& ins) {
+  Graph g;
+  std::vector<Value> vs;
+  NamedTensors feed;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::string name = "in" + std::to_string(i);
+    vs.push_back(g.input(name, ins[i].shape_info()));
+    feed.emplace_back(name, ins[i]);
+  }
+  g.add_output(g.apply(op, vs));
+  return run_cpu1(g, feed);
+}
+
+Shape infer_node(const Op& op, const std::vector<Shape>& shapes) {
+  Graph g;
+  std::vector<Value> vs;
+  for (size_t i = 0; i < shapes.size(); ++i) vs.push_back(g.input("in" + std::to_string(i), shapes[i]));
+  return g.shape(g.apply(op, vs));
+}
+
 Tolerance default_tolerance(DType t) {
   switch (t) {
     case DType::F64: return {1e-10, 1e-12};

@@ -24,6 +24,13 @@ std::vector<Tensor> run_cpu(const Graph& g, const NamedTensors& inputs, const Na
 // Same, single output.
 Tensor run_cpu1(const Graph& g, const NamedTensors& inputs, const NamedTensors& params = {});
 
+// Builds a one-node graph feeding `ins` as graph inputs in0, in1, ... into `op`; runs it on
+// the CPU and returns its single output.
+Tensor run_op(const Op& op, const std::vector<Tensor>& ins);
+// Builds `op` on graph inputs of the given shapes and returns its inferred output shape
+// (throws rlx::Error like the graph builder does).
+Shape infer_node(const Op& op, const std::vector<Shape>& shapes);
+
 // Tolerances used when comparing against a double reference, by dtype of the result:
 // f64 1e-10, f32 1e-5 rel / 1e-6 abs, f16 2e-3 rel, bf16 1.6e-2 rel, ints/bool exact.
 struct Tolerance {
