@@ -22,6 +22,8 @@ struct CompileOptions {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// A compiled graph owns its arena: run() on one CompiledGraph must not be called from two
+// threads at once (compile one CompiledGraph per thread instead).
 class CompiledGraph {
  public:
   struct Impl;
