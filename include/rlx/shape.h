@@ -65,6 +65,7 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const std::string& what);
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
 int64_t product(const std::vector<int64_t>& dims);
 
-std::string dims_str(const std::vector<int64_t>& dims);
+std::string dims_str(const std::vector<int64_t>& dims);  // "[2,3]"
+std::string dims_str(const std::vector<Dim>& dims);      // "[batch,3]"
 
 }  // namespace rlx

@@ -43,11 +43,7 @@ struct AttrWriter {
   void write(double v) { os << fmt_double(v, exact); }
   void write(DType t) { os << dtype_name(t); }
   void write(const Shape& s) { os << s.str(); }
-  void write(const std::vector<Dim>& d) {
-    os << "[";
-    for (size_t i = 0; i < d.size(); ++i) os << (i ? "," : "") << d[i].str();
-    os << "]";
-  }
+  void write(const std::vector<Dim>& d) { os << dims_str(d); }
   void write(const std::vector<int64_t>& d) { os << dims_str(d); }
   void write(const std::vector<double>& d) {
     os << "[";

@@ -14,12 +14,6 @@ bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_symboli
 // The more informative of two compatible dims (a static size wins over a symbol).
 Dim merge_dim(const Dim& a, const Dim& b) { return a.is_static() ? a : b; }
 
-std::string dims_text(const std::vector<Dim>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
-  return s + "]";
-}
-
 void check_matmul_dtype(const Shape& a, const Shape& b, const char* what) {
   if (a.dtype != b.dtype)
     throw Error(std::string(what) + ": operands must share a dtype, got " + a.str() + " and " + b.str());
@@ -42,7 +36,7 @@ Shape matmul_shape(const Shape& a, const Shape& b, const char* what) {
   std::vector<Dim> bb(b.dims.begin(), b.dims.end() - (b1 ? 1 : 2));
   auto batch = broadcast_dims(ab, bb);
   if (!batch)
-    throw Error(std::string(what) + ": batch dims " + dims_text(ab) + " of " + a.str() + " and " + dims_text(bb) +
+    throw Error(std::string(what) + ": batch dims " + dims_str(ab) + " of " + a.str() + " and " + dims_str(bb) +
                 " of " + b.str() + " do not broadcast");
   std::vector<Dim> out = *batch;
   if (!a1) out.push_back(a.dims[a.dims.size() - 2]);

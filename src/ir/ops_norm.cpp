@@ -11,12 +11,6 @@ namespace {
 
 bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_symbolic() || b.is_symbolic(); }
 
-std::string dims_text(const std::vector<Dim>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
-  return s + "]";
-}
-
 void check_float(const Shape& x, const std::string& what) {
   if (!is_float(x.dtype))
     throw Error(what + ": x must be a float tensor (f32/f16/bf16/f64), got " + x.str() +
@@ -36,7 +30,7 @@ void check_param(const Shape& p, const char* name, const std::vector<Dim>& want,
   bool ok = p.dims.size() == want.size();
   for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(p.dims[i], want[i]);
   if (!ok)
-    throw Error(what + ": " + name + " " + p.str() + " must have shape " + dims_text(want) + " (" + expect_text +
+    throw Error(what + ": " + name + " " + p.str() + " must have shape " + dims_str(want) + " (" + expect_text +
                 ")");
 }
 

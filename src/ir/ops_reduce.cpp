@@ -18,12 +18,6 @@
 namespace rlx {
 namespace {
 
-std::string axes_str(const std::vector<int64_t>& axes) {
-  std::string s = "[";
-  for (size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + std::to_string(axes[i]);
-  return s + "]";
-}
-
 std::vector<Shape> infer_softmax(const char* name, int64_t axis, const Shape& x) {
   if (!is_float(x.dtype))
     throw Error(std::string(name) + ": input " + x.str() +
@@ -49,12 +43,12 @@ std::vector<Shape> ops::Reduce::infer(std::span<const Shape> in) const {
   std::vector<bool> reduced(static_cast<size_t>(r), axes.empty());
   for (int64_t a : axes) {
     if (a < -r || a >= r)
-      throw Error(std::string(kName) + ": axis " + std::to_string(a) + " in axes " + axes_str(axes) +
+      throw Error(std::string(kName) + ": axis " + std::to_string(a) + " in axes " + dims_str(axes) +
                   " is out of range for input " + x.str() + "; expected " + std::to_string(-r) + " <= axis < " +
                   std::to_string(r));
     const int64_t n = normalize_axis(a, r, "reduce axis");
     if (reduced[static_cast<size_t>(n)])
-      throw Error(std::string(kName) + ": axes " + axes_str(axes) + " name axis " + std::to_string(n) +
+      throw Error(std::string(kName) + ": axes " + dims_str(axes) + " name axis " + std::to_string(n) +
                   " more than once (input " + x.str() + ")");
     reduced[static_cast<size_t>(n)] = true;
   }
@@ -66,10 +60,10 @@ std::vector<Shape> ops::Reduce::infer(std::span<const Shape> in) const {
   }
   if (empty) {
     if (kind == ReduceKind::Max || kind == ReduceKind::Min)
-      throw Error(std::string(kName) + ": " + kname + " over axes " + axes_str(axes) + " of input " + x.str() +
+      throw Error(std::string(kName) + ": " + kname + " over axes " + dims_str(axes) + " of input " + x.str() +
                   " reduces zero elements, which has no identity; only sum, prod and mean allow it");
     if (kind == ReduceKind::Mean && !is_float(x.dtype))
-      throw Error(std::string(kName) + ": mean over axes " + axes_str(axes) + " of integer input " + x.str() +
+      throw Error(std::string(kName) + ": mean over axes " + dims_str(axes) + " of integer input " + x.str() +
                   " reduces zero elements (division by zero)");
   }
   std::vector<Dim> out;

@@ -25,12 +25,6 @@
 namespace rlx {
 namespace {
 
-std::string dims_text(const std::vector<Dim>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
-  return s + "]";
-}
-
 std::string list_text(const std::vector<std::string>& v) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];
@@ -50,7 +44,7 @@ int64_t axis_of(int64_t axis, const Shape& s, const std::string& what) {
 
 std::vector<Shape> ops::Reshape::infer(std::span<const Shape> in) const {
   const Shape& x = in[0];
-  const std::string ctx = "reshape of " + x.str() + " to " + dims_text(shape);
+  const std::string ctx = "reshape of " + x.str() + " to " + dims_str(shape);
   int64_t infer_at = -1;
   int64_t tgt_static = 1, in_static = 1;
   std::vector<std::string> in_syms, tgt_syms;
@@ -195,7 +189,7 @@ std::vector<Shape> ops::Concat::infer(std::span<const Shape> in) const {
 
 std::vector<Shape> ops::Expand::infer(std::span<const Shape> in) const {
   const Shape& x = in[0];
-  const std::string ctx = "expand of " + x.str() + " to " + dims_text(shape);
+  const std::string ctx = "expand of " + x.str() + " to " + dims_str(shape);
   const int64_t r = static_cast<int64_t>(shape.size());
   if (r < x.rank())
     throw Error(ctx + ": the target rank " + std::to_string(r) + " is lower than the input rank " +

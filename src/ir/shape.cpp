@@ -1,6 +1,5 @@
 #include "rlx/shape.h"
 
-#include <sstream>
 
 namespace rlx {
 
@@ -41,13 +40,7 @@ std::vector<int64_t> Shape::concrete() const {
   return out;
 }
 
-std::string Shape::str() const {
-  std::ostringstream os;
-  os << dtype_name(dtype) << "[";
-  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i].str();
-  os << "]";
-  return os.str();
-}
+std::string Shape::str() const { return dtype_name(dtype) + dims_str(dims); }
 
 std::optional<std::vector<Dim>> broadcast_dims(const std::vector<Dim>& a, const std::vector<Dim>& b) {
   const size_t r = std::max(a.size(), b.size());
@@ -107,6 +100,12 @@ int64_t product(const std::vector<int64_t>& dims) {
 std::string dims_str(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string dims_str(const std::vector<Dim>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + dims[i].str();
   return s + "]";
 }
 

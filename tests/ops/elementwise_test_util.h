@@ -17,28 +17,10 @@ inline const DType kIntTypes[] = {DType::I8, DType::I16, DType::I32, DType::I64,
 
 inline bool is_unsigned(DType t) { return t == DType::U8 || t == DType::U32; }
 
-// Builds a graph with one Input per tensor feeding `op`, runs it on the CPU.
-inline Tensor run_op(const Op& op, const std::vector<Tensor>& ins) {
-  Graph g;
-  std::vector<Value> vs;
-  NamedTensors feed;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const std::string name = "in" + std::to_string(i);
-    vs.push_back(g.input(name, ins[i].shape_info()));
-    feed.emplace_back(name, ins[i]);
-  }
-  g.add_output(g.apply(op, vs));
-  return testing::run_cpu1(g, feed);
-}
+using testing::run_op;
 
 // Output shape of a graph node (inference only).
 inline Shape infer1(const Op& op, const std::vector<Shape>& ins) { return infer_op(op, ins).at(0); }
-
-inline int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // numpy broadcast of several dim lists (the test's own implementation).
 inline std::vector<int64_t> bcast(const std::vector<std::vector<int64_t>>& shapes) {

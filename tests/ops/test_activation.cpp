@@ -88,7 +88,7 @@ void check_act(ActKind k, DType t, const std::vector<int64_t>& dims, uint64_t se
     lo = elemtest::is_unsigned(t) ? 0 : -100;
     hi = elemtest::is_unsigned(t) ? 200 : 100;
   }
-  std::vector<double> v = uniform(t, elemtest::count(dims), lo, hi, seed);
+  std::vector<double> v = uniform(t, product(dims), lo, hi, seed);
   if (k == ActKind::Reciprocal)
     for (auto& x : v) x = x < 0 ? std::min(x, -0.1) : std::max(x, 0.1);
   const Tensor in = from_doubles(t, dims, v);

@@ -22,12 +22,6 @@ using testing::unravel;
 
 const DType kFloats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
-}
-
 // Error message of building `op` on operands of the given shapes.
 std::string build_error(const Op& op, const std::vector<Shape>& shapes) {
   return error_message([&] {
@@ -66,10 +60,10 @@ std::vector<double> ref_conv(const ConvCase& c, const std::vector<double>& x, co
   }
   const std::vector<int64_t> kd(c.w.begin() + 2, c.w.end());
   std::vector<std::vector<int64_t>> taps;  // every kernel multi-index
-  for (int64_t ki = 0; ki < numel(kd); ++ki) taps.push_back(unravel(ki, kd));
+  for (int64_t ki = 0; ki < product(kd); ++ki) taps.push_back(unravel(ki, kd));
   const auto xstr = contiguous_strides(c.x), wstr = contiguous_strides(c.w);
-  std::vector<double> y(static_cast<size_t>(numel(yd)));
-  for (int64_t oi = 0; oi < numel(yd); ++oi) {
+  std::vector<double> y(static_cast<size_t>(product(yd)));
+  for (int64_t oi = 0; oi < product(yd); ++oi) {
     const auto o = unravel(oi, yd);
     const int64_t n = o[0], co = o[1], g = co / coutg;
     double acc = b ? (*b)[co] : 0.0;
@@ -238,7 +232,7 @@ std::vector<double> ref_conv_transpose(const ConvTCase& c, const std::vector<dou
     const int64_t op = c.output_padding.empty() ? 0 : c.output_padding[i];
     yd.push_back((c.x[2 + i] - 1) * s[i] - pb[i] - pe + d[i] * (c.w[2 + i] - 1) + op + 1);
   }
-  std::vector<double> y(static_cast<size_t>(numel(yd)), 0.0);
+  std::vector<double> y(static_cast<size_t>(product(yd)), 0.0);
   for (int64_t n = 0; n < c.x[0]; ++n)
     for (int64_t ci = 0; ci < cin; ++ci)
       for (int64_t iy = 0; iy < c.x[2]; ++iy)
@@ -252,7 +246,7 @@ std::vector<double> ref_conv_transpose(const ConvTCase& c, const std::vector<dou
                 y[ravel({n, oc, oy, ox}, yd)] += x[ravel({n, ci, iy, ix}, c.x)] * w[ravel({ci, co, ky, kx}, c.w)];
               }
   if (b)
-    for (int64_t i = 0; i < numel(yd); ++i) y[i] += (*b)[unravel(i, yd)[1]];
+    for (int64_t i = 0; i < product(yd); ++i) y[i] += (*b)[unravel(i, yd)[1]];
   return y;
 }
 

@@ -14,7 +14,6 @@ namespace {
 using ::testing::HasSubstr;
 using elemtest::bcast;
 using elemtest::bcast_index;
-using elemtest::count;
 using elemtest::run_op;
 using elemtest::uniform;
 using elemtest::wrap_to;
@@ -110,11 +109,11 @@ Tensor run_binary(BinaryKind k, const Tensor& a, const Tensor& b) { return run_o
 void check_binary(BinaryKind k, DType t, const std::vector<int64_t>& da, const std::vector<int64_t>& db,
                   uint64_t seed) {
   SCOPED_TRACE(std::string(enum_name(k)) + " " + dtype_name(t) + " " + dims_str(da) + " x " + dims_str(db));
-  std::vector<double> va = operand(k, t, count(da), false, seed), vb = operand(k, t, count(db), true, seed + 1);
+  std::vector<double> va = operand(k, t, product(da), false, seed), vb = operand(k, t, product(db), true, seed + 1);
   if (k == BinaryKind::Pow && is_int(t) && !elemtest::is_unsigned(t)) {
     // Avoid 0 ** negative (an error, tested separately): make such exponents positive.
     const auto od = bcast({da, db});
-    for (int64_t i = 0; i < count(od); ++i) {
+    for (int64_t i = 0; i < product(od); ++i) {
       const auto oi = unravel(i, od);
       if (va[bcast_index(oi, da)] == 0) vb[bcast_index(oi, db)] = std::fabs(vb[bcast_index(oi, db)]);
     }
@@ -122,8 +121,8 @@ void check_binary(BinaryKind k, DType t, const std::vector<int64_t>& da, const s
   const Tensor a = from_doubles(t, da, va), b = from_doubles(t, db, vb);
   const auto xa = to_doubles(a), xb = to_doubles(b);
   const auto od = bcast({da, db});
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     const auto oi = unravel(i, od);
     want[i] = ref_binary(k, t, xa[bcast_index(oi, da)], xb[bcast_index(oi, db)]);
   }
@@ -292,13 +291,13 @@ TEST(ElementwiseCompare, EveryKindEveryDtype) {
       // Small integer values so that ties occur.
       const double lo = t == DType::Bool ? 0 : (elemtest::is_unsigned(t) ? 0 : -3);
       const double hi = t == DType::Bool ? 1 : 4;
-      auto va = uniform(is_float(t) ? DType::I32 : t, count(da), lo, hi, seed++);
-      auto vb = uniform(is_float(t) ? DType::I32 : t, count(db), lo, hi, seed++);
+      auto va = uniform(is_float(t) ? DType::I32 : t, product(da), lo, hi, seed++);
+      auto vb = uniform(is_float(t) ? DType::I32 : t, product(db), lo, hi, seed++);
       if (is_float(t)) va[0] = NAN;
       const Tensor a = from_doubles(t, da, va), b = from_doubles(t, db, vb);
       const auto od = bcast({da, db});
-      std::vector<double> want(static_cast<size_t>(count(od)));
-      for (int64_t i = 0; i < count(od); ++i) {
+      std::vector<double> want(static_cast<size_t>(product(od)));
+      for (int64_t i = 0; i < product(od); ++i) {
         const auto oi = unravel(i, od);
         want[i] = ref_compare(k, va[bcast_index(oi, da)], vb[bcast_index(oi, db)]);
       }
@@ -329,8 +328,8 @@ void check_where(DType t, const std::vector<int64_t>& dc, const std::vector<int6
   const Tensor b = testing::random_tensor(t, db, seed + 2, -100, 100);
   const auto xc = to_doubles(c), xa = to_doubles(a), xb = to_doubles(b);
   const auto od = bcast({dc, da, db});
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     const auto oi = unravel(i, od);
     want[i] = xc[bcast_index(oi, dc)] != 0 ? xa[bcast_index(oi, da)] : xb[bcast_index(oi, db)];
   }

@@ -20,24 +20,8 @@ const DType kAll[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8
                       DType::I32, DType::I64, DType::U8,   DType::U32, DType::Bool};
 const DType kIndexTypes[] = {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U32};
 
-std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> u(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    u[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return u;
-}
-int64_t ravel(const std::vector<int64_t>& u, const std::vector<int64_t>& dims) {
-  int64_t i = 0;
-  for (size_t d = 0; d < dims.size(); ++d) i = i * dims[d] + u[d];
-  return i;
-}
-int64_t numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+using testing::ravel;
+using testing::unravel;
 int64_t wrap(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
 
 // ---- Gather -------------------------------------------------------------------------
@@ -52,7 +36,7 @@ GatherRef ref_gather(const std::vector<double>& data, const std::vector<int64_t>
   r.dims.insert(r.dims.end(), idims.begin(), idims.end());
   r.dims.insert(r.dims.end(), dd.begin() + axis + 1, dd.end());
   const size_t ri = idims.size();
-  for (int64_t o = 0; o < numel(r.dims); ++o) {
+  for (int64_t o = 0; o < product(r.dims); ++o) {
     const std::vector<int64_t> u = unravel(o, r.dims);
     std::vector<int64_t> di(u.begin(), u.begin() + axis);
     const std::vector<int64_t> iu(u.begin() + axis, u.begin() + axis + static_cast<int64_t>(ri));
@@ -160,7 +144,7 @@ TEST(Indexing, GatherBadInputs) {
 std::vector<double> ref_scatter_add(std::vector<double> data, const std::vector<int64_t>& dd,
                                     const std::vector<double>& idx, const std::vector<int64_t>& idims,
                                     const std::vector<double>& upd, int64_t axis) {
-  for (int64_t p = 0; p < numel(idims); ++p) {
+  for (int64_t p = 0; p < product(idims); ++p) {
     std::vector<int64_t> q = unravel(p, idims);
     q[static_cast<size_t>(axis)] = wrap(static_cast<int64_t>(idx[static_cast<size_t>(p)]), dd[static_cast<size_t>(axis)]);
     data[static_cast<size_t>(ravel(q, dd))] += upd[static_cast<size_t>(p)];
@@ -192,7 +176,7 @@ void check_scatter(DType dt, DType it, const std::vector<int64_t>& dd, const std
   const bool is_int_t = is_int(dt);
   const Tensor data = random_tensor(dt, dd, seed, is_int_t ? 0 : -4, is_int_t ? 10 : 4);
   const Tensor upd = random_tensor(dt, idims, seed + 1, is_int_t ? 0 : -4, is_int_t ? 10 : 4);
-  std::vector<double> idx = random_indices(numel(idims), dd[static_cast<size_t>(a)], seed + 2);
+  std::vector<double> idx = random_indices(product(idims), dd[static_cast<size_t>(a)], seed + 2);
   if (!is_signed_int(it))
     for (double& v : idx) v = wrap(static_cast<int64_t>(v), dd[static_cast<size_t>(a)]);
   const Tensor idx_t = from_doubles(it, idims, idx);

@@ -19,12 +19,6 @@ using testing::run_cpu1;
 using testing::to_doubles;
 using testing::unravel;
 
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
-}
-
 Tensor run_pool(const ops::Pool& op, const Tensor& x) {
   Graph g;
   g.add_output(g.apply(op, {g.input("x", x.shape_info())}));
@@ -60,11 +54,11 @@ std::vector<double> ref_pool(const ops::Pool& op, const std::vector<double>& x, 
     yd.push_back(pool_out(xd[2 + i], op.kernel[i], s[i], pb[i], pe[i], d[i], op.ceil_mode));
   }
   std::vector<double> y;
-  for (int64_t oi = 0; oi < numel(yd); ++oi) {
+  for (int64_t oi = 0; oi < product(yd); ++oi) {
     const auto o = unravel(oi, yd);
     double mx = -std::numeric_limits<double>::infinity(), sum = 0;
     int64_t real = 0, padded = 0;
-    for (int64_t ki = 0; ki < numel(op.kernel); ++ki) {
+    for (int64_t ki = 0; ki < product(op.kernel); ++ki) {
       const auto k = unravel(ki, op.kernel);
       std::vector<int64_t> xi{o[0], o[1]};
       bool inside = true, in_pad = true;

@@ -13,7 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 using elemtest::bcast;
 using elemtest::bcast_index;
-using elemtest::count;
 using elemtest::run_op;
 using ops::RegionStep;
 using testing::all_close;
@@ -45,8 +44,8 @@ void check_mul_add_gelu(DType t, const std::vector<int64_t>& dx, const std::vect
                b = random_tensor(t, db, seed + 2, -1, 1);
   const auto vx = to_doubles(x), vy = to_doubles(y), vb = to_doubles(b);
   const auto od = bcast({dx, dy, db});
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     const auto oi = unravel(i, od);
     want[i] = gelu(vx[bcast_index(oi, dx)] * vy[bcast_index(oi, dy)] + vb[bcast_index(oi, db)]);
   }

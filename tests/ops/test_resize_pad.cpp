@@ -19,12 +19,6 @@ using testing::run_cpu1;
 using testing::to_doubles;
 using testing::unravel;
 
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
-}
-
 template <class OpT>
 Tensor run1(const OpT& op, const Tensor& x) {
   Graph g;
@@ -76,7 +70,7 @@ std::vector<double> ref_resize(const ops::Resize& op, const std::vector<double>&
     scale[a] = op.sizes.empty() ? op.scales[a] : static_cast<double>(yd[a]) / static_cast<double>(xd[a]);
   }
   std::vector<double> y;
-  for (int64_t oi = 0; oi < numel(yd); ++oi) {
+  for (int64_t oi = 0; oi < product(yd); ++oi) {
     const auto o = unravel(oi, yd);
     std::vector<int64_t> i0(r), i1(r);
     std::vector<double> f(r, 0.0);
@@ -234,13 +228,13 @@ std::vector<double> ref_pad(const std::vector<double>& x, const std::vector<int6
     yd[a] = cd[a] + grow_b[a] + std::max<int64_t>(pe, 0);
   }
   std::vector<double> cropped;
-  for (int64_t i = 0; i < numel(cd); ++i) {
+  for (int64_t i = 0; i < product(cd); ++i) {
     auto idx = unravel(i, cd);
     for (size_t a = 0; a < r; ++a) idx[a] += crop_b[a];
     cropped.push_back(x[ravel(idx, xd)]);
   }
   std::vector<double> y;
-  for (int64_t oi = 0; oi < numel(yd); ++oi) {
+  for (int64_t oi = 0; oi < product(yd); ++oi) {
     auto idx = unravel(oi, yd);
     bool fill = false;
     for (size_t a = 0; a < r; ++a) {

@@ -12,7 +12,6 @@ namespace rlx {
 namespace {
 
 using ::testing::HasSubstr;
-using elemtest::count;
 using elemtest::infer1;
 using elemtest::run_op;
 using testing::all_close;
@@ -83,8 +82,8 @@ void check_transpose(DType t, const std::vector<int64_t>& d, const std::vector<i
   std::vector<int64_t> p(perm), od;
   for (auto& a : p) a = a < 0 ? a + r : a;
   for (int64_t a : p) od.push_back(d[a]);
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     const auto oi = unravel(i, od);
     std::vector<int64_t> ii(static_cast<size_t>(r));
     for (int64_t k = 0; k < r; ++k) ii[p[k]] = oi[k];
@@ -129,8 +128,8 @@ void check_narrow(DType t, const std::vector<int64_t>& d, int64_t axis, int64_t 
   const int64_t st = start < 0 ? start + d[ax] : start;
   auto od = d;
   od[ax] = len;
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     auto ii = unravel(i, od);
     ii[ax] += st;
     want[i] = v[ravel(ii, d)];
@@ -172,8 +171,8 @@ void check_concat(DType t, const std::vector<std::vector<int64_t>>& ds, int64_t 
   auto od = ds[0];
   od[ax] = 0;
   for (const auto& d : ds) od[ax] += d[ax];
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) {
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) {
     auto ii = unravel(i, od);
     size_t k = 0;
     while (ii[ax] >= ds[k][ax]) ii[ax] -= ds[k++][ax];
@@ -212,8 +211,8 @@ void check_expand(DType t, const std::vector<int64_t>& d, const std::vector<Dim>
   SCOPED_TRACE(std::string(dtype_name(t)) + " " + dims_str(d) + " -> " + dims_str(od));
   const Tensor x = rnd(t, d, seed);
   const auto v = to_doubles(x);
-  std::vector<double> want(static_cast<size_t>(count(od)));
-  for (int64_t i = 0; i < count(od); ++i) want[i] = v[elemtest::bcast_index(unravel(i, od), d)];
+  std::vector<double> want(static_cast<size_t>(product(od)));
+  for (int64_t i = 0; i < product(od); ++i) want[i] = v[elemtest::bcast_index(unravel(i, od), d)];
   expect_exact(run_op(ops::Expand{target}, {x}), t, od, want);
 }
 
@@ -244,7 +243,7 @@ void check_reverse(DType t, const std::vector<int64_t>& d, const std::vector<int
   const auto v = to_doubles(x);
   const int64_t r = static_cast<int64_t>(d.size());
   std::vector<double> want(v.size());
-  for (int64_t i = 0; i < count(d); ++i) {
+  for (int64_t i = 0; i < product(d); ++i) {
     auto ii = unravel(i, d);
     for (int64_t a : axes) {
       const int64_t n = a < 0 ? a + r : a;
