@@ -13,13 +13,6 @@
 namespace rlx::cpu {
 namespace {
 
-std::vector<Shape> concrete_shapes(std::span<const Tensor> in) {
-  std::vector<Shape> s;
-  s.reserve(in.size());
-  for (const Tensor& t : in) s.push_back(t.shape_info());
-  return s;
-}
-
 // Strides of `dims` (right-aligned, rank <= 4) read as broadcast to a rank-4 target; size-1
 // and missing dims get stride 0.
 void broadcast_strides4(const std::vector<int64_t>& dims, int64_t out[4]) {
@@ -127,7 +120,6 @@ void rope_typed(const ops::Rope& op, KernelContext& ctx) {
 }  // namespace
 
 void kernel(const ops::Rope& op, KernelContext& ctx) {
-  op.infer(concrete_shapes(ctx.in));  // re-checks dims that were symbolic at build time
   if (ctx.out[0].numel() == 0) return;
   visit_dtype(ctx.in[0].dtype(), [&]<DType D>() {
     if constexpr (D == DType::F32 || D == DType::F64 || D == DType::F16 || D == DType::BF16)
@@ -138,7 +130,6 @@ void kernel(const ops::Rope& op, KernelContext& ctx) {
 }
 
 void kernel(const ops::Attention& op, KernelContext& ctx) {
-  op.infer(concrete_shapes(ctx.in));
   visit_dtype(ctx.in[0].dtype(), [&]<DType D>() {
     if constexpr (D == DType::F32 || D == DType::F64 || D == DType::F16 || D == DType::BF16)
       attention_typed<typename dtype_storage<D>::type>(op, ctx);

@@ -18,13 +18,6 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;
 
-std::vector<Shape> concrete_shapes(std::span<const Tensor> in) {
-  std::vector<Shape> s;
-  s.reserve(in.size());
-  for (const Tensor& t : in) s.push_back(t.shape_info());
-  return s;
-}
-
 int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(row_len, 1)); }
 
 // Calls f.template operator()<T>() for the float storage types; throws for the rest.
@@ -211,12 +204,10 @@ void swiglu_typed(const ops::FusedSwiGLU& op, KernelContext& ctx) {
 }  // namespace
 
 void kernel(const ops::FusedSwiGLU& op, KernelContext& ctx) {
-  op.infer(concrete_shapes(ctx.in));
   visit_float("fused_swiglu", ctx.in[0].dtype(), [&]<class T>() { swiglu_typed<T>(op, ctx); });
 }
 
 void kernel(const ops::FusedAttentionBlock& op, KernelContext& ctx) {
-  op.infer(concrete_shapes(ctx.in));
   if (ctx.out[0].numel() == 0) return;
   visit_float("fused_attention_block", ctx.in[0].dtype(), [&]<class T>() {
     using B = attn::ComputeBuf<T>;
@@ -249,7 +240,6 @@ void kernel(const ops::FusedAttentionBlock& op, KernelContext& ctx) {
 }
 
 void kernel(const ops::FusedTransformerLayer& op, KernelContext& ctx) {
-  op.infer(concrete_shapes(ctx.in));
   if (ctx.out[0].numel() == 0) return;
   visit_float("fused_transformer_layer", ctx.in[0].dtype(), [&]<class T>() {
     using C = compute_t<T>;
