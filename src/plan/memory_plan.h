@@ -1,0 +1,79 @@
+#pragma once
+// The memory plan: where every value of a static graph lives during a run.
+//
+// Intermediate values share one arena. Walking the nodes in topological order, each value
+// that needs its own bytes (a "root") gets a slot when its node runs and gives it back after
+// its last reader (readers of its views included) has run. A slot is picked best-fit by size
+// from the free slots (the largest free slot grows when none is big enough; a new slot is
+// added when none is free). Slots start at `alignment`-byte offsets; sizes use the real dtype
+// sizes; offsets are 64-bit.
+//
+// Views. Reshape and StopGradient (and Narrow when every dim before its axis is 1, so the
+// slice is contiguous) take no memory: they read their input's bytes (also an Input's, Param's
+// or Constant's) at a byte offset.
+//
+// In place. An elementwise node whose input dies at that node and has the output's dtype and
+// dims (not broadcast), and whose bytes no other operand of the node reads at a different
+// offset, writes its output over that input (the CPU kernels read element i before writing
+// element i). Only Binary, Compare, Activation, ElementwiseRegion, and Where with a
+// full-shape condition qualify.
+//
+// Never overwritten: Input, Param and Constant bytes (they are not in the arena), and graph
+// outputs (live until the run ends, so their slot is never handed out again).
+#include <cstdint>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx::plan {
+
+struct PlanOptions {
+  bool reuse = true;       // liveness-based slot reuse; false = one slot per root (the no-reuse baseline)
+  bool in_place = true;    // elementwise outputs over a dying input (needs reuse)
+  bool views = true;       // Reshape / StopGradient / contiguous Narrow as views (else copies)
+  int64_t alignment = 256; // slot alignment in bytes (a power of two)
+};
+
+// Where one value lives.
+//   Arena: bytes [offset, offset + bytes) of the arena (offset = slot offset + view offset).
+//   Leaf:  the tensor of Input/Param/Constant node `leaf`, from byte `offset` on.
+// A view (is_view) shares the bytes of `root`, the value that owns them; a non-view value is
+// its own root.
+struct Location {
+  enum class Kind : uint8_t { Arena, Leaf };
+  Kind kind = Kind::Arena;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  NodeId leaf = 0;
+  int32_t slot = -1;  // Arena: slot index (-1 for a value of 0 bytes, which takes no memory)
+  bool is_view = false;
+  Value root;
+};
+
+struct Slot {
+  int64_t offset = 0;  // aligned
+  int64_t bytes = 0;   // the largest value ever placed in it
+};
+
+struct MemoryPlan {
+  std::vector<std::vector<Location>> locations;  // per node, per output port
+  std::vector<Slot> slots;
+  std::vector<int32_t> in_place_input;  // per node: input index whose bytes output 0 reuses, -1 = none
+  int64_t arena_bytes = 0;     // size of the arena (end of the last slot)
+  int64_t peak_bytes = 0;      // most bytes of roots live at once (aligned sizes): a floor for arena_bytes
+  int64_t no_reuse_bytes = 0;  // sum of every root's aligned size: the arena without reuse
+  int64_t num_roots = 0;       // values that own arena bytes
+  int64_t num_views = 0;       // values placed as views
+  int64_t num_in_place = 0;    // nodes writing over a dying input
+
+  const Location& at(Value v) const { return locations.at(v.node).at(v.port); }
+};
+
+// Plans `g` (verified, every shape static; throws rlx::Error naming the node otherwise).
+MemoryPlan plan_memory(const Graph& g, const PlanOptions& options = {});
+
+// True when node `n` of `g` is placed as a view of its input under `options` (Reshape,
+// StopGradient, or a Narrow whose dims before the axis are all 1).
+bool is_view_node(const Graph& g, const Node& n, const PlanOptions& options);
+
+}  // namespace rlx::plan
