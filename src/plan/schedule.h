@@ -88,9 +88,11 @@ struct AttentionGeom {
 };
 
 // An op over one axis (or one contiguous run of axes) of a row-major tensor viewed as
-// [outer, axis, inner]: Softmax, LogSoftmax, Cumsum, ArgMax/ArgMin, TopK (axis = the input's
-// axis length, out_axis = k), Concat inputs, Narrow (copy), Gather data. Norms over the trailing
-// dims (LayerNorm, RmsNorm, FusedResidual*) have inner = 1 and axis = the normalized size.
+// [outer, axis, inner]: Softmax, LogSoftmax, Cumsum, ArgMax/ArgMin, TopK (out_axis = k),
+// Narrow copies (out_axis = len, from `start`), Gather (data's axis; out_axis = number of
+// indices), FusedSwiGLU (axis = 2N, out_axis = N). Norms over the trailing dims (LayerNorm,
+// RmsNorm from their axis, FusedResidual* over the last one) have inner = 1 and axis = the
+// normalized size.
 struct AxisGeom {
   int64_t outer = 1, axis = 1, inner = 1;
   int64_t out_axis = 1;  // the output's length on the axis (TopK k, Narrow len, Gather indices)
@@ -112,8 +114,8 @@ struct ReduceGeom {
 
 // Pure data movement: out[idx] = in[in_offset + sum_d idx[d] * in_strides[d]] over out_dims
 // (coalesced: size-1 dims dropped, contiguous neighbours merged; rank >= 1). Transpose
-// (permuted strides), Expand (0 strides), Reverse (negative strides, in_offset at the end),
-// Narrow copies (in_offset = start * inner) and non-view Reshape/StopGradient copies.
+// (permuted strides), Expand (0 strides), Reverse (negative strides, in_offset at the end)
+// and Reshape / StopGradient when they are planned as copies rather than views.
 struct CopyGeom {
   std::vector<int64_t> out_dims, in_strides;
   int64_t in_offset = 0;

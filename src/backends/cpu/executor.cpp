@@ -7,71 +7,46 @@
 namespace rlx::cpu {
 namespace {
 
-constexpr int64_t kAlign = 64;
-
-int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-// Substitutes bound symbols in every Shape / Dim-list attribute of an op.
-struct DimBinder {
-  const std::map<std::string, int64_t>& binding;
-  void bind(Dim& d) {
-    if (d.is_symbolic()) {
-      auto it = binding.find(d.sym);
-      if (it == binding.end())
-        throw Error("symbolic dim '" + d.sym + "' has no value; it must be determined by an input's shape");
-      d = Dim(it->second);
+// Base pointer of every leaf's bytes for one run (nullptr for non-leaves), checking that each
+// bound tensor matches its node. Leaf bytes are only ever read (the plan never writes through
+// a Leaf location), so dropping const to build borrowed views over them is safe.
+std::vector<uint8_t*> leaf_bases(const Graph& g, const std::unordered_map<NodeId, Tensor>& leaves) {
+  std::vector<uint8_t*> base(g.size(), nullptr);
+  for (const Node& n : g.nodes()) {
+    const Tensor* t = nullptr;
+    if (const auto* c = std::get_if<ops::Constant>(&n.op)) {
+      t = &c->value;
+    } else if (std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op)) {
+      auto it = leaves.find(n.id);
+      if (it == leaves.end()) throw Error(node_label(n) + ": no value was bound");
+      t = &it->second;
+      const Shape& s = n.outputs[0];
+      if (t->dtype() != s.dtype || t->shape() != s.concrete())
+        throw Error(node_label(n) + ": the bound tensor is " + t->shape_info().str() + ", expected " + s.str());
+    } else {
+      continue;
     }
+    base[n.id] = static_cast<uint8_t*>(const_cast<void*>(t->raw()));
   }
-  void operator()(const char*, Shape& s) {
-    for (Dim& d : s.dims) bind(d);
-  }
-  void operator()(const char*, std::vector<Dim>& v) {
-    for (Dim& d : v) bind(d);
-  }
-  template <class T>
-  void operator()(const char*, T&) {}
-};
+  return base;
+}
 
 }  // namespace
 
-Graph specialize(const Graph& g, const std::map<std::string, int64_t>& binding) {
-  Graph out;
-  for (const Node& n : g.nodes()) {
-    Op op = n.op;
-    std::visit([&](auto& o) { o.visit(DimBinder{binding}); }, op);
-    out.add_node(std::move(op), n.inputs);
-  }
-  out.set_outputs(g.outputs(), g.output_names());
-  for (const auto& [name, t] : g.weights()) out.set_weight(name, t);
-  return out;
-}
-
-Executor::Executor(Graph g) : graph_(std::move(g)) {
-  int64_t cursor = 0;
-  offsets_.resize(graph_.size());
-  for (const Node& n : graph_.nodes()) {
-    const bool leaf = std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op) ||
-                      std::holds_alternative<ops::Constant>(n.op);
-    for (const Shape& s : n.outputs) {
-      if (leaf) {
-        offsets_[n.id].push_back(-1);
-        continue;
-      }
-      if (!s.is_static()) throw Error(node_label(n) + ": output shape " + s.str() + " is not static at execution");
-      offsets_[n.id].push_back(cursor);
-      cursor = align_up(cursor + s.nbytes());
-    }
-  }
-  arena_bytes_ = static_cast<size_t>(cursor);
-  arena_storage_.reset(new uint8_t[arena_bytes_ + kAlign]());
-  auto base = reinterpret_cast<uintptr_t>(arena_storage_.get());
-  arena_ = arena_storage_.get() + (align_up(static_cast<int64_t>(base)) - static_cast<int64_t>(base));
+Executor::Executor(Graph g, const plan::PlanOptions& options)
+    : graph_(std::move(g)), options_(options), schedule_(plan::build_schedule(graph_, options_)) {
+  const int64_t align = options_.alignment;
+  const int64_t bytes = schedule_.memory.arena_bytes;
+  arena_storage_.reset(new uint8_t[static_cast<size_t>(bytes + align)]());
+  const auto base = reinterpret_cast<uintptr_t>(arena_storage_.get());
+  const auto aligned = (base + static_cast<uintptr_t>(align) - 1) / static_cast<uintptr_t>(align) * static_cast<uintptr_t>(align);
+  arena_ = arena_storage_.get() + (aligned - base);
 }
 
 std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<Tensor>& inputs,
                                            const std::map<std::string, Tensor>* outer_params) {
   auto& ex = sub_executors_[&sub];
-  if (!ex) ex = std::make_unique<Executor>(sub);
+  if (!ex) ex = std::make_unique<Executor>(sub, options_);
   const Graph& sg = ex->graph();
   std::unordered_map<NodeId, Tensor> leaves;
   auto in_nodes = sg.input_nodes();
@@ -95,35 +70,32 @@ std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<T
 
 std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leaves, const std::vector<size_t>& which,
                                   const std::map<std::string, Tensor>* outer_params) {
-  std::vector<std::vector<Tensor>> values(graph_.size());
+  for (size_t k : which)
+    if (k >= graph_.outputs().size())
+      throw Error("output index " + std::to_string(k) + " is out of range (the graph has " +
+                  std::to_string(graph_.outputs().size()) + " outputs)");
+  const std::vector<uint8_t*> leaf_base = leaf_bases(graph_, leaves);
+  auto view = [&](const plan::TensorRef& r) {
+    uint8_t* base = r.loc.kind == plan::Location::Kind::Leaf ? leaf_base[r.loc.leaf] : arena_;
+    return Tensor::borrow(r.dtype, r.dims, base == nullptr ? nullptr : base + r.loc.offset);
+  };
   SubgraphRunner runner = [this, outer_params](const Graph& sub, const std::vector<Tensor>& ins) {
     return run_subgraph(sub, ins, outer_params);
   };
-  for (const Node& n : graph_.nodes()) {
-    auto& outs = values[n.id];
-    if (auto* c = std::get_if<ops::Constant>(&n.op)) {
-      Tensor v = c->value;  // shares storage; kernels never write their inputs
-      outs.push_back(v);
-      continue;
-    }
-    if (std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op)) {
-      auto it = leaves.find(n.id);
-      if (it == leaves.end()) throw Error(node_label(n) + ": no value was bound");
-      outs.push_back(it->second);
-      continue;
-    }
-    std::vector<Tensor> ins;
-    ins.reserve(n.inputs.size());
-    for (Value v : n.inputs) ins.push_back(values[v.node][v.port]);
-    for (size_t p = 0; p < n.outputs.size(); ++p)
-      outs.push_back(Tensor::borrow(n.outputs[p].dtype, n.outputs[p].concrete(), arena_ + offsets_[n.id][p]));
-    KernelContext ctx{n, ins, outs, runner};
+  std::vector<Tensor> ins, outs;
+  for (const plan::Step& st : schedule_.steps) {
+    const Node& n = graph_.node(st.node);
+    ins.clear();
+    outs.clear();
+    for (const plan::TensorRef& r : st.in) ins.push_back(view(r));
+    for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
+    KernelContext ctx{n, ins, outs, runner, st};
     try {
       std::visit([&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> ||
                       std::is_same_v<T, ops::Constant>) {
-          // handled above
+          throw Error("a leaf node was scheduled as a step");
         } else {
           kernel(o, ctx);
         }
@@ -131,16 +103,11 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
     } catch (const Error& e) {
       throw Error(node_label(n) + ": " + e.what());
     }
+    if (hook_) hook_(st, ins, outs);
   }
   std::vector<Tensor> result;
   result.reserve(which.size());
-  for (size_t k : which) {
-    if (k >= graph_.outputs().size())
-      throw Error("output index " + std::to_string(k) + " is out of range (the graph has " +
-                  std::to_string(graph_.outputs().size()) + " outputs)");
-    const Value v = graph_.outputs()[k];
-    result.push_back(values[v.node][v.port].clone());
-  }
+  for (size_t k : which) result.push_back(view(schedule_.outputs[k]).clone());
   return result;
 }
 

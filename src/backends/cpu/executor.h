@@ -1,44 +1,54 @@
 #pragma once
-// The CPU executor: runs a graph whose shapes are all static, node by node, with every
-// intermediate value placed in one arena laid out by a simple memory plan.
+// The CPU executor: runs a graph whose shapes are all static through its plan::Schedule,
+// step by step, with every intermediate value placed in one arena by the plan's MemoryPlan
+// (slots reused by liveness, views for Reshape/StopGradient/contiguous Narrow, in-place
+// elementwise outputs). If/While bodies run through nested executors, one per subgraph.
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "plan/schedule.h"
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
 
 namespace rlx::cpu {
 
+// Called after each step with the tensors the kernel read and wrote (tests use it to check
+// where values live).
+using StepHook = std::function<void(const plan::Step&, std::span<const Tensor> in, std::span<const Tensor> out)>;
+
 class Executor {
  public:
-  // `g` must be verified and fully static. `params` resolves Param nodes of subgraphs that
-  // are not in the subgraph's own weights.
-  explicit Executor(Graph g);
+  // `g` must be verified and fully static.
+  explicit Executor(Graph g, const plan::PlanOptions& options = {});
 
   // leaves: a tensor for every Input and Param node, by node id (borrowed, not modified).
   // Returns the graph outputs listed in `which` (owning copies), in that order.
+  // `outer_params` resolves Param nodes of subgraphs that are not in the subgraph's own weights.
   std::vector<Tensor> run(const std::unordered_map<NodeId, Tensor>& leaves, const std::vector<size_t>& which,
                           const std::map<std::string, Tensor>* outer_params = nullptr);
 
   const Graph& graph() const { return graph_; }
-  size_t arena_bytes() const { return arena_bytes_; }
+  const plan::Schedule& schedule() const { return schedule_; }
+  size_t arena_bytes() const { return static_cast<size_t>(schedule_.memory.arena_bytes); }
+  const uint8_t* arena() const { return arena_; }
+  void set_step_hook(StepHook hook) { hook_ = std::move(hook); }
 
  private:
   std::vector<Tensor> run_subgraph(const Graph& sub, const std::vector<Tensor>& inputs,
                                    const std::map<std::string, Tensor>* outer_params);
 
   Graph graph_;
-  std::vector<std::vector<int64_t>> offsets_;  // per node, per port: byte offset in the arena (-1 = leaf)
-  size_t arena_bytes_ = 0;
+  plan::PlanOptions options_;
+  plan::Schedule schedule_;
   std::unique_ptr<uint8_t[]> arena_storage_;
   uint8_t* arena_ = nullptr;
   std::map<const Graph*, std::unique_ptr<Executor>> sub_executors_;
+  StepHook hook_;
 };
-
-// Graph with every symbolic dim replaced by its bound size, re-inferred and verified.
-Graph specialize(const Graph& g, const std::map<std::string, int64_t>& binding);
 
 }  // namespace rlx::cpu

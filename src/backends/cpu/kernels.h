@@ -1,6 +1,9 @@
 #pragma once
-// CPU kernels: one overload of `kernel` per op kind. The executor allocates every
-// output (contiguous, row-major, concrete shape, dtype from inference) before calling.
+// CPU kernels: one overload of `kernel` per op kind. The executor places every output
+// (contiguous, row-major, concrete shape, dtype from inference) as the memory plan says before
+// calling; an output may share the bytes of an input only when the plan marked the step in
+// place (elementwise kernels that read element i before writing it). Kernels whose geometry
+// the plan resolves (ctx.step.geom) take it from there rather than recomputing it.
 // Kernels read ctx.in, write ctx.out, and throw rlx::Error on bad runtime data
 // (out-of-range indices, ...). f16/bf16 compute in f32 and round on store.
 // Each op family lives in its own file: kernels_<family>.cpp.
@@ -8,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "plan/schedule.h"
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
 
@@ -22,6 +26,7 @@ struct KernelContext {
   std::span<const Tensor> in;   // input tensors, contiguous
   std::span<Tensor> out;        // preallocated outputs, contiguous
   const SubgraphRunner& run_subgraph;
+  const plan::Step& step;       // the node's step: operand locations and resolved geometry
 };
 
 #define RLX_CPU_KERNEL(T) void kernel(const ops::T& op, KernelContext& ctx);

@@ -1,5 +1,6 @@
 // CPU kernels: Rope and Attention. The attention math (and its exact score order:
-// scale, softcap, bias / mask, softmax) lives in attention_core.{h,cpp}.
+// scale, softcap, bias / mask, softmax) lives in attention_core.{h,cpp}; the layout strides,
+// GQA shape, resolved scale and mask strides come from the step's AttentionGeom.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -13,33 +14,11 @@
 namespace rlx::cpu {
 namespace {
 
-// Strides of `dims` (right-aligned, rank <= 4) read as broadcast to a rank-4 target; size-1
-// and missing dims get stride 0.
-void broadcast_strides4(const std::vector<int64_t>& dims, int64_t out[4]) {
-  const int64_t r = static_cast<int64_t>(dims.size());
-  int64_t stride = 1;
-  for (int64_t i = 3; i >= 0; --i) {
-    const int64_t src = i - (4 - r);
-    if (src < 0) {
-      out[i] = 0;
-      continue;
-    }
-    const int64_t d = dims[static_cast<size_t>(src)];
-    out[i] = d == 1 ? 0 : stride;
-    stride *= d;
-  }
-}
-
 template <class T>
-void attention_typed(const ops::Attention& op, KernelContext& ctx) {
+void attention_typed(KernelContext& ctx) {
   using C = compute_t<T>;
-  const Tensor& q = ctx.in[0];
-  const Tensor& k = ctx.in[1];
+  const auto& g = std::get<plan::AttentionGeom>(ctx.step.geom);
   Tensor& out = ctx.out[0];
-  const bool bshd = op.layout == AttnLayout::BSHD;
-  const int64_t b = q.dim(0), hq = op.num_heads, hkv = op.num_kv_heads, d = op.head_dim;
-  const int64_t sq = bshd ? q.dim(1) : q.dim(2);
-  const int64_t skv = bshd ? k.dim(1) : k.dim(2);
   if (out.numel() == 0) return;
 
   const attn::ComputeBuf<T> qc(ctx.in[0]), kc(ctx.in[1]), vc(ctx.in[2]);
@@ -51,39 +30,36 @@ void attention_typed(const ops::Attention& op, KernelContext& ctx) {
     out_buf.resize(static_cast<size_t>(out.numel()));
     o = out_buf.data();
   }
-  auto view = [&](auto* data, int64_t s, int64_t h) {
+  auto view = [](auto* data, const plan::AttnStrides& s) {
     using P = std::remove_reference_t<decltype(*data)>;
     attn::View<P> v;
     v.data = data;
-    if (bshd) {
-      v.batch = s * h * d, v.seq = h * d, v.head = d;
-    } else {
-      v.batch = h * s * d, v.head = s * d, v.seq = d;
-    }
+    v.batch = s.batch, v.seq = s.seq, v.head = s.head;
     return v;
   };
 
   attn::Problem<C> p;
-  p.batch = b, p.num_heads = hq, p.num_kv_heads = hkv, p.q_len = sq, p.kv_len = skv, p.head_dim = d;
-  p.q = view(qc.get(), sq, hq);
-  p.k = view(kc.get(), skv, hkv);
-  p.v = view(vc.get(), skv, hkv);
-  p.out = view(o, sq, hq);
-  p.scale = static_cast<C>(op.score_scale != 0.0 ? op.score_scale : 1.0 / std::sqrt(static_cast<double>(d)));
-  p.softcap = static_cast<C>(op.softcap);
-  p.mask = op.mask_kind;
-  p.window = op.window;
+  p.batch = g.batch, p.num_heads = g.num_heads, p.num_kv_heads = g.num_kv_heads, p.q_len = g.q_len;
+  p.kv_len = g.kv_len, p.head_dim = g.head_dim;
+  p.q = view(qc.get(), g.q);
+  p.k = view(kc.get(), g.k);
+  p.v = view(vc.get(), g.v);
+  p.out = view(o, g.out);
+  p.scale = static_cast<C>(g.scale);
+  p.softcap = static_cast<C>(g.softcap);
+  p.mask = g.mask;
+  p.window = g.window;
 
   std::vector<uint8_t> keep;
   std::optional<attn::ComputeBuf<T>> bias;
-  if (op.mask_kind == MaskKind::Custom) {
+  if (g.mask == MaskKind::Custom) {
     keep = attn::keep_flags(ctx.in[3]);
     p.keep = keep.data();
-    p.keep_batch = skv;
-  } else if (op.mask_kind == MaskKind::Bias) {
+    p.keep_batch = g.mask_batch_stride;
+  } else if (g.mask == MaskKind::Bias) {
     bias.emplace(ctx.in[3]);
     p.bias = bias->get();
-    broadcast_strides4(ctx.in[3].shape(), p.bias_strides);
+    for (int i = 0; i < 4; ++i) p.bias_strides[i] = g.bias_strides[i];
   }
   attn::run(p);
 
@@ -129,10 +105,10 @@ void kernel(const ops::Rope& op, KernelContext& ctx) {
   });
 }
 
-void kernel(const ops::Attention& op, KernelContext& ctx) {
+void kernel(const ops::Attention&, KernelContext& ctx) {
   visit_dtype(ctx.in[0].dtype(), [&]<DType D>() {
     if constexpr (D == DType::F32 || D == DType::F64 || D == DType::F16 || D == DType::BF16)
-      attention_typed<typename dtype_storage<D>::type>(op, ctx);
+      attention_typed<typename dtype_storage<D>::type>(ctx);
     else
       throw Error(std::string("attention: unsupported dtype ") + dtype_name(D));
   });

@@ -79,6 +79,30 @@ MatPlan plan_matmul(const std::vector<int64_t>& ad, const std::vector<int64_t>& 
   return p;
 }
 
+// The batched product the plan resolved for the step (numpy matmul geometry).
+MatPlan plan_from_geom(const plan::MatMulGeom& g) {
+  MatPlan p;
+  p.batch = g.batch, p.m = g.m, p.n = g.n, p.k = g.k;
+  p.trans_a = g.trans_a, p.trans_b = g.trans_b;
+  p.a_off.resize(static_cast<size_t>(p.batch));
+  p.b_off.resize(static_cast<size_t>(p.batch));
+  std::vector<int64_t> idx(g.batch_dims.size(), 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    p.a_off[static_cast<size_t>(i)] = oa;
+    p.b_off[static_cast<size_t>(i)] = ob;
+    for (size_t d = g.batch_dims.size(); d-- > 0;) {
+      oa += g.a_batch_strides[d];
+      ob += g.b_batch_strides[d];
+      if (++idx[d] < g.batch_dims[d]) break;
+      oa -= g.a_batch_strides[d] * g.batch_dims[d];
+      ob -= g.b_batch_strides[d] * g.batch_dims[d];
+      idx[d] = 0;
+    }
+  }
+  return p;
+}
+
 // Float core: C = A @ B through BLAS, batches spread over the pool when each is small.
 template <class C>
 void gemm_batched(const MatPlan& p, const C* a, const C* b, C* c) {
@@ -250,7 +274,7 @@ void kernel(const ops::MatMul&, KernelContext& ctx) {
   const Tensor& a = ctx.in[0];
   const Tensor& b = ctx.in[1];
   Tensor& out = ctx.out[0];
-  const MatPlan p = plan_matmul(a.shape(), b.shape(), "matmul");
+  const MatPlan p = plan_from_geom(std::get<plan::MatMulGeom>(ctx.step.geom));
   check_out(out, p.batch * p.m * p.n, "matmul");
   visit_numeric(a.dtype(), "matmul", [&]<class T>() {
     Operand<T> A(a), B(b);
@@ -408,11 +432,12 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   const Tensor& w = ctx.in[1];
   const Tensor* bias = ctx.in.size() > 2 ? &ctx.in[2] : nullptr;
   Tensor& out = ctx.out[0];
-  const MatPlan p = plan_matmul(x.shape(), w.shape(), "fused_matmul_bias_act");
+  const auto& geom = std::get<plan::MatMulGeom>(ctx.step.geom);
+  const MatPlan p = plan_from_geom(geom);
   const int64_t total = p.batch * p.m * p.n;
   check_out(out, total, "fused_matmul_bias_act");
-  const int64_t nb = bias ? bias->numel() : 0;
-  const int64_t last = p.out_dims.empty() ? 1 : p.out_dims.back();
+  const int64_t nb = geom.bias_len;
+  const int64_t last = out.rank() == 0 ? 1 : out.shape().back();
   if (bias && nb != 1 && nb != last)
     throw Error("fused_matmul_bias_act: bias has " + std::to_string(nb) + " elements, expected " +
                 std::to_string(last) + " or 1");

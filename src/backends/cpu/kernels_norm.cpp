@@ -90,14 +90,13 @@ void norm_rows(const T* x, const T* res, const std::vector<double>& gamma, const
 }
 
 template <bool kRms>
-void trailing_norm(int64_t axis, double eps, KernelContext& ctx, const char* what) {
+void trailing_norm(double eps, KernelContext& ctx, const char* what) {
   const Tensor& x = ctx.in[0];
   Tensor& y = ctx.out[0];
   check_same_numel(x, y, what);
-  const int64_t a = normalize_axis(axis, x.rank(), what);
-  int64_t len = 1;
-  for (int64_t d = a; d < x.rank(); ++d) len *= x.dim(d);
-  const int64_t rows = len == 0 ? 0 : x.numel() / len;
+  const auto& g = std::get<plan::AxisGeom>(ctx.step.geom);  // [rows, normalized size]
+  const int64_t len = g.axis;
+  const int64_t rows = len == 0 ? 0 : g.outer;
   visit_float(x.dtype(), what, [&]<class T>() {
     const auto gamma = param_values<T>(&ctx.in[1], len, "gamma", what);
     const auto beta = param_values<T>(ctx.in.size() > 2 ? &ctx.in[2] : nullptr, len, "beta", what);
@@ -136,9 +135,9 @@ std::array<int64_t, 3> ncs(const Tensor& x, const char* what) {
 
 }  // namespace
 
-void kernel(const ops::LayerNorm& op, KernelContext& ctx) { trailing_norm<false>(op.axis, op.eps, ctx, "layer_norm"); }
+void kernel(const ops::LayerNorm& op, KernelContext& ctx) { trailing_norm<false>(op.eps, ctx, "layer_norm"); }
 
-void kernel(const ops::RmsNorm& op, KernelContext& ctx) { trailing_norm<true>(op.axis, op.eps, ctx, "rms_norm"); }
+void kernel(const ops::RmsNorm& op, KernelContext& ctx) { trailing_norm<true>(op.eps, ctx, "rms_norm"); }
 
 void kernel(const ops::FusedResidualLN& op, KernelContext& ctx) {
   residual_norm<false>(op.has_bias, op.eps, ctx, "fused_residual_ln");

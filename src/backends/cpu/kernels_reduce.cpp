@@ -286,10 +286,10 @@ template <class T, bool Log> void softmax_impl(const Tensor& x, Tensor& out, con
   });
 }
 
-template <bool Log, class Op> void softmax_kernel(const Op& op, KernelContext& ctx) {
+template <bool Log, class Op> void softmax_kernel(const Op&, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
-  const int64_t axis = normalize_axis(op.axis, x.rank(), std::string(Op::kName) + " axis");
-  const AxisSplit s = split_at_axis(x.shape(), axis);
+  const auto& g = std::get<plan::AxisGeom>(ctx.step.geom);
+  const AxisSplit s{g.outer, g.axis, g.inner};
   if (x.numel() == 0) return;
   visit_dtype(x.dtype(), [&]<DType D>() {
     if constexpr (D == DType::F32 || D == DType::F16 || D == DType::BF16 || D == DType::F64) {

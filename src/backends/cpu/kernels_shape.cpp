@@ -1,7 +1,9 @@
 // CPU kernels for the shape family: Reshape, Transpose, Narrow, Concat, Expand, Reverse,
 // StopGradient. All are pure data movement, dispatched on the element size only.
-// Strided ones (Transpose, Expand, Reverse) build a coalesced BroadcastPlan over the output
-// with the input's (possibly permuted, zero or negative) strides and copy row by row.
+// Strided ones (Transpose, Expand, Reverse) walk the step's CopyGeom (coalesced output dims
+// with the input's permuted, zero or negative strides) row by row; Narrow and Concat copy
+// rows as their AxisGeom / ConcatGeom say. Reshape and StopGradient are views in the memory
+// plan and only run here when it plans them as copies.
 #include <cstring>
 #include <string>
 
@@ -22,10 +24,18 @@ void copy_bytes(const void* src, void* dst, size_t nbytes) {
   });
 }
 
+// The plan's CopyGeom (coalesced output dims + input strides) as a one-operand walk.
+BroadcastPlan<1> copy_plan(const plan::CopyGeom& g) {
+  BroadcastPlan<1> p;
+  p.dims = g.out_dims;
+  for (int64_t s : g.in_strides) p.strides.push_back({s});
+  p.numel = product(g.out_dims);
+  return p;
+}
+
 // out[i] = in[base + sum idx_d * strides[d]] over the output index space.
-void strided_copy(const Tensor& in, Tensor& out, const std::vector<int64_t>& strides, int64_t base) {
+void strided_copy(const Tensor& in, Tensor& out, const BroadcastPlan<1>& plan, int64_t base) {
   if (out.numel() == 0) return;
-  const auto plan = make_plan_from_strides<1>(out.shape(), {strides});
   visit_elem_size(dtype_size(in.dtype()), [&]<class U>() {
     const U* src = static_cast<const U*>(in.raw()) + base;
     U* dst = static_cast<U*>(out.raw());
@@ -91,72 +101,51 @@ void kernel(const ops::StopGradient&, KernelContext& ctx) {
   copy_bytes(ctx.in[0].raw(), ctx.out[0].raw(), ctx.out[0].nbytes());
 }
 
-void kernel(const ops::Transpose& op, KernelContext& ctx) {
+void kernel(const ops::Transpose&, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
-  const auto in_strides = contiguous_strides(x.shape());
-  const int64_t r = x.rank();
-  std::vector<int64_t> st(static_cast<size_t>(r));
-  for (int64_t d = 0; d < r; ++d) {
-    const int64_t p = op.perm[static_cast<size_t>(d)] < 0 ? op.perm[static_cast<size_t>(d)] + r : op.perm[static_cast<size_t>(d)];
-    st[static_cast<size_t>(d)] = in_strides.at(static_cast<size_t>(p));
-  }
   Tensor& out = ctx.out[0];
   if (out.numel() == 0) return;
-  const auto plan = make_plan_from_strides<1>(out.shape(), {st});
+  const auto plan = copy_plan(std::get<plan::CopyGeom>(ctx.step.geom));
   const size_t pr = plan.dims.size();
   if (pr >= 2 && plan.strides[pr - 2][0] == 1 && plan.strides[pr - 1][0] != 1 && plan.dims[pr - 1] >= 8 &&
       plan.dims[pr - 2] >= 8) {
     tiled_transpose(x, out, plan);
     return;
   }
-  strided_copy(x, out, st, 0);
+  strided_copy(x, out, plan, 0);
 }
 
 void kernel(const ops::Expand&, KernelContext& ctx) {
-  strided_copy(ctx.in[0], ctx.out[0], broadcast_strides(ctx.in[0].shape(), ctx.out[0].shape()), 0);
+  strided_copy(ctx.in[0], ctx.out[0], copy_plan(std::get<plan::CopyGeom>(ctx.step.geom)), 0);
 }
 
-void kernel(const ops::Reverse& op, KernelContext& ctx) {
-  const Tensor& x = ctx.in[0];
-  auto st = contiguous_strides(x.shape());
-  int64_t base = 0;
-  for (int64_t a : op.axes) {
-    const int64_t ax = normalize_axis(a, x.rank(), "reverse");
-    if (x.dim(ax) == 0) return;  // empty output
-    base += (x.dim(ax) - 1) * st[static_cast<size_t>(ax)];
-    st[static_cast<size_t>(ax)] = -st[static_cast<size_t>(ax)];
-  }
-  strided_copy(x, ctx.out[0], st, base);
+void kernel(const ops::Reverse&, KernelContext& ctx) {
+  const auto& g = std::get<plan::CopyGeom>(ctx.step.geom);
+  strided_copy(ctx.in[0], ctx.out[0], copy_plan(g), g.in_offset);
 }
 
 void kernel(const ops::Narrow& op, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
-  const int64_t ax = normalize_axis(op.axis, x.rank(), "narrow");
-  const int64_t dim = x.dim(ax);
-  const int64_t start = op.start < 0 ? op.start + dim : op.start;
-  if (start < 0 || op.len < 0 || start + op.len > dim)
+  const auto& g = std::get<plan::AxisGeom>(ctx.step.geom);
+  if (g.start < 0 || g.out_axis < 0 || g.start + g.out_axis > g.axis)
     throw Error("narrow: [" + std::to_string(op.start) + ", " + std::to_string(op.start) + "+" + std::to_string(op.len) +
-                ") is out of range for axis " + std::to_string(op.axis) + " of size " + std::to_string(dim) +
+                ") is out of range for axis " + std::to_string(op.axis) + " of size " + std::to_string(g.axis) +
                 " (input " + x.shape_info().str() + ")");
-  const AxisSplit s = split_at_axis(x.shape(), ax);
   const auto es = static_cast<int64_t>(dtype_size(x.dtype()));
-  copy_rows(static_cast<const uint8_t*>(x.raw()) + start * s.inner * es, s.mid * s.inner * es,
-            static_cast<uint8_t*>(ctx.out[0].raw()), op.len * s.inner * es, s.outer, op.len * s.inner * es);
+  copy_rows(static_cast<const uint8_t*>(x.raw()) + g.start * g.inner * es, g.axis * g.inner * es,
+            static_cast<uint8_t*>(ctx.out[0].raw()), g.out_axis * g.inner * es, g.outer, g.out_axis * g.inner * es);
 }
 
-void kernel(const ops::Concat& op, KernelContext& ctx) {
+void kernel(const ops::Concat&, KernelContext& ctx) {
   Tensor& out = ctx.out[0];
   if (out.numel() == 0) return;
-  const int64_t ax = normalize_axis(op.axis, out.rank(), "concat");
-  const AxisSplit so = split_at_axis(out.shape(), ax);
+  const auto& g = std::get<plan::ConcatGeom>(ctx.step.geom);
   const auto es = static_cast<int64_t>(dtype_size(out.dtype()));
-  const int64_t out_pitch = so.mid * so.inner * es;
-  int64_t col = 0;  // byte offset of the current input's slab within an output row
-  for (const Tensor& t : ctx.in) {
-    const int64_t row = t.dim(ax) * so.inner * es;
-    copy_rows(static_cast<const uint8_t*>(t.raw()), row, static_cast<uint8_t*>(out.raw()) + col, out_pitch, so.outer,
-              row);
-    col += row;
+  const int64_t out_pitch = g.out_axis * g.inner * es;
+  for (size_t i = 0; i < ctx.in.size(); ++i) {
+    const int64_t row = g.in_axis[i] * g.inner * es;
+    copy_rows(static_cast<const uint8_t*>(ctx.in[i].raw()), row, static_cast<uint8_t*>(out.raw()) + g.col[i] * es,
+              out_pitch, g.outer, row);
   }
 }
 

@@ -1,0 +1,340 @@
+// node_geometry: the per-kind geometry of one static node (see schedule.h for each struct).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "plan/schedule.h"
+
+namespace rlx::plan {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Element strides of `in` read broadcast to `out` (numpy rules; size-1 and missing dims -> 0).
+Dims broadcast_strides_to(const Dims& in, const Dims& out) {
+  Dims st(out.size(), 0);
+  const Dims cs = contiguous_strides(in);
+  const size_t lead = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) st[lead + d] = in[d] == 1 ? 0 : cs[d];
+  return st;
+}
+
+// Drops size-1 dims and merges neighbours whose strides are continuous for every operand.
+// Returns rank >= 1 (a single dim of 1 for a scalar space).
+void coalesce(Dims& dims, std::vector<Dims>& strides) {
+  Dims od;
+  std::vector<Dims> os(strides.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] == 1) continue;
+    bool merge = !od.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k)
+      if (strides[k][d] != os[k].back() * od.back()) merge = false;
+    if (merge) {
+      od.back() *= dims[d];
+      continue;
+    }
+    od.push_back(dims[d]);
+    for (size_t k = 0; k < strides.size(); ++k) os[k].push_back(strides[k][d]);
+  }
+  if (od.empty()) {
+    od.push_back(1);
+    for (auto& s : os) s.push_back(0);
+  }
+  std::reverse(od.begin(), od.end());
+  for (auto& s : os) std::reverse(s.begin(), s.end());
+  dims = std::move(od);
+  strides = std::move(os);
+}
+
+// The single stride between consecutive flat items of a batch space walked with per-dim
+// strides `st` over `dims`, or -1 when there is none.
+int64_t flat_stride(const Dims& dims, const Dims& st) {
+  if (product(dims) == 0) return 0;
+  bool known = false;
+  int64_t s = 0;
+  int64_t span = 1;  // flat items per step of dim d
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] != 1) {
+      if (!known) s = st[d], known = true;  // innermost dim that moves: span is 1 here
+      if (st[d] != s * span) return -1;
+    }
+    span *= dims[d];
+  }
+  return s;
+}
+
+AxisGeom axis_geom(const Dims& dims, int64_t axis) {
+  AxisGeom g;
+  for (int64_t d = 0; d < axis; ++d) g.outer *= dims[static_cast<size_t>(d)];
+  g.axis = dims.empty() ? 1 : dims[static_cast<size_t>(axis)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) g.inner *= dims[d];
+  g.out_axis = g.axis;
+  return g;
+}
+
+// [outer, prod(dims[axis:])] for norms over the trailing dims.
+AxisGeom trailing_geom(const Dims& dims, int64_t axis) {
+  AxisGeom g;
+  for (int64_t d = 0; d < axis; ++d) g.outer *= dims[static_cast<size_t>(d)];
+  g.axis = 1;
+  for (size_t d = static_cast<size_t>(axis); d < dims.size(); ++d) g.axis *= dims[d];
+  g.out_axis = g.axis;
+  return g;
+}
+
+MatMulGeom matmul_geom(const Dims& ad, const Dims& bd) {
+  if (ad.empty() || bd.empty())
+    throw Error("matmul geometry: operands must have rank >= 1, got " + dims_str(ad) + " and " + dims_str(bd));
+  MatMulGeom g;
+  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  g.m = a1 ? 1 : ad[ad.size() - 2];
+  g.k = ad.back();
+  g.n = b1 ? 1 : bd.back();
+  const int64_t kb = b1 ? bd[0] : bd[bd.size() - 2];
+  if (kb != g.k)
+    throw Error("matmul geometry: contracting dims differ: " + dims_str(ad) + " and " + dims_str(bd));
+  const Dims ab(ad.begin(), ad.end() - (a1 ? 1 : 2));
+  const Dims bb(bd.begin(), bd.end() - (b1 ? 1 : 2));
+  g.batch_dims = broadcast_dims(ab, bb);
+  g.batch = product(g.batch_dims);
+  g.a_batch_strides = broadcast_strides_to(ab, g.batch_dims);
+  g.b_batch_strides = broadcast_strides_to(bb, g.batch_dims);
+  for (auto& s : g.a_batch_strides) s *= g.m * g.k;
+  for (auto& s : g.b_batch_strides) s *= g.k * g.n;
+  g.a_stride = flat_stride(g.batch_dims, g.a_batch_strides);
+  g.b_stride = flat_stride(g.batch_dims, g.b_batch_strides);
+  g.lda = g.k;
+  g.ldb = g.n;
+  g.ldc = g.n;
+  return g;
+}
+
+// A plain 2-d product [m, k] @ [k, n].
+MatMulGeom gemm_geom(int64_t m, int64_t k, int64_t n) { return matmul_geom({m, k}, {k, n}); }
+
+void attn_strides(AttnLayout layout, int64_t s, int64_t h, int64_t d, AttnStrides& out) {
+  if (layout == AttnLayout::BSHD) out = AttnStrides{s * h * d, h * d, d};
+  else out = AttnStrides{h * s * d, d, s * d};
+}
+
+AttentionGeom attention_geom(const ops::Attention& op, const std::vector<Dims>& in) {
+  AttentionGeom g;
+  const Dims& q = in.at(0);
+  const Dims& k = in.at(1);
+  const bool bshd = op.layout == AttnLayout::BSHD;
+  g.layout = op.layout;
+  g.batch = q.at(0);
+  g.q_len = bshd ? q.at(1) : q.at(2);
+  g.kv_len = bshd ? k.at(1) : k.at(2);
+  g.num_heads = op.num_heads;
+  g.num_kv_heads = op.num_kv_heads;
+  g.head_dim = op.head_dim;
+  g.group = op.num_kv_heads > 0 ? op.num_heads / op.num_kv_heads : 1;
+  attn_strides(op.layout, g.q_len, g.num_heads, g.head_dim, g.q);
+  attn_strides(op.layout, g.kv_len, g.num_kv_heads, g.head_dim, g.k);
+  attn_strides(op.layout, g.kv_len, g.num_kv_heads, g.head_dim, g.v);
+  attn_strides(op.layout, g.q_len, g.num_heads, g.head_dim, g.out);
+  g.scale = op.score_scale != 0.0 ? op.score_scale : 1.0 / std::sqrt(static_cast<double>(op.head_dim));
+  g.softcap = op.softcap;
+  g.mask = op.mask_kind;
+  g.window = op.window;
+  if (op.mask_kind == MaskKind::Custom) g.mask_batch_stride = g.kv_len;
+  if (op.mask_kind == MaskKind::Bias) {
+    const Dims& bd = in.at(3);
+    Dims four(4, 1);
+    for (size_t i = 0; i < bd.size(); ++i) four[4 - bd.size() + i] = bd[i];
+    const Dims st = broadcast_strides_to(bd, four);
+    for (int i = 0; i < 4; ++i) g.bias_strides[i] = st[static_cast<size_t>(i)];
+  }
+  return g;
+}
+
+ReduceGeom reduce_geom(const ops::Reduce& op, const Dims& dims) {
+  ReduceGeom g;
+  g.kind = op.kind;
+  const auto r = static_cast<int64_t>(dims.size());
+  std::vector<bool> red(dims.size(), op.axes.empty());
+  for (int64_t a : op.axes) red[static_cast<size_t>(normalize_axis(a, r, "reduce"))] = true;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (red[d]) g.count *= dims[d];
+    if (dims[d] == 1) continue;
+    const uint8_t role = red[d] ? 1 : 0;
+    if (!g.dims.empty() && g.reduced.back() == role) {
+      g.dims.back() *= dims[d];
+      continue;
+    }
+    g.dims.push_back(dims[d]);
+    g.reduced.push_back(role);
+  }
+  int reduced_groups = 0;
+  for (uint8_t x : g.reduced) reduced_groups += x;
+  g.simple = reduced_groups <= 1;
+  if (g.simple) {
+    bool after = false;
+    for (size_t i = 0; i < g.dims.size(); ++i) {
+      if (g.reduced[i]) { g.reduce = g.dims[i]; after = true; }
+      else if (after) g.inner *= g.dims[i];
+      else g.outer *= g.dims[i];
+    }
+  }
+  return g;
+}
+
+CopyGeom copy_geom(Dims out, Dims in_strides, int64_t in_offset) {
+  std::vector<Dims> st{std::move(in_strides)};
+  coalesce(out, st);
+  return CopyGeom{std::move(out), std::move(st[0]), in_offset};
+}
+
+ElementwiseGeom elementwise_geom(const std::vector<Dims>& in, const Dims& out) {
+  ElementwiseGeom g;
+  g.numel = product(out);
+  std::vector<Dims> st;
+  for (const Dims& d : in) {
+    st.push_back(broadcast_strides_to(d, out));
+    if (product(d) != g.numel) g.contiguous = false;
+  }
+  g.out_dims = out;
+  coalesce(g.out_dims, st);
+  g.in_strides = std::move(st);
+  return g;
+}
+
+ChannelGeom channel_geom(const Dims& x, int64_t groups) {
+  ChannelGeom g;
+  g.n = x.at(0);
+  g.channels = x.at(1);
+  for (size_t d = 2; d < x.size(); ++d) g.spatial *= x[d];
+  g.groups = groups;
+  return g;
+}
+
+// Attention over the packed qkv rows of a fused block (q, k, v at columns 0, E, 2E).
+AttentionGeom packed_attention(int64_t b, int64_t s, int64_t heads, int64_t head_dim) {
+  AttentionGeom g;
+  const int64_t e = heads * head_dim;
+  g.batch = b, g.q_len = s, g.kv_len = s, g.num_heads = heads, g.num_kv_heads = heads, g.head_dim = head_dim;
+  g.q = g.k = g.v = AttnStrides{s * 3 * e, 3 * e, head_dim};
+  g.out = AttnStrides{s * e, e, head_dim};
+  g.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  g.mask = MaskKind::Custom;
+  g.mask_batch_stride = s;
+  return g;
+}
+
+}  // namespace
+
+Geometry node_geometry(const Graph& g, const Node& n) {
+  std::vector<Dims> in;
+  for (Value v : n.inputs) in.push_back(g.shape(v).concrete());
+  const Dims out = n.outputs.empty() ? Dims{} : n.outputs[0].concrete();
+  const auto rank = [&](size_t i) { return static_cast<int64_t>(in.at(i).size()); };
+  return std::visit([&](const auto& op) -> Geometry {
+    using T = std::decay_t<decltype(op)>;
+    if constexpr (std::is_same_v<T, ops::MatMul>) {
+      return matmul_geom(in[0], in[1]);
+    } else if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
+      MatMulGeom m = matmul_geom(in[0], in[1]);
+      m.bias_len = in.size() > 2 ? product(in[2]) : 0;
+      m.activation = op.activation;
+      return m;
+    } else if constexpr (std::is_same_v<T, ops::LoraMatMul>) {
+      MatMulGeom m = matmul_geom(in[0], in[1]);
+      m.lora_rank = in[2].back();
+      m.lora_scale = op.scale;
+      return m;
+    } else if constexpr (std::is_same_v<T, ops::GroupedMatMul>) {
+      return GroupedMatMulGeom{in[0].at(0), in[0].at(1), in[1].at(2), in[1].at(0)};
+    } else if constexpr (std::is_same_v<T, ops::Attention>) {
+      return attention_geom(op, in);
+    } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
+                         std::is_same_v<T, ops::Cumsum>) {
+      return axis_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+    } else if constexpr (std::is_same_v<T, ops::ArgMax> || std::is_same_v<T, ops::ArgMin>) {
+      AxisGeom a = axis_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+      a.out_axis = 1;
+      return a;
+    } else if constexpr (std::is_same_v<T, ops::TopK>) {
+      AxisGeom a = axis_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+      a.out_axis = op.k;
+      return a;
+    } else if constexpr (std::is_same_v<T, ops::Gather>) {
+      AxisGeom a = axis_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+      a.out_axis = product(in[1]);
+      return a;
+    } else if constexpr (std::is_same_v<T, ops::Narrow>) {
+      AxisGeom a = axis_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+      a.start = op.start < 0 ? op.start + a.axis : op.start;
+      a.out_axis = op.len;
+      return a;
+    } else if constexpr (std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm>) {
+      return trailing_geom(in[0], normalize_axis(op.axis, rank(0), T::kName));
+    } else if constexpr (std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
+      return trailing_geom(in[0], std::max<int64_t>(rank(0) - 1, 0));
+    } else if constexpr (std::is_same_v<T, ops::FusedSwiGLU>) {
+      AxisGeom a = axis_geom(in[0], std::max<int64_t>(rank(0) - 1, 0));
+      a.out_axis = a.axis / 2;
+      return a;
+    } else if constexpr (std::is_same_v<T, ops::Reduce>) {
+      return reduce_geom(op, in[0]);
+    } else if constexpr (std::is_same_v<T, ops::Transpose>) {
+      const Dims cs = contiguous_strides(in[0]);
+      Dims st;
+      for (int64_t p : op.perm) st.push_back(cs.at(static_cast<size_t>(normalize_axis(p, rank(0), "transpose"))));
+      return copy_geom(out, std::move(st), 0);
+    } else if constexpr (std::is_same_v<T, ops::Expand>) {
+      return copy_geom(out, broadcast_strides_to(in[0], out), 0);
+    } else if constexpr (std::is_same_v<T, ops::Reverse>) {
+      Dims st = contiguous_strides(in[0]);
+      int64_t base = 0;
+      for (int64_t a : op.axes) {
+        const auto ax = static_cast<size_t>(normalize_axis(a, rank(0), "reverse"));
+        if (in[0][ax] == 0) return copy_geom(out, st, 0);  // empty: nothing is read
+        base += (in[0][ax] - 1) * st[ax];
+        st[ax] = -st[ax];
+      }
+      return copy_geom(out, std::move(st), base);
+    } else if constexpr (std::is_same_v<T, ops::Reshape> || std::is_same_v<T, ops::StopGradient>) {
+      return copy_geom(out, contiguous_strides(out), 0);
+    } else if constexpr (std::is_same_v<T, ops::Concat>) {
+      ConcatGeom c;
+      const int64_t ax = normalize_axis(op.axis, static_cast<int64_t>(out.size()), "concat");
+      const AxisGeom a = axis_geom(out, ax);
+      c.outer = a.outer, c.inner = a.inner, c.out_axis = a.axis;
+      int64_t col = 0;
+      for (const Dims& d : in) {
+        c.in_axis.push_back(d.at(static_cast<size_t>(ax)));
+        c.col.push_back(col);
+        col += c.in_axis.back() * c.inner;
+      }
+      return c;
+    } else if constexpr (std::is_same_v<T, ops::Binary> || std::is_same_v<T, ops::Compare> ||
+                         std::is_same_v<T, ops::Where> || std::is_same_v<T, ops::Activation> ||
+                         std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::ElementwiseRegion>) {
+      return elementwise_geom(in, out);
+    } else if constexpr (std::is_same_v<T, ops::GroupNorm>) {
+      return channel_geom(in[0], op.groups);
+    } else if constexpr (std::is_same_v<T, ops::LayerNorm2d> || std::is_same_v<T, ops::BatchNormInference>) {
+      return channel_geom(in[0], in[0].at(1));
+    } else if constexpr (std::is_same_v<T, ops::Rope>) {
+      return RopeGeom{in[0].at(0), in[0].at(1), in[0].at(2), op.head_dim, op.n_rot, in[1].size() == 3};
+    } else if constexpr (std::is_same_v<T, ops::FusedAttentionBlock> || std::is_same_v<T, ops::FusedTransformerLayer>) {
+      FusedBlockGeom f;
+      f.batch = in[0].at(0), f.seq = in[0].at(1), f.hidden = in[0].at(2);
+      const int64_t rows = f.batch * f.seq;
+      f.qkv = gemm_geom(rows, f.hidden, 3 * f.hidden);
+      f.out = gemm_geom(rows, f.hidden, f.hidden);
+      f.attn = packed_attention(f.batch, f.seq, op.num_heads, op.head_dim);
+      if constexpr (std::is_same_v<T, ops::FusedTransformerLayer>) {
+        f.ffn = in[7].at(1);
+        f.fc1 = gemm_geom(rows, f.hidden, f.ffn);
+        f.fc2 = gemm_geom(rows, f.ffn, f.hidden);
+      }
+      return f;
+    } else {
+      return GenericGeom{};
+    }
+  }, n.op);
+}
+
+}  // namespace rlx::plan
