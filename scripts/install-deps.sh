@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev
   nlohmann-json3-dev
   libcli11-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   python3

@@ -34,13 +34,15 @@ struct Command {
 Command add_inspect_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_export_demo_command(CLI::App& parent);
+Command add_conformance_command(CLI::App& parent);
 
 // ---- helpers (cli_util.cpp) ----
 // Splits "name=value" at the first '='; `what` names the option in the error (UsageError).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& what);
 // Parses a non-negative decimal integer; UsageError naming `what` otherwise.
 int64_t parse_count(const std::string& s, const std::string& what);
-// Loads a graph file, with a clear error when it does not exist.
+// Loads a graph file (rlx graph JSON, or ONNX when it ends in .onnx), with a clear error when it
+// does not exist.
 Graph load_graph_file(const std::string& path);
 // "'a', 'b', 'c'" (at most `limit` names, then "and N more").
 std::string quoted_list(const std::vector<std::string>& names, size_t limit = 12);

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "cli.h"
+#include "rlx/onnx.h"
 
 namespace rlx::cli {
 
@@ -29,6 +30,7 @@ Graph load_graph_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     throw Error("cannot open graph file '" + path + "': it is a directory");
   try {
+    if (std::filesystem::path(path).extension() == ".onnx") return import_onnx(path);
     return load_graph_json(path);
   } catch (const Error& e) {
     throw Error("cannot load graph file '" + path + "': " + e.what());

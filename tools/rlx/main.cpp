@@ -2,6 +2,7 @@
 //   rlx inspect graph.json         structure, params and op histogram of a graph file
 //   rlx run graph.json ...         compile for a device, run, print outputs and latency
 //   rlx export-demo out.json       write a demo transformer model with weights
+//   rlx conformance DIR            run the ONNX backend node cases of DIR and report
 // Exit codes: 0 success, 1 error (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     commands.push_back(rlx::cli::add_inspect_command(app));
     commands.push_back(rlx::cli::add_run_command(app));
     commands.push_back(rlx::cli::add_export_demo_command(app));
+    commands.push_back(rlx::cli::add_conformance_command(app));
   } catch (const std::exception& e) {  // a bug in the option setup; never expected
     std::cerr << "rlx: internal error while setting up options: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,154 @@
+#pragma once
+// The ONNX importer's internals: values during import, the per-node context handed to op
+// converters, and the converter registry (one ops_<family>.cpp per family of ONNX ops).
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/onnx.h"
+
+namespace rlx::onnx_io {
+
+// One ONNX value during import. `value` is its node in the graph being built (created on
+// demand for constants); `konst` its contents when known at import time; `dims` the entries
+// of a 1-d int64 shape value whose entries are known as Dims (possibly symbolic).
+struct Val {
+  std::optional<Value> value;
+  std::optional<Tensor> konst;
+  std::optional<std::vector<Dim>> dims;
+  Shape shape;
+  // A graph input's value given in OnnxImportOptions::known_inputs: used only where a value is
+  // required at import time (never folded into other uses).
+  std::optional<Tensor> hint;
+
+  static Val of(Value v, Shape s) {
+    Val r;
+    r.value = v;
+    r.shape = std::move(s);
+    return r;
+  }
+  static Val known(Tensor t) {
+    Val r;
+    r.shape = t.shape_info();
+    r.konst = std::move(t);
+    return r;
+  }
+};
+
+class Importer;
+
+// What a converter sees of one node.
+class NodeCtx {
+ public:
+  NodeCtx(Importer& im, const onnx::NodeProto& node, int64_t opset, std::vector<Val*> inputs);
+
+  const onnx::NodeProto& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  Importer& importer() const { return im_; }
+  Graph& g() const;
+
+  size_t num_inputs() const { return in_.size(); }
+  bool present(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
+  const Val& in(size_t i) const;                  // required input i
+  Value value(size_t i) const;                    // required input i, in the graph
+  const Shape& shape(size_t i) const { return in(i).shape; }
+  // Input i must be known at import time; `what` names it in the error.
+  const Tensor& konst(size_t i, const std::string& what) const;
+  std::vector<int64_t> ints_input(size_t i, const std::string& what) const;
+  std::vector<Dim> dims_input(size_t i, const std::string& what) const;  // a shape operand
+  size_t num_outputs() const { return static_cast<size_t>(node_.output_size()); }
+
+  // Attributes.
+  bool has(const std::string& name) const { return attr(name) != nullptr; }
+  int64_t i(const std::string& name, int64_t def) const;
+  double f(const std::string& name, double def) const;
+  std::string s(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> ints(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<float> floats(const std::string& name) const;
+  const onnx::AttributeProto* attr(const std::string& name) const;
+  Tensor tensor_attr(const std::string& name) const;
+  // Rejects attributes not listed (an attribute is never silently ignored).
+  void allow_only(std::initializer_list<const char*> names) const;
+
+  // rlx::Error "ONNX node 'name' (Op, opset N): msg".
+  [[noreturn]] void fail(const std::string& msg) const;
+  std::string where() const;
+
+  // Helpers converters share.
+  Val out(Value v) const;                           // wraps a graph value
+  Value scalar_like(double v, DType dt) const;      // 0-d constant
+  Value cast_to(Value v, DType dt) const;           // no-op when already dt
+
+ private:
+  Importer& im_;
+  const onnx::NodeProto& node_;
+  int64_t opset_;
+  std::vector<Val*> in_;
+};
+
+using Converter = std::function<std::vector<Val>(const NodeCtx&)>;
+// op_type -> converter. Filled by the ops_<family>.cpp files' register_* functions.
+using ConverterTable = std::map<std::string, Converter>;
+void register_elementwise(ConverterTable& t);
+void register_shape(ConverterTable& t);
+void register_reduce(ConverterTable& t);
+void register_nn(ConverterTable& t);
+void register_indexing(ConverterTable& t);
+void register_control(ConverterTable& t);
+const ConverterTable& converters();
+
+// Builds one rlx Graph from one GraphProto (the top-level graph or a subgraph body).
+class Importer {
+ public:
+  // `parent`: the enclosing scope of a subgraph body; `same_graph`: the body is inlined into
+  // the parent's graph (else it builds its own Graph and sees only the parent's known values).
+  Importer(Graph& g, const OnnxImportOptions& opts, std::map<std::string, int64_t> opsets, std::string base_dir,
+           Importer* parent = nullptr, bool same_graph = false);
+
+  // Top level: inputs, initializers, nodes, outputs; compacts the graph at the end.
+  void import_main(const onnx::GraphProto& gp);
+  // Inlines `body` into this importer's graph: its formal inputs bound to `args` (in order),
+  // its outer references resolved through this scope. Returns its outputs.
+  std::vector<Val> inline_body(const onnx::GraphProto& body, const std::vector<Val>& args, const std::string& where);
+  // Builds `body` as a separate Graph whose Input nodes are the body's formal inputs
+  // (`formal` shapes) followed by `captures` (outer values the body uses).
+  std::shared_ptr<Graph> build_subgraph(const onnx::GraphProto& body, const std::vector<Shape>& formal,
+                                        const std::vector<std::string>& captures, const std::string& where);
+  // Outer names a body reads (not defined inside it), in first-use order, nested bodies included.
+  static std::vector<std::string> free_names(const onnx::GraphProto& body);
+
+  Graph& graph() { return g_; }
+  bool top_level() const { return parent_ == nullptr; }
+  const OnnxImportOptions& options() const { return opts_; }
+  Val* lookup(const std::string& name);  // nullptr when undefined in every enclosing scope
+  Value materialize(Val& v);
+  Val& define(const std::string& name, Val v);
+
+ private:
+  void import_node(const onnx::NodeProto& node);
+  void add_initializer(const onnx::TensorProto& t);
+  std::optional<std::vector<Tensor>> try_fold(NodeId first_new, const std::vector<Value>& outs) const;
+  Shape input_shape(const onnx::ValueInfoProto& vi);
+  void compact();
+
+  Graph& g_;
+  const OnnxImportOptions& opts_;
+  std::map<std::string, int64_t> opsets_;
+  std::string base_dir_;
+  Importer* parent_;
+  bool same_graph_;
+  std::map<std::string, Val> vals_;
+  std::map<std::string, Tensor> initializers_;  // top level: materialized as Params when large
+};
+
+// Helpers shared by converters.
+std::vector<int64_t> tensor_ints(const Tensor& t);
+std::vector<double> tensor_doubles(const Tensor& t);
+Tensor full_tensor(DType dt, const std::vector<int64_t>& shape, double value);
+
+}  // namespace rlx::onnx_io

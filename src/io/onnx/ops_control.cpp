@@ -1,0 +1,167 @@
+// ONNX control flow: If (inlined when the condition is known, else an IR If with both
+// branches as subgraphs), Loop and Scan (unrolled at import time; their trip counts and
+// sequence lengths must be known).
+#include <set>
+
+#include "io/onnx/importer.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+constexpr int64_t kMaxUnroll = 4096;
+
+const onnx::GraphProto& body_attr(const NodeCtx& c, const std::string& name) {
+  const auto* a = c.attr(name);
+  if (!a || a->type() != onnx::AttributeProto::GRAPH) c.fail("attribute '" + name + "' (a graph) is required");
+  return a->g();
+}
+
+bool known_bool(const Val& v, bool& out) {
+  if (!v.konst) return false;
+  if (v.konst->numel() != 1) return false;
+  out = v.konst->to_f64()[0] != 0;
+  return true;
+}
+
+V if_op(const NodeCtx& c) {
+  c.allow_only({"then_branch", "else_branch"});
+  const auto& then_b = body_attr(c, "then_branch");
+  const auto& else_b = body_attr(c, "else_branch");
+  Importer& im = c.importer();
+  bool cond = false;
+  if (known_bool(c.in(0), cond)) return im.inline_body(cond ? then_b : else_b, {}, c.where());
+  // Run-time condition: both branches become subgraphs reading the same captured values.
+  std::vector<std::string> caps;
+  std::set<std::string> seen;
+  for (const auto* b : {&then_b, &else_b})
+    for (const auto& name : Importer::free_names(*b)) {
+      Val* v = im.lookup(name);
+      if (!v) c.fail("a branch reads '" + name + "', which is not defined");
+      if (v->konst || v->dims) continue;  // known values are embedded in the branch
+      if (seen.insert(name).second) caps.push_back(name);
+    }
+  auto then_g = im.build_subgraph(then_b, {}, caps, c.where() + " then_branch");
+  auto else_g = im.build_subgraph(else_b, {}, caps, c.where() + " else_branch");
+  std::vector<Value> ins{c.value(0)};
+  for (const auto& name : caps) ins.push_back(im.materialize(*im.lookup(name)));
+  ops::If op;
+  op.then_branch = then_g;
+  op.else_branch = else_g;
+  V outs;
+  for (Value v : c.g().apply_multi(op, ins)) outs.push_back(c.out(v));
+  return outs;
+}
+
+// Stacks per-iteration values along a new axis.
+Value stack(const NodeCtx& c, const std::vector<Value>& items, int64_t axis, bool reverse) {
+  auto& g = c.g();
+  std::vector<Value> parts;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Value v = items[reverse ? items.size() - 1 - i : i];
+    auto dims = g.shape(v).dims;
+    const int64_t a = normalize_axis(axis, static_cast<int64_t>(dims.size()) + 1, "scan output axis");
+    dims.insert(dims.begin() + a, Dim(1));
+    parts.push_back(g.reshape(v, dims));
+  }
+  const int64_t r = g.shape(parts[0]).rank();
+  return g.concat(parts, normalize_axis(axis, r, "scan output axis"));
+}
+
+V loop(const NodeCtx& c) {
+  c.allow_only({"body"});
+  const auto& body = body_attr(c, "body");
+  Importer& im = c.importer();
+  int64_t trips = kMaxUnroll + 1;
+  if (c.present(0)) {
+    const Val& m = c.in(0);
+    if (!m.konst) c.fail("a run-time trip count is not supported (rlx unrolls Loop at import time)");
+    trips = m.konst->to_i64().at(0);
+  }
+  bool cond = true;
+  if (c.present(1) && !known_bool(c.in(1), cond)) c.fail("a run-time loop condition is not supported");
+  const size_t n_carried = c.num_inputs() >= 2 ? c.num_inputs() - 2 : 0;
+  V carried;
+  for (size_t i = 0; i < n_carried; ++i) carried.push_back(c.in(i + 2));
+  const size_t n_scan = static_cast<size_t>(body.output_size()) - 1 - n_carried;
+  std::vector<std::vector<Value>> scans(n_scan);
+  int64_t it = 0;
+  for (; it < trips && cond; ++it) {
+    if (it >= kMaxUnroll) c.fail("more than " + std::to_string(kMaxUnroll) + " iterations");
+    V args{Val::known(Tensor::scalar_i64(it)), Val::known(Tensor::boolean({}, std::vector<uint8_t>{1}))};
+    args.insert(args.end(), carried.begin(), carried.end());
+    V outs = im.inline_body(body, args, c.where() + " body");
+    if (!known_bool(outs[0], cond)) c.fail("the body's condition output depends on run-time values");
+    for (size_t i = 0; i < n_carried; ++i) carried[i] = outs[1 + i];
+    for (size_t j = 0; j < n_scan; ++j) scans[j].push_back(im.materialize(outs[1 + n_carried + j]));
+  }
+  V result = carried;
+  for (auto& s : scans) {
+    if (s.empty()) c.fail("a scan output of a loop that runs zero times has no known shape");
+    result.push_back(c.out(stack(c, s, 0, false)));
+  }
+  return result;
+}
+
+V scan(const NodeCtx& c) {
+  c.allow_only({"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
+                "scan_output_directions"});
+  if (c.opset() < 9) c.fail("Scan before opset 9 (with a batch axis) is not supported");
+  const auto& body = body_attr(c, "body");
+  Importer& im = c.importer();
+  auto& g = c.g();
+  const auto m = static_cast<size_t>(c.i("num_scan_inputs", 0));
+  if (m == 0 || m > c.num_inputs()) c.fail("num_scan_inputs must be in [1, inputs]");
+  const size_t n = c.num_inputs() - m;
+  const auto in_axes = c.ints("scan_input_axes", std::vector<int64_t>(m, 0));
+  const auto in_dirs = c.ints("scan_input_directions", std::vector<int64_t>(m, 0));
+  const size_t k = static_cast<size_t>(body.output_size()) - n;
+  const auto out_axes = c.ints("scan_output_axes", std::vector<int64_t>(k, 0));
+  const auto out_dirs = c.ints("scan_output_directions", std::vector<int64_t>(k, 0));
+  if (in_axes.size() != m || in_dirs.size() != m || out_axes.size() != k || out_dirs.size() != k)
+    c.fail("scan axes/directions must have one entry per scan input/output");
+  int64_t len = -1;
+  std::vector<int64_t> axes(m);
+  for (size_t j = 0; j < m; ++j) {
+    const Shape& s = c.shape(n + j);
+    axes[j] = normalize_axis(in_axes[j], s.rank(), "scan_input_axes");
+    const Dim& d = s.dims[static_cast<size_t>(axes[j])];
+    if (d.is_symbolic()) c.fail("the sequence length must be static");
+    if (len >= 0 && len != d.value) c.fail("scan inputs have different sequence lengths");
+    len = d.value;
+  }
+  if (len > kMaxUnroll) c.fail("sequence longer than " + std::to_string(kMaxUnroll));
+  V state;
+  for (size_t i = 0; i < n; ++i) state.push_back(c.in(i));
+  std::vector<std::vector<Value>> outs(k);
+  for (int64_t t = 0; t < len; ++t) {
+    V args = state;
+    for (size_t j = 0; j < m; ++j) {
+      const int64_t pos = in_dirs[j] ? len - 1 - t : t;
+      Value x = g.narrow(c.value(n + j), axes[j], pos, 1);
+      auto dims = g.shape(x).dims;
+      dims.erase(dims.begin() + axes[j]);
+      args.push_back(c.out(g.reshape(x, dims)));
+    }
+    V res = im.inline_body(body, args, c.where() + " body");
+    for (size_t i = 0; i < n; ++i) state[i] = res[i];
+    for (size_t j = 0; j < k; ++j) outs[j].push_back(im.materialize(res[n + j]));
+  }
+  V result = state;
+  for (size_t j = 0; j < k; ++j) {
+    if (outs[j].empty()) c.fail("a scan of length 0 has outputs of unknown shape");
+    result.push_back(c.out(stack(c, outs[j], out_axes[j], out_dirs[j] != 0)));
+  }
+  return result;
+}
+
+}  // namespace
+
+void register_control(ConverterTable& t) {
+  t["If"] = if_op;
+  t["Loop"] = loop;
+  t["Scan"] = scan;
+}
+
+}  // namespace rlx::onnx_io

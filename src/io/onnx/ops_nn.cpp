@@ -1,0 +1,523 @@
+// ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, pooling, normalizations,
+// Attention (decomposed into matmul/softmax), Resize/Upsample, LRN.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "io/onnx/importer.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+V matmul(const NodeCtx& c) {
+  c.allow_only({});
+  return {c.out(c.g().matmul(c.value(0), c.value(1)))};
+}
+
+V gemm(const NodeCtx& c) {
+  c.allow_only({"alpha", "beta", "transA", "transB", "broadcast"});
+  auto& g = c.g();
+  Value a = c.value(0), b = c.value(1);
+  if (c.i("transA", 0)) a = g.transpose(a, {1, 0});
+  if (c.i("transB", 0)) b = g.transpose(b, {1, 0});
+  const DType dt = c.shape(0).dtype;
+  Value y = g.matmul(a, b);
+  const double alpha = c.f("alpha", 1.0), beta = c.f("beta", 1.0);
+  if (alpha != 1.0) y = g.mul(y, c.scalar_like(alpha, dt));
+  if (c.present(2)) {
+    Value bias = c.value(2);
+    if (beta != 1.0) bias = g.mul(bias, c.scalar_like(beta, dt));
+    y = g.add(y, bias);
+  }
+  return {c.out(y)};
+}
+
+// Spatial geometry shared by Conv and the pools: kernel, strides, dilations, pads (with auto_pad).
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;
+};
+
+Window window(const NodeCtx& c, const std::vector<int64_t>& kernel, bool ceil_mode = false) {
+  const size_t k = kernel.size();
+  Window w;
+  w.kernel = kernel;
+  w.strides = c.ints("strides", std::vector<int64_t>(k, 1));
+  w.dilations = c.ints("dilations", std::vector<int64_t>(k, 1));
+  w.pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (w.strides.size() != k || w.dilations.size() != k || w.pads.size() != 2 * k)
+    c.fail("strides, dilations and pads must match the " + std::to_string(k) + " spatial dims");
+  const std::string auto_pad = c.s("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") return w;
+  if (auto_pad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+    return w;
+  }
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("auto_pad '" + auto_pad + "' is not supported");
+  const auto& dims = c.shape(0).dims;
+  for (size_t i = 0; i < k; ++i) {
+    const Dim& d = dims[i + 2];
+    if (d.is_symbolic()) c.fail("auto_pad needs static spatial dims");
+    const int64_t out = (d.value + w.strides[i] - 1) / w.strides[i];
+    const int64_t eff = (kernel[i] - 1) * w.dilations[i] + 1;
+    const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + eff - d.value);
+    const int64_t small = total / 2, big = total - small;
+    w.pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+    w.pads[i + k] = auto_pad == "SAME_UPPER" ? big : small;
+  }
+  (void)ceil_mode;
+  return w;
+}
+
+V conv(const NodeCtx& c) {
+  c.allow_only({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  const Shape& ws = c.shape(1);
+  if (ws.rank() < 3) c.fail("weights must have rank >= 3");
+  std::vector<int64_t> kernel;
+  for (int64_t i = 2; i < ws.rank(); ++i) {
+    if (ws.dims[static_cast<size_t>(i)].is_symbolic()) c.fail("symbolic kernel dims");
+    kernel.push_back(ws.dims[static_cast<size_t>(i)].value);
+  }
+  if (c.has("kernel_shape") && c.ints("kernel_shape") != kernel) c.fail("kernel_shape does not match the weights");
+  const Window w = window(c, kernel);
+  ops::Conv op{w.strides, w.pads, w.dilations, c.i("group", 1)};
+  std::vector<Value> ins{c.value(0), c.value(1)};
+  if (c.present(2)) ins.push_back(c.value(2));
+  return {c.out(c.g().apply(op, ins))};
+}
+
+V conv_transpose(const NodeCtx& c) {
+  c.allow_only({"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  const Shape& ws = c.shape(1);
+  if (!xs.is_static() || !ws.is_static()) c.fail("needs static input and weight shapes");
+  const auto xd = xs.concrete();
+  const auto wd = ws.concrete();
+  const size_t k = xd.size() - 2;
+  if (k != 1 && k != 2) c.fail(std::to_string(k) + "-d ConvTranspose is not supported (1-d and 2-d are)");
+  std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  auto strides = c.ints("strides", std::vector<int64_t>(k, 1));
+  auto dil = c.ints("dilations", std::vector<int64_t>(k, 1));
+  auto outpad = c.ints("output_padding", std::vector<int64_t>(k, 0));
+  auto pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (strides.size() != k || dil.size() != k || outpad.size() != k || pads.size() != 2 * k)
+    c.fail("strides, dilations, output_padding and pads must match the spatial dims");
+  const std::string auto_pad = c.s("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = c.ints("output_shape");
+  if (out_shape.size() > k) out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<std::ptrdiff_t>(k));
+  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t want = out_shape.empty() ? xd[i + 2] * strides[i] : out_shape[i];
+      const int64_t total = strides[i] * (xd[i + 2] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1) - want;
+      const int64_t half = total / 2;
+      const bool lower = auto_pad == "SAME_LOWER";
+      pads[i] = lower ? total - half : half;
+      pads[i + k] = lower ? half : total - half;
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  } else if (auto_pad != "NOTSET") {
+    c.fail("auto_pad '" + auto_pad + "' is not supported");
+  }
+  Value x = c.value(0), wv = c.value(1);
+  if (k == 1) {  // as 2-d with a unit height
+    x = g.reshape(x, {xd[0], xd[1], 1, xd[2]});
+    wv = g.reshape(wv, {wd[0], wd[1], 1, wd[2]});
+    strides.insert(strides.begin(), 1);
+    dil.insert(dil.begin(), 1);
+    outpad.insert(outpad.begin(), 0);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  ops::ConvTranspose op{strides, pads, dil, outpad, c.i("group", 1)};
+  std::vector<Value> ins{x, wv};
+  if (c.present(2)) ins.push_back(c.value(2));
+  Value y = g.apply(op, ins);
+  if (k == 1) {
+    const auto& yd = g.shape(y).dims;
+    y = g.reshape(y, {yd[0], yd[1], yd[3]});
+  }
+  return {c.out(y)};
+}
+
+Converter pool(PoolKind kind) {
+  return [kind](const NodeCtx& c) -> V {
+    c.allow_only({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides",
+                  "storage_order"});
+    if (c.num_outputs() > 1 && !c.node().output(1).empty()) c.fail("the Indices output is not supported");
+    if (c.i("storage_order", 0) != 0) c.fail("storage_order=1 is not supported");
+    const auto kernel = c.ints("kernel_shape");
+    if (kernel.empty()) c.fail("kernel_shape is required");
+    const bool ceil_mode = c.i("ceil_mode", 0) != 0;
+    Window w = window(c, kernel, ceil_mode);
+    ops::Pool p;
+    p.kind = kind;
+    p.kernel = w.kernel;
+    p.stride = w.strides;
+    p.pads = w.pads;
+    p.dilation = w.dilations;
+    p.count_include_pad = c.i("count_include_pad", 0) != 0;
+    p.ceil_mode = ceil_mode;
+    return {c.out(c.g().apply(p, {c.value(0)}))};
+  };
+}
+
+V lp_pool(const NodeCtx& c) {
+  c.allow_only({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides", "p"});
+  const auto kernel = c.ints("kernel_shape");
+  if (kernel.empty()) c.fail("kernel_shape is required");
+  const bool ceil_mode = c.i("ceil_mode", 0) != 0;
+  Window w = window(c, kernel, ceil_mode);
+  auto& g = c.g();
+  const DType dt = c.shape(0).dtype;
+  const double p = static_cast<double>(c.i("p", 2));
+  ops::Pool op{PoolKind::Avg, w.kernel, w.strides, w.pads, w.dilations, true, ceil_mode};
+  Value x = g.pow(g.act(ActKind::Abs, c.value(0)), c.scalar_like(p, dt));
+  const double count = static_cast<double>(std::accumulate(kernel.begin(), kernel.end(), int64_t{1}, std::multiplies<>()));
+  Value s = g.mul(g.apply(op, {x}), c.scalar_like(count, dt));
+  return {c.out(g.pow(s, c.scalar_like(1.0 / p, dt)))};
+}
+
+Converter global_pool(ReduceKind kind) {
+  return [kind](const NodeCtx& c) -> V {
+    c.allow_only({});
+    std::vector<int64_t> axes;
+    for (int64_t i = 2; i < c.shape(0).rank(); ++i) axes.push_back(i);
+    return {c.out(c.g().reduce(kind, c.value(0), axes, true))};
+  };
+}
+
+V batch_norm(const NodeCtx& c) {
+  c.allow_only({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"});
+  if (c.i("training_mode", 0) != 0) c.fail("training_mode=1 is not supported (inference only)");
+  if (c.i("spatial", 1) != 1) c.fail("spatial=0 is not supported");
+  for (size_t i = 1; i < c.num_outputs(); ++i)
+    if (!c.node().output(static_cast<int>(i)).empty()) c.fail("the training outputs (running mean/var) are not supported");
+  ops::BatchNormInference op{c.f("epsilon", 1e-5)};
+  return {c.out(c.g().apply(op, {c.value(0), c.value(1), c.value(2), c.value(3), c.value(4)}))};
+}
+
+// Mean/variance normalization over `axes` (kept), then scale and bias broadcast.
+struct Moments {
+  Value mean, centered, inv_std;
+};
+Moments moments(const NodeCtx& c, Value x, const std::vector<int64_t>& axes, double eps) {
+  auto& g = c.g();
+  const DType dt = g.shape(x).dtype;
+  Value mean = g.mean(x, axes, true);
+  Value d = g.sub(x, mean);
+  Value var = g.mean(g.mul(d, d), axes, true);
+  Value inv = g.act(ActKind::Rsqrt, g.add(var, c.scalar_like(eps, dt)));
+  return {mean, d, inv};
+}
+
+V layer_norm(const NodeCtx& c) {
+  c.allow_only({"axis", "epsilon", "stash_type"});
+  auto& g = c.g();
+  const int64_t r = c.shape(0).rank();
+  const int64_t axis = normalize_axis(c.i("axis", -1), r, "LayerNormalization axis");
+  const double eps = c.f("epsilon", 1e-5);
+  const std::vector<Dim> tail(c.shape(0).dims.begin() + axis, c.shape(0).dims.end());
+  const bool plain = c.num_outputs() == 1 && c.shape(1).dims == tail && (!c.present(2) || c.shape(2).dims == tail);
+  if (plain) {
+    std::optional<Value> beta;
+    if (c.present(2)) beta = c.value(2);
+    return {c.out(g.layer_norm(c.value(0), c.value(1), beta, eps, axis))};
+  }
+  Value x = c.value(0);
+  const DType dt = c.shape(0).dtype;
+  const DType stash = c.i("stash_type", 1) == 1 && dt != DType::F64 ? DType::F32 : dt;
+  Value xs = c.cast_to(x, stash);
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i) axes.push_back(i);
+  Moments m = moments(c, xs, axes, eps);
+  Value y = c.cast_to(g.mul(m.centered, m.inv_std), dt);
+  y = g.mul(y, c.value(1));
+  if (c.present(2)) y = g.add(y, c.value(2));
+  V outs{c.out(y)};
+  if (c.num_outputs() > 1) outs.push_back(c.out(m.mean));
+  if (c.num_outputs() > 2) outs.push_back(c.out(m.inv_std));
+  return outs;
+}
+
+V rms_norm(const NodeCtx& c) {
+  c.allow_only({"axis", "epsilon", "stash_type"});
+  auto& g = c.g();
+  const int64_t r = c.shape(0).rank();
+  const int64_t axis = normalize_axis(c.i("axis", -1), r, "RMSNormalization axis");
+  const double eps = c.f("epsilon", 1e-5);
+  const std::vector<Dim> tail(c.shape(0).dims.begin() + axis, c.shape(0).dims.end());
+  if (c.shape(1).dims == tail) return {c.out(g.rms_norm(c.value(0), c.value(1), std::nullopt, eps, axis))};
+  const DType dt = c.shape(0).dtype;
+  const DType stash = c.i("stash_type", 1) == 1 && dt != DType::F64 ? DType::F32 : dt;
+  Value x = c.cast_to(c.value(0), stash);
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i) axes.push_back(i);
+  Value ms = g.mean(g.mul(x, x), axes, true);
+  Value y = g.mul(x, g.act(ActKind::Rsqrt, g.add(ms, c.scalar_like(eps, stash))));
+  return {c.out(g.mul(c.cast_to(y, dt), c.value(1)))};
+}
+
+V group_norm(const NodeCtx& c, bool instance) {
+  if (instance) c.allow_only({"epsilon"});
+  else c.allow_only({"epsilon", "num_groups", "stash_type"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (xs.rank() < 3) c.fail("needs (N, C, ...) input");
+  const Dim& C = xs.dims[1];
+  if (C.is_symbolic()) c.fail("symbolic channel dim");
+  const int64_t groups = instance ? C.value : c.i("num_groups", 0);
+  if (groups <= 0 || C.value % groups != 0) c.fail("num_groups must divide the channels");
+  Value scale = c.value(1), bias = c.value(2);
+  if (!instance && c.shape(1).dims == std::vector<Dim>{Dim(groups)} && groups != C.value) {
+    // opset 18: per-group scale/bias -> per channel
+    std::vector<int64_t> idx(static_cast<size_t>(C.value));
+    for (int64_t i = 0; i < C.value; ++i) idx[static_cast<size_t>(i)] = i / (C.value / groups);
+    Value ix = g.constant(Tensor::i64({C.value}, idx));
+    scale = g.gather(scale, ix, 0);
+    bias = g.gather(bias, ix, 0);
+  }
+  ops::GroupNorm op{groups, c.f("epsilon", 1e-5)};
+  return {c.out(g.apply(op, {c.value(0), scale, bias}))};
+}
+
+V lp_norm(const NodeCtx& c) {
+  c.allow_only({"axis", "p"});
+  auto& g = c.g();
+  Value x = c.value(0);
+  const int64_t p = c.i("p", 2);
+  const int64_t axis = c.i("axis", -1);
+  Value n;
+  if (p == 1) n = g.sum(g.act(ActKind::Abs, x), {axis}, true);
+  else if (p == 2) n = g.act(ActKind::Sqrt, g.sum(g.mul(x, x), {axis}, true));
+  else c.fail("p must be 1 or 2");
+  return {c.out(g.div(x, n))};
+}
+
+V mvn(const NodeCtx& c) {
+  c.allow_only({"axes"});
+  auto& g = c.g();
+  const auto axes = c.ints("axes", {0, 2, 3});
+  Moments m = moments(c, c.value(0), axes, 1e-9);
+  (void)m.mean;
+  Value var = g.mean(g.mul(m.centered, m.centered), axes, true);
+  return {c.out(g.div(m.centered, g.add(g.act(ActKind::Sqrt, var), c.scalar_like(1e-9, c.shape(0).dtype))))};
+}
+
+V lrn(const NodeCtx& c) {
+  c.allow_only({"alpha", "beta", "bias", "size"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (!xs.is_static() || xs.rank() < 3) c.fail("needs a static (N, C, ...) input");
+  const auto d = xs.concrete();
+  const int64_t size = c.i("size", 0);
+  if (size <= 0) c.fail("size must be positive");
+  const int64_t rest = std::accumulate(d.begin() + 2, d.end(), int64_t{1}, std::multiplies<>());
+  const DType dt = xs.dtype;
+  Value x = c.value(0);
+  Value sq = g.reshape(g.mul(x, x), {d[0], 1, d[1], rest});
+  ops::Pool p{PoolKind::Avg, {size, 1}, {1, 1}, {(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0}, {1, 1}, true, false};
+  Value s = g.mul(g.apply(p, {sq}), c.scalar_like(static_cast<double>(size), dt));
+  std::vector<Dim> back(xs.dims.begin(), xs.dims.end());
+  s = g.reshape(s, back);
+  Value den = g.add(c.scalar_like(c.f("bias", 1.0), dt), g.mul(s, c.scalar_like(c.f("alpha", 1e-4) / static_cast<double>(size), dt)));
+  return {c.out(g.div(x, g.pow(den, c.scalar_like(c.f("beta", 0.75), dt))))};
+}
+
+// Attention (opset 23+), decomposed like the operator's reference definition.
+V attention(const NodeCtx& c) {
+  c.allow_only({"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
+                "softmax_precision"});
+  auto& g = c.g();
+  const Shape& qs = c.shape(0);
+  const DType dt = qs.dtype;
+  const bool three_d = qs.rank() == 3;
+  Value q = c.value(0), k = c.value(1), v = c.value(2);
+  auto to4 = [&](Value t, int64_t heads, const char* what) {
+    const auto& d = g.shape(t).dims;
+    if (heads <= 0) c.fail(std::string("3-d inputs need the ") + what + " attribute");
+    if (d[2].is_symbolic() || d[2].value % heads != 0) c.fail("hidden size does not split into heads");
+    Value r = g.reshape(t, {d[0], d[1], Dim(heads), Dim(d[2].value / heads)});
+    return g.transpose(r, {0, 2, 1, 3});
+  };
+  if (three_d) {
+    q = to4(q, c.i("q_num_heads", 0), "q_num_heads");
+    k = to4(k, c.i("kv_num_heads", 0), "kv_num_heads");
+    v = to4(v, c.i("kv_num_heads", 0), "kv_num_heads");
+  }
+  if (c.present(4)) k = g.concat({c.value(4), k}, 2);
+  if (c.present(5)) v = g.concat({c.value(5), v}, 2);
+  const Value present_k = k, present_v = v;
+  const auto qd = g.shape(q).dims, kd = g.shape(k).dims, vd = g.shape(v).dims;
+  for (const auto* d : {&qd, &kd, &vd})
+    for (const Dim& x : *d)
+      if (x.is_symbolic()) c.fail("needs static shapes");
+  const int64_t B = qd[0].value, Hq = qd[1].value, Sq = qd[2].value, D = qd[3].value;
+  const int64_t Hkv = kd[1].value, Skv = kd[2].value, Dv = vd[3].value;
+  if (Hkv <= 0 || Hq % Hkv != 0) c.fail("q heads must be a multiple of kv heads");
+  const int64_t rep = Hq / Hkv;
+  if (rep > 1) {  // GQA: repeat each kv head
+    auto repeat = [&](Value t, int64_t dim) {
+      Value r = g.reshape(t, {B, Hkv, 1, Skv, dim});
+      r = g.expand(r, {B, Hkv, rep, Skv, dim});
+      return g.reshape(r, {B, Hq, Skv, dim});
+    };
+    k = repeat(k, D);
+    v = repeat(v, Dv);
+  }
+  const double scale = c.has("scale") ? c.f("scale", 1.0) : 1.0 / std::sqrt(static_cast<double>(D));
+  // Scale q and k by sqrt(scale) each, as the reference does.
+  Value sq = c.scalar_like(std::sqrt(scale), dt);
+  Value s = g.matmul(g.mul(q, sq), g.transpose(g.mul(k, sq), {0, 1, 3, 2}));
+  const int64_t mode = c.i("qk_matmul_output_mode", 0);
+  std::optional<Value> qk_out;
+  if (mode == 0) qk_out = s;
+  // Masks: the given one (bool keep / additive) and causal (query i sees keys j <= i + Skv - Sq).
+  std::optional<Value> bias;
+  if (c.present(3)) {
+    Value m = c.value(3);
+    if (g.shape(m).dtype == DType::Bool)
+      m = g.where(m, c.scalar_like(0.0, dt), c.scalar_like(-std::numeric_limits<double>::infinity(), dt));
+    else
+      m = c.cast_to(m, dt);
+    bias = m;
+  }
+  if (c.i("is_causal", 0) != 0) {
+    std::vector<float> cm(static_cast<size_t>(Sq * Skv));
+    const int64_t past = Skv - Sq;
+    for (int64_t i = 0; i < Sq; ++i)
+      for (int64_t j = 0; j < Skv; ++j)
+        cm[static_cast<size_t>(i * Skv + j)] = j <= i + past ? 0.0f : -std::numeric_limits<float>::infinity();
+    Value cv = c.cast_to(g.constant(Tensor::f32({Sq, Skv}, cm)), dt);
+    bias = bias ? g.add(*bias, cv) : cv;
+  }
+  if (bias) s = g.add(s, *bias);
+  if (mode == 1) qk_out = s;
+  const double softcap = c.f("softcap", 0.0);
+  if (softcap > 0) s = g.mul(g.tanh(g.div(s, c.scalar_like(softcap, dt))), c.scalar_like(softcap, dt));
+  if (mode == 2) qk_out = s;
+  Value p = g.softmax(s, -1);
+  if (mode == 3) qk_out = p;
+  Value y = g.matmul(p, v);
+  if (three_d) y = g.reshape(g.transpose(y, {0, 2, 1, 3}), {B, Sq, Hq * Dv});
+  V outs{c.out(y)};
+  if (c.num_outputs() > 1) outs.push_back(c.out(present_k));
+  if (c.num_outputs() > 2) outs.push_back(c.out(present_v));
+  if (c.num_outputs() > 3) {
+    if (!qk_out) c.fail("qk_matmul_output_mode " + std::to_string(mode) + " is not supported");
+    outs.push_back(c.out(*qk_out));
+  }
+  return outs;
+}
+
+V resize(const NodeCtx& c, bool upsample) {
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  const int64_t r = xs.rank();
+  ops::Resize op;
+  const std::string mode = c.s("mode", "nearest");
+  if (mode == "nearest") op.mode = ResizeMode::Nearest;
+  else if (mode == "linear" || mode == "bilinear") op.mode = ResizeMode::Linear;
+  else c.fail("mode '" + mode + "' is not supported (nearest, linear)");
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (upsample) {
+    c.allow_only({"mode", "scales"});
+    op.coord = ResizeCoord::Asymmetric;
+    op.nearest = NearestRound::Floor;
+    if (c.opset() < 9) {
+      for (float f : c.floats("scales")) scales.push_back(f);
+    } else {
+      scales = tensor_doubles(c.konst(1, "scales"));
+    }
+  } else {
+    c.allow_only({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                  "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"});
+    if (c.i("antialias", 0) != 0) c.fail("antialias=1 is not supported");
+    if (c.i("exclude_outside", 0) != 0) c.fail("exclude_outside=1 is not supported");
+    const std::string ct = c.s("coordinate_transformation_mode", c.opset() < 11 ? "asymmetric" : "half_pixel");
+    if (ct == "half_pixel") op.coord = ResizeCoord::HalfPixel;
+    else if (ct == "asymmetric") op.coord = ResizeCoord::Asymmetric;
+    else if (ct == "align_corners") op.coord = ResizeCoord::AlignCorners;
+    else if (ct == "pytorch_half_pixel") op.coord = ResizeCoord::PytorchHalfPixel;
+    else c.fail("coordinate_transformation_mode '" + ct + "' is not supported");
+    const std::string nm = c.s("nearest_mode", "round_prefer_floor");
+    if (nm == "round_prefer_floor") op.nearest = NearestRound::RoundPreferFloor;
+    else if (nm == "round_prefer_ceil") op.nearest = NearestRound::RoundPreferCeil;
+    else if (nm == "floor") op.nearest = NearestRound::Floor;
+    else if (nm == "ceil") op.nearest = NearestRound::Ceil;
+    else c.fail("nearest_mode '" + nm + "' is not supported");
+    if (c.opset() < 11) {
+      scales = tensor_doubles(c.konst(1, "scales"));
+    } else {
+      if (c.present(2) && c.konst(2, "scales").numel() > 0) scales = tensor_doubles(c.konst(2, "scales"));
+      if (c.present(3) && c.konst(3, "sizes").numel() > 0) sizes = tensor_ints(c.konst(3, "sizes"));
+    }
+    const auto axes = c.ints("axes");
+    const std::string policy = c.s("keep_aspect_ratio_policy", "stretch");
+    if (!sizes.empty() && policy != "stretch") {
+      if (!xs.is_static()) c.fail("keep_aspect_ratio_policy needs static dims");
+      const auto d = xs.concrete();
+      std::vector<int64_t> ax = axes;
+      if (ax.empty())
+        for (int64_t i = 0; i < r; ++i) ax.push_back(i);
+      double s = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (size_t i = 0; i < ax.size(); ++i) {
+        const double ratio = static_cast<double>(sizes[i]) / static_cast<double>(d[static_cast<size_t>(normalize_axis(ax[i], r, "axes"))]);
+        s = policy == "not_larger" ? std::min(s, ratio) : std::max(s, ratio);
+      }
+      if (policy != "not_larger" && policy != "not_smaller") c.fail("keep_aspect_ratio_policy '" + policy + "'");
+      for (size_t i = 0; i < ax.size(); ++i)
+        sizes[i] = static_cast<int64_t>(std::round(s * static_cast<double>(d[static_cast<size_t>(normalize_axis(ax[i], r, "axes"))])));
+    }
+    if (!axes.empty()) {  // expand to every axis
+      std::vector<double> fs(static_cast<size_t>(r), 1.0);
+      std::vector<int64_t> fz;
+      if (!sizes.empty()) {
+        if (!xs.is_static()) c.fail("sizes with axes need static dims");
+        fz = xs.concrete();
+      }
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const auto a = static_cast<size_t>(normalize_axis(axes[i], r, "axes"));
+        if (!scales.empty()) fs[a] = scales.at(i);
+        if (!sizes.empty()) fz[a] = sizes.at(i);
+      }
+      if (!scales.empty()) scales = fs;
+      if (!sizes.empty()) sizes = fz;
+    }
+  }
+  if (scales.empty() && sizes.empty()) c.fail("needs scales or sizes");
+  if (!scales.empty() && static_cast<int64_t>(scales.size()) != r) c.fail("scales must have one entry per dim");
+  if (!sizes.empty() && static_cast<int64_t>(sizes.size()) != r) c.fail("sizes must have one entry per dim");
+  op.scales = scales;
+  op.sizes = sizes;
+  return {c.out(g.apply(op, {c.value(0)}))};
+}
+
+}  // namespace
+
+void register_nn(ConverterTable& t) {
+  t["MatMul"] = matmul;
+  t["Gemm"] = gemm;
+  t["Conv"] = conv;
+  t["ConvTranspose"] = conv_transpose;
+  t["MaxPool"] = pool(PoolKind::Max);
+  t["AveragePool"] = pool(PoolKind::Avg);
+  t["LpPool"] = lp_pool;
+  t["GlobalAveragePool"] = global_pool(ReduceKind::Mean);
+  t["GlobalMaxPool"] = global_pool(ReduceKind::Max);
+  t["BatchNormalization"] = batch_norm;
+  t["LayerNormalization"] = layer_norm;
+  t["RMSNormalization"] = rms_norm;
+  t["GroupNormalization"] = [](const NodeCtx& c) { return group_norm(c, false); };
+  t["InstanceNormalization"] = [](const NodeCtx& c) { return group_norm(c, true); };
+  t["LpNormalization"] = lp_norm;
+  t["MeanVarianceNormalization"] = mvn;
+  t["LRN"] = lrn;
+  t["Attention"] = attention;
+  t["Resize"] = [](const NodeCtx& c) { return resize(c, false); };
+  t["Upsample"] = [](const NodeCtx& c) { return resize(c, true); };
+}
+
+}  // namespace rlx::onnx_io

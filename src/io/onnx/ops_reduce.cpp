@@ -1,0 +1,151 @@
+// ONNX reductions: Reduce* (incl. L1, L2, SumSquare, LogSum, LogSumExp), Softmax,
+// LogSoftmax, Hardmax, ArgMax/ArgMin, TopK, CumSum.
+#include <numeric>
+
+#include "io/onnx/importer.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+enum class Post { None, L1, L2, SumSquare, LogSum, LogSumExp };
+
+Converter reduce(ReduceKind kind, Post post, int64_t axes_input_since) {
+  return [=](const NodeCtx& c) -> V {
+    c.allow_only({"axes", "keepdims", "noop_with_empty_axes"});
+    const bool keep = c.i("keepdims", 1) != 0;
+    std::vector<int64_t> axes;
+    if (c.opset() >= axes_input_since) {
+      if (c.present(1)) axes = c.ints_input(1, "axes");
+    } else {
+      axes = c.ints("axes");
+    }
+    auto& g = c.g();
+    Value x = c.value(0);
+    if (axes.empty() && c.i("noop_with_empty_axes", 0) != 0) return {c.out(g.expand(x, c.shape(0).dims))};
+    if (axes.empty())
+      for (int64_t i = 0; i < c.shape(0).rank(); ++i) axes.push_back(i);
+    const DType dt = c.shape(0).dtype;
+    switch (post) {
+      case Post::None: return {c.out(g.reduce(kind, x, axes, keep))};
+      case Post::L1: return {c.out(g.reduce(ReduceKind::Sum, g.act(ActKind::Abs, x), axes, keep))};
+      case Post::SumSquare: return {c.out(g.reduce(ReduceKind::Sum, g.mul(x, x), axes, keep))};
+      case Post::L2: {
+        Value s = g.reduce(ReduceKind::Sum, g.mul(x, x), axes, keep);
+        if (!is_float(dt)) return {c.out(g.cast(g.act(ActKind::Sqrt, g.cast(s, DType::F64)), dt))};
+        return {c.out(g.act(ActKind::Sqrt, s))};
+      }
+      case Post::LogSum: return {c.out(g.act(ActKind::Log, g.reduce(ReduceKind::Sum, x, axes, keep)))};
+      case Post::LogSumExp: {
+        Value m = g.reduce(ReduceKind::Max, x, axes, true);
+        // Rows that are all -inf keep a finite shift.
+        Value finite = g.compare(CompareKind::Eq, g.sub(m, m), g.sub(m, m));
+        m = g.where(finite, m, c.scalar_like(0.0, dt));
+        Value s = g.reduce(ReduceKind::Sum, g.exp(g.sub(x, m)), axes, keep);
+        Value shift = keep ? m : g.reduce(ReduceKind::Max, m, axes, false);
+        return {c.out(g.add(g.act(ActKind::Log, s), shift))};
+      }
+    }
+    c.fail("unknown reduction");
+  };
+}
+
+// Softmax-family before opset 13 works on the input coerced to 2-d at `axis`.
+template <class F>
+V coerced(const NodeCtx& c, int64_t def_axis_old, F f) {
+  c.allow_only({"axis"});
+  const auto& dims = c.shape(0).dims;
+  const int64_t r = static_cast<int64_t>(dims.size());
+  auto& g = c.g();
+  if (c.opset() >= 13) return {c.out(f(c.value(0), normalize_axis(c.i("axis", -1), r, "axis")))};
+  const int64_t axis = normalize_axis(c.i("axis", def_axis_old), std::max<int64_t>(r, 1), "axis");
+  if (!c.shape(0).is_static()) c.fail("opset < 13 needs static input dims");
+  const auto d = c.shape(0).concrete();
+  const int64_t outer = std::accumulate(d.begin(), d.begin() + axis, int64_t{1}, std::multiplies<>());
+  const int64_t inner = std::accumulate(d.begin() + axis, d.end(), int64_t{1}, std::multiplies<>());
+  Value x = g.reshape(c.value(0), {outer, inner});
+  std::vector<Dim> back(dims.begin(), dims.end());
+  return {c.out(g.reshape(f(x, 1), back))};
+}
+
+V hardmax_of(const NodeCtx& c, Value x, int64_t axis) {
+  auto& g = c.g();
+  const Shape& s = g.shape(x);
+  const Dim& n = s.dims[static_cast<size_t>(axis)];
+  if (n.is_symbolic()) c.fail("Hardmax over a symbolic dim");
+  Value am = g.argmax(x, axis, true);
+  std::vector<int64_t> iota(static_cast<size_t>(n.value));
+  std::iota(iota.begin(), iota.end(), 0);
+  std::vector<Dim> ishape(s.dims.size(), Dim(1));
+  ishape[static_cast<size_t>(axis)] = n;
+  Value idx = g.reshape(g.constant(Tensor::i64({n.value}, iota)), ishape);
+  return {c.out(g.cast(g.compare(CompareKind::Eq, am, idx), s.dtype))};
+}
+
+Converter arg(bool is_max) {
+  return [is_max](const NodeCtx& c) -> V {
+    c.allow_only({"axis", "keepdims", "select_last_index"});
+    const bool keep = c.i("keepdims", 1) != 0;
+    const int64_t axis = c.i("axis", 0);
+    if (is_max) {
+      ops::ArgMax a{axis, keep, c.i("select_last_index", 0) != 0};
+      return {c.out(c.g().apply(a, {c.value(0)}))};
+    }
+    ops::ArgMin a{axis, keep, c.i("select_last_index", 0) != 0};
+    return {c.out(c.g().apply(a, {c.value(0)}))};
+  };
+}
+
+V topk(const NodeCtx& c) {
+  c.allow_only({"axis", "largest", "sorted", "k"});
+  int64_t k;
+  if (c.opset() < 10) {
+    k = c.i("k", -1);
+  } else {
+    const auto kv = c.ints_input(1, "k");
+    if (kv.size() != 1) c.fail("k must hold one value");
+    k = kv[0];
+  }
+  if (k < 0) c.fail("k must be >= 0");
+  if (c.i("sorted", 1) == 0) c.fail("sorted=0 is not supported (rlx always sorts)");
+  auto [vals, idx] = c.g().topk(c.value(0), k, c.i("axis", -1), c.i("largest", 1) != 0);
+  return {c.out(vals), c.out(idx)};
+}
+
+V cumsum(const NodeCtx& c) {
+  c.allow_only({"exclusive", "reverse"});
+  const auto a = c.ints_input(1, "axis");
+  if (a.size() != 1) c.fail("axis must hold one value");
+  return {c.out(c.g().cumsum(c.value(0), a[0], c.i("exclusive", 0) != 0, c.i("reverse", 0) != 0))};
+}
+
+}  // namespace
+
+void register_reduce(ConverterTable& t) {
+  t["ReduceSum"] = reduce(ReduceKind::Sum, Post::None, 13);
+  t["ReduceMean"] = reduce(ReduceKind::Mean, Post::None, 18);
+  t["ReduceMax"] = reduce(ReduceKind::Max, Post::None, 18);
+  t["ReduceMin"] = reduce(ReduceKind::Min, Post::None, 18);
+  t["ReduceProd"] = reduce(ReduceKind::Prod, Post::None, 18);
+  t["ReduceL1"] = reduce(ReduceKind::Sum, Post::L1, 18);
+  t["ReduceL2"] = reduce(ReduceKind::Sum, Post::L2, 18);
+  t["ReduceSumSquare"] = reduce(ReduceKind::Sum, Post::SumSquare, 18);
+  t["ReduceLogSum"] = reduce(ReduceKind::Sum, Post::LogSum, 18);
+  t["ReduceLogSumExp"] = reduce(ReduceKind::Sum, Post::LogSumExp, 18);
+  t["Softmax"] = [](const NodeCtx& c) {
+    return coerced(c, 1, [&](Value x, int64_t axis) { return c.g().softmax(x, axis); });
+  };
+  t["LogSoftmax"] = [](const NodeCtx& c) {
+    return coerced(c, 1, [&](Value x, int64_t axis) { return c.g().log_softmax(x, axis); });
+  };
+  t["Hardmax"] = [](const NodeCtx& c) {
+    return coerced(c, 1, [&](Value x, int64_t axis) { return *hardmax_of(c, x, axis)[0].value; });
+  };
+  t["ArgMax"] = arg(true);
+  t["ArgMin"] = arg(false);
+  t["TopK"] = topk;
+  t["CumSum"] = cumsum;
+}
+
+}  // namespace rlx::onnx_io

@@ -1,0 +1,425 @@
+// rlx conformance DIR: runs the ONNX backend node cases (DIR/test_*/model.onnx with
+// test_data_set_0/{input,output}_<i>.pb) on a device. Each case runs in a forked child with a
+// time limit, so a crash or hang in one case is reported as a FAIL and the run goes on.
+// Prints one line per case and totals by op; optionally writes the Markdown report and
+// enforces a floor of passing cases (for CI).
+#include <CLI/CLI.hpp>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "rlx/onnx.h"
+
+namespace rlx::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ConformanceOptions {
+  std::string dir;
+  std::string device = "cpu";
+  std::string filter;
+  int jobs = 0;
+  double timeout_s = 60;
+  std::string doc;
+  std::string floor_file;
+  bool skip_missing = false;
+  bool quiet = false;
+};
+
+enum class Status { Pass, Fail, Unsupported };
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Pass: return "PASS";
+    case Status::Fail: return "FAIL";
+    case Status::Unsupported: return "UNSUPPORTED";
+  }
+  return "?";
+}
+
+struct CaseResult {
+  std::string name;
+  Status status = Status::Fail;
+  std::string detail;
+  std::string op;       // the op under test (for totals)
+  bool float32_only = false;
+};
+
+std::string one_line(std::string s, size_t limit = 400) {
+  for (char& c : s)
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  if (s.size() > limit) s = s.substr(0, limit) + "...";
+  return s;
+}
+
+// numpy allclose (equal_nan) for floats; exact for everything else. Returns "" when equal.
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype())
+    return std::string("dtype ") + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
+  if (got.shape() != want.shape()) return "shape " + dims_str(got.shape()) + ", expected " + dims_str(want.shape());
+  if (is_float(want.dtype())) {
+    const auto a = got.to_f64(), b = want.to_f64();
+    double worst = 0;
+    size_t at = 0, bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+      if (both_nan) continue;
+      const double err = std::fabs(a[i] - b[i]);
+      const bool ok = a[i] == b[i] || err <= 1e-4 + 1e-3 * std::fabs(b[i]);
+      if (!ok) {
+        ++bad;
+        if (!(err <= worst)) {  // NaN errors count as worst
+          worst = std::isnan(err) ? INFINITY : err;
+          at = i;
+        }
+      }
+    }
+    if (bad == 0) return "";
+    std::ostringstream os;
+    os << "max abs error " << worst << " at flat index " << at << " (got " << a[at] << ", expected " << b[at] << "); "
+       << bad << " of " << a.size() << " elements off";
+    return os.str();
+  }
+  const auto a = got.to_i64(), b = want.to_i64();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i])
+      return "element " + std::to_string(i) + " is " + std::to_string(a[i]) + ", expected " + std::to_string(b[i]);
+  return "";
+}
+
+// Runs one case in this process. Throws rlx::Error for what rlx does not support.
+std::pair<Status, std::string> run_case(const fs::path& dir, Device device) {
+  const fs::path model = dir / "model.onnx";
+  const fs::path data = dir / "test_data_set_0";
+  const OnnxModelInfo info = onnx_model_info(model.string());
+  for (const auto& io : info.inputs)
+    if (io.type.find('(') != std::string::npos || io.type == "map")
+      return {Status::Unsupported, "input '" + io.name + "' is a " + io.type + " (only tensors are supported)"};
+  for (const auto& io : info.outputs)
+    if (io.type.find('(') != std::string::npos || io.type == "map")
+      return {Status::Unsupported, "output '" + io.name + "' is a " + io.type + " (only tensors are supported)"};
+  OnnxImportOptions opts;
+  NamedTensors feeds;
+  for (size_t i = 0; i < info.inputs.size(); ++i) {
+    const fs::path f = data / ("input_" + std::to_string(i) + ".pb");
+    Tensor t = load_onnx_tensor(f.string());
+    opts.known_inputs[info.inputs[i].name] = t;
+    feeds.emplace_back(info.inputs[i].name, t);
+  }
+  const Graph g = import_onnx(model.string(), opts);
+  CompileOptions copts;
+  copts.num_threads = 1;
+  CompiledGraph cg = Session(device).compile(g, copts);
+  // Feed only the inputs the compiled graph still reads (folded ones are gone).
+  const auto names = cg.input_names();
+  const std::set<std::string> wanted(names.begin(), names.end());
+  NamedTensors used;
+  for (auto& [n, t] : feeds)
+    if (wanted.count(n)) used.emplace_back(n, t);
+  const auto outs = cg.run(used);
+  if (outs.size() != info.outputs.size())
+    return {Status::Fail, std::to_string(outs.size()) + " outputs, expected " + std::to_string(info.outputs.size())};
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Tensor want = load_onnx_tensor((data / ("output_" + std::to_string(k) + ".pb")).string());
+    const std::string diff = compare(outs[k], want);
+    if (!diff.empty()) return {Status::Fail, "output " + std::to_string(k) + " '" + info.outputs[k].name + "': " + diff};
+  }
+  return {Status::Pass, ""};
+}
+
+// The op a case tests: its top-level op types other than Constant, joined with '+'.
+std::string case_op(const fs::path& dir, bool& float32_only) {
+  float32_only = false;
+  try {
+    const OnnxModelInfo info = onnx_model_info((dir / "model.onnx").string());
+    std::string op;
+    for (const auto& [name, count] : info.op_histogram)
+      if (name != "Constant") op += (op.empty() ? "" : "+") + name;
+    if (op.empty()) op = "Constant";
+    float32_only = !info.inputs.empty() || !info.outputs.empty();
+    for (const auto* list : {&info.inputs, &info.outputs})
+      for (const auto& io : *list) float32_only = float32_only && io.type == "float32";
+    return op;
+  } catch (const std::exception& e) {
+    return "(unreadable model)";
+  }
+}
+
+struct Running {
+  pid_t pid;
+  int fd;
+  size_t index;
+  std::chrono::steady_clock::time_point start;
+  std::string out;
+};
+
+// Child: run the case, write "STATUS\tdetail" to fd, exit.
+[[noreturn]] void child_main(const fs::path& dir, Device device, int fd) {
+  std::string line;
+  try {
+    auto [st, detail] = run_case(dir, device);
+    line = std::string(status_name(st)) + "\t" + one_line(detail);
+  } catch (const Error& e) {
+    line = std::string("UNSUPPORTED\t") + one_line(e.what());
+  } catch (const std::exception& e) {
+    line = std::string("FAIL\tunexpected exception: ") + one_line(e.what());
+  }
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = write(fd, line.data() + off, line.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  close(fd);
+  _exit(0);
+}
+
+void finish(Running& r, int wstatus, bool timed_out, double timeout_s, CaseResult& res) {
+  if (timed_out) {
+    res.status = Status::Fail;
+    res.detail = "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s (killed)";
+    return;
+  }
+  if (WIFSIGNALED(wstatus)) {
+    res.status = Status::Fail;
+    res.detail = std::string("crashed: ") + strsignal(WTERMSIG(wstatus));
+    return;
+  }
+  const auto tab = r.out.find('\t');
+  if (tab == std::string::npos) {
+    res.status = Status::Fail;
+    res.detail = "the case's process exited without a result";
+    return;
+  }
+  const std::string st = r.out.substr(0, tab);
+  res.detail = r.out.substr(tab + 1);
+  res.status = st == "PASS" ? Status::Pass : st == "UNSUPPORTED" ? Status::Unsupported : Status::Fail;
+}
+
+std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const ConformanceOptions& o, Device device) {
+  std::vector<CaseResult> results(cases.size());
+  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Running> running;
+  size_t next = 0, done = 0;
+  std::cout.flush();
+  while (done < cases.size()) {
+    while (static_cast<int>(running.size()) < jobs && next < cases.size()) {
+      int fds[2];
+      if (pipe(fds) != 0) throw Error(std::string("pipe() failed: ") + std::strerror(errno));
+      std::cout.flush();
+      const pid_t pid = fork();
+      if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
+      if (pid == 0) {
+        close(fds[0]);
+        child_main(cases[next], device, fds[1]);
+      }
+      close(fds[1]);
+      running.push_back({pid, fds[0], next, std::chrono::steady_clock::now(), {}});
+      ++next;
+    }
+    std::vector<pollfd> pfds;
+    for (const auto& r : running) pfds.push_back({r.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 100);
+    for (size_t i = 0; i < running.size();) {
+      Running& r = running[i];
+      bool eof = false;
+      if (pfds.size() > i && (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[4096];
+        const ssize_t n = read(r.fd, buf, sizeof buf);
+        if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+        else eof = true;
+      }
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
+      const bool timed_out = !eof && elapsed > o.timeout_s;
+      if (!eof && !timed_out) {
+        ++i;
+        continue;
+      }
+      if (timed_out) kill(r.pid, SIGKILL);
+      int wstatus = 0;
+      waitpid(r.pid, &wstatus, 0);
+      close(r.fd);
+      CaseResult& res = results[r.index];
+      res.name = cases[r.index].filename().string();
+      finish(r, wstatus, timed_out, o.timeout_s, res);
+      res.op = case_op(cases[r.index], res.float32_only);
+      ++done;
+      if (!o.quiet) {
+        std::cout << status_name(res.status) << "  " << res.name;
+        if (!res.detail.empty()) std::cout << ": " << res.detail;
+        std::cout << "\n";
+      }
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      pfds.erase(pfds.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return results;
+}
+
+// Expanded cases ("<base>_expanded", "<base>_expanded_ver18") are grouped under their base op.
+std::string group_of(const CaseResult& r, const std::map<std::string, std::string>& op_by_case) {
+  for (const char* suffix : {"_expanded_ver18", "_expanded"}) {
+    const std::string s = suffix;
+    if (r.name.size() > s.size() && r.name.compare(r.name.size() - s.size(), s.size(), s) == 0) {
+      auto it = op_by_case.find(r.name.substr(0, r.name.size() - s.size()));
+      if (it != op_by_case.end()) return it->second + " (expanded)";
+    }
+  }
+  return r.op;
+}
+
+struct Totals {
+  int64_t pass = 0, fail = 0, unsupported = 0;
+  int64_t total() const { return pass + fail + unsupported; }
+  void add(Status s) { (s == Status::Pass ? pass : s == Status::Fail ? fail : unsupported) += 1; }
+};
+
+std::string pct(int64_t a, int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0);
+  return buf;
+}
+
+void write_doc(const std::string& path, const std::vector<CaseResult>& results,
+               const std::map<std::string, Totals>& by_op, const Totals& all, const Totals& f32,
+               const std::string& device) {
+  std::ofstream f(path);
+  if (!f) throw Error("--doc: cannot write '" + path + "'");
+  f << "# ONNX node conformance\n\n"
+    << "Generated by `rlx conformance ../shared/onnx-node --device " << device << " --doc docs/onnx-conformance.md`; "
+    << "do not edit by hand. The cases are the ONNX backend node tests (see `../shared/onnx-node/README.md` for "
+       "their source and judging rule: floats pass with numpy `allclose(rtol=1e-3, atol=1e-4, equal_nan)`, "
+       "everything else must match exactly, and dtypes and shapes must match).\n\n"
+    << "Each case runs in its own process with a time limit; a crash or a timeout is a FAIL. A case whose "
+       "model rlx cannot import or run is UNSUPPORTED with the reason. The importer is given the input values "
+       "(`OnnxImportOptions::known_inputs`) so that inputs used as shape operands (Reshape's shape, Slice's "
+       "starts, TopK's k, ...) can be folded, and the inputs' shapes fix the models' symbolic dims.\n\n"
+    << "## Totals\n\n"
+    << "| cases | total | pass | fail | unsupported | pass rate |\n|---|---:|---:|---:|---:|---:|\n"
+    << "| all | " << all.total() << " | " << all.pass << " | " << all.fail << " | " << all.unsupported << " | "
+    << pct(all.pass, all.total()) << " |\n"
+    << "| float32-only (every input and output float32) | " << f32.total() << " | " << f32.pass << " | " << f32.fail
+    << " | " << f32.unsupported << " | " << pct(f32.pass, f32.total()) << " |\n\n"
+    << "## Left out on purpose\n\n"
+    << "- Strings: `string_*`, `regex_*`, `strnormalizer_*`, StringSplit/StringConcat, LabelEncoder "
+       "(rlx has no string dtype).\n"
+    << "- Image decoding: `image_decoder_*` (needs JPEG/PNG/... codecs).\n"
+    << "- Training: the `ai.onnx.preview.training` domain (Adagrad, Adam, Momentum) and other non-default "
+       "domains (`ai.onnx.ml`, `ai.onnx.preview`).\n"
+    << "- Sequences, optionals and maps as values (`sequence_*`, `optional_*`, `*_seq`, `*_opt`).\n"
+    << "- Element types without rlx storage: float8 variants, int4/uint4, int2/uint2, float4e2m1, uint16, "
+       "uint64, complex (quantization cases using them).\n"
+    << "- Random ops (`bernoulli*`, `Random*`) and training-mode Dropout: outputs depend on the generator.\n\n"
+    << "## By op\n\n| op | cases | pass | fail | unsupported |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& [op, t] : by_op)
+    f << "| " << op << " | " << t.total() << " | " << t.pass << " | " << t.fail << " | " << t.unsupported << " |\n";
+  f << "\n## Cases that do not pass\n\n| case | result | reason |\n|---|---|---|\n";
+  for (const auto& r : results) {
+    if (r.status == Status::Pass) continue;
+    std::string d = one_line(r.detail, 240);
+    for (size_t p = 0; (p = d.find('|', p)) != std::string::npos; p += 2) d.replace(p, 1, "\\|");
+    f << "| " << r.name << " | " << status_name(r.status) << " | " << d << " |\n";
+  }
+}
+
+int run_conformance(const ConformanceOptions& o) {
+  std::error_code ec;
+  if (!fs::is_directory(o.dir, ec)) {
+    if (o.skip_missing) {
+      std::cout << "rlx conformance: skipped: the case folder '" << o.dir << "' does not exist\n";
+      return 77;  // ctest SKIP_RETURN_CODE
+    }
+    throw Error("the case folder '" + o.dir + "' does not exist");
+  }
+  const Device device = device_from_name(o.device);
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(o.dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("test_", 0) != 0) continue;
+    if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
+    cases.push_back(e.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  if (cases.empty()) throw Error("no test_* cases in '" + o.dir + "'" + (o.filter.empty() ? "" : " matching '" + o.filter + "'"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = run_all(cases, o, device);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::map<std::string, std::string> op_by_case;
+  for (const auto& r : results) op_by_case[r.name] = r.op;
+  std::map<std::string, Totals> by_op;
+  Totals all, f32;
+  for (const auto& r : results) {
+    by_op[group_of(r, op_by_case)].add(r.status);
+    all.add(r.status);
+    if (r.float32_only) f32.add(r.status);
+  }
+  if (!o.quiet) {
+    std::cout << "\ntotals by op (pass/fail/unsupported):\n";
+    for (const auto& [op, t] : by_op)
+      std::cout << "  " << op << ": " << t.pass << "/" << t.fail << "/" << t.unsupported << "\n";
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%.1f s", secs);
+  std::cout << "\nall cases: " << all.pass << " pass, " << all.fail << " fail, " << all.unsupported << " unsupported of "
+            << all.total() << " (" << pct(all.pass, all.total()) << ")\n"
+            << "float32-only cases: " << f32.pass << " pass of " << f32.total() << " (" << pct(f32.pass, f32.total())
+            << ")\n"
+            << "time: " << buf << "\n";
+  if (!o.doc.empty()) {
+    write_doc(o.doc, results, by_op, all, f32, o.device);
+    std::cout << "wrote " << o.doc << "\n";
+  }
+  if (!o.floor_file.empty()) {
+    std::ifstream f(o.floor_file);
+    int64_t floor = -1;
+    if (!(f >> floor) || floor < 0) throw Error("--floor: '" + o.floor_file + "' must hold a non-negative integer");
+    if (all.pass < floor) {
+      std::cout << "FAILED: " << all.pass << " cases pass, below the floor of " << floor << " in " << o.floor_file
+                << "\n";
+      return 1;
+    }
+    std::cout << "floor: " << all.pass << " cases pass, floor " << floor << " (" << o.floor_file << ")";
+    if (all.pass > floor) std::cout << "; raise the floor to " << all.pass;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_conformance_command(CLI::App& parent) {
+  auto o = std::make_shared<ConformanceOptions>();
+  CLI::App* sub = parent.add_subcommand("conformance", "Run the ONNX backend node cases of a folder and report");
+  sub->add_option("dir", o->dir, "Folder of test_* cases (e.g. ../shared/onnx-node)")->required();
+  sub->add_option("--device", o->device, "Device to run on")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "webgpu"}))
+      ->capture_default_str();
+  sub->add_option("--filter,-k", o->filter, "Only cases whose name contains this text");
+  sub->add_option("--jobs,-j", o->jobs, "Cases run at once (0 = one per core)")->check(CLI::Range(0, 1024));
+  sub->add_option("--timeout", o->timeout_s, "Seconds one case may take before it is killed (a FAIL)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--doc", o->doc, "Write the Markdown report here (docs/onnx-conformance.md)");
+  sub->add_option("--floor", o->floor_file, "File with the minimum number of passing cases; fewer fail the run");
+  sub->add_flag("--skip-missing", o->skip_missing, "Exit 77 (a ctest skip) when the folder does not exist");
+  sub->add_flag("--quiet,-q", o->quiet, "Print only the totals");
+  return {sub, [o] { return run_conformance(*o); }};
+}
+
+}  // namespace rlx::cli
