@@ -160,6 +160,7 @@ const ConverterTable& converters() {
     register_nn(t);
     register_indexing(t);
     register_control(t);
+    register_rnn(t);
     return t;
   }();
   return table;
@@ -377,7 +378,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
     throw Error(node_where(node, opset) + ": unsupported ONNX op '" + node.op_type() + "' (opset " +
                 std::to_string(opset) + "); see docs/onnx-conformance.md for the supported ops");
   std::vector<Val*> ins;
-  bool all_known = true;
+  bool all_known = true, all_hinted = true;
   for (const auto& name : node.input()) {
     if (name.empty()) {
       ins.push_back(nullptr);
@@ -386,6 +387,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
     Val* v = lookup(name);
     if (!v) throw Error(node_where(node, opset) + ": input '" + name + "' is not defined before this node");
     all_known = all_known && v->konst.has_value();
+    all_hinted = all_hinted && (v->konst || v->hint);
     ins.push_back(v);
   }
   const NodeId first_new = static_cast<NodeId>(g_.size());
@@ -401,7 +403,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
       for (const auto& o : outs)
         if (!o.konst && o.value) need.push_back(*o.value);
       if (!need.empty()) {
-        if (auto folded = try_fold(first_new, need)) {
+        if (auto folded = try_fold(first_new, need, {})) {
           size_t k = 0;
           for (auto& o : outs)
             if (!o.konst && o.value) {
@@ -411,6 +413,7 @@ void Importer::import_node(const onnx::NodeProto& node) {
         }
       }
     }
+    if (!all_known && all_hinted && !kNeverFold.count(node.op_type())) propagate_hints(first_new, ins, outs);
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind("ONNX node", 0) == 0) throw;
@@ -426,10 +429,31 @@ void Importer::import_node(const onnx::NodeProto& node) {
                   "') is not supported");
 }
 
-std::optional<std::vector<Tensor>> Importer::try_fold(NodeId first_new, const std::vector<Value>& outs) const {
+void Importer::propagate_hints(NodeId first_new, const std::vector<Val*>& ins, std::vector<Val>& outs) const {
+  // Only small integer/bool results: the shape-like values later nodes may need at import time.
+  std::vector<Value> need;
+  for (const auto& o : outs) {
+    if (o.konst || !o.value) continue;
+    const Shape& s = o.shape;
+    if (!s.is_static() || s.numel() > (is_float(s.dtype) ? 1 : 4096)) return;
+    need.push_back(*o.value);
+  }
+  if (need.empty()) return;
+  std::map<Value, Tensor> known;
+  for (const Val* v : ins)
+    if (v && v->hint && v->value) known.emplace(*v->value, *v->hint);
+  auto folded = try_fold(first_new, need, known);
+  if (!folded) return;
+  size_t k = 0;
+  for (auto& o : outs)
+    if (!o.konst && o.value) o.hint = (*folded)[k++];
+}
+
+std::optional<std::vector<Tensor>> Importer::try_fold(NodeId first_new, const std::vector<Value>& outs,
+                                                      const std::map<Value, Tensor>& known) const {
   Graph m;
   std::map<NodeId, NodeId> remap;
-  std::map<NodeId, Value> leaves;
+  std::map<Value, Value> leaves;
   for (NodeId id = first_new; id < g_.size(); ++id) {
     const Node& n = g_.node(id);
     if (std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op)) return std::nullopt;
@@ -439,13 +463,15 @@ std::optional<std::vector<Tensor>> Importer::try_fold(NodeId first_new, const st
         ins.push_back({remap.at(v.node), v.port});
         continue;
       }
-      auto it = leaves.find(v.node);
+      auto it = leaves.find(v);
       if (it == leaves.end()) {
         const Node& src = g_.node(v.node);
-        if (const auto* c = std::get_if<ops::Constant>(&src.op)) {
-          it = leaves.emplace(v.node, m.constant(c->value)).first;
+        if (auto k = known.find(v); k != known.end()) {
+          it = leaves.emplace(v, m.constant(k->second)).first;
+        } else if (const auto* c = std::get_if<ops::Constant>(&src.op)) {
+          it = leaves.emplace(v, m.constant(c->value)).first;
         } else if (const auto* p = std::get_if<ops::Param>(&src.op); p && g_.weights().count(p->name)) {
-          it = leaves.emplace(v.node, m.constant(g_.weights().at(p->name))).first;
+          it = leaves.emplace(v, m.constant(g_.weights().at(p->name))).first;
         } else {
           return std::nullopt;
         }
@@ -511,17 +537,13 @@ std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std
 namespace rlx {
 
 Graph import_onnx_bytes(const void* data, size_t size, const std::string& base_dir, const OnnxImportOptions& options) {
-  const std::string what = base_dir.empty() ? std::string("ONNX model") : "ONNX model in '" + base_dir + "'";
+  const std::string what = "ONNX model";
   const onnx::ModelProto m = onnx_io::parse_model(data, size, what);
   if (!m.has_graph()) throw Error(what + ": the model has no graph");
   if (m.functions_size() > 0) throw Error(what + ": model-local functions are not supported");
   Graph g;
   onnx_io::Importer im(g, options, onnx_io::model_opsets(m, what), base_dir);
-  try {
-    im.import_main(m.graph());
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
+  im.import_main(m.graph());
   return g;
 }
 
@@ -532,7 +554,7 @@ Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
   try {
     return import_onnx_bytes(bytes.data(), bytes.size(), dir, options);
   } catch (const Error& e) {
-    throw Error("'" + path + "': " + e.what());
+    throw Error("ONNX model '" + path + "': " + e.what());
   }
 }
 

@@ -100,6 +100,7 @@ void register_reduce(ConverterTable& t);
 void register_nn(ConverterTable& t);
 void register_indexing(ConverterTable& t);
 void register_control(ConverterTable& t);
+void register_rnn(ConverterTable& t);
 const ConverterTable& converters();
 
 // Builds one rlx Graph from one GraphProto (the top-level graph or a subgraph body).
@@ -132,7 +133,12 @@ class Importer {
  private:
   void import_node(const onnx::NodeProto& node);
   void add_initializer(const onnx::TensorProto& t);
-  std::optional<std::vector<Tensor>> try_fold(NodeId first_new, const std::vector<Value>& outs) const;
+  // Computes `outs` (values of the nodes added since first_new) on the CPU when every operand
+  // from before first_new is a constant, a weight or listed in `known`; nullopt otherwise.
+  std::optional<std::vector<Tensor>> try_fold(NodeId first_new, const std::vector<Value>& outs,
+                                              const std::map<Value, Tensor>& known) const;
+  // Sets Val::hint on small integer outputs computed from known input values.
+  void propagate_hints(NodeId first_new, const std::vector<Val*>& ins, std::vector<Val>& outs) const;
   Shape input_shape(const onnx::ValueInfoProto& vi);
   void compact();
 

@@ -75,12 +75,10 @@ V loop(const NodeCtx& c) {
   Importer& im = c.importer();
   int64_t trips = kMaxUnroll + 1;
   if (c.present(0)) {
-    const Val& m = c.in(0);
-    if (!m.konst) c.fail("a run-time trip count is not supported (rlx unrolls Loop at import time)");
-    trips = m.konst->to_i64().at(0);
+    trips = c.konst(0, "trip count (rlx unrolls Loop at import time)").to_i64().at(0);
   }
   bool cond = true;
-  if (c.present(1) && !known_bool(c.in(1), cond)) c.fail("a run-time loop condition is not supported");
+  if (c.present(1)) cond = c.konst(1, "loop condition (rlx unrolls Loop at import time)").to_i64().at(0) != 0;
   const size_t n_carried = c.num_inputs() >= 2 ? c.num_inputs() - 2 : 0;
   V carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(c.in(i + 2));

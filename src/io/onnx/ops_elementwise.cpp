@@ -73,7 +73,10 @@ Converter unary(std::initializer_list<const char*> attrs, F f) {
       for (const char* n : names) ok = ok || a.name() == n;
       if (!ok) c.fail("attribute '" + a.name() + "' is not supported");
     }
-    if (!is_float(c.shape(0).dtype)) c.fail("needs a floating-point input, got " + c.shape(0).str());
+    const DType dt = c.shape(0).dtype;
+    if (!is_float(dt)) c.fail("needs a floating-point input, got " + c.shape(0).str());
+    // 16-bit floats compute in f32 and round once, like the operators' definitions.
+    if (dt == DType::F16 || dt == DType::BF16) return {c.out(c.g().cast(f(c, c.g().cast(c.value(0), DType::F32)), dt))};
     return {c.out(f(c, c.value(0)))};
   };
 }
@@ -302,7 +305,9 @@ void register_elementwise(ConverterTable& t) {
   };
   t["CastLike"] = [](const NodeCtx& c) -> V {
     c.allow_only({"saturate", "round_mode"});
-    return cast(c, c.shape(1).dtype);
+    const DType to = c.shape(1).dtype;
+    if (c.in(0).konst) return {Val::known(c.in(0).konst->cast(to))};  // only input 0's value matters
+    return cast(c, to);
   };
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "io/onnx/importer.h"
+#include "io/onnx/proto.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -292,7 +293,8 @@ V lp_norm(const NodeCtx& c) {
   if (p == 1) n = g.sum(g.act(ActKind::Abs, x), {axis}, true);
   else if (p == 2) n = g.act(ActKind::Sqrt, g.sum(g.mul(x, x), {axis}, true));
   else c.fail("p must be 1 or 2");
-  return {c.out(g.div(x, n))};
+  Value zero = c.scalar_like(0.0, c.shape(0).dtype);
+  return {c.out(g.where(g.compare(CompareKind::Eq, n, zero), zero, g.div(x, n)))};
 }
 
 V mvn(const NodeCtx& c) {
@@ -329,6 +331,7 @@ V lrn(const NodeCtx& c) {
 V attention(const NodeCtx& c) {
   c.allow_only({"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
                 "softmax_precision"});
+  if (c.present(4) != c.present(5)) c.fail("past_key and past_value must be given together");
   auto& g = c.g();
   const Shape& qs = c.shape(0);
   const DType dt = qs.dtype;
@@ -367,37 +370,72 @@ V attention(const NodeCtx& c) {
     v = repeat(v, Dv);
   }
   const double scale = c.has("scale") ? c.f("scale", 1.0) : 1.0 / std::sqrt(static_cast<double>(D));
-  // Scale q and k by sqrt(scale) each, as the reference does.
+  // Scale q and k by sqrt(scale) each, as the operator's definition does.
   Value sq = c.scalar_like(std::sqrt(scale), dt);
   Value s = g.matmul(g.mul(q, sq), g.transpose(g.mul(k, sq), {0, 1, 3, 2}));
+  // Softcap comes before the mask so that masked scores stay -inf.
+  const double softcap = c.f("softcap", 0.0);
+  if (softcap > 0) s = g.mul(g.tanh(g.div(s, c.scalar_like(softcap, dt))), c.scalar_like(softcap, dt));
   const int64_t mode = c.i("qk_matmul_output_mode", 0);
   std::optional<Value> qk_out;
-  if (mode == 0) qk_out = s;
-  // Masks: the given one (bool keep / additive) and causal (query i sees keys j <= i + Skv - Sq).
+  if (mode == 0 || mode == 1) qk_out = s;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  auto additive = [&](Value keep) { return g.where(keep, c.scalar_like(0.0, dt), c.scalar_like(ninf, dt)); };
+  // The additive bias: the given mask (bool keep or additive, padded to Skv), the causal
+  // frontier (query i sees keys j <= i + offset) and the key padding of nonpad_kv_seqlen.
   std::optional<Value> bias;
   if (c.present(3)) {
     Value m = c.value(3);
-    if (g.shape(m).dtype == DType::Bool)
-      m = g.where(m, c.scalar_like(0.0, dt), c.scalar_like(-std::numeric_limits<double>::infinity(), dt));
-    else
-      m = c.cast_to(m, dt);
+    m = g.shape(m).dtype == DType::Bool ? additive(m) : c.cast_to(m, dt);
+    const auto md = g.shape(m).dims;
+    const Dim& last = md.back();
+    if (last.is_symbolic() || last.value > Skv) c.fail("attn_mask is longer than the key sequence");
+    if (last.value < Skv) {
+      ops::Pad pad;
+      pad.pads.assign(2 * md.size(), 0);
+      pad.pads.back() = Skv - last.value;
+      pad.value = ninf;
+      m = g.apply(pad, {m});
+    }
     bias = m;
   }
+  std::optional<Value> nonpad;
+  if (c.present(6)) nonpad = g.reshape(c.cast_to(c.value(6), DType::I64), {B, 1, 1});
   if (c.i("is_causal", 0) != 0) {
-    std::vector<float> cm(static_cast<size_t>(Sq * Skv));
-    const int64_t past = Skv - Sq;
-    for (int64_t i = 0; i < Sq; ++i)
-      for (int64_t j = 0; j < Skv; ++j)
-        cm[static_cast<size_t>(i * Skv + j)] = j <= i + past ? 0.0f : -std::numeric_limits<float>::infinity();
-    Value cv = c.cast_to(g.constant(Tensor::f32({Sq, Skv}, cm)), dt);
-    bias = bias ? g.add(*bias, cv) : cv;
+    std::vector<int64_t> iv(static_cast<size_t>(Sq)), jv(static_cast<size_t>(Skv));
+    std::iota(iv.begin(), iv.end(), 0);
+    std::iota(jv.begin(), jv.end(), 0);
+    Value i_idx = g.constant(Tensor::i64({1, Sq, 1}, iv));
+    Value j_idx = g.constant(Tensor::i64({1, 1, Skv}, jv));
+    Value frontier;
+    if (!c.present(4) && nonpad) {  // per-batch offset nonpad - Sq
+      frontier = g.add(i_idx, g.sub(*nonpad, g.constant(Tensor::scalar_i64(Sq))));
+    } else {
+      const int64_t past = c.present(4) ? c.shape(4).dims[2].value : 0;
+      frontier = g.add(i_idx, g.constant(Tensor::scalar_i64(past)));
+    }
+    Value causal = additive(g.compare(CompareKind::Le, j_idx, frontier));  // (B or 1, Sq, Skv)
+    const auto cd = g.shape(causal).dims;
+    causal = g.reshape(causal, {cd[0], 1, cd[1], cd[2]});
+    bias = bias ? g.add(*bias, causal) : causal;
+  }
+  if (nonpad) {
+    std::vector<int64_t> jv(static_cast<size_t>(Skv));
+    std::iota(jv.begin(), jv.end(), 0);
+    Value valid = g.compare(CompareKind::Lt, g.constant(Tensor::i64({1, 1, Skv}, jv)), *nonpad);
+    Value pm = g.reshape(additive(valid), {B, 1, 1, Skv});
+    bias = bias ? g.add(*bias, pm) : pm;
   }
   if (bias) s = g.add(s, *bias);
-  if (mode == 1) qk_out = s;
-  const double softcap = c.f("softcap", 0.0);
-  if (softcap > 0) s = g.mul(g.tanh(g.div(s, c.scalar_like(softcap, dt))), c.scalar_like(softcap, dt));
   if (mode == 2) qk_out = s;
-  Value p = g.softmax(s, -1);
+  // softmax_precision: the softmax runs in that float type.
+  const DType sp = c.has("softmax_precision")
+                       ? dtype_from_onnx(static_cast<int32_t>(c.i("softmax_precision", 1)), c.where())
+                       : dt;
+  if (!is_float(sp)) c.fail("softmax_precision must be a float type");
+  Value p = c.cast_to(g.softmax(c.cast_to(s, sp), -1), dt);
+  // A row whose every key is masked gives 0 (not NaN), as the operator's tests expect.
+  if (bias) p = g.where(g.compare(CompareKind::Ne, p, p), c.scalar_like(0.0, dt), p);
   if (mode == 3) qk_out = p;
   Value y = g.matmul(p, v);
   if (three_d) y = g.reshape(g.transpose(y, {0, 2, 1, 3}), {B, Sq, Hq * Dv});

@@ -120,6 +120,58 @@ V cumsum(const NodeCtx& c) {
   return {c.out(c.g().cumsum(c.value(0), a[0], c.i("exclusive", 0) != 0, c.i("reverse", 0) != 0))};
 }
 
+// Negative log-likelihood of log-probabilities `x` (N, C, d...) at `target` (N, d...).
+Value nll(const NodeCtx& c, Value x, Value target, std::optional<Value> weight) {
+  auto& g = c.g();
+  const Shape& xs = g.shape(x);
+  if (!xs.is_static() || xs.rank() < 2) c.fail("needs a static (N, C, ...) input, got " + xs.str());
+  const auto d = xs.concrete();
+  const int64_t C = d[1];
+  const int64_t M = product(d) / std::max<int64_t>(C, 1);
+  const DType dt = xs.dtype;
+  target = c.cast_to(target, DType::I64);
+  const auto tdims = g.shape(target).dims;
+  std::optional<Value> valid;
+  if (c.has("ignore_index")) {
+    valid = g.compare(CompareKind::Ne, target, g.constant(Tensor::scalar_i64(c.i("ignore_index", 0))));
+    target = g.where(*valid, target, g.constant(Tensor::scalar_i64(0)));
+  }
+  // (N, C, d...) -> (N, d..., C) -> (M, C); pick column target[m] of row m.
+  std::vector<int64_t> perm{0};
+  for (int64_t i = 2; i < xs.rank(); ++i) perm.push_back(i);
+  perm.push_back(1);
+  Value rows = g.reshape(g.transpose(x, perm), {M * C});
+  std::vector<int64_t> base(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) base[static_cast<size_t>(m)] = m * C;
+  Value flat_t = g.reshape(target, {M});
+  Value picked = g.gather(rows, g.add(g.constant(Tensor::i64({M}, base)), flat_t), 0);
+  Value w = weight ? g.gather(*weight, flat_t, 0) : g.expand(c.scalar_like(1.0, dt), {M});
+  if (valid) w = g.where(g.reshape(*valid, {M}), w, c.scalar_like(0.0, dt));
+  Value loss = g.mul(g.act(ActKind::Neg, picked), w);
+  const std::string red = c.s("reduction", "mean");
+  if (red == "none") return g.reshape(loss, tdims);
+  if (red == "sum") return g.sum(loss, {0}, false);
+  if (red == "mean") return g.div(g.sum(loss, {0}, false), g.sum(w, {0}, false));
+  c.fail("reduction '" + red + "' is not one of none, sum, mean");
+}
+
+V nll_loss(const NodeCtx& c) {
+  c.allow_only({"ignore_index", "reduction"});
+  std::optional<Value> w;
+  if (c.present(2)) w = c.value(2);
+  return {c.out(nll(c, c.value(0), c.value(1), w))};
+}
+
+V softmax_cross_entropy(const NodeCtx& c) {
+  c.allow_only({"ignore_index", "reduction"});
+  Value logp = c.g().log_softmax(c.value(0), 1);
+  std::optional<Value> w;
+  if (c.present(2)) w = c.value(2);
+  V outs{c.out(nll(c, logp, c.value(1), w))};
+  if (c.num_outputs() > 1) outs.push_back(c.out(logp));
+  return outs;
+}
+
 }  // namespace
 
 void register_reduce(ConverterTable& t) {
@@ -146,6 +198,8 @@ void register_reduce(ConverterTable& t) {
   t["ArgMin"] = arg(false);
   t["TopK"] = topk;
   t["CumSum"] = cumsum;
+  t["NegativeLogLikelihoodLoss"] = nll_loss;
+  t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
 }
 
 }  // namespace rlx::onnx_io

@@ -1,0 +1,163 @@
+// ONNX recurrent ops RNN, GRU and LSTM, unrolled over the (static) sequence at import time
+// into IR matmuls and elementwise ops. The input projection of every step is one matmul.
+#include <limits>
+
+#include "io/onnx/importer.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+enum class Cell { Rnn, Gru, Lstm };
+
+struct RnnSpec {
+  Cell cell;
+  int64_t gates;                 // 1, 3, 4
+  std::vector<std::string> acts;  // defaults
+};
+
+// One activation by its ONNX name (Sigmoid, Tanh, Relu).
+Value activate(const NodeCtx& c, const std::string& name, Value x) {
+  auto& g = c.g();
+  if (name == "Sigmoid") return g.sigmoid(x);
+  if (name == "Tanh") return g.tanh(x);
+  if (name == "Relu") return g.relu(x);
+  c.fail("activation '" + name + "' is not supported (Sigmoid, Tanh, Relu)");
+}
+
+V recurrent(const NodeCtx& c, const RnnSpec& spec) {
+  c.allow_only({"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size",
+                "input_forget", "layout", "linear_before_reset"});
+  auto& g = c.g();
+  if (c.has("activation_alpha") || c.has("activation_beta"))
+    c.fail("activation_alpha/beta are not supported (they only apply to activations rlx does not support here)");
+  if (c.i("input_forget", 0) != 0) c.fail("input_forget=1 is not supported");
+  const std::string dir = c.s("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail("direction '" + dir + "'");
+  const int64_t dirs = dir == "bidirectional" ? 2 : 1;
+  const bool batch_first = c.i("layout", 0) != 0;
+  const bool lbr = c.i("linear_before_reset", 0) != 0;
+  const double clip = c.f("clip", 0.0);
+  std::vector<std::string> acts;
+  if (const auto* a = c.attr("activations"))
+    for (const auto& s : a->strings()) acts.push_back(s);
+  const size_t per_dir = spec.acts.size();
+  if (acts.empty())
+    for (int64_t d = 0; d < dirs; ++d) acts.insert(acts.end(), spec.acts.begin(), spec.acts.end());
+  if (acts.size() != per_dir * static_cast<size_t>(dirs)) c.fail("activations must list " + std::to_string(per_dir) + " per direction");
+
+  Value x = c.value(0);
+  const Shape& xs = c.shape(0);
+  if (!xs.is_static() || xs.rank() != 3) c.fail("X must be a static 3-d tensor");
+  if (batch_first) x = g.transpose(x, {1, 0, 2});
+  const auto xd = g.shape(x).concrete();
+  const int64_t S = xd[0], B = xd[1], I = xd[2];
+  const Shape& ws = c.shape(1);
+  if (!ws.is_static() || ws.rank() != 3) c.fail("W must be a static 3-d tensor");
+  const int64_t GH = ws.concrete()[1];
+  const int64_t H = GH / spec.gates;
+  if (c.has("hidden_size") && c.i("hidden_size", 0) != H) c.fail("hidden_size does not match W");
+  if (c.present(4)) {
+    for (int64_t len : c.ints_input(4, "sequence_lens"))
+      if (len != S) c.fail("sequence_lens shorter than the sequence are not supported");
+  }
+  const DType dt = xs.dtype;
+  auto clipv = [&](Value v) {
+    if (clip <= 0) return v;
+    return g.min(g.max(v, c.scalar_like(-clip, dt)), c.scalar_like(clip, dt));
+  };
+  auto gate = [&](Value v, int64_t k) { return g.narrow(v, -1, k * H, H); };
+
+  std::vector<Value> ys, hs, cs;
+  for (int64_t d = 0; d < dirs; ++d) {
+    const bool reverse = dir == "reverse" || d == 1;
+    Value w = g.reshape(g.narrow(c.value(1), 0, d, 1), {GH, I});
+    Value r = g.reshape(g.narrow(c.value(2), 0, d, 1), {GH, H});
+    Value wt = g.transpose(w, {1, 0}), rt = g.transpose(r, {1, 0});
+    std::optional<Value> wb, rb;
+    if (c.present(3)) {
+      Value b = g.reshape(g.narrow(c.value(3), 0, d, 1), {2 * GH});
+      wb = g.narrow(b, 0, 0, GH);
+      rb = g.narrow(b, 0, GH, GH);
+    }
+    // The input projection of every step at once: (S, B, GH).
+    Value xw = g.matmul(x, wt);
+    if (wb) xw = g.add(xw, *wb);
+    Value h = c.present(5) ? g.reshape(g.narrow(c.value(5), 0, d, 1), {B, H}) : g.expand(c.scalar_like(0.0, dt), {B, H});
+    Value cell = c.present(6) && spec.cell == Cell::Lstm ? g.reshape(g.narrow(c.value(6), 0, d, 1), {B, H})
+                                                         : g.expand(c.scalar_like(0.0, dt), {B, H});
+    std::optional<Value> peep;
+    if (spec.cell == Cell::Lstm && c.present(7)) peep = g.reshape(g.narrow(c.value(7), 0, d, 1), {3 * H});
+    const auto* a = &acts[static_cast<size_t>(d) * per_dir];
+    std::vector<Value> steps(static_cast<size_t>(S));
+    for (int64_t k = 0; k < S; ++k) {
+      const int64_t t = reverse ? S - 1 - k : k;
+      Value xt = g.reshape(g.narrow(xw, 0, t, 1), {B, GH});
+      if (spec.cell == Cell::Rnn) {
+        Value pre = g.add(xt, g.matmul(h, rt));
+        if (rb) pre = g.add(pre, *rb);
+        h = activate(c, a[0], clipv(pre));
+      } else if (spec.cell == Cell::Gru) {
+        // W/R gate order: z, r, h.
+        Value hr = g.matmul(h, rt);
+        if (rb) hr = g.add(hr, *rb);
+        Value z = activate(c, a[0], clipv(g.add(gate(xt, 0), gate(hr, 0))));
+        Value rr = activate(c, a[0], clipv(g.add(gate(xt, 1), gate(hr, 1))));
+        Value hh;
+        if (lbr) {
+          hh = g.add(gate(xt, 2), g.mul(rr, gate(hr, 2)));
+        } else {
+          Value rh = g.matmul(g.mul(rr, h), g.narrow(rt, 1, 2 * H, H));
+          if (rb) rh = g.add(rh, g.narrow(*rb, 0, 2 * H, H));
+          hh = g.add(gate(xt, 2), rh);
+        }
+        hh = activate(c, a[1], clipv(hh));
+        Value one = c.scalar_like(1.0, dt);
+        h = g.add(g.mul(g.sub(one, z), hh), g.mul(z, h));
+      } else {
+        // W/R gate order: i, o, f, c; peepholes: i, o, f.
+        Value pre = g.add(xt, g.matmul(h, rt));
+        if (rb) pre = g.add(pre, *rb);
+        Value pi = gate(pre, 0), po = gate(pre, 1), pf = gate(pre, 2), pc = gate(pre, 3);
+        if (peep) {
+          pi = g.add(pi, g.mul(g.narrow(*peep, 0, 0, H), cell));
+          pf = g.add(pf, g.mul(g.narrow(*peep, 0, 2 * H, H), cell));
+        }
+        Value it = activate(c, a[0], clipv(pi));
+        Value ft = activate(c, a[0], clipv(pf));
+        Value ct = activate(c, a[1], clipv(pc));
+        cell = g.add(g.mul(ft, cell), g.mul(it, ct));
+        if (peep) po = g.add(po, g.mul(g.narrow(*peep, 0, H, H), cell));
+        Value ot = activate(c, a[0], clipv(po));
+        h = g.mul(ot, activate(c, a[2], cell));
+      }
+      steps[static_cast<size_t>(t)] = g.reshape(h, {1, 1, B, H});
+    }
+    ys.push_back(g.concat(steps, 0));  // (S, 1, B, H)
+    hs.push_back(g.reshape(h, {1, B, H}));
+    cs.push_back(g.reshape(cell, {1, B, H}));
+  }
+  Value y = dirs == 1 ? ys[0] : g.concat(ys, 1);
+  Value yh = dirs == 1 ? hs[0] : g.concat(hs, 0);
+  Value yc = dirs == 1 ? cs[0] : g.concat(cs, 0);
+  if (batch_first) {
+    y = g.transpose(y, {2, 0, 1, 3});
+    yh = g.transpose(yh, {1, 0, 2});
+    yc = g.transpose(yc, {1, 0, 2});
+  }
+  V outs{c.out(y), c.out(yh)};
+  if (spec.cell == Cell::Lstm) outs.push_back(c.out(yc));
+  while (outs.size() > c.num_outputs()) outs.pop_back();
+  return outs;
+}
+
+}  // namespace
+
+void register_rnn(ConverterTable& t) {
+  t["RNN"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Rnn, 1, {"Tanh"}}); };
+  t["GRU"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Gru, 3, {"Sigmoid", "Tanh"}}); };
+  t["LSTM"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Lstm, 4, {"Sigmoid", "Tanh", "Tanh"}}); };
+}
+
+}  // namespace rlx::onnx_io
