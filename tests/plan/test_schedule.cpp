@@ -1,0 +1,219 @@
+// Schedule: one Step per executed node, and each kind's geometry against hand-computed values.
+#include <cmath>
+
+#include "plan/plan_test_util.h"
+
+namespace rlx {
+namespace {
+
+using plan::Step;
+
+// The geometry of the single non-leaf node that produces `v`.
+template <class G>
+G geom_of(const Graph& g, Value v) {
+  return std::get<G>(plan::node_geometry(g, g.node(v.node)));
+}
+
+TEST(ScheduleGeometry, MatMulBroadcastBatch) {
+  Graph g;
+  Value a = g.input("a", Shape::of({2, 1, 3, 4}));
+  Value b = g.input("b", Shape::of({5, 4, 6}));
+  const auto m = geom_of<plan::MatMulGeom>(g, g.matmul(a, b));
+  EXPECT_EQ(m.batch, 10);
+  EXPECT_EQ(m.m, 3);
+  EXPECT_EQ(m.k, 4);
+  EXPECT_EQ(m.n, 6);
+  EXPECT_EQ(m.batch_dims, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(m.a_batch_strides, (std::vector<int64_t>{12, 0}));  // a's dim of 1 broadcasts
+  EXPECT_EQ(m.b_batch_strides, (std::vector<int64_t>{0, 24}));   // b has no leading batch dim
+  EXPECT_EQ(m.a_stride, -1);  // neither operand is a single-stride batch
+  EXPECT_EQ(m.b_stride, -1);
+  EXPECT_EQ(m.lda, 4);
+  EXPECT_EQ(m.ldb, 6);
+  EXPECT_EQ(m.ldc, 6);
+  EXPECT_FALSE(m.trans_a || m.trans_b);
+
+  Graph h;
+  Value x = h.input("x", Shape::of({4, 3, 5}));
+  Value w = h.input("w", Shape::of({5, 2}));
+  const auto s = geom_of<plan::MatMulGeom>(h, h.matmul(x, w));
+  EXPECT_EQ(s.batch, 4);
+  EXPECT_EQ(s.a_stride, 15);
+  EXPECT_EQ(s.b_stride, 0);  // shared weight: strided-batched GEMM with stride 0
+
+  Graph v;  // 1-d operands are promoted: [k] @ [k, n] is m = 1
+  const auto mv = geom_of<plan::MatMulGeom>(v, v.matmul(v.input("p", Shape::of({7})), v.input("q", Shape::of({7, 3}))));
+  EXPECT_EQ(mv.m, 1);
+  EXPECT_EQ(mv.batch, 1);
+  EXPECT_EQ(mv.n, 3);
+}
+
+ops::Attention attn(int64_t hq, int64_t hkv, int64_t d, AttnLayout layout) {
+  ops::Attention a;
+  a.num_heads = hq, a.num_kv_heads = hkv, a.head_dim = d, a.layout = layout;
+  return a;
+}
+
+TEST(ScheduleGeometry, AttentionBshdGqa) {
+  Graph g;
+  Value q = g.input("q", Shape::of({2, 5, 8, 16}));
+  Value k = g.input("k", Shape::of({2, 7, 2, 16}));
+  Value v = g.input("v", Shape::of({2, 7, 2, 16}));
+  const auto a = geom_of<plan::AttentionGeom>(g, g.attention(q, k, v, std::nullopt, attn(8, 2, 16, AttnLayout::BSHD)));
+  EXPECT_EQ(a.batch, 2);
+  EXPECT_EQ(a.q_len, 5);
+  EXPECT_EQ(a.kv_len, 7);
+  EXPECT_EQ(a.group, 4);
+  EXPECT_EQ(a.q.batch, 5 * 8 * 16);
+  EXPECT_EQ(a.q.seq, 8 * 16);
+  EXPECT_EQ(a.q.head, 16);
+  EXPECT_EQ(a.k.batch, 7 * 2 * 16);
+  EXPECT_EQ(a.k.seq, 2 * 16);
+  EXPECT_EQ(a.k.head, 16);
+  EXPECT_EQ(a.out.batch, a.q.batch);
+  EXPECT_DOUBLE_EQ(a.scale, 0.25);
+}
+
+TEST(ScheduleGeometry, AttentionBhsdWithBiasMask) {
+  Graph g;
+  Value q = g.input("q", Shape::of({2, 4, 5, 8}));
+  Value k = g.input("k", Shape::of({2, 4, 6, 8}));
+  Value bias = g.input("bias", Shape::of({4, 1, 6}));  // (h, 1, j), broadcast over b and i
+  ops::Attention at = attn(4, 4, 8, AttnLayout::BHSD);
+  at.mask_kind = MaskKind::Bias;
+  at.score_scale = 0.5;
+  const auto a = geom_of<plan::AttentionGeom>(g, g.attention(q, k, k, bias, at));
+  EXPECT_EQ(a.q_len, 5);
+  EXPECT_EQ(a.kv_len, 6);
+  EXPECT_EQ(a.group, 1);
+  EXPECT_EQ(a.q.batch, 4 * 5 * 8);
+  EXPECT_EQ(a.q.head, 5 * 8);
+  EXPECT_EQ(a.q.seq, 8);
+  EXPECT_EQ(a.k.head, 6 * 8);
+  EXPECT_DOUBLE_EQ(a.scale, 0.5);
+  EXPECT_EQ(a.bias_strides[0], 0);
+  EXPECT_EQ(a.bias_strides[1], 6);
+  EXPECT_EQ(a.bias_strides[2], 0);
+  EXPECT_EQ(a.bias_strides[3], 1);
+}
+
+TEST(ScheduleGeometry, ReduceOuterInner) {
+  Graph g;
+  Value x = g.input("x", Shape::of({2, 3, 4}));
+  const auto r = geom_of<plan::ReduceGeom>(g, g.sum(x, {1}));
+  EXPECT_TRUE(r.simple);
+  EXPECT_EQ(r.outer, 2);
+  EXPECT_EQ(r.reduce, 3);
+  EXPECT_EQ(r.inner, 4);
+  EXPECT_EQ(r.count, 3);
+
+  const auto t = geom_of<plan::ReduceGeom>(g, g.reduce(ReduceKind::Max, x, {0, 2}));
+  EXPECT_FALSE(t.simple);
+  EXPECT_EQ(t.dims, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(t.reduced, (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(t.count, 8);
+
+  Graph h;  // size-1 dims drop out and neighbours merge: [2,3,1,4] over {1,2,3} -> [2 | 12]
+  Value y = h.input("y", Shape::of({2, 3, 1, 4}));
+  const auto u = geom_of<plan::ReduceGeom>(h, h.mean(y, {1, 2, 3}, true));
+  EXPECT_TRUE(u.simple);
+  EXPECT_EQ(u.outer, 2);
+  EXPECT_EQ(u.reduce, 12);
+  EXPECT_EQ(u.inner, 1);
+  const auto all = geom_of<plan::ReduceGeom>(h, h.sum(y, {}));
+  EXPECT_EQ(all.outer, 1);
+  EXPECT_EQ(all.reduce, 24);
+
+  const auto sm = geom_of<plan::AxisGeom>(g, g.softmax(x, 1));
+  EXPECT_EQ(sm.outer, 2);
+  EXPECT_EQ(sm.axis, 3);
+  EXPECT_EQ(sm.inner, 4);
+  Value gamma = g.input("gamma", Shape::of({3, 4}));
+  const auto ln = geom_of<plan::AxisGeom>(g, g.layer_norm(x, gamma, std::nullopt, 1e-5, 1));
+  EXPECT_EQ(ln.outer, 2);
+  EXPECT_EQ(ln.axis, 12);
+  EXPECT_EQ(ln.inner, 1);
+}
+
+TEST(ScheduleGeometry, TransposeExpandReverseNarrowStrides) {
+  Graph g;
+  Value x = g.input("x", Shape::of({2, 3, 4}));
+  // out [4, 2, 3] reads x strides [1, 12, 4]; dims 2 and 3 merge (12 == 4 * 3) -> [4, 6] / [1, 4].
+  const auto t = geom_of<plan::CopyGeom>(g, g.transpose(x, {2, 0, 1}));
+  EXPECT_EQ(t.out_dims, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(t.in_strides, (std::vector<int64_t>{1, 4}));
+  const auto t2 = geom_of<plan::CopyGeom>(g, g.transpose(x, {1, 0, 2}));
+  EXPECT_EQ(t2.out_dims, (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(t2.in_strides, (std::vector<int64_t>{4, 12, 1}));
+  const auto id = geom_of<plan::CopyGeom>(g, g.transpose(x, {0, 1, 2}));
+  EXPECT_EQ(id.out_dims, (std::vector<int64_t>{24}));
+  EXPECT_EQ(id.in_strides, (std::vector<int64_t>{1}));
+
+  Value y = g.input("y", Shape::of({3, 1}));
+  const auto e = geom_of<plan::CopyGeom>(g, g.expand(y, {2, 3, 4}));
+  EXPECT_EQ(e.out_dims, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(e.in_strides, (std::vector<int64_t>{0, 1, 0}));
+
+  const auto r = geom_of<plan::CopyGeom>(g, g.reverse(x, {1}));
+  EXPECT_EQ(r.out_dims, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(r.in_strides, (std::vector<int64_t>{12, -4, 1}));
+  EXPECT_EQ(r.in_offset, 8);
+
+  const auto n = geom_of<plan::AxisGeom>(g, g.narrow(x, -2, 1, 2));
+  EXPECT_EQ(n.outer, 2);
+  EXPECT_EQ(n.axis, 3);
+  EXPECT_EQ(n.inner, 4);
+  EXPECT_EQ(n.start, 1);
+  EXPECT_EQ(n.out_axis, 2);
+
+  Value z = g.input("z", Shape::of({2, 5, 4}));
+  const auto c = geom_of<plan::ConcatGeom>(g, g.concat({x, z}, 1));
+  EXPECT_EQ(c.outer, 2);
+  EXPECT_EQ(c.inner, 4);
+  EXPECT_EQ(c.out_axis, 8);
+  EXPECT_EQ(c.in_axis, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(c.col, (std::vector<int64_t>{0, 12}));
+}
+
+TEST(ScheduleGeometry, ElementwiseBroadcastStrides) {
+  Graph g;
+  Value a = g.input("a", Shape::of({3, 1}));
+  Value b = g.input("b", Shape::of({4}));
+  const auto e = geom_of<plan::ElementwiseGeom>(g, g.add(a, b));
+  EXPECT_EQ(e.out_dims, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(e.in_strides[0], (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(e.in_strides[1], (std::vector<int64_t>{0, 1}));
+  EXPECT_FALSE(e.contiguous);
+  EXPECT_EQ(e.numel, 12);
+  Value c = g.input("c", Shape::of({3, 4}));
+  const auto f = geom_of<plan::ElementwiseGeom>(g, g.mul(c, c));
+  EXPECT_TRUE(f.contiguous);
+  EXPECT_EQ(f.out_dims, (std::vector<int64_t>{12}));
+}
+
+TEST(Schedule, OneStepPerExecutedNodeWithPlanLocations) {
+  Graph g;
+  Value x = g.input("x", Shape::of({4, 8}));
+  Value w = g.param("w", Shape::of({8, 8}));
+  Value y = g.matmul(g.reshape(x, {4, 8}), w);
+  Value z = g.softmax(g.act(ActKind::Relu, y), -1);
+  g.add_output(z);
+  const plan::Schedule s = plan::build_schedule(g);
+  ASSERT_EQ(s.steps.size(), 3u);  // matmul, relu, softmax
+  const Step& mm = s.steps[0];
+  EXPECT_TRUE(std::holds_alternative<ops::MatMul>(mm.op));
+  EXPECT_EQ(mm.in[0].loc.kind, plan::Location::Kind::Leaf);
+  EXPECT_EQ(mm.in[0].loc.leaf, x.node);
+  EXPECT_TRUE(mm.in[0].loc.is_view);
+  EXPECT_EQ(mm.in[1].loc.leaf, w.node);
+  EXPECT_EQ(mm.out[0].dims, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(mm.out[0].loc.kind, plan::Location::Kind::Arena);
+  EXPECT_EQ(s.steps[1].in_place_input, 0);
+  EXPECT_EQ(s.steps[1].out[0].loc.offset, mm.out[0].loc.offset);
+  EXPECT_EQ(s.outputs.size(), 1u);
+  EXPECT_EQ(s.outputs[0].value, z);
+  EXPECT_TRUE(std::holds_alternative<plan::AxisGeom>(s.steps[2].geom));
+}
+
+}  // namespace
+}  // namespace rlx
