@@ -1,0 +1,123 @@
+// What the CUDA backend runs natively. Everything else is decomposed by the shared legalize
+// (fused attention/transformer blocks, GroupNorm, ...) or reported as unsupported.
+#include <set>
+
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/lower.h"
+
+namespace rlx::cuda {
+namespace {
+
+bool fail(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return false;
+}
+
+}  // namespace
+
+bool cuda_claims_kind(std::string_view name) {
+  static const std::set<std::string_view> kinds = {
+      "input", "param", "constant",
+      "binary", "compare", "where", "activation", "cast", "elementwise_region",
+      "reshape", "stop_gradient", "transpose", "narrow", "concat", "expand", "reverse", "gather",
+      "matmul", "fused_matmul_bias_act",
+      "softmax", "log_softmax", "reduce",
+      "layer_norm", "rms_norm", "fused_residual_ln", "fused_residual_rms_norm", "fused_swiglu",
+      "rope", "attention"};
+  return kinds.count(name) > 0;
+}
+
+bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
+  const std::string name = op_name(n.op);
+  if (!cuda_claims_kind(name)) return fail(why, "the CUDA backend has no kernel for '" + name + "'");
+  std::vector<DType> in;
+  for (const Value& v : n.inputs) in.push_back(g.shape(v).dtype);
+  for (DType t : in)
+    if (!cuda_dtype_supported(t)) return fail(why, std::string("dtype ") + dtype_name(t) + " is not supported on CUDA");
+  for (const Shape& s : n.outputs) {
+    if (!cuda_dtype_supported(s.dtype)) return fail(why, std::string("dtype ") + dtype_name(s.dtype) + " is not supported on CUDA");
+    if (s.rank() > 8) return fail(why, "the CUDA backend supports tensors of rank <= 8");
+  }
+  const DType out = n.outputs.empty() ? DType::F32 : n.outputs[0].dtype;
+  auto all_float = [&] {
+    for (DType t : in)
+      if (!cuda_float(t)) return false;
+    return cuda_float(out);
+  };
+  auto same_dtype = [&] {
+    for (DType t : in)
+      if (t != out) return false;
+    return true;
+  };
+  return std::visit(
+      [&]<class T>(const T& op) -> bool {
+        if constexpr (std::is_same_v<T, ops::Binary> || std::is_same_v<T, ops::Compare> ||
+                      std::is_same_v<T, ops::Where> || std::is_same_v<T, ops::Activation> ||
+                      std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::ElementwiseRegion>) {
+          return elementwise_supported(single_step_chain(n.op), in, why);
+        } else if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::FusedMatMulBiasAct>) {
+          if (!all_float() || !same_dtype()) return fail(why, "CUDA matmul needs f32/f16/bf16 operands of one dtype");
+          if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1) return fail(why, "rank-0 matmul operand");
+          return true;
+        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
+                             std::is_same_v<T, ops::Reduce> || std::is_same_v<T, ops::FusedSwiGLU>) {
+          (void)op;
+          return all_float() ? true : fail(why, "CUDA " + name + " needs f32/f16/bf16");
+        } else if constexpr (std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm> ||
+                             std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
+          return all_float() && same_dtype() ? true : fail(why, "CUDA norms need f32/f16/bf16 operands of one dtype");
+        } else if constexpr (std::is_same_v<T, ops::Rope>) {
+          if (!all_float()) return fail(why, "CUDA rope needs f32/f16/bf16");
+          return in.at(1) == in.at(2) ? true : fail(why, "CUDA rope needs cos and sin of one dtype");
+        } else if constexpr (std::is_same_v<T, ops::Attention>) {
+          if (!cuda_float(in.at(0)) || in.at(0) != in.at(1) || in.at(0) != in.at(2))
+            return fail(why, "CUDA attention needs q, k, v of one float dtype");
+          if (op.head_dim % 4 != 0 || op.head_dim > 256)
+            return fail(why, "CUDA attention needs head_dim a multiple of 4 and <= 256");
+          return true;
+        } else if constexpr (std::is_same_v<T, ops::Gather>) {
+          return (in.at(1) == DType::I32 || in.at(1) == DType::I64) ? true : fail(why, "CUDA gather needs i32/i64 indices");
+        } else {
+          (void)op;
+          return true;  // leaves and data movement: any supported dtype
+        }
+      },
+      n.op);
+}
+
+std::string step_label(const plan::Step& st) { return "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")"; }
+
+void lower_step(LowerContext& cx, const plan::Step& st) {
+  std::visit(
+      [&]<class T>(const T&) {
+        if constexpr (std::is_same_v<T, ops::Binary> || std::is_same_v<T, ops::Compare> ||
+                      std::is_same_v<T, ops::Where> || std::is_same_v<T, ops::Activation> ||
+                      std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::ElementwiseRegion>) {
+          lower_elementwise(cx, st);
+        } else if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::FusedMatMulBiasAct>) {
+          lower_matmul(cx, st);
+        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
+                             std::is_same_v<T, ops::Reduce> || std::is_same_v<T, ops::FusedSwiGLU> ||
+                             std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm> ||
+                             std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
+          lower_rows(cx, st);
+        } else if constexpr (std::is_same_v<T, ops::Attention>) {
+          lower_attention(cx, st);
+        } else if constexpr (std::is_same_v<T, ops::Reshape> || std::is_same_v<T, ops::StopGradient> ||
+                             std::is_same_v<T, ops::Transpose> || std::is_same_v<T, ops::Narrow> ||
+                             std::is_same_v<T, ops::Concat> || std::is_same_v<T, ops::Expand> ||
+                             std::is_same_v<T, ops::Reverse> || std::is_same_v<T, ops::Gather> ||
+                             std::is_same_v<T, ops::Rope>) {
+          lower_shape(cx, st);
+        } else if constexpr (std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> ||
+                             std::is_same_v<T, ops::Constant>) {
+          // Leaves have no work: their bytes are uploaded by the variant.
+        } else {
+          throw Error(step_label(st) + ": the CUDA backend has no kernel for this op (it should have been legalized)");
+        }
+      },
+      st.op);
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,34 @@
+#pragma once
+// Generates one straight-line CUDA kernel per elementwise chain (Binary, Compare, Where,
+// Activation, Cast, ElementwiseRegion) and output geometry: the output's coalesced dims and
+// each input's broadcast strides are compile-time constants of the kernel, so broadcasting is
+// index arithmetic by constants; when every input is contiguous or a scalar the kernel moves
+// `vec` elements per thread with vector loads and stores.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/schedule.h"
+#include "rlx/ops.h"
+
+namespace rlx::cuda {
+
+struct ElementwiseKernel {
+  std::string entry, source;
+  int vec = 1;          // elements per thread (vector width)
+  int64_t items = 0;    // threads' work items (numel / vec)
+};
+
+// The op of a single elementwise node as a one-step chain over inputs 0..n-1.
+std::vector<RegionStep> single_step_chain(const Op& op);
+
+// True when the chain has a CUDA implementation for these input dtypes (every dtype except f64;
+// no integer Div/Mod/FMod/Pow, whose zero-divisor errors only the CPU reports).
+bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                           std::string* why = nullptr);
+
+// `max_vec`: the largest vector width the operands' alignment allows (1, 2, 4, 8 elements).
+ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                                          DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,173 @@
+#include "backends/cuda/kernel_cache.h"
+
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/status.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, CUmodule> by_source;     // by source key; loaded for the process lifetime
+  std::unordered_map<std::string, CUfunction> functions;  // by source key + ":" + entry
+  KernelCacheStats stats;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  RLX_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<char> read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return {};
+  return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Writes through a temporary file and a rename, so concurrent processes never read half a file.
+void write_file_atomic(const std::filesystem::path& p, const std::vector<char>& data) {
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) return;  // an unwritable cache directory only costs recompilation
+  const auto tmp = p.string() + ".tmp" + std::to_string(static_cast<long long>(std::rand()));
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) return;
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!f) return;
+  }
+  std::filesystem::rename(tmp, p, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::vector<char> nvrtc_compile(const std::string& entry, const std::string& source, const std::string& arch) {
+  nvrtcProgram prog = nullptr;
+  RLX_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), (entry + ".cu").c_str(), 0, nullptr, nullptr));
+  struct Guard {
+    nvrtcProgram& p;
+    ~Guard() { nvrtcDestroyProgram(&p); }
+  } guard{prog};
+  const std::string arch_opt = "--gpu-architecture=" + arch;
+  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device"};
+  const nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 1) nvrtcGetProgramLog(prog, log.data());
+  if (r != NVRTC_SUCCESS)
+    throw Error("NVRTC could not compile CUDA kernel '" + entry + "' for " + arch + ": " + nvrtcGetErrorString(r) +
+                "\n" + log);
+  size_t n = 0;
+  RLX_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &n));
+  std::vector<char> cubin(n);
+  RLX_NVRTC_CHECK(nvrtcGetCUBIN(prog, cubin.data()));
+  return cubin;
+}
+
+
+std::string kernel_cache_dir() {
+  if (const char* d = std::getenv("RLX_CACHE_DIR")) {
+    if (std::string(d) == "off") return "";
+    if (*d) return std::string(d) + "/cuda";
+  }
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/rlx/cuda";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/rlx/cuda";
+  return "";
+}
+
+CUfunction get_kernel(const std::string& entry, const std::string& source) {
+  const DeviceInfo& dev = device();
+  static const std::string version = nvrtc_version();
+  const std::string arch = dev.arch();
+  const std::string key = hex64(fnv1a(14695981039346656037ull, source)) + "-" + arch + "-nvrtc" + version;
+
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.functions.find(key + ":" + entry); it != c.functions.end()) {
+    ++c.stats.memory_hits;
+    return it->second;
+  }
+  CUmodule mod = nullptr;
+  if (auto it = c.by_source.find(key); it != c.by_source.end()) {
+    mod = it->second;
+    ++c.stats.memory_hits;
+  } else {
+    const std::string dir = kernel_cache_dir();
+    const std::filesystem::path file =
+        dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / (key + ".cubin");
+    std::vector<char> cubin;
+    // The source is stored beside the cubin: a hash collision (or a stale file) is detected
+    // by comparing it, never silently run.
+    if (!dir.empty()) {
+      const std::vector<char> src = read_file(file.string() + ".cu");
+      if (src.size() == source.size() && std::equal(source.begin(), source.end(), src.begin())) cubin = read_file(file);
+    }
+    if (!cubin.empty() && driver().module_load_data(&mod, cubin.data()) == CUDA_SUCCESS) {
+      ++c.stats.disk_hits;
+    } else {
+      cubin = nvrtc_compile(entry, source, arch);
+      ++c.stats.compiled;
+      RLX_CU_CHECK(driver().module_load_data(&mod, cubin.data()));
+      if (!dir.empty()) {
+        write_file_atomic(file.string() + ".cu", std::vector<char>(source.begin(), source.end()));
+        write_file_atomic(file, cubin);
+      }
+    }
+    c.by_source.emplace(key, mod);
+  }
+  CUfunction fn = nullptr;
+  if (driver().module_get_function(&fn, mod, entry.c_str()) != CUDA_SUCCESS)
+    throw Error("CUDA kernel '" + entry + "' is not defined by its source (cuModuleGetFunction failed); the entry "
+                "must be declared extern \"C\" __global__");
+  c.functions.emplace(key + ":" + entry, fn);
+  return fn;
+}
+
+KernelCacheStats kernel_cache_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void kernel_cache_forget_memory() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.functions.clear();
+  c.by_source.clear();
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,173 @@
+#pragma once
+// Flash-style attention (online softmax, K/V tiles in shared memory, f32 accumulation).
+// Compiled per (T = q/k/v/out storage type, M = mask/bias type, HD = head_dim, a multiple of 4).
+//
+// Grid: x = query blocks of QB rows, y = batch * num_heads, z = KV splits. Each warp owns
+// RPW query rows; lane l scores key (tile + l) against all of the warp's rows, then the lanes
+// split the head dims to accumulate P @ V. With splits > 1 (decode: few query rows, long KV)
+// every split writes its partial (max, sum, acc) to `part` and attn_combine merges them.
+// Score pipeline (as the CPU oracle): s = q.k * scale; softcap; + bias; masks; softmax.
+namespace rlx::cuda::ksrc {
+
+inline constexpr const char* kAttention = R"CUDA(
+#define QB 16
+#define RPW 4
+#define KT 32
+#define DE ((HD + 31) / 32)
+#define KS (HD + 4)
+struct AttnArgs {
+  const T* q; const T* k; const T* v; T* out; const M* mask; float* part;
+  long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
+  long long batch, q_len, kv_len, heads, group;
+  float scale, softcap;
+  int mask_kind;  // 0 none, 1 causal, 2 sliding window, 3 custom (keep), 4 bias
+  long long window, mask_batch;
+  long long bias_s[4];
+  long long split_len;  // keys per split
+};
+
+extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
+  extern __shared__ float smem[];
+  float* sQ = smem;                  // QB x HD
+  float* sK = sQ + QB * HD;          // KT x KS (rows padded by 4 floats: conflict-free float4 reads)
+  float* sV = sK + KT * KS;          // KT x HD
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long bh = blockIdx.y, b = bh / a.heads, h = bh % a.heads, kvh = h / a.group;
+  const long long q0 = (long long)blockIdx.x * QB;
+  const long long offset = a.kv_len - a.q_len;  // position of query row i is offset + i
+
+  for (int idx = threadIdx.x; idx < QB * HD; idx += blockDim.x) {
+    const long long r = q0 + idx / HD;
+    sQ[idx] = r < a.q_len ? to_f(a.q[b * a.qs_b + r * a.qs_s + h * a.qs_h + idx % HD]) : 0.f;
+  }
+  // Keys this block may need: [lo, hi) within this split.
+  long long lo = (long long)blockIdx.z * a.split_len;
+  long long hi = min(a.kv_len, lo + a.split_len);
+  if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + min(q0 + QB, a.q_len));
+  if (a.mask_kind == 2) lo = max(lo, offset + q0 - a.window + 1);
+
+  float m[RPW], l[RPW], acc[RPW][DE];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) {
+    m[r] = RLX_NEG_INF; l[r] = 0.f;
+#pragma unroll
+    for (int e = 0; e < DE; ++e) acc[r][e] = 0.f;
+  }
+  const long long row0 = q0 + warp * RPW;
+  for (long long t0 = lo < 0 ? 0 : (lo / KT) * KT; t0 < hi; t0 += KT) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < KT * HD; idx += blockDim.x) {
+      const int j = idx / HD, d = idx % HD;
+      const long long key = t0 + j;
+      float kv = 0.f, vv = 0.f;
+      if (key < a.kv_len) {
+        kv = to_f(a.k[b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d]);
+        vv = to_f(a.v[b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d]);
+      }
+      sK[j * KS + d] = kv;
+      sV[j * HD + d] = vv;
+    }
+    __syncthreads();
+    if (row0 >= a.q_len) continue;
+    const long long key = t0 + lane;
+    float s[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) s[r] = 0.f;
+#pragma unroll 4
+    for (int d = 0; d < HD; d += 4) {
+      const float4 kd = *(const float4*)&sK[lane * KS + d];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        const float4 qd = *(const float4*)&sQ[(warp * RPW + r) * HD + d];
+        s[r] += qd.x * kd.x + qd.y * kd.y + qd.z * kd.z + qd.w * kd.w;
+      }
+    }
+    float p[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+      const long long row = row0 + r, pos = offset + row;
+      float x = s[r] * a.scale;
+      if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
+      bool keep = key >= lo && key < hi && row < a.q_len;
+      if (a.mask_kind == 1) keep = keep && key <= pos;
+      else if (a.mask_kind == 2) keep = keep && key <= pos && key > pos - a.window;
+      else if (a.mask_kind == 3) keep = keep && to_f(a.mask[b * a.mask_batch + key]) != 0.f;
+      else if (a.mask_kind == 4 && keep)
+        x += to_f(a.mask[b * a.bias_s[0] + h * a.bias_s[1] + row * a.bias_s[2] + key * a.bias_s[3]]);
+      x = keep ? x : RLX_NEG_INF;
+      const float mt = warp_max(x);
+      const float mn = fmaxf(m[r], mt);
+      const float pv = mn == RLX_NEG_INF ? 0.f : expf(x - mn);
+      const float corr = mn == RLX_NEG_INF ? 1.f : expf(m[r] - mn);
+      l[r] = l[r] * corr + warp_sum(pv);
+      m[r] = mn;
+#pragma unroll
+      for (int e = 0; e < DE; ++e) acc[r][e] *= corr;
+      p[r] = pv;
+    }
+    const int kmax = (int)min((long long)KT, hi - t0);
+    for (int j = 0; j < kmax; ++j) {
+      float vv[DE];
+#pragma unroll
+      for (int e = 0; e < DE; ++e) vv[e] = (lane + 32 * e < HD) ? sV[j * HD + lane + 32 * e] : 0.f;
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        const float pj = __shfl_sync(0xffffffffu, p[r], j);
+#pragma unroll
+        for (int e = 0; e < DE; ++e) acc[r][e] += pj * vv[e];
+      }
+    }
+  }
+  if (row0 >= a.q_len) return;
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) {
+    const long long row = row0 + r;
+    if (row >= a.q_len) break;
+    if (a.part) {  // partial result of this split: [split][b][h][row] x (HD + 2)
+      float* pp = a.part + ((((long long)blockIdx.z * a.batch + b) * a.heads + h) * a.q_len + row) * (HD + 2);
+#pragma unroll
+      for (int e = 0; e < DE; ++e)
+        if (lane + 32 * e < HD) pp[lane + 32 * e] = acc[r][e];
+      if (lane == 0) { pp[HD] = m[r]; pp[HD + 1] = l[r]; }
+    } else {
+      T* o = a.out + b * a.os_b + row * a.os_s + h * a.os_h;
+      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+#pragma unroll
+      for (int e = 0; e < DE; ++e)
+        if (lane + 32 * e < HD) o[lane + 32 * e] = from_f<T>(acc[r][e] * inv);
+    }
+  }
+}
+
+// Merges the splits' partial results: one warp per (b, h, row).
+extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
+  const long long rows = a.batch * a.heads * a.q_len;
+  const int lane = threadIdx.x & 31;
+  for (long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; w < rows;
+       w += ((long long)gridDim.x * blockDim.x) >> 5) {
+    const long long row = w % a.q_len, bh = w / a.q_len, h = bh % a.heads, b = bh / a.heads;
+    float mx = RLX_NEG_INF;
+    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, a.part[((long long)sp * rows + w) * (HD + 2) + HD]);
+    float l = 0.f, acc[DE];
+#pragma unroll
+    for (int e = 0; e < DE; ++e) acc[e] = 0.f;
+    if (mx != RLX_NEG_INF) {
+      for (int sp = 0; sp < splits; ++sp) {
+        const float* pp = a.part + ((long long)sp * rows + w) * (HD + 2);
+        const float c = pp[HD] == RLX_NEG_INF ? 0.f : expf(pp[HD] - mx);
+        l += pp[HD + 1] * c;
+#pragma unroll
+        for (int e = 0; e < DE; ++e)
+          if (lane + 32 * e < HD) acc[e] += pp[lane + 32 * e] * c;
+      }
+    }
+    T* o = a.out + b * a.os_b + row * a.os_s + h * a.os_h;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int e = 0; e < DE; ++e)
+      if (lane + 32 * e < HD) o[lane + 32 * e] = from_f<T>(acc[e] * inv);
+  }
+}
+)CUDA";
+
+}  // namespace rlx::cuda::ksrc

@@ -1,0 +1,75 @@
+#pragma once
+// CUDA C++ prelude shared by every NVRTC kernel: self-contained storage types (no toolkit
+// headers are needed at run time), f32 <-> f16/bf16 conversions (round to nearest even), warp
+// and block reductions, and the device-side error flag.
+namespace rlx::cuda::ksrc {
+
+inline constexpr const char* kPrelude = R"CUDA(
+#define RLX_NEG_INF __int_as_float(0xff800000)
+#define RLX_INF __int_as_float(0x7f800000)
+typedef signed char i8_t;
+typedef short i16_t;
+typedef int i32_t;
+typedef long long i64_t;
+typedef unsigned char u8_t;
+typedef unsigned int u32_t;
+struct __align__(2) f16_t { unsigned short b; };
+struct __align__(2) bf16_t { unsigned short b; };
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+template <class X> __device__ __forceinline__ float to_f(X x) { return (float)x; }  // integers, bool
+__device__ __forceinline__ float to_f(f16_t x) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.b)); return f;
+}
+__device__ __forceinline__ float to_f(bf16_t x) { return __uint_as_float(((unsigned)x.b) << 16); }
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16_t from_f<f16_t>(float v) {
+  f16_t r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.b) : "f"(v)); return r;
+}
+template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float v) {
+  unsigned u = __float_as_uint(v);
+  bf16_t r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { r.b = (unsigned short)((u >> 16) | 0x40u); return r; }  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  r.b = (unsigned short)(u >> 16);
+  return r;
+}
+
+// A run of V elements loaded/stored with one vector access (the pointer must be aligned).
+template <class T, int V> struct __align__(sizeof(T) * V) Vec { T v[V]; };
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Block-wide reductions; every thread of the block must call them (scratch: 32 floats).
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : 0.f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : RLX_NEG_INF;
+  return warp_max(v);
+}
+
+// Kernels that detect bad data (an index out of range) record the first error code here; the
+// host checks it after the run and raises rlx::Error.
+__device__ __forceinline__ void report_error(int* flag, int code) { atomicCAS(flag, 0, code); }
+)CUDA";
+
+}  // namespace rlx::cuda::ksrc

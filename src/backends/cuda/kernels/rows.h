@@ -1,0 +1,159 @@
+#pragma once
+// Row kernels (compiled per storage type T, with `typedef <type> T;` in front): softmax and
+// log-softmax, LayerNorm / RmsNorm (+ fused residual), SwiGLU, and reductions. Statistics are
+// accumulated in f32; one block per row with warp-shuffle + shared-memory block reductions.
+namespace rlx::cuda::ksrc {
+
+inline constexpr const char* kRows = R"CUDA(
+// y = softmax(x) (or log-softmax) over rows of `len` contiguous elements; one block per row.
+extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long long len, int log_out) {
+  __shared__ float scratch[32];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float m = RLX_NEG_INF;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, to_f(xr[j]));
+    m = block_max(m, scratch);
+    float s = 0.f;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) s += expf(to_f(xr[j]) - m);
+    s = block_sum(s, scratch);
+    if (log_out) {
+      const float ls = logf(s);
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(to_f(xr[j]) - m - ls);
+    } else {
+      const float inv = 1.f / s;
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(expf(to_f(xr[j]) - m) * inv);
+    }
+  }
+}
+
+// Softmax over the middle axis of [outer, axis, inner] (inner > 1): one thread per column.
+extern "C" __global__ void softmax_cols(const T* x, T* y, long long outer, long long axis, long long inner, int log_out) {
+  const long long cols = outer * inner;
+  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x) {
+    const long long o = c / inner, i = c % inner;
+    const T* xc = x + o * axis * inner + i;
+    T* yc = y + o * axis * inner + i;
+    float m = RLX_NEG_INF;
+    for (long long a = 0; a < axis; ++a) m = fmaxf(m, to_f(xc[a * inner]));
+    float s = 0.f;
+    for (long long a = 0; a < axis; ++a) s += expf(to_f(xc[a * inner]) - m);
+    const float ls = logf(s), inv = 1.f / s;
+    for (long long a = 0; a < axis; ++a) {
+      const float v = to_f(xc[a * inner]) - m;
+      yc[a * inner] = from_f<T>(log_out ? v - ls : expf(v) * inv);
+    }
+  }
+}
+
+// LayerNorm (rms = 0) or RmsNorm (rms = 1) of rows of `len` elements: v = x, or v = round_T(x + res)
+// when res is given; y = (v - mean) * rsqrt(var + eps) * gamma (+ beta). One block per row.
+__device__ __forceinline__ float norm_input(const T* xr, const T* rr, long long j) {
+  return rr ? to_f(from_f<T>(to_f(xr[j]) + to_f(rr[j]))) : to_f(xr[j]);
+}
+extern "C" __global__ void norm_rows(const T* x, const T* res, const T* gamma, const T* beta, T* y, long long rows,
+                                     long long len, float eps, int rms) {
+  __shared__ float scratch[32];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    const T* rr = res ? res + r * len : nullptr;
+    T* yr = y + r * len;
+    float mean = 0.f;
+    if (!rms) {
+      float s = 0.f;
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) s += norm_input(xr, rr, j);
+      mean = block_sum(s, scratch) / (float)len;
+    }
+    float q = 0.f;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      const float d = norm_input(xr, rr, j) - mean;
+      q += d * d;
+    }
+    const float inv = rsqrtf(block_sum(q, scratch) / (float)len + eps);
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      float o = (norm_input(xr, rr, j) - mean) * inv * to_f(gamma[j]);
+      if (beta) o += to_f(beta[j]);
+      yr[j] = from_f<T>(o);
+    }
+  }
+}
+
+// x (rows, 2n) -> y (rows, n): silu(gate) * up, gate the first half when gate_first.
+extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n, int gate_first) {
+  const long long total = rows * n;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / n, c = i % n;
+    const float a = to_f(x[r * 2 * n + c]), b = to_f(x[r * 2 * n + n + c]);
+    const float g = gate_first ? a : b, u = gate_first ? b : a;
+    y[i] = from_f<T>(g / (1.f + expf(-g)) * u);
+  }
+}
+
+// kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod (the ReduceKind order).
+__device__ __forceinline__ float reduce_init(int kind) {
+  return kind == 2 ? RLX_NEG_INF : (kind == 3 ? RLX_INF : (kind == 4 ? 1.f : 0.f));
+}
+__device__ __forceinline__ float reduce_step(int kind, float a, float v) {
+  switch (kind) {
+    case 2: return (v > a || v != v) ? v : a;
+    case 3: return (v < a || v != v) ? v : a;
+    case 4: return a * v;
+    default: return a + v;
+  }
+}
+__device__ __forceinline__ float reduce_final(int kind, float a, long long count) {
+  return kind == 1 ? (count == 0 ? __int_as_float(0x7fc00000) : a / (float)count) : a;
+}
+// [outer, red] -> [outer]: one block per output.
+extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long long red, int kind) {
+  __shared__ float scratch[32];
+  __shared__ float part[1024];
+  for (long long o = blockIdx.x; o < outer; o += gridDim.x) {
+    float a = reduce_init(kind);
+    for (long long j = threadIdx.x; j < red; j += blockDim.x) a = reduce_step(kind, a, to_f(x[o * red + j]));
+    float r;
+    if (kind == 0 || kind == 1) {
+      r = block_sum(a, scratch);
+    } else {
+      __syncthreads();
+      part[threadIdx.x] = a;
+      __syncthreads();
+      r = part[0];
+      for (unsigned t = 1; t < blockDim.x; ++t) r = reduce_step(kind, r, part[t]);
+    }
+    if (threadIdx.x == 0) y[o] = from_f<T>(reduce_final(kind, r, red));
+  }
+}
+// [outer, red, inner] -> [outer, inner]: one thread per output column.
+extern "C" __global__ void reduce_cols(const T* x, T* y, long long outer, long long red, long long inner, int kind) {
+  const long long total = outer * inner;
+  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < total; c += (long long)gridDim.x * blockDim.x) {
+    const long long o = c / inner, i = c % inner;
+    float a = reduce_init(kind);
+    for (long long j = 0; j < red; ++j) a = reduce_step(kind, a, to_f(x[(o * red + j) * inner + i]));
+    y[c] = from_f<T>(reduce_final(kind, a, red));
+  }
+}
+// Any axes: dims (coalesced, row-major) alternate kept / reduced groups; one thread per output.
+struct ReduceDims { long long dims[8]; int reduced[8]; int rank; };
+extern "C" __global__ void reduce_general(const T* x, T* y, ReduceDims g, long long outputs, long long count, int kind) {
+  for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < outputs; o += (long long)gridDim.x * blockDim.x) {
+    // Base offset of this output: unravel o over the kept dims.
+    long long base = 0, t = o, stride = 1;
+    long long strides[8];
+    for (int d = g.rank - 1; d >= 0; --d) { strides[d] = stride; stride *= g.dims[d]; }
+    for (int d = g.rank - 1; d >= 0; --d)
+      if (!g.reduced[d]) { base += (t % g.dims[d]) * strides[d]; t /= g.dims[d]; }
+    float a = reduce_init(kind);
+    for (long long r = 0; r < count; ++r) {
+      long long off = base, u = r;
+      for (int d = g.rank - 1; d >= 0; --d)
+        if (g.reduced[d]) { off += (u % g.dims[d]) * strides[d]; u /= g.dims[d]; }
+      a = reduce_step(kind, a, to_f(x[off]));
+    }
+    y[o] = from_f<T>(reduce_final(kind, a, count));
+  }
+}
+)CUDA";
+
+}  // namespace rlx::cuda::ksrc

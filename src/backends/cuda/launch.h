@@ -1,0 +1,49 @@
+#pragma once
+// A kernel launch prepared once (function, grid, arguments by value) and issued on any stream,
+// also while a CUDA graph is being captured.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace rlx::cuda {
+
+class KernelLaunch {
+ public:
+  KernelLaunch(std::string name, CUfunction fn, unsigned grid_x, unsigned block_x, unsigned smem = 0,
+               unsigned grid_y = 1, unsigned grid_z = 1)
+      : name_(std::move(name)), fn_(fn), grid_{grid_x, grid_y, grid_z}, block_(block_x), smem_(smem) {}
+
+  // Appends one kernel parameter (copied; must match the kernel's parameter type exactly).
+  template <class T>
+  KernelLaunch& arg(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16, "kernel parameters are copied bytes");
+    auto buf = std::make_unique<uint8_t[]>(sizeof(T));  // operator new[] aligns to 16 bytes
+    std::memcpy(buf.get(), &v, sizeof(T));
+    ptrs_.push_back(buf.get());
+    args_.push_back(std::move(buf));
+    return *this;
+  }
+  // Issues the launch; a launch error becomes rlx::Error naming the kernel.
+  void launch(cudaStream_t stream) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  CUfunction fn_;
+  unsigned grid_[3];
+  unsigned block_;
+  unsigned smem_;
+  std::vector<std::unique_ptr<uint8_t[]>> args_;
+  mutable std::vector<void*> ptrs_;
+};
+
+// Grid size for a grid-stride loop over `work` items with `block` threads per block.
+unsigned grid_for(int64_t work, unsigned block);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,59 @@
+#pragma once
+// Lowering of Schedule steps to CUDA work: each step becomes one or more `Op`s (kernel launches
+// or cuBLASLt calls) whose pointers and parameters are all fixed when the variant is prepared,
+// so a run only issues them (or replays their captured CUDA graph).
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/gemm.h"
+#include "plan/schedule.h"
+#include "rlx/session.h"
+
+namespace rlx::cuda {
+
+using DeviceOp = std::function<void(cudaStream_t)>;
+
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  virtual uint8_t* ptr(const plan::TensorRef& r) = 0;  // device address of an operand/result
+  virtual const CompileOptions& options() const = 0;
+  virtual void add(DeviceOp op) = 0;
+  // Device scratch owned by the variant (e.g. attention split partials).
+  virtual uint8_t* scratch(size_t bytes, const std::string& what) = 0;
+  virtual GemmPlan& gemm(const GemmProblem& p, const std::string& what) = 0;
+  virtual void* gemm_workspace() = 0;
+  virtual size_t gemm_workspace_bytes() const = 0;
+  virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
+};
+
+// Appends the work of one step; throws rlx::Error naming the node for anything unsupported.
+void lower_step(LowerContext& cx, const plan::Step& st);
+
+// Per family (lower_matmul.cpp, lower_elementwise.cpp, lower_rows.cpp, lower_shape.cpp,
+// lower_attention.cpp).
+void lower_matmul(LowerContext& cx, const plan::Step& st);
+void lower_elementwise(LowerContext& cx, const plan::Step& st);
+void lower_rows(LowerContext& cx, const plan::Step& st);
+void lower_shape(LowerContext& cx, const plan::Step& st);
+void lower_attention(LowerContext& cx, const plan::Step& st);
+
+// Appends one generated elementwise kernel: out = chain(ins) over `geom` (out may be ins[0]:
+// every thread reads its elements before writing them). Matmul epilogues use it too.
+void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                     DType out_dtype, const plan::ElementwiseGeom& geom, uint8_t* out,
+                     const std::vector<const uint8_t*>& ins, const std::string& what);
+
+// Node label for messages: "node 12 (matmul)".
+std::string step_label(const plan::Step& st);
+
+// True when the CUDA backend runs node `n` of `g` as is; `why` says what is missing otherwise.
+bool cuda_claims_node(const Graph& g, const Node& n, std::string* why = nullptr);
+bool cuda_claims_kind(std::string_view op_name);
+
+}  // namespace rlx::cuda

@@ -1,0 +1,119 @@
+// Softmax / LogSoftmax, LayerNorm / RmsNorm (+ fused residual), FusedSwiGLU and Reduce.
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernels/rows.h"
+#include "backends/cuda/launch.h"
+#include "backends/cuda/lower.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+CUfunction row_kernel(const char* entry, DType t) {
+  return get_kernel(entry, kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
+}
+
+// Threads per block for a row of `len` elements (one block per row).
+unsigned row_block(int64_t len) {
+  if (len >= 4096) return 1024;
+  if (len >= 1024) return 512;
+  if (len >= 256) return 256;
+  return 128;
+}
+
+void push(LowerContext& cx, std::shared_ptr<KernelLaunch> l) {
+  cx.add([l](cudaStream_t s) { l->launch(s); });
+}
+
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(1) << 30));
+}
+
+}  // namespace
+
+void lower_rows(LowerContext& cx, const plan::Step& st) {
+  const DType t = st.out.at(0).dtype;
+  uint8_t* y = cx.ptr(st.out.at(0));
+  const uint8_t* x = cx.ptr(st.in.at(0));
+  const std::string what = step_label(st);
+  if (st.out.at(0).numel() == 0) return;
+
+  if (std::holds_alternative<ops::Softmax>(st.op) || std::holds_alternative<ops::LogSoftmax>(st.op)) {
+    const auto& g = std::get<plan::AxisGeom>(st.geom);
+    const int log_out = std::holds_alternative<ops::LogSoftmax>(st.op) ? 1 : 0;
+    if (g.inner == 1) {
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel("softmax_rows", t), row_grid(g.outer), row_block(g.axis));
+      l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(log_out);
+      push(cx, l);
+    } else {
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel("softmax_cols", t), grid_for(g.outer * g.inner, 256), 256);
+      l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(g.inner).arg(log_out);
+      push(cx, l);
+    }
+    return;
+  }
+  const bool ln = std::holds_alternative<ops::LayerNorm>(st.op), rms = std::holds_alternative<ops::RmsNorm>(st.op);
+  const bool rln = std::holds_alternative<ops::FusedResidualLN>(st.op);
+  const bool rrms = std::holds_alternative<ops::FusedResidualRmsNorm>(st.op);
+  if (ln || rms || rln || rrms) {
+    const auto& g = std::get<plan::AxisGeom>(st.geom);
+    const bool fused = rln || rrms;
+    const size_t gi = fused ? 2 : 1;  // gamma's input index
+    const uint8_t* res = fused ? cx.ptr(st.in.at(1)) : nullptr;
+    const uint8_t* gamma = cx.ptr(st.in.at(gi));
+    const uint8_t* beta = st.in.size() > gi + 1 ? cx.ptr(st.in.at(gi + 1)) : nullptr;
+    for (size_t i = 1; i < st.in.size(); ++i)
+      if (st.in[i].dtype != t) throw Error(what + ": CUDA norms need gamma/beta/residual in the input's dtype");
+    double eps = 0;
+    if (ln) eps = std::get<ops::LayerNorm>(st.op).eps;
+    if (rms) eps = std::get<ops::RmsNorm>(st.op).eps;
+    if (rln) eps = std::get<ops::FusedResidualLN>(st.op).eps;
+    if (rrms) eps = std::get<ops::FusedResidualRmsNorm>(st.op).eps;
+    const int is_rms = (rms || rrms) ? 1 : 0;
+    auto l = std::make_shared<KernelLaunch>(what, row_kernel("norm_rows", t), row_grid(g.outer), row_block(g.axis));
+    l->arg(x).arg(res).arg(gamma).arg(beta).arg(y).arg(g.outer).arg(g.axis).arg(static_cast<float>(eps)).arg(is_rms);
+    push(cx, l);
+    return;
+  }
+  if (const auto* sw = std::get_if<ops::FusedSwiGLU>(&st.op)) {
+    const auto& g = std::get<plan::AxisGeom>(st.geom);
+    const int64_t rows = g.outer, n = g.out_axis;
+    auto l = std::make_shared<KernelLaunch>(what, row_kernel("swiglu", t), grid_for(rows * n, 256), 256);
+    l->arg(x).arg(y).arg(rows).arg(n).arg(sw->gate_first ? 1 : 0);
+    push(cx, l);
+    return;
+  }
+  if (std::holds_alternative<ops::Reduce>(st.op)) {
+    const auto& g = std::get<plan::ReduceGeom>(st.geom);
+    const int kind = static_cast<int>(g.kind);
+    if (g.simple && g.inner == 1) {
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_rows", t), row_grid(g.outer), row_block(g.reduce));
+      l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(kind);
+      push(cx, l);
+    } else if (g.simple) {
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_cols", t), grid_for(g.outer * g.inner, 256), 256);
+      l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(g.inner).arg(kind);
+      push(cx, l);
+    } else {
+      struct ReduceDims {
+        int64_t dims[8];
+        int32_t reduced[8];
+        int32_t rank;
+      } rd{};
+      if (g.dims.size() > 8) throw Error(what + ": CUDA reduce supports at most 8 alternating dim groups");
+      rd.rank = static_cast<int32_t>(g.dims.size());
+      for (size_t i = 0; i < g.dims.size(); ++i) {
+        rd.dims[i] = g.dims[i];
+        rd.reduced[i] = g.reduced[i];
+      }
+      const int64_t outputs = st.out.at(0).numel();
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_general", t), grid_for(outputs, 256), 256);
+      l->arg(x).arg(y).arg(rd).arg(outputs).arg(g.count).arg(kind);
+      push(cx, l);
+    }
+    return;
+  }
+  throw Error(what + ": not a row op of the CUDA backend");
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,227 @@
+#include "backends/cuda/variant.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/lower.h"
+#include "backends/cuda/stats.h"
+#include "backends/cuda/status.h"
+#include "plan/schedule.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_param_uploads{0};
+std::atomic<double> g_last_device_ms{0};
+
+constexpr size_t kGemmWorkspace = size_t(32) << 20;
+
+bool graphs_enabled() {
+  const char* e = std::getenv("RLX_CUDA_GRAPHS");
+  return !(e && std::string(e) == "0");
+}
+
+class CudaVariant final : public Variant, private LowerContext {
+ public:
+  CudaVariant(Graph g, const CompileOptions& options) : graph_(std::move(g)), options_(options) {
+    device();
+    sched_ = plan::build_schedule(graph_);
+    arena_ = DeviceBuffer(static_cast<size_t>(sched_.memory.arena_bytes), "the arena of a compiled graph");
+    err_ = DeviceBuffer(sizeof(int), "the error flag");
+    err_host_.reserve(sizeof(int));
+    for (const Node& n : graph_.nodes()) {
+      const bool input = std::holds_alternative<ops::Input>(n.op), param = std::holds_alternative<ops::Param>(n.op);
+      const auto* cst = std::get_if<ops::Constant>(&n.op);
+      if (!input && !param && !cst) continue;
+      const int64_t bytes = n.outputs.at(0).nbytes();
+      leaves_.emplace(n.id, DeviceBuffer(static_cast<size_t>(bytes), "leaf " + node_label(n)));
+      if (input) inputs_.push_back(n.id);
+      if (param) params_.push_back(n.id);
+      if (cst && bytes > 0)
+        RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
+                                  cudaMemcpyHostToDevice));
+    }
+    for (const plan::Step& st : sched_.steps) lower_step(*this, st);
+  }
+
+  ~CudaVariant() override {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+
+  const Graph& graph() const override { return graph_; }
+  size_t arena_bytes() const override { return static_cast<size_t>(sched_.memory.arena_bytes); }
+
+  std::vector<Tensor> run(const RunArgs& args) override {
+    device();
+    cudaStream_t s = stream_.get();
+    // Params: once per generation (set_param bumps it).
+    if (!params_uploaded_ || args.params_generation != params_generation_) {
+      for (NodeId id : params_) upload_leaf(id, args, s);
+      RLX_CUDA_CHECK(cudaStreamSynchronize(s));  // the host tensors may change after set_param
+      params_uploaded_ = true;
+      params_generation_ = args.params_generation;
+      ++g_param_uploads;
+    }
+    // Inputs through pinned staging.
+    size_t in_bytes = 0;
+    for (NodeId id : inputs_) in_bytes += leaf_tensor(id, args).nbytes();
+    in_stage_.reserve(in_bytes);
+    size_t off = 0;
+    for (NodeId id : inputs_) {
+      const Tensor& t = leaf_tensor(id, args);
+      if (t.nbytes() == 0) continue;
+      std::memcpy(in_stage_.data() + off, t.raw(), t.nbytes());
+      RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), in_stage_.data() + off, t.nbytes(), cudaMemcpyHostToDevice, s));
+      off += t.nbytes();
+    }
+    RLX_CUDA_CHECK(cudaEventRecord(ev_start_.get(), s));
+    execute(s);
+    RLX_CUDA_CHECK(cudaEventRecord(ev_stop_.get(), s));
+    // Outputs (and the error flag) back through pinned staging.
+    size_t out_bytes = 0;
+    for (size_t k : args.which) out_bytes += static_cast<size_t>(sched_.outputs.at(k).loc.bytes);
+    out_stage_.reserve(std::max<size_t>(out_bytes, 1));
+    off = 0;
+    for (size_t k : args.which) {
+      const plan::TensorRef& r = sched_.outputs.at(k);
+      const size_t n = static_cast<size_t>(r.numel()) * dtype_size(r.dtype);
+      if (n) RLX_CUDA_CHECK(cudaMemcpyAsync(out_stage_.data() + off, ptr(r), n, cudaMemcpyDeviceToHost, s));
+      off += n;
+    }
+    RLX_CUDA_CHECK(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, s));
+    RLX_CUDA_CHECK(cudaStreamSynchronize(s));
+    float ms = 0;
+    RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start_.get(), ev_stop_.get()));
+    g_last_device_ms = ms;
+    int err = 0;
+    std::memcpy(&err, err_host_.data(), sizeof err);
+    if (err == 1) throw Error("gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))");
+    if (err != 0) throw Error("a CUDA kernel reported error code " + std::to_string(err));
+    std::vector<Tensor> outs;
+    off = 0;
+    for (size_t k : args.which) {
+      const plan::TensorRef& r = sched_.outputs.at(k);
+      Tensor t = Tensor::empty(r.dtype, r.dims);
+      if (t.nbytes()) std::memcpy(t.raw(), out_stage_.data() + off, t.nbytes());
+      off += t.nbytes();
+      outs.push_back(std::move(t));
+    }
+    return outs;
+  }
+
+ private:
+  // ---- LowerContext ----
+  uint8_t* ptr(const plan::TensorRef& r) override {
+    if (r.loc.kind == plan::Location::Kind::Arena) return arena_.data() + r.loc.offset;
+    auto it = leaves_.find(r.loc.leaf);
+    if (it == leaves_.end()) throw Error("CUDA variant: value of node " + std::to_string(r.value.node) + " reads a missing leaf");
+    return it->second.data() + r.loc.offset;
+  }
+  const CompileOptions& options() const override { return options_; }
+  void add(DeviceOp op) override { ops_.push_back(std::move(op)); }
+  uint8_t* scratch(size_t bytes, const std::string& what) override {
+    scratch_.emplace_back(bytes, what);
+    return scratch_.back().data();
+  }
+  GemmPlan& gemm(const GemmProblem& p, const std::string& what) override {
+    if (!workspace_.data()) workspace_ = DeviceBuffer(kGemmWorkspace, "the cuBLASLt workspace");
+    gemms_.push_back(std::make_unique<GemmPlan>(p, kGemmWorkspace, what));
+    return *gemms_.back();
+  }
+  void* gemm_workspace() override {
+    if (!workspace_.data()) workspace_ = DeviceBuffer(kGemmWorkspace, "the cuBLASLt workspace");
+    return workspace_.data();
+  }
+  size_t gemm_workspace_bytes() const override { return kGemmWorkspace; }
+  int* error_flag() override { return reinterpret_cast<int*>(err_.data()); }
+
+  // ---- running ----
+  const Tensor& leaf_tensor(NodeId id, const RunArgs& args) const {
+    auto it = args.leaves.find(id);
+    if (it == args.leaves.end())
+      throw Error("CUDA run: no tensor was given for " + node_label(graph_.node(id)));
+    return it->second;
+  }
+
+  void upload_leaf(NodeId id, const RunArgs& args, cudaStream_t s) {
+    const Tensor& t = leaf_tensor(id, args);
+    const size_t want = leaves_.at(id).size();
+    if (t.nbytes() != want)
+      throw Error("CUDA run: " + node_label(graph_.node(id)) + " got " + std::to_string(t.nbytes()) + " bytes, expected " +
+                  std::to_string(want));
+    if (want) RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), t.raw(), want, cudaMemcpyHostToDevice, s));
+  }
+
+  void issue(cudaStream_t s) {
+    RLX_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, sizeof(int), s));
+    for (const DeviceOp& op : ops_) op(s);
+  }
+
+  void execute(cudaStream_t s) {
+    if (!graphs_enabled()) {
+      issue(s);
+      ++g_eager;
+      return;
+    }
+    if (!exec_) {
+      RLX_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      try {
+        issue(s);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(s, &broken);
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+      }
+      cudaGraph_t graph = nullptr;
+      const cudaError_t e = cudaStreamEndCapture(s, &graph);
+      if (e != cudaSuccess)
+        throw Error(std::string("CUDA graph capture of the schedule failed: ") + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + "); set RLX_CUDA_GRAPHS=0 to run without graphs");
+      const cudaError_t ie = cudaGraphInstantiate(&exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      if (ie != cudaSuccess) {
+        exec_ = nullptr;
+        throw Error(std::string("CUDA graph instantiation failed: ") + cudaGetErrorName(ie) +
+                    "; set RLX_CUDA_GRAPHS=0 to run without graphs");
+      }
+      ++g_captures;
+    } else {
+      ++g_replays;
+    }
+    RLX_CUDA_CHECK(cudaGraphLaunch(exec_, s));
+  }
+
+  Graph graph_;
+  CompileOptions options_;
+  plan::Schedule sched_;
+  Stream stream_;
+  Event ev_start_, ev_stop_;
+  DeviceBuffer arena_, err_, workspace_;
+  PinnedBuffer in_stage_, out_stage_, err_host_;
+  std::unordered_map<NodeId, DeviceBuffer> leaves_;
+  std::vector<NodeId> inputs_, params_;
+  bool params_uploaded_ = false;
+  uint64_t params_generation_ = 0;
+  std::vector<DeviceOp> ops_;
+  std::vector<std::unique_ptr<GemmPlan>> gemms_;
+  std::vector<DeviceBuffer> scratch_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_cuda_variant(Graph g, const CompileOptions& options) {
+  return std::make_unique<CudaVariant>(std::move(g), options);
+}
+
+RunStats run_stats() {
+  return RunStats{g_captures.load(), g_replays.load(), g_eager.load(), g_param_uploads.load(), g_last_device_ms.load()};
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,117 @@
+// Every NVRTC kernel source of the CUDA backend compiles for sm_90 (NVRTC needs no GPU, so this
+// runs wherever the backend is built), and a compile error names the kernel and carries the log.
+#ifdef RLX_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/rows.h"
+#include "backends/cuda/kernels/shape.h"
+#include "support/test_util.h"
+
+namespace {
+
+using namespace rlx;
+using namespace rlx::cuda;
+
+void compiles(const std::string& entry, const std::string& src) {
+  SCOPED_TRACE(entry);
+  const auto cubin = nvrtc_compile(entry, src, "sm_90");
+  EXPECT_GT(cubin.size(), 100u);
+}
+
+TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) compiles("rows", kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
+}
+
+TEST(CudaKernelSources, DataMovementKernelsCompile) {
+  for (size_t e : {1, 2, 4, 8})
+    for (const char* idx : {"i32_t", "i64_t"})
+      compiles("copy", kernel_source(ksrc::kCopy, {{"E", word_type(e)}, {"I", idx}}));
+  compiles("rope", kernel_source(ksrc::kRope, {{"T", "bf16_t"}, {"TC", "float"}}));
+}
+
+TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
+  for (int hd : {4, 36, 64, 128, 256})
+    for (const char* t : {"float", "bf16_t", "f16_t"})
+      compiles("attention", kernel_source(ksrc::kAttention, {{"T", t}, {"M", "u8_t"}},
+                                          "#define HD " + std::to_string(hd) + "\n"));
+}
+
+plan::ElementwiseGeom geom(std::vector<int64_t> out, std::vector<std::vector<int64_t>> strides) {
+  plan::ElementwiseGeom g;
+  g.out_dims = out;
+  g.numel = product(out);
+  g.in_strides = std::move(strides);
+  return g;
+}
+
+TEST(CudaKernelSources, ElementwiseChainsCompileForEveryKind) {
+  std::string src_all;
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    for (int k = 0; k <= static_cast<int>(ActKind::Acos); ++k) {
+      const std::vector<RegionStep> chain{{RegionStepKind::Activation, k, DType::F32, {0}}};
+      const auto kern = make_elementwise_kernel(chain, {t}, t, geom({8, 4}, {{4, 1}}), 4);
+      compiles(std::string("act ") + enum_name(static_cast<ActKind>(k)), kern.source);
+    }
+    for (int k = 0; k <= static_cast<int>(BinaryKind::FMod); ++k) {
+      const std::vector<RegionStep> chain{{RegionStepKind::Binary, k, DType::F32, {0, 1}}};
+      const auto kern = make_elementwise_kernel(chain, {t, t}, t, geom({8, 4}, {{4, 1}, {0, 1}}), 4);
+      EXPECT_EQ(kern.vec, 1);  // a broadcast row operand takes the index path
+      compiles(std::string("binary ") + enum_name(static_cast<BinaryKind>(k)), kern.source);
+    }
+  }
+  // Integer and bool kinds, compare, where and cast chains.
+  for (DType t : {DType::I32, DType::I64, DType::U8, DType::I8}) {
+    for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Max, BinaryKind::Min}) {
+      const std::vector<RegionStep> chain{{RegionStepKind::Binary, static_cast<int32_t>(k), DType::F32, {0, 1}}};
+      compiles("int binary", make_elementwise_kernel(chain, {t, t}, t, geom({16}, {{1}, {1}}), 8).source);
+    }
+    for (ActKind k : {ActKind::Neg, ActKind::Abs, ActKind::Relu, ActKind::Sign}) {
+      const std::vector<RegionStep> chain{{RegionStepKind::Activation, static_cast<int32_t>(k), DType::F32, {0}}};
+      compiles("int act", make_elementwise_kernel(chain, {t}, t, geom({16}, {{1}}), 8).source);
+    }
+  }
+  const std::vector<RegionStep> chain{
+      {RegionStepKind::Compare, static_cast<int32_t>(CompareKind::Lt), DType::F32, {0, 1}},
+      {RegionStepKind::Where, 0, DType::F32, {-1, 0, 1}},
+      {RegionStepKind::Cast, 0, DType::I64, {-2}},
+      {RegionStepKind::Cast, 0, DType::Bool, {-3}},
+      {RegionStepKind::Activation, static_cast<int32_t>(ActKind::Not), DType::F32, {-4}},
+  };
+  const auto kern = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
+                                            geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8);
+  compiles("region", kern.source);
+}
+
+TEST(CudaKernelSources, VectorWidthFollowsAlignmentAndSize) {
+  const std::vector<RegionStep> add{{RegionStepKind::Binary, 0, DType::F32, {0, 1}}};
+  EXPECT_EQ(make_elementwise_kernel(add, {DType::F32, DType::F32}, DType::F32, geom({64}, {{1}, {1}}), 8).vec, 4);
+  EXPECT_EQ(make_elementwise_kernel(add, {DType::BF16, DType::BF16}, DType::BF16, geom({64}, {{1}, {0}}), 8).vec, 8);
+  EXPECT_EQ(make_elementwise_kernel(add, {DType::F32, DType::F32}, DType::F32, geom({6}, {{1}, {1}}), 8).vec, 2);
+  EXPECT_EQ(make_elementwise_kernel(add, {DType::F32, DType::F32}, DType::F32, geom({64}, {{1}, {1}}), 1).vec, 1);
+}
+
+TEST(CudaKernelSources, UnsupportedChainsAreRejectedWithAReason) {
+  std::string why;
+  const std::vector<RegionStep> div{{RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Div), DType::F32, {0, 1}}};
+  EXPECT_FALSE(elementwise_supported(div, {DType::I32, DType::I32}, &why));
+  EXPECT_NE(why.find("div"), std::string::npos) << why;
+  EXPECT_TRUE(elementwise_supported(div, {DType::F16, DType::F16}, &why));
+  EXPECT_FALSE(elementwise_supported(div, {DType::F64, DType::F64}, &why));
+  EXPECT_NE(why.find("f64"), std::string::npos) << why;
+}
+
+TEST(CudaKernelSources, CompileErrorNamesTheKernelAndCarriesTheLog) {
+  const std::string msg = rlx::testing::error_message(
+      [] { nvrtc_compile("broken_kernel", "extern \"C\" __global__ void broken_kernel() { undefined_name = 1; }", "sm_90"); });
+  EXPECT_NE(msg.find("broken_kernel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("undefined_name"), std::string::npos) << msg;
+}
+
+}  // namespace
+#endif  // RLX_HAVE_CUDA

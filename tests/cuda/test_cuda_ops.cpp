@@ -1,0 +1,331 @@
+// Every op the CUDA backend claims, on CUDA vs the CPU oracle (shared parity harness), in f32
+// and the half types. Skipped with the reason printed when no CUDA device is present.
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+
+namespace {
+
+using namespace rlx;
+using rlx::testing::cuda_parity;
+
+const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+void expect_parity(const Graph& g, Precision p = Precision::Fp32, rlx::testing::ParityOptions o = {}) {
+  const auto rep = cuda_parity(g, p, o);
+  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
+}
+
+TEST(CudaOps, BinaryBroadcastEveryFloatKind) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Max,
+                         BinaryKind::Min, BinaryKind::Pow, BinaryKind::Mod, BinaryKind::FMod}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(k));
+      Graph g;
+      const Value a = g.input("a", Shape::of({3, 1, 37}, t));
+      const Value b = g.input("b", Shape::of({5, 1}, t));
+      g.add_output(g.binary(k, a, b));
+      rlx::testing::ParityOptions o;
+      if (k == BinaryKind::Pow) o.lo = 0.1, o.hi = 2.0;  // real powers of positive bases
+      expect_parity(g, Precision::Fp32, o);
+    }
+}
+
+TEST(CudaOps, IntegerAndBoolElementwise) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::I32, DType::I64, DType::U8}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value a = g.input("a", Shape::of({4, 33}, t));
+    const Value b = g.input("b", Shape::of({33}, t));
+    const Value s = g.binary(BinaryKind::Mul, g.binary(BinaryKind::Sub, a, b), a);
+    g.add_output(g.max(s, b));
+    g.add_output(g.compare(CompareKind::Ge, a, b));
+    g.add_output(g.act(ActKind::Neg, a));
+    expect_parity(g);
+  }
+  Graph g;
+  const Value a = g.input("a", Shape::of({64}, DType::Bool));
+  const Value b = g.input("b", Shape::of({64}, DType::Bool));
+  g.add_output(g.binary(BinaryKind::Xor, a, g.act(ActKind::Not, b)));
+  g.add_output(g.binary(BinaryKind::And, a, b));
+  expect_parity(g);
+}
+
+TEST(CudaOps, EveryFloatActivation) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (int k = 0; k <= static_cast<int>(ActKind::Acos); ++k) {
+      const auto kind = static_cast<ActKind>(k);
+      if (kind == ActKind::Not) continue;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(kind));
+      Graph g;
+      g.add_output(g.act(kind, g.input("x", Shape::of({7, 129}, t))));
+      rlx::testing::ParityOptions o;
+      if (kind == ActKind::Log || kind == ActKind::Sqrt || kind == ActKind::Rsqrt) o.lo = 0.05, o.hi = 3.0;
+      if (kind == ActKind::Reciprocal) o.lo = 0.5, o.hi = 2.0;
+      if (kind == ActKind::Round) o.lo = -4, o.hi = 4;
+      expect_parity(g, Precision::Fp32, o);
+    }
+}
+
+TEST(CudaOps, CompareWhereCast) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value a = g.input("a", Shape::of({2, 3, 40}, t));
+    const Value b = g.input("b", Shape::of({3, 1}, t));
+    for (CompareKind k : {CompareKind::Eq, CompareKind::Ne, CompareKind::Lt, CompareKind::Le, CompareKind::Gt, CompareKind::Ge})
+      g.add_output(g.compare(k, a, b));
+    g.add_output(g.where(g.compare(CompareKind::Gt, a, b), a, b));
+    g.add_output(g.cast(a, DType::I32));
+    g.add_output(g.cast(g.cast(a, DType::F32), DType::BF16));
+    g.add_output(g.cast(g.cast(g.input("i", Shape::of({40}, DType::I64)), t), DType::F16));
+    rlx::testing::ParityOptions o;
+    o.lo = -5, o.hi = 5;
+    expect_parity(g, Precision::Fp32, o);
+  }
+}
+
+TEST(CudaOps, ElementwiseChainBecomesOneRegion) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({4, 16, 96}, t));
+    const Value b = g.input("b", Shape::of({96}, t));
+    const Value y = g.gelu(g.add(g.mul(x, g.scalar(0.5, t)), b));
+    g.add_output(g.sub(g.silu(y), g.tanh(x)));
+    expect_parity(g);
+  }
+}
+
+TEST(CudaOps, MatMulShapesAndBatching) {
+  RLX_REQUIRE_CUDA();
+  struct Case {
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Case> cases = {{{33, 65}, {65, 17}},       {{64}, {64, 32}},           {{8, 64}, {64}},
+                                   {{3, 24, 40}, {3, 40, 56}}, {{2, 3, 16, 8}, {8, 24}},  {{4, 1, 5, 8}, {3, 8, 6}},
+                                   {{1, 128, 768}, {768, 768}}};
+  for (DType t : kFloats)
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + dims_str(c.a) + " @ " + dims_str(c.b));
+      Graph g;
+      const Value a = g.input("a", Shape::from(c.a, t));
+      const Value b = g.input("b", Shape::from(c.b, t));
+      g.add_output(g.matmul(a, b));
+      expect_parity(g);
+    }
+}
+
+TEST(CudaOps, MatMulPrecisionPolicies) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  g.add_output(g.matmul(g.input("a", Shape::of({96, 256})), g.input("b", Shape::of({256, 80}))));
+  rlx::testing::ParityOptions o;
+  o.tolerance = [](DType) { return rlx::testing::Tolerance{1e-3, 1e-3}; };
+  expect_parity(g, Precision::Tf32, o);
+  o.tolerance = [](DType) { return rlx::testing::Tolerance{1e-2, 1e-2}; };
+  expect_parity(g, Precision::Bf16, o);
+  expect_parity(g, Precision::Fp16, o);
+}
+
+TEST(CudaOps, FusedMatMulBiasActEveryEpilogue) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<std::optional<ActKind>> acts = {std::nullopt, ActKind::Relu, ActKind::GeluApprox, ActKind::Gelu,
+                                                    ActKind::Silu, ActKind::Tanh};
+  for (DType t : kFloats)
+    for (const auto& act : acts)
+      for (int64_t bias_len : {0, 1, 48}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " act=" + (act ? enum_name(*act) : "none") + " bias=" +
+                     std::to_string(bias_len));
+        Graph g;
+        const Value x = g.input("x", Shape::of({2, 20, 64}, t));
+        const Value w = g.param("w", Shape::of({64, 48}, t));
+        std::vector<Value> ins{x, w};
+        if (bias_len) ins.push_back(g.param("bias", Shape::of({bias_len}, t)));
+        g.add_output(g.apply(ops::FusedMatMulBiasAct{act}, ins));
+        expect_parity(g);
+      }
+}
+
+TEST(CudaOps, SoftmaxAndLogSoftmaxRowsAndColumns) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (int64_t axis : {-1, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " axis " + std::to_string(axis));
+      Graph g;
+      const Value x = g.input("x", Shape::of({3, 50, 1000}, t));
+      g.add_output(g.softmax(x, axis));
+      g.add_output(g.log_softmax(x, axis));
+      rlx::testing::ParityOptions o;
+      o.lo = -8, o.hi = 8;
+      expect_parity(g, Precision::Fp32, o);
+    }
+  Graph g;  // a 150k vocabulary row
+  g.add_output(g.softmax(g.input("x", Shape::of({2, 151936}))));
+  expect_parity(g);
+}
+
+TEST(CudaOps, NormsAndFusedResidualNorms) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({2, 9, 768}, t));
+    const Value r = g.input("r", Shape::of({2, 9, 768}, t));
+    const Value gamma = g.param("gamma", Shape::of({768}, t));
+    const Value beta = g.param("beta", Shape::of({768}, t));
+    g.add_output(g.layer_norm(x, gamma, beta, 1e-12));
+    g.add_output(g.layer_norm(x, gamma, std::nullopt, 1e-5));
+    g.add_output(g.rms_norm(x, gamma, std::nullopt, 1e-6));
+    g.add_output(g.rms_norm(x, gamma, beta, 1e-6));
+    g.add_output(g.apply(ops::FusedResidualLN{true, 1e-12}, {x, r, gamma, beta}));
+    g.add_output(g.apply(ops::FusedResidualRmsNorm{false, 1e-6}, {x, r, gamma}));
+    const Value x2 = g.input("x2", Shape::of({3, 4, 5, 6}, t));  // normalized over the last two dims
+    g.add_output(g.layer_norm(x2, g.param("g2", Shape::of({5, 6}, t)), g.param("b2", Shape::of({5, 6}, t)), 1e-5, 2));
+    expect_parity(g);
+  }
+}
+
+TEST(CudaOps, ReduceSimpleAndGeneralAxes) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<std::vector<int64_t>> axes_list = {{-1}, {1}, {0, 2}, {}, {1, 3}};
+  for (DType t : kFloats)
+    for (ReduceKind k : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod})
+      for (const auto& axes : axes_list) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(k) + " axes " + dims_str(axes));
+        Graph g;
+        g.add_output(g.reduce(k, g.input("x", Shape::of({4, 6, 5, 7}, t)), axes, axes.size() == 1));
+        rlx::testing::ParityOptions o;
+        if (k == ReduceKind::Prod) o.lo = 0.9, o.hi = 1.1;
+        expect_parity(g, Precision::Fp32, o);
+      }
+}
+
+TEST(CudaOps, ShapeOpsMoveEveryDtype) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::F32, DType::BF16, DType::I64, DType::U8, DType::I16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({2, 3, 4, 5}, t));
+    g.add_output(g.transpose(x, {2, 0, 3, 1}));
+    g.add_output(g.narrow(x, 2, 1, 2));
+    g.add_output(g.narrow(x, 0, 1, 1));
+    g.add_output(g.expand(g.input("y", Shape::of({3, 1, 5}, t)), {2, 3, 4, 5}));
+    g.add_output(g.reverse(x, {1, 3}));
+    g.add_output(g.concat({x, g.narrow(x, 3, 0, 2), g.input("z", Shape::of({2, 3, 4, 1}, t))}, 3));
+    g.add_output(g.concat({x, x}, 0));
+    g.add_output(g.reshape(g.transpose(x, {1, 0, 2, 3}), {6, 20}));
+    expect_parity(g);
+  }
+}
+
+TEST(CudaOps, GatherWithNegativeIndicesAndOutOfRangeError) {
+  RLX_REQUIRE_CUDA();
+  for (DType it : {DType::I32, DType::I64}) {
+    Graph g;
+    const Value data = g.input("data", Shape::of({10, 6, 4}));
+    const Value idx = g.input("idx", Shape::of({2, 3}, it));
+    g.add_output(g.gather(data, idx, 1));
+    g.add_output(g.gather(data, idx, 0));
+    rlx::testing::ParityOptions o;
+    o.fixed_inputs = {{"idx", it == DType::I32 ? Tensor::i32({2, 3}, std::vector<int32_t>{0, 5, -1, 2, -6, 3})
+                                               : Tensor::i64({2, 3}, std::vector<int64_t>{0, 5, -1, 2, -6, 3})}};
+    expect_parity(g, Precision::Fp32, o);
+  }
+  Graph g;
+  g.add_output(g.gather(g.input("data", Shape::of({4, 3})), g.input("idx", Shape::of({2}, DType::I64)), 0));
+  auto cg = Session(Device::Cuda).compile(g);
+  const std::string msg = rlx::testing::error_message([&] {
+    cg.run({{"data", rlx::testing::random_tensor(DType::F32, {4, 3}, 1)},
+            {"idx", Tensor::i64({2}, std::vector<int64_t>{1, 4})}});
+  });
+  EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+}
+
+TEST(CudaOps, RopeBothStylesPartialRotation) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::GptJ})
+      for (bool per_batch : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(style) + (per_batch ? " per-batch" : ""));
+        Graph g;
+        const Value x = g.input("x", Shape::of({2, 7, 3, 16}, t));
+        const std::vector<int64_t> cs = per_batch ? std::vector<int64_t>{2, 7, 6} : std::vector<int64_t>{7, 6};
+        g.add_output(g.rope(x, g.input("cos", Shape::from(cs, t)), g.input("sin", Shape::from(cs, t)), 16, 12, style));
+        expect_parity(g);
+      }
+}
+
+TEST(CudaOps, FusedSwiGLU) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (bool gf : {false, true}) {
+      Graph g;
+      g.add_output(g.apply(ops::FusedSwiGLU{gf}, {g.input("x", Shape::of({3, 5, 2 * 88}, t))}));
+      expect_parity(g);
+    }
+}
+
+struct AttnCase {
+  AttnLayout layout;
+  MaskKind mask;
+  int64_t b, sq, skv, h, hkv, d;
+  double scale = 0, softcap = 0;
+  int64_t window = 0;
+};
+
+Graph attention_graph(const AttnCase& c, DType t) {
+  Graph g;
+  const bool bshd = c.layout == AttnLayout::BSHD;
+  auto shape = [&](int64_t s, int64_t h) {
+    return bshd ? Shape::of({c.b, s, h, c.d}, t) : Shape::of({c.b, h, s, c.d}, t);
+  };
+  const Value q = g.input("q", shape(c.sq, c.h));
+  const Value k = g.input("k", shape(c.skv, c.hkv));
+  const Value v = g.input("v", shape(c.skv, c.hkv));
+  std::optional<Value> mask;
+  if (c.mask == MaskKind::Custom) mask = g.input("mask", Shape::of({c.b, c.skv}, DType::Bool));
+  if (c.mask == MaskKind::Bias) mask = g.input("bias", Shape::of({1, c.h, c.sq, c.skv}, t));
+  ops::Attention a;
+  a.num_heads = c.h, a.num_kv_heads = c.hkv, a.head_dim = c.d, a.mask_kind = c.mask, a.window = c.window;
+  a.score_scale = c.scale, a.softcap = c.softcap, a.layout = c.layout;
+  g.add_output(g.attention(q, k, v, mask, a));
+  return g;
+}
+
+TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<AttnCase> cases = {
+      {AttnLayout::BSHD, MaskKind::None, 2, 37, 37, 4, 4, 64},
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 70, 70, 8, 2, 64},
+      {AttnLayout::BHSD, MaskKind::Causal, 1, 33, 90, 4, 1, 128},  // decode-style: kv longer than q
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 100, 100, 2, 2, 32, 0, 0, 17},
+      {AttnLayout::BSHD, MaskKind::Custom, 3, 20, 45, 4, 2, 48},
+      {AttnLayout::BHSD, MaskKind::Bias, 2, 19, 19, 2, 2, 64, 0.3, 0},
+      {AttnLayout::BSHD, MaskKind::None, 1, 16, 16, 2, 2, 80, 0, 5.0},  // softcap, head_dim 80
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 700, 8, 2, 128},       // decode: split-KV path
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 5, 3, 2, 2, 16},          // rows with no visible key
+  };
+  for (DType t : kFloats)
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
+                   " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " d " + std::to_string(c.d));
+      expect_parity(attention_graph(c, t));
+    }
+}
+
+TEST(CudaOps, UnsupportedOpIsReportedAtCompile) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  g.add_output(g.add(g.input("a", Shape::of({4}, DType::F64)), g.input("b", Shape::of({4}, DType::F64))));
+  const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g); });
+  EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+}
+
+}  // namespace
