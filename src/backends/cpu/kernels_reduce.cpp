@@ -2,9 +2,9 @@
 // Semantics (accumulation types, integer Mean, NaN, empty reductions) are documented in
 // src/ir/ops_reduce.cpp.
 //
-// Reduce coalesces the input dims (size-1 dims dropped, neighbours with the same
-// reduced/kept role merged) so any axis set becomes alternating kept/reduced groups, then
-// runs one of two loops, parallel over outputs:
+// Reduce takes the step's ReduceGeom (input dims coalesced by the plan: size-1 dims dropped,
+// neighbours with the same reduced/kept role merged, so any axis set is alternating
+// kept/reduced groups), adds their strides, then runs one of two loops, parallel over outputs:
 //   - last group reduced: each output sums a set of contiguous runs;
 //   - last group kept: each output row accumulates whole contiguous rows (vectorizable).
 #include <algorithm>
@@ -196,10 +196,9 @@ template <class T, ReduceKind K> void reduce_impl(const Tensor& x, Tensor& out, 
 void kernel(const ops::Reduce& op, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
   Tensor& out = ctx.out[0];
-  const int64_t r = x.rank();
-  std::vector<bool> reduced(static_cast<size_t>(r), op.axes.empty());
-  for (int64_t a : op.axes) reduced[static_cast<size_t>(normalize_axis(a, r, "reduce axis"))] = true;
-  const ReducePlan p = plan_reduce(x.shape(), reduced);
+  // The step's coalesced kept/reduced groups (size-1 dims already dropped).
+  const auto& g = std::get<plan::ReduceGeom>(ctx.step.geom);
+  const ReducePlan p = plan_reduce(g.dims, std::vector<bool>(g.reduced.begin(), g.reduced.end()));
   const bool minmax = op.kind == ReduceKind::Max || op.kind == ReduceKind::Min;
   if (p.count == 0 && out.numel() > 0 && (minmax || (op.kind == ReduceKind::Mean && !is_float(x.dtype()))))
     throw Error(node_label(ctx.node) + ": " + enum_name(op.kind) + " of input " + dims_str(x.shape()) +
