@@ -15,9 +15,22 @@ enum class Device { Cpu, Cuda, Vulkan, WebGpu };
 const char* device_name(Device d);
 Device device_from_name(const std::string& name);  // "cpu", "cuda", ... (throws on unknown)
 
+// Numeric policy of a device backend (the CPU backend always computes in the graph's dtypes).
+//   Fp32: exact FP32 math; Tf32: FP32 storage, TF32 tensor-core matmuls;
+//   Fp16 / Bf16: matmul and attention in half precision with f32 accumulation, norms and
+//   softmax accumulate in f32.
+enum class Precision { Fp32, Tf32, Fp16, Bf16 };
+const char* precision_name(Precision p);
+
 struct CompileOptions {
   int num_threads = 0;     // CPU worker threads; 0 = hardware concurrency
   bool verify = true;      // verify the graph before compiling
+  bool optimize = true;    // run the optimizer's pass pipeline (legalize always runs)
+  // Print one line per pass (time, node counts) to stderr; RLX_PASS_REPORT=1 does the same.
+  bool pass_report = false;
+  // Pass names to skip (e.g. {"fuse_attention_block"}); an unknown name is an rlx::Error.
+  std::vector<std::string> disabled_passes;
+  Precision precision = Precision::Fp32;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -5,10 +5,21 @@
 #include <map>
 #include <unordered_map>
 
-#include "backends/cpu/executor.h"
-#include "backends/cpu/parallel.h"
+#include "passes/pipeline.h"
+#include "passes/specialize.h"
+#include "runtime/backend.h"
 
 namespace rlx {
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Tf32: return "tf32";
+    case Precision::Fp16: return "fp16";
+    case Precision::Bf16: return "bf16";
+  }
+  return "?";
+}
 
 const char* device_name(Device d) {
   switch (d) {
@@ -36,29 +47,44 @@ std::string names_list(const std::vector<std::string>& names) {
 }
 }  // namespace
 
+// One compiled shape binding: the backend's variant plus the leaf nodes of its (optimized)
+// graph by name, since optimization renumbers nodes.
+struct CompiledVariant {
+  std::unique_ptr<Variant> variant;
+  std::vector<std::pair<NodeId, std::string>> inputs, params;
+};
+
 struct CompiledGraph::Impl {
   Device device = Device::Cpu;
+  CompileOptions options;
+  std::unique_ptr<Backend> backend;
   Graph graph;
   bool is_static = true;
   std::map<std::string, NodeId> input_ids, param_ids;
   std::map<std::string, Tensor> params;  // by name
+  uint64_t params_generation = 0;
   std::vector<std::pair<std::string, size_t>> state_bindings;
   std::map<std::string, Tensor> state;  // carried values, by input name
   using Binding = std::map<std::string, int64_t>;
-  std::list<std::pair<Binding, std::unique_ptr<cpu::Executor>>> variants;  // most recent first
+  std::list<std::pair<Binding, CompiledVariant>> variants;  // most recent first
   size_t last_arena = 0;
 
-  cpu::Executor& executor_for(const Binding& b) {
+  CompiledVariant& variant_for(const Binding& b) {
     for (auto it = variants.begin(); it != variants.end(); ++it) {
       if (it->first == b) {
         variants.splice(variants.begin(), variants, it);
-        return *variants.front().second;
+        return variants.front().second;
       }
     }
-    Graph g = is_static ? graph : cpu::specialize(graph, b);
-    variants.emplace_front(b, std::make_unique<cpu::Executor>(std::move(g)));
+    Graph g = is_static ? graph : passes::specialize(graph, b);
+    g = passes::optimize_for_backend(g, *backend, options);
+    CompiledVariant cv;
+    for (NodeId id : g.input_nodes()) cv.inputs.emplace_back(id, std::get<ops::Input>(g.node(id).op).name);
+    for (NodeId id : g.param_nodes()) cv.params.emplace_back(id, std::get<ops::Param>(g.node(id).op).name);
+    cv.variant = backend->prepare(std::move(g), options);
+    variants.emplace_front(b, std::move(cv));
     if (variants.size() > kMaxVariants) variants.pop_back();
-    return *variants.front().second;
+    return variants.front().second;
   }
 
   // Binds symbolic dims from the input tensors; checks every static dim and dtype.
@@ -126,6 +152,7 @@ void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
                 std::to_string(value.numel()) + " elements), the param is " + p.shape.str() + " (" +
                 std::to_string(p.shape.numel()) + " elements)");
   impl_->params[name] = value.clone();
+  ++impl_->params_generation;
 }
 
 void CompiledGraph::bind_state(const std::string& input_name, size_t output_index) {
@@ -188,17 +215,17 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
                   std::to_string(m.graph.outputs().size()) + " outputs)");
 
   auto binding = m.bind_dims(feeds);
-  cpu::Executor& ex = m.executor_for(binding);
-  m.last_arena = ex.arena_bytes();
+  CompiledVariant& cv = m.variant_for(binding);
+  m.last_arena = cv.variant->arena_bytes();
   std::unordered_map<NodeId, Tensor> leaves;
-  for (const auto& [name, id] : m.input_ids) leaves[id] = *feeds[name];
-  for (const auto& [name, id] : m.param_ids) leaves[id] = m.params[name];
+  for (const auto& [id, name] : cv.inputs) leaves[id] = *feeds[name];
+  for (const auto& [id, name] : cv.params) leaves[id] = m.params[name];
 
   // Outputs needed: the requested ones plus those carried as state.
   std::vector<size_t> need = output_indices;
   for (const auto& [name, k] : m.state_bindings)
     if (std::find(need.begin(), need.end(), k) == need.end()) need.push_back(k);
-  std::vector<Tensor> got = ex.run(leaves, need, &m.params);
+  std::vector<Tensor> got = cv.variant->run(RunArgs{leaves, need, &m.params, m.params_generation});
   for (const auto& [name, k] : m.state_bindings) {
     const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
     // A carried value that is also returned gets its own copy, so callers that modify the
@@ -210,14 +237,12 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
 }
 
 CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options) const {
-  if (device_ != Device::Cpu)
-    throw Error(std::string("device '") + device_name(device_) +
-                "' is not available in this build (only the cpu backend is built); compile for Device::Cpu");
-  if (options.verify) graph.verify();
-  if (options.num_threads < 0) throw Error("CompileOptions.num_threads must be >= 0");
-  cpu::set_num_threads(options.num_threads);
   auto impl = std::make_unique<CompiledGraph::Impl>();
+  impl->backend = make_backend(device_, options);
+  if (options.verify) graph.verify();
+  passes::check_pass_names(options.disabled_passes);
   impl->device = device_;
+  impl->options = options;
   impl->graph = graph;
   for (NodeId id : graph.input_nodes()) {
     const auto& in = std::get<ops::Input>(graph.node(id).op);
@@ -231,8 +256,11 @@ CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options
     impl->param_ids[p.name] = id;
   }
   for (const auto& [name, t] : graph.weights()) impl->params[name] = t;
-  // Graphs with only static dims are planned once, now.
-  if (impl->is_static) impl->executor_for({});
+  // Graphs with only static dims are optimized and planned once, now. Symbolic graphs are
+  // checked against the backend now (every node it cannot run is reported) and optimized per
+  // shape binding at run.
+  if (impl->is_static) impl->variant_for({});
+  else passes::check_legalizable(graph, *impl->backend);
   return CompiledGraph(std::move(impl));
 }
 

@@ -1,0 +1,90 @@
+#include "passes/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "passes/canonical.h"
+#include "passes/fusion.h"
+#include "passes/legalize.h"
+#include "passes/lower.h"
+
+namespace rlx::passes {
+namespace {
+
+PassManager production_pipeline() {
+  PassManager pm;
+  pm.add({"lower_control_flow", lower_control_flow, {}})
+      .add({"lower_dot_general", lower_dot_general, {"matmul", "transpose", "reshape"}})
+      .add({"fold_constants", fold_constants, {}})
+      .add({"cse", cse, {}})
+      .add({"remove_trivial_ops", remove_trivial_ops, {}})
+      .add({"fuse_matmul_bias_act", fuse_matmul_bias_act, {"fused_matmul_bias_act"}})
+      .add({"fuse_residual_ln", fuse_residual_ln, {"fused_residual_ln"}})
+      .add({"fuse_residual_rms_norm", fuse_residual_rms_norm, {"fused_residual_rms_norm"}})
+      .add({"fuse_rms_norm_reshape", fuse_rms_norm_reshape, {"rms_norm", "reshape"}})
+      .add({"fuse_swiglu_dual_matmul", fuse_swiglu_dual_matmul, {"fused_swiglu", "concat", "matmul"}})
+      .add({"fuse_shared_input_matmul", fuse_shared_input_matmul, {"concat", "matmul", "narrow"}})
+      .add({"fuse_swiglu", fuse_swiglu, {"fused_swiglu"}})
+      .add({"fuse_attention_block", fuse_attention_block, {"fused_attention_block"}})
+      .add({"fuse_transformer_layer", fuse_transformer_layer, {"fused_transformer_layer"}})
+      .add({"mark_elementwise_regions", mark_elementwise_regions, {"elementwise_region"}})
+      .add({"dce", dce, {}});
+  return pm;
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+std::vector<std::string> pipeline_pass_names() {
+  std::vector<std::string> names;
+  const PassManager pm = production_pipeline();  // kept alive: passes() refers into it
+  for (const auto& p : pm.passes()) names.push_back(p.name);
+  names.push_back("legalize");
+  return names;
+}
+
+void check_pass_names(const std::vector<std::string>& names) {
+  PassManager pm = production_pipeline();
+  for (const auto& n : names)
+    if (n == "legalize")
+      throw Error("pass 'legalize' cannot be disabled: it is what makes the graph runnable on the backend");
+  pm.disable(names);
+}
+
+Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options) {
+  const PassContext ctx = PassContext::from_env(&backend);
+  std::vector<PassStat> stats;
+  Graph cur = g;
+  if (options.optimize) {
+    PassManager pm = production_pipeline();
+    pm.set_verify(options.verify);
+    pm.disable(options.disabled_passes);
+    cur = pm.run(std::move(cur), ctx, &stats);
+  }
+  PassStat st;
+  st.name = "legalize";
+  st.nodes_before = op_count(cur);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ClaimFn claims = [&backend](const Graph& gr, const Node& n) { return backend.claims(gr, n); };
+  cur = legalize(cur, claims, device_name(backend.device()));
+  st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  st.nodes_after = op_count(cur);
+  stats.push_back(st);
+  if (options.pass_report || env_flag("RLX_PASS_REPORT"))
+    std::fprintf(stderr, "rlx pass report (%s, %zu ops in):\n%s", device_name(backend.device()), op_count(g),
+                 format_report(stats).c_str());
+  return cur;
+}
+
+void check_legalizable(const Graph& g, const Backend& backend) {
+  const ClaimFn claims = [&backend](const Graph& gr, const Node& n) { return backend.claims(gr, n); };
+  (void)legalize(g, claims, device_name(backend.device()));
+}
+
+}  // namespace rlx::passes

@@ -1,0 +1,32 @@
+#pragma once
+// The production pass pipeline: what Session::compile runs for a backend.
+//
+//   lower_control_flow -> lower_dot_general -> canonicalize (fold, CSE, trivial ops, DCE)
+//   -> fuse_matmul_bias_act -> fuse_residual_ln / fuse_residual_rms_norm -> fuse_rms_norm_reshape
+//   -> fuse_swiglu_dual_matmul -> fuse_shared_input_matmul -> fuse_swiglu -> fuse_attention_block
+//   -> fuse_transformer_layer -> mark_elementwise_regions -> dce -> legalize (shared, always)
+//
+// Each fusion runs only when the backend claims the fused op kind it creates.
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/session.h"
+#include "runtime/backend.h"
+
+namespace rlx::passes {
+
+// Optimizes (when options.optimize) and legalizes `g` for `backend`; verifies the result.
+// Prints the per-pass report when options.pass_report or RLX_PASS_REPORT=1.
+Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options);
+
+// Every pass name the pipeline knows, in pipeline order.
+std::vector<std::string> pipeline_pass_names();
+// Throws rlx::Error for a name that is not a pipeline pass (listing the valid ones).
+void check_pass_names(const std::vector<std::string>& names);
+
+// Throws one rlx::Error listing every node of `g` the backend can neither run nor have
+// decomposed by legalize (id, op, shapes).
+void check_legalizable(const Graph& g, const Backend& backend);
+
+}  // namespace rlx::passes

@@ -1,0 +1,26 @@
+#include "runtime/backend.h"
+
+namespace rlx {
+
+std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
+  switch (d) {
+    case Device::Cpu: return make_cpu_backend(options);
+    case Device::Cuda:
+#ifdef RLX_HAVE_CUDA
+      return make_cuda_backend(options);
+#else
+      throw Error("device 'cuda' is not available in this build (configure with the CUDA toolkit installed, "
+                  "-DRLX_CUDA=ON); compile for Device::Cpu");
+#endif
+    case Device::Vulkan:
+    case Device::WebGpu: break;
+  }
+  throw Error(std::string("device '") + device_name(d) +
+              "' is not available in this build (backends built: cpu" +
+#ifdef RLX_HAVE_CUDA
+              ", cuda" +
+#endif
+              std::string("); compile for Device::Cpu"));
+}
+
+}  // namespace rlx

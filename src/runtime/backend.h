@@ -1,0 +1,67 @@
+#pragma once
+// The seam between the runtime (Session/CompiledGraph) and a device backend.
+//
+// Session::compile optimizes the user's graph for the backend (fusions it claims, the shared
+// legalize for the rest), then asks the backend to `prepare` one Variant per concrete shape
+// binding. A Variant owns its plan (schedule, arena, device buffers) and runs it.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/session.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+// Everything a Variant needs for one run.
+struct RunArgs {
+  // A host tensor for every Input and Param node of the variant's graph, by node id (borrowed).
+  const std::unordered_map<NodeId, Tensor>& leaves;
+  // Graph outputs to return, by index, in this order.
+  const std::vector<size_t>& which;
+  // Named params of the compiled graph (for If/While subgraph Param nodes).
+  const std::map<std::string, Tensor>* params = nullptr;
+  // Increments whenever set_param changes a value: a device backend re-uploads params when it
+  // differs from the generation it uploaded last.
+  uint64_t params_generation = 0;
+};
+
+// One compiled shape binding of a graph, ready to run on the device.
+class Variant {
+ public:
+  virtual ~Variant() = default;
+  // Returns host copies of the requested outputs.
+  virtual std::vector<Tensor> run(const RunArgs& args) = 0;
+  virtual const Graph& graph() const = 0;  // the static, optimized graph it runs
+  virtual size_t arena_bytes() const = 0;  // bytes of its intermediate-value arena
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // True when the backend has a kernel for op kind `op_name` (e.g. "fused_swiglu") at all. The
+  // optimizer only creates fused ops whose kind the backend claims.
+  virtual bool claims_kind(std::string_view op_name) const = 0;
+  // True when the backend executes node `n` of `g` natively, as is (attributes, dtypes and
+  // shapes included); the shared legalize decomposes every node it does not claim.
+  virtual bool claims(const Graph& g, const Node& n) const { (void)g; return claims_kind(op_name(n.op)); }
+  // Builds a runnable variant of a verified graph whose shapes are all static.
+  virtual std::unique_ptr<Variant> prepare(Graph g, const CompileOptions& options) = 0;
+};
+
+// The backend for `d`; throws rlx::Error saying why when it is not built or has no device.
+std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options);
+
+// Per-device factories (each defined by its backend).
+std::unique_ptr<Backend> make_cpu_backend(const CompileOptions& options);
+#ifdef RLX_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda_backend(const CompileOptions& options);
+#endif
+
+}  // namespace rlx

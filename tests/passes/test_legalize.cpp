@@ -1,0 +1,163 @@
+// The shared legalize: every decomposition computes the op's numbers; unclaimed nodes without
+// one are reported together.
+#include <set>
+
+#include "passes/legalize.h"
+#include "passes/pass_test_util.h"
+#include "passes/uses.h"
+
+namespace rlx {
+namespace {
+
+using namespace passes;
+using testing::count_op;
+using testing::same_numbers;
+
+// A backend that runs primitives only: no fused ops, no control flow, no dot_general, no
+// group/batch/2d norms, and reductions/softmax/arg/cumsum/norms over the last axis only.
+bool primitives_only(const Graph& g, const Node& n) {
+  static const std::set<std::string> no{"fused_matmul_bias_act", "fused_residual_ln", "fused_residual_rms_norm",
+                                        "fused_swiglu", "fused_attention_block", "fused_transformer_layer",
+                                        "elementwise_region", "lora_matmul", "dot_general", "if", "while",
+                                        "group_norm", "batch_norm_inference", "layer_norm_2d"};
+  if (no.count(op_name(n.op))) return false;
+  const int64_t r = n.inputs.empty() ? 0 : g.shape(n.inputs[0]).rank();
+  if (const auto* red = std::get_if<ops::Reduce>(&n.op))
+    return red->axes.size() == 1 && is_last_axis(red->axes[0], r) && !red->keep_dims;
+  auto last = [&](int64_t axis) { return is_last_axis(axis, r); };
+  if (const auto* o = std::get_if<ops::Softmax>(&n.op)) return last(o->axis);
+  if (const auto* o = std::get_if<ops::LogSoftmax>(&n.op)) return last(o->axis);
+  if (const auto* o = std::get_if<ops::Cumsum>(&n.op)) return last(o->axis);
+  if (const auto* o = std::get_if<ops::ArgMax>(&n.op)) return last(o->axis) && !o->keep_dims;
+  if (const auto* o = std::get_if<ops::ArgMin>(&n.op)) return last(o->axis) && !o->keep_dims;
+  if (const auto* o = std::get_if<ops::LayerNorm>(&n.op)) return last(o->axis);
+  if (const auto* o = std::get_if<ops::RmsNorm>(&n.op)) return last(o->axis);
+  return true;
+}
+
+Graph legal(const Graph& g) { return legalize(g, primitives_only, "test"); }
+
+void expect_legalized(const Graph& g, const char* what) {
+  Graph l = legal(g);
+  for (const Node& n : l.nodes()) EXPECT_TRUE(primitives_only(l, n)) << what << ": " << node_label(n);
+  EXPECT_TRUE(same_numbers(g, legal)) << what;
+}
+
+Graph one_op(const Op& op, const std::vector<Shape>& shapes) {
+  Graph g;
+  std::vector<Value> ins;
+  for (size_t i = 0; i < shapes.size(); ++i) ins.push_back(g.input("in" + std::to_string(i), shapes[i]));
+  g.add_output(g.apply(op, ins));
+  return g;
+}
+
+TEST(Legalize, FusedMatmulNormAndSwiglu) {
+  expect_legalized(one_op(ops::FusedMatMulBiasAct{.activation = ActKind::Gelu},
+                          {Shape::of({2, 3, 4}), Shape::of({4, 5}), Shape::of({5})}), "fmba");
+  expect_legalized(one_op(ops::FusedMatMulBiasAct{}, {Shape::of({3, 4}), Shape::of({4, 5})}), "fmba no bias");
+  expect_legalized(one_op(ops::FusedResidualLN{.has_bias = true},
+                          {Shape::of({2, 6}), Shape::of({2, 6}), Shape::of({6}), Shape::of({6})}), "res ln");
+  expect_legalized(one_op(ops::FusedResidualRmsNorm{}, {Shape::of({2, 6}), Shape::of({2, 6}), Shape::of({6})}), "res rms");
+  expect_legalized(one_op(ops::FusedSwiGLU{.gate_first = true}, {Shape::of({2, 3, 8})}), "swiglu gate first");
+  expect_legalized(one_op(ops::FusedSwiGLU{}, {Shape::of({5, 8})}), "swiglu");
+  expect_legalized(one_op(ops::LoraMatMul{.scale = 0.5},
+                          {Shape::of({3, 8}), Shape::of({8, 4}), Shape::of({8, 2}), Shape::of({2, 4})}), "lora");
+}
+
+TEST(Legalize, AttentionBlockAndTransformerLayer) {
+  const Shape h = Shape::of({2, 4, 8});
+  expect_legalized(one_op(ops::FusedAttentionBlock{.num_heads = 2, .head_dim = 4},
+                          {h, Shape::of({8, 24}), Shape::of({8, 8}), Shape::of({2, 4}), Shape::of({24}), Shape::of({8})}),
+                   "attention block");
+  expect_legalized(one_op(ops::FusedAttentionBlock{.num_heads = 2, .head_dim = 4, .has_bias = false, .has_rope = true},
+                          {h, Shape::of({8, 24}), Shape::of({8, 8}), Shape::of({2, 4}), Shape::of({4, 2}), Shape::of({4, 2})}),
+                   "attention block rope");
+  std::vector<Shape> s{h, Shape::of({8, 24}), Shape::of({24}), Shape::of({8, 8}), Shape::of({8}), Shape::of({8}),
+                       Shape::of({8}), Shape::of({8, 16}), Shape::of({16}), Shape::of({16, 8}), Shape::of({8}),
+                       Shape::of({8}), Shape::of({8}), Shape::of({2, 4})};
+  expect_legalized(one_op(ops::FusedTransformerLayer{.num_heads = 2, .head_dim = 4, .eps = 1e-5,
+                                                     .activation = ActKind::GeluApprox}, s), "transformer layer");
+}
+
+TEST(Legalize, RegionDotGeneralAndIf) {
+  ops::ElementwiseRegion r;
+  r.steps = {{RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {0, 1}},
+             {RegionStepKind::Activation, static_cast<int32_t>(ActKind::Silu), DType::F32, {-1}}};
+  expect_legalized(one_op(r, {Shape::of({3, 4}), Shape::of({4})}), "region");
+  expect_legalized(one_op(ops::DotGeneral{.lhs_batch = {}, .rhs_batch = {}, .lhs_contract = {0}, .rhs_contract = {1}},
+                          {Shape::of({5, 3}), Shape::of({2, 5})}), "dot_general");
+  auto branch = [](bool add) {
+    auto b = std::make_shared<Graph>();
+    Value v = b->input("v", Shape::of({3}));
+    b->add_output(add ? b->exp(v) : b->mul(v, v));
+    return b;
+  };
+  ops::If op;
+  op.then_branch = branch(true);
+  op.else_branch = branch(false);
+  for (uint8_t c : {0, 1}) {
+    testing::ParityOptions po;
+    po.fixed_inputs = {{"in0", Tensor::boolean({}, std::vector<uint8_t>{c})}};
+    Graph g = one_op(op, {Shape({}, DType::Bool), Shape::of({3})});
+    EXPECT_EQ(count_op(legal(g), "where"), 1u);
+    EXPECT_TRUE(same_numbers(g, legal, 1e-5, po));
+  }
+}
+
+TEST(Legalize, NormsAndAxes) {
+  expect_legalized(one_op(ops::GroupNorm{.groups = 2, .eps = 1e-5}, {Shape::of({2, 4, 3, 3}), Shape::of({4}), Shape::of({4})}), "group_norm");
+  expect_legalized(one_op(ops::BatchNormInference{.eps = 1e-3},
+                          {Shape::of({2, 3, 5}), Shape::of({3}), Shape::of({3}), Shape::of({3}), Shape::of({3})}), "batch_norm");
+  expect_legalized(one_op(ops::LayerNorm2d{.eps = 1e-6}, {Shape::of({1, 3, 2, 2}), Shape::of({3}), Shape::of({3})}), "ln2d");
+  expect_legalized(one_op(ops::LayerNorm{.axis = 1, .eps = 1e-5}, {Shape::of({2, 3, 4}), Shape::of({3, 4}), Shape::of({3, 4})}), "ln 2 axes");
+  expect_legalized(one_op(ops::RmsNorm{.axis = -2, .eps = 1e-6}, {Shape::of({2, 3, 4}), Shape::of({3, 4})}), "rms 2 axes");
+  for (bool keep : {false, true}) {
+    expect_legalized(one_op(ops::Reduce{.kind = ReduceKind::Sum, .axes = {0, 2}, .keep_dims = keep}, {Shape::of({2, 3, 4})}), "reduce");
+    expect_legalized(one_op(ops::Reduce{.kind = ReduceKind::Max, .axes = {}, .keep_dims = keep}, {Shape::of({2, 3})}), "reduce all");
+    expect_legalized(one_op(ops::ArgMax{.axis = 1, .keep_dims = keep}, {Shape::of({2, 3, 4})}), "argmax");
+    expect_legalized(one_op(ops::ArgMin{.axis = 0, .keep_dims = keep, .select_last = true}, {Shape::of({3, 2})}), "argmin");
+  }
+  expect_legalized(one_op(ops::Reduce{.kind = ReduceKind::Mean, .axes = {1}}, {Shape::of({2, 3, 4})}), "mean middle");
+  expect_legalized(one_op(ops::Softmax{.axis = 0}, {Shape::of({3, 4, 2})}), "softmax axis 0");
+  expect_legalized(one_op(ops::LogSoftmax{.axis = 1}, {Shape::of({3, 4, 2})}), "log_softmax axis 1");
+  expect_legalized(one_op(ops::Cumsum{.axis = 0, .exclusive = true, .reverse = true}, {Shape::of({4, 3})}), "cumsum");
+}
+
+TEST(Legalize, ReportsEveryNodeItCannotRun) {
+  Graph g;
+  Value x = g.input("x", Shape::of({2, 3}));
+  auto body = std::make_shared<Graph>();
+  Value b = body->input("v", Shape::of({2, 3}));
+  body->add_output(body->add(b, b));
+  auto cond = std::make_shared<Graph>();
+  Value c = cond->input("v", Shape::of({2, 3}));
+  cond->add_output(cond->compare(CompareKind::Lt, cond->sum(c, {}), cond->scalar(100)));
+  ops::While w;
+  w.max_iterations = 4;
+  w.body = body;
+  w.cond = cond;
+  Value y = g.apply(w, {x});
+  Value z = g.apply(w, {g.relu(y)});
+  g.add_output(z);
+  const std::string msg = testing::error_message([&] { legal(g); });
+  EXPECT_NE(msg.find("cannot run 2 node(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(while)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("f32[2,3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Device::Cpu"), std::string::npos) << msg;
+}
+
+TEST(Legalize, DispatchReport) {
+  Graph g;
+  Value x = g.input("x", Shape::of({2, 8}));
+  Value y = g.apply(ops::FusedSwiGLU{}, {x});
+  g.add_output(g.softmax(y, -1));
+  auto rows = dispatch_report(g, primitives_only);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].op, "fused_swiglu");
+  EXPECT_EQ(rows[0].decomposed, 1u);
+  EXPECT_EQ(rows[1].op, "softmax");
+  EXPECT_EQ(rows[1].native, 1u);
+}
+
+}  // namespace
+}  // namespace rlx
