@@ -274,6 +274,23 @@ TEST_F(Cli, RunSymbolicDims) {
   EXPECT_THAT(conflict.err, HasSubstr("symbolic dim 'seq' is 5"));
 }
 
+TEST_F(Cli, CheckReportsDispatchPerOpKind) {
+  const std::string g = export_small("check.json");
+  Proc p = rlx("check " + g + " --device cpu --pass-report");
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, AllOf(HasSubstr("native"), HasSubstr("decomposed"), HasSubstr("unsupported"),
+                           HasSubstr("fused_swiglu"), HasSubstr("fuse_matmul_bias_act"),
+                           HasSubstr("ok: every node runs on cpu")));
+  Proc raw = rlx("check " + g + " --no-optimize");
+  EXPECT_EXIT_CODE(raw, 0);
+  EXPECT_THAT(raw.out, AllOf(HasSubstr("(unoptimized)"), Not(HasSubstr("fused_swiglu"))));
+  EXPECT_EXIT_CODE(rlx("check " + g + " --device tpu"), 2);
+  Proc vk = rlx("check " + g + " --device vulkan");
+  EXPECT_EXIT_CODE(vk, 1);
+  EXPECT_THAT(vk.err, HasSubstr("not available in this build"));
+  EXPECT_EXIT_CODE(rlx("check " + path("missing.json")), 1);
+}
+
 TEST_F(Cli, ExportErrors) {
   Proc p = rlx("export-demo " + path("x.json") + " --hidden 30 --heads 4");
   EXPECT_EXIT_CODE(p, 1);

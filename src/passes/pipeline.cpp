@@ -57,16 +57,17 @@ void check_pass_names(const std::vector<std::string>& names) {
   pm.disable(names);
 }
 
-Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options) {
+Graph optimize(const Graph& g, const Backend& backend, const CompileOptions& options, std::vector<PassStat>* stats) {
   const PassContext ctx = PassContext::from_env(&backend);
+  PassManager pm = production_pipeline();
+  pm.set_verify(options.verify);
+  pm.disable(options.disabled_passes);
+  return pm.run(g, ctx, stats);
+}
+
+Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options) {
   std::vector<PassStat> stats;
-  Graph cur = g;
-  if (options.optimize) {
-    PassManager pm = production_pipeline();
-    pm.set_verify(options.verify);
-    pm.disable(options.disabled_passes);
-    cur = pm.run(std::move(cur), ctx, &stats);
-  }
+  Graph cur = options.optimize ? optimize(g, backend, options, &stats) : g;
   PassStat st;
   st.name = "legalize";
   st.nodes_before = op_count(cur);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass.h"
 #include "rlx/graph.h"
 #include "rlx/session.h"
 #include "runtime/backend.h"
@@ -19,6 +20,10 @@ namespace rlx::passes {
 // Optimizes (when options.optimize) and legalizes `g` for `backend`; verifies the result.
 // Prints the per-pass report when options.pass_report or RLX_PASS_REPORT=1.
 Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options);
+
+// The optimizer alone (no legalize): the production passes for `backend`, with per-pass stats.
+Graph optimize(const Graph& g, const Backend& backend, const CompileOptions& options,
+               std::vector<PassStat>* stats = nullptr);
 
 // Every pass name the pipeline knows, in pipeline order.
 std::vector<std::string> pipeline_pass_names();

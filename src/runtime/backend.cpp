@@ -23,4 +23,11 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
               std::string("); compile for Device::Cpu"));
 }
 
+std::unique_ptr<Backend> make_backend_for_check(Device d) {
+#ifdef RLX_HAVE_CUDA
+  if (d == Device::Cuda) return make_cuda_backend_for_check();
+#endif
+  return make_backend(d, CompileOptions{});
+}
+
 }  // namespace rlx

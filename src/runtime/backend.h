@@ -58,10 +58,15 @@ class Backend {
 // The backend for `d`; throws rlx::Error saying why when it is not built or has no device.
 std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options);
 
+// A backend object for claims queries only (`rlx check`): needs no device or driver; its
+// prepare() may throw. Devices not in this build -> rlx::Error.
+std::unique_ptr<Backend> make_backend_for_check(Device d);
+
 // Per-device factories (each defined by its backend).
 std::unique_ptr<Backend> make_cpu_backend(const CompileOptions& options);
 #ifdef RLX_HAVE_CUDA
 std::unique_ptr<Backend> make_cuda_backend(const CompileOptions& options);
+std::unique_ptr<Backend> make_cuda_backend_for_check();
 #endif
 
 }  // namespace rlx

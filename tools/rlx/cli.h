@@ -35,6 +35,7 @@ Command add_inspect_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_export_demo_command(CLI::App& parent);
 Command add_conformance_command(CLI::App& parent);
+Command add_check_command(CLI::App& parent);
 
 // ---- helpers (cli_util.cpp) ----
 // Splits "name=value" at the first '='; `what` names the option in the error (UsageError).

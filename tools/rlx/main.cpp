@@ -3,6 +3,7 @@
 //   rlx run graph.json ...         compile for a device, run, print outputs and latency
 //   rlx export-demo out.json       write a demo transformer model with weights
 //   rlx conformance DIR            run the ONNX backend node cases of DIR and report
+//   rlx check graph.json --device  per op kind: native / decomposed / unsupported on a device
 // Exit codes: 0 success, 1 error (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     commands.push_back(rlx::cli::add_run_command(app));
     commands.push_back(rlx::cli::add_export_demo_command(app));
     commands.push_back(rlx::cli::add_conformance_command(app));
+    commands.push_back(rlx::cli::add_check_command(app));
   } catch (const std::exception& e) {  // a bug in the option setup; never expected
     std::cerr << "rlx: internal error while setting up options: " << e.what() << "\n";
     return 1;

@@ -25,4 +25,6 @@ std::unique_ptr<Backend> make_cuda_backend(const CompileOptions& options) {
   return std::make_unique<CudaBackend>();
 }
 
+std::unique_ptr<Backend> make_cuda_backend_for_check() { return std::make_unique<CudaBackend>(); }
+
 }  // namespace rlx
