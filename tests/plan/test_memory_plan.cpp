@@ -117,6 +117,29 @@ TEST(MemoryPlan, GraphOutputsAreNeverOverwritten) {
   EXPECT_TRUE(testing::all_close(got[1], {4, 64}, e2));
 }
 
+TEST(MemoryPlan, AnOutputViewKeepsItsRootAlive) {
+  // o is a reshape (view) of e: e's bytes are an output's, so neg(e) must not write over them
+  // and no later value may take e's slot.
+  Graph g;
+  Value x = g.input("x", Shape::of({8, 8}));
+  Value e = g.exp(x);
+  Value o = g.reshape(e, {64});
+  Value z = g.act(ActKind::Neg, e);
+  Value z2 = g.act(ActKind::Tanh, z);
+  g.add_output(z2, "z");
+  g.add_output(o, "o");
+  const MemoryPlan mp = plan::plan_memory(g);
+  EXPECT_EQ(mp.in_place_input[z.node], -1);
+  EXPECT_EQ(mp.in_place_input[z2.node], 0);
+  EXPECT_NE(mp.at(z2).slot, mp.at(e).slot);
+  EXPECT_EQ(overlap_violation(g, mp), "");
+  const Tensor xv = random_tensor(DType::F32, {8, 8}, 4);
+  const auto got = run_planned(g, {{"x", xv}}, PlanOptions{});
+  std::vector<double> want;
+  for (double v : to_doubles(xv)) want.push_back(std::exp(v));
+  EXPECT_TRUE(testing::all_close(got[1], {64}, want));
+}
+
 TEST(MemoryPlan, LeavesAreNeverWritten) {
   Graph g;
   Value x = g.input("x", Shape::of({2, 8}));
