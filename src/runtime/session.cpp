@@ -1,10 +1,12 @@
 #include "rlx/session.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <list>
 #include <map>
 #include <unordered_map>
 
+#include "passes/hoist.h"
 #include "passes/pipeline.h"
 #include "passes/specialize.h"
 #include "runtime/backend.h"
@@ -49,15 +51,23 @@ std::string names_list(const std::vector<std::string>& names) {
 
 // One compiled shape binding: the backend's variant plus the leaf nodes of its (optimized)
 // graph by name, since optimization renumbers nodes.
+// Weight-only computations (e.g. concatenated weights made by fusions) run in a CPU prologue
+// whenever a param changes, and reach the variant as derived params.
 struct CompiledVariant {
   std::unique_ptr<Variant> variant;
   std::vector<std::pair<NodeId, std::string>> inputs, params;
+  std::unique_ptr<Variant> prologue;  // null when nothing is hoisted
+  std::vector<std::pair<NodeId, std::string>> prologue_params;
+  std::vector<std::string> derived_names;
+  std::map<std::string, Tensor> derived;  // by derived param name
+  uint64_t derived_generation = UINT64_MAX;
 };
 
 struct CompiledGraph::Impl {
   Device device = Device::Cpu;
   CompileOptions options;
   std::unique_ptr<Backend> backend;
+  std::unique_ptr<Backend> prologue_backend;  // CPU, for weight-only prologues
   Graph graph;
   bool is_static = true;
   std::map<std::string, NodeId> input_ids, param_ids;
@@ -79,6 +89,17 @@ struct CompiledGraph::Impl {
     Graph g = is_static ? graph : passes::specialize(graph, b);
     g = passes::optimize_for_backend(g, *backend, options);
     CompiledVariant cv;
+    if (options.optimize) {
+      passes::HoistedGraph h = passes::hoist_param_computations(g);
+      if (!h.derived.empty()) {
+        g = std::move(h.main);
+        for (NodeId id : h.prologue.param_nodes())
+          cv.prologue_params.emplace_back(id, std::get<ops::Param>(h.prologue.node(id).op).name);
+        if (!prologue_backend) prologue_backend = make_cpu_backend(CompileOptions{});
+        cv.prologue = prologue_backend->prepare(std::move(h.prologue), options);
+        cv.derived_names = std::move(h.derived);
+      }
+    }
     for (NodeId id : g.input_nodes()) cv.inputs.emplace_back(id, std::get<ops::Input>(g.node(id).op).name);
     for (NodeId id : g.param_nodes()) cv.params.emplace_back(id, std::get<ops::Param>(g.node(id).op).name);
     cv.variant = backend->prepare(std::move(g), options);
@@ -217,9 +238,21 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
   auto binding = m.bind_dims(feeds);
   CompiledVariant& cv = m.variant_for(binding);
   m.last_arena = cv.variant->arena_bytes();
+  if (cv.prologue && cv.derived_generation != m.params_generation) {
+    std::unordered_map<NodeId, Tensor> pl;
+    for (const auto& [id, name] : cv.prologue_params) pl[id] = m.params.at(name);
+    std::vector<size_t> all(cv.derived_names.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    std::vector<Tensor> vals = cv.prologue->run(RunArgs{pl, all, &m.params, m.params_generation});
+    for (size_t i = 0; i < vals.size(); ++i) cv.derived[cv.derived_names[i]] = std::move(vals[i]);
+    cv.derived_generation = m.params_generation;
+  }
   std::unordered_map<NodeId, Tensor> leaves;
   for (const auto& [id, name] : cv.inputs) leaves[id] = *feeds[name];
-  for (const auto& [id, name] : cv.params) leaves[id] = m.params[name];
+  for (const auto& [id, name] : cv.params) {
+    auto d = cv.derived.find(name);
+    leaves[id] = d != cv.derived.end() ? d->second : m.params[name];
+  }
 
   // Outputs needed: the requested ones plus those carried as state.
   std::vector<size_t> need = output_indices;
