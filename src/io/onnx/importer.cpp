@@ -151,6 +151,22 @@ Tensor full_tensor(DType dt, const std::vector<int64_t>& shape, double value) {
   return Tensor::f64(shape, v).cast(dt);
 }
 
+Val shape_val(const std::vector<Dim>& dims, bool scalar) {
+  bool all_static = true;
+  for (const Dim& d : dims) all_static = all_static && d.is_static();
+  if (all_static) {
+    std::vector<int64_t> v;
+    for (const Dim& d : dims) v.push_back(d.value);
+    std::vector<int64_t> shape;
+    if (!scalar) shape.push_back(static_cast<int64_t>(v.size()));
+    return Val::known(Tensor::i64(shape, v));
+  }
+  Val r;
+  r.dims = dims;
+  r.shape = scalar ? Shape({}, DType::I64) : Shape({static_cast<int64_t>(dims.size())}, DType::I64);
+  return r;
+}
+
 const ConverterTable& converters() {
   static const ConverterTable table = [] {
     ConverterTable t;

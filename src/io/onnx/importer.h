@@ -156,5 +156,8 @@ class Importer {
 std::vector<int64_t> tensor_ints(const Tensor& t);
 std::vector<double> tensor_doubles(const Tensor& t);
 Tensor full_tensor(DType dt, const std::vector<int64_t>& shape, double value);
+// A 1-d (0-d when `scalar`) int64 shape value from Dims: a known tensor when all are static,
+// else a Val carrying the symbolic entries.
+Val shape_val(const std::vector<Dim>& dims, bool scalar = false);
 
 }  // namespace rlx::onnx_io

@@ -46,6 +46,17 @@ Tensor offsets(const std::vector<int64_t>& shape, const std::vector<int64_t>& st
 
 V gather(const NodeCtx& c) {
   c.allow_only({"axis"});
+  const Val& x = c.in(0);
+  if (x.dims && !x.konst && x.shape.rank() == 1 && c.in(1).konst) {  // picking entries of a symbolic shape
+    const auto idx = tensor_ints(*c.in(1).konst);
+    const auto n = static_cast<int64_t>(x.dims->size());
+    std::vector<Dim> picked;
+    for (int64_t i : idx) {
+      if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " is out of range for a shape of rank " + std::to_string(n));
+      picked.push_back((*x.dims)[static_cast<size_t>(i < 0 ? i + n : i)]);
+    }
+    return {shape_val(picked, c.in(1).konst->rank() == 0)};
+  }
   return {c.out(c.g().gather(c.value(0), as_i64(c, c.value(1)), c.i("axis", 0)))};
 }
 

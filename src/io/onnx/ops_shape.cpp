@@ -19,20 +19,6 @@ Tensor i64_tensor(const std::vector<int64_t>& v, bool scalar = false) {
   return Tensor::i64(shape, v);
 }
 
-// A 1-d (or 0-d when `scalar`) int64 shape value from Dims: known when all are static.
-Val dims_val(const std::vector<Dim>& dims, bool scalar = false) {
-  bool all_static = std::all_of(dims.begin(), dims.end(), [](const Dim& d) { return d.is_static(); });
-  if (all_static) {
-    std::vector<int64_t> v;
-    for (const Dim& d : dims) v.push_back(d.value);
-    return Val::known(i64_tensor(v, scalar));
-  }
-  Val r;
-  r.dims = dims;
-  r.shape = scalar ? Shape({}, DType::I64) : Shape({static_cast<int64_t>(dims.size())}, DType::I64);
-  return r;
-}
-
 // The entries of an integer shape value when known (statically or symbolically).
 std::optional<std::vector<Dim>> entries(const Val& v) {
   if (v.konst && is_int(v.konst->dtype()) && v.konst->rank() <= 1) {
@@ -67,7 +53,7 @@ V shape_op(const NodeCtx& c) {
   const int64_t start = clampi(c.i("start", 0)), end = clampi(c.i("end", r));
   std::vector<Dim> out;
   for (int64_t i = start; i < end; ++i) out.push_back(dims[static_cast<size_t>(i)]);
-  return {dims_val(out)};
+  return {shape_val(out)};
 }
 
 V size_op(const NodeCtx& c) {
@@ -96,11 +82,9 @@ V reshape(const NodeCtx& c) {
   }
   const Val& x = c.in(0);
   if (x.dims && !x.konst) {  // reshaping a symbolic shape value (e.g. to 0-d or [1]) keeps it one
-    Val r = x;
-    r.shape.dims = target;
     if (target.size() <= 1 && (target.empty() || target[0] == Dim(static_cast<int64_t>(x.dims->size())) ||
                                target[0] == Dim(-1)))
-      return {dims_val(*x.dims, target.empty())};
+      return {shape_val(*x.dims, target.empty())};
   }
   return {c.out(c.g().reshape(c.value(0), target))};
 }
@@ -151,7 +135,7 @@ V squeeze(const NodeCtx& c) {
   for (size_t i = 0; i < dims.size(); ++i)
     if (!drop[i]) out.push_back(dims[i]);
   const Val& x = c.in(0);
-  if (x.dims && !x.konst && out.empty()) return {dims_val(*x.dims, true)};
+  if (x.dims && !x.konst && out.empty()) return {shape_val(*x.dims, true)};
   return {c.out(c.g().reshape(c.value(0), out))};
 }
 
@@ -171,7 +155,7 @@ V unsqueeze(const NodeCtx& c) {
   size_t k = 0;
   for (int64_t i = 0; i < r; ++i) out.push_back(is_new[static_cast<size_t>(i)] ? Dim(1) : dims[k++]);
   const Val& x = c.in(0);
-  if (x.dims && !x.konst && out.size() == 1) return {dims_val(*x.dims)};
+  if (x.dims && !x.konst && out.size() == 1) return {shape_val(*x.dims)};
   return {c.out(c.g().reshape(c.value(0), out))};
 }
 
@@ -197,7 +181,7 @@ V concat(const NodeCtx& c) {
     if (!e || v.shape.rank() != 1) all_entries = false;
     else joined.insert(joined.end(), e->begin(), e->end());
   }
-  if (any_sym && all_entries) return {dims_val(joined)};
+  if (any_sym && all_entries) return {shape_val(joined)};
   std::vector<Value> xs;
   for (size_t i = 0; i < c.num_inputs(); ++i) xs.push_back(c.value(i));
   return {c.out(c.g().concat(xs, c.i("axis", 0)))};
@@ -307,11 +291,11 @@ V slice(const NodeCtx& c) {
         for (int64_t k = s; k < e; k += step) picked.push_back((*sym)[static_cast<size_t>(k)]);
       else
         for (int64_t k = s; k > e; k += step) picked.push_back((*sym)[static_cast<size_t>(k)]);
-      return {dims_val(picked)};
+      return {shape_val(picked)};
     }
     x = slice_axis(c, x, axis, s, e, step);
   }
-  if (sym) return {dims_val(*sym)};
+  if (sym) return {shape_val(*sym)};
   return {c.out(x)};
 }
 

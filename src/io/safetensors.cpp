@@ -1,0 +1,257 @@
+#include "rlx/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace rlx {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // the format's own limit (100 MiB)
+constexpr int kMaxDepth = 4;                  // {"name": {"shape": [..]}} needs 3
+
+struct DTypeName {
+  const char* name;
+  DType dtype;
+};
+constexpr DTypeName kNames[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
+                                {"I8", DType::I8},   {"I16", DType::I16}, {"I32", DType::I32},   {"I64", DType::I64},
+                                {"U8", DType::U8},   {"U32", DType::U32}, {"BOOL", DType::Bool}};
+
+const char* st_name(DType t) {
+  for (const auto& n : kNames)
+    if (n.dtype == t) return n.name;
+  throw Error(std::string("safetensors: dtype ") + dtype_name(t) + " has no safetensors name");
+}
+
+// Rejects JSON nested deeper than kMaxDepth before the parser sees it.
+void check_depth(std::string_view s, const std::string& what) {
+  int depth = 0;
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth) throw Error(what + ": header JSON is nested deeper than " + std::to_string(kMaxDepth));
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
+uint64_t checked_u64(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_number_unsigned()) throw Error(what + " must be a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
+struct SafetensorsFile::Storage {
+  std::string buffer;          // from_bytes
+  void* map = nullptr;         // mmap'd file
+  size_t map_size = 0;
+  ~Storage() {
+    if (map) munmap(map, map_size);
+  }
+  const uint8_t* data() const {
+    return map ? static_cast<const uint8_t*>(map) : reinterpret_cast<const uint8_t*>(buffer.data());
+  }
+  size_t size() const { return map ? map_size : buffer.size(); }
+};
+
+SafetensorsFile::SafetensorsFile(std::unique_ptr<Storage> storage, const std::string& what)
+    : storage_(std::move(storage)), what_(what) {
+  parse();
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors file '" + path + "'") {
+  storage_ = std::make_unique<Storage>();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open " + what_ + ": " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(what_ + " is not a regular file");
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size > 0) {
+    void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      throw Error("cannot map " + what_ + ": " + std::strerror(errno));
+    }
+    storage_->map = m;
+    storage_->map_size = size;
+  }
+  ::close(fd);
+  parse();
+}
+
+SafetensorsFile SafetensorsFile::from_bytes(const void* data, size_t size, const std::string& what) {
+  auto s = std::make_unique<Storage>();
+  s->buffer.assign(static_cast<const char*>(data), size);
+  return SafetensorsFile(std::move(s), what);
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
+SafetensorsFile::~SafetensorsFile() = default;
+
+void SafetensorsFile::parse() {
+  const uint8_t* p = storage_->data();
+  const size_t size = storage_->size();
+  if (size < 8) throw Error(what_ + ": " + std::to_string(size) + " bytes is too short for the 8-byte header length");
+  uint64_t n = 0;
+  std::memcpy(&n, p, 8);
+  if (n > kMaxHeader) throw Error(what_ + ": header length " + std::to_string(n) + " is over the 100 MiB limit");
+  if (n > size - 8)
+    throw Error(what_ + ": header length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
+                "-byte file (truncated?)");
+  const std::string_view text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
+  if (text.empty() || text.front() != '{') throw Error(what_ + ": the header is not a JSON object");
+  check_depth(text, what_);
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what_ + ": header is not valid JSON: " + e.what());
+  }
+  if (!h.is_object()) throw Error(what_ + ": the header is not a JSON object");
+  data_ = p + 8 + n;
+  data_size_ = size - 8 - static_cast<size_t>(n);
+  for (const auto& [name, v] : h.items()) {
+    const std::string where = what_ + ": tensor '" + name + "'";
+    if (name == "__metadata__") {
+      if (!v.is_object()) throw Error(what_ + ": __metadata__ must be an object of strings");
+      for (const auto& [k, s] : v.items()) {
+        if (!s.is_string()) throw Error(what_ + ": __metadata__ value '" + k + "' is not a string");
+        metadata_[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    if (name.empty()) throw Error(what_ + ": a tensor has an empty name");
+    if (!v.is_object()) throw Error(where + " must be an object");
+    for (const auto& [k, unused] : v.items())
+      if (k != "dtype" && k != "shape" && k != "data_offsets") throw Error(where + ": unknown field '" + k + "'");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) throw Error(where + ": 'dtype' must be a string");
+    const std::string dt = v["dtype"].get<std::string>();
+    SafetensorsEntry e;
+    e.name = name;
+    bool known = false;
+    for (const auto& kn : kNames)
+      if (dt == kn.name) {
+        e.dtype = kn.dtype;
+        known = true;
+      }
+    if (!known) throw Error(where + ": dtype '" + dt + "' is not supported (F32, F16, BF16, F64, I8, I16, I32, I64, U8, U32, BOOL)");
+    if (!v.contains("shape") || !v["shape"].is_array()) throw Error(where + ": 'shape' must be an array");
+    uint64_t numel = 1;
+    for (const auto& d : v["shape"]) {
+      const uint64_t dim = checked_u64(d, where + ": shape entries");
+      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || (dim != 0 && numel > (uint64_t{1} << 48) / dim))
+        throw Error(where + ": shape is too large");
+      numel *= dim;
+      e.shape.push_back(static_cast<int64_t>(dim));
+    }
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+      throw Error(where + ": 'data_offsets' must be [begin, end]");
+    e.begin = checked_u64(v["data_offsets"][0], where + ": data_offsets");
+    e.end = checked_u64(v["data_offsets"][1], where + ": data_offsets");
+    if (e.end < e.begin) throw Error(where + ": data_offsets end is before begin");
+    if (e.end > data_size_)
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  ") run past the " + std::to_string(data_size_) + "-byte data section (truncated?)");
+    if (e.end - e.begin != numel * dtype_size(e.dtype))
+      throw Error(where + ": " + std::to_string(e.end - e.begin) + " bytes do not hold " + dt + " " +
+                  dims_str(e.shape) + " (" + std::to_string(numel * dtype_size(e.dtype)) + " bytes)");
+    entries_.push_back(std::move(e));
+  }
+  std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (i > 0 && entries_[i].begin < entries_[i - 1].end && entries_[i].begin != entries_[i].end)
+      throw Error(what_ + ": tensors '" + entries_[i - 1].name + "' and '" + entries_[i].name + "' overlap");
+    index_[entries_[i].name] = i;
+  }
+}
+
+bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }
+
+const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) throw Error(what_ + " has no tensor named '" + name + "'");
+  return entries_[it->second];
+}
+
+std::span<const uint8_t> SafetensorsFile::raw(const std::string& name) const {
+  const auto& e = entry(name);
+  return {data_ + e.begin, static_cast<size_t>(e.end - e.begin)};
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const auto& e = entry(name);
+  const auto bytes = raw(name);
+  if (e.dtype == DType::Bool)
+    for (uint8_t b : bytes)
+      if (b > 1) throw Error(what_ + ": tensor '" + name + "' holds a BOOL byte other than 0 or 1");
+  return Tensor::from_bytes(e.dtype, e.shape, bytes.data(), bytes.size());
+}
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  const SafetensorsFile f(path);
+  std::map<std::string, Tensor> out;
+  for (const auto& e : f.entries()) out.emplace(e.name, f.tensor(e.name));
+  return out;
+}
+
+std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  nlohmann::json h = nlohmann::json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__") throw Error("save_safetensors: invalid tensor name '" + name + "'");
+    if (h.contains(name)) throw Error("save_safetensors: tensor name '" + name + "' is used twice");
+    const uint64_t n = t.nbytes();
+    h[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
+  const uint64_t hn = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &hn, 8);
+  out += header;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : tensors)
+    if (t.nbytes() > 0) out.append(static_cast<const char*>(t.raw()), t.nbytes());
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = safetensors_bytes(tensors, metadata);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error("save_safetensors: cannot write '" + path + "'");
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw Error("save_safetensors: writing '" + path + "' failed");
+}
+
+}  // namespace rlx
