@@ -45,7 +45,11 @@ HoistedGraph hoist_param_computations(const Graph& g) {
     for (Value v : points) outs.push_back(rw.map(v));
     Graph& pg = rw.out();
     pg.set_outputs(outs);
-    for (const auto& [name, t] : g.weights()) pg.set_weight(name, t);
+    for (NodeId id : pg.param_nodes()) {  // only the weights of the params it reads
+      const auto& name = std::get<ops::Param>(pg.node(id).op).name;
+      auto it = g.weights().find(name);
+      if (it != g.weights().end()) pg.set_weight(name, it->second);
+    }
     out.prologue = std::move(pg);
   }
   // Main graph: each hoist point becomes a derived Param.

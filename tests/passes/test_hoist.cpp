@@ -30,6 +30,22 @@ TEST(HoistParamComputations, SplitsWeightOnlyNodes) {
   EXPECT_TRUE(h.prologue.verify_report().empty());
 }
 
+TEST(HoistParamComputations, CarriedWeightsFollowTheirParams) {
+  Graph g = concat_weights_graph();
+  g.set_weight("w1", testing::random_tensor(DType::F32, {4, 2}, 3));
+  g.set_weight("wt", testing::random_tensor(DType::F32, {5, 4}, 4));
+  auto h = passes::hoist_param_computations(g);
+  EXPECT_EQ(h.prologue.weights().size(), 2u);
+  EXPECT_EQ(h.main.weights().size(), 2u);
+  CompiledGraph opt = Session(Device::Cpu).compile(g);
+  CompiledGraph ref = Session(Device::Cpu).compile(g, testing::unoptimized());
+  Tensor w2 = testing::random_tensor(DType::F32, {4, 3}, 5);
+  opt.set_param("w2", w2);
+  ref.set_param("w2", w2);
+  const NamedTensors ins{{"x", testing::random_tensor(DType::F32, {3, 4}, 1)}};
+  EXPECT_EQ(testing::to_doubles(opt.run(ins)[0]), testing::to_doubles(ref.run(ins)[0]));
+}
+
 TEST(HoistParamComputations, NothingToHoist) {
   Graph g;
   Value x = g.input("x", Shape::of({2}));
