@@ -149,9 +149,7 @@ Graph remove_trivial_ops(const Graph& g, const PassContext&) {
       return false;
     }
     if (const auto* t = op_as<ops::Transpose>(n)) {
-      bool identity = true;
-      for (size_t i = 0; i < t->perm.size(); ++i) identity &= t->perm[i] == static_cast<int64_t>(i);
-      if (identity) return forward(x);
+      if (is_identity_perm(t->perm)) return forward(x);
       if (const auto* inner = op_as<ops::Transpose>(g, x)) {  // out[i] = in[p[i]] = y[q[p[i]]]
         ops::Transpose merged;
         const int64_t r = static_cast<int64_t>(t->perm.size());
@@ -162,9 +160,7 @@ Graph remove_trivial_ops(const Graph& g, const PassContext&) {
           merged.perm.push_back(qi < 0 ? qi + r : qi);
         }
         const Value y = g.node(x.node).inputs[0];
-        bool merged_identity = true;
-        for (size_t i = 0; i < merged.perm.size(); ++i) merged_identity &= merged.perm[i] == static_cast<int64_t>(i);
-        if (merged_identity) return forward(y);
+        if (is_identity_perm(merged.perm)) return forward(y);
         rw.replace(n.id, {rw.emit(merged, {rw.map(y)})});
         return true;
       }

@@ -82,13 +82,8 @@ std::vector<int64_t> inverse_perm(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i) inv[static_cast<size_t>(p[i])] = static_cast<int64_t>(i);
   return inv;
 }
-bool is_identity(const std::vector<int64_t>& p) {
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] != static_cast<int64_t>(i)) return false;
-  return true;
-}
 Value transpose_if(Graph& g, Value x, const std::vector<int64_t>& perm) {
-  return is_identity(perm) ? x : g.transpose(x, perm);
+  return is_identity_perm(perm) ? x : g.transpose(x, perm);
 }
 // Product of dims as one Dim: static product, the single dim itself, or nullopt (symbolic mix).
 std::optional<Dim> fold_dims(const std::vector<Dim>& dims) {

@@ -37,6 +37,13 @@ const T* op_as(const Graph& g, Value v) { return std::get_if<T>(&g.node(v.node).
 // True when `axis` (possibly negative) names the last axis of a rank-`rank` tensor.
 inline bool is_last_axis(int64_t axis, int64_t rank) { return rank > 0 && (axis == -1 || axis == rank - 1); }
 
+// True when `perm` maps every axis to itself.
+inline bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 // True when `op` accepts operands of these shapes (its infer does not throw) and produces
 // exactly `expect` (when given): the last check before a fusion emits a node.
 bool infer_ok(const Op& op, const Graph& g, const std::vector<Value>& operands, const Shape* expect = nullptr);
