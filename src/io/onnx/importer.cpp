@@ -177,6 +177,7 @@ const ConverterTable& converters() {
     register_indexing(t);
     register_control(t);
     register_rnn(t);
+    register_resize(t);
     return t;
   }();
   return table;

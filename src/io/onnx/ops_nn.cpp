@@ -1,5 +1,5 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, pooling, normalizations,
-// Attention (decomposed into matmul/softmax), Resize/Upsample, LRN.
+// Attention (decomposed into matmul/softmax), LRN.
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -111,7 +111,11 @@ V conv_transpose(const NodeCtx& c) {
   if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < k; ++i) {
       const int64_t want = out_shape.empty() ? xd[i + 2] * strides[i] : out_shape[i];
-      const int64_t total = strides[i] * (xd[i + 2] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1) - want;
+      int64_t total = strides[i] * (xd[i + 2] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1) - want;
+      if (total < 0) {  // a larger output than the natural one: extra output padding at the end
+        outpad[i] -= total;
+        total = 0;
+      }
       const int64_t half = total / 2;
       const bool lower = auto_pad == "SAME_LOWER";
       pads[i] = lower ? total - half : half;
@@ -189,16 +193,6 @@ Converter global_pool(ReduceKind kind) {
   };
 }
 
-V batch_norm(const NodeCtx& c) {
-  c.allow_only({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"});
-  if (c.i("training_mode", 0) != 0) c.fail("training_mode=1 is not supported (inference only)");
-  if (c.i("spatial", 1) != 1) c.fail("spatial=0 is not supported");
-  for (size_t i = 1; i < c.num_outputs(); ++i)
-    if (!c.node().output(static_cast<int>(i)).empty()) c.fail("the training outputs (running mean/var) are not supported");
-  ops::BatchNormInference op{c.f("epsilon", 1e-5)};
-  return {c.out(c.g().apply(op, {c.value(0), c.value(1), c.value(2), c.value(3), c.value(4)}))};
-}
-
 // Mean/variance normalization over `axes` (kept), then scale and bias broadcast.
 struct Moments {
   Value mean, centered, inv_std;
@@ -211,6 +205,43 @@ Moments moments(const NodeCtx& c, Value x, const std::vector<int64_t>& axes, dou
   Value var = g.mean(g.mul(d, d), axes, true);
   Value inv = g.act(ActKind::Rsqrt, g.add(var, c.scalar_like(eps, dt)));
   return {mean, d, inv};
+}
+
+// Training-mode BatchNormalization: batch statistics, plus the updated running mean/var.
+V batch_norm_training(const NodeCtx& c) {
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  const DType dt = xs.dtype;
+  std::vector<int64_t> axes{0};
+  for (int64_t i = 2; i < xs.rank(); ++i) axes.push_back(i);
+  std::vector<Dim> cshape(static_cast<size_t>(xs.rank()), Dim(1));
+  cshape[1] = xs.dims[1];
+  auto per_channel = [&](Value v) { return g.reshape(v, cshape); };
+  Value x = c.value(0);
+  const double eps = c.f("epsilon", 1e-5), momentum = c.f("momentum", 0.9);
+  Moments m = moments(c, x, axes, eps);
+  Value y = g.add(g.mul(g.mul(m.centered, m.inv_std), per_channel(c.value(1))), per_channel(c.value(2)));
+  V outs{c.out(y)};
+  if (c.num_outputs() > 1) {
+    Value mean = g.reshape(m.mean, {xs.dims[1]});
+    Value var = g.reshape(g.mean(g.mul(m.centered, m.centered), axes, true), {xs.dims[1]});
+    auto blend = [&](Value running, Value current) {
+      return g.add(g.mul(running, c.scalar_like(momentum, dt)), g.mul(current, c.scalar_like(1 - momentum, dt)));
+    };
+    outs.push_back(c.out(blend(c.value(3), mean)));
+    if (c.num_outputs() > 2) outs.push_back(c.out(blend(c.value(4), var)));
+  }
+  return outs;
+}
+
+V batch_norm(const NodeCtx& c) {
+  c.allow_only({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"});
+  if (c.i("training_mode", 0) != 0) return batch_norm_training(c);
+  if (c.i("spatial", 1) != 1) c.fail("spatial=0 is not supported");
+  for (size_t i = 1; i < c.num_outputs(); ++i)
+    if (!c.node().output(static_cast<int>(i)).empty()) c.fail("the training outputs (running mean/var) are not supported");
+  ops::BatchNormInference op{c.f("epsilon", 1e-5)};
+  return {c.out(c.g().apply(op, {c.value(0), c.value(1), c.value(2), c.value(3), c.value(4)}))};
 }
 
 V layer_norm(const NodeCtx& c) {
@@ -449,90 +480,6 @@ V attention(const NodeCtx& c) {
   return outs;
 }
 
-V resize(const NodeCtx& c, bool upsample) {
-  auto& g = c.g();
-  const Shape& xs = c.shape(0);
-  const int64_t r = xs.rank();
-  ops::Resize op;
-  const std::string mode = c.s("mode", "nearest");
-  if (mode == "nearest") op.mode = ResizeMode::Nearest;
-  else if (mode == "linear" || mode == "bilinear") op.mode = ResizeMode::Linear;
-  else c.fail("mode '" + mode + "' is not supported (nearest, linear)");
-  std::vector<double> scales;
-  std::vector<int64_t> sizes;
-  if (upsample) {
-    c.allow_only({"mode", "scales"});
-    op.coord = ResizeCoord::Asymmetric;
-    op.nearest = NearestRound::Floor;
-    if (c.opset() < 9) {
-      for (float f : c.floats("scales")) scales.push_back(f);
-    } else {
-      scales = tensor_doubles(c.konst(1, "scales"));
-    }
-  } else {
-    c.allow_only({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
-                  "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"});
-    if (c.i("antialias", 0) != 0) c.fail("antialias=1 is not supported");
-    if (c.i("exclude_outside", 0) != 0) c.fail("exclude_outside=1 is not supported");
-    const std::string ct = c.s("coordinate_transformation_mode", c.opset() < 11 ? "asymmetric" : "half_pixel");
-    if (ct == "half_pixel") op.coord = ResizeCoord::HalfPixel;
-    else if (ct == "asymmetric") op.coord = ResizeCoord::Asymmetric;
-    else if (ct == "align_corners") op.coord = ResizeCoord::AlignCorners;
-    else if (ct == "pytorch_half_pixel") op.coord = ResizeCoord::PytorchHalfPixel;
-    else c.fail("coordinate_transformation_mode '" + ct + "' is not supported");
-    const std::string nm = c.s("nearest_mode", "round_prefer_floor");
-    if (nm == "round_prefer_floor") op.nearest = NearestRound::RoundPreferFloor;
-    else if (nm == "round_prefer_ceil") op.nearest = NearestRound::RoundPreferCeil;
-    else if (nm == "floor") op.nearest = NearestRound::Floor;
-    else if (nm == "ceil") op.nearest = NearestRound::Ceil;
-    else c.fail("nearest_mode '" + nm + "' is not supported");
-    if (c.opset() < 11) {
-      scales = tensor_doubles(c.konst(1, "scales"));
-    } else {
-      if (c.present(2) && c.konst(2, "scales").numel() > 0) scales = tensor_doubles(c.konst(2, "scales"));
-      if (c.present(3) && c.konst(3, "sizes").numel() > 0) sizes = tensor_ints(c.konst(3, "sizes"));
-    }
-    const auto axes = c.ints("axes");
-    const std::string policy = c.s("keep_aspect_ratio_policy", "stretch");
-    if (!sizes.empty() && policy != "stretch") {
-      if (!xs.is_static()) c.fail("keep_aspect_ratio_policy needs static dims");
-      const auto d = xs.concrete();
-      std::vector<int64_t> ax = axes;
-      if (ax.empty())
-        for (int64_t i = 0; i < r; ++i) ax.push_back(i);
-      double s = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
-      for (size_t i = 0; i < ax.size(); ++i) {
-        const double ratio = static_cast<double>(sizes[i]) / static_cast<double>(d[static_cast<size_t>(normalize_axis(ax[i], r, "axes"))]);
-        s = policy == "not_larger" ? std::min(s, ratio) : std::max(s, ratio);
-      }
-      if (policy != "not_larger" && policy != "not_smaller") c.fail("keep_aspect_ratio_policy '" + policy + "'");
-      for (size_t i = 0; i < ax.size(); ++i)
-        sizes[i] = static_cast<int64_t>(std::round(s * static_cast<double>(d[static_cast<size_t>(normalize_axis(ax[i], r, "axes"))])));
-    }
-    if (!axes.empty()) {  // expand to every axis
-      std::vector<double> fs(static_cast<size_t>(r), 1.0);
-      std::vector<int64_t> fz;
-      if (!sizes.empty()) {
-        if (!xs.is_static()) c.fail("sizes with axes need static dims");
-        fz = xs.concrete();
-      }
-      for (size_t i = 0; i < axes.size(); ++i) {
-        const auto a = static_cast<size_t>(normalize_axis(axes[i], r, "axes"));
-        if (!scales.empty()) fs[a] = scales.at(i);
-        if (!sizes.empty()) fz[a] = sizes.at(i);
-      }
-      if (!scales.empty()) scales = fs;
-      if (!sizes.empty()) sizes = fz;
-    }
-  }
-  if (scales.empty() && sizes.empty()) c.fail("needs scales or sizes");
-  if (!scales.empty() && static_cast<int64_t>(scales.size()) != r) c.fail("scales must have one entry per dim");
-  if (!sizes.empty() && static_cast<int64_t>(sizes.size()) != r) c.fail("sizes must have one entry per dim");
-  op.scales = scales;
-  op.sizes = sizes;
-  return {c.out(g.apply(op, {c.value(0)}))};
-}
-
 }  // namespace
 
 void register_nn(ConverterTable& t) {
@@ -554,8 +501,6 @@ void register_nn(ConverterTable& t) {
   t["MeanVarianceNormalization"] = mvn;
   t["LRN"] = lrn;
   t["Attention"] = attention;
-  t["Resize"] = [](const NodeCtx& c) { return resize(c, false); };
-  t["Upsample"] = [](const NodeCtx& c) { return resize(c, true); };
 }
 
 }  // namespace rlx::onnx_io

@@ -1,4 +1,4 @@
-// ONNX recurrent ops RNN, GRU and LSTM, unrolled over the (static) sequence at import time
+// ONNX sequence ops: RotaryEmbedding, and the recurrent RNN, GRU and LSTM unrolled over the (static) sequence at import time
 // into IR matmuls and elementwise ops. The input projection of every step is one matmul.
 #include <limits>
 
@@ -152,12 +152,69 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
   return outs;
 }
 
+// RotaryEmbedding (opset 23): rotates the first rotary_embedding_dim dims of each head, halves
+// (x1, x2) = (first half, second half), or interleaved pairs (even, odd) when interleaved=1.
+V rotary_embedding(const NodeCtx& c) {
+  c.allow_only({"interleaved", "num_heads", "rotary_embedding_dim"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (!xs.is_static() || (xs.rank() != 3 && xs.rank() != 4)) c.fail("X must be a static 3-d or 4-d tensor");
+  const auto d = xs.concrete();
+  Value x = c.value(0);
+  int64_t B = d[0], S, H, D;
+  if (xs.rank() == 4) {  // (B, H, S, D) -> (B, S, H, D)
+    H = d[1], S = d[2], D = d[3];
+    x = g.transpose(x, {0, 2, 1, 3});
+  } else {
+    const int64_t heads = c.i("num_heads", 0);
+    if (heads <= 0 || d[2] % heads != 0) c.fail("3-d input needs num_heads dividing the hidden size");
+    S = d[1], H = heads, D = d[2] / heads;
+    x = g.reshape(x, {B, S, H, D});
+  }
+  const int64_t rot = c.i("rotary_embedding_dim", 0) > 0 ? c.i("rotary_embedding_dim", 0) : D;
+  if (rot > D || rot % 2 != 0) c.fail("rotary_embedding_dim must be even and at most the head size");
+  const int64_t half = rot / 2;
+  Value cosv = c.value(1), sinv = c.value(2);
+  if (c.present(3)) {  // caches (max_pos, rot/2) indexed by position_ids (B, S)
+    Value pos = c.cast_to(c.value(3), DType::I64);
+    cosv = g.gather(cosv, pos, 0);
+    sinv = g.gather(sinv, pos, 0);
+  }
+  cosv = g.reshape(g.narrow(cosv, -1, 0, half), {B, S, 1, half});
+  sinv = g.reshape(g.narrow(sinv, -1, 0, half), {B, S, 1, half});
+  Value xr = g.narrow(x, 3, 0, rot);
+  const bool interleaved = c.i("interleaved", 0) != 0;
+  Value x1, x2;
+  if (interleaved) {
+    std::vector<int64_t> even, odd;
+    for (int64_t i = 0; i < half; ++i) {
+      even.push_back(2 * i);
+      odd.push_back(2 * i + 1);
+    }
+    x1 = g.gather(xr, g.constant(Tensor::i64({half}, even)), 3);
+    x2 = g.gather(xr, g.constant(Tensor::i64({half}, odd)), 3);
+  } else {
+    x1 = g.narrow(xr, 3, 0, half);
+    x2 = g.narrow(xr, 3, half, half);
+  }
+  Value re = g.sub(g.mul(cosv, x1), g.mul(sinv, x2));
+  Value im = g.add(g.mul(sinv, x1), g.mul(cosv, x2));
+  Value rotated = interleaved ? g.reshape(g.concat({g.reshape(re, {B, S, H, half, 1}), g.reshape(im, {B, S, H, half, 1})}, 4),
+                                          {B, S, H, rot})
+                              : g.concat({re, im}, 3);
+  Value y = rot < D ? g.concat({rotated, g.narrow(x, 3, rot, D - rot)}, 3) : rotated;
+  if (xs.rank() == 4) y = g.transpose(y, {0, 2, 1, 3});
+  else y = g.reshape(y, {B, S, H * D});
+  return {c.out(y)};
+}
+
 }  // namespace
 
 void register_rnn(ConverterTable& t) {
   t["RNN"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Rnn, 1, {"Tanh"}}); };
   t["GRU"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Gru, 3, {"Sigmoid", "Tanh"}}); };
   t["LSTM"] = [](const NodeCtx& c) { return recurrent(c, {Cell::Lstm, 4, {"Sigmoid", "Tanh", "Tanh"}}); };
+  t["RotaryEmbedding"] = rotary_embedding;
 }
 
 }  // namespace rlx::onnx_io

@@ -1,0 +1,278 @@
+// ONNX Resize and Upsample. Nearest and linear resizes with the coordinate modes the IR knows
+// become an IR Resize. Everything else (cubic, antialias, exclude_outside, tf_crop_and_resize,
+// half_pixel_symmetric) is separable: each resized axis is a matmul with a constant
+// (out x in) interpolation matrix built here from the operator's 1-d definition.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "io/onnx/importer.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+struct ResizeSpec {
+  std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0.0;
+  bool exclude_outside = false, antialias = false;
+  std::vector<double> scales;   // one per dim (filled from sizes when only sizes are given)
+  std::vector<int64_t> sizes;   // one per dim (output sizes)
+  std::vector<double> roi;      // 2 * rank (tf_crop_and_resize)
+};
+
+// Interpolation coefficients for a fractional position `ratio` in (0, 1].
+std::vector<double> coeffs(const ResizeSpec& s, double ratio, double scale) {
+  if (s.mode == "nearest") {
+    if (ratio == 1.0) return {0, 1};
+    if (s.nearest == "round_prefer_floor") return {ratio <= 0.5 ? 1.0 : 0.0, ratio > 0.5 ? 1.0 : 0.0};
+    if (s.nearest == "round_prefer_ceil") return {ratio < 0.5 ? 1.0 : 0.0, ratio >= 0.5 ? 1.0 : 0.0};
+    if (s.nearest == "floor") return {1, 0};
+    return {0, 1};  // ceil
+  }
+  const double sc = std::min(scale, 1.0);
+  if (s.mode == "linear") {
+    if (!s.antialias) return {1 - ratio, ratio};
+    const auto start = static_cast<int64_t>(std::floor(-1.0 / sc) + 1);
+    std::vector<double> c;
+    for (int64_t i = start; i < start + 2 - 2 * start; ++i)
+      c.push_back(std::clamp(1.0 - std::fabs((static_cast<double>(i) - ratio) * sc), 0.0, 1.0));
+    const double sum = std::accumulate(c.begin(), c.end(), 0.0);
+    for (double& v : c) v /= sum;
+    return c;
+  }
+  const double A = s.cubic_a;
+  auto kernel = [A](double x) {
+    x = std::fabs(x);
+    if (x <= 1) return (A + 2) * x * x * x - (A + 3) * x * x + 1;
+    if (x < 2) return A * x * x * x - 5 * A * x * x + 8 * A * x - 4 * A;
+    return 0.0;
+  };
+  if (!s.antialias) return {kernel(ratio + 1), kernel(ratio), kernel(1 - ratio), kernel(2 - ratio)};
+  const auto start = static_cast<int64_t>(std::floor(-2.0 / sc) + 1);
+  std::vector<double> c;
+  for (int64_t i = start; i < 2 - start; ++i) c.push_back(kernel(sc * (static_cast<double>(i) - ratio)));
+  const double sum = std::accumulate(c.begin(), c.end(), 0.0);
+  for (double& v : c) v /= sum;
+  return c;
+}
+
+// The (out x n) matrix and the per-row constant (extrapolated rows) of one axis.
+void axis_matrix(const NodeCtx& c, const ResizeSpec& s, int64_t axis, int64_t n, std::vector<double>& w,
+                 std::vector<double>& bias) {
+  const int64_t out = s.sizes[static_cast<size_t>(axis)];
+  const double scale = s.scales[static_cast<size_t>(axis)];
+  const double out_f = scale * static_cast<double>(n);
+  w.assign(static_cast<size_t>(out * n), 0.0);
+  bias.assign(static_cast<size_t>(out), 0.0);
+  const size_t r = s.sizes.size();
+  for (int64_t x = 0; x < out; ++x) {
+    const double xd = static_cast<double>(x), nd = static_cast<double>(n);
+    double xo;
+    if (s.coord == "align_corners") xo = out_f == 1 ? 0.0 : xd * (nd - 1) / (out_f - 1);
+    else if (s.coord == "asymmetric") xo = xd / scale;
+    else if (s.coord == "pytorch_half_pixel") xo = out_f == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
+    else if (s.coord == "half_pixel") xo = (xd + 0.5) / scale - 0.5;
+    else if (s.coord == "half_pixel_symmetric") {
+      const double adjustment = static_cast<double>(out) / out_f;
+      xo = nd / 2 * (1 - adjustment) + (xd + 0.5) / scale - 0.5;
+    } else if (s.coord == "tf_crop_and_resize") {
+      const double r0 = s.roi.at(static_cast<size_t>(axis)), r1 = s.roi.at(static_cast<size_t>(axis) + r);
+      xo = out_f == 1 ? (r1 - r0) * (nd - 1) / 2 : xd * (r1 - r0) * (nd - 1) / (out_f - 1);
+      xo += r0 * (nd - 1);
+      if (xo < 0 || xo > nd - 1) {
+        bias[static_cast<size_t>(x)] = s.extrapolation;
+        continue;
+      }
+    } else {
+      c.fail("coordinate_transformation_mode '" + s.coord + "' is not supported");
+    }
+    const double fl = std::floor(xo);
+    const double ratio = xo == fl ? 1.0 : xo - fl;
+    std::vector<double> k = coeffs(s, ratio, scale);
+    const auto m = static_cast<int64_t>(k.size());
+    // The m nearest positions to xo (ties prefer the smaller), in the edge-padded axis.
+    const int64_t pad = (m + 1) / 2;
+    const double xp = xo + static_cast<double>(pad);
+    const int64_t limit = n + 2 * pad;
+    std::vector<int64_t> cand;
+    for (int64_t i = static_cast<int64_t>(fl) + pad - m - 1; i <= static_cast<int64_t>(fl) + pad + m + 1; ++i)
+      if (i >= 0 && i < limit) cand.push_back(i);
+    std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t b) {
+      const double da = std::fabs(xp - static_cast<double>(a)), db = std::fabs(xp - static_cast<double>(b));
+      return da != db ? da < db : a < b;
+    });
+    if (static_cast<int64_t>(cand.size()) < m) c.fail("the input axis is too short for this interpolation");
+    cand.resize(static_cast<size_t>(m));
+    std::sort(cand.begin(), cand.end());
+    if (s.exclude_outside) {
+      double sum = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t src = cand[static_cast<size_t>(i)] - pad;
+        if (src < 0 || src >= n) k[static_cast<size_t>(i)] = 0;
+        sum += k[static_cast<size_t>(i)];
+      }
+      for (double& v : k) v /= sum;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t src = std::clamp<int64_t>(cand[static_cast<size_t>(i)] - pad, 0, n - 1);
+      w[static_cast<size_t>(x * n + src)] += k[static_cast<size_t>(i)];
+    }
+  }
+}
+
+Value separable(const NodeCtx& c, const ResizeSpec& s) {
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (!xs.is_static()) c.fail("this resize mode needs a static input shape, got " + xs.str());
+  const auto d = xs.concrete();
+  const DType dt = xs.dtype;
+  const auto r = static_cast<int64_t>(d.size());
+  Value x = c.cast_to(c.value(0), DType::F64);
+  for (int64_t a = r - 1; a >= 0; --a) {  // innermost axis first, like the definition's recursion
+    const int64_t n = d[static_cast<size_t>(a)], out = s.sizes[static_cast<size_t>(a)];
+    if (out == n && s.scales[static_cast<size_t>(a)] == 1.0 && s.coord != "tf_crop_and_resize") continue;
+    std::vector<double> w, bias;
+    axis_matrix(c, s, a, n, w, bias);
+    std::vector<int64_t> perm(static_cast<size_t>(r));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[static_cast<size_t>(a)], perm.back());
+    Value t = g.transpose(x, perm);
+    // (..., n) @ (n, out): the matrix transposed.
+    std::vector<double> wt(static_cast<size_t>(n * out));
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t j = 0; j < n; ++j) wt[static_cast<size_t>(j * out + i)] = w[static_cast<size_t>(i * n + j)];
+    t = g.matmul(t, g.constant(Tensor::f64({n, out}, wt)));
+    if (std::any_of(bias.begin(), bias.end(), [](double b) { return b != 0; }))
+      t = g.add(t, g.constant(Tensor::f64({out}, bias)));
+    x = g.transpose(t, perm);
+  }
+  return c.cast_to(x, dt);
+}
+
+V resize(const NodeCtx& c, bool upsample) {
+  const Shape& xs = c.shape(0);
+  const int64_t r = xs.rank();
+  ResizeSpec s;
+  s.mode = c.s("mode", "nearest");
+  if (s.mode == "bilinear") s.mode = "linear";
+  if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic") c.fail("mode '" + s.mode + "' is not supported");
+  if (upsample) {
+    c.allow_only({"mode", "scales"});
+    s.coord = "asymmetric";
+    s.nearest = "floor";
+    if (c.opset() < 9) {
+      for (float f : c.floats("scales")) s.scales.push_back(f);
+    } else {
+      s.scales = tensor_doubles(c.konst(1, "scales"));
+    }
+  } else {
+    c.allow_only({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "exclude_outside",
+                  "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"});
+    s.coord = c.s("coordinate_transformation_mode", c.opset() < 11 ? "asymmetric" : "half_pixel");
+    s.nearest = c.s("nearest_mode", "round_prefer_floor");
+    s.cubic_a = c.f("cubic_coeff_a", -0.75);
+    s.exclude_outside = c.i("exclude_outside", 0) != 0;
+    s.antialias = c.i("antialias", 0) != 0;
+    s.extrapolation = c.f("extrapolation_value", 0.0);
+    std::vector<double> roi;
+    if (c.opset() < 11) {
+      s.scales = tensor_doubles(c.konst(1, "scales"));
+    } else {
+      if (c.present(1) && c.konst(1, "roi").numel() > 0) roi = tensor_doubles(c.konst(1, "roi"));
+      if (c.present(2) && c.konst(2, "scales").numel() > 0) s.scales = tensor_doubles(c.konst(2, "scales"));
+      if (c.present(3) && c.konst(3, "sizes").numel() > 0) s.sizes = tensor_ints(c.konst(3, "sizes"));
+    }
+    std::vector<int64_t> axes = c.ints("axes");
+    const bool given_axes = !axes.empty();
+    if (axes.empty())
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    for (int64_t& a : axes) a = normalize_axis(a, r, "Resize axes");
+    const std::string policy = c.s("keep_aspect_ratio_policy", "stretch");
+    if (!s.sizes.empty() && policy != "stretch") {
+      if (policy != "not_larger" && policy != "not_smaller") c.fail("keep_aspect_ratio_policy '" + policy + "'");
+      if (!xs.is_static()) c.fail("keep_aspect_ratio_policy needs static dims");
+      const auto d = xs.concrete();
+      double f = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const double ratio = static_cast<double>(s.sizes.at(i)) / static_cast<double>(d[static_cast<size_t>(axes[i])]);
+        f = policy == "not_larger" ? std::min(f, ratio) : std::max(f, ratio);
+      }
+      s.scales.assign(axes.size(), f);
+      s.sizes.clear();
+      for (size_t i = 0; i < axes.size(); ++i)
+        s.sizes.push_back(static_cast<int64_t>(std::round(f * static_cast<double>(d[static_cast<size_t>(axes[i])]))));
+    }
+    if (given_axes || !roi.empty()) {  // expand per-axis lists to every dim
+      std::vector<double> fs(static_cast<size_t>(r), 1.0), froi(static_cast<size_t>(2 * r), 0.0);
+      for (int64_t i = 0; i < r; ++i) froi[static_cast<size_t>(i + r)] = 1.0;
+      std::vector<int64_t> fz;
+      if (!s.sizes.empty()) {
+        if (!xs.is_static()) c.fail("sizes with axes need static dims");
+        fz = xs.concrete();
+      }
+      const size_t k = axes.size();
+      if (!roi.empty() && roi.size() != 2 * k) c.fail("roi must have 2 entries per resized axis");
+      for (size_t i = 0; i < k; ++i) {
+        const auto a = static_cast<size_t>(axes[i]);
+        if (!s.scales.empty()) fs[a] = s.scales.at(i);
+        if (!s.sizes.empty() && fz.size() == static_cast<size_t>(r) && s.sizes.size() == k) fz[a] = s.sizes.at(i);
+        if (!roi.empty()) {
+          froi[a] = roi[i];
+          froi[a + static_cast<size_t>(r)] = roi[i + k];
+        }
+      }
+      if (!s.scales.empty() && (given_axes || s.scales.size() != static_cast<size_t>(r))) s.scales = fs;
+      if (!fz.empty() && s.sizes.size() == k) s.sizes = fz;
+      s.roi = froi;
+    }
+  }
+  if (s.scales.empty() && s.sizes.empty()) c.fail("needs scales or sizes");
+  if (!s.scales.empty() && static_cast<int64_t>(s.scales.size()) != r) c.fail("scales must have one entry per dim");
+  if (!s.sizes.empty() && static_cast<int64_t>(s.sizes.size()) != r) c.fail("sizes must have one entry per dim");
+
+  const bool ir_coord = s.coord == "half_pixel" || s.coord == "asymmetric" || s.coord == "align_corners" ||
+                        s.coord == "pytorch_half_pixel";
+  const bool ir_ok = s.mode != "cubic" && !s.antialias && ir_coord;
+  if (ir_ok) {
+    ops::Resize op;
+    op.mode = s.mode == "nearest" ? ResizeMode::Nearest : ResizeMode::Linear;
+    op.coord = s.coord == "half_pixel"     ? ResizeCoord::HalfPixel
+               : s.coord == "asymmetric"   ? ResizeCoord::Asymmetric
+               : s.coord == "align_corners" ? ResizeCoord::AlignCorners
+                                            : ResizeCoord::PytorchHalfPixel;
+    if (s.nearest == "round_prefer_floor") op.nearest = NearestRound::RoundPreferFloor;
+    else if (s.nearest == "round_prefer_ceil") op.nearest = NearestRound::RoundPreferCeil;
+    else if (s.nearest == "floor") op.nearest = NearestRound::Floor;
+    else if (s.nearest == "ceil") op.nearest = NearestRound::Ceil;
+    else c.fail("nearest_mode '" + s.nearest + "' is not supported");
+    op.scales = s.scales;
+    op.sizes = s.sizes;
+    return {c.out(c.g().apply(op, {c.value(0)}))};
+  }
+  if (!xs.is_static()) c.fail("mode '" + s.mode + "' with '" + s.coord + "' needs a static input shape");
+  const auto d = xs.concrete();
+  if (s.sizes.empty()) {
+    for (int64_t i = 0; i < r; ++i)
+      s.sizes.push_back(static_cast<int64_t>(s.scales[static_cast<size_t>(i)] * static_cast<double>(d[static_cast<size_t>(i)])));
+  } else if (s.scales.empty()) {
+    for (int64_t i = 0; i < r; ++i)
+      s.scales.push_back(static_cast<double>(s.sizes[static_cast<size_t>(i)]) / static_cast<double>(d[static_cast<size_t>(i)]));
+  }
+  if (s.roi.empty()) {
+    s.roi.assign(static_cast<size_t>(2 * r), 0.0);
+    for (int64_t i = 0; i < r; ++i) s.roi[static_cast<size_t>(i + r)] = 1.0;
+  }
+  return {c.out(separable(c, s))};
+}
+
+}  // namespace
+
+void register_resize(ConverterTable& t) {
+  t["Resize"] = [](const NodeCtx& c) { return resize(c, false); };
+  t["Upsample"] = [](const NodeCtx& c) { return resize(c, true); };
+}
+
+}  // namespace rlx::onnx_io
