@@ -194,10 +194,7 @@ class Planner {
       for (uint32_t p = 0; p < n.outputs.size(); ++p)
         if (last_[n.id][p] == i) dying.insert(Value{n.id, p});
       for (Value r : dying) {
-        if (ip >= 0 && r == taken) {
-          live_ -= align_up(bytes(r), o_.alignment);  // its bytes now belong to the output
-          continue;
-        }
+        if (ip >= 0 && r == taken) continue;  // its bytes (and slot) now belong to the output
         release(r);
       }
     }

@@ -61,6 +61,21 @@ TEST(MemoryPlan, ChainReusesTwoSlotsWithoutInPlaceAndOneWithIt) {
   }
 }
 
+TEST(MemoryPlan, PeakCountsAnInPlaceOutputOnce) {
+  // a (4 KiB) -> b, c in place -> d = concat(c, c) (8 KiB): at d, c and d are live.
+  Graph g;
+  Value x = g.input("x", Shape::of({1024}));
+  Value a = g.exp(x);
+  Value b = g.act(ActKind::Neg, a);
+  Value c = g.act(ActKind::Tanh, b);
+  g.add_output(g.concat({c, c}, 0));
+  const MemoryPlan mp = plan::plan_memory(g);
+  EXPECT_EQ(mp.num_in_place, 2);
+  EXPECT_EQ(mp.peak_bytes, 4096 + 8192);
+  EXPECT_EQ(mp.arena_bytes, 4096 + 8192);
+  EXPECT_EQ(mp.no_reuse_bytes, 3 * 4096 + 8192);
+}
+
 TEST(MemoryPlan, BestFitPicksTheSmallestFreeSlotThatFits) {
   // a (4 KiB) and b (1 KiB) are freed before d, which needs 1 KiB: it must take b's slot.
   Graph g;
