@@ -1,4 +1,5 @@
-// rlx inspect: inputs/outputs, params, carried weights and an op histogram of a graph file.
+// rlx inspect: inputs/outputs, params, carried weights and an op histogram of a graph file
+// (rlx graph JSON or ONNX, with the ONNX model's opsets); tensors of a safetensors file.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iomanip>
@@ -8,6 +9,8 @@
 #include <set>
 
 #include "cli.h"
+#include "rlx/onnx.h"
+#include "rlx/safetensors.h"
 
 namespace rlx::cli {
 namespace {
@@ -19,7 +22,53 @@ struct InspectOptions {
 
 std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A safetensors file: its tensors (in data order), their total size and the metadata.
+int inspect_safetensors(const std::string& path) {
+  const SafetensorsFile f(path);
+  std::ostream& os = std::cout;
+  os << "safetensors: " << path << "\n";
+  int64_t elems = 0;
+  size_t width = 4;
+  for (const auto& e : f.entries()) width = std::max(width, e.name.size());
+  std::map<std::string, int64_t> by_dtype;
+  os << "tensors (" << f.entries().size() << "):\n";
+  for (const auto& e : f.entries()) {
+    const int64_t n = product(e.shape);
+    elems += n;
+    by_dtype[dtype_name(e.dtype)] += static_cast<int64_t>(e.end - e.begin);
+    os << "  " << pad(e.name, width + 2) << Shape::from(e.shape, e.dtype).str() << "  " << format_bytes(static_cast<int64_t>(e.end - e.begin)) << "\n";
+  }
+  os << "parameters: " << with_commas(elems) << " elements, " << format_bytes(f.data_bytes(), true) << "\n";
+  for (const auto& [dt, bytes] : by_dtype) os << "  " << dt << ": " << format_bytes(bytes) << "\n";
+  if (!f.metadata().empty()) {
+    os << "metadata:\n";
+    for (const auto& [k, v] : f.metadata()) os << "  " << k << ": " << v << "\n";
+  }
+  return 0;
+}
+
+// Model-level facts of an ONNX file (before the rlx graph summary).
+void print_onnx_info(const std::string& path) {
+  const OnnxModelInfo info = onnx_model_info(path);
+  std::ostream& os = std::cout;
+  os << "onnx: IR version " << info.ir_version;
+  if (!info.producer.empty()) os << ", producer " << info.producer;
+  os << "\nopsets:";
+  for (const auto& [domain, version] : info.opsets) os << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+  os << "\ndeclared inputs:";
+  for (const auto& io : info.inputs) os << " " << io.name << ":" << io.type << (io.has_shape ? dims_str(io.dims) : "[?]");
+  os << "\nonnx ops (" << info.op_histogram.size() << " kinds):";
+  for (const auto& [op, n] : info.op_histogram) os << " " << op << "=" << n;
+  os << "\ninitializers: " << format_bytes(info.initializer_bytes, true) << "\n\n";
+}
+
 int run_inspect(const InspectOptions& o) {
+  if (ends_with(o.path, ".safetensors")) return inspect_safetensors(o.path);
+  if (ends_with(o.path, ".onnx")) print_onnx_info(o.path);
   const Graph g = load_graph_file(o.path);
   std::ostream& os = std::cout;
 
@@ -100,8 +149,9 @@ int run_inspect(const InspectOptions& o) {
 
 Command add_inspect_command(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
-  CLI::App* sub = parent.add_subcommand("inspect", "Show a graph file's inputs, outputs, params and op histogram");
-  sub->add_option("graph", o->path, "Graph JSON file")->required();
+  CLI::App* sub = parent.add_subcommand(
+      "inspect", "Show a graph's inputs, outputs, params and op histogram (graph JSON or .onnx), or a .safetensors file's tensors");
+  sub->add_option("graph", o->path, "Graph JSON, .onnx or .safetensors file")->required();
   sub->add_flag("--print-graph", o->print_graph, "Also print every node");
   return {sub, [o] { return run_inspect(*o); }};
 }

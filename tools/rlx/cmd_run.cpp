@@ -1,4 +1,4 @@
-// rlx run: compile a graph file, feed inputs (.npy files or random), run it repeatedly,
+// rlx run: compile a graph file (rlx graph JSON or .onnx; --dim values are applied at ONNX import), feed inputs (.npy files or random), run it repeatedly,
 // print output summaries and latency, optionally save the outputs as .npy.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cli.h"
+#include "rlx/onnx.h"
 #include "models/init.h"
 #include "models/transformer.h"
 
@@ -64,8 +65,24 @@ Tensor load_input(const std::string& name, const std::string& file, DType want) 
   return t;
 }
 
+bool is_onnx_path(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0; }
+
+// ONNX models take --dim values at import, so shape computations over those dims fold.
+Graph load_for_run(const RunOptions& o) {
+  if (!is_onnx_path(o.path)) return load_graph_file(o.path);
+  OnnxImportOptions opts;
+  for (const auto& s : o.dims) {
+    auto [name, value] = split_assignment(s, "--dim");
+    if (!opts.dims.emplace(name, parse_count(value, "--dim " + name)).second)
+      throw UsageError("--dim " + name + " is given twice");
+  }
+  std::cerr << "importing " << o.path << "...\n";
+  return import_onnx(o.path, opts);
+}
+
 int run_run(const RunOptions& o) {
-  const Graph g = load_graph_file(o.path);
+  const Graph g = load_for_run(o);
+  const bool dims_at_import = is_onnx_path(o.path);
   const auto inputs = graph_inputs(g);
   std::map<std::string, const InputInfo*> by_name;
   std::set<std::string> symbols;
@@ -79,7 +96,7 @@ int run_run(const RunOptions& o) {
 
   // --dim name=value
   std::map<std::string, int64_t> dims;
-  for (const auto& s : o.dims) {
+  for (const auto& s : dims_at_import ? std::vector<std::string>{} : o.dims) {
     auto [name, value] = split_assignment(s, "--dim");
     const int64_t v = parse_count(value, "--dim " + name);
     if (!symbols.count(name))
@@ -152,6 +169,7 @@ int run_run(const RunOptions& o) {
 
   CompileOptions copts;
   copts.num_threads = o.threads;
+  std::cerr << "compiling " << g.size() << " nodes for " << o.device << "...\n";
   const auto t_compile = std::chrono::steady_clock::now();
   CompiledGraph cg = Session(device_from_name(o.device)).compile(g, copts);
   const double compile_ms =
@@ -175,10 +193,16 @@ int run_run(const RunOptions& o) {
   std::vector<Tensor> outs;
   for (int i = 0; i < o.warmup; ++i) outs = cg.run(feeds);
   std::vector<double> ms;
+  auto last_note = std::chrono::steady_clock::now();
   for (int i = 0; i < o.repeat; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     outs = cg.run(feeds);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (std::chrono::duration<double>(t1 - last_note).count() >= 2.0 && i + 1 < o.repeat) {  // long runs: progress
+      std::cerr << "run " << i + 1 << "/" << o.repeat << "\n";
+      last_note = t1;
+    }
   }
 
   const auto labels = output_labels(g);
@@ -211,7 +235,7 @@ int run_run(const RunOptions& o) {
 Command add_run_command(CLI::App& parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = parent.add_subcommand("run", "Compile a graph file, run it, print output summaries and latency");
-  sub->add_option("graph", o->path, "Graph JSON file")->required();
+  sub->add_option("graph", o->path, "Graph JSON or .onnx file")->required();
   sub->add_option("--input,-i", o->inputs, "Input tensor NAME=FILE.npy (repeatable)");
   sub->add_flag("--random-inputs", o->random_inputs,
                 "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "

@@ -297,6 +297,20 @@ void Importer::import_main(const onnx::GraphProto& gp) {
   }
   for (const auto& [name, t] : opts_.known_inputs)
     if (!vals_.count(name)) throw Error("known_inputs names '" + name + "', which is not a graph input");
+  std::set<std::string> symbols;
+  for (const auto& vi : gp.input())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+      for (int i = 0; i < vi.type().tensor_type().shape().dim_size(); ++i) {
+        const auto& d = vi.type().tensor_type().shape().dim(i);
+        if (!d.has_dim_value()) symbols.insert(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : vi.name() + "_d" + std::to_string(i));
+      }
+  for (const auto& [name, v] : opts_.dims)
+    if (!symbols.count(name)) {
+      std::string list;
+      for (const auto& s : symbols) list += (list.empty() ? "'" : ", '") + s + "'";
+      throw Error("dims names '" + name + "', which is not a symbolic dim of any graph input (symbolic dims: " +
+                  (list.empty() ? "none" : list) + ")");
+    }
   for (const auto& t : gp.initializer()) add_initializer(t);
   for (const auto& n : gp.node()) import_node(n);
   std::vector<Value> outs;

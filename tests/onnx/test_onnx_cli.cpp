@@ -1,0 +1,133 @@
+// `rlx conformance`, `rlx inspect` and `rlx run` on ONNX / safetensors files, run as a
+// subprocess on a small case folder written here (a passing, a failing and an unsupported case).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/onnx_builder.h"
+#include "rlx/safetensors.h"
+
+namespace rlx {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::OnnxBuilder;
+
+struct Proc {
+  int code = -1;
+  std::string out;
+};
+
+class OnnxCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() / ("rlx_onnx_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  Proc rlx(const std::string& args) const {
+    const std::string out = (dir_ / "out.txt").string();
+    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + out + "' 2>&1";
+    const int status = std::system(cmd.c_str());
+    Proc p;
+    p.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream f(out);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    p.out = ss.str();
+    return p;
+  }
+  static void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+  // One case: model y = op(x) with x = [1, -2, 3] and the given expected output.
+  void make_case(const std::string& name, const std::string& op, const std::vector<float>& expected) {
+    const fs::path c = dir_ / "cases" / name;
+    fs::create_directories(c / "test_data_set_0");
+    OnnxBuilder b;
+    b.input("x", onnx::TensorProto::FLOAT, {3}).output("y");
+    b.node(op, {"x"}, {"y"});
+    write(c / "model.onnx", b.bytes());
+    write(c / "test_data_set_0" / "input_0.pb",
+          testing::to_proto(Tensor::f32({3}, std::vector<float>{1, -2, 3})).SerializeAsString());
+    write(c / "test_data_set_0" / "output_0.pb", testing::to_proto(Tensor::f32({3}, expected)).SerializeAsString());
+  }
+  fs::path dir_;
+};
+
+TEST_F(OnnxCli, ConformanceReportsEachCaseAndEnforcesTheFloor) {
+  make_case("test_neg", "Neg", {-1, 2, -3});
+  make_case("test_abs_wrong", "Abs", {1, 2, 4});
+  make_case("test_unknown", "NoSuchOp", {0, 0, 0});
+  const std::string doc = (dir_ / "report.md").string();
+  const Proc p = rlx("conformance " + (dir_ / "cases").string() + " -j 2 --doc " + doc);
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("PASS  test_neg"));
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_abs_wrong: output 0 'y': max abs error 1"));
+  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_unknown"));
+  EXPECT_THAT(p.out, HasSubstr("'NoSuchOp'"));
+  EXPECT_THAT(p.out, HasSubstr("all cases: 1 pass, 1 fail, 1 unsupported of 3"));
+  std::ifstream f(doc);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_THAT(ss.str(), HasSubstr("| all | 3 | 1 | 1 | 1 |"));
+
+  write(dir_ / "floor.txt", "2\n");
+  const Proc below = rlx("conformance " + (dir_ / "cases").string() + " -q --floor " + (dir_ / "floor.txt").string());
+  EXPECT_EQ(below.code, 1);
+  EXPECT_THAT(below.out, HasSubstr("below the floor of 2"));
+}
+
+TEST_F(OnnxCli, ConformanceSkipsAMissingFolderWhenAsked) {
+  const Proc p = rlx("conformance " + (dir_ / "absent").string() + " --skip-missing");
+  EXPECT_EQ(p.code, 77);
+  EXPECT_THAT(p.out, HasSubstr("skipped"));
+  EXPECT_EQ(rlx("conformance " + (dir_ / "absent").string()).code, 1);
+}
+
+TEST_F(OnnxCli, InspectAndRunAnOnnxModel) {
+  OnnxBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 4}, {"batch"}).output("y");
+  b.initializer("w", Tensor::f32({4, 2}, std::vector<float>{1, 0, 0, 1, 1, 0, 0, 1}));
+  b.node("MatMul", {"x", "w"}, {"y"});
+  const std::string model = (dir_ / "m.onnx").string();
+  write(model, b.bytes());
+  const Proc info = rlx("inspect " + model);
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_THAT(info.out, HasSubstr("opsets: ai.onnx=17"));
+  EXPECT_THAT(info.out, HasSubstr("x:float32[batch,4]"));
+  EXPECT_THAT(info.out, HasSubstr("MatMul=1"));
+  const Proc run = rlx("run " + model + " --random-inputs --dim batch=3 --repeat 3");
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("y: f32[3,2]"));
+  EXPECT_THAT(run.out, HasSubstr("p50"));
+  const Proc bad = rlx("run " + model + " --random-inputs --dim seq=3");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("'seq', which is not a symbolic dim"));
+}
+
+TEST_F(OnnxCli, InspectASafetensorsFile) {
+  const std::string path = (dir_ / "w.safetensors").string();
+  save_safetensors(path, {{"emb", Tensor::f32({2, 3}, std::vector<float>(6, 1.0f))}}, {{"format", "pt"}});
+  const Proc p = rlx("inspect " + path);
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("emb"));
+  EXPECT_THAT(p.out, HasSubstr("f32[2,3]"));
+  EXPECT_THAT(p.out, HasSubstr("format: pt"));
+  write(dir_ / "bad.safetensors", "short");
+  const Proc bad = rlx("inspect " + (dir_ / "bad.safetensors").string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("too short"));
+}
+
+}  // namespace
+}  // namespace rlx
