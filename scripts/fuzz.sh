@@ -14,8 +14,16 @@ if [ "${#TARGETS[@]}" -eq 0 ]; then TARGETS=(fuzz_onnx fuzz_safetensors); fi
 BUILD="$ROOT/build/fuzz"
 JOBS="${FUZZ_BUILD_JOBS:-2}"
 
-command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)"; exit 1; }
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+# rlx needs clang >= 16 (C++20 lambda captures of structured bindings); Debian 12:
+#   apt-get install clang-16 libclang-rt-16-dev
+CXX_FUZZ="${FUZZ_CXX:-}"
+if [ -z "$CXX_FUZZ" ]; then
+  for c in clang++-19 clang++-18 clang++-17 clang++-16 clang++; do
+    if command -v "$c" >/dev/null; then CXX_FUZZ="$c"; break; fi
+  done
+fi
+[ -n "$CXX_FUZZ" ] || { echo "fuzz.sh: no clang++ found (apt-get install clang-16 libclang-rt-16-dev)"; exit 1; }
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
   -DRLX_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
 ninja -C "$BUILD" -j"$JOBS" "${TARGETS[@]}"
 
