@@ -63,6 +63,12 @@ inline std::string overlap_violation(const Graph& g, const plan::MemoryPlan& mp)
     }
   }
   for (Value v : g.outputs()) last[mp.at(v).root] = n_nodes;
+  for (const Node& n : g.nodes())
+    for (uint32_t p = 0; p < n.outputs.size(); ++p) {
+      const plan::Location& l = mp.at(Value{n.id, p});
+      if (l.kind == plan::Location::Kind::Arena && l.bytes > 0 && (l.offset < 0 || l.offset + l.bytes > mp.arena_bytes))
+        return "value " + Graph::value_str(Value{n.id, p}) + " lies outside the arena";
+    }
   struct Live { Value v; int64_t def, end, lo, hi; };
   std::vector<Live> roots;
   for (const auto& [v, end] : last) {

@@ -191,6 +191,58 @@ TEST(ScheduleGeometry, ElementwiseBroadcastStrides) {
   EXPECT_EQ(f.out_dims, (std::vector<int64_t>{12}));
 }
 
+TEST(ScheduleGeometry, FusedAndChannelOps) {
+  Graph g;
+  Value x = g.input("x", Shape::of({6, 16}));
+  Value w = g.input("w", Shape::of({16, 8}));
+  Value b = g.input("b", Shape::of({8}));
+  ops::FusedMatMulBiasAct f;
+  f.activation = ActKind::Gelu;
+  const auto m = geom_of<plan::MatMulGeom>(g, g.apply(f, {x, w, b}));
+  EXPECT_EQ(m.m, 6);
+  EXPECT_EQ(m.k, 16);
+  EXPECT_EQ(m.n, 8);
+  EXPECT_EQ(m.bias_len, 8);
+  EXPECT_EQ(m.activation, ActKind::Gelu);
+
+  Value img = g.input("img", Shape::of({2, 6, 3, 5}));
+  Value c6 = g.input("c6", Shape::of({6}));
+  ops::GroupNorm gn;
+  gn.groups = 3;
+  const auto ch = geom_of<plan::ChannelGeom>(g, g.apply(gn, {img, c6, c6}));
+  EXPECT_EQ(ch.n, 2);
+  EXPECT_EQ(ch.channels, 6);
+  EXPECT_EQ(ch.spatial, 15);
+  EXPECT_EQ(ch.groups, 3);
+
+  Value q = g.input("q", Shape::of({2, 5, 4, 8}));
+  Value cs = g.input("cos", Shape::of({5, 3}));
+  const auto r = geom_of<plan::RopeGeom>(g, g.rope(q, cs, cs, 8, 6));
+  EXPECT_EQ(r.batch, 2);
+  EXPECT_EQ(r.seq, 5);
+  EXPECT_EQ(r.heads, 4);
+  EXPECT_EQ(r.n_rot, 6);
+  EXPECT_FALSE(r.per_batch);
+
+  Value h = g.input("h", Shape::of({2, 5, 32}));
+  ops::FusedAttentionBlock ab;
+  ab.num_heads = 4;
+  ab.head_dim = 8;
+  Value qkv_w = g.input("qkv_w", Shape::of({32, 96}));
+  Value out_w = g.input("out_w", Shape::of({32, 32}));
+  Value mask = g.input("mask", Shape::of({2, 5}));
+  Value qkv_b = g.input("qkv_b", Shape::of({96}));
+  Value out_b = g.input("out_b", Shape::of({32}));
+  const auto fb = geom_of<plan::FusedBlockGeom>(g, g.apply(ab, {h, qkv_w, out_w, mask, qkv_b, out_b}));
+  EXPECT_EQ(fb.qkv.m, 10);
+  EXPECT_EQ(fb.qkv.n, 96);
+  EXPECT_EQ(fb.out.k, 32);
+  EXPECT_EQ(fb.attn.q.seq, 96);       // packed rows of 3E
+  EXPECT_EQ(fb.attn.q.batch, 5 * 96);
+  EXPECT_EQ(fb.attn.out.seq, 32);
+  EXPECT_EQ(fb.attn.mask_batch_stride, 5);
+}
+
 TEST(Schedule, OneStepPerExecutedNodeWithPlanLocations) {
   Graph g;
   Value x = g.input("x", Shape::of({4, 8}));
