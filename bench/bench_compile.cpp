@@ -25,6 +25,7 @@ namespace {
 using namespace rlx;
 
 double p50_ms(const std::function<void()>& fn, int reps) {
+  fn();  // warm-up
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     const auto a = std::chrono::steady_clock::now();
