@@ -167,6 +167,32 @@ TEST(OnnxImport, MalformedInputIsAnError) {
   EXPECT_THAT(testing::error_message([&] { import_onnx("/nonexistent/model.onnx"); }), HasSubstr("cannot open"));
 }
 
+TEST(OnnxImport, HugeDeclaredSizesAreErrorsNotAllocations) {
+  OnnxBuilder b;
+  b.input("x", kF32, {2}).output("y");
+  auto* init = b.graph().add_initializer();
+  init->set_name("w");
+  init->set_data_type(kF32);
+  init->add_dims(int64_t{1} << 33);  // no data at all
+  b.node("Add", {"x", "x"}, {"y"});
+  EXPECT_THAT(testing::error_message([&] { import(b); }), HasSubstr("holds 0 values"));
+
+  OnnxBuilder c(13);
+  c.input("x", kF32, {2}).output("y");
+  c.initializer("shape", Tensor::i64({2}, std::vector<int64_t>{int64_t{1} << 20, int64_t{1} << 20}));
+  c.node("ConstantOfShape", {"shape"}, {"y"});
+  EXPECT_THAT(testing::error_message([&] { import(c); }), HasSubstr("would exceed"));
+}
+
+TEST(OnnxImport, RankMismatchesAreErrors) {
+  OnnxBuilder b;
+  b.input("x", kF32, {2, 3}).output("y");
+  auto& n = b.node("MaxPool", {"x"}, {"y"});
+  set_attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+  set_attr(n, "auto_pad", std::string("SAME_UPPER"));
+  EXPECT_THAT(testing::error_message([&] { import(b); }), HasSubstr("must have rank 4"));
+}
+
 TEST(OnnxImport, GemmWithTransposeAlphaBeta) {
   OnnxBuilder b;
   b.input("a", kF32, {3, 2}).input("b", kF32, {4, 3}).input("c", kF32, {4}).output("y");

@@ -64,6 +64,12 @@ std::vector<int64_t> NodeCtx::ints_input(size_t i, const std::string& what) cons
   return tensor_ints(t);
 }
 
+int64_t NodeCtx::scalar_input(size_t i, const std::string& what) const {
+  const Tensor& t = konst(i, what);
+  if (t.numel() != 1 || is_float(t.dtype())) fail("the " + what + " must hold exactly one integer, got " + t.shape_info().str());
+  return t.to_i64()[0];
+}
+
 std::vector<Dim> NodeCtx::dims_input(size_t i, const std::string& what) const {
   const Val& v = in(i);
   if (!v.konst && !v.hint && v.dims) return *v.dims;
@@ -146,7 +152,13 @@ std::vector<int64_t> tensor_ints(const Tensor& t) { return t.to_i64(); }
 std::vector<double> tensor_doubles(const Tensor& t) { return t.to_f64(); }
 
 Tensor full_tensor(DType dt, const std::vector<int64_t>& shape, double value) {
-  const int64_t n = product(shape);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("negative dim in " + dims_str(shape));
+    if (d != 0 && n > kMaxFoldElements / d)
+      throw Error("a constant of shape " + dims_str(shape) + " would exceed " + std::to_string(kMaxFoldElements) + " elements");
+    n *= d;
+  }
   std::vector<double> v(static_cast<size_t>(n), value);
   return Tensor::f64(shape, v).cast(dt);
 }
@@ -514,6 +526,9 @@ std::optional<std::vector<Tensor>> Importer::try_fold(NodeId first_new, const st
   std::vector<Value> mouts;
   for (const Value& v : outs) {
     if (v.node < first_new) return std::nullopt;
+    // Large results stay in the graph (computed at run time) instead of becoming constants.
+    const Shape& s = g_.shape(v);
+    if (!s.is_static() || s.numel() > kMaxFoldElements) return std::nullopt;
     mouts.push_back({remap.at(v.node), v.port});
   }
   m.set_outputs(mouts);

@@ -61,6 +61,7 @@ class NodeCtx {
   const Tensor& konst(size_t i, const std::string& what) const;
   std::vector<int64_t> ints_input(size_t i, const std::string& what) const;
   std::vector<Dim> dims_input(size_t i, const std::string& what) const;  // a shape operand
+  int64_t scalar_input(size_t i, const std::string& what) const;  // a known one-element integer/bool
   size_t num_outputs() const { return static_cast<size_t>(node_.output_size()); }
 
   // Attributes.
@@ -152,6 +153,9 @@ class Importer {
   std::map<std::string, Val> vals_;
   std::map<std::string, Tensor> initializers_;  // top level: materialized as Params when large
 };
+
+// The most elements an import-time constant (folded or built) may have.
+inline constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 
 // Helpers shared by converters.
 std::vector<int64_t> tensor_ints(const Tensor& t);

@@ -75,10 +75,10 @@ V loop(const NodeCtx& c) {
   Importer& im = c.importer();
   int64_t trips = kMaxUnroll + 1;
   if (c.present(0)) {
-    trips = c.konst(0, "trip count (rlx unrolls Loop at import time)").to_i64().at(0);
+    trips = c.scalar_input(0, "trip count (rlx unrolls Loop at import time)");
   }
   bool cond = true;
-  if (c.present(1)) cond = c.konst(1, "loop condition (rlx unrolls Loop at import time)").to_i64().at(0) != 0;
+  if (c.present(1)) cond = c.scalar_input(1, "loop condition (rlx unrolls Loop at import time)") != 0;
   const size_t n_carried = c.num_inputs() >= 2 ? c.num_inputs() - 2 : 0;
   V carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(c.in(i + 2));

@@ -42,6 +42,9 @@ struct Window {
 
 Window window(const NodeCtx& c, const std::vector<int64_t>& kernel, bool ceil_mode = false) {
   const size_t k = kernel.size();
+  if (c.shape(0).rank() != static_cast<int64_t>(k) + 2)
+    c.fail("input " + c.shape(0).str() + " must have rank " + std::to_string(k + 2) + " for a " + std::to_string(k) +
+           "-d kernel");
   Window w;
   w.kernel = kernel;
   w.strides = c.ints("strides", std::vector<int64_t>(k, 1));
@@ -96,6 +99,7 @@ V conv_transpose(const NodeCtx& c) {
   if (!xs.is_static() || !ws.is_static()) c.fail("needs static input and weight shapes");
   const auto xd = xs.concrete();
   const auto wd = ws.concrete();
+  if (xd.size() < 3 || wd.size() != xd.size()) c.fail("input and weights must have the same rank >= 3");
   const size_t k = xd.size() - 2;
   if (k != 1 && k != 2) c.fail(std::to_string(k) + "-d ConvTranspose is not supported (1-d and 2-d are)");
   std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
@@ -380,6 +384,8 @@ V attention(const NodeCtx& c) {
     k = to4(k, c.i("kv_num_heads", 0), "kv_num_heads");
     v = to4(v, c.i("kv_num_heads", 0), "kv_num_heads");
   }
+  for (Value t : {q, k, v})
+    if (g.shape(t).rank() != 4) c.fail("Q, K and V must all be 3-d or all 4-d");
   if (c.present(4)) k = g.concat({c.value(4), k}, 2);
   if (c.present(5)) v = g.concat({c.value(5), v}, 2);
   const Value present_k = k, present_v = v;

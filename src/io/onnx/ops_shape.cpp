@@ -482,7 +482,7 @@ V trilu(const NodeCtx& c) {
   const Dim& dn = dims[dims.size() - 2];
   const Dim& dm = dims[dims.size() - 1];
   if (dn.is_symbolic() || dm.is_symbolic()) c.fail("the last two dims must be static");
-  const int64_t k = c.present(1) ? c.ints_input(1, "k").at(0) : 0;
+  const int64_t k = c.present(1) ? c.scalar_input(1, "k") : 0;
   const bool upper = c.i("upper", 1) != 0;
   const int64_t n = dn.value, m = dm.value;
   std::vector<uint8_t> mask(static_cast<size_t>(n * m));

@@ -157,6 +157,18 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
     }
     return out;
   }
+  // Check the typed field's length before allocating (dims alone may ask for anything).
+  int64_t have = 0;
+  switch (dt) {
+    case DType::F32: have = t.float_data_size(); break;
+    case DType::F64: have = t.double_data_size(); break;
+    case DType::I64: have = t.int64_data_size(); break;
+    case DType::U32: have = t.uint64_data_size(); break;
+    default: have = t.int32_data_size(); break;
+  }
+  if (have != n)
+    throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + dims_str(dims) +
+                " need " + std::to_string(n));
   Tensor out = Tensor::empty(dt, dims);
   void* p = out.raw();
   auto same = [](auto v) { return v; };
