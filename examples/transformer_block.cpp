@@ -24,14 +24,16 @@ struct Args {
   int repeat = 10;
   int threads = 0;
   int warmup = 2;
+  bool optimize = true;
 };
 
 void usage(const char* prog) {
   std::printf(
-      "usage: %s [--repeat N] [--threads N] [--warmup N]\n"
+      "usage: %s [--repeat N] [--threads N] [--warmup N] [--no-optimize]\n"
       "  --repeat N   timed runs (default 10)\n"
       "  --threads N  CPU worker threads, 0 = all cores (default 0)\n"
-      "  --warmup N   untimed runs first (default 2)\n",
+      "  --warmup N   untimed runs first (default 2)\n"
+      "  --no-optimize  compile without the optimizer's passes (to compare)\n",
       prog);
 }
 
@@ -42,6 +44,10 @@ bool parse_args(int argc, char** argv, Args& a, bool& help) {
     if (s == "-h" || s == "--help") {
       help = true;
       return true;
+    }
+    if (s == "--no-optimize") {
+      a.optimize = false;
+      continue;
     }
     const auto eq = s.find('=');
     if (eq != std::string::npos) {
@@ -80,6 +86,7 @@ int run(const Args& args) {
 
   CompileOptions opts;
   opts.num_threads = args.threads;
+  opts.optimize = args.optimize;
   CompiledGraph model = Session(Device::Cpu).compile(g, opts);
 
   int64_t n_weights = 0;
@@ -126,8 +133,8 @@ int run(const Args& args) {
   }
   std::sort(ms.begin(), ms.end());
   const double p50 = ms[(ms.size() - 1) / 2];
-  std::printf("time per run: p50 %.3f ms, min %.3f ms over %d runs (%d warm-up), arena %zu bytes\n", p50, ms.front(),
-              args.repeat, args.warmup, model.arena_bytes());
+  std::printf("time per run: p50 %.3f ms, min %.3f ms over %d runs (%d warm-up), arena %zu bytes%s\n", p50,
+              ms.front(), args.repeat, args.warmup, model.arena_bytes(), args.optimize ? "" : " (unoptimized)");
   return 0;
 }
 

@@ -57,11 +57,34 @@ void check_pass_names(const std::vector<std::string>& names) {
   pm.disable(names);
 }
 
+// Pass names from RLX_DISABLE_PASSES (comma-separated), for experiments without a rebuild.
+static std::vector<std::string> env_disabled_passes() {
+  std::vector<std::string> out;
+  const char* v = std::getenv("RLX_DISABLE_PASSES");
+  if (!v) return out;
+  std::string cur;
+  for (const char* p = v;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*p == '\0') break;
+    } else if (*p != ' ') {
+      cur += *p;
+    }
+  }
+  return out;
+}
+
 Graph optimize(const Graph& g, const Backend& backend, const CompileOptions& options, std::vector<PassStat>* stats) {
   const PassContext ctx = PassContext::from_env(&backend);
   PassManager pm = production_pipeline();
   pm.set_verify(options.verify);
   pm.disable(options.disabled_passes);
+  try {
+    pm.disable(env_disabled_passes());
+  } catch (const Error& e) {
+    throw Error(std::string("RLX_DISABLE_PASSES: ") + e.what());
+  }
   return pm.run(g, ctx, stats);
 }
 
