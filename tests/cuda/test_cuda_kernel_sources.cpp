@@ -9,6 +9,7 @@
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/rows.h"
 #include "backends/cuda/kernels/shape.h"
 #include "support/test_util.h"
@@ -26,6 +27,12 @@ void compiles(const std::string& entry, const std::string& src) {
 
 TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) compiles("rows", kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
+}
+
+TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
+  compiles("gemv f32", kernel_source(ksrc::kGemv, {{"T", "float"}}, "#define VW 4\n"));
+  compiles("gemv bf16", kernel_source(ksrc::kGemv, {{"T", "bf16_t"}}, "#define VW 8\n"));
+  compiles("gemv f16", kernel_source(ksrc::kGemv, {{"T", "f16_t"}}, "#define VW 8\n"));
 }
 
 TEST(CudaKernelSources, DataMovementKernelsCompile) {

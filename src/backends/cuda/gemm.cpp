@@ -85,8 +85,8 @@ int pointer_alignment(const void* p) {
 
 GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::string& what)
     : p_(p), workspace_bytes_(workspace_bytes), what_(what) {
-  const cudaDataType_t t = data_type(p.dtype);
-  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.dtype, p.precision), CUDA_R_32F));
+  const cudaDataType_t t = data_type(p.dtype), tab = data_type(p.ab_dtype);
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision), CUDA_R_32F));
   // Column-major view: C^T (n x m) = op(B)^T (n x k) @ op(A)^T (k x m).
   const cublasOperation_t ta = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // "A" of cuBLASLt is our B
   const cublasOperation_t tb = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -94,8 +94,8 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   set_attr(op_, CUBLASLT_MATMUL_DESC_TRANSB, tb);
   set_attr(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(p.epilogue));
   if (has_bias(p.epilogue)) set_attr(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, t);
-  la_ = make_layout(t, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.ldb, p.batch, p.b_stride);
-  lb_ = make_layout(t, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.lda, p.batch, p.a_stride);
+  la_ = make_layout(tab, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.ldb, p.batch, p.b_stride);
+  lb_ = make_layout(tab, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.lda, p.batch, p.a_stride);
   lc_ = make_layout(t, p.n, p.m, p.ldc, p.batch, p.c_stride);
 
   cublasLtMatmulPreference_t pref = nullptr;

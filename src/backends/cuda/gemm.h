@@ -17,7 +17,8 @@ namespace rlx::cuda {
 enum class GemmEpilogue { None, Bias, Relu, BiasRelu, GeluTanh, BiasGeluTanh };
 
 struct GemmProblem {
-  DType dtype = DType::F32;  // of A, B, C (and bias)
+  DType dtype = DType::F32;  // of C (and bias)
+  DType ab_dtype = DType::F32;  // of A and B (bf16/f16 under a mixed-precision policy for f32 C)
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   int64_t lda = 0, ldb = 0, ldc = 0;

@@ -9,6 +9,9 @@
 namespace rlx::cuda {
 namespace {
 
+// Rows up to this many elements are held in shared memory (48 KB without an opt-in).
+constexpr int64_t kCachedRow = 11264;
+
 CUfunction row_kernel(const char* entry, DType t) {
   return get_kernel(entry, kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
 }
@@ -25,8 +28,9 @@ void push(LowerContext& cx, std::shared_ptr<KernelLaunch> l) {
   cx.add([l](cudaStream_t s) { l->launch(s); });
 }
 
+// One block per row, capped at a few waves (blocks loop over the remaining rows).
 unsigned row_grid(int64_t rows) {
-  return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(1) << 30));
+  return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(device().sm_count) * 16));
 }
 
 }  // namespace
@@ -42,7 +46,10 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     const auto& g = std::get<plan::AxisGeom>(st.geom);
     const int log_out = std::holds_alternative<ops::LogSoftmax>(st.op) ? 1 : 0;
     if (g.inner == 1) {
-      auto l = std::make_shared<KernelLaunch>(what, row_kernel("softmax_rows", t), row_grid(g.outer), row_block(g.axis));
+      const bool cached = g.axis <= kCachedRow;
+      auto l = std::make_shared<KernelLaunch>(what, row_kernel(cached ? "softmax_rows_cached" : "softmax_rows", t),
+                                              row_grid(g.outer), row_block(g.axis),
+                                              cached ? static_cast<unsigned>(g.axis * 4) : 0u);
       l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(log_out);
       push(cx, l);
     } else {
@@ -70,7 +77,10 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     if (rln) eps = std::get<ops::FusedResidualLN>(st.op).eps;
     if (rrms) eps = std::get<ops::FusedResidualRmsNorm>(st.op).eps;
     const int is_rms = (rms || rrms) ? 1 : 0;
-    auto l = std::make_shared<KernelLaunch>(what, row_kernel("norm_rows", t), row_grid(g.outer), row_block(g.axis));
+    const bool cached = g.axis <= kCachedRow;
+    auto l = std::make_shared<KernelLaunch>(what, row_kernel(cached ? "norm_rows_cached" : "norm_rows", t),
+                                            row_grid(g.outer), row_block(g.axis),
+                                            cached ? static_cast<unsigned>(g.axis * 4) : 0u);
     l->arg(x).arg(res).arg(gamma).arg(beta).arg(y).arg(g.outer).arg(g.axis).arg(static_cast<float>(eps)).arg(is_rms);
     push(cx, l);
     return;

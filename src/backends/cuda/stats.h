@@ -1,6 +1,7 @@
 #pragma once
 // Process-wide counters of the CUDA backend (for tests and benchmarks).
 #include <cstdint>
+#include <string>
 
 namespace rlx::cuda {
 
@@ -15,5 +16,9 @@ struct RunStats {
 };
 
 RunStats run_stats();
+
+// With RLX_CUDA_PROFILE=1 runs are issued eagerly with an event pair around every launch group
+// and the device time is summed per op kind; this returns the table (largest first) and clears it.
+std::string take_profile_report();
 
 }  // namespace rlx::cuda

@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 
 #include "backends/cuda/device.h"
@@ -20,6 +23,14 @@ std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_param_uploads{0
 std::atomic<double> g_last_device_ms{0};
 
 constexpr size_t kGemmWorkspace = size_t(32) << 20;
+
+std::mutex g_profile_mu;
+std::map<std::string, std::pair<double, uint64_t>> g_profile;  // op kind -> (ms, launches)
+
+bool profiling() {
+  const char* e = std::getenv("RLX_CUDA_PROFILE");
+  return e && std::string(e) == "1";
+}
 
 bool graphs_enabled() {
   const char* e = std::getenv("RLX_CUDA_GRAPHS");
@@ -46,7 +57,10 @@ class CudaVariant final : public Variant, private LowerContext {
         RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
                                   cudaMemcpyHostToDevice));
     }
-    for (const plan::Step& st : sched_.steps) lower_step(*this, st);
+    for (const plan::Step& st : sched_.steps) {
+      current_label_ = op_name(st.op);
+      lower_step(*this, st);
+    }
   }
 
   ~CudaVariant() override {
@@ -123,7 +137,10 @@ class CudaVariant final : public Variant, private LowerContext {
     return it->second.data() + r.loc.offset;
   }
   const CompileOptions& options() const override { return options_; }
-  void add(DeviceOp op) override { ops_.push_back(std::move(op)); }
+  void add(DeviceOp op) override {
+    ops_.push_back(std::move(op));
+    labels_.push_back(current_label_);
+  }
   uint8_t* scratch(size_t bytes, const std::string& what) override {
     scratch_.emplace_back(bytes, what);
     return scratch_.back().data();
@@ -163,6 +180,28 @@ class CudaVariant final : public Variant, private LowerContext {
   }
 
   void execute(cudaStream_t s) {
+    if (profiling()) {
+      RLX_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, sizeof(int), s));
+      std::vector<std::unique_ptr<Event>> ev;
+      ev.push_back(std::make_unique<Event>());
+      RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));
+      for (const DeviceOp& op : ops_) {
+        op(s);
+        ev.push_back(std::make_unique<Event>());
+        RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));
+      }
+      RLX_CUDA_CHECK(cudaStreamSynchronize(s));
+      std::lock_guard<std::mutex> lock(g_profile_mu);
+      for (size_t i = 0; i < ops_.size(); ++i) {
+        float ms = 0;
+        RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i]->get(), ev[i + 1]->get()));
+        auto& e = g_profile[labels_[i]];
+        e.first += ms;
+        e.second += 1;
+      }
+      ++g_eager;
+      return;
+    }
     if (!graphs_enabled()) {
       issue(s);
       ++g_eager;
@@ -209,6 +248,8 @@ class CudaVariant final : public Variant, private LowerContext {
   bool params_uploaded_ = false;
   uint64_t params_generation_ = 0;
   std::vector<DeviceOp> ops_;
+  std::vector<std::string> labels_;  // op kind of each entry of ops_ (profiling)
+  std::string current_label_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::vector<DeviceBuffer> scratch_;
   cudaGraphExec_t exec_ = nullptr;
@@ -218,6 +259,23 @@ class CudaVariant final : public Variant, private LowerContext {
 
 std::unique_ptr<Variant> make_cuda_variant(Graph g, const CompileOptions& options) {
   return std::make_unique<CudaVariant>(std::move(g), options);
+}
+
+std::string take_profile_report() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(g_profile.begin(), g_profile.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.first;
+  std::string out;
+  char buf[160];
+  for (const auto& [name, v] : rows) {
+    std::snprintf(buf, sizeof buf, "  %-26s %10.3f ms %6.1f%% %8llu launch groups\n", name.c_str(), v.first,
+                  total > 0 ? 100.0 * v.first / total : 0.0, static_cast<unsigned long long>(v.second));
+    out += buf;
+  }
+  g_profile.clear();
+  return out;
 }
 
 RunStats run_stats() {

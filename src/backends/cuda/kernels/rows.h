@@ -27,6 +27,35 @@ extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long l
   }
 }
 
+// The same with the row held in shared memory (len * 4 bytes of dynamic shared memory): x is
+// read from global memory once.
+extern "C" __global__ void softmax_rows_cached(const T* x, T* y, long long rows, long long len, int log_out) {
+  __shared__ float scratch[32];
+  extern __shared__ float row[];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float m = RLX_NEG_INF;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      const float v = to_f(xr[j]);
+      row[j] = v;
+      m = fmaxf(m, v);
+    }
+    m = block_max(m, scratch);
+    float s = 0.f;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) s += expf(row[j] - m);
+    s = block_sum(s, scratch);
+    if (log_out) {
+      const float ls = logf(s);
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(row[j] - m - ls);
+    } else {
+      const float inv = 1.f / s;
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(expf(row[j] - m) * inv);
+    }
+    __syncthreads();
+  }
+}
+
 // Softmax over the middle axis of [outer, axis, inner] (inner > 1): one thread per column.
 extern "C" __global__ void softmax_cols(const T* x, T* y, long long outer, long long axis, long long inner, int log_out) {
   const long long cols = outer * inner;
@@ -75,6 +104,37 @@ extern "C" __global__ void norm_rows(const T* x, const T* res, const T* gamma, c
       if (beta) o += to_f(beta[j]);
       yr[j] = from_f<T>(o);
     }
+  }
+}
+
+// The same with the row held in shared memory (len * 4 bytes of dynamic shared memory).
+extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* gamma, const T* beta, T* y,
+                                            long long rows, long long len, float eps, int rms) {
+  __shared__ float scratch[32];
+  extern __shared__ float row[];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * len;
+    const T* rr = res ? res + r * len : nullptr;
+    T* yr = y + r * len;
+    float s = 0.f;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      const float v = norm_input(xr, rr, j);
+      row[j] = v;
+      s += v;
+    }
+    const float mean = rms ? 0.f : block_sum(s, scratch) / (float)len;
+    float q = 0.f;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      const float d = row[j] - mean;
+      q += d * d;
+    }
+    const float inv = rsqrtf(block_sum(q, scratch) / (float)len + eps);
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+      float o = (row[j] - mean) * inv * to_f(gamma[j]);
+      if (beta) o += to_f(beta[j]);
+      yr[j] = from_f<T>(o);
+    }
+    __syncthreads();
   }
 }
 

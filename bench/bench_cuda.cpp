@@ -1,0 +1,300 @@
+// CUDA benchmarks of rlx (the peer, PyTorch, is bench/cuda_peer.py; scripts/gpu-check.sh runs
+// both and bench/cuda_summary.py joins them). Prints one CSV line per case:
+//   name,impl,p50_ms,extra
+// p50_ms is the device time of the compiled schedule (CUDA events around its graph launch;
+// inputs/outputs copies excluded, as for the PyTorch timings of device-resident tensors);
+// `extra` carries a derived rate (TFLOP/s, GB/s, % of the bandwidth bound).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "models/transformer.h"
+#include "rlx/rlx.h"
+#ifdef RLX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/stats.h"
+#endif
+
+namespace {
+
+using namespace rlx;
+
+// Deterministic pseudo-random values in [-amp, amp) (cheap for a billion weights).
+Tensor fill(DType t, std::vector<int64_t> shape, uint64_t seed, float amp) {
+  Tensor x = Tensor::empty(t, shape);
+  const int64_t n = x.numel();
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  auto next = [&] {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f) * amp;
+  };
+  if (t == DType::F32) {
+    float* p = x.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = next();
+  } else if (t == DType::BF16) {
+    auto* p = static_cast<uint16_t*>(x.raw());
+    for (int64_t i = 0; i < n; ++i) p[i] = f32_to_bf16_bits(next());
+  } else {
+    auto* p = static_cast<uint16_t*>(x.raw());
+    for (int64_t i = 0; i < n; ++i) p[i] = f32_to_f16_bits(next());
+  }
+  return x;
+}
+
+void set_all_params(CompiledGraph& cg, const Graph& g) {
+  uint64_t seed = 1;
+  for (NodeId id : g.param_nodes()) {
+    const auto& p = std::get<ops::Param>(g.node(id).op);
+    const bool norm = p.name.find("norm") != std::string::npos || p.name.find("ln") != std::string::npos;
+    cg.set_param(p.name, norm ? fill(p.shape.dtype, p.shape.concrete(), seed++, 0.1f) : fill(p.shape.dtype, p.shape.concrete(), seed++, 0.03f));
+  }
+}
+
+struct Timing {
+  double device_p50 = 0, wall_p50 = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Timing time_runs(CompiledGraph& cg, const NamedTensors& ins, int iters) {
+  for (int i = 0; i < 3; ++i) cg.run(ins, {});
+  std::vector<double> dev, wall;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cg.run(ins, {});
+    const auto t1 = std::chrono::steady_clock::now();
+    wall.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+#ifdef RLX_HAVE_CUDA
+    dev.push_back(cuda::run_stats().last_device_ms);
+#endif
+  }
+  return {dev.empty() ? 0 : median(dev), median(wall)};
+}
+
+const char* tag(DType t) { return t == DType::BF16 ? "bf16" : (t == DType::F16 ? "fp16" : "fp32"); }
+
+void report(const std::string& name, const Timing& t, const std::string& extra = "") {
+  std::printf("%s,rlx,%.4f,%s\n", name.c_str(), t.device_p50, extra.c_str());
+  std::fprintf(stderr, "%-28s device p50 %9.4f ms  wall p50 %9.4f ms  %s\n", name.c_str(), t.device_p50, t.wall_p50,
+               extra.c_str());
+  std::fflush(stdout);
+#ifdef RLX_HAVE_CUDA
+  const std::string prof = cuda::take_profile_report();  // non-empty with RLX_CUDA_PROFILE=1
+  if (!prof.empty()) std::fprintf(stderr, "%s", prof.c_str());
+#endif
+}
+
+// ---- BERT-base encoder: 12 post-norm layers, hidden 768, 12 heads, FFN 3072, seq 128 ----
+void bench_bert(int64_t batch, DType t) {
+  Graph g;
+  models::BertLayerConfig cfg;
+  cfg.hidden = 768, cfg.num_heads = 12, cfg.ffn = 3072;
+  const int64_t s = 128;
+  Value x = g.input("hidden", Shape::of({batch, s, 768}, t));
+  const Value mask = g.input("mask", Shape::of({batch, s}, t));
+  for (int l = 0; l < 12; ++l) x = models::build_bert_layer(g, x, mask, cfg, "bert." + std::to_string(l));
+  g.add_output(x);
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  std::vector<double> ones(static_cast<size_t>(batch * s), 1.0);
+  Tensor m = Tensor::empty(t, {batch, s});
+  if (t == DType::F32) std::fill(m.data<float>(), m.data<float>() + batch * s, 1.f);
+  else std::fill(static_cast<uint16_t*>(m.raw()), static_cast<uint16_t*>(m.raw()) + batch * s, f32_to_bf16_bits(1.f));
+  if (t == DType::F16) std::fill(static_cast<uint16_t*>(m.raw()), static_cast<uint16_t*>(m.raw()) + batch * s, f32_to_f16_bits(1.f));
+  const NamedTensors ins = {{"hidden", fill(t, {batch, s, 768}, 99, 1.f)}, {"mask", m}};
+  report("bert_base_b" + std::to_string(batch) + "_" + tag(t), time_runs(cg, ins, 30));
+}
+
+// ---- Llama-style decoder: hidden 2048, 16 layers, 32 heads, 8 KV heads, SwiGLU 5632 ----
+constexpr int64_t kE = 2048, kH = 32, kHkv = 8, kD = 64, kI = 5632, kLayers = 16;
+
+Value linear(Graph& g, Value x, const std::string& name, int64_t in, int64_t out, DType t) {
+  return g.matmul(x, g.param(name, Shape::of({in, out}, t)));
+}
+
+// Prefill: the model builders' block (causal attention over the prompt).
+void bench_llama_prefill(int64_t s, DType t) {
+  Graph g;
+  models::LlamaBlockConfig cfg;
+  cfg.hidden = kE, cfg.num_heads = kH, cfg.num_kv_heads = kHkv, cfg.intermediate = kI;
+  Value x = g.input("hidden", Shape::of({1, s, kE}, t));
+  const Value pos = g.input("positions", Shape::of({s}, DType::I64));
+  const auto [cos, sin] = models::build_rope_tables(g, pos, kD, 10000.0, t);
+  for (int64_t l = 0; l < kLayers; ++l) x = models::build_llama_block(g, x, cos, sin, cfg, "l" + std::to_string(l));
+  g.add_output(g.rms_norm(x, g.param("norm", Shape::of({kE}, t))));
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  std::vector<int64_t> p(static_cast<size_t>(s));
+  for (int64_t i = 0; i < s; ++i) p[static_cast<size_t>(i)] = i;
+  const NamedTensors ins = {{"hidden", fill(t, {1, s, kE}, 7, 1.f)}, {"positions", Tensor::i64({s}, p)}};
+  report("llama_prefill" + std::to_string(s) + "_" + tag(t), time_runs(cg, ins, 10));
+}
+
+// Decode of one token at position `past` with a KV cache of `past` tokens per layer (params,
+// device-resident): each layer concatenates its cache with the new k/v and attends causally.
+void bench_llama_decode(int64_t past, DType t, double copy_gbps) {
+  Graph g;
+  Value x = g.input("hidden", Shape::of({1, 1, kE}, t));
+  const Value pos = g.input("positions", Shape::of({1}, DType::I64));
+  const auto [cos, sin] = models::build_rope_tables(g, pos, kD, 10000.0, t);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = "l" + std::to_string(l);
+    Value h = g.rms_norm(x, g.param(p + ".attn_norm", Shape::of({kE}, t)));
+    Value q = g.reshape(linear(g, h, p + ".q", kE, kH * kD, t), {1, 1, kH, kD});
+    Value k = g.reshape(linear(g, h, p + ".k", kE, kHkv * kD, t), {1, 1, kHkv, kD});
+    Value v = g.reshape(linear(g, h, p + ".v", kE, kHkv * kD, t), {1, 1, kHkv, kD});
+    q = g.rope(q, cos, sin, kD, kD);
+    k = g.rope(k, cos, sin, kD, kD);
+    k = g.concat({g.param(p + ".k_cache", Shape::of({1, past, kHkv, kD}, t)), k}, 1);
+    v = g.concat({g.param(p + ".v_cache", Shape::of({1, past, kHkv, kD}, t)), v}, 1);
+    ops::Attention a;
+    a.num_heads = kH, a.num_kv_heads = kHkv, a.head_dim = kD, a.mask_kind = MaskKind::Causal;
+    Value ctx = g.reshape(g.attention(q, k, v, std::nullopt, a), {1, 1, kH * kD});
+    x = g.add(x, linear(g, ctx, p + ".o", kH * kD, kE, t));
+    Value y = g.rms_norm(x, g.param(p + ".mlp_norm", Shape::of({kE}, t)));
+    Value gate = g.silu(linear(g, y, p + ".gate", kE, kI, t));
+    x = g.add(x, linear(g, g.mul(gate, linear(g, y, p + ".up", kE, kI, t)), p + ".down", kI, kE, t));
+  }
+  g.add_output(g.rms_norm(x, g.param("norm", Shape::of({kE}, t))));
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  const NamedTensors ins = {{"hidden", fill(t, {1, 1, kE}, 7, 1.f)}, {"positions", Tensor::i64({1}, std::vector<int64_t>{past})}};
+  const Timing tm = time_runs(cg, ins, 30);
+  const double es = static_cast<double>(dtype_size(t));
+  const double weight_bytes = es * kLayers * (kE * (kH * kD) * 2 + kE * (kHkv * kD) * 2 + 3.0 * kE * kI) + es * 2 * kE;
+  const double kv_bytes = es * kLayers * 2.0 * (past + 1) * kHkv * kD;
+  const double bound_ms = (weight_bytes + kv_bytes) / (copy_gbps * 1e6);
+  char extra[128];
+  std::snprintf(extra, sizeof extra, "bound %.3f ms = %.1f%% of DRAM bound", bound_ms, 100.0 * bound_ms / tm.device_p50);
+  report("llama_decode_ctx" + std::to_string(past) + "_" + tag(t), tm, extra);
+}
+
+// ---- microbenchmarks ----
+void bench_gemm(int64_t n, DType t, Precision prec) {
+  Graph g;
+  g.add_output(g.matmul(g.param("a", Shape::of({n, n}, t)), g.param("b", Shape::of({n, n}, t))));
+  CompileOptions o;
+  o.precision = prec;
+  auto cg = Session(Device::Cuda).compile(g, o);
+  set_all_params(cg, g);
+  const Timing tm = time_runs(cg, {}, 20);
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.1f TFLOP/s", 2.0 * n * n * n / (tm.device_p50 * 1e9));
+  report("gemm" + std::to_string(n) + "_" + tag(t) + (prec == Precision::Tf32 ? "_tf32" : ""), tm, extra);
+}
+
+void bench_attention(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
+  Graph g;
+  ops::Attention a;
+  a.num_heads = h, a.num_kv_heads = h, a.head_dim = d, a.mask_kind = MaskKind::Causal;
+  const Shape sh = Shape::of({b, s, h, d}, t);
+  g.add_output(g.attention(g.param("q", sh), g.param("k", sh), g.param("v", sh), std::nullopt, a));
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  const Timing tm = time_runs(cg, {}, 20);
+  const double flops = 4.0 * b * h * s * s * d / 2;  // causal: half of QK^T and PV
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.1f TFLOP/s", flops / (tm.device_p50 * 1e9));
+  report("attn_causal_b" + std::to_string(b) + "h" + std::to_string(h) + "s" + std::to_string(s) + "d" +
+             std::to_string(d) + "_" + tag(t), tm, extra);
+}
+
+void bench_rows(const char* kind, int64_t rows, int64_t cols, DType t) {
+  Graph g;
+  const Value x = g.param("x", Shape::of({rows, cols}, t));
+  if (std::string(kind) == "layernorm")
+    g.add_output(g.layer_norm(x, g.param("g", Shape::of({cols}, t)), g.param("b", Shape::of({cols}, t))));
+  else
+    g.add_output(g.softmax(x));
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  const Timing tm = time_runs(cg, {}, 20);
+  const double bytes = 2.0 * rows * cols * static_cast<double>(dtype_size(t));
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.0f GB/s", bytes / (tm.device_p50 * 1e6));
+  report(std::string(kind) + "_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" + tag(t), tm, extra);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifndef RLX_HAVE_CUDA
+  (void)argc, (void)argv;
+  std::fprintf(stderr, "bench_cuda: this build has no CUDA backend (configure with -DRLX_CUDA=ON)\n");
+  return 0;
+#else
+  const std::string only = argc > 1 ? argv[1] : "";
+  try {
+    Session(Device::Cuda).compile([] {
+      Graph g;
+      g.add_output(g.relu(g.input("x", Shape::of({1}))));
+      return g;
+    }());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 0;
+  }
+  // Device-to-device copy bandwidth (bytes read + written), the memory-bound reference.
+  double copy_gbps = 0;
+  {
+    const size_t bytes = size_t(1) << 30;
+    void *a = nullptr, *b = nullptr;
+    cudaMalloc(&a, bytes);
+    cudaMalloc(&b, bytes);
+    cudaMemset(a, 1, bytes);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<double> ms;
+    for (int i = 0; i < 12; ++i) {
+      cudaEventRecord(e0);
+      cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float m = 0;
+      cudaEventElapsedTime(&m, e0, e1);
+      if (i >= 2) ms.push_back(m);
+    }
+    const double m = median(ms);
+    copy_gbps = 2.0 * static_cast<double>(bytes) / (m * 1e6);
+    std::printf("d2d_copy_1GiB,cuda,%.4f,%.0f GB/s\n", m, copy_gbps);
+    cudaFree(a), cudaFree(b);
+  }
+  auto want = [&](const std::string& n) { return only.empty() || n.find(only) != std::string::npos; };
+  try {
+    if (want("gemm")) {
+      bench_gemm(4096, DType::BF16, Precision::Fp32);
+      bench_gemm(8192, DType::BF16, Precision::Fp32);
+      bench_gemm(4096, DType::F32, Precision::Fp32);
+      bench_gemm(4096, DType::F32, Precision::Tf32);
+    }
+    if (want("attn")) {
+      bench_attention(4, 32, 2048, 128, DType::BF16);
+      bench_attention(4, 32, 2048, 64, DType::BF16);
+    }
+    if (want("rows")) {
+      bench_rows("layernorm", 16384, 4096, DType::BF16);
+      bench_rows("softmax", 16384, 4096, DType::BF16);
+      bench_rows("layernorm", 16384, 4096, DType::F32);
+    }
+    if (want("bert"))
+      for (DType t : {DType::BF16, DType::F32})
+        for (int64_t b : {1, 32}) bench_bert(b, t);
+    if (want("llama"))
+      for (DType t : {DType::BF16, DType::F32}) {
+        bench_llama_decode(511, t, copy_gbps);
+        bench_llama_prefill(512, t);
+      }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+#endif
+}

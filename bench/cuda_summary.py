@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Joins bench_cuda (rlx) and cuda_peer.py (PyTorch) CSV lines into one table with ratios."""
+import math
+import sys
+
+rows, order = {}, []
+for path in sys.argv[1:]:
+    for line in open(path):
+        parts = line.strip().split(",", 3)
+        if len(parts) < 3:
+            continue
+        name, impl, ms = parts[0], parts[1], parts[2]
+        try:
+            ms = float(ms)
+        except ValueError:
+            continue
+        if name not in rows:
+            rows[name] = {}
+            order.append(name)
+        rows[name][impl] = (ms, parts[3] if len(parts) > 3 else "")
+
+fmt = "{:<30} {:>10} {:>10} {:>14} {:>9} {:>9}  {}"
+print(fmt.format("case (p50 ms, device time)", "rlx", "torch", "torch.compile", "t/rlx", "tc/rlx", "rlx note"))
+for n in order:
+    r = rows[n]
+    get = lambda k: r.get(k, (math.nan, ""))[0]
+    rl, te, tc = get("rlx"), get("torch"), get("torch.compile")
+    if n.startswith("d2d"):
+        rl = get("cuda")
+    ratio = lambda a: f"{a / rl:.2f}" if rl == rl and a == a and rl > 0 else "-"
+    f = lambda v: f"{v:.4f}" if v == v else "-"
+    note = r.get("rlx", r.get("cuda", (0, "")))[1]
+    print(fmt.format(n, f(rl), f(te), f(tc), ratio(te), ratio(tc), note))

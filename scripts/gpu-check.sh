@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds rlx with the CUDA backend on a GPU machine, runs the CUDA tests and the CUDA
+# benchmarks (rlx vs PyTorch), writes every log to $OUT (default ./gpu-check-out) and prints a
+# short summary table.
+#
+#   scripts/gpu-check.sh                 configure + build (Release, -DRLX_CUDA=ON, sm_90) in build/gpu
+#   RLX_GPU_PREBUILT=dir scripts/gpu-check.sh
+#                                        use binaries packed by `scripts/gpu-check.sh pack` instead
+#                                        of building (for GPU machines without the build deps)
+#   scripts/gpu-check.sh pack <build-dir> <dir>
+#                                        copy rlx_tests, bench_cuda and their non-system, non-CUDA
+#                                        shared libraries into <dir> (stripped)
+#   RLX_GPU_TESTS=<gtest filter>         default 'Cuda*'
+#   RLX_GPU_BENCH=0                      skip the benchmarks
+#   RLX_GPU_PEER=0                       skip the PyTorch peer (rlx numbers only)
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+
+if [[ "${1:-}" == "pack" ]]; then
+  build="$2" dest="$3"
+  mkdir -p "$dest/lib"
+  for exe in rlx_tests bench_cuda; do
+    [[ -x "$build/$exe" ]] || continue
+    cp "$build/$exe" "$dest/$exe" && strip "$dest/$exe"
+    ldd "$build/$exe" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;
+        libcublas*|libnvrtc*|libcudart*|libcuda.so*) ;;  # the GPU machine's CUDA provides these
+        *) cp -L "$lib" "$dest/lib/" ;;
+      esac
+    done
+  done
+  strip "$dest"/lib/*.so* 2>/dev/null || true
+  du -sh "$dest"
+  exit 0
+fi
+
+OUT="${OUT:-$ROOT/gpu-check-out}"
+mkdir -p "$OUT"
+cd "$ROOT"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
+  nvcc --version 2>&1 | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1
+} | tee "$OUT/env.txt"
+
+# CUDA libraries: the toolkit's, else the pip wheels PyTorch ships.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
+         $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, x, "lib") for x in os.listdir(p)))' 2>/dev/null); do
+  [[ -d "$d" ]] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+
+if [[ -n "${RLX_GPU_PREBUILT:-}" ]]; then
+  BIN="$ROOT/$RLX_GPU_PREBUILT"
+  [[ -d "$BIN" ]] || BIN="$RLX_GPU_PREBUILT"
+  export LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}"
+  echo "using prebuilt binaries in $BIN"
+else
+  BIN="$ROOT/build/gpu"
+  cmake -S "$ROOT" -B "$BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  ninja -C "$BIN" rlx_tests bench_cuda >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+
+export RLX_CACHE_DIR="${RLX_CACHE_DIR:-$OUT/kernel-cache}"
+"$BIN/rlx_tests" --gtest_filter="${RLX_GPU_TESTS:-Cuda*}" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+tests_rc=$?
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED  \]" "$OUT/tests.log" | tail -40
+
+bench_rc=0
+if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
+  "$BIN/bench_cuda" >"$OUT/bench_rlx.txt" 2>"$OUT/bench_rlx.log"; bench_rc=$?
+  if [[ "${RLX_GPU_PEER:-1}" != "0" ]]; then
+    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/cuda_peer.py" >"$OUT/bench_torch.txt" 2>"$OUT/bench_torch.log" || bench_rc=$?
+  fi
+  python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" 2>/dev/null) | tee "$OUT/summary.txt"
+fi
+echo "tests rc=$tests_rc bench rc=$bench_rc (logs in $OUT)"
+exit $(( tests_rc != 0 || bench_rc != 0 ))
