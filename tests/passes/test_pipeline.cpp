@@ -99,6 +99,13 @@ TEST(Pipeline, DisabledPassesAndUnknownNames) {
   EXPECT_NE(msg.find("fuse_swiglu"), std::string::npos) << msg;
   bad.disabled_passes = {"legalize"};
   EXPECT_THROW(Session(Device::Cpu).compile(bert_graph(8), bad), Error);
+  ::setenv("RLX_DISABLE_PASSES", "fuse_transformer_layer, fuse_attention_block", 1);
+  Graph e = optimize_cpu(bert_graph(8));
+  ::setenv("RLX_DISABLE_PASSES", "fuse_nothing", 1);
+  const std::string env_msg = testing::error_message([&] { optimize_cpu(bert_graph(8)); });
+  ::unsetenv("RLX_DISABLE_PASSES");
+  EXPECT_EQ(count_op(e, "fused_transformer_layer") + count_op(e, "fused_attention_block"), 0u);
+  EXPECT_NE(env_msg.find("RLX_DISABLE_PASSES: unknown pass 'fuse_nothing'"), std::string::npos) << env_msg;
 }
 
 TEST(Pipeline, AttentionThresholdFromEnvironment) {
