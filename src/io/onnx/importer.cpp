@@ -190,6 +190,7 @@ const ConverterTable& converters() {
     register_control(t);
     register_rnn(t);
     register_resize(t);
+    register_misc(t);
     return t;
   }();
   return table;

@@ -112,10 +112,15 @@ V clip(const NodeCtx& c) {
 
 V dropout(const NodeCtx& c) {
   c.allow_only({"seed", "ratio", "is_test"});
-  if (c.present(2)) {
-    const Tensor& t = c.konst(2, "training_mode");
-    if (t.numel() != 1 || t.to_i64()[0] != 0)
-      c.fail("training_mode=true is not supported (rlx runs Dropout in inference mode only)");
+  if (c.present(2) && c.scalar_input(2, "training_mode") != 0) {
+    // Training mode drops elements at random, except with ratio 0.
+    double ratio = 0.5;
+    if (c.present(1)) {
+      const Tensor& rt = c.konst(1, "ratio");
+      if (rt.numel() != 1) c.fail("ratio must hold one value");
+      ratio = rt.to_f64()[0];
+    }
+    if (ratio != 0.0) c.fail("training_mode=true with ratio > 0 is not supported (the mask is random)");
   }
   if (c.opset() < 7 && c.i("is_test", 0) == 0) c.fail("is_test=0 (training mode) is not supported");
   Value x = c.value(0);

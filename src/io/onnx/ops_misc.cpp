@@ -1,0 +1,186 @@
+// Smaller ONNX ops: window functions (Hann, Hamming, Blackman), CenterCropPad, CumProd,
+// QuantizeLinear/DequantizeLinear/DynamicQuantizeLinear (integer types rlx stores).
+#include <cmath>
+#include <numbers>
+#include <numeric>
+
+#include "io/onnx/importer.h"
+#include "io/onnx/proto.h"
+
+namespace rlx::onnx_io {
+namespace {
+
+using V = std::vector<Val>;
+
+enum class Window { Hann, Hamming, Blackman };
+
+V window_op(const NodeCtx& c, Window w) {
+  c.allow_only({"output_datatype", "periodic"});
+  const int64_t size = c.scalar_input(0, "size");
+  if (size < 0 || size > kMaxFoldElements) c.fail("size " + std::to_string(size) + " is out of range");
+  const DType dt = dtype_from_onnx(static_cast<int32_t>(c.i("output_datatype", 1)), c.where());
+  const double n = static_cast<double>(c.i("periodic", 1) != 0 ? size : size - 1);
+  std::vector<double> v(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) {
+    const double x = 2 * std::numbers::pi * static_cast<double>(i) / n;
+    switch (w) {
+      case Window::Hann: v[static_cast<size_t>(i)] = 0.5 - 0.5 * std::cos(x); break;
+      case Window::Hamming: v[static_cast<size_t>(i)] = 25.0 / 46.0 - (21.0 / 46.0) * std::cos(x); break;
+      case Window::Blackman: v[static_cast<size_t>(i)] = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x); break;
+    }
+  }
+  return {Val::known(Tensor::f64({size}, v).cast(dt))};
+}
+
+V center_crop_pad(const NodeCtx& c) {
+  c.allow_only({"axes"});
+  auto& g = c.g();
+  const auto target = c.ints_input(1, "shape");
+  const Shape& xs = c.shape(0);
+  const int64_t r = xs.rank();
+  std::vector<int64_t> axes = c.ints("axes");
+  if (axes.empty())
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  if (axes.size() != target.size()) c.fail("shape must have one entry per axis");
+  Value x = c.value(0);
+  std::vector<int64_t> pads(static_cast<size_t>(2 * r), 0);
+  bool any_pad = false;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = normalize_axis(axes[i], r, "CenterCropPad axes");
+    const Dim& d = xs.dims[static_cast<size_t>(a)];
+    if (d.is_symbolic()) c.fail("symbolic dim '" + d.sym + "'");
+    const int64_t want = target[i];
+    if (want < 0) c.fail("negative target size");
+    if (want < d.value) x = g.narrow(x, a, (d.value - want) / 2, want);
+    if (want > d.value) {
+      pads[static_cast<size_t>(a)] = (want - d.value) / 2;
+      pads[static_cast<size_t>(a + r)] = want - d.value - (want - d.value) / 2;
+      any_pad = true;
+    }
+  }
+  if (any_pad) {
+    ops::Pad p;
+    p.pads = pads;
+    x = g.apply(p, {x});
+  }
+  return {c.out(any_pad ? x : g.expand(x, g.shape(x).dims))};
+}
+
+V cumprod(const NodeCtx& c) {
+  c.allow_only({"exclusive", "reverse"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  const int64_t axis = normalize_axis(c.scalar_input(1, "axis"), xs.rank(), "CumProd axis");
+  const Dim& d = xs.dims[static_cast<size_t>(axis)];
+  if (d.is_symbolic() || d.value > 4096) c.fail("needs a static axis of at most 4096 elements");
+  const bool exclusive = c.i("exclusive", 0) != 0, reverse = c.i("reverse", 0) != 0;
+  const int64_t n = d.value;
+  if (n == 0) return {c.out(g.expand(c.value(0), xs.dims))};
+  Value x = c.value(0);
+  std::vector<Value> out(static_cast<size_t>(n));
+  auto at = [&](int64_t i) { return g.narrow(x, axis, i, 1); };
+  Value one = g.expand(c.scalar_like(1.0, xs.dtype), g.shape(at(0)).dims);
+  Value acc = one;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = reverse ? n - 1 - k : k;
+    if (exclusive) {
+      out[static_cast<size_t>(i)] = acc;
+      acc = g.mul(acc, at(i));
+    } else {
+      acc = k == 0 ? at(i) : g.mul(acc, at(i));
+      out[static_cast<size_t>(i)] = acc;
+    }
+  }
+  return {c.out(g.concat(out, axis))};
+}
+
+// The scale (or zero point) broadcast against x: a scalar, per-axis 1-d, or blocked.
+Value per_axis(const NodeCtx& c, Value v, const Shape& xs, int64_t axis_attr, int64_t block) {
+  auto& g = c.g();
+  const Shape& vs = g.shape(v);
+  if (vs.rank() == 0 || (vs.rank() == 1 && vs.dims[0] == Dim(1) && block == 0)) return v;
+  const int64_t axis = normalize_axis(axis_attr, xs.rank(), "axis");
+  if (block > 0) {  // same rank as x; repeat each entry `block` times along the axis
+    if (vs.rank() != xs.rank()) c.fail("blocked scale must have the input's rank");
+    const Dim& n = xs.dims[static_cast<size_t>(axis)];
+    if (n.is_symbolic()) c.fail("blocked quantization needs a static axis");
+    std::vector<int64_t> idx(static_cast<size_t>(n.value));
+    for (int64_t i = 0; i < n.value; ++i) idx[static_cast<size_t>(i)] = i / block;
+    return g.gather(v, g.constant(Tensor::i64({n.value}, idx)), axis);
+  }
+  if (vs.rank() != 1) c.fail("scale must be a scalar or 1-d");
+  std::vector<Dim> shape(static_cast<size_t>(xs.rank()), Dim(1));
+  shape[static_cast<size_t>(axis)] = vs.dims[0];
+  return g.reshape(v, shape);
+}
+
+V dequantize(const NodeCtx& c) {
+  c.allow_only({"axis", "block_size", "output_dtype"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (!is_int(xs.dtype)) c.fail("input must be an integer tensor, got " + xs.str());
+  const int64_t axis = c.i("axis", 1);
+  const int64_t block = c.i("block_size", 0);
+  DType out = c.shape(1).dtype;
+  if (c.i("output_dtype", 0) != 0) out = dtype_from_onnx(static_cast<int32_t>(c.i("output_dtype", 0)), c.where());
+  const DType work = out == DType::F64 ? DType::F64 : DType::F32;
+  Value x = g.cast(c.value(0), work);
+  if (c.present(2)) x = g.sub(x, per_axis(c, g.cast(c.value(2), work), xs, axis, block));
+  Value y = g.mul(x, per_axis(c, c.cast_to(c.value(1), work), xs, axis, block));
+  return {c.out(c.cast_to(y, out))};
+}
+
+V quantize(const NodeCtx& c) {
+  c.allow_only({"axis", "block_size", "output_dtype", "saturate", "precision"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  const int64_t axis = c.i("axis", 1);
+  const int64_t block = c.i("block_size", 0);
+  DType out = c.present(2) ? c.shape(2).dtype : DType::U8;
+  if (c.i("output_dtype", 0) != 0) out = dtype_from_onnx(static_cast<int32_t>(c.i("output_dtype", 0)), c.where());
+  double lo, hi;
+  switch (out) {
+    case DType::U8: lo = 0, hi = 255; break;
+    case DType::I8: lo = -128, hi = 127; break;
+    case DType::I16: lo = -32768, hi = 32767; break;
+    case DType::I32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: c.fail(std::string("output type ") + dtype_name(out) + " is not supported (uint8, int8, int16, int32)");
+  }
+  const DType work = DType::F64;
+  Value q = g.act(ActKind::Round, g.div(g.cast(c.value(0), work), per_axis(c, g.cast(c.value(1), work), xs, axis, block)));
+  if (c.present(2)) q = g.add(q, per_axis(c, g.cast(c.value(2), work), xs, axis, block));
+  q = g.min(g.max(q, c.scalar_like(lo, work)), c.scalar_like(hi, work));
+  return {c.out(g.cast(q, out))};
+}
+
+// y_scale = (max(0, max x) - min(0, min x)) / 255, zero point = round(-min / scale) in [0, 255].
+V dynamic_quantize(const NodeCtx& c) {
+  c.allow_only({});
+  auto& g = c.g();
+  const DType dt = c.shape(0).dtype;
+  Value x = c.cast_to(c.value(0), DType::F64);
+  const auto w = [&](double v) { return c.scalar_like(v, DType::F64); };
+  Value hi = g.max(g.reduce(ReduceKind::Max, x, {}, false), w(0));
+  Value lo = g.min(g.reduce(ReduceKind::Min, x, {}, false), w(0));
+  Value scale = c.cast_to(g.div(g.sub(hi, lo), w(255)), dt);
+  Value s64 = c.cast_to(scale, DType::F64);
+  Value zp = g.min(g.max(g.act(ActKind::Round, g.div(g.act(ActKind::Neg, lo), s64)), w(0)), w(255));
+  Value q = g.add(g.act(ActKind::Round, g.div(x, s64)), zp);
+  q = g.min(g.max(q, w(0)), w(255));
+  return {c.out(g.cast(q, DType::U8)), c.out(scale), c.out(g.cast(zp, DType::U8))};
+}
+
+}  // namespace
+
+void register_misc(ConverterTable& t) {
+  t["HannWindow"] = [](const NodeCtx& c) { return window_op(c, Window::Hann); };
+  t["HammingWindow"] = [](const NodeCtx& c) { return window_op(c, Window::Hamming); };
+  t["BlackmanWindow"] = [](const NodeCtx& c) { return window_op(c, Window::Blackman); };
+  t["CenterCropPad"] = center_crop_pad;
+  t["CumProd"] = cumprod;
+  t["DequantizeLinear"] = dequantize;
+  t["QuantizeLinear"] = quantize;
+  t["DynamicQuantizeLinear"] = dynamic_quantize;
+}
+
+}  // namespace rlx::onnx_io
