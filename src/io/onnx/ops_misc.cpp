@@ -1,4 +1,4 @@
-// Smaller ONNX ops: window functions (Hann, Hamming, Blackman), CenterCropPad, CumProd,
+// Smaller ONNX ops: window functions (Hann, Hamming, Blackman), CenterCropPad, CumProd, DFT,
 // QuantizeLinear/DequantizeLinear/DynamicQuantizeLinear (integer types rlx stores).
 #include <cmath>
 #include <numbers>
@@ -170,6 +170,78 @@ V dynamic_quantize(const NodeCtx& c) {
   return {c.out(g.cast(q, DType::U8)), c.out(scale), c.out(g.cast(zp, DType::U8))};
 }
 
+// DFT as two matmuls with constant cosine/sine matrices over the (static) signal axis.
+V dft(const NodeCtx& c) {
+  c.allow_only({"axis", "inverse", "onesided"});
+  auto& g = c.g();
+  const Shape& xs = c.shape(0);
+  if (!xs.is_static() || xs.rank() < 2) c.fail("needs a static input of rank >= 2");
+  const auto d = xs.concrete();
+  const int64_t r = xs.rank();
+  const int64_t comp = d.back();
+  if (comp != 1 && comp != 2) c.fail("the last dim must be 1 (real) or 2 (complex)");
+  int64_t axis = c.opset() >= 20 ? (c.present(2) ? c.scalar_input(2, "axis") : -2) : c.i("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r - 1) c.fail("axis must name a signal dim (not the last one)");
+  const bool inverse = c.i("inverse", 0) != 0, onesided = c.i("onesided", 0) != 0;
+  if (inverse && onesided) c.fail("inverse with onesided=1 is not supported");
+  const int64_t n_in = d[static_cast<size_t>(axis)];
+  const int64_t L = c.present(1) ? c.scalar_input(1, "dft_length") : n_in;
+  if (L <= 0 || L > 4096) c.fail("dft_length must be in [1, 4096]");
+  const int64_t m = onesided ? L / 2 + 1 : L;
+  // Signal to (..., L) real and imaginary parts, the axis moved last.
+  Value x = c.cast_to(c.value(0), DType::F64);
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 1; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  perm.push_back(r - 1);
+  x = g.transpose(x, perm);  // (..., n_in, comp)
+  const int64_t keep = std::min(n_in, L);
+  if (keep < n_in) x = g.narrow(x, r - 2, 0, keep);
+  if (L > keep) {
+    ops::Pad p;
+    p.pads.assign(static_cast<size_t>(2 * r), 0);
+    p.pads[static_cast<size_t>(2 * r - 2)] = L - keep;
+    x = g.apply(p, {x});
+  }
+  auto part = [&](int64_t k) {
+    auto dims = g.shape(x).dims;
+    dims.pop_back();
+    return g.reshape(g.narrow(x, r - 1, k, 1), dims);
+  };
+  Value xr = part(0);
+  std::optional<Value> xi;
+  if (comp == 2) xi = part(1);
+  std::vector<double> cm(static_cast<size_t>(L * m)), sm(static_cast<size_t>(L * m));
+  for (int64_t n = 0; n < L; ++n)
+    for (int64_t k = 0; k < m; ++k) {
+      const double th = 2 * std::numbers::pi * static_cast<double>((n * k) % L) / static_cast<double>(L);
+      cm[static_cast<size_t>(n * m + k)] = std::cos(th);
+      sm[static_cast<size_t>(n * m + k)] = std::sin(th);
+    }
+  Value C = g.constant(Tensor::f64({L, m}, cm)), S = g.constant(Tensor::f64({L, m}, sm));
+  // forward: Yr = xr C + xi S, Yi = xi C - xr S; inverse: Yr = xr C - xi S, Yi = xi C + xr S (then / L)
+  Value yr = g.matmul(xr, C);
+  Value yi = g.act(ActKind::Neg, g.matmul(xr, S));
+  if (inverse) yi = g.act(ActKind::Neg, yi);
+  if (xi) {
+    Value xis = g.matmul(*xi, S);
+    yr = inverse ? g.sub(yr, xis) : g.add(yr, xis);
+    yi = g.add(yi, g.matmul(*xi, C));
+  }
+  if (inverse) {
+    yr = g.div(yr, c.scalar_like(static_cast<double>(L), DType::F64));
+    yi = g.div(yi, c.scalar_like(static_cast<double>(L), DType::F64));
+  }
+  auto dims = g.shape(yr).dims;
+  dims.push_back(1);
+  Value y = g.concat({g.reshape(yr, dims), g.reshape(yi, dims)}, r - 1);  // (..., m, 2)
+  std::vector<int64_t> back(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) back[static_cast<size_t>(perm[static_cast<size_t>(i)])] = i;
+  return {c.out(c.cast_to(g.transpose(y, back), xs.dtype))};
+}
+
 }  // namespace
 
 void register_misc(ConverterTable& t) {
@@ -178,6 +250,7 @@ void register_misc(ConverterTable& t) {
   t["BlackmanWindow"] = [](const NodeCtx& c) { return window_op(c, Window::Blackman); };
   t["CenterCropPad"] = center_crop_pad;
   t["CumProd"] = cumprod;
+  t["DFT"] = dft;
   t["DequantizeLinear"] = dequantize;
   t["QuantizeLinear"] = quantize;
   t["DynamicQuantizeLinear"] = dynamic_quantize;

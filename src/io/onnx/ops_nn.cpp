@@ -2,6 +2,7 @@
 // Attention (decomposed into matmul/softmax), LRN.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "io/onnx/importer.h"
@@ -486,6 +487,88 @@ V attention(const NodeCtx& c) {
   return outs;
 }
 
+// Einsum with one or two operands, one letter per axis (no "..." and no repeated letters in
+// an operand): sums, transposes, and a DotGeneral for two operands.
+V einsum(const NodeCtx& c) {
+  c.allow_only({"equation"});
+  auto& g = c.g();
+  std::string eq;
+  for (char ch : c.s("equation", "")) if (ch != ' ') eq += ch;
+  if (eq.find("...") != std::string::npos) c.fail("ellipsis ('...') equations are not supported");
+  const auto arrow = eq.find("->");
+  std::vector<std::string> ins;
+  {
+    const std::string lhs = eq.substr(0, arrow);
+    size_t start = 0;
+    for (size_t i = 0; i <= lhs.size(); ++i)
+      if (i == lhs.size() || lhs[i] == ',') {
+        ins.push_back(lhs.substr(start, i - start));
+        start = i + 1;
+      }
+  }
+  if (ins.size() != c.num_inputs() || ins.empty() || ins.size() > 2)
+    c.fail("equation '" + eq + "' must name one or two operands matching the inputs");
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit: letters used once, in alphabetical order
+    std::map<char, int> count;
+    for (const auto& t : ins) for (char ch : t) ++count[ch];
+    for (const auto& [ch, n] : count) if (n == 1) out += ch;
+  }
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (static_cast<int64_t>(ins[i].size()) != c.shape(i).rank())
+      c.fail("operand " + std::to_string(i) + " '" + ins[i] + "' does not match rank " + std::to_string(c.shape(i).rank()));
+    for (size_t a = 0; a < ins[i].size(); ++a)
+      if (ins[i].find(ins[i][a]) != a) c.fail("repeated letters in an operand (diagonals) are not supported");
+  }
+  // Sums away the axes of `t` (letters `l`) that appear neither in `other` nor in the output.
+  auto reduce_unused = [&](Value v, std::string& l, const std::string& other) {
+    std::vector<int64_t> axes;
+    std::string kept;
+    for (size_t a = 0; a < l.size(); ++a) {
+      if (out.find(l[a]) == std::string::npos && other.find(l[a]) == std::string::npos) axes.push_back(static_cast<int64_t>(a));
+      else kept += l[a];
+    }
+    l = kept;
+    return axes.empty() ? v : g.sum(v, axes, false);
+  };
+  std::string l0 = ins[0], l1 = ins.size() > 1 ? ins[1] : "";
+  Value v = reduce_unused(c.value(0), l0, l1);
+  std::string have = l0;
+  if (ins.size() == 2) {
+    Value w = reduce_unused(c.value(1), l1, l0);
+    ops::DotGeneral dg;
+    std::string batch, lfree, rfree;
+    for (size_t a = 0; a < l0.size(); ++a) {
+      const auto b = l1.find(l0[a]);
+      if (b == std::string::npos) lfree += l0[a];
+      else if (out.find(l0[a]) != std::string::npos) {
+        dg.lhs_batch.push_back(static_cast<int64_t>(a));
+        dg.rhs_batch.push_back(static_cast<int64_t>(b));
+        batch += l0[a];
+      } else {
+        dg.lhs_contract.push_back(static_cast<int64_t>(a));
+        dg.rhs_contract.push_back(static_cast<int64_t>(b));
+      }
+    }
+    for (char ch : l1) if (l0.find(ch) == std::string::npos) rfree += ch;
+    v = g.dot_general(v, w, dg);
+    have = batch + lfree + rfree;
+  }
+  if (have.size() != out.size()) c.fail("output '" + out + "' names letters the operands do not have");
+  std::vector<int64_t> perm;
+  for (char ch : out) {
+    const auto a = have.find(ch);
+    if (a == std::string::npos) c.fail("output letter '" + std::string(1, ch) + "' is not in the operands");
+    perm.push_back(static_cast<int64_t>(a));
+  }
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+  if (identity && ins.size() == 1 && have == ins[0]) v = g.expand(v, g.shape(v).dims);  // a fresh value
+  return {c.out(identity ? v : g.transpose(v, perm))};
+}
+
 }  // namespace
 
 void register_nn(ConverterTable& t) {
@@ -507,6 +590,7 @@ void register_nn(ConverterTable& t) {
   t["MeanVarianceNormalization"] = mvn;
   t["LRN"] = lrn;
   t["Attention"] = attention;
+  t["Einsum"] = einsum;
 }
 
 }  // namespace rlx::onnx_io
