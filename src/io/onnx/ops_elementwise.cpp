@@ -278,6 +278,16 @@ void register_elementwise(ConverterTable& t) {
     Value x = c.value(0);
     return {c.out(where_neg(c, x, c.g().mul(x, c.value(1)), x))};
   };
+  t["SwiGLU"] = [](const NodeCtx& c) -> V {  // a * sigmoid(alpha * a) * b
+    c.allow_only({"alpha"});
+    auto& g = c.g();
+    const DType dt = c.shape(0).dtype;
+    if (!is_float(dt)) c.fail("needs floating-point inputs");
+    const DType work = dt == DType::F16 || dt == DType::BF16 ? DType::F32 : dt;
+    Value a = c.cast_to(c.value(0), work), b = c.cast_to(c.value(1), work);
+    Value y = g.mul(g.mul(a, g.sigmoid(g.mul(a, k(c, a, c.f("alpha", 1.0))))), b);
+    return {c.out(c.cast_to(y, dt))};
+  };
   t["Clip"] = clip;
   t["Where"] = [](const NodeCtx& c) -> V {
     c.allow_only({});

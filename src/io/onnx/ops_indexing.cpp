@@ -1,6 +1,7 @@
 // ONNX indexing ops: Gather, GatherElements, GatherND, ScatterElements, ScatterND, OneHot,
 // NonZero and Compress (known operands only). Element-wise gathers and scatters become a
 // linear index into the flattened data (IR Gather / ScatterAdd).
+#include <limits>
 #include <numeric>
 
 #include "io/onnx/importer.h"
@@ -88,7 +89,28 @@ Value scatter_flat(const NodeCtx& c, Value flat, Value lin, Value upd, const std
   const auto n = g.shape(flat).dims;
   Value zeros = g.expand(c.scalar_like(0.0, dt), n);
   if (reduction == "add") return g.scatter_add(flat, lin, upd, 0);
-  if (reduction != "none") c.fail("reduction '" + reduction + "' is not supported (none, add)");
+  if (reduction == "mul" || reduction == "max" || reduction == "min") {
+    // Dense form: hit[u, p] = (lin[u] == p); every update folds into its position.
+    const Dim& P = n[0];
+    const Dim& U = g.shape(upd).dims[0];
+    if (P.is_symbolic() || U.is_symbolic() || P.value * U.value > (int64_t{1} << 22))
+      c.fail("reduction '" + reduction + "' needs static sizes with updates x data at most 2^22");
+    std::vector<int64_t> iota(static_cast<size_t>(P.value));
+    for (int64_t i = 0; i < P.value; ++i) iota[static_cast<size_t>(i)] = i;
+    Value hit = g.compare(CompareKind::Eq, g.reshape(lin, {U, Dim(1)}), g.constant(Tensor::i64({1, P.value}, iota)));
+    Value u2 = g.reshape(upd, {U, Dim(1)});
+    if (reduction == "mul")
+      return g.mul(flat, g.reduce(ReduceKind::Prod, g.where(hit, u2, c.scalar_like(1.0, dt)), {0}, false));
+    if (!is_float(dt)) c.fail("reduction '" + reduction + "' on integers is not supported");
+    const bool is_max = reduction == "max";
+    const double fill = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    Value filled = g.where(hit, u2, c.scalar_like(fill, dt));
+    Value best = g.reduce(is_max ? ReduceKind::Max : ReduceKind::Min, filled, {0}, false);
+    Value any = g.reduce(ReduceKind::Max, g.cast(hit, DType::F32), {0}, false);
+    Value merged = is_max ? g.max(flat, best) : g.min(flat, best);
+    return g.where(g.compare(CompareKind::Gt, any, g.constant(Tensor::scalar_f32(0))), merged, flat);
+  }
+  if (reduction != "none") c.fail("reduction '" + reduction + "' is not one of none, add, mul, max, min");
   Value ones = g.expand(c.scalar_like(1.0, dt), g.shape(upd).dims);
   Value hit = g.compare(CompareKind::Gt, g.scatter_add(zeros, lin, ones, 0), c.scalar_like(0.0, dt));
   return g.where(hit, g.scatter_add(zeros, lin, upd, 0), flat);
