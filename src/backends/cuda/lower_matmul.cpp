@@ -70,7 +70,7 @@ bool try_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g,
   if (rows < 1 || rows > 4 || g.n % vw != 0 || pointer_alignment(pw) < 16) return false;
   const int64_t col_tiles = (g.n + 32 * vw - 1) / (32 * vw);
   const int64_t sms = device().sm_count;
-  int64_t splits = std::clamp<int64_t>((8 * sms + col_tiles - 1) / col_tiles, 1, (g.k + 31) / 32);
+  int64_t splits = std::clamp<int64_t>((4 * sms + col_tiles - 1) / col_tiles, 1, (g.k + 63) / 64);
   int64_t kchunk = (g.k + splits - 1) / splits;
   kchunk = (kchunk + 7) / 8 * 8;
   splits = (g.k + kchunk - 1) / kchunk;

@@ -21,7 +21,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_partial(const T* a, const
 #pragma unroll
     for (int v = 0; v < VW; ++v) acc[r][v] = 0.f;
   if (col < n) {
-#pragma unroll 8
+#pragma unroll 4
     for (long long kk = k0 + ty; kk < k1; kk += KSL) {
       const Vec<T, VW> wv = *(const Vec<T, VW>*)(w + kk * n + col);
 #pragma unroll
