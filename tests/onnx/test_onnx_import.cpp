@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -214,6 +215,48 @@ TEST(OnnxImport, GemmWithTransposeAlphaBeta) {
       want.push_back(0.5 * s + 2.0 * cv[static_cast<size_t>(j)]);
     }
   EXPECT_TRUE(testing::all_close(y, {2, 4}, want));
+}
+
+TEST(OnnxImport, EinsumContractionAndTranspose) {
+  OnnxBuilder b(12);
+  b.input("a", kF32, {2, 3}).input("b", kF32, {3, 4}).output("y").output("t");
+  set_attr(b.node("Einsum", {"a", "b"}, {"y"}), "equation", std::string("ij, jk -> ki"));
+  set_attr(b.node("Einsum", {"a"}, {"t"}), "equation", std::string("ij->j"));
+  const Graph g = import(b);
+  const Tensor A = testing::random_tensor(DType::F32, {2, 3}, 9), B = testing::random_tensor(DType::F32, {3, 4}, 10);
+  const auto outs = testing::run_cpu(g, {{"a", A}, {"b", B}});
+  const auto av = A.to_f64(), bv = B.to_f64();
+  std::vector<double> want, sums(3, 0.0);
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < 2; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < 3; ++j) s += av[static_cast<size_t>(i * 3 + j)] * bv[static_cast<size_t>(j * 4 + k)];
+      want.push_back(s);
+    }
+  for (size_t i = 0; i < av.size(); ++i) sums[i % 3] += av[i];
+  EXPECT_TRUE(testing::all_close(outs[0], {4, 2}, want));
+  EXPECT_TRUE(testing::all_close(outs[1], {3}, sums));
+}
+
+TEST(OnnxImport, DftOfARealSignalMatchesTheDefinition) {
+  OnnxBuilder b(17);
+  b.input("x", kF32, {1, 5, 1}).output("y");
+  b.node("DFT", {"x"}, {"y"});
+  const Graph g = import(b);
+  const std::vector<float> xv{1, -2, 0.5f, 3, -1};
+  const Tensor y = testing::run_cpu1(g, {{"x", Tensor::f32({1, 5, 1}, xv)}});
+  std::vector<double> want;
+  for (int k = 0; k < 5; ++k) {
+    double re = 0, im = 0;
+    for (int n = 0; n < 5; ++n) {
+      const double th = 2 * M_PI * k * n / 5.0;
+      re += xv[static_cast<size_t>(n)] * std::cos(th);
+      im -= xv[static_cast<size_t>(n)] * std::sin(th);
+    }
+    want.push_back(re);
+    want.push_back(im);
+  }
+  EXPECT_TRUE(testing::all_close(y, {1, 5, 2}, want));
 }
 
 TEST(OnnxImport, GatherElementsAndScatterNDMatchReferences) {
