@@ -15,7 +15,7 @@ std::string cuda_unavailable_reason();
 #define RLX_REQUIRE_CUDA()                                                          \
   do {                                                                              \
     const std::string rlx_reason_ = ::rlx::testing::cuda_unavailable_reason();      \
-    if (!rlx_reason_.empty()) GTEST_SKIP() << "no CUDA device: " << rlx_reason_;    \
+    if (!rlx_reason_.empty()) GTEST_SKIP() << rlx_reason_;                         \
   } while (0)
 
 // Runs `g` on the CPU and on CUDA (with `precision`) on the same random inputs/params; returns

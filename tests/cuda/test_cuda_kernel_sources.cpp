@@ -26,7 +26,9 @@ void compiles(const std::string& entry, const std::string& src) {
 }
 
 TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16}) compiles("rows", kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    compiles("rows", kernel_source(ksrc::kRows, {{"T", storage_type(t)}},
+                                   "#define VV " + std::to_string(16 / dtype_size(t)) + "\n"));
 }
 
 TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {

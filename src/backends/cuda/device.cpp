@@ -99,7 +99,9 @@ const Probe& probed() {
 
 const DeviceInfo& device() {
   const Probe& p = probed();
-  if (!p.failure.empty()) throw Error("no CUDA device: " + p.failure);
+  if (!p.failure.empty())
+    throw Error("no CUDA device: " + p.failure + " (device 'cuda' is not available on this machine; compile for " +
+                "Device::Cpu or run on a machine with an NVIDIA GPU and driver)");
   // cudaSetDevice is per host thread: a compiled graph may run on a thread that never set it.
   RLX_CUDA_CHECK(cudaSetDevice(p.info.ordinal));
   return p.info;

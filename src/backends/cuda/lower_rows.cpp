@@ -13,7 +13,16 @@ namespace {
 constexpr int64_t kCachedRow = 11264;
 
 CUfunction row_kernel(const char* entry, DType t) {
-  return get_kernel(entry, kernel_source(ksrc::kRows, {{"T", storage_type(t)}}));
+  return get_kernel(entry, kernel_source(ksrc::kRows, {{"T", storage_type(t)}},
+                                         "#define VV " + std::to_string(16 / dtype_size(t)) + "\n"));
+}
+
+// Vector loads/stores: every row starts 16-byte aligned (row bytes and base pointers).
+int vector_rows(int64_t len, DType t, std::initializer_list<const uint8_t*> ptrs) {
+  if ((len * static_cast<int64_t>(dtype_size(t))) % 16 != 0) return 0;
+  for (const uint8_t* p : ptrs)
+    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  return 1;
 }
 
 // Threads per block for a row of `len` elements (one block per row).
@@ -51,6 +60,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
                                               row_grid(g.outer), row_block(g.axis),
                                               cached ? static_cast<unsigned>(g.axis * 4) : 0u);
       l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(log_out);
+      if (cached) l->arg(vector_rows(g.axis, t, {x, y}));
       push(cx, l);
     } else {
       auto l = std::make_shared<KernelLaunch>(what, row_kernel("softmax_cols", t), grid_for(g.outer * g.inner, 256), 256);
@@ -82,6 +92,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
                                             row_grid(g.outer), row_block(g.axis),
                                             cached ? static_cast<unsigned>(g.axis * 4) : 0u);
     l->arg(x).arg(res).arg(gamma).arg(beta).arg(y).arg(g.outer).arg(g.axis).arg(static_cast<float>(eps)).arg(is_rms);
+    if (cached) l->arg(vector_rows(g.axis, t, {x, res, gamma, beta, y}));
     push(cx, l);
     return;
   }

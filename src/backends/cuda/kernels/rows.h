@@ -28,29 +28,52 @@ extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long l
 }
 
 // The same with the row held in shared memory (len * 4 bytes of dynamic shared memory): x is
-// read from global memory once.
-extern "C" __global__ void softmax_rows_cached(const T* x, T* y, long long rows, long long len, int log_out) {
+// read from global memory once; with `vec` (every row and pointer 16-byte aligned) through
+// VV-element vector loads and stores.
+extern "C" __global__ void softmax_rows_cached(const T* x, T* y, long long rows, long long len, int log_out, int vec) {
   __shared__ float scratch[32];
   extern __shared__ float row[];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
     float m = RLX_NEG_INF;
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
-      const float v = to_f(xr[j]);
-      row[j] = v;
-      m = fmaxf(m, v);
+    if (vec) {
+      for (long long c = threadIdx.x; c < len / VV; c += blockDim.x) {
+        const Vec<T, VV> xv = ((const Vec<T, VV>*)xr)[c];
+#pragma unroll
+        for (int e = 0; e < VV; ++e) {
+          const float v = to_f(xv.v[e]);
+          row[c * VV + e] = v;
+          m = fmaxf(m, v);
+        }
+      }
+    } else {
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+        const float v = to_f(xr[j]);
+        row[j] = v;
+        m = fmaxf(m, v);
+      }
     }
-    m = block_max(m, scratch);
+    m = block_max(m, scratch);  // also the barrier before other threads read the row
     float s = 0.f;
     for (long long j = threadIdx.x; j < len; j += blockDim.x) s += expf(row[j] - m);
     s = block_sum(s, scratch);
-    if (log_out) {
-      const float ls = logf(s);
-      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(row[j] - m - ls);
+    const float ls = logf(s), inv = 1.f / s;
+    if (vec) {
+      for (long long c = threadIdx.x; c < len / VV; c += blockDim.x) {
+        Vec<T, VV> o;
+#pragma unroll
+        for (int e = 0; e < VV; ++e) {
+          const float v = row[c * VV + e] - m;
+          o.v[e] = from_f<T>(log_out ? v - ls : expf(v) * inv);
+        }
+        ((Vec<T, VV>*)yr)[c] = o;
+      }
     } else {
-      const float inv = 1.f / s;
-      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(expf(row[j] - m) * inv);
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+        const float v = row[j] - m;
+        yr[j] = from_f<T>(log_out ? v - ls : expf(v) * inv);
+      }
     }
     __syncthreads();
   }
@@ -107,9 +130,10 @@ extern "C" __global__ void norm_rows(const T* x, const T* res, const T* gamma, c
   }
 }
 
-// The same with the row held in shared memory (len * 4 bytes of dynamic shared memory).
+// The same with the row held in shared memory (len * 4 bytes of dynamic shared memory), vector
+// loads/stores with `vec` as above.
 extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* gamma, const T* beta, T* y,
-                                            long long rows, long long len, float eps, int rms) {
+                                            long long rows, long long len, float eps, int rms, int vec) {
   __shared__ float scratch[32];
   extern __shared__ float row[];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -117,11 +141,26 @@ extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* g
     const T* rr = res ? res + r * len : nullptr;
     T* yr = y + r * len;
     float s = 0.f;
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
-      const float v = norm_input(xr, rr, j);
-      row[j] = v;
-      s += v;
+    if (vec) {
+      for (long long c = threadIdx.x; c < len / VV; c += blockDim.x) {
+        const Vec<T, VV> xv = ((const Vec<T, VV>*)xr)[c];
+        Vec<T, VV> rv;
+        if (rr) rv = ((const Vec<T, VV>*)rr)[c];
+#pragma unroll
+        for (int e = 0; e < VV; ++e) {
+          const float v = rr ? to_f(from_f<T>(to_f(xv.v[e]) + to_f(rv.v[e]))) : to_f(xv.v[e]);
+          row[c * VV + e] = v;
+          s += v;
+        }
+      }
+    } else {
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+        const float v = norm_input(xr, rr, j);
+        row[j] = v;
+        s += v;
+      }
     }
+    __syncthreads();  // the row is read below by other threads than the ones that wrote it
     const float mean = rms ? 0.f : block_sum(s, scratch) / (float)len;
     float q = 0.f;
     for (long long j = threadIdx.x; j < len; j += blockDim.x) {
@@ -129,10 +168,25 @@ extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* g
       q += d * d;
     }
     const float inv = rsqrtf(block_sum(q, scratch) / (float)len + eps);
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
-      float o = (row[j] - mean) * inv * to_f(gamma[j]);
-      if (beta) o += to_f(beta[j]);
-      yr[j] = from_f<T>(o);
+    if (vec) {
+      for (long long c = threadIdx.x; c < len / VV; c += blockDim.x) {
+        const Vec<T, VV> gv = ((const Vec<T, VV>*)gamma)[c];
+        Vec<T, VV> bv, o;
+        if (beta) bv = ((const Vec<T, VV>*)beta)[c];
+#pragma unroll
+        for (int e = 0; e < VV; ++e) {
+          float v = (row[c * VV + e] - mean) * inv * to_f(gv.v[e]);
+          if (beta) v += to_f(bv.v[e]);
+          o.v[e] = from_f<T>(v);
+        }
+        ((Vec<T, VV>*)yr)[c] = o;
+      }
+    } else {
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) {
+        float o = (row[j] - mean) * inv * to_f(gamma[j]);
+        if (beta) o += to_f(beta[j]);
+        yr[j] = from_f<T>(o);
+      }
     }
     __syncthreads();
   }
