@@ -246,24 +246,34 @@ int main(int argc, char** argv) {
   {
     const size_t bytes = size_t(1) << 30;
     void *a = nullptr, *b = nullptr;
-    cudaMalloc(&a, bytes);
-    cudaMalloc(&b, bytes);
-    cudaMemset(a, 1, bytes);
+    auto ok = [](cudaError_t e, const char* what) {
+      if (e != cudaSuccess) throw Error(std::string("bench_cuda: ") + what + ": " + cudaGetErrorString(e));
+    };
     cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
     std::vector<double> ms;
-    for (int i = 0; i < 12; ++i) {
-      cudaEventRecord(e0);
-      cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float m = 0;
-      cudaEventElapsedTime(&m, e0, e1);
-      if (i >= 2) ms.push_back(m);
+    try {
+      ok(cudaMalloc(&a, bytes), "cudaMalloc");
+      ok(cudaMalloc(&b, bytes), "cudaMalloc");
+      ok(cudaMemset(a, 1, bytes), "cudaMemset");
+      ok(cudaEventCreate(&e0), "cudaEventCreate");
+      ok(cudaEventCreate(&e1), "cudaEventCreate");
+      for (int i = 0; i < 12; ++i) {
+        ok(cudaEventRecord(e0), "cudaEventRecord");
+        ok(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+        ok(cudaEventRecord(e1), "cudaEventRecord");
+        ok(cudaEventSynchronize(e1), "cudaEventSynchronize");
+        float m = 0;
+        ok(cudaEventElapsedTime(&m, e0, e1), "cudaEventElapsedTime");
+        if (i >= 2) ms.push_back(m);
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
     }
     const double m = median(ms);
     copy_gbps = 2.0 * static_cast<double>(bytes) / (m * 1e6);
     std::printf("d2d_copy_1GiB,cuda,%.4f,%.0f GB/s\n", m, copy_gbps);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
     cudaFree(a), cudaFree(b);
   }
   auto want = [&](const std::string& n) { return only.empty() || n.find(only) != std::string::npos; };

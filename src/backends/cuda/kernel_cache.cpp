@@ -1,7 +1,9 @@
 #include "backends/cuda/kernel_cache.h"
 
 #include <nvrtc.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,7 +63,10 @@ void write_file_atomic(const std::filesystem::path& p, const std::vector<char>& 
   std::error_code ec;
   std::filesystem::create_directories(p.parent_path(), ec);
   if (ec) return;  // an unwritable cache directory only costs recompilation
-  const auto tmp = p.string() + ".tmp" + std::to_string(static_cast<long long>(std::rand()));
+  // Unique per process and call: concurrent writers of one key never share a temporary.
+  static std::atomic<uint64_t> counter{0};
+  const auto tmp = p.string() + ".tmp" + std::to_string(static_cast<long long>(::getpid())) + "." +
+                   std::to_string(counter.fetch_add(1));
   {
     std::ofstream f(tmp, std::ios::binary);
     if (!f) return;
