@@ -106,8 +106,12 @@ TEST(Parity, SameGraphTwoThreadCountsAgree) {
   auto x = g.input("x", Shape::of({64, 300}));
   auto y = g.input("y", Shape::of({300}));
   g.add_output(g.mul(g.add(x, y), x));
-  rlx::testing::RunConfig a{"cpu-1t", Device::Cpu, CompileOptions{1, true}, {}};
-  rlx::testing::RunConfig b{"cpu-2t", Device::Cpu, CompileOptions{2, true}, {}};
+  CompileOptions o1;
+  o1.num_threads = 1;
+  rlx::testing::RunConfig a{"cpu-1t", Device::Cpu, o1, {}};
+  CompileOptions o2;
+  o2.num_threads = 2;
+  rlx::testing::RunConfig b{"cpu-2t", Device::Cpu, o2, {}};
   auto rep = rlx::testing::compare_configs(g, a, b);
   EXPECT_TRUE(rep.pass) << rep.text;
   ASSERT_EQ(rep.outputs.size(), 1u);

@@ -44,7 +44,9 @@ TEST(ElementwiseRegions, StopsAtIntermediatesWithTwoConsumersAndOutputs) {
   EXPECT_EQ(count_op(f, "elementwise_region"), 4u);
   EXPECT_EQ(count_op(f, "activation"), 1u);
   for (const Node& n : f.nodes())
-    if (const auto* r = std::get_if<ops::ElementwiseRegion>(&n.op)) EXPECT_EQ(r->steps.size(), 2u);
+    if (const auto* r = std::get_if<ops::ElementwiseRegion>(&n.op)) {
+      EXPECT_EQ(r->steps.size(), 2u);
+    }
   EXPECT_TRUE(same_numbers(g, pass_fn(mark_elementwise_regions)));
 }
 
@@ -117,7 +119,9 @@ TEST(ClipElementwiseRegions, InputLimit) {
   g.add_output(acc);
   Graph f = clip_elementwise_regions(mark_elementwise_regions(g), 32, 3);
   for (const Node& n : f.nodes())
-    if (std::holds_alternative<ops::ElementwiseRegion>(n.op)) EXPECT_LE(n.inputs.size(), 3u);
+    if (std::holds_alternative<ops::ElementwiseRegion>(n.op)) {
+      EXPECT_LE(n.inputs.size(), 3u);
+    }
   EXPECT_TRUE(same_numbers(g, [](const Graph& x) { return clip_elementwise_regions(mark_elementwise_regions(x), 32, 3); }));
   EXPECT_THROW(clip_elementwise_regions(g, 0, 3), Error);
 }
