@@ -104,6 +104,11 @@ Graph fuse_attention_block(const Graph& g, const PassContext& ctx) {
     if (!in.ok || in.has_bias != out.has_bias) return false;
     const Shape& hs = g.shape(in.x);
     if (hs.rank() != 3 || !hs.is_static() || hs[2].value != e) return false;
+    // The reshapes must split/merge heads in place: (B, S, E) <-> (B, S, H, D), not reorder B and S.
+    const std::vector<Dim> heads{hs[0], hs[1], Dim(at->num_heads), Dim(at->head_dim)};
+    for (int i = 0; i < 3; ++i)
+      if (g.shape(an.inputs[static_cast<size_t>(i)]).dims != heads) return false;
+    if (r2.outputs[0].dims != hs.dims) return false;
     if (hs[0].value * hs[1].value > ctx.attention_threshold) return false;
     ops::FusedAttentionBlock f{.num_heads = at->num_heads, .head_dim = at->head_dim, .has_bias = out.has_bias,
                                .has_rope = false};

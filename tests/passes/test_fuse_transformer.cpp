@@ -64,6 +64,18 @@ TEST(FuseAttentionBlock, NearMisses) {
     Graph f = fuse_attention_block(fuse_matmul_bias_act(g), with_threshold(64));
     EXPECT_EQ(count_op(f, "fused_attention_block"), 0u);
   }
+  {  // a reshape that swaps batch and sequence is not a head split
+    Graph g;
+    Value h = g.input("hidden", Shape::of({2, 4, 8}));
+    Value m = g.input("mask", Shape::of({4, 2}));
+    Value qkv = g.matmul(h, g.param("w", Shape::of({8, 24})));
+    auto head = [&](int64_t i) { return g.reshape(g.narrow(qkv, 2, i * 8, 8), {4, 2, 2, 4}); };
+    ops::Attention at{.num_heads = 2, .num_kv_heads = 2, .head_dim = 4, .mask_kind = MaskKind::Custom};
+    Value ctx = g.reshape(g.attention(head(0), head(1), head(2), m, at), {2, 4, 8});
+    g.add_output(g.matmul(ctx, g.param("o", Shape::of({8, 8}))));
+    EXPECT_EQ(count_op(fuse_attention_block(g, with_threshold(64)), "fused_attention_block"), 0u);
+    EXPECT_TRUE(same_numbers(g, [](const Graph& x) { return fuse_attention_block(x, with_threshold(64)); }));
+  }
   {  // causal mask instead of key padding
     Graph g;
     Value h = g.input("hidden", Shape::of({1, 4, 8}));
