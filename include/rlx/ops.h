@@ -557,6 +557,11 @@ using Op = std::variant<
 
 // The op's name ("matmul", ...).
 const char* op_name(const Op& op);
+// Input, Param or Constant: a node whose value is given, not computed.
+inline bool is_leaf_op(const Op& op) {
+  return std::holds_alternative<ops::Input>(op) || std::holds_alternative<ops::Param>(op) ||
+         std::holds_alternative<ops::Constant>(op);
+}
 // Arity check + inference: throws rlx::Error (without node context) on invalid operands.
 std::vector<Shape> infer_op(const Op& op, std::span<const Shape> inputs);
 // A one-line rendering of the attributes, e.g. "axis=-1 eps=1e-05".

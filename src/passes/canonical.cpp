@@ -10,11 +10,6 @@
 namespace rlx::passes {
 namespace {
 
-bool is_leaf(const Node& n) {
-  return std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op) ||
-         std::holds_alternative<ops::Constant>(n.op);
-}
-
 // True when every element of constant `t` equals `v`.
 bool constant_all(const Tensor& t, double v) {
   if (t.numel() == 0) return false;
@@ -85,7 +80,7 @@ Graph cse(const Graph& g, const PassContext&) {
 Graph fold_constants(const Graph& g, const PassContext&) {
   constexpr int64_t kMinBudget = int64_t{1} << 20;
   return rewrite_each(g, [&](Rewriter& rw, const Node& n) {
-    if (is_leaf(n) || n.inputs.empty() || std::holds_alternative<ops::If>(n.op) ||
+    if (is_leaf_op(n.op) || n.inputs.empty() || std::holds_alternative<ops::If>(n.op) ||
         std::holds_alternative<ops::While>(n.op))
       return false;
     Graph& out = rw.out();

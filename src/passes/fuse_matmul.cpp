@@ -9,14 +9,6 @@
 namespace rlx::passes {
 namespace {
 
-bool is_kind(const Node& n, BinaryKind k) {
-  const auto* b = op_as<ops::Binary>(n);
-  return b && b->kind == k;
-}
-bool is_act(const Node& n, ActKind k) {
-  const auto* a = op_as<ops::Activation>(n);
-  return a && a->kind == k;
-}
 bool is_weight_leaf(const Graph& g, Value w) {
   const Node& n = g.node(w.node);
   return std::holds_alternative<ops::Param>(n.op) || std::holds_alternative<ops::Constant>(n.op);
@@ -33,7 +25,7 @@ Graph fuse_matmul_bias_act(const Graph& g, const PassContext&) {
     const Value m{n.id, 0};
     if (!uses.single_use(m)) return false;
     const Node& add = uses.sole_user(m);
-    if (!is_kind(add, BinaryKind::Add) || add.inputs[0] == add.inputs[1]) return false;
+    if (!is_binary(add, BinaryKind::Add) || add.inputs[0] == add.inputs[1]) return false;
     const Value bias = other_operand(add, m);
     const Shape& bs = g.shape(bias);
     if (bs.rank() > 1 || add.outputs[0] != n.outputs[0]) return false;  // bias must not broadcast the product
@@ -65,12 +57,12 @@ Graph fuse_swiglu_dual_matmul(const Graph& g, const PassContext& ctx) {
   // Matched at the Mul: mul(up, silu(gate)) with up = x @ Wup, gate = x @ Wgate. The fused
   // nodes are emitted at the Mul; the products already copied become dead (removed by dce).
   return dce(rewrite_each(g, [&](Rewriter& rw, const Node& n) {
-    if (!is_kind(n, BinaryKind::Mul)) return false;
+    if (!is_binary(n, BinaryKind::Mul)) return false;
     for (int side = 0; side < 2; ++side) {
       const Value up = n.inputs[static_cast<size_t>(side)], s = n.inputs[static_cast<size_t>(1 - side)];
       const Node& un = g.node(up.node);
       const Node& sn = g.node(s.node);
-      if (!op_as<ops::MatMul>(un) || !is_act(sn, ActKind::Silu)) continue;
+      if (!op_as<ops::MatMul>(un) || !is_activation(sn, ActKind::Silu)) continue;
       const Value gate = sn.inputs[0];
       const Node& gn = g.node(gate.node);
       if (!op_as<ops::MatMul>(gn) || gn.id == un.id) continue;

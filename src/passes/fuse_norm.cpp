@@ -11,8 +11,7 @@ template <class Norm, class Fused>
 Graph fuse_residual(const Graph& g) {
   const Uses uses(g);
   return rewrite_each(g, [&](Rewriter& rw, const Node& n) {
-    const auto* b = op_as<ops::Binary>(n);
-    if (!b || b->kind != BinaryKind::Add) return false;
+    if (!is_binary(n, BinaryKind::Add)) return false;
     const Value sum{n.id, 0};
     if (!uses.single_use(sum) || uses.of(sum).front().input != 0) return false;
     const Node& norm = uses.sole_user(sum);

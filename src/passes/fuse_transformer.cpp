@@ -9,11 +9,6 @@
 namespace rlx::passes {
 namespace {
 
-bool is_silu(const Node& n) {
-  const auto* a = op_as<ops::Activation>(n);
-  return a && a->kind == ActKind::Silu;
-}
-
 // A projection: MatMul, or FusedMatMulBiasAct without activation (with or without bias).
 struct Projection {
   bool ok = false;
@@ -35,12 +30,11 @@ Projection projection(const Node& n) {
 Graph fuse_swiglu(const Graph& g, const PassContext& ctx) {
   const Uses uses(g);
   return dce(rewrite_each(g, [&](Rewriter& rw, const Node& n) {
-    const auto* b = op_as<ops::Binary>(n);
-    if (!b || b->kind != BinaryKind::Mul) return false;
+    if (!is_binary(n, BinaryKind::Mul)) return false;
     for (int side = 0; side < 2; ++side) {
       const Value plain = n.inputs[static_cast<size_t>(side)], gated = n.inputs[static_cast<size_t>(1 - side)];
       const Node& sn = g.node(gated.node);
-      if (!is_silu(sn)) continue;
+      if (!is_activation(sn, ActKind::Silu)) continue;
       const Node& pn = g.node(plain.node);
       const Node& gn = g.node(sn.inputs[0].node);
       const auto* pnar = op_as<ops::Narrow>(pn);

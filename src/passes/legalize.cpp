@@ -7,11 +7,6 @@
 namespace rlx::passes {
 namespace {
 
-bool is_leaf(const Node& n) {
-  return std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op) ||
-         std::holds_alternative<ops::Constant>(n.op);
-}
-
 std::string node_detail(const Graph& g, const Node& n) {
   std::string s = node_label(n) + " inputs (";
   for (size_t i = 0; i < n.inputs.size(); ++i) s += (i ? ", " : "") + g.shape(n.inputs[i]).str();
@@ -28,7 +23,7 @@ std::string node_detail(const Graph& g, const Node& n) {
 Graph expand_unclaimed(const Graph& g, const ClaimFn& claims, bool* changed) {
   bool any = false;
   Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {
-    if (is_leaf(n) || claims(g, n)) return false;
+    if (is_leaf_op(n.op) || claims(g, n)) return false;
     const bool done = expand_node(rw, n);
     any |= done;
     return done;
@@ -43,7 +38,7 @@ Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_
   for (int round = 0; round < kMaxRounds; ++round) {
     bool all = true;
     for (const Node& n : cur.nodes())
-      if (!is_leaf(n) && !claims(cur, n)) {
+      if (!is_leaf_op(n.op) && !claims(cur, n)) {
         all = false;
         break;
       }
@@ -54,7 +49,7 @@ Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_
   }
   std::vector<std::string> bad;
   for (const Node& n : cur.nodes())
-    if (!is_leaf(n) && !claims(cur, n)) bad.push_back(node_detail(cur, n));
+    if (!is_leaf_op(n.op) && !claims(cur, n)) bad.push_back(node_detail(cur, n));
   if (!bad.empty()) {
     std::string msg = "the " + device_label + " backend cannot run " + std::to_string(bad.size()) +
                       " node(s), and they have no decomposition into ops it runs:";
@@ -69,7 +64,7 @@ Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_
 std::vector<DispatchRow> dispatch_report(const Graph& g, const ClaimFn& claims) {
   std::map<std::string, DispatchRow> rows;
   for (const Node& n : g.nodes()) {
-    if (is_leaf(n)) continue;
+    if (is_leaf_op(n.op)) continue;
     DispatchRow& r = rows[op_name(n.op)];
     r.op = op_name(n.op);
     if (claims(g, n)) {

@@ -43,9 +43,7 @@ void PassManager::disable(const std::vector<std::string>& names) {
 size_t op_count(const Graph& g) {
   size_t n = 0;
   for (const Node& node : g.nodes())
-    if (!std::holds_alternative<ops::Input>(node.op) && !std::holds_alternative<ops::Param>(node.op) &&
-        !std::holds_alternative<ops::Constant>(node.op))
-      ++n;
+    if (!is_leaf_op(node.op)) ++n;
   return n;
 }
 

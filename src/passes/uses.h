@@ -34,6 +34,16 @@ const T* op_as(const Node& n) { return std::get_if<T>(&n.op); }
 template <class T>
 const T* op_as(const Graph& g, Value v) { return std::get_if<T>(&g.node(v.node).op); }
 
+// Node kind tests used by the fusion patterns.
+inline bool is_binary(const Node& n, BinaryKind k) {
+  const auto* b = op_as<ops::Binary>(n);
+  return b && b->kind == k;
+}
+inline bool is_activation(const Node& n, ActKind k) {
+  const auto* a = op_as<ops::Activation>(n);
+  return a && a->kind == k;
+}
+
 // True when `axis` (possibly negative) names the last axis of a rank-`rank` tensor.
 inline bool is_last_axis(int64_t axis, int64_t rank) { return rank > 0 && (axis == -1 || axis == rank - 1); }
 

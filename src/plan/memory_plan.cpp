@@ -11,11 +11,6 @@ namespace {
 
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
 
-bool is_leaf(const Op& op) {
-  return std::holds_alternative<ops::Input>(op) || std::holds_alternative<ops::Param>(op) ||
-         std::holds_alternative<ops::Constant>(op);
-}
-
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // Byte offset of a view node's output within its input (0 for Reshape / StopGradient).
@@ -89,7 +84,7 @@ class Planner {
           throw Error(node_label(n) + ": output shape " + s.str() + " is not static; bind every symbolic dim before planning");
       auto& r = roots_[n.id];
       r.resize(n.outputs.size());
-      if (is_leaf(n.op)) {
+      if (is_leaf_op(n.op)) {
         r[0] = Root{true, Value{n.id, 0}, 0};
       } else if (is_view_node(g_, n, o_)) {
         const Root& in = root(n.inputs[0]);
@@ -106,7 +101,7 @@ class Planner {
   void compute_last_uses() {
     for (const Node& n : g_.nodes()) last_[n.id].assign(n.outputs.size(), static_cast<int64_t>(n.id));
     for (const Node& n : g_.nodes()) {
-      if (is_leaf(n.op) || is_view_node(g_, n, o_)) continue;
+      if (is_leaf_op(n.op) || is_view_node(g_, n, o_)) continue;
       for (Value v : n.inputs) {
         const Value r = root(v).value;
         auto& l = last_[r.node][r.port];
@@ -166,7 +161,7 @@ class Planner {
   void allocate() {
     for (const Node& n : g_.nodes()) {
       slot_of_[n.id].assign(n.outputs.size(), -1);
-      if (is_leaf(n.op) || is_view_node(g_, n, o_)) continue;
+      if (is_leaf_op(n.op) || is_view_node(g_, n, o_)) continue;
       const auto i = static_cast<int64_t>(n.id);
       const int32_t ip = pick_in_place(n);
       Value taken{};

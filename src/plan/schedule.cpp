@@ -3,11 +3,6 @@
 namespace rlx::plan {
 namespace {
 
-bool is_leaf(const Op& op) {
-  return std::holds_alternative<ops::Input>(op) || std::holds_alternative<ops::Param>(op) ||
-         std::holds_alternative<ops::Constant>(op);
-}
-
 TensorRef ref(const Graph& g, const MemoryPlan& mp, Value v) {
   const Shape& s = g.shape(v);
   return TensorRef{v, s.dtype, s.concrete(), mp.at(v)};
@@ -21,7 +16,7 @@ Schedule build_schedule(const Graph& g, const PlanOptions& options) {
   Schedule s;
   s.memory = plan_memory(g, options);
   for (const Node& n : g.nodes()) {
-    if (is_leaf(n.op) || is_view_node(g, n, options)) continue;
+    if (is_leaf_op(n.op) || is_view_node(g, n, options)) continue;
     Step st;
     st.node = n.id;
     st.op = n.op;
