@@ -25,7 +25,7 @@ bool cuda_claims_kind(std::string_view name) {
       "softmax", "log_softmax", "reduce",
       "layer_norm", "rms_norm", "fused_residual_ln", "fused_residual_rms_norm", "fused_swiglu",
       "rope", "attention"};
-  return kinds.count(name) > 0;
+  return kinds.count(name) > 0 || claims_kind_select(name) || claims_kind_conv(name);
 }
 
 bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
@@ -39,6 +39,8 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
     if (!cuda_dtype_supported(s.dtype)) return fail(why, std::string("dtype ") + dtype_name(s.dtype) + " is not supported on CUDA");
     if (s.rank() > 8) return fail(why, "the CUDA backend supports tensors of rank <= 8");
   }
+  if (claims_kind_select(name)) return claims_node_select(g, n, why);
+  if (claims_kind_conv(name)) return claims_node_conv(g, n, why);
   const DType out = n.outputs.empty() ? DType::F32 : n.outputs[0].dtype;
   auto all_float = [&] {
     for (DType t : in)
@@ -113,7 +115,7 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
         } else if constexpr (std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> ||
                              std::is_same_v<T, ops::Constant>) {
           // Leaves have no work: their bytes are uploaded by the variant.
-        } else {
+        } else if (!lower_select_family(cx, st) && !lower_conv_family(cx, st)) {
           throw Error(step_label(st) + ": the CUDA backend has no kernel for this op (it should have been legalized)");
         }
       },

@@ -43,6 +43,18 @@ void lower_rows(LowerContext& cx, const plan::Step& st);
 void lower_shape(LowerContext& cx, const plan::Step& st);
 void lower_attention(LowerContext& cx, const plan::Step& st);
 
+// Op families kept in their own files, each with its own claim rules: `claims_kind_*` says
+// whether the family owns the op kind, `claims_node_*` checks one node of it (dtypes, attributes)
+// and `lower_*_family` lowers a step of it, returning false for a step that is not the family's.
+//   select_ops.cpp: ArgMax/ArgMin/TopK/Sample, Cumsum, ScatterAdd, RngUniform/RngNormal, GroupedMatMul
+//   conv_ops.cpp:   Conv/ConvTranspose/Pool through cuDNN
+bool claims_kind_select(std::string_view op_name);
+bool claims_node_select(const Graph& g, const Node& n, std::string* why);
+bool lower_select_family(LowerContext& cx, const plan::Step& st);
+bool claims_kind_conv(std::string_view op_name);
+bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
+bool lower_conv_family(LowerContext& cx, const plan::Step& st);
+
 // Appends one generated elementwise kernel: out = chain(ins) over `geom` (out may be ins[0]:
 // every thread reads its elements before writing them). Matmul epilogues use it too.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
