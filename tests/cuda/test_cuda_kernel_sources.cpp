@@ -9,6 +9,7 @@
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/attention_mma.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/rows.h"
 #include "backends/cuda/kernels/shape.h"
@@ -49,6 +50,24 @@ TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
     for (const char* t : {"float", "bf16_t", "f16_t"})
       compiles("attention", kernel_source(ksrc::kAttention, {{"T", t}, {"M", "u8_t"}},
                                           "#define HD " + std::to_string(hd) + "\n"));
+}
+
+// The tensor-core attention for every head dim it takes, both half types, every mask, softcap
+// and the tile shapes (warps, row tiles per warp, key tile, Q in registers).
+TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
+  auto src = [](const char* t, int hd, int nw, int mt, int bn, int mask, int cap, int qreg) {
+    const std::string defs = "#define BF16 " + std::to_string(std::string(t) == "bf16_t") + "\n#define HD " +
+                             std::to_string(hd) + "\n#define NW " + std::to_string(nw) + "\n#define MT " +
+                             std::to_string(mt) + "\n#define BN " + std::to_string(bn) + "\n#define MASK " +
+                             std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) + "\n#define QREG " +
+                             std::to_string(qreg) + "\n";
+    return kernel_source(ksrc::kAttentionMma, {{"T", t}}, defs);
+  };
+  for (int hd : {16, 32, 64, 96, 128, 256}) {
+    compiles("attention_mma bf16 causal", src("bf16_t", hd, 4, hd > 128 ? 1 : 2, 32, 1, 0, 0));
+    compiles("attention_mma f16 window softcap", src("f16_t", hd, 4, 1, 64, 2, 1, hd <= 128 ? 1 : 0));
+  }
+  for (int nw : {1, 2, 8}) compiles("attention_mma tile", src("bf16_t", 64, nw, 2, 16 * nw, 0, 0, 1));
 }
 
 plan::ElementwiseGeom geom(std::vector<int64_t> out, std::vector<std::vector<int64_t>> strides) {
