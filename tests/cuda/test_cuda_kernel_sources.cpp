@@ -11,7 +11,11 @@
 #include "backends/cuda/kernels/attention.h"
 #include "backends/cuda/kernels/attention_mma.h"
 #include "backends/cuda/kernels/gemv.h"
+#include "backends/cuda/kernels/random.h"
 #include "backends/cuda/kernels/rows.h"
+#include "backends/cuda/kernels/scan.h"
+#include "backends/cuda/kernels/scatter.h"
+#include "backends/cuda/kernels/select.h"
 #include "backends/cuda/kernels/shape.h"
 #include "support/test_util.h"
 
@@ -68,6 +72,37 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
     compiles("attention_mma f16 window softcap", src("f16_t", hd, 4, 1, 64, 2, 1, hd <= 128 ? 1 : 0));
   }
   for (int nw : {1, 2, 8}) compiles("attention_mma tile", src("bf16_t", 64, nw, 2, 16 * nw, 0, 0, 1));
+}
+
+// The select family (kernels/select.h, scan.h, random.h, scatter.h) for every type the
+// lowerings instantiate.
+TEST(CudaKernelSources, SelectScanRandomScatterKernelsCompile) {
+  const std::string common32 = std::string("#define KBITS 32\n") + ksrc::kSelectCommon;
+  for (const char* t : {"float", "f16_t", "bf16_t"}) {
+    compiles("arg_reduce", kernel_source(ksrc::kArgReduce, {{"T", t}, {"C", "float"}}, "#define LOAD_C(v) to_f(v)\n"));
+    compiles("topk", kernel_source(ksrc::kTopK, {{"T", t}, {"KT", "unsigned"}},
+                                   "#define RAW_KEY(v) float_key(to_f(v))\n" + common32));
+    compiles("sample", kernel_source(ksrc::kSample, {{"T", t}, {"KT", "unsigned"}}, common32 + ksrc::kPhilox));
+    compiles("rng", kernel_source(ksrc::kRng, {{"T", t}}, ksrc::kPhilox));
+    compiles("cumsum", kernel_source(ksrc::kScan, {{"T", t}, {"A", "float"}},
+                                     "#define LOAD_A(v) to_f(v)\n#define STORE_T(a) from_f<T>(a)\n"));
+    compiles("scatter_add", kernel_source(ksrc::kScatterAdd, {{"T", t}, {"I", "i64_t"}}));
+    for (int vw : {1, 4, 8})
+      compiles("grouped_matmul", kernel_source(ksrc::kGroupedMatMul, {{"T", t}, {"I", "i32_t"}},
+                                               "#define VW " + std::to_string(vw) + "\n"));
+  }
+  compiles("arg_reduce i64", kernel_source(ksrc::kArgReduce, {{"T", "i64_t"}, {"C", "long long"}},
+                                           "#define LOAD_C(v) ((C)(v))\n"));
+  compiles("topk i64", kernel_source(ksrc::kTopK, {{"T", "i64_t"}, {"KT", "unsigned long long"}},
+                                     std::string("#define KBITS 64\n#define RAW_KEY(v) ((unsigned long long)(v))\n") +
+                                         ksrc::kSelectCommon));
+  compiles("cumsum f32", kernel_source(ksrc::kScan, {{"T", "float"}, {"A", "double"}},
+                                       "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((float)(a))\n"));
+  for (const char* t : {"i8_t", "u8_t", "i16_t", "i32_t", "u32_t", "i64_t"}) {
+    compiles("scatter_add int", kernel_source(ksrc::kScatterAdd, {{"T", t}, {"I", "u8_t"}}));
+    compiles("cumsum int", kernel_source(ksrc::kScan, {{"T", t}, {"A", "unsigned long long"}},
+                                         "#define LOAD_A(v) ((unsigned long long)(v))\n#define STORE_T(a) ((T)(a))\n"));
+  }
 }
 
 plan::ElementwiseGeom geom(std::vector<int64_t> out, std::vector<std::vector<int64_t>> strides) {

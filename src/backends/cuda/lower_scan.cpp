@@ -1,0 +1,54 @@
+// Cumsum on CUDA (kernels/scan.h): a block scan per row, or one thread per column when the
+// scanned axis has many columns beside it.
+#include <algorithm>
+
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernels/scan.h"
+#include "backends/cuda/select_lower.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+namespace {
+
+// Columns beside the axis from which one thread per column beats a block per column.
+constexpr int64_t kColumnThreads = 1024;
+
+// The accumulator of dtype t (the CPU's: double for f32, float for f16/bf16, 64-bit wrapping
+// integers) and its conversions.
+std::string scan_source(DType t) {
+  const std::string T = storage_type(t);
+  if (t == DType::F32)
+    return kernel_source(ksrc::kScan, {{"T", T}, {"A", "double"}},
+                         "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((float)(a))\n");
+  if (cuda_float(t))
+    return kernel_source(ksrc::kScan, {{"T", T}, {"A", "float"}},
+                         "#define LOAD_A(v) to_f(v)\n#define STORE_T(a) from_f<T>(a)\n");
+  return kernel_source(ksrc::kScan, {{"T", T}, {"A", "unsigned long long"}},
+                       "#define LOAD_A(v) ((unsigned long long)(v))\n#define STORE_T(a) ((T)(a))\n");
+}
+
+}  // namespace
+
+void lower_cumsum(LowerContext& cx, const plan::Step& st) {
+  const std::string what = step_label(st);
+  const auto& op = std::get<ops::Cumsum>(st.op);
+  const auto& g = std::get<plan::AxisGeom>(st.geom);
+  const DType t = st.in.at(0).dtype;
+  if (t == DType::Bool) throw Error(what + ": cumsum does not take bool input");
+  if (st.out.at(0).numel() == 0) return;
+  const std::string src = scan_source(t);
+  const int64_t cols = g.outer * g.inner;
+  std::shared_ptr<KernelLaunch> l;
+  if (g.inner > 1 && cols >= kColumnThreads) {
+    l = std::make_shared<KernelLaunch>(what, get_kernel("cumsum_cols", src), grid_for(cols, 256), 256);
+  } else {
+    const auto grid = static_cast<unsigned>(std::clamp<int64_t>(cols, 1, int64_t(device().sm_count) * 16));
+    l = std::make_shared<KernelLaunch>(what, get_kernel("cumsum_rows", src), grid, 512);
+  }
+  l->arg(cx.ptr(st.in.at(0))).arg(cx.ptr(st.out.at(0))).arg(g.outer).arg(g.axis).arg(g.inner);
+  l->arg(op.exclusive ? 1 : 0).arg(op.reverse ? 1 : 0);
+  push_launch(cx, l);
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,39 @@
+#pragma once
+// Lowerings of the select op family of the CUDA backend (select_ops.cpp dispatches to them):
+// lower_select.cpp (ArgMax/ArgMin, TopK, Sample), lower_scan.cpp (Cumsum), lower_random.cpp
+// (RngUniform/RngNormal), lower_scatter.cpp (ScatterAdd, GroupedMatMul).
+#include <memory>
+#include <string>
+
+#include "backends/cuda/launch.h"
+#include "backends/cuda/lower.h"
+
+namespace rlx::cuda {
+
+// Codes these kernels write to the device error flag (lower.h's LowerContext::error_flag).
+// Code 1 is Gather's (lower_shape.cpp).
+enum SelectErrorCode : int {
+  kErrScatterIndex = 2,  // scatter_add: an index outside [-n, n)
+  kErrExpertIndex = 3,   // grouped_matmul: an expert index outside [0, E)
+  kErrSampleNaN = 4,     // sample: a NaN logit
+  kErrSampleAllNegInf = 5,  // sample: every logit of a row is -inf
+};
+// The rlx::Error text for one of the codes above ("" for any other code).
+std::string select_error_message(int code);
+
+void lower_arg_reduce(LowerContext& cx, const plan::Step& st);
+void lower_topk(LowerContext& cx, const plan::Step& st);
+void lower_sample(LowerContext& cx, const plan::Step& st);
+void lower_cumsum(LowerContext& cx, const plan::Step& st);
+void lower_rng(LowerContext& cx, const plan::Step& st);
+void lower_scatter_add(LowerContext& cx, const plan::Step& st);
+void lower_grouped_matmul(LowerContext& cx, const plan::Step& st);
+
+// Largest TopK k the CUDA kernel takes (its winners are sorted in shared memory).
+inline constexpr int64_t kCudaTopKMax = 1024;
+
+inline void push_launch(LowerContext& cx, std::shared_ptr<KernelLaunch> l) {
+  cx.add([l](cudaStream_t s) { l->launch(s); });
+}
+
+}  // namespace rlx::cuda
