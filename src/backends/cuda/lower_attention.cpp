@@ -7,6 +7,7 @@
 #include "backends/cuda/kernels/attention.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
+#include "backends/cuda/lower_attention_mma.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
 
@@ -41,6 +42,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (g.head_dim % 4 != 0 || g.head_dim > 256 || g.head_dim <= 0)
     throw Error(what + ": CUDA attention needs head_dim a multiple of 4 and <= 256, got " + std::to_string(g.head_dim));
   if (out.numel() == 0) return;
+  if (lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   const DType mt = has_mask ? st.in.at(3).dtype : t;
 

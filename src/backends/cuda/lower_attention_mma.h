@@ -1,0 +1,42 @@
+#pragma once
+// Tensor-core attention (kernels/attention_mma.h): which Attention steps it runs, its tile
+// configuration, and the lowering that lower_attention() tries first.
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/lower.h"
+
+namespace rlx::cuda {
+
+// Block tile of the tensor-core kernel: `warps` warps, each owning 16 * `m_tiles` query rows,
+// stream K/V tiles of `keys` keys; `q_in_regs` keeps each warp's Q fragments in registers
+// (else they are re-read from shared memory for every K tile).
+struct AttnMmaTile {
+  int warps = 4, m_tiles = 1, keys = 64;
+  bool q_in_regs = false;
+  int rows() const { return 16 * m_tiles * warps; }
+};
+
+// The tile for `head_dim`: the measured default, or
+// RLX_CUDA_ATTN_TILE="<warps>,<m_tiles>,<keys>,<q_in_regs>" (warps 1/2/4/8, m_tiles 1/2,
+// keys 16/32/64/128, q_in_regs 0/1) for sweeps; a malformed value is an rlx::Error.
+AttnMmaTile attention_mma_tile(int64_t head_dim);
+
+// Shared-memory bytes of one block (Q tile + two stages of K and V).
+size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim);
+
+// Why the tensor-core kernel cannot run attention of this geometry, dtype and operand addresses
+// ("" when it can): f16/bf16 only, no custom/bias mask, head_dim a multiple of 16 <= 256,
+// q_len >= 16 (shorter queries, i.e. decode, use the split-KV kernel), every row stride a
+// multiple of 8 elements and every base address 16-byte aligned; RLX_CUDA_ATTN_MMA=0 turns it off.
+std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
+                                    const void* v, const void* out);
+
+// Lowers the step onto the tensor-core kernel when attention_mma_rejection() allows it;
+// returns false (nothing appended) otherwise.
+bool lower_attention_mma(LowerContext& cx, const plan::Step& st);
+
+// Attention steps lowered onto the tensor-core kernel in this process (for tests).
+uint64_t attention_mma_steps();
+
+}  // namespace rlx::cuda

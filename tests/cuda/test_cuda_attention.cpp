@@ -1,0 +1,235 @@
+// Attention on the tensor cores (kernels/attention_mma.h, lower_attention_mma.cpp): which steps
+// it takes (host-only checks, run everywhere), and parity against the CPU oracle in f16 and bf16
+// for every mask it runs, GQA, q_len != kv_len, head dims 32..256, both layouts and every tile
+// configuration (device tests, skipped without a GPU).
+#ifdef RLX_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/lower_attention_mma.h"
+#include "cuda/cuda_test_util.h"
+
+namespace {
+
+using namespace rlx;
+using rlx::cuda::attention_mma_rejection;
+using rlx::cuda::attention_mma_steps;
+
+// Sets an environment variable for the scope, restoring the previous value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+plan::AttentionGeom bshd_geom(int64_t b, int64_t s, int64_t h, int64_t d) {
+  plan::AttentionGeom g;
+  g.batch = b, g.q_len = s, g.kv_len = s, g.num_heads = h, g.num_kv_heads = h, g.head_dim = d, g.group = 1;
+  const plan::AttnStrides st{s * h * d, h * d, d};
+  g.q = g.k = g.v = g.out = st;
+  g.scale = 0.125;
+  return g;
+}
+
+TEST(CudaAttention, MmaEligibilityNamesWhatIsMissing) {
+  alignas(16) static unsigned char buf[64];
+  const void* p = buf;
+  const plan::AttentionGeom ok = bshd_geom(2, 64, 4, 128);
+  EXPECT_EQ(attention_mma_rejection(ok, DType::BF16, p, p, p, buf), "");
+  EXPECT_EQ(attention_mma_rejection(ok, DType::F16, p, p, p, buf), "");
+  EXPECT_NE(attention_mma_rejection(ok, DType::F32, p, p, p, buf).find("f32"), std::string::npos);
+  for (MaskKind m : {MaskKind::Custom, MaskKind::Bias}) {
+    plan::AttentionGeom g = ok;
+    g.mask = m;
+    EXPECT_NE(attention_mma_rejection(g, DType::BF16, p, p, p, buf).find("mask"), std::string::npos);
+  }
+  for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow}) {
+    plan::AttentionGeom g = ok;
+    g.mask = m, g.window = 8;
+    EXPECT_EQ(attention_mma_rejection(g, DType::BF16, p, p, p, buf), "");
+  }
+  for (int64_t d : {8, 40, 272}) {
+    const plan::AttentionGeom g = bshd_geom(1, 64, 2, d);
+    EXPECT_NE(attention_mma_rejection(g, DType::BF16, p, p, p, buf).find("head_dim"), std::string::npos) << d;
+  }
+  for (int64_t d : {16, 32, 80, 96, 256}) EXPECT_EQ(attention_mma_rejection(bshd_geom(1, 64, 2, d), DType::F16, p, p, p, buf), "");
+  plan::AttentionGeom decode = ok;
+  decode.q_len = 15;
+  EXPECT_NE(attention_mma_rejection(decode, DType::BF16, p, p, p, buf).find("q_len"), std::string::npos);
+  plan::AttentionGeom odd = ok;
+  odd.k.seq = 4 * 128 + 4;  // rows of k not 16-byte aligned
+  EXPECT_NE(attention_mma_rejection(odd, DType::BF16, p, p, p, buf).find("stride"), std::string::npos);
+  EXPECT_NE(attention_mma_rejection(ok, DType::BF16, p, buf + 2, p, buf).find("aligned"), std::string::npos);
+  EXPECT_NE(attention_mma_rejection(ok, DType::BF16, p, p, p, buf + 8).find("aligned"), std::string::npos);
+  {
+    ScopedEnv off("RLX_CUDA_ATTN_MMA", "0");
+    EXPECT_NE(attention_mma_rejection(ok, DType::BF16, p, p, p, buf).find("RLX_CUDA_ATTN_MMA"), std::string::npos);
+  }
+  EXPECT_EQ(attention_mma_rejection(ok, DType::BF16, p, p, p, buf), "");
+}
+
+TEST(CudaAttention, TileComesFromTheEnvironmentOrTheDefault) {
+  {
+    ScopedEnv tile("RLX_CUDA_ATTN_TILE", "8,1,128,1");
+    const auto t = cuda::attention_mma_tile(64);
+    EXPECT_EQ(t.warps, 8);
+    EXPECT_EQ(t.m_tiles, 1);
+    EXPECT_EQ(t.keys, 128);
+    EXPECT_TRUE(t.q_in_regs);
+    EXPECT_EQ(t.rows(), 128);
+    EXPECT_EQ(cuda::attention_mma_smem(t, 64), size_t{(128 + 4 * 128) * 72 * 2});
+  }
+  for (const char* bad : {"4,2,64", "4,2,64,1,", "3,1,64,0", "4,3,64,0", "4,1,48,0", "4,1,64,2", "four"}) {
+    ScopedEnv tile("RLX_CUDA_ATTN_TILE", bad);
+    const std::string msg = rlx::testing::error_message([] { cuda::attention_mma_tile(128); });
+    EXPECT_NE(msg.find("RLX_CUDA_ATTN_TILE"), std::string::npos) << bad << ": " << msg;
+  }
+  for (int64_t d : {32, 64, 128, 256}) {
+    const auto t = cuda::attention_mma_tile(d);
+    EXPECT_LE(cuda::attention_mma_smem(t, d), size_t{227 * 1024}) << d;  // fits an H100 block
+    EXPECT_EQ(t.rows() % 16, 0);
+  }
+}
+
+struct Case {
+  AttnLayout layout;
+  MaskKind mask;
+  int64_t b, sq, skv, h, hkv, d;
+  double scale = 0, softcap = 0;
+  int64_t window = 0;
+};
+
+std::string describe(const Case& c, DType t) {
+  return std::string(dtype_name(t)) + " " + enum_name(c.layout) + " mask " + enum_name(c.mask) + " b" +
+         std::to_string(c.b) + " sq" + std::to_string(c.sq) + " skv" + std::to_string(c.skv) + " h" +
+         std::to_string(c.h) + "/" + std::to_string(c.hkv) + " d" + std::to_string(c.d) + " scale " +
+         std::to_string(c.scale) + " softcap " + std::to_string(c.softcap) + " window " + std::to_string(c.window);
+}
+
+Graph attention_graph(const Case& c, DType t) {
+  Graph g;
+  const bool bshd = c.layout == AttnLayout::BSHD;
+  auto shape = [&](int64_t s, int64_t h) { return bshd ? Shape::of({c.b, s, h, c.d}, t) : Shape::of({c.b, h, s, c.d}, t); };
+  ops::Attention a;
+  a.num_heads = c.h, a.num_kv_heads = c.hkv, a.head_dim = c.d, a.mask_kind = c.mask, a.window = c.window;
+  a.score_scale = c.scale, a.softcap = c.softcap, a.layout = c.layout;
+  g.add_output(g.attention(g.input("q", shape(c.sq, c.h)), g.input("k", shape(c.skv, c.hkv)),
+                           g.input("v", shape(c.skv, c.hkv)), std::nullopt, a));
+  return g;
+}
+
+// Parity with the CPU oracle on inputs in [-2, 2] (so the softmax is far from uniform and a
+// wrong key or row shows), and the step ran on the tensor-core kernel.
+void expect_mma_parity(const Case& c, DType t) {
+  SCOPED_TRACE(describe(c, t));
+  const Graph g = attention_graph(c, t);
+  rlx::testing::ParityOptions o;
+  o.lo = -2.0, o.hi = 2.0;
+  o.seed = static_cast<uint64_t>(c.sq * 131 + c.skv * 7 + c.d + c.h);
+  const uint64_t before = attention_mma_steps();
+  const auto rep = rlx::testing::cuda_parity(g, Precision::Fp32, o);
+  EXPECT_TRUE(rep.pass) << rep.text;
+  EXPECT_GT(attention_mma_steps(), before) << "the step did not run on the tensor-core kernel";
+}
+
+const DType kHalves[] = {DType::F16, DType::BF16};
+
+TEST(CudaAttention, MasksLayoutsAndGqaMatchTheCpu) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<Case> cases = {
+      {AttnLayout::BSHD, MaskKind::None, 2, 100, 100, 4, 4, 64},           // q_len not a multiple of the block
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 300, 300, 4, 2, 128},        // GQA
+      {AttnLayout::BHSD, MaskKind::Causal, 1, 77, 250, 4, 1, 128},         // kv_len > q_len, MQA, BHSD
+      {AttnLayout::BHSD, MaskKind::None, 3, 50, 190, 2, 2, 64, 0.3},       // cross-length, explicit scale
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 2, 333, 333, 2, 2, 64, 0, 0, 50},
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 200, 260, 3, 1, 128, 0, 0, 1},    // window of one key
+      {AttnLayout::BHSD, MaskKind::SlidingWindow, 1, 90, 90, 2, 2, 64, 0, 0, 1000},    // window past the start
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 40, 20, 2, 2, 64},           // q_len > kv_len: rows with no key
+      {AttnLayout::BSHD, MaskKind::None, 1, 16, 16, 2, 2, 64},             // the shortest prefill
+      {AttnLayout::BSHD, MaskKind::None, 1, 70, 70, 2, 2, 64, 0, 5.0},     // softcap
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 64, 64, 2, 1, 128, 0.2, 2.0},  // softcap + causal
+  };
+  for (DType t : kHalves)
+    for (const auto& c : cases) expect_mma_parity(c, t);
+}
+
+TEST(CudaAttention, HeadDimsMatchTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kHalves)
+    for (int64_t d : {16, 32, 80, 96, 256}) {
+      expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 130, 130, 2, 1, d}, t);
+      expect_mma_parity({AttnLayout::BHSD, MaskKind::None, 1, 33, 47, 2, 2, d}, t);
+    }
+}
+
+TEST(CudaAttention, LongSequenceMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kHalves) {
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 1, 1024, 1024, 4, 2, 128}, t);
+    expect_mma_parity({AttnLayout::BHSD, MaskKind::None, 2, 1000, 1000, 2, 2, 64}, t);
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 1100, 1100, 2, 1, 128, 0, 0, 256}, t);
+  }
+}
+
+// Every tile configuration (row tiles per warp, warps, key tile, Q in registers or not) on the
+// masks whose boundary tiles differ per warp.
+TEST(CudaAttention, EveryTileConfigurationMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (const char* tile : {"1,1,16,1", "2,2,32,0", "4,1,64,1", "4,2,64,0", "8,1,128,0", "8,2,32,1"}) {
+    SCOPED_TRACE(std::string("RLX_CUDA_ATTN_TILE=") + tile);
+    ScopedEnv env("RLX_CUDA_ATTN_TILE", tile);
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 203, 203, 4, 2, 64}, DType::BF16);
+    expect_mma_parity({AttnLayout::BHSD, MaskKind::SlidingWindow, 1, 150, 181, 2, 1, 128, 0, 0, 37}, DType::F16);
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::None, 1, 45, 300, 2, 2, 128}, DType::BF16);
+  }
+}
+
+// What the tensor-core kernel does not take still runs (on the CUDA-core kernel) and matches.
+TEST(CudaAttention, OtherStepsStayOnTheCudaCoreKernel) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<std::pair<Case, DType>> cases = {
+      {{AttnLayout::BSHD, MaskKind::Causal, 2, 64, 64, 2, 2, 64}, DType::F32},
+      {{AttnLayout::BSHD, MaskKind::Causal, 1, 8, 300, 4, 2, 128}, DType::BF16},  // decode-sized q_len
+      {{AttnLayout::BSHD, MaskKind::None, 1, 40, 40, 2, 2, 36}, DType::F16},      // head_dim 36
+  };
+  for (const auto& [c, t] : cases) {
+    SCOPED_TRACE(describe(c, t));
+    const uint64_t before = attention_mma_steps();
+    const auto rep = rlx::testing::cuda_parity(attention_graph(c, t));
+    EXPECT_TRUE(rep.pass) << rep.text;
+    EXPECT_EQ(attention_mma_steps(), before);
+  }
+  ScopedEnv off("RLX_CUDA_ATTN_MMA", "0");
+  const uint64_t before = attention_mma_steps();
+  const Case c{AttnLayout::BSHD, MaskKind::Causal, 1, 64, 64, 2, 2, 64};
+  EXPECT_TRUE(rlx::testing::cuda_parity(attention_graph(c, DType::BF16)).pass);
+  EXPECT_EQ(attention_mma_steps(), before);
+}
+
+TEST(CudaAttention, OversizedTileIsAnError) {
+  RLX_REQUIRE_CUDA();
+  ScopedEnv tile("RLX_CUDA_ATTN_TILE", "8,2,128,0");  // 256 rows + 2 x 2 x 128 keys of 264 elements
+  const Case c{AttnLayout::BSHD, MaskKind::None, 1, 64, 64, 2, 2, 256};
+  const std::string msg =
+      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_graph(c, DType::BF16)); });
+  EXPECT_NE(msg.find("RLX_CUDA_ATTN_TILE"), std::string::npos) << msg;
+}
+
+}  // namespace
+#endif  // RLX_HAVE_CUDA
