@@ -190,6 +190,18 @@ void bench_gemm(int64_t n, DType t, Precision prec) {
   report("gemm" + std::to_string(n) + "_" + tag(t) + (prec == Precision::Tf32 ? "_tf32" : ""), tm, extra);
 }
 
+// Decode-shaped product (one row against a weight that lives in DRAM): weight bytes / time.
+void bench_gemv(int64_t k, int64_t n, DType t) {
+  Graph g;
+  g.add_output(g.matmul(g.input("x", Shape::of({1, k}, t)), g.param("w", Shape::of({k, n}, t))));
+  auto cg = Session(Device::Cuda).compile(g);
+  set_all_params(cg, g);
+  const Timing tm = time_runs(cg, {{"x", fill(t, {1, k}, 5, 1.f)}}, 50);
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.0f GB/s", static_cast<double>(k * n) * dtype_size(t) / (tm.device_p50 * 1e6));
+  report("gemv_1x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t), tm, extra);
+}
+
 void bench_attention(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
   Graph g;
   ops::Attention a;
@@ -284,6 +296,12 @@ int main(int argc, char** argv) {
       bench_gemm(4096, DType::F32, Precision::Fp32);
       bench_gemm(4096, DType::F32, Precision::Tf32);
     }
+    if (want("gemv"))
+      for (DType t : {DType::BF16, DType::F32}) {
+        bench_gemv(4096, 4096, t);
+        bench_gemv(4096, 14336, t);
+        bench_gemv(14336, 4096, t);
+      }
     if (want("attn")) {
       bench_attention(4, 32, 2048, 128, DType::BF16);
       bench_attention(4, 32, 2048, 64, DType::BF16);

@@ -163,6 +163,13 @@ def gemm(n, dt, tf32=False):
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
+def gemv(k, n, dt):
+    x, w = rnd(1, k, dt=dt, amp=1.0), rnd(k, n, dt=dt)
+    with torch.inference_mode():
+        ms = p50(lambda: x @ w, 50)
+    out(f"gemv_1x{k}x{n}_{tag(dt)}", "torch", ms, f"{k * n * x.element_size() / (ms * 1e6):.0f} GB/s")
+
+
 def attention(b, h, s, d, dt):
     q, k, v = (rnd(b, h, s, d, dt=dt, amp=1.0) for _ in range(3))
     with torch.inference_mode():
@@ -185,6 +192,9 @@ if __name__ == "__main__":
     want = lambda n: not only or only in n
     if want("gemm"):
         gemm(4096, torch.bfloat16); gemm(8192, torch.bfloat16); gemm(4096, torch.float32); gemm(4096, torch.float32, True)
+    if want("gemv"):
+        for dt in (torch.bfloat16, torch.float32):
+            gemv(4096, 4096, dt); gemv(4096, 14336, dt); gemv(14336, 4096, dt)
     if want("attn"):
         attention(4, 32, 2048, 128, torch.bfloat16); attention(4, 32, 2048, 64, torch.bfloat16)
     if want("rows"):

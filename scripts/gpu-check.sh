@@ -13,6 +13,8 @@
 #   RLX_GPU_TESTS=<gtest filter>         default 'Cuda*'
 #   RLX_GPU_BENCH=0                      skip the benchmarks
 #   RLX_GPU_PEER=0                       skip the PyTorch peer (rlx numbers only)
+#   RLX_GPU_BENCH_ONLY=<substring>       run only the benchmark cases whose group matches
+#                                        (gemm, attn, rows, bert, llama)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -25,7 +27,7 @@ if [[ "${1:-}" == "pack" ]]; then
     ldd "$build/$exe" | awk '/=> \// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;
-        libcublas*|libnvrtc*|libcudart*|libcuda.so*) ;;  # the GPU machine's CUDA provides these
+        libcublas*|libnvrtc*|libcudart*|libcuda.so*|libcudnn*) ;;  # the GPU machine's CUDA provides these
         *) cp -L "$lib" "$dest/lib/" ;;
       esac
     done
@@ -70,9 +72,9 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED  \]" "$OUT/tests.log" |
 
 bench_rc=0
 if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
-  "$BIN/bench_cuda" >"$OUT/bench_rlx.txt" 2>"$OUT/bench_rlx.log"; bench_rc=$?
+  "$BIN/bench_cuda" ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_rlx.txt" 2>"$OUT/bench_rlx.log"; bench_rc=$?
   if [[ "${RLX_GPU_PEER:-1}" != "0" ]]; then
-    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/cuda_peer.py" >"$OUT/bench_torch.txt" 2>"$OUT/bench_torch.log" || bench_rc=$?
+    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/cuda_peer.py" ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_torch.txt" 2>"$OUT/bench_torch.log" || bench_rc=$?
   fi
   python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" 2>/dev/null) | tee "$OUT/summary.txt"
 fi

@@ -454,11 +454,15 @@ struct While {
 };
 
 // ---- fused ops (created by the optimizer; executable everywhere) -----------
-// [x, w, bias?]: act(x @ w + bias), bias of rank <= 1 over the last axis.
+// [x, w, bias?, residual?]: act(x @ w + bias) + residual. bias: rank <= 1 over the last axis;
+// residual (present when `residual` is set, always the last input): exactly the product's shape.
 struct FusedMatMulBiasAct {
-  RLX_OP_HEADER("fused_matmul_bias_act", 2, 3)
+  RLX_OP_HEADER("fused_matmul_bias_act", 2, 4)
   std::optional<ActKind> activation;
-  template <class V> void visit(V&& v) { v("activation", activation); }
+  bool residual = false;
+  // Whether a node of this op with `num_inputs` operands has a bias (input 2).
+  bool has_bias(size_t num_inputs) const { return num_inputs > (residual ? 3u : 2u); }
+  template <class V> void visit(V&& v) { v("activation", activation); v("residual", residual); }
 };
 // [x, residual, gamma, beta?]: LayerNorm(x + residual) over the last axis.
 struct FusedResidualLN {

@@ -126,7 +126,17 @@ std::vector<Shape> ops::FusedMatMulBiasAct::infer(std::span<const Shape> in) con
       throw Error(std::string("fused_matmul_bias_act: activation '") + enum_name(*activation) +
                   "' needs float operands, got " + out.str() + " (integer operands allow relu/neg/abs/sign)");
   }
-  if (in.size() > 2) {
+  if (residual) {
+    if (in.size() < 3)
+      throw Error("fused_matmul_bias_act: residual=true needs the residual as the last input");
+    const Shape& res = in.back();
+    bool same = res.dtype == out.dtype && res.rank() == out.rank();
+    for (int64_t i = 0; same && i < out.rank(); ++i) same = dims_compatible(res.dims[i], out.dims[i]);
+    if (!same)
+      throw Error("fused_matmul_bias_act: residual " + res.str() + " must have the product's shape and dtype " +
+                  out.str());
+  }
+  if (has_bias(in.size())) {
     const Shape& bias = in[2];
     if (bias.dtype != out.dtype)
       throw Error("fused_matmul_bias_act: bias " + bias.str() + " must have the operands' dtype " +

@@ -230,7 +230,8 @@ bool expand_node(Rewriter& rw, const Node& n) {
   return std::visit([&](const auto& op) -> bool {
     using T = std::decay_t<decltype(op)>;
     if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
-      return done(linear(g, in[0], in[1], opt(2), op.activation));
+      const Value y = linear(g, in[0], in[1], op.has_bias(in.size()) ? &in[2] : nullptr, op.activation);
+      return done(op.residual ? g.add(y, in.back()) : y);
     } else if constexpr (std::is_same_v<T, ops::FusedResidualLN>) {
       return done(g.layer_norm(g.add(in[0], in[1]), in[2], op.has_bias ? std::optional<Value>(in[3]) : std::nullopt, op.eps, -1));
     } else if constexpr (std::is_same_v<T, ops::FusedResidualRmsNorm>) {

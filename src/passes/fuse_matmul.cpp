@@ -1,4 +1,5 @@
-// Matmul fusions: fuse_matmul_bias_act, fuse_swiglu_dual_matmul, fuse_shared_input_matmul.
+// Matmul fusions: fuse_matmul_bias_act, fuse_matmul_residual, fuse_swiglu_dual_matmul,
+// fuse_shared_input_matmul.
 #include <map>
 
 #include "passes/canonical.h"
@@ -50,6 +51,32 @@ Graph fuse_matmul_bias_act(const Graph& g, const PassContext&) {
     rw.absorb(add.id);
     return true;
   });
+}
+
+Graph fuse_matmul_residual(const Graph& g, const PassContext&) {
+  const Uses uses(g);
+  // Matched at the Add: the product (MatMul, or FusedMatMulBiasAct without a residual) must be
+  // used by this Add alone, and the other operand must have the sum's shape (no broadcast).
+  return dce(rewrite_each(g, [&](Rewriter& rw, const Node& n) {
+    if (!is_binary(n, BinaryKind::Add) || n.inputs[0] == n.inputs[1]) return false;
+    for (const Value prod : n.inputs) {
+      const Node& p = g.node(prod.node);
+      const auto* fused = op_as<ops::FusedMatMulBiasAct>(p);
+      if (!op_as<ops::MatMul>(p) && !(fused && !fused->residual)) continue;
+      if (!uses.single_use(prod)) continue;
+      const Value res = other_operand(n, prod);
+      if (g.shape(res) != n.outputs[0] || p.outputs[0] != n.outputs[0]) continue;
+      ops::FusedMatMulBiasAct f;
+      if (fused) f = *fused;
+      f.residual = true;
+      std::vector<Value> operands = p.inputs;
+      operands.push_back(res);
+      if (!infer_ok(f, g, operands, &n.outputs[0])) continue;
+      rw.replace(n.id, {rw.emit(f, rw.map(operands))});
+      return true;
+    }
+    return false;
+  }));
 }
 
 Graph fuse_swiglu_dual_matmul(const Graph& g, const PassContext& ctx) {

@@ -19,7 +19,7 @@ Projection projection(const Node& n) {
   Projection p;
   if (op_as<ops::MatMul>(n)) {
     p = {true, false, n.inputs[0], n.inputs[1], {}};
-  } else if (const auto* f = op_as<ops::FusedMatMulBiasAct>(n); f && !f->activation) {
+  } else if (const auto* f = op_as<ops::FusedMatMulBiasAct>(n); f && !f->activation && !f->residual) {
     p = {true, n.inputs.size() == 3, n.inputs[0], n.inputs[1], n.inputs.size() == 3 ? n.inputs[2] : Value{}};
   }
   return p;
@@ -126,11 +126,11 @@ Graph fuse_transformer_layer(const Graph& g, const PassContext& ctx) {
       const Value h = n.inputs[static_cast<size_t>(side)], f2v = n.inputs[static_cast<size_t>(1 - side)];
       const Node& f2 = g.node(f2v.node);
       const auto* f2op = op_as<ops::FusedMatMulBiasAct>(f2);
-      if (!f2op || f2op->activation || f2.inputs.size() != 3 || !uses.single_use(f2v)) continue;
+      if (!f2op || f2op->activation || f2op->residual || f2.inputs.size() != 3 || !uses.single_use(f2v)) continue;
       const Value f1v = f2.inputs[0];
       const Node& f1 = g.node(f1v.node);
       const auto* f1op = op_as<ops::FusedMatMulBiasAct>(f1);
-      if (!f1op || !f1op->activation || f1.inputs.size() != 3 || !uses.single_use(f1v)) continue;
+      if (!f1op || !f1op->activation || f1op->residual || f1.inputs.size() != 3 || !uses.single_use(f1v)) continue;
       const ActKind act = *f1op->activation;
       if (act != ActKind::Gelu && act != ActKind::GeluApprox && act != ActKind::Relu && act != ActKind::Silu) continue;
       if (f1.inputs[0] != h || uses.is_output(h) || uses.of(h).size() != 2) continue;

@@ -10,6 +10,10 @@ namespace rlx::passes {
 // MatMul -> Add(bias of rank <= 1 over the last axis) -> optional Gelu/GeluApprox/Silu/Relu
 // becomes FusedMatMulBiasAct [x, w, bias].
 Graph fuse_matmul_bias_act(const Graph& g, const PassContext& ctx = {});
+// Add(product, r) with the product a MatMul or FusedMatMulBiasAct used only there and r of the
+// sum's shape becomes FusedMatMulBiasAct{residual} [x, w, bias?, r] (pre-norm residual adds,
+// which fuse_residual_ln / fuse_residual_rms_norm leave alone because the sum has two users).
+Graph fuse_matmul_residual(const Graph& g, const PassContext& ctx = {});
 // Add(x, r) -> LayerNorm / RmsNorm over the last axis becomes FusedResidualLN /
 // FusedResidualRmsNorm [x, r, gamma, beta?] (x and r of the same shape).
 Graph fuse_residual_ln(const Graph& g, const PassContext& ctx = {});

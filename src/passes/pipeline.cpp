@@ -29,6 +29,7 @@ PassManager production_pipeline() {
       .add({"fuse_swiglu", fuse_swiglu, {"fused_swiglu"}})
       .add({"fuse_attention_block", fuse_attention_block, {"fused_attention_block"}})
       .add({"fuse_transformer_layer", fuse_transformer_layer, {"fused_transformer_layer"}})
+      .add({"fuse_matmul_residual", fuse_matmul_residual, {"fused_matmul_bias_act"}})
       .add({"mark_elementwise_regions", mark_elementwise_regions, {"elementwise_region"}})
       .add({"dce", dce, {}});
   return pm;

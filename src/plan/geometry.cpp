@@ -235,7 +235,8 @@ Geometry node_geometry(const Graph& g, const Node& n) {
       return matmul_geom(in[0], in[1]);
     } else if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
       MatMulGeom m = matmul_geom(in[0], in[1]);
-      m.bias_len = in.size() > 2 ? product(in[2]) : 0;
+      m.bias_len = op.has_bias(in.size()) ? product(in[2]) : 0;
+      m.residual = op.residual;
       m.activation = op.activation;
       return m;
     } else if constexpr (std::is_same_v<T, ops::LoraMatMul>) {

@@ -56,6 +56,7 @@ struct MatMulGeom {
   int64_t a_stride = 0, b_stride = 0;
   // FusedMatMulBiasAct: bias elements (0 = none, 1 = scalar, n = per column).
   int64_t bias_len = 0;
+  bool residual = false;  // FusedMatMulBiasAct: the last input is added to the result
   std::optional<ActKind> activation;
   // LoraMatMul: adapter rank r (a is [k, r], b is [r, n]) and scale.
   int64_t lora_rank = 0;

@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/scatter.h"
 #include "backends/cuda/kernels/select.h"
 #include "backends/cuda/kernels/shape.h"
+#include "backends/cuda/lower.h"
 #include "support/test_util.h"
 
 namespace {
@@ -37,9 +38,19 @@ TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
 }
 
 TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
-  compiles("gemv f32", kernel_source(ksrc::kGemv, {{"T", "float"}}, "#define VW 4\n"));
-  compiles("gemv bf16", kernel_source(ksrc::kGemv, {{"T", "bf16_t"}}, "#define VW 8\n"));
-  compiles("gemv f16", kernel_source(ksrc::kGemv, {{"T", "f16_t"}}, "#define VW 8\n"));
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 4}) {
+      GemvConfig c;
+      c.t = c.bias_t = t;
+      c.rows = rows;
+      compiles("gemv plain", gemv_source(c));
+      c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
+      compiles("gemv epilogue", gemv_source(c));
+      c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
+      compiles("gemv rms_norm prologue", gemv_source(c));
+      c.prologue = 2, c.gate_first = true;
+      compiles("gemv swiglu prologue", gemv_source(c));
+    }
 }
 
 TEST(CudaKernelSources, DataMovementKernelsCompile) {
@@ -50,10 +61,19 @@ TEST(CudaKernelSources, DataMovementKernelsCompile) {
 }
 
 TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
+  const std::string prefill = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
+  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
   for (int hd : {4, 36, 64, 128, 256})
-    for (const char* t : {"float", "bf16_t", "f16_t"})
-      compiles("attention", kernel_source(ksrc::kAttention, {{"T", t}, {"M", "u8_t"}},
-                                          "#define HD " + std::to_string(hd) + "\n"));
+    for (const char* t : {"float", "bf16_t", "f16_t"}) {
+      const std::string defs = "#define HD " + std::to_string(hd) + "\n";
+      compiles("attention", kernel_source(prefill.c_str(), {{"T", t}, {"M", "u8_t"}}, defs));
+      const int bytes = hd * (std::string(t) == "float" ? 4 : 2);
+      if (bytes % 16 == 0 && bytes / 16 <= 32 && ((bytes / 16) & (bytes / 16 - 1)) == 0)
+        for (int rows : {1, 4, 8})
+          compiles("attn_decode", kernel_source(decode.c_str(), {{"T", t}, {"M", "bf16_t"}},
+                                                defs + "#define LPK " + std::to_string(bytes / 16) + "\n#define R " +
+                                                    std::to_string(rows) + "\n"));
+    }
 }
 
 // The tensor-core attention for every head dim it takes, both half types, every mask, softcap

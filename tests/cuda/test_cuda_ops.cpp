@@ -1,6 +1,7 @@
 // Every op the CUDA backend claims, on CUDA vs the CPU oracle (shared parity harness), in f32
 // and the half types. Skipped with the reason printed when no CUDA device is present.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -159,17 +160,52 @@ TEST(CudaOps, FusedMatMulBiasActEveryEpilogue) {
   for (DType t : kFloats)
     for (const auto& act : acts)
       for (int64_t bias_len : {0, 1, 48})
-        for (int64_t rows : {40, 3}) {  // cuBLASLt epilogues and the GEMV path
-          SCOPED_TRACE(std::string(dtype_name(t)) + " act=" + (act ? enum_name(*act) : "none") + " bias=" +
-                       std::to_string(bias_len) + " rows=" + std::to_string(rows));
-          Graph g;
-          const Value x = g.input("x", Shape::of({1, rows, 64}, t));
-          const Value w = g.param("w", Shape::of({64, 48}, t));
-          std::vector<Value> ins{x, w};
-          if (bias_len) ins.push_back(g.param("bias", Shape::of({bias_len}, t)));
-          g.add_output(g.apply(ops::FusedMatMulBiasAct{act}, ins));
-          expect_parity(g);
+        for (int64_t rows : {40, 3})  // cuBLASLt epilogues and the GEMV path
+          for (bool residual : {false, true}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " act=" + (act ? enum_name(*act) : "none") + " bias=" +
+                         std::to_string(bias_len) + " rows=" + std::to_string(rows) + " residual=" +
+                         std::to_string(residual));
+            Graph g;
+            const Value x = g.input("x", Shape::of({1, rows, 64}, t));
+            const Value w = g.param("w", Shape::of({64, 48}, t));
+            std::vector<Value> ins{x, w};
+            if (bias_len) ins.push_back(g.param("bias", Shape::of({bias_len}, t)));
+            if (residual) ins.push_back(g.input("res", Shape::of({1, rows, 48}, t)));
+            ops::FusedMatMulBiasAct f{act};
+            f.residual = residual;
+            g.add_output(g.apply(f, ins));
+            expect_parity(g);
+          }
+}
+
+// The one-launch split-K GEMV: every row count it takes, column tiles cut by N, many K splits
+// (the last block of each column tile reduces; its ticket must be reset for the next run, so
+// repeated runs, replayed from the CUDA graph, must agree bit for bit).
+TEST(CudaOps, SkinnyMatMulSplitKRepeatedRuns) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kFloats)
+    for (int64_t rows : {1, 2, 3, 4})
+      for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {5632, 2048}, {96, 8}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) +
+                     " n=" + std::to_string(n));
+        Graph g;
+        const Value x = g.input("x", Shape::of({rows, k}, t));
+        const Value r = g.input("r", Shape::of({rows, n}, t));
+        ops::FusedMatMulBiasAct f{ActKind::Silu};
+        f.residual = true;
+        g.add_output(g.apply(f, {x, g.param("w", Shape::of({k, n}, t)), g.param("b", Shape::of({n}, t)), r}));
+        expect_parity(g);
+        auto cg = Session(Device::Cuda).compile(g);
+        cg.set_param("w", rlx::testing::random_tensor(t, {k, n}, 7));
+        cg.set_param("b", rlx::testing::random_tensor(t, {n}, 8));
+        const NamedTensors ins = {{"x", rlx::testing::random_tensor(t, {rows, k}, 9)},
+                                  {"r", rlx::testing::random_tensor(t, {rows, n}, 10)}};
+        const Tensor first = cg.run(ins)[0];
+        for (int i = 0; i < 3; ++i) {
+          const Tensor again = cg.run(ins)[0];
+          ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes())) << "run " << i + 2 << " differs";
         }
+      }
 }
 
 TEST(CudaOps, SoftmaxAndLogSoftmaxRowsAndColumns) {
@@ -335,6 +371,29 @@ TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
                    " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " d " + std::to_string(c.d));
+      expect_parity(attention_graph(c, t));
+    }
+}
+
+// Few query rows per KV head (q_len * group <= 8): the grouped split-KV decode kernel, for every
+// mask kind, both layouts, GQA groups 1..8 and head rows of 1..32 sixteen-byte pieces.
+TEST(CudaOps, AttentionDecodePathEveryMask) {
+  RLX_REQUIRE_CUDA();
+  const std::vector<AttnCase> cases = {
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 2, 513, 32, 8, 64},
+      {AttnLayout::BHSD, MaskKind::None, 1, 1, 300, 4, 4, 64},
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 1, 400, 4, 1, 32, 0, 0, 50},
+      {AttnLayout::BSHD, MaskKind::Custom, 3, 1, 200, 4, 2, 64},
+      {AttnLayout::BHSD, MaskKind::Bias, 2, 1, 150, 2, 2, 64, 0.3, 0},
+      {AttnLayout::BSHD, MaskKind::None, 1, 1, 333, 2, 1, 16, 0, 5.0},  // softcap, 32-byte rows
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 2048, 8, 1, 256},       // group 8, 256-wide heads
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 7, 4, 2, 64},           // fewer keys than subgroups
+  };
+  for (DType t : kFloats)
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
+                   " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " h " + std::to_string(c.h) +
+                   "/" + std::to_string(c.hkv) + " d " + std::to_string(c.d));
       expect_parity(attention_graph(c, t));
     }
 }

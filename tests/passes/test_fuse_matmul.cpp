@@ -7,6 +7,7 @@ namespace rlx {
 namespace {
 
 using passes::fuse_matmul_bias_act;
+using passes::fuse_matmul_residual;
 using passes::fuse_shared_input_matmul;
 using passes::fuse_swiglu_dual_matmul;
 using testing::count_op;
@@ -212,6 +213,95 @@ TEST(FuseSharedInputMatmul, NearMisses) {
     g.add_output(g.matmul(g.param("b", Shape::of({8, 8})), x));
     EXPECT_EQ(count_op(fuse_shared_input_matmul(g), "concat"), 0u);
   }
+}
+
+// ---- fuse_matmul_residual ----
+
+// Pre-norm residual: h = x + proj(norm(x)); h feeds the next block and the output.
+TEST(FuseMatMulResidual, FusesPreNormResidualAdd) {
+  Graph g;
+  Value x = g.input("x", Shape::of({2, 3, 8}));
+  Value n = g.rms_norm(x, g.param("g", Shape::of({8})));
+  Value h = g.add(x, g.matmul(n, g.param("w", Shape::of({8, 8}))));
+  g.add_output(g.relu(h));
+  g.add_output(h);  // the sum has two users: fine, only the product is absorbed
+  Graph f = fuse_matmul_residual(g);
+  EXPECT_EQ(count_op(f, "fused_matmul_bias_act"), 1u);
+  EXPECT_EQ(count_op(f, "matmul") + count_op(f, "binary"), 0u);
+  const Node& fused = f.node(f.outputs()[1].node);
+  const auto& op = std::get<ops::FusedMatMulBiasAct>(fused.op);
+  EXPECT_TRUE(op.residual);
+  EXPECT_FALSE(op.has_bias(fused.inputs.size()));
+  EXPECT_EQ(fused.inputs.size(), 3u);
+  EXPECT_TRUE(same_numbers(g, pass_fn(fuse_matmul_residual)));
+}
+
+TEST(FuseMatMulResidual, KeepsBiasAndActivationOfAFusedProduct) {
+  // residual + gelu(x @ w + b): the activation comes before the residual add.
+  Mlp m = mlp();
+  Value r = m.g.input("r", Shape::of({2, 5, 6}));
+  m.g.add_output(m.g.add(m.g.gelu(m.add), r));
+  auto both = [](const Graph& g) { return fuse_matmul_residual(fuse_matmul_bias_act(g)); };
+  Graph f = both(m.g);
+  EXPECT_EQ(count_op(f, "fused_matmul_bias_act"), 1u);
+  EXPECT_EQ(count_op(f, "binary") + count_op(f, "activation") + count_op(f, "matmul"), 0u);
+  const Node& fused = f.node(f.outputs()[0].node);
+  const auto& op = std::get<ops::FusedMatMulBiasAct>(fused.op);
+  EXPECT_TRUE(op.residual);
+  EXPECT_EQ(op.activation, ActKind::Gelu);
+  EXPECT_TRUE(op.has_bias(fused.inputs.size()));
+  EXPECT_TRUE(same_numbers(m.g, both));
+}
+
+TEST(FuseMatMulResidual, NearMisses) {
+  {  // the residual broadcasts (rank 1): that is a bias, not a residual
+    Graph g;
+    Value x = g.input("x", Shape::of({4, 8}));
+    g.add_output(g.add(g.matmul(x, g.param("w", Shape::of({8, 3}))), g.param("b", Shape::of({3}))));
+    EXPECT_EQ(count_op(fuse_matmul_residual(g), "fused_matmul_bias_act"), 0u);
+  }
+  {  // the product grows by broadcasting against the other operand
+    Graph g;
+    Value x = g.input("x", Shape::of({1, 8}));
+    Value r = g.input("r", Shape::of({4, 3}));
+    g.add_output(g.add(g.matmul(x, g.param("w", Shape::of({8, 3}))), r));
+    EXPECT_EQ(count_op(fuse_matmul_residual(g), "fused_matmul_bias_act"), 0u);
+  }
+  {  // the product has a second user
+    Graph g;
+    Value x = g.input("x", Shape::of({4, 8}));
+    Value mm = g.matmul(x, g.param("w", Shape::of({8, 8})));
+    g.add_output(g.add(mm, x));
+    g.add_output(g.relu(mm));
+    EXPECT_EQ(count_op(fuse_matmul_residual(g), "fused_matmul_bias_act"), 0u);
+  }
+  {  // the product is a graph output
+    Graph g;
+    Value x = g.input("x", Shape::of({4, 8}));
+    Value mm = g.matmul(x, g.param("w", Shape::of({8, 8})));
+    g.add_output(g.add(mm, x));
+    g.add_output(mm);
+    EXPECT_EQ(count_op(fuse_matmul_residual(g), "fused_matmul_bias_act"), 0u);
+  }
+  {  // x + x is not a residual add; subtraction is not an add
+    Graph g;
+    Value x = g.input("x", Shape::of({4, 8}));
+    Value mm = g.matmul(x, g.param("w", Shape::of({8, 8})));
+    g.add_output(g.sub(x, mm));
+    EXPECT_EQ(count_op(fuse_matmul_residual(g), "fused_matmul_bias_act"), 0u);
+  }
+}
+
+TEST(FuseMatMulResidual, ResidualAttributeIsValidated) {
+  Graph g;
+  Value x = g.input("x", Shape::of({4, 8}));
+  Value w = g.param("w", Shape::of({8, 3}));
+  ops::FusedMatMulBiasAct f;
+  f.residual = true;
+  EXPECT_THROW(g.add_node(f, {x, w}), Error);                                      // residual missing
+  EXPECT_THROW(g.add_node(f, {x, w, g.input("r", Shape::of({4, 4}))}), Error);     // wrong shape
+  EXPECT_THROW(g.add_node(f, {x, w, g.input("h", Shape::of({4, 3}, DType::F16))}), Error);  // wrong dtype
+  EXPECT_NO_THROW(g.add_node(f, {x, w, g.param("b", Shape::of({3})), g.input("ok", Shape::of({4, 3}))}));
 }
 
 }  // namespace

@@ -80,7 +80,16 @@ TEST(Pipeline, LlamaBlock) {
   Graph g = models::build_transformer_block_graph(c);
   Graph o = optimize_cpu(g);
   EXPECT_EQ(count_op(o, "fused_swiglu"), 2u);
-  EXPECT_EQ(count_op(o, "matmul"), 2u * 4u);  // per layer: fused qkv, o, fused up|gate, down
+  // Per layer: fused qkv, o, fused up|gate, down; the residual adds after o and down are fused
+  // into their products (fuse_matmul_residual), except the last one, whose sum feeds the final
+  // RmsNorm alone and so becomes a FusedResidualRmsNorm.
+  EXPECT_EQ(count_op(o, "matmul") + count_op(o, "fused_matmul_bias_act"), 2u * 4u);
+  size_t residual = 0;
+  for (const Node& n : o.nodes())
+    if (const auto* f = std::get_if<ops::FusedMatMulBiasAct>(&n.op); f && f->residual) ++residual;
+  EXPECT_EQ(residual, count_op(o, "fused_matmul_bias_act"));
+  EXPECT_EQ(residual, 3u);
+  EXPECT_EQ(count_op(o, "fused_residual_rms_norm"), 1u);
   testing::ParityOptions po;
   po.fixed_inputs = {{"positions", Tensor::i64({12}, std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})}};
   EXPECT_TRUE(optimized_matches(g, 1e-5, po));

@@ -430,7 +430,8 @@ void kernel(const ops::DotGeneral& op, KernelContext& ctx) {
 void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
   const Tensor& w = ctx.in[1];
-  const Tensor* bias = ctx.in.size() > 2 ? &ctx.in[2] : nullptr;
+  const Tensor* bias = op.has_bias(ctx.in.size()) ? &ctx.in[2] : nullptr;
+  const Tensor* res = op.residual ? &ctx.in.back() : nullptr;
   Tensor& out = ctx.out[0];
   const auto& geom = std::get<plan::MatMulGeom>(ctx.step.geom);
   const MatPlan p = plan_from_geom(geom);
@@ -438,6 +439,9 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   check_out(out, total, "fused_matmul_bias_act");
   const int64_t nb = geom.bias_len;
   const int64_t last = out.rank() == 0 ? 1 : out.shape().back();
+  if (res && res->numel() != total)
+    throw Error("fused_matmul_bias_act: residual has " + std::to_string(res->numel()) + " elements, expected " +
+                std::to_string(total));
   if (bias && nb != 1 && nb != last)
     throw Error("fused_matmul_bias_act: bias has " + std::to_string(nb) + " elements, expected " +
                 std::to_string(last) + " or 1");
@@ -453,6 +457,13 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
       tmp.resize(static_cast<size_t>(total));
       acc = tmp.data();
     }
+    // The residual may share the output's buffer (in-place planning): read it before the
+    // product overwrites it.
+    std::vector<A> rv;
+    if (res) {
+      rv.resize(static_cast<size_t>(total));
+      for (int64_t i = 0; i < total; ++i) rv[static_cast<size_t>(i)] = static_cast<A>(load(res->data<T>()[i]));
+    }
     multiply<T>(p, X.ptr, W.ptr, acc);
     std::vector<A> bv(static_cast<size_t>(nb));
     for (int64_t j = 0; j < nb; ++j) bv[j] = static_cast<A>(load(bias->data<T>()[j]));
@@ -465,8 +476,10 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
           } else if (nb > 1) {
             v = static_cast<A>(v + bv[i % nb]);
           }
-          if constexpr (std::is_integral_v<A>) o[i] = static_cast<T>(act(v));
-          else o[i] = store<T>(act(v));
+          A y = act(v);
+          if (res) y = static_cast<A>(y + rv[static_cast<size_t>(i)]);
+          if constexpr (std::is_integral_v<A>) o[i] = static_cast<T>(y);
+          else o[i] = store<T>(y);
         }
       });
     });

@@ -87,6 +87,8 @@ Probe probe_device() {
       !resolve("cuGetErrorName", a.get_error_name, pr.failure) ||
       !resolve("cuGetErrorString", a.get_error_string, pr.failure))
     return pr;
+  std::string optional_failure;
+  if (!resolve("cuLaunchKernelEx", a.launch_kernel_ex, optional_failure)) a.launch_kernel_ex = nullptr;
   return pr;
 }
 

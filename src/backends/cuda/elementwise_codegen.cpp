@@ -231,6 +231,7 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
   body << "extern \"C\" __global__ void rlx_elementwise(" << storage_type(out_dtype) << "* out";
   for (size_t k = 0; k < n_in; ++k) body << ", const " << storage_type(in_dtypes[k]) << "* in" << k;
   body << ") {\n";
+  body << "  rlx_pdl_begin();\n";
   body << "  const " << I << " items = " << geom.numel / vec << "ull;\n";
   body << "  for (" << I << " i = blockIdx.x * (" << I << ")blockDim.x + threadIdx.x; i < items; i += (" << I
        << ")gridDim.x * blockDim.x) {\n";
@@ -306,5 +307,7 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
   k.items = geom.numel / vec;
   return k;
 }
+
+std::string float_activation_expr(ActKind k, const std::string& x) { return act_expr(k, DType::F32, x); }
 
 }  // namespace rlx::cuda

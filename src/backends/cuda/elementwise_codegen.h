@@ -27,6 +27,9 @@ std::vector<RegionStep> single_step_chain(const Op& op);
 bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                            std::string* why = nullptr);
 
+// The f32 expression of activation `k` applied to the f32 expression `x` (for fused epilogues).
+std::string float_activation_expr(ActKind k, const std::string& x);
+
 // `max_vec`: the largest vector width the operands' alignment allows (1, 2, 4, 8 elements).
 ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                                           DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec);

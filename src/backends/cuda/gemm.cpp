@@ -120,6 +120,8 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   RLX_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), op_, la_, lb_, lc_, lc_, pref, 1, &result, &found));
+  if (p.add_c && p.epilogue != GemmEpilogue::None && p.epilogue != GemmEpilogue::Bias)
+    throw Error("internal: cuBLASLt would apply the activation after the residual for " + what);
   if (found == 0)
     throw Error("cuBLASLt has no algorithm for " + what + " (" + dtype_name(p.dtype) + " m=" + std::to_string(p.m) +
                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + ")");
@@ -133,11 +135,13 @@ GemmPlan::~GemmPlan() {
   if (op_) cublasLtMatmulDescDestroy(op_);
 }
 
-void GemmPlan::run(cudaStream_t s, const void* a, const void* b, void* c, const void* bias, void* workspace) const {
+void GemmPlan::run(cudaStream_t s, const void* a, const void* b, void* c, const void* bias, void* workspace,
+                   const void* cin) const {
   if (has_bias(p_.epilogue))
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasLtMatmul(cublaslt_handle(), op_, &alpha, b, la_, a, lb_, &beta, c, lc_, c, lc_,
+  const float alpha = 1.0f, beta = p_.add_c ? 1.0f : 0.0f;
+  const void* c_in = p_.add_c ? cin : c;
+  const cublasStatus_t st = cublasLtMatmul(cublaslt_handle(), op_, &alpha, b, la_, a, lb_, &beta, c_in, lc_, c, lc_,
                                            &algo_, workspace, workspace_bytes_, s);
   if (st != CUBLAS_STATUS_SUCCESS)
     throw Error("cuBLASLt matmul failed for " + what_ + ": " + cublasLtGetStatusName(st) + " (" +

@@ -25,6 +25,9 @@ struct GemmProblem {
   int64_t batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;  // strided batch (0 = shared)
   Precision precision = Precision::Fp32;
   GemmEpilogue epilogue = GemmEpilogue::None;
+  // D = A @ B + C with C a separate input of D's layout (a residual; beta = 1), added before
+  // cuBLASLt's epilogue: only without an activation in the epilogue.
+  bool add_c = false;
   // Alignment in bytes of the pointers the plan will be run with (a power of two, <= 256).
   int align_a = 256, align_b = 256, align_c = 256, align_bias = 256;
 };
@@ -38,7 +41,9 @@ class GemmPlan {
   GemmPlan(const GemmPlan&) = delete;
   GemmPlan& operator=(const GemmPlan&) = delete;
   ~GemmPlan();
-  void run(cudaStream_t s, const void* a, const void* b, void* c, const void* bias, void* workspace) const;
+  // `cin`: the C input when the problem has add_c (may equal c), else ignored.
+  void run(cudaStream_t s, const void* a, const void* b, void* c, const void* bias, void* workspace,
+           const void* cin = nullptr) const;
   const GemmProblem& problem() const { return p_; }
 
  private:

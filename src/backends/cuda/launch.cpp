@@ -1,15 +1,45 @@
 #include "backends/cuda/launch.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cuda/device.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
 
+namespace {
+
+bool pdl_available() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_CUDA_PDL");
+    if (e && std::string(e) == "0") return false;
+    return device().cc_major >= 9 && driver().launch_kernel_ex != nullptr;
+  }();
+  return on;
+}
+
+}  // namespace
+
 void KernelLaunch::launch(cudaStream_t stream) const {
-  const CUresult r = driver().launch_kernel(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, smem_,
-                                            reinterpret_cast<CUstream>(stream), ptrs_.data(), nullptr);
+  CUresult r;
+  if (pdl_ && pdl_available()) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = grid_[0], cfg.gridDimY = grid_[1], cfg.gridDimZ = grid_[2];
+    cfg.blockDimX = block_, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem_;
+    cfg.hStream = reinterpret_cast<CUstream>(stream);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    r = driver().launch_kernel_ex(&cfg, fn_, ptrs_.data(), nullptr);
+  } else {
+    r = driver().launch_kernel(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, smem_,
+                               reinterpret_cast<CUstream>(stream), ptrs_.data(), nullptr);
+  }
   if (r != CUDA_SUCCESS) {
     const char* text = nullptr;
     if (driver().get_error_string) driver().get_error_string(r, &text);

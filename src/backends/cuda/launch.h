@@ -29,6 +29,14 @@ class KernelLaunch {
     args_.push_back(std::move(buf));
     return *this;
   }
+  // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
+  // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
+  // (kernels/prelude.h) before it touches memory. Ignored where the device or driver lacks it
+  // or RLX_CUDA_PDL=0.
+  KernelLaunch& pdl() {
+    pdl_ = true;
+    return *this;
+  }
   // Issues the launch; a launch error becomes rlx::Error naming the kernel.
   void launch(cudaStream_t stream) const;
   const std::string& name() const { return name_; }
@@ -39,6 +47,7 @@ class KernelLaunch {
   unsigned grid_[3];
   unsigned block_;
   unsigned smem_;
+  bool pdl_ = false;
   std::vector<std::unique_ptr<uint8_t[]>> args_;
   mutable std::vector<void*> ptrs_;
 };

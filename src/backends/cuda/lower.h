@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ class LowerContext {
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
   virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
+  // The step whose work `consumer` absorbs (see plan_gemv_prologues), or null.
+  virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
+    (void)consumer;
+    return nullptr;
+  }
 };
 
 // Appends the work of one step; throws rlx::Error naming the node for anything unsupported.
@@ -60,6 +66,26 @@ bool lower_conv_family(LowerContext& cx, const plan::Step& st);
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                      DType out_dtype, const plan::ElementwiseGeom& geom, uint8_t* out,
                      const std::vector<const uint8_t*>& ins, const std::string& what);
+
+// Source of the skinny-GEMM kernel (kernels/gemv.h) for one configuration: `rows` <= 4,
+// `bias` 0 = none, 1 = scalar, 2 = per column; the activation and residual of the epilogue;
+// `prologue` 0 = A as stored, 1 = RmsNorm (with beta when `has_beta`), 2 = FusedSwiGLU.
+struct GemvConfig {
+  DType t = DType::F32, bias_t = DType::F32;
+  int64_t rows = 1;
+  int bias = 0;
+  std::optional<ActKind> act;
+  bool residual = false;
+  int prologue = 0;
+  bool has_beta = false, gate_first = false;
+};
+std::string gemv_source(const GemvConfig& c);
+
+// Skinny GEMVs whose A operand is computed by the step just before them (an RmsNorm over rows
+// of k, or a FusedSwiGLU) used by nothing else: the GEMV computes A in its prologue and the
+// producer step is not run. Returns consumer step index -> producer step index. A producer is
+// absorbed only when no step in between (and not the GEMV's result) overwrites its inputs.
+std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision);
 
 // Node label for messages: "node 12 (matmul)".
 std::string step_label(const plan::Step& st);

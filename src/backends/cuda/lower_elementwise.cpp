@@ -21,6 +21,7 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
   }
   const ElementwiseKernel k = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec);
   auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), grid_for(k.items, 256), 256);
+  launch->pdl();
   launch->arg(out);
   for (const uint8_t* p : ins) launch->arg(p);
   cx.add([launch](cudaStream_t s) { launch->launch(s); });

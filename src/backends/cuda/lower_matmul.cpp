@@ -1,7 +1,11 @@
 // MatMul and FusedMatMulBiasAct through cuBLASLt. Bias and ReLU / tanh-GELU run in cuBLASLt's
 // epilogue; any other activation (exact-erf GELU, SiLU, ...) or a scalar bias runs in one fused
 // elementwise kernel over the product, in place.
+#include <cstdlib>
+
 #include "backends/cuda/cuda_types.h"
+#include "backends/cuda/elementwise_codegen.h"
+#include "backends/cuda/status.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/launch.h"
@@ -42,70 +46,145 @@ Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act
   return e;
 }
 
-// The full epilogue (bias of any length, then the activation) as an elementwise chain.
-std::vector<RegionStep> chain_epilogue(int64_t bias_len, std::optional<ActKind> act) {
+// The epilogue as an elementwise chain over x0 = the product, then the bias (when `bias`) and
+// the residual (when `residual`) as the next inputs: bias add, activation, residual add.
+std::vector<RegionStep> chain_epilogue(bool bias, std::optional<ActKind> act, bool residual) {
   std::vector<RegionStep> chain;
   int32_t x = 0;
-  if (bias_len > 0) {
-    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {0, 1}});
-    x = -1;
+  auto last = [&] { return -static_cast<int32_t>(chain.size()); };
+  if (bias) {
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, 1}});
+    x = last();
   }
-  if (act) chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
+  if (act) {
+    chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
+    x = last();
+  }
+  if (residual)
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
   return chain;
 }
 
-// Skinny products (at most 4 rows against one shared weight) run on the split-K GEMV kernels;
-// returns false when the step does not qualify.
-bool try_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t bias_len) {
+}  // namespace
+
+std::string gemv_source(const GemvConfig& c) {
+  const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
+  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
+                           std::to_string(c.rows) + "\n#define HAS_BIAS " + flag(c.bias > 0) +
+                           "\n#define BIAS_SCALAR " + flag(c.bias == 1) + "\n#define ACT(x) " + a +
+                           "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " + std::to_string(c.prologue) +
+                           "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " + flag(c.gate_first) +
+                           "\n";
+  return kernel_source(ksrc::kGemv, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
+}
+
+namespace {
+
+// Tunables of the skinny-GEMM kernel, read once (for sweeps on the device; defaults measured on
+// the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4).
+int64_t gemv_blocks_per_sm() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("RLX_GEMV_BLOCKS_PER_SM");
+    const long x = e ? std::strtol(e, nullptr, 10) : 0;
+    return x > 0 && x <= 64 ? static_cast<int64_t>(x) : int64_t{4};
+  }();
+  return v;
+}
+
+// Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
+// weight) that the GEMV kernel takes, or 0 when the step does not qualify.
+int64_t gemv_rows(const plan::Step& st, Precision precision) {
+  const auto* g = std::get_if<plan::MatMulGeom>(&st.geom);
+  if (!g || (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)))
+    return 0;
+  const plan::TensorRef& c = st.out.at(0);
+  const DType t = c.dtype;
+  if (st.in.at(0).dtype != t || st.in.at(1).dtype != t || !cuda_float(t) || c.numel() == 0) return 0;
+  if (t == DType::F32 && (precision == Precision::Fp16 || precision == Precision::Bf16)) return 0;
+  if (g->trans_a || g->trans_b || g->k == 0 || g->n == 0) return 0;
+  int64_t rows = 0;
+  if (g->batch == 1) rows = g->m;
+  else if (g->b_stride == 0 && g->a_stride == g->m * g->k) rows = g->batch * g->m;
+  const int64_t vw = static_cast<int64_t>(16 / dtype_size(t));
+  // Arena slots and leaf buffers start 256-byte aligned: the offset decides the alignment.
+  if (rows < 1 || rows > 4 || g->n % vw != 0 || st.in.at(1).loc.offset % 16 != 0) return 0;
+  if ((g->k + 2047) / 2048 > 65535) return 0;
+  return rows;
+}
+
+// Skinny products run on the one-launch split-K GEMV kernel with the whole epilogue (and, when
+// the variant absorbed the producer of A, its prologue) fused.
+void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows, int64_t bias_len,
+                const plan::TensorRef* residual) {
   const plan::TensorRef& a = st.in.at(0);
   const plan::TensorRef& c = st.out.at(0);
   const DType t = c.dtype;
-  if (g.trans_a || g.trans_b || g.k == 0 || g.n == 0) return false;
-  int64_t rows = 0;
-  if (g.batch == 1) rows = g.m;
-  else if (g.b_stride == 0 && g.a_stride == g.m * g.k) rows = g.batch * g.m;
-  else return false;
-  const int vw = static_cast<int>(16 / dtype_size(t));
+  const int64_t vw = static_cast<int64_t>(16 / dtype_size(t));
   uint8_t* pw = cx.ptr(st.in.at(1));
-  if (rows < 1 || rows > 4 || g.n % vw != 0 || pointer_alignment(pw) < 16) return false;
-  const int64_t col_tiles = (g.n + 32 * vw - 1) / (32 * vw);
-  const int64_t sms = device().sm_count;
-  int64_t splits = std::clamp<int64_t>((4 * sms + col_tiles - 1) / col_tiles, 1, (g.k + 63) / 64);
-  int64_t kchunk = (g.k + splits - 1) / splits;
-  kchunk = (kchunk + 7) / 8 * 8;
-  splits = (g.k + kchunk - 1) / kchunk;
   const std::string what = step_label(st);
-  auto* part = reinterpret_cast<float*>(cx.scratch(static_cast<size_t>(splits * rows * g.n) * 4, what + " split-K partials"));
-  const std::string src = kernel_source(ksrc::kGemv, {{"T", storage_type(t)}}, "#define VW " + std::to_string(vw) + "\n");
-  auto k1 = std::make_shared<KernelLaunch>(what + " gemv", get_kernel("gemv_partial", src),
-                                           static_cast<unsigned>(col_tiles), 256, 0, static_cast<unsigned>(splits));
-  k1->arg(static_cast<const uint8_t*>(cx.ptr(a))).arg(static_cast<const uint8_t*>(pw)).arg(part)
-      .arg(static_cast<int32_t>(rows)).arg(g.k).arg(g.n).arg(kchunk);
-  uint8_t* pc = cx.ptr(c);
-  auto k2 = std::make_shared<KernelLaunch>(what + " gemv reduce", get_kernel("gemv_reduce", src),
-                                           grid_for(rows * g.n, 256), 256);
-  k2->arg(static_cast<const float*>(part)).arg(pc).arg(static_cast<int32_t>(splits)).arg(rows * g.n);
-  cx.add([k1, k2](cudaStream_t s) {
-    k1->launch(s);
-    k2->launch(s);
-  });
-  const auto chain = chain_epilogue(bias_len, g.activation);
-  if (!chain.empty()) {
-    plan::ElementwiseGeom eg;
-    eg.out_dims = {rows, g.n};
-    eg.numel = rows * g.n;
-    eg.in_strides.push_back({g.n, 1});
-    std::vector<DType> dts{t};
-    std::vector<const uint8_t*> ins{pc};
-    if (bias_len > 0) {
-      eg.in_strides.push_back({0, bias_len == g.n ? 1 : 0});
-      dts.push_back(st.in.at(2).dtype);
-      ins.push_back(cx.ptr(st.in.at(2)));
-      eg.contiguous = false;
-    }
-    add_elementwise(cx, chain, dts, t, eg, pc, ins, what + " epilogue");
+  if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
+  const int64_t tile = 32 * vw;
+  const int64_t col_tiles = (g.n + tile - 1) / tile;
+  const int64_t target = gemv_blocks_per_sm() * device().sm_count;
+  // K rows per split: a multiple of 32 (the kernel's unrolled step), at most 2048 (its slice of A
+  // lives in shared memory).
+  int64_t splits = std::clamp<int64_t>((target + col_tiles - 1) / col_tiles, 1, (g.k + 31) / 32);
+  int64_t kchunk = std::min<int64_t>(2048, ((g.k + splits - 1) / splits + 31) / 32 * 32);
+  splits = (g.k + kchunk - 1) / kchunk;
+  float* part = nullptr;
+  unsigned* tickets = nullptr;
+  if (splits > 1) {
+    part = reinterpret_cast<float*>(cx.scratch(static_cast<size_t>(splits * rows * g.n) * 4, what + " split-K partials"));
+    tickets = reinterpret_cast<unsigned*>(cx.scratch(static_cast<size_t>(col_tiles) * 4, what + " split-K tickets"));
+    RLX_CUDA_CHECK(cudaMemset(tickets, 0, static_cast<size_t>(col_tiles) * 4));
+    RLX_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  return true;
+  GemvConfig cfg;
+  cfg.t = t;
+  cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : t;
+  cfg.rows = rows;
+  cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);
+  cfg.act = g.activation;
+  cfg.residual = residual != nullptr;
+  const uint8_t *px = nullptr, *pg = nullptr, *pb = nullptr;
+  float eps = 0.f;
+  if (const plan::Step* p = cx.absorbed_producer(st)) {
+    px = cx.ptr(p->in.at(0));
+    if (const auto* rms = std::get_if<ops::RmsNorm>(&p->op)) {
+      cfg.prologue = 1;
+      pg = cx.ptr(p->in.at(1));
+      cfg.has_beta = p->in.size() > 2;
+      pb = cfg.has_beta ? cx.ptr(p->in.at(2)) : nullptr;
+      eps = static_cast<float>(rms->eps);
+    } else {
+      cfg.prologue = 2;
+      cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
+    }
+  }
+  const size_t smem = static_cast<size_t>(std::max(rows * kchunk, 8 * rows * tile)) * 4;
+  const CUfunction fn = get_kernel("gemv", gemv_source(cfg));
+  if (smem > 48 * 1024)
+    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  auto k1 = std::make_shared<KernelLaunch>(what + " gemv", fn, static_cast<unsigned>(col_tiles), 256,
+                                           static_cast<unsigned>(smem), static_cast<unsigned>(splits));
+  k1->pdl();
+  k1->arg(static_cast<const uint8_t*>(cx.ptr(a))).arg(static_cast<const uint8_t*>(pw))
+      .arg(static_cast<const uint8_t*>(bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr))
+      .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
+      .arg(cx.ptr(c)).arg(part).arg(tickets).arg(g.k).arg(g.n).arg(kchunk).arg(px).arg(pg).arg(pb).arg(eps);
+  cx.add([k1](cudaStream_t s) { k1->launch(s); });
+}
+
+// The bytes [offset, offset + bytes) of the arena a result/operand occupies (empty for leaves).
+std::pair<int64_t, int64_t> arena_range(const plan::TensorRef& r) {
+  if (r.loc.kind != plan::Location::Kind::Arena || r.loc.bytes == 0) return {0, 0};
+  return {r.loc.offset, r.loc.offset + r.loc.bytes};
+}
+bool overlaps(const plan::TensorRef& a, const plan::TensorRef& b) {
+  const auto [a0, a1] = arena_range(a);
+  const auto [b0, b1] = arena_range(b);
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
 }  // namespace
@@ -117,13 +196,32 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   const plan::TensorRef& c = st.out.at(0);
   if (a.dtype != b.dtype || a.dtype != c.dtype)
     throw Error(step_label(st) + ": CUDA matmul needs one dtype for both operands and the result");
-  const int64_t bias_len = std::holds_alternative<ops::FusedMatMulBiasAct>(st.op) ? g.bias_len : 0;
+  const auto* fused = std::get_if<ops::FusedMatMulBiasAct>(&st.op);
+  const int64_t bias_len = fused ? g.bias_len : 0;
+  const plan::TensorRef* residual = fused && fused->residual ? &st.in.back() : nullptr;
   const Precision prec = cx.options().precision;
   // f32 graphs under the Fp16/Bf16 policy: both operands are converted to the half type on the
   // device every run (params may change) and multiplied with f32 accumulation into f32.
   const bool to_half = a.dtype == DType::F32 && (prec == Precision::Fp16 || prec == Precision::Bf16);
-  if (c.numel() > 0 && !to_half && try_gemv(cx, st, g, bias_len)) return;
-  const Epilogue epi = choose_epilogue(bias_len, g.n, g.activation);
+  if (const int64_t rows = gemv_rows(st, prec)) {
+    lower_gemv(cx, st, g, rows, bias_len, residual);
+    return;
+  }
+  if (cx.absorbed_producer(st)) throw Error(step_label(st) + ": internal: a GEMV prologue on a non-GEMV product");
+  Epilogue epi = choose_epilogue(bias_len, g.n, g.activation);
+  // A residual: added by cuBLASLt (beta = 1) when its epilogue has no activation, else appended
+  // to the epilogue chain (which then also takes over the activation).
+  bool lt_residual = false;
+  if (residual) {
+    if (epi.chain.empty() && (epi.lt == GemmEpilogue::None || epi.lt == GemmEpilogue::Bias)) {
+      lt_residual = true;
+    } else {
+      const bool vec_bias = bias_len > 0 && bias_len == g.n;
+      epi.lt = vec_bias ? GemmEpilogue::Bias : GemmEpilogue::None;
+      epi.chain = chain_epilogue(bias_len > 0 && !vec_bias, g.activation, true);
+      epi.chain_uses_bias = bias_len > 0 && !vec_bias;
+    }
+  }
   uint8_t* pa = cx.ptr(a);
   uint8_t* pb = cx.ptr(b);
   DType ab = a.dtype;
@@ -144,6 +242,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   }
   uint8_t* pc = cx.ptr(c);
   const uint8_t* pbias = bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr;
+  const uint8_t* pres = residual ? cx.ptr(*residual) : nullptr;
   if (c.numel() == 0) return;
   const size_t es = dtype_size(ab);
   const size_t ces = dtype_size(c.dtype);
@@ -156,19 +255,21 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   p.lda = g.lda, p.ldb = g.ldb, p.ldc = g.ldc;
   p.precision = prec;
   p.epilogue = epi.lt;
+  p.add_c = lt_residual;
   p.align_bias = pbias ? pointer_alignment(pbias) : 256;
   const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
   if (g.k == 0) throw Error(step_label(st) + ": CUDA matmul with an empty contracting dim (k = 0) is not supported");
   if (strided) {
     p.batch = g.batch;
     p.a_stride = g.a_stride, p.b_stride = g.b_stride, p.c_stride = g.m * g.n;
-    p.align_a = pointer_alignment(pa), p.align_b = pointer_alignment(pb), p.align_c = pointer_alignment(pc);
+    p.align_a = pointer_alignment(pa), p.align_b = pointer_alignment(pb);
+    p.align_c = std::min(pointer_alignment(pc), lt_residual ? pointer_alignment(pres) : 256);
     GemmPlan& plan = cx.gemm(p, step_label(st));
     void* ws = cx.gemm_workspace();
-    cx.add([&plan, pa, pb, pc, pbias, ws](cudaStream_t s) { plan.run(s, pa, pb, pc, pbias, ws); });
+    cx.add([&plan, pa, pb, pc, pbias, ws, pres](cudaStream_t s) { plan.run(s, pa, pb, pc, pbias, ws, pres); });
   } else {
     // Batch dims that do not collapse to one stride: one GEMM per batch item.
-    std::vector<std::array<uint8_t*, 3>> items;
+    std::vector<std::array<const uint8_t*, 4>> items;
     int align_a = 256, align_b = 256, align_c = 256;
     for (int64_t i = 0; i < g.batch; ++i) {
       int64_t t = i, oa = 0, ob = 0;
@@ -179,16 +280,18 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
         ob += idx * g.b_batch_strides[static_cast<size_t>(d)];
       }
       items.push_back({pa + oa * static_cast<int64_t>(es), pb + ob * static_cast<int64_t>(es),
-                       pc + i * g.m * g.n * static_cast<int64_t>(ces)});
+                       pc + i * g.m * g.n * static_cast<int64_t>(ces),
+                       pres ? pres + i * g.m * g.n * static_cast<int64_t>(ces) : nullptr});
       align_a = std::min(align_a, pointer_alignment(items.back()[0]));
       align_b = std::min(align_b, pointer_alignment(items.back()[1]));
       align_c = std::min(align_c, pointer_alignment(items.back()[2]));
+      if (lt_residual) align_c = std::min(align_c, pointer_alignment(items.back()[3]));
     }
     p.align_a = align_a, p.align_b = align_b, p.align_c = align_c;
     GemmPlan& plan = cx.gemm(p, step_label(st));
     void* ws = cx.gemm_workspace();
     cx.add([&plan, items, pbias, ws](cudaStream_t s) {
-      for (const auto& it : items) plan.run(s, it[0], it[1], it[2], pbias, ws);
+      for (const auto& it : items) plan.run(s, it[0], it[1], const_cast<uint8_t*>(it[2]), pbias, ws, it[3]);
     });
   }
   if (!epi.chain.empty()) {
@@ -200,13 +303,61 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     std::vector<DType> dts{c.dtype};
     std::vector<const uint8_t*> ins{pc};
     if (epi.chain_uses_bias) {
-      eg.in_strides.push_back({0, 0});
+      eg.in_strides.push_back({0, bias_len == g.n ? 1 : 0});
       dts.push_back(st.in.at(2).dtype);
       ins.push_back(pbias);
       eg.contiguous = false;
     }
+    if (residual && !lt_residual) {
+      eg.in_strides.push_back({g.n, 1});
+      dts.push_back(residual->dtype);
+      ins.push_back(pres);
+    }
     add_elementwise(cx, epi.chain, dts, c.dtype, eg, pc, ins, step_label(st) + " epilogue");
   }
+}
+
+}  // namespace rlx::cuda
+
+namespace rlx::cuda {
+
+std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision) {
+  auto root = [](const plan::TensorRef& r) { return r.loc.is_view ? r.loc.root : r.value; };
+  std::map<Value, int> uses;
+  for (const plan::Step& st : s.steps)
+    for (const plan::TensorRef& r : st.in) ++uses[root(r)];
+  for (const plan::TensorRef& r : s.outputs) uses[root(r)] += 2;  // a graph output is never absorbed
+  std::map<NodeId, size_t> step_of;
+  for (size_t i = 0; i < s.steps.size(); ++i) step_of[s.steps[i].node] = i;
+  std::map<size_t, size_t> out;
+  for (size_t ci = 0; ci < s.steps.size(); ++ci) {
+    const plan::Step& c = s.steps[ci];
+    const int64_t rows = gemv_rows(c, precision);
+    if (!rows) continue;
+    const Value src = root(c.in.at(0));
+    const auto it = step_of.find(src.node);
+    if (src.port != 0 || it == step_of.end() || it->second >= ci || uses[src] != 1) continue;
+    const plan::Step& p = s.steps[it->second];
+    const int64_t k = std::get<plan::MatMulGeom>(c.geom).k;
+    const DType t = c.out.at(0).dtype;
+    bool ok = false;
+    if (std::holds_alternative<ops::RmsNorm>(p.op)) {
+      const auto& ag = std::get<plan::AxisGeom>(p.geom);
+      ok = ag.outer == rows && ag.axis == k && p.in.at(1).numel() == k && (p.in.size() < 3 || p.in[2].numel() == k);
+    } else if (std::holds_alternative<ops::FusedSwiGLU>(p.op)) {
+      ok = p.out.at(0).numel() == rows * k && !p.in.at(0).dims.empty() && p.in[0].dims.back() == 2 * k;
+    }
+    for (const plan::TensorRef& r : p.in) ok = ok && r.dtype == t;
+    if (!ok) continue;
+    // The producer's inputs must still hold their values when the GEMV reads them.
+    for (const plan::TensorRef& r : p.in) {
+      ok = ok && !overlaps(c.out.at(0), r);
+      for (size_t j = it->second + 1; ok && j < ci; ++j)
+        for (const plan::TensorRef& w : s.steps[j].out) ok = ok && !overlaps(w, r);
+    }
+    if (ok) out[ci] = it->second;
+  }
+  return out;
 }
 
 }  // namespace rlx::cuda

@@ -59,11 +59,13 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
       auto l = std::make_shared<KernelLaunch>(what, row_kernel(cached ? "softmax_rows_cached" : "softmax_rows", t),
                                               row_grid(g.outer), row_block(g.axis),
                                               cached ? static_cast<unsigned>(g.axis * 4) : 0u);
+      l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(log_out);
       if (cached) l->arg(vector_rows(g.axis, t, {x, y}));
       push(cx, l);
     } else {
       auto l = std::make_shared<KernelLaunch>(what, row_kernel("softmax_cols", t), grid_for(g.outer * g.inner, 256), 256);
+      l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.axis).arg(g.inner).arg(log_out);
       push(cx, l);
     }
@@ -91,6 +93,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     auto l = std::make_shared<KernelLaunch>(what, row_kernel(cached ? "norm_rows_cached" : "norm_rows", t),
                                             row_grid(g.outer), row_block(g.axis),
                                             cached ? static_cast<unsigned>(g.axis * 4) : 0u);
+    l->pdl();
     l->arg(x).arg(res).arg(gamma).arg(beta).arg(y).arg(g.outer).arg(g.axis).arg(static_cast<float>(eps)).arg(is_rms);
     if (cached) l->arg(vector_rows(g.axis, t, {x, res, gamma, beta, y}));
     push(cx, l);
@@ -100,6 +103,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     const auto& g = std::get<plan::AxisGeom>(st.geom);
     const int64_t rows = g.outer, n = g.out_axis;
     auto l = std::make_shared<KernelLaunch>(what, row_kernel("swiglu", t), grid_for(rows * n, 256), 256);
+    l->pdl();
     l->arg(x).arg(y).arg(rows).arg(n).arg(sw->gate_first ? 1 : 0);
     push(cx, l);
     return;
@@ -109,10 +113,12 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     const int kind = static_cast<int>(g.kind);
     if (g.simple && g.inner == 1) {
       auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_rows", t), row_grid(g.outer), row_block(g.reduce));
+      l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(kind);
       push(cx, l);
     } else if (g.simple) {
       auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_cols", t), grid_for(g.outer * g.inner, 256), 256);
+      l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(g.inner).arg(kind);
       push(cx, l);
     } else {
@@ -129,6 +135,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
       }
       const int64_t outputs = st.out.at(0).numel();
       auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_general", t), grid_for(outputs, 256), 256);
+      l->pdl();
       l->arg(x).arg(y).arg(rd).arg(outputs).arg(g.count).arg(kind);
       push(cx, l);
     }

@@ -37,6 +37,7 @@ void add_copy(LowerContext& cx, const std::string& what, const uint8_t* in, uint
   }
   if (total == 0) return;
   auto l = std::make_shared<KernelLaunch>(what, copy_kernel("strided_copy", elem), grid_for(total, 256), 256);
+  l->pdl();
   l->arg(in).arg(out).arg(g).arg(in_offset).arg(total);
   push(cx, l);
 }
@@ -80,6 +81,7 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
       }
       // Columns of this launch: [col[0], col[n-1] + cols[n-1]); the kernel writes only those.
       auto l = std::make_shared<KernelLaunch>(what, copy_kernel("concat", elem), grid_for(g.outer * width, 256), 256);
+      l->pdl();
       l->arg(a).arg(y).arg(g.outer).arg(width);
       push(cx, l);
     }
@@ -93,6 +95,7 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
     if (out.numel() == 0) return;
     auto l = std::make_shared<KernelLaunch>(what, copy_kernel("gather", elem, storage_type(idx.dtype)),
                                             grid_for(out.numel(), 256), 256);
+    l->pdl();
     l->arg(cx.ptr(st.in.at(0))).arg(cx.ptr(idx)).arg(y).arg(g.outer).arg(g.axis).arg(g.out_axis).arg(g.inner)
         .arg(cx.error_flag());
     push(cx, l);
@@ -107,6 +110,7 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
         "rope", kernel_source(ksrc::kRope, {{"T", storage_type(out.dtype)}, {"TC", storage_type(tc)}}));
     const int64_t per_head = g.n_rot / 2 + (g.head_dim - g.n_rot);
     auto l = std::make_shared<KernelLaunch>(what, fn, grid_for(g.batch * g.seq * g.heads * per_head, 256), 256);
+    l->pdl();
     l->arg(cx.ptr(st.in.at(0))).arg(cx.ptr(st.in.at(1))).arg(cx.ptr(st.in.at(2))).arg(y).arg(g.batch).arg(g.seq)
         .arg(g.heads).arg(g.head_dim).arg(g.n_rot).arg(g.per_batch ? 1 : 0).arg(op->style == RopeStyle::NeoX ? 1 : 0);
     push(cx, l);

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/lower.h"
+#include "backends/cuda/select_lower.h"
 #include "backends/cuda/stats.h"
 #include "backends/cuda/status.h"
 #include "plan/schedule.h"
@@ -32,10 +34,13 @@ bool profiling() {
   return e && std::string(e) == "1";
 }
 
-bool graphs_enabled() {
-  const char* e = std::getenv("RLX_CUDA_GRAPHS");
-  return !(e && std::string(e) == "0");
+// True when environment variable `name` is "0" (a feature switched off).
+bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "0";
 }
+
+bool graphs_enabled() { return !env_off("RLX_CUDA_GRAPHS"); }
 
 class CudaVariant final : public Variant, private LowerContext {
  public:
@@ -57,7 +62,16 @@ class CudaVariant final : public Variant, private LowerContext {
         RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
                                   cudaMemcpyHostToDevice));
     }
-    for (const plan::Step& st : sched_.steps) {
+    // Producers absorbed into a GEMV prologue are not lowered (RLX_CUDA_GEMV_PROLOGUE=0: off).
+    std::set<size_t> absorbed;
+    if (!env_off("RLX_CUDA_GEMV_PROLOGUE"))
+      for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) {
+        producer_of_[&sched_.steps[consumer]] = &sched_.steps[producer];
+        absorbed.insert(producer);
+      }
+    for (size_t i = 0; i < sched_.steps.size(); ++i) {
+      if (absorbed.count(i)) continue;
+      const plan::Step& st = sched_.steps[i];
       current_label_ = op_name(st.op);
       lower_step(*this, st);
     }
@@ -115,7 +129,10 @@ class CudaVariant final : public Variant, private LowerContext {
     int err = 0;
     std::memcpy(&err, err_host_.data(), sizeof err);
     if (err == 1) throw Error("gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))");
-    if (err != 0) throw Error("a CUDA kernel reported error code " + std::to_string(err));
+    if (err != 0) {
+      const std::string msg = select_error_message(err);
+      throw Error(msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg);
+    }
     std::vector<Tensor> outs;
     off = 0;
     for (size_t k : args.which) {
@@ -156,6 +173,10 @@ class CudaVariant final : public Variant, private LowerContext {
   }
   size_t gemm_workspace_bytes() const override { return kGemmWorkspace; }
   int* error_flag() override { return reinterpret_cast<int*>(err_.data()); }
+  const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
+    const auto it = producer_of_.find(&consumer);
+    return it == producer_of_.end() ? nullptr : it->second;
+  }
 
   // ---- running ----
   const Tensor& leaf_tensor(NodeId id, const RunArgs& args) const {
@@ -252,6 +273,7 @@ class CudaVariant final : public Variant, private LowerContext {
   std::string current_label_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::vector<DeviceBuffer> scratch_;
+  std::map<const plan::Step*, const plan::Step*> producer_of_;  // GEMV -> the step its prologue computes
   cudaGraphExec_t exec_ = nullptr;
 };
 

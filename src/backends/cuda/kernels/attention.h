@@ -9,12 +9,8 @@
 // Score pipeline (as the CPU oracle): s = q.k * scale; softcap; + bias; masks; softmax.
 namespace rlx::cuda::ksrc {
 
-inline constexpr const char* kAttention = R"CUDA(
-#define QB 16
-#define RPW 4
-#define KT 32
-#define DE ((HD + 31) / 32)
-#define KS (HD + 4)
+// AttnArgs and the score pipeline, shared by the prefill and decode kernels.
+inline constexpr const char* kAttentionCommon = R"CUDA(
 struct AttnArgs {
   const T* q; const T* k; const T* v; T* out; const M* mask; float* part;
   long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
@@ -26,7 +22,33 @@ struct AttnArgs {
   long long split_len;  // keys per split
 };
 
+// The score of query row `row` (head h, batch b) against key `key` from its dot product, as the
+// CPU oracle computes it: s = q.k * scale; softcap; + bias; masks. -inf when masked or outside
+// [lo, hi).
+__device__ __forceinline__ float attn_score(const AttnArgs& a, float dot, long long b, long long h, long long row,
+                                            long long key, long long lo, long long hi) {
+  const long long pos = a.kv_len - a.q_len + row;
+  float x = dot * a.scale;
+  if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
+  bool keep = key >= lo && key < hi && row < a.q_len;
+  if (a.mask_kind == 1) keep = keep && key <= pos;
+  else if (a.mask_kind == 2) keep = keep && key <= pos && key > pos - a.window;
+  else if (a.mask_kind == 3) keep = keep && to_f(a.mask[b * a.mask_batch + key]) != 0.f;
+  else if (a.mask_kind == 4 && keep)
+    x += to_f(a.mask[b * a.bias_s[0] + h * a.bias_s[1] + row * a.bias_s[2] + key * a.bias_s[3]]);
+  return keep ? x : RLX_NEG_INF;
+}
+)CUDA";
+
+inline constexpr const char* kAttention = R"CUDA(
+#define QB 16
+#define RPW 4
+#define KT 32
+#define DE ((HD + 31) / 32)
+#define KS (HD + 4)
+
 extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
+  rlx_pdl_begin();
   extern __shared__ float smem[];
   float* sQ = smem;                  // QB x HD
   float* sK = sQ + QB * HD;          // KT x KS (rows padded by 4 floats: conflict-free float4 reads)
@@ -85,16 +107,7 @@ extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
     float p[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
-      const long long row = row0 + r, pos = offset + row;
-      float x = s[r] * a.scale;
-      if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-      bool keep = key >= lo && key < hi && row < a.q_len;
-      if (a.mask_kind == 1) keep = keep && key <= pos;
-      else if (a.mask_kind == 2) keep = keep && key <= pos && key > pos - a.window;
-      else if (a.mask_kind == 3) keep = keep && to_f(a.mask[b * a.mask_batch + key]) != 0.f;
-      else if (a.mask_kind == 4 && keep)
-        x += to_f(a.mask[b * a.bias_s[0] + h * a.bias_s[1] + row * a.bias_s[2] + key * a.bias_s[3]]);
-      x = keep ? x : RLX_NEG_INF;
+      const float x = attn_score(a, s[r], b, h, row0 + r, key, lo, hi);
       const float mt = warp_max(x);
       const float mn = fmaxf(m[r], mt);
       const float pv = mn == RLX_NEG_INF ? 0.f : expf(x - mn);
@@ -138,9 +151,16 @@ extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
     }
   }
 }
+)CUDA";
 
+// Merges the splits' partial results (layout [split][b][h][row] x (HD + 2): acc, max, sum).
+inline constexpr const char* kAttentionCombine = R"CUDA(
+#ifndef DE
+#define DE ((HD + 31) / 32)
+#endif
 // Merges the splits' partial results: one warp per (b, h, row).
 extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
+  rlx_pdl_begin();
   const long long rows = a.batch * a.heads * a.q_len;
   const int lane = threadIdx.x & 31;
   for (long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; w < rows;
@@ -166,6 +186,101 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 #pragma unroll
     for (int e = 0; e < DE; ++e)
       if (lane + 32 * e < HD) o[lane + 32 * e] = from_f<T>(acc[e] * inv);
+  }
+}
+)CUDA";
+
+// Decode attention: few query rows per KV head (R = q_len * group <= 8) against a long KV cache.
+// One block per (key split, kv head, batch) serves every query head of the group, so each K/V
+// row is read once. A warp scores KPW keys at a time: LPK = HD * sizeof(T) / 16 lanes per key,
+// each lane holding 16 bytes of the key and value rows; every (warp, key subgroup) keeps its own
+// online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R).
+inline constexpr const char* kAttentionDecode = R"CUDA(
+#define NW 4
+#define KPW (32 / LPK)
+#define VE (16 / (int)sizeof(T))
+#define NG (NW * KPW)
+extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
+  rlx_pdl_begin();
+  extern __shared__ float smem[];
+  float* sq = smem;           // [R][HD] query rows
+  float* mg = sq + R * HD;    // [NG][R][HD + 2] per-subgroup acc, max, sum
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane / LPK, sl = lane % LPK, grp = warp * KPW + sub;
+  const unsigned mask = LPK == 32 ? 0xffffffffu : (((1u << LPK) - 1u) << (sub * LPK));
+  const long long b = blockIdx.z, kvh = blockIdx.y;
+  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+    const int r = i / HD, d = i % HD;
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+    sq[i] = to_f(a.q[b * a.qs_b + qi * a.qs_s + h * a.qs_h + d]);
+  }
+  long long lo = (long long)blockIdx.x * a.split_len;
+  long long hi = min(a.kv_len, lo + a.split_len);
+  const long long offset = a.kv_len - a.q_len;
+  if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + a.q_len);
+  if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
+  __syncthreads();
+
+  float m[R], l[R], acc[R][VE];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = RLX_NEG_INF, l[r] = 0.f;
+#pragma unroll
+    for (int e = 0; e < VE; ++e) acc[r][e] = 0.f;
+  }
+  const int d0 = sl * VE;
+  for (long long key = (lo < 0 ? 0 : lo) + grp; key < hi; key += NG) {
+    const Vec<T, VE> kr = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d0);
+    const Vec<T, VE> vr = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
+    float kf[VE], vf[VE];
+#pragma unroll
+    for (int e = 0; e < VE; ++e) kf[e] = to_f(kr.v[e]), vf[e] = to_f(vr.v[e]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float dot = 0.f;
+#pragma unroll
+      for (int e = 0; e < VE; ++e) dot = fmaf(sq[r * HD + d0 + e], kf[e], dot);
+#pragma unroll
+      for (int o = LPK / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(mask, dot, o);
+      const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+      const float x = attn_score(a, dot, b, h, qi, key, lo, hi);
+      const float mn = fmaxf(m[r], x);
+      if (mn == RLX_NEG_INF) continue;  // nothing kept yet for this row
+      const float corr = __expf(m[r] - mn), p = __expf(x - mn);
+      l[r] = l[r] * corr + p;
+#pragma unroll
+      for (int e = 0; e < VE; ++e) acc[r][e] = acc[r][e] * corr + p * vf[e];
+      m[r] = mn;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float* g = mg + ((long long)grp * R + r) * (HD + 2);
+#pragma unroll
+    for (int e = 0; e < VE; ++e) g[d0 + e] = acc[r][e];
+    if (sl == 0) g[HD] = m[r], g[HD + 1] = l[r];
+  }
+  __syncthreads();
+  const long long rows = a.batch * a.heads * a.q_len;
+  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+    const int r = i / HD, d = i % HD;
+    float mx = RLX_NEG_INF;
+    for (int q = 0; q < NG; ++q) mx = fmaxf(mx, mg[((long long)q * R + r) * (HD + 2) + HD]);
+    float sum = 0.f, val = 0.f;
+    if (mx != RLX_NEG_INF)
+      for (int q = 0; q < NG; ++q) {
+        const float* g = mg + ((long long)q * R + r) * (HD + 2);
+        const float c = g[HD] == RLX_NEG_INF ? 0.f : __expf(g[HD] - mx);
+        sum += g[HD + 1] * c, val += g[d] * c;
+      }
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+    if (a.part) {
+      float* pp = a.part + (((long long)blockIdx.x * rows) + (b * a.heads + h) * a.q_len + qi) * (HD + 2);
+      pp[d] = val;
+      if (d == 0) pp[HD] = mx, pp[HD + 1] = sum;
+    } else {
+      a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
+    }
   }
 }
 )CUDA";

@@ -1,65 +1,166 @@
 #pragma once
-// Skinny GEMM (M <= 4 rows, e.g. decode): C[M, N] = A[M, K] @ W[K, N], W row-major. GEMM
-// libraries tile M by 64+ rows and leave most of the GPU idle when M is 1; this kernel streams W
-// once with 16-byte loads, splits K across blocks to fill every SM, and reduces the splits in a
-// second kernel that also converts to T. Compiled per T with VW = elements per 16 bytes.
+// Skinny GEMM (MR <= 4 rows, e.g. decode): C[MR, N] = epi(A[MR, K] @ W[K, N]), W row-major.
+// GEMM libraries tile M by 64+ rows and leave most of the GPU idle when M is 1; this kernel
+// streams W once with 16-byte loads (four independent loads in flight per thread), splits K
+// across blocks to fill every SM, and reduces the splits inside the same launch: every block
+// writes its f32 partial, and the last block to finish a column tile (counted with an atomic
+// ticket that it resets for the next run) sums the tile's partials and applies the epilogue:
+//   c = ACT(acc + bias) + residual   (each part optional, chosen by macros)
+// A prologue may compute A itself from the producer step it absorbed (PRO, see lower.h):
+//   PRO 1: A = RmsNorm(px) * pg (+ pb) over rows of k (eps), rounded to T as the norm would store it
+//   PRO 2: A = FusedSwiGLU(px) with px rows of 2k (GATE_FIRST)
+// Compiled per (T, B = bias type, MR, VW = elements per 16 bytes, HAS_BIAS, BIAS_SCALAR, ACT,
+// HAS_RES, PRO, HAS_PB, GATE_FIRST).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemv = R"CUDA(
-#define MR 4
-#define KSL 8
-// grid.x: column tiles of 32 * VW; grid.y: K splits of kchunk rows. part: [splits][M][N] f32.
-extern "C" __global__ void __launch_bounds__(256) gemv_partial(const T* a, const T* w, float* part, int m,
-                                                               long long k, long long n, long long kchunk) {
-  __shared__ float red[KSL - 1][32][MR * VW];
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const long long col = ((long long)blockIdx.x * 32 + tx) * VW;
+#define WARPS 8
+#define TILE (32 * VW)
+
+__device__ __forceinline__ float gemv_epilogue(float v, const B* bias, const T* res, long long r, long long col,
+                                               long long n) {
+#if HAS_BIAS
+  v += to_f(bias[BIAS_SCALAR ? 0 : col]);
+#endif
+  v = ACT(v);
+#if HAS_RES
+  v += to_f(res[r * n + col]);
+#endif
+  return v;
+}
+
+__device__ __forceinline__ void gemv_fma(float (&acc)[MR][VW], const uint4& raw, const float* xs, int kk,
+                                         long long kchunk) {
+  const Vec<T, VW> wv = *reinterpret_cast<const Vec<T, VW>*>(&raw);
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float x = xs[r * kchunk + kk];
+#pragma unroll
+    for (int v = 0; v < VW; ++v) acc[r][v] = fmaf(x, to_f(wv.v[v]), acc[r][v]);
+  }
+}
+
+// grid.x: column tiles of TILE; grid.y: K splits of kchunk rows. Dynamic shared memory:
+// max(MR * kchunk, WARPS * MR * TILE) floats. part: [splits][MR][n] f32 (splits > 1 only);
+// tickets: one zero-initialized counter per column tile.
+extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, const T* __restrict__ w,
+                                                       const B* __restrict__ bias, const T* __restrict__ res,
+                                                       T* __restrict__ c, float* __restrict__ part,
+                                                       unsigned* __restrict__ tickets, long long k, long long n,
+                                                       long long kchunk, const T* __restrict__ px,
+                                                       const T* __restrict__ pg, const T* __restrict__ pb, float eps) {
+  extern __shared__ float smem[];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long k0 = (long long)blockIdx.y * kchunk, k1 = min(k, k0 + kchunk);
+  const int kn = (int)(k1 - k0);
+  // The weight slice of this block does not come from the previous kernel: start pulling it into
+  // L2 before waiting for that kernel (a programmatic dependent launch lets this block start while
+  // it still runs). A prefetch only warms L2, the point of coherence, so it is safe either way.
+  {
+    const long long col0 = (long long)blockIdx.x * TILE;
+    const int lines = (int)((min((long long)TILE, n - col0) * (long long)sizeof(T) + 127) / 128);
+    for (int i = threadIdx.x; i < kn * lines; i += blockDim.x) {
+      const T* line = w + (k0 + i / lines) * n + col0 + (i % lines) * (128 / (int)sizeof(T));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+    }
+  }
+  rlx_pdl_begin();
+  float* xs = smem;  // this split's slice of A, as f32: [MR][kchunk]
+#if PRO == 1
+  __shared__ float scratch[32], inv[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {  // the whole row's statistic, in every block
+    float q = 0.f;
+    for (long long j = threadIdx.x; j < k; j += blockDim.x) {
+      const float v = to_f(px[r * k + j]);
+      q += v * v;
+    }
+    q = block_sum(q, scratch);
+    if (threadIdx.x == 0) inv[r] = rsqrtf(q / (float)k + eps);
+  }
+  __syncthreads();
+#endif
+  for (int i = threadIdx.x; i < MR * kn; i += blockDim.x) {
+    const int r = i / kn, kk = i - r * kn;
+    const long long j = k0 + kk;
+#if PRO == 1
+    float o = to_f(px[r * k + j]) * inv[r] * to_f(pg[j]);
+#if HAS_PB
+    o += to_f(pb[j]);
+#endif
+    xs[r * kchunk + kk] = to_f(from_f<T>(o));
+#elif PRO == 2
+    const float g0 = to_f(px[r * 2 * k + j]), g1 = to_f(px[r * 2 * k + k + j]);
+    const float g = GATE_FIRST ? g0 : g1, u = GATE_FIRST ? g1 : g0;
+    const float o = g / (1.f + expf(-g)) * u;  // as the swiglu row kernel
+    xs[r * kchunk + kk] = to_f(from_f<T>(o));
+#else
+    xs[r * kchunk + kk] = to_f(a[r * k + j]);
+#endif
+  }
+  __syncthreads();
+
+  const long long col = (long long)blockIdx.x * TILE + (long long)lane * VW;
   float acc[MR][VW];
 #pragma unroll
   for (int r = 0; r < MR; ++r)
 #pragma unroll
     for (int v = 0; v < VW; ++v) acc[r][v] = 0.f;
   if (col < n) {
-#pragma unroll 4
-    for (long long kk = k0 + ty; kk < k1; kk += KSL) {
-      const Vec<T, VW> wv = *(const Vec<T, VW>*)(w + kk * n + col);
-#pragma unroll
-      for (int r = 0; r < MR; ++r) {
-        if (r < m) {
-          const float x = to_f(a[r * k + kk]);
-#pragma unroll
-          for (int v = 0; v < VW; ++v) acc[r][v] += x * to_f(wv.v[v]);
-        }
-      }
+    const uint4* wp = reinterpret_cast<const uint4*>(w + (k0 + warp) * n + col);
+    const long long step = WARPS * n / VW;  // uint4s between rows kk and kk + WARPS
+    int kk = warp;
+    for (; kk + 3 * WARPS < kn; kk += 4 * WARPS) {
+      const uint4 w0 = __ldg(wp), w1 = __ldg(wp + step), w2 = __ldg(wp + 2 * step), w3 = __ldg(wp + 3 * step);
+      wp += 4 * step;
+      gemv_fma(acc, w0, xs, kk, kchunk);
+      gemv_fma(acc, w1, xs, kk + WARPS, kchunk);
+      gemv_fma(acc, w2, xs, kk + 2 * WARPS, kchunk);
+      gemv_fma(acc, w3, xs, kk + 3 * WARPS, kchunk);
+    }
+    for (; kk < kn; kk += WARPS) {
+      gemv_fma(acc, __ldg(wp), xs, kk, kchunk);
+      wp += step;
     }
   }
-  if (ty > 0) {
+  __syncthreads();  // xs is dead: its space now holds the warps' sums
+  float* red = smem;  // [WARPS][MR][TILE]
 #pragma unroll
-    for (int r = 0; r < MR; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma unroll
-      for (int v = 0; v < VW; ++v) red[ty - 1][tx][r * VW + v] = acc[r][v];
-  }
+    for (int v = 0; v < VW; v += 4)
+      *reinterpret_cast<float4*>(&red[(warp * MR + r) * TILE + lane * VW + v]) =
+          make_float4(acc[r][v], acc[r][v + 1], acc[r][v + 2], acc[r][v + 3]);
   __syncthreads();
-  if (ty == 0 && col < n) {
-    for (int s = 0; s < KSL - 1; ++s)
-#pragma unroll
-      for (int r = 0; r < MR; ++r)
-#pragma unroll
-        for (int v = 0; v < VW; ++v) acc[r][v] += red[s][tx][r * VW + v];
-    for (int r = 0; r < m; ++r)
-#pragma unroll
-      for (int v = 0; v < VW; ++v) part[((long long)blockIdx.y * m + r) * n + col + v] = acc[r][v];
-  }
-}
-
-// c[r, j] = sum over splits of part[s, r, j], converted to T.
-extern "C" __global__ void gemv_reduce(const float* part, T* c, int splits, long long mn) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < mn; i += (long long)gridDim.x * blockDim.x) {
+  // Thread i sums element i = r * TILE + t of the tile over the warps (t: consecutive columns).
+  const bool split = gridDim.y > 1;
+  for (int i = threadIdx.x; i < MR * TILE; i += blockDim.x) {
     float s = 0.f;
-    for (int p = 0; p < splits; ++p) s += part[p * mn + i];
-    c[i] = from_f<T>(s);
+#pragma unroll
+    for (int q = 0; q < WARPS; ++q) s += red[q * MR * TILE + i];
+    const int r = i / TILE;
+    const long long cc = (long long)blockIdx.x * TILE + (i - r * TILE);
+    if (cc >= n) continue;
+    if (split) part[((long long)blockIdx.y * MR + r) * n + cc] = s;
+    else c[r * n + cc] = from_f<T>(gemv_epilogue(s, bias, res, r, cc, n));
   }
+  if (!split) return;
+  __threadfence();  // this block's partials are visible device-wide before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < MR * TILE; i += blockDim.x) {
+    const int r = i / TILE;
+    const long long cc = (long long)blockIdx.x * TILE + (i - r * TILE);
+    if (cc >= n) continue;
+    float s = 0.f;
+    for (unsigned p = 0; p < gridDim.y; ++p) s += __ldcg(&part[((long long)p * MR + r) * n + cc]);
+    c[r * n + cc] = from_f<T>(gemv_epilogue(s, bias, res, r, cc, n));
+  }
+  if (threadIdx.x == 0) tickets[blockIdx.x] = 0u;  // ready for the next run (or graph replay)
 }
 )CUDA";
 

@@ -67,6 +67,17 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// Programmatic dependent launch (sm_90+): a kernel launched with KernelLaunch::pdl() may be
+// scheduled while the previous kernel of the stream still runs. It calls this first: wait until
+// the previous grid has completed and its writes are visible, then let the next kernel of the
+// stream start launching (it waits the same way before touching memory). A no-op otherwise.
+__device__ __forceinline__ void rlx_pdl_begin() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Kernels that detect bad data (an index out of range) record the first error code here; the
 // host checks it after the run and raises rlx::Error.
 __device__ __forceinline__ void report_error(int* flag, int code) { atomicCAS(flag, 0, code); }

@@ -7,6 +7,7 @@ namespace rlx::cuda::ksrc {
 inline constexpr const char* kRows = R"CUDA(
 // y = softmax(x) (or log-softmax) over rows of `len` contiguous elements; one block per row.
 extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long long len, int log_out) {
+  rlx_pdl_begin();
   __shared__ float scratch[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
@@ -31,6 +32,7 @@ extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long l
 // read from global memory once; with `vec` (every row and pointer 16-byte aligned) through
 // VV-element vector loads and stores.
 extern "C" __global__ void softmax_rows_cached(const T* x, T* y, long long rows, long long len, int log_out, int vec) {
+  rlx_pdl_begin();
   __shared__ float scratch[32];
   extern __shared__ float row[];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -81,6 +83,7 @@ extern "C" __global__ void softmax_rows_cached(const T* x, T* y, long long rows,
 
 // Softmax over the middle axis of [outer, axis, inner] (inner > 1): one thread per column.
 extern "C" __global__ void softmax_cols(const T* x, T* y, long long outer, long long axis, long long inner, int log_out) {
+  rlx_pdl_begin();
   const long long cols = outer * inner;
   for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x) {
     const long long o = c / inner, i = c % inner;
@@ -105,6 +108,7 @@ __device__ __forceinline__ float norm_input(const T* xr, const T* rr, long long 
 }
 extern "C" __global__ void norm_rows(const T* x, const T* res, const T* gamma, const T* beta, T* y, long long rows,
                                      long long len, float eps, int rms) {
+  rlx_pdl_begin();
   __shared__ float scratch[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
@@ -134,6 +138,7 @@ extern "C" __global__ void norm_rows(const T* x, const T* res, const T* gamma, c
 // loads/stores with `vec` as above.
 extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* gamma, const T* beta, T* y,
                                             long long rows, long long len, float eps, int rms, int vec) {
+  rlx_pdl_begin();
   __shared__ float scratch[32];
   extern __shared__ float row[];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -194,6 +199,7 @@ extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* g
 
 // x (rows, 2n) -> y (rows, n): silu(gate) * up, gate the first half when gate_first.
 extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n, int gate_first) {
+  rlx_pdl_begin();
   const long long total = rows * n;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / n, c = i % n;
@@ -220,6 +226,7 @@ __device__ __forceinline__ float reduce_final(int kind, float a, long long count
 }
 // [outer, red] -> [outer]: one block per output.
 extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long long red, int kind) {
+  rlx_pdl_begin();
   __shared__ float scratch[32];
   __shared__ float part[1024];
   for (long long o = blockIdx.x; o < outer; o += gridDim.x) {
@@ -240,6 +247,7 @@ extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long l
 }
 // [outer, red, inner] -> [outer, inner]: one thread per output column.
 extern "C" __global__ void reduce_cols(const T* x, T* y, long long outer, long long red, long long inner, int kind) {
+  rlx_pdl_begin();
   const long long total = outer * inner;
   for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < total; c += (long long)gridDim.x * blockDim.x) {
     const long long o = c / inner, i = c % inner;
@@ -251,6 +259,7 @@ extern "C" __global__ void reduce_cols(const T* x, T* y, long long outer, long l
 // Any axes: dims (coalesced, row-major) alternate kept / reduced groups; one thread per output.
 struct ReduceDims { long long dims[8]; int reduced[8]; int rank; };
 extern "C" __global__ void reduce_general(const T* x, T* y, ReduceDims g, long long outputs, long long count, int kind) {
+  rlx_pdl_begin();
   for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < outputs; o += (long long)gridDim.x * blockDim.x) {
     // Base offset of this output: unravel o over the kept dims.
     long long base = 0, t = o, stride = 1;

@@ -8,6 +8,7 @@ inline constexpr const char* kCopy = R"CUDA(
 // out[i] = in[in_offset + sum_d idx_d(i) * strides[d]] over `dims` (row-major, rank <= 8).
 struct CopyDims { long long dims[8]; long long strides[8]; int rank; };
 extern "C" __global__ void strided_copy(const E* in, E* out, CopyDims g, long long in_offset, long long total) {
+  rlx_pdl_begin();
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     long long t = i, off = in_offset;
     for (int d = g.rank - 1; d >= 0; --d) {
@@ -23,6 +24,7 @@ extern "C" __global__ void strided_copy(const E* in, E* out, CopyDims g, long lo
 // columns [col[k], col[k] + cols[k]) of every row.
 struct ConcatArgs { const E* in[16]; long long col[16]; long long cols[16]; int count; };
 extern "C" __global__ void concat(ConcatArgs a, E* out, long long outer, long long width) {
+  rlx_pdl_begin();
   const long long total = outer * width;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long r = i / width, c = i % width;
@@ -37,6 +39,7 @@ extern "C" __global__ void concat(ConcatArgs a, E* out, long long outer, long lo
 // end; an index out of [-axis, axis) records error 1 and writes zero bits.
 extern "C" __global__ void gather(const E* data, const I* idx, E* out, long long outer, long long axis, long long nidx,
                                   long long inner, int* err) {
+  rlx_pdl_begin();
   const long long total = outer * nidx * inner;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long in_ = i % inner, t = i / inner, j = t % nidx, o = t / nidx;
@@ -52,6 +55,7 @@ inline constexpr const char* kRope = R"CUDA(
 // x, out (batch, seq, heads, head_dim) contiguous; cos/sin rows of n_rot/2 per (seq) or (batch, seq).
 extern "C" __global__ void rope(const T* x, const TC* cs, const TC* sn, T* out, long long batch, long long seq,
                                 long long heads, long long head_dim, long long n_rot, int per_batch, int neox) {
+  rlx_pdl_begin();
   const long long half = n_rot / 2;
   const long long per_head = half + (head_dim - n_rot);  // rotated pairs, then copied tail
   const long long total = batch * seq * heads * per_head;
