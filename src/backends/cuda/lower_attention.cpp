@@ -32,6 +32,58 @@ struct AttnArgs {
   int64_t split_len;
 };
 
+// Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
+// per (key split, kv head, batch) for the whole head group. Returns false when the step does not
+// qualify (more than 8 rows per KV head, head rows not in 16-byte pieces, unaligned strides).
+bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt) {
+  const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
+  const int64_t rows = g.q_len * g.group;
+  const int64_t row_bytes = g.head_dim * es;
+  if (rows > 8 || row_bytes % 16 != 0) return false;
+  const int64_t lpk = row_bytes / 16;
+  if (lpk > 32 || (lpk & (lpk - 1)) != 0) return false;
+  for (int64_t s : {g.k.batch, g.k.seq, g.k.head, g.v.batch, g.v.seq, g.v.head})
+    if (s % ve != 0) return false;
+  if (pointer_alignment(a.k) < 16 || pointer_alignment(a.v) < 16) return false;
+  const int64_t ng = 4 * (32 / lpk);
+  const size_t smem = static_cast<size_t>(rows * g.head_dim + ng * rows * (g.head_dim + 2)) * 4;
+  if (smem > 48 * 1024) return false;
+  const int64_t kv_heads = g.num_heads / g.group;
+  if (g.batch > 65535 || kv_heads > 65535) return false;
+
+  const std::string what = step_label(st);
+  const int64_t blocks = g.batch * kv_heads;
+  const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
+  int64_t splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / (2 * ng)));
+  splits = std::min<int64_t>(splits, 64);
+  int64_t split_len = (g.kv_len + splits - 1) / splits;
+  splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
+  a.split_len = split_len;
+  if (splits > 1) {
+    const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
+    a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
+  }
+  const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
+                           "\n#define R " + std::to_string(rows) + "\n";
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
+  const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}}, defs);
+  auto main = std::make_shared<KernelLaunch>(what + " decode", get_kernel("attn_decode", src),
+                                             static_cast<unsigned>(splits), 128, static_cast<unsigned>(smem),
+                                             static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch));
+  main->pdl();
+  main->arg(a);
+  cx.add([main](cudaStream_t s) { main->launch(s); });
+  if (splits > 1) {
+    const int64_t all_rows = g.batch * g.num_heads * g.q_len;
+    auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
+                                               grid_for(all_rows * 32, 256), 256);
+    comb->pdl();
+    comb->arg(a).arg(static_cast<int32_t>(splits));
+    cx.add([comb](cudaStream_t s) { comb->launch(s); });
+  }
+  return true;
+}
+
 }  // namespace
 
 void lower_attention(LowerContext& cx, const plan::Step& st) {
@@ -70,6 +122,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   a.mask_batch = g.mask_batch_stride;
   for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];
 
+  if (try_decode(cx, st, g, a, t, mt)) return;
+
   // Split the keys when the (batch, head, query block) grid is smaller than two waves.
   const int64_t qblocks = (g.q_len + kQB - 1) / kQB;
   const int64_t blocks = qblocks * g.batch * g.num_heads;
@@ -87,7 +141,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
   }
 
-  const std::string src = kernel_source(ksrc::kAttention, {{"T", storage_type(t)}, {"M", storage_type(mt)}},
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
+  const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}},
                                         "#define HD " + std::to_string(g.head_dim) + "\n");
   const CUfunction fn = get_kernel("attention", src);
   const size_t smem = static_cast<size_t>(kQB * g.head_dim + kKT * (g.head_dim + 4) + kKT * g.head_dim) * 4;
@@ -99,12 +154,14 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (g.batch * g.num_heads > 65535) throw Error(what + ": CUDA attention supports batch * heads <= 65535");
   auto main = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(qblocks), 128, static_cast<unsigned>(smem),
                                              static_cast<unsigned>(g.batch * g.num_heads), static_cast<unsigned>(splits));
+  main->pdl();
   main->arg(a);
   cx.add([main](cudaStream_t s) { main->launch(s); });
   if (splits > 1) {
     const int64_t rows = g.batch * g.num_heads * g.q_len;
     auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
                                                grid_for(rows * 32, 256), 256);
+    comb->pdl();
     comb->arg(a).arg(static_cast<int32_t>(splits));
     cx.add([comb](cudaStream_t s) { comb->launch(s); });
   }
