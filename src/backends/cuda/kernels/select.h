@@ -27,6 +27,7 @@ __device__ __forceinline__ float key_float(unsigned k) {
 struct SelectShared {
   unsigned cnt[256];
   double mass[256];
+  double stage[1024];  // one value per thread for the warp-aggregated histogram adds
   unsigned wcnt[32];
   double wsum[32];
   unsigned long long wbest[32];
@@ -62,6 +63,49 @@ __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v
   return m;
 }
 
+// Adds 1 (and `m` to the mass when `mass` is set) to bucket d of the shared histograms for
+// every active lane, with one atomic per distinct bucket of the warp (lanes of one row mostly
+// share the top digits, and 32 atomics on one shared address would serialize). Every lane of the
+// warp must call it.
+__device__ __forceinline__ void hist_add(SelectShared& sh, bool active, unsigned d, bool mass, double m) {
+  const unsigned act = __ballot_sync(0xffffffffu, active);
+  if (!active) return;
+  const unsigned peers = __match_any_sync(act, d);
+  const int lane = threadIdx.x & 31;
+  const int leader = __ffs(peers) - 1;
+  if (mass) {
+    sh.stage[threadIdx.x] = m;
+    __syncwarp(act);
+    if (lane == leader) {
+      double s = 0.0;
+      for (unsigned b = peers; b; b &= b - 1) s += sh.stage[(threadIdx.x & ~31u) + __ffs(b) - 1];
+      atomicAdd(&sh.mass[d], s);
+    }
+    __syncwarp(act);
+  }
+  if (lane == leader) atomicAdd(&sh.cnt[d], (unsigned)__popc(peers));
+}
+
+__device__ __forceinline__ bool ranks_after(KT ka, unsigned ia, KT kb, unsigned ib) {
+  return ka < kb || (ka == kb && ia > ib);
+}
+// Bitonic sort of n2 (a power of two) (key, index) pairs in shared memory into rank order;
+// unused slots hold key 0 and index 0xffffffff (they sort last). Every thread must call it.
+__device__ void sort_ranked(KT* key, unsigned* idx, int n2) {
+  for (int size = 2; size <= n2; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = threadIdx.x; t < n2 / 2; t += blockDim.x) {
+        const int a = 2 * stride * (t / stride) + (t % stride), b = a + stride;
+        const bool up = (a & size) == 0;
+        if (ranks_after(key[a], idx[a], key[b], idx[b]) == up) {
+          const KT tk = key[a]; key[a] = key[b]; key[b] = tk;
+          const unsigned ti = idx[a]; idx[a] = idx[b]; idx[b] = ti;
+        }
+      }
+      __syncthreads();
+    }
+}
+
 // The key of the n-th element (1-based, n <= len) in rank order; *rank = its rank among the
 // elements of that key (1-based, in index order). key_of(j) is the key of element j.
 template <class KeyOf>
@@ -72,9 +116,10 @@ __device__ KT radix_nth(const KeyOf& key_of, long long len, long long n, long lo
     for (int d = threadIdx.x; d < 256; d += blockDim.x) sh.cnt[d] = 0;
     __syncthreads();
     const KT hi_mask = shift + 8 >= KBITS ? (KT)0 : (~(KT)0) << (shift + 8);
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
-      const KT k = key_of(j);
-      if ((k & hi_mask) == prefix) atomicAdd(&sh.cnt[(unsigned)(k >> shift) & 255u], 1u);
+    for (long long base = 0; base < len; base += blockDim.x) {  // warp-uniform trip count
+      const long long j = base + threadIdx.x;
+      const KT k = j < len ? key_of(j) : (KT)0;
+      hist_add(sh, j < len && (k & hi_mask) == prefix, (unsigned)(k >> shift) & 255u, false, 0.0);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -193,9 +238,6 @@ inline constexpr const char* kTopK = R"CUDA(
 // TOPK_THREADS threads per (outer, inner) row: the k-th key by radix search, the k winners
 // gathered into shared memory, then a bitonic sort of them.
 #define TOPK_THREADS 512
-__device__ __forceinline__ bool ranks_after(KT ka, unsigned ia, KT kb, unsigned ib) {
-  return ka < kb || (ka == kb && ia > ib);
-}
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_rows(const T* x, T* vals, long long* idxs,
                                                                      long long outer, long long len, long long inner,
                                                                      long long k, int largest) {
@@ -230,18 +272,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_rows(const T* x,
       }
     }
     __syncthreads();
-    for (int size = 2; size <= p2; size <<= 1)
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        for (int t = threadIdx.x; t < p2 / 2; t += blockDim.x) {
-          const int a = 2 * stride * (t / stride) + (t % stride), b = a + stride;
-          const bool up = (a & size) == 0;
-          if (ranks_after(skey[a], sidx[a], skey[b], sidx[b]) == up) {
-            const KT tk = skey[a]; skey[a] = skey[b]; skey[b] = tk;
-            const unsigned ti = sidx[a]; sidx[a] = sidx[b]; sidx[b] = ti;
-          }
-        }
-        __syncthreads();
-      }
+    sort_ranked(skey, sidx, p2);
     for (long long r = threadIdx.x; r < k; r += blockDim.x) {
       const long long dst = (o * k + r) * inner + i;
       vals[dst] = xr[(long long)sidx[r] * inner];
@@ -255,6 +286,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_rows(const T* x,
 // Sample: typedef T (float storage), KT = unsigned, KBITS 32; after kSelectCommon and kPhilox.
 inline constexpr const char* kSample = R"CUDA(
 #define SAMPLE_THREADS 512
+#define SAMPLE_SMALL 1024  // kept sets up to this size are sorted in shared memory
 // Error codes (shared with the host): 4 NaN logit, 5 a row of -inf logits.
 struct SampleCut { unsigned key; long long idx; };  // kept: key > cut.key, or == with index <= idx
 __device__ __forceinline__ bool kept(const SampleCut& c, unsigned key, long long j) {
@@ -273,13 +305,11 @@ __device__ bool radix_mass(const KeyOf& key_of, const ProbOfKey& prob_of_key, co
     for (int d = threadIdx.x; d < 256; d += blockDim.x) { sh.mass[d] = 0.0; sh.cnt[d] = 0; }
     __syncthreads();
     const unsigned hi_mask = shift == 24 ? 0u : (~0u) << (shift + 8);
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) {
-      const unsigned k = key_of(j);
-      if ((k & hi_mask) == prefix && kept(cut, k, j)) {
-        const unsigned d = (k >> shift) & 255u;
-        atomicAdd(&sh.mass[d], prob_of_key(k));
-        atomicAdd(&sh.cnt[d], 1u);
-      }
+    for (long long base = 0; base < len; base += blockDim.x) {  // warp-uniform trip count
+      const long long j = base + threadIdx.x;
+      const unsigned k = j < len ? key_of(j) : 0u;
+      const bool in = j < len && (k & hi_mask) == prefix && kept(cut, k, j);
+      hist_add(sh, in, (k >> shift) & 255u, true, in ? prob_of_key(k) : 0.0);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -328,6 +358,10 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     const T* logits, long long* out, long long rows, long long V, const long long* offset_ptr,
     unsigned long long seed, double temperature, long long top_k, double top_p, int* err) {
   __shared__ SelectShared sh;
+  __shared__ unsigned skey[SAMPLE_SMALL];
+  __shared__ unsigned sidx[SAMPLE_SMALL];
+  __shared__ double sp[SAMPLE_SMALL];
+  __shared__ unsigned scount;
   const unsigned long long offset = offset_ptr ? (unsigned long long)*offset_ptr : 0ull;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* x = logits + r * V;
@@ -373,6 +407,53 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
       long long rank = 0;
       cut.key = radix_nth(key_of, V, top_k, &rank, sh);
       cut.idx = nth_index([&](long long j) { return key_of(j) == cut.key; }, V, rank, sh);
+    }
+    const long long kcount = (top_k > 0 && top_k < V) ? top_k : V;
+    if (kcount <= SAMPLE_SMALL) {
+      // At most SAMPLE_SMALL kept tokens: sorted in shared memory, then top_p and the draw walk
+      // them in rank order exactly like the CPU (same summation order).
+      int p2 = 1;
+      while (p2 < kcount) p2 <<= 1;
+      for (int s = threadIdx.x; s < p2; s += blockDim.x) { skey[s] = 0; sidx[s] = 0xffffffffu; }
+      if (threadIdx.x == 0) scount = 0;
+      __syncthreads();
+      for (long long j = threadIdx.x; j < V; j += blockDim.x) {
+        const unsigned k = key_of(j);
+        if (kept(cut, k, j)) {
+          const unsigned slot = atomicAdd(&scount, 1u);
+          if (slot < SAMPLE_SMALL) { skey[slot] = k; sidx[slot] = (unsigned)j; }
+        }
+      }
+      __syncthreads();
+      sort_ranked(skey, sidx, p2);
+      for (int s = threadIdx.x; s < kcount; s += blockDim.x) sp[s] = prob_of_key(skey[s]);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        double mass = 0.0;
+        for (int i = 0; i < kcount; ++i) mass += sp[i];
+        long long n = kcount;
+        if (top_p < 1.0) {
+          const double target = top_p * mass;
+          double cum = 0.0;
+          for (int i = 0; i < kcount; ++i) {
+            cum += sp[i];
+            if (cum >= target) { n = i + 1; mass = cum; break; }
+          }
+        }
+        const Philox4 bits = philox_block(seed, offset, (unsigned long long)r);
+        const double target = (double)((((unsigned long long)bits.x << 32) | bits.y) >> 11) * 0x1p-53 * mass;
+        double cum = 0.0;
+        long long tok = -1, last_positive = sidx[0];
+        for (int i = 0; i < n; ++i) {
+          if (sp[i] <= 0.0) break;  // rank order: the rest are zero too
+          last_positive = sidx[i];
+          cum += sp[i];
+          if (target < cum) { tok = sidx[i]; break; }
+        }
+        out[r] = tok >= 0 ? tok : last_positive;
+      }
+      __syncthreads();
+      continue;
     }
     double part = 0.0;
     for (long long j = threadIdx.x; j < V; j += blockDim.x) {
