@@ -41,11 +41,12 @@ bool one_of(int x, std::initializer_list<int> xs) {
   return false;
 }
 
-// Measured on the H100 (docs/backends/cuda.md, attention).
+// The fastest tiles of the H100 sweep (docs/backends/cuda.md, attention) without register
+// spills: 128 query rows per block, so each K/V tile is read from L2 once per 128 rows.
 AttnMmaTile default_tile(int64_t head_dim) {
   if (head_dim <= 64) return {4, 2, 64, true};
-  if (head_dim <= 128) return {4, 2, 32, false};
-  return {4, 1, 32, false};
+  if (head_dim <= 128) return {8, 1, 128, false};
+  return {4, 1, 32, false};  // 256: the accumulators alone take 128 registers
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -13,7 +13,8 @@
 // Grid: x = query blocks (the longest first under a mask), y = batch * num_heads. Per block:
 // Q (BM x HD) and double-buffered K/V tiles (BN x HD) live in shared memory, loaded with
 // 16-byte cp.async (rows padded by 16 bytes, so ldmatrix is conflict-free); K/V tile i + 1 is
-// in flight while tile i is computed. Per warp and tile: S = Q K^T (ldmatrix of K), scores
+// in flight while tile i is computed (one barrier per tile: after tile i has landed, every warp
+// is also done with tile i - 1, whose stage tile i + 1 then refills). Per warp and tile: S = Q K^T (ldmatrix of K), scores
 // scaled into log2 units, masked on boundary tiles only (tiles no row of the warp can see are
 // skipped), online softmax on the accumulator fragments (exp2), P rounded to T in registers
 // (the S accumulator layout is the A operand layout) and O += P V (ldmatrix.trans of V).
@@ -68,6 +69,12 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
+}
+// 2^x (MUFU.EX2; 2^-inf = 0, results below 2^-126 flush to 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 // Two floats -> one register of two T (lo in the low half), round to nearest even.
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
@@ -174,10 +181,10 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
   for (int it = 0; it < n_tiles; ++it) {
     const long long t0 = t_begin + (long long)it * BN;
     const int st = it & 1;
-    if (it + 1 < n_tiles) load_kv(st ^ 1, t0 + BN);
+    cp_async_wait<0>();  // tile it has landed (this thread's copies)
+    __syncthreads();     // ... every thread's; and every warp is done with tile it - 1
+    if (it + 1 < n_tiles) load_kv(st ^ 1, t0 + BN);  // refills the stage of tile it - 1
     cp_async_commit();
-    cp_async_wait<1>();  // tile it has landed
-    __syncthreads();
     bool live = warp_live;
 #if MASK
     live = live && t0 <= wpos_hi;
@@ -227,21 +234,26 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
 #if MASK == 2
       need = need || t0 <= wpos_hi - a.window;
 #endif
+      // In 32 bits relative to t0: the clamps keep far-off rows (where `need` is false) finite.
+      const int kend = (int)min((long long)BN, a.kv_len - t0);
+      const int prel = (int)max(-(1LL << 24), min(1LL << 24, wpos_lo - t0)) + (lane >> 2);
+#if MASK == 2
+      const int win = (int)min(a.window, 1LL << 26);
+#endif
       int klo[MT][2], khi[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-          long long end = a.kv_len, begin = t0;
+          klo[mt][hf] = 0;
+          khi[mt][hf] = kend;
 #if MASK
-          const long long pos = wpos_lo + mt * 16 + (lane >> 2) + hf * 8;
-          end = min(end, pos + 1);
+          const int pos = prel + mt * 16 + hf * 8;  // the row's position - t0
+          khi[mt][hf] = min(kend, pos + 1);
 #endif
 #if MASK == 2
-          begin = max(begin, pos - a.window + 1);
+          klo[mt][hf] = pos - win + 1;
 #endif
-          khi[mt][hf] = (int)max(0LL, min((long long)BN, end - t0));
-          klo[mt][hf] = (int)max(0LL, min((long long)BN, begin - t0));
         }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -271,14 +283,14 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float base = mx == RLX_NEG_INF ? 0.f : mx;
-          const float corr = exp2f(m[mt][hf] - base);
+          const float corr = fast_exp2(m[mt][hf] - base);
           m[mt][hf] = mx;
           float sum = 0.f;
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for (int e = 2 * hf; e < 2 * hf + 2; ++e) {
-              const float p = exp2f(s[mt][j][e] - base);
+              const float p = fast_exp2(s[mt][j][e] - base);
               s[mt][j][e] = p;
               sum += p;
             }
@@ -312,7 +324,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
         }
       }
     }
-    __syncthreads();  // every warp is done with stage st before it is refilled
   }
   cp_async_wait<0>();
 
