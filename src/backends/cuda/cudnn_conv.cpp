@@ -110,6 +110,16 @@ Perf pick_algorithm(const std::vector<Perf>& perf, int returned, bool exact, std
               (exact ? " with exact f32 math (Precision::Tf32 allows tensor cores)" : ""));
 }
 
+// The variant's shared handle and workspace; a failure (e.g. a cuDNN sub-library that does not
+// load) names the step.
+std::shared_ptr<CudnnShared> shared_for(LowerContext& cx, const std::string& what) {
+  try {
+    return cudnn_shared_for(&cx);
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
 // Grows the variant's shared workspace to `bytes`.
 void reserve_workspace(LowerContext& cx, CudnnShared& sh, size_t bytes) {
   if (bytes <= sh.workspace_bytes) return;
@@ -182,7 +192,7 @@ void lower_conv(LowerContext& cx, const plan::Step& st, bool transpose) {
   if (!ok) throw Error(what + ": " + why);
 
   auto k = std::make_shared<ConvWork>();
-  k->shared = cudnn_shared_for(&cx);
+  k->shared = shared_for(cx, what);
   k->what = what;
   const CudnnApi& a = k->shared->api;
   cudnnHandle_t h = k->shared->handle.get();
@@ -288,7 +298,7 @@ void lower_pool(LowerContext& cx, const plan::Step& st) {
   std::string why;
   if (!cudnn_pool_window(op, spatial(x.dims), spatial(y.dims), &win, &why)) throw Error(what + ": " + why);
   auto k = std::make_shared<PoolWork>();
-  k->shared = cudnn_shared_for(&cx);
+  k->shared = shared_for(cx, what);
   k->what = what;
   const CudnnApi& a = k->shared->api;
   const std::vector<int> xd = nc_dims(x, win.in), yd = nc_dims(y, win.out);
