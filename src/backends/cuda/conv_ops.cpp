@@ -80,6 +80,7 @@ bool cudnn_conv_transpose_window(const ops::ConvTranspose& op, const std::vector
   // pad) must give exactly x's windows, i.e. output_padding + pad_begin - pad_end in [0, stride).
   std::string inner;
   if (plan_window("conv_transpose", y_sp, k_sp, x_sp, op.stride, op.dilation, op.pads, w, &inner)) return true;
+  if (inner.find("32-bit") != std::string::npos) return fail(why, inner);
   return fail(why, "conv_transpose: cuDNN's backward-data convolution cannot produce this output size: it needs "
                    "output_padding + pad_begin - pad_end in [0, stride) on every axis (pads " +
                        dims_str(or_default(op.pads, 4, 0)) + ", output_padding " +
