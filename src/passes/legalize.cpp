@@ -32,7 +32,7 @@ Graph expand_unclaimed(const Graph& g, const ClaimFn& claims, bool* changed) {
   return out;
 }
 
-Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_label) {
+Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_label, const ReasonFn& why) {
   Graph cur = g;
   constexpr int kMaxRounds = 6;  // expansions nest at most a few levels (layer -> block -> ...)
   for (int round = 0; round < kMaxRounds; ++round) {
@@ -49,7 +49,10 @@ Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_
   }
   std::vector<std::string> bad;
   for (const Node& n : cur.nodes())
-    if (!is_leaf_op(n.op) && !claims(cur, n)) bad.push_back(node_detail(cur, n));
+    if (!is_leaf_op(n.op) && !claims(cur, n)) {
+      const std::string reason = why ? why(cur, n) : std::string();
+      bad.push_back(node_detail(cur, n) + (reason.empty() ? "" : ": " + reason));
+    }
   if (!bad.empty()) {
     std::string msg = "the " + device_label + " backend cannot run " + std::to_string(bad.size()) +
                       " node(s), and they have no decomposition into ops it runs:";

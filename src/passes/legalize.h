@@ -13,6 +13,8 @@ namespace rlx::passes {
 
 // Is node `n` of `g` executed natively?
 using ClaimFn = std::function<bool(const Graph& g, const Node& n)>;
+// Why the backend does not run node `n` natively ("" when it has nothing to add).
+using ReasonFn = std::function<std::string(const Graph& g, const Node& n)>;
 
 // Emits the decomposition of `n` into rw's output graph and records the replacement. Returns
 // false when `n` has no decomposition. Covered: FusedMatMulBiasAct, FusedResidualLN/RmsNorm,
@@ -35,8 +37,9 @@ Graph expand_unclaimed(const Graph& g, const ClaimFn& claims, bool* changed = nu
 
 // Legalize: expands unclaimed nodes until every node is claimed (a few rounds: an expansion
 // may use primitives that need their own legalization), then verifies. Nodes left unclaimed
-// -> one rlx::Error listing each (id, op, input and output shapes) for `device_label`.
-Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_label);
+// -> one rlx::Error listing each (id, op, input and output shapes, and `why` when given) for
+// `device_label`.
+Graph legalize(const Graph& g, const ClaimFn& claims, const std::string& device_label, const ReasonFn& why = {});
 
 // How each op kind of `g` would run: native, decomposed (legalized), or unsupported.
 struct DispatchRow {

@@ -97,7 +97,8 @@ Graph optimize_for_backend(const Graph& g, const Backend& backend, const Compile
   st.nodes_before = op_count(cur);
   const auto t0 = std::chrono::steady_clock::now();
   const ClaimFn claims = [&backend](const Graph& gr, const Node& n) { return backend.claims(gr, n); };
-  cur = legalize(cur, claims, device_name(backend.device()));
+  const ReasonFn why = [&backend](const Graph& gr, const Node& n) { return backend.unclaimed_reason(gr, n); };
+  cur = legalize(cur, claims, device_name(backend.device()), why);
   st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   st.nodes_after = op_count(cur);
   stats.push_back(st);
@@ -109,7 +110,8 @@ Graph optimize_for_backend(const Graph& g, const Backend& backend, const Compile
 
 void check_legalizable(const Graph& g, const Backend& backend) {
   const ClaimFn claims = [&backend](const Graph& gr, const Node& n) { return backend.claims(gr, n); };
-  (void)legalize(g, claims, device_name(backend.device()));
+  const ReasonFn why = [&backend](const Graph& gr, const Node& n) { return backend.unclaimed_reason(gr, n); };
+  (void)legalize(g, claims, device_name(backend.device()), why);
 }
 
 }  // namespace rlx::passes

@@ -51,6 +51,11 @@ class Backend {
   // True when the backend executes node `n` of `g` natively, as is (attributes, dtypes and
   // shapes included); the shared legalize decomposes every node it does not claim.
   virtual bool claims(const Graph& g, const Node& n) const { (void)g; return claims_kind(op_name(n.op)); }
+  // Why node `n` is not claimed, for error messages ("" when the backend has nothing to add).
+  virtual std::string unclaimed_reason(const Graph& g, const Node& n) const {
+    (void)g, (void)n;
+    return {};
+  }
   // Builds a runnable variant of a verified graph whose shapes are all static.
   virtual std::unique_ptr<Variant> prepare(Graph g, const CompileOptions& options) = 0;
 };

@@ -144,6 +144,13 @@ TEST(Legalize, ReportsEveryNodeItCannotRun) {
   EXPECT_NE(msg.find("(while)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("f32[2,3]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Device::Cpu"), std::string::npos) << msg;
+  // The backend's reason for each node is appended when it gives one.
+  const passes::ReasonFn why = [](const Graph&, const Node& n) {
+    return std::string("no kernel for ") + op_name(n.op) + " here";
+  };
+  const std::string with_reason = testing::error_message([&] { legalize(g, primitives_only, "test", why); });
+  EXPECT_NE(with_reason.find("body=<graph 2 nodes>]: no kernel for while here"), std::string::npos)
+      << with_reason;
 }
 
 TEST(Legalize, DispatchReport) {

@@ -63,7 +63,8 @@ int run_check(const CheckOptions& o) {
     return 0;
   }
   try {  // the full legalize error names each node that cannot run
-    passes::legalize(opt, claims, device_name(dev));
+    const passes::ReasonFn why = [&](const Graph& gr, const Node& n) { return backend->unclaimed_reason(gr, n); };
+    passes::legalize(opt, claims, device_name(dev), why);
   } catch (const Error& e) {
     std::cout << "not runnable: " << e.what() << "\n";
   }

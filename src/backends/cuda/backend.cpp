@@ -12,6 +12,10 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::Cuda; }
   bool claims_kind(std::string_view op) const override { return cuda::cuda_claims_kind(op); }
   bool claims(const Graph& g, const Node& n) const override { return cuda::cuda_claims_node(g, n); }
+  std::string unclaimed_reason(const Graph& g, const Node& n) const override {
+    std::string why;
+    return cuda::cuda_claims_node(g, n, &why) ? std::string() : why;
+  }
   std::unique_ptr<Variant> prepare(Graph g, const CompileOptions& options) override {
     return cuda::make_cuda_variant(std::move(g), options);
   }

@@ -31,8 +31,8 @@ class KernelLaunch {
   }
   // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
   // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
-  // (kernels/prelude.h) before it touches memory. Ignored where the device or driver lacks it
-  // or RLX_CUDA_PDL=0.
+  // (kernels/prelude.h) before it touches memory. Only with RLX_CUDA_PDL=1 (off by default) on
+  // devices and drivers that have it.
   KernelLaunch& pdl() {
     pdl_ = true;
     return *this;

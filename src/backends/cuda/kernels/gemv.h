@@ -54,17 +54,6 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long k0 = (long long)blockIdx.y * kchunk, k1 = min(k, k0 + kchunk);
   const int kn = (int)(k1 - k0);
-  // The weight slice of this block does not come from the previous kernel: start pulling it into
-  // L2 before waiting for that kernel (a programmatic dependent launch lets this block start while
-  // it still runs). A prefetch only warms L2, the point of coherence, so it is safe either way.
-  {
-    const long long col0 = (long long)blockIdx.x * TILE;
-    const int lines = (int)((min((long long)TILE, n - col0) * (long long)sizeof(T) + 127) / 128);
-    for (int i = threadIdx.x; i < kn * lines; i += blockDim.x) {
-      const T* line = w + (k0 + i / lines) * n + col0 + (i % lines) * (128 / (int)sizeof(T));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-    }
-  }
   rlx_pdl_begin();
   float* xs = smem;  // this split's slice of A, as f32: [MR][kchunk]
 #if PRO == 1
