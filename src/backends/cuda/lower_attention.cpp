@@ -1,6 +1,7 @@
 // Attention: the flash-style kernel of kernels/attention.h, with the KV range split across
 // blocks (and a combine kernel) when the query rows alone cannot fill the GPU (decode).
 #include <algorithm>
+#include <array>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -31,6 +32,24 @@ struct AttnArgs {
   int64_t bias_s[4];
   int64_t split_len;
 };
+
+// The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
+// combine kernel of the same source merging the splits' partials.
+void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
+                            const AttnArgs& a, const plan::AttentionGeom& g, int64_t splits,
+                            const std::array<unsigned, 3>& grid, size_t smem) {
+  auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
+  main->pdl();
+  main->arg(a);
+  cx.add([main](cudaStream_t s) { main->launch(s); });
+  if (splits <= 1) return;
+  const int64_t rows = g.batch * g.num_heads * g.q_len;
+  auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
+                                             grid_for(rows * 32, 256), 256);
+  comb->pdl();
+  comb->arg(a).arg(static_cast<int32_t>(splits));
+  cx.add([comb](cudaStream_t s) { comb->launch(s); });
+}
 
 // Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
 // per (key split, kv head, batch) for the whole head group. Returns false when the step does not
@@ -67,20 +86,9 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
                            "\n#define R " + std::to_string(rows) + "\n";
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}}, defs);
-  auto main = std::make_shared<KernelLaunch>(what + " decode", get_kernel("attn_decode", src),
-                                             static_cast<unsigned>(splits), 128, static_cast<unsigned>(smem),
-                                             static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch));
-  main->pdl();
-  main->arg(a);
-  cx.add([main](cudaStream_t s) { main->launch(s); });
-  if (splits > 1) {
-    const int64_t all_rows = g.batch * g.num_heads * g.q_len;
-    auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
-                                               grid_for(all_rows * 32, 256), 256);
-    comb->pdl();
-    comb->arg(a).arg(static_cast<int32_t>(splits));
-    cx.add([comb](cudaStream_t s) { comb->launch(s); });
-  }
+  add_attention_launches(cx, what + " decode", get_kernel("attn_decode", src), src, a, g, splits,
+                         {static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
+                         smem);
   return true;
 }
 
@@ -152,19 +160,10 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
   if (g.batch * g.num_heads > 65535) throw Error(what + ": CUDA attention supports batch * heads <= 65535");
-  auto main = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(qblocks), 128, static_cast<unsigned>(smem),
-                                             static_cast<unsigned>(g.batch * g.num_heads), static_cast<unsigned>(splits));
-  main->pdl();
-  main->arg(a);
-  cx.add([main](cudaStream_t s) { main->launch(s); });
-  if (splits > 1) {
-    const int64_t rows = g.batch * g.num_heads * g.q_len;
-    auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
-                                               grid_for(rows * 32, 256), 256);
-    comb->pdl();
-    comb->arg(a).arg(static_cast<int32_t>(splits));
-    cx.add([comb](cudaStream_t s) { comb->launch(s); });
-  }
+  add_attention_launches(cx, what, fn, src, a, g, splits,
+                         {static_cast<unsigned>(qblocks), static_cast<unsigned>(g.batch * g.num_heads),
+                          static_cast<unsigned>(splits)},
+                         smem);
 }
 
 }  // namespace rlx::cuda
