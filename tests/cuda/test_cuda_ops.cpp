@@ -280,6 +280,34 @@ TEST(CudaOps, ShapeOpsMoveEveryDtype) {
   }
 }
 
+// Pad: every mode, growing and cropping (negative pads) on several axes, several dtypes; a pad
+// the input cannot reflect is a compile-time error naming the dim.
+TEST(CudaOps, PadEveryModeWithCropsAndDtypes) {
+  RLX_REQUIRE_CUDA();
+  struct Case {
+    PadMode mode;
+    std::vector<int64_t> pads;
+  };
+  const std::vector<Case> cases = {{PadMode::Constant, {1, 0, 2, 3, 0, 1}}, {PadMode::Constant, {-1, 2, 0, 0, -2, 1}},
+                                   {PadMode::Reflect, {0, 2, 3, 1, 1, 2}},  {PadMode::Edge, {2, 0, 1, 0, 3, 4}},
+                                   {PadMode::Reflect, {-1, 1, 0, 0, 2, -1}}};
+  for (DType t : {DType::F32, DType::BF16, DType::I32, DType::Bool, DType::I64})
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(c.mode) + " " + dims_str(c.pads));
+      Graph g;
+      ops::Pad p;
+      p.mode = c.mode, p.pads = c.pads, p.value = 2.5;
+      g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5, 6}, t))}));
+      expect_parity(g);
+    }
+  Graph g;
+  ops::Pad p;
+  p.mode = PadMode::Reflect, p.pads = {0, 5, 0, 0};
+  g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5}))}));
+  const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g).run({{"x", rlx::testing::random_tensor(DType::F32, {3, 5}, 1)}}); });
+  EXPECT_NE(msg.find("reflect pad too large for dim 1"), std::string::npos) << msg;
+}
+
 TEST(CudaOps, GatherWithNegativeIndicesAndOutOfRangeError) {
   RLX_REQUIRE_CUDA();
   for (DType it : {DType::I32, DType::I64}) {

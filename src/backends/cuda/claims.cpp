@@ -20,7 +20,7 @@ bool cuda_claims_kind(std::string_view name) {
   static const std::set<std::string_view> kinds = {
       "input", "param", "constant",
       "binary", "compare", "where", "activation", "cast", "elementwise_region",
-      "reshape", "stop_gradient", "transpose", "narrow", "concat", "expand", "reverse", "gather",
+      "reshape", "stop_gradient", "transpose", "narrow", "concat", "expand", "reverse", "gather", "pad",
       "matmul", "fused_matmul_bias_act",
       "softmax", "log_softmax", "reduce",
       "layer_norm", "rms_norm", "fused_residual_ln", "fused_residual_rms_norm", "fused_swiglu",
@@ -110,7 +110,7 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
                              std::is_same_v<T, ops::Transpose> || std::is_same_v<T, ops::Narrow> ||
                              std::is_same_v<T, ops::Concat> || std::is_same_v<T, ops::Expand> ||
                              std::is_same_v<T, ops::Reverse> || std::is_same_v<T, ops::Gather> ||
-                             std::is_same_v<T, ops::Rope>) {
+                             std::is_same_v<T, ops::Pad> || std::is_same_v<T, ops::Rope>) {
           lower_shape(cx, st);
         } else if constexpr (std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> ||
                              std::is_same_v<T, ops::Constant>) {

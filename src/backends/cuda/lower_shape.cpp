@@ -1,10 +1,14 @@
 // Data movement: Transpose / Expand / Reverse / Reshape copies (CopyGeom), Narrow, Concat (one
-// launch for up to 16 inputs), Gather, and Rope.
+// launch for up to 16 inputs), Gather, Pad, and Rope.
+#include <algorithm>
+#include <cstring>
+
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/shape.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
+#include "backends/cuda/status.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
@@ -39,6 +43,90 @@ void add_copy(LowerContext& cx, const std::string& what, const uint8_t* in, uint
   auto l = std::make_shared<KernelLaunch>(what, copy_kernel("strided_copy", elem), grid_for(total, 256), 256);
   l->pdl();
   l->arg(in).arg(out).arg(g).arg(in_offset).arg(total);
+  push(cx, l);
+}
+
+// The bits of Pad's constant `v` stored as dtype `t` (converted as the CPU kernel does).
+uint64_t pad_fill_bits(DType t, double v) {
+  switch (t) {
+    case DType::F32: {
+      const float f = static_cast<float>(v);
+      uint32_t u = 0;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    case DType::F16: return f32_to_f16_bits(static_cast<float>(v));
+    case DType::BF16: return f32_to_bf16_bits(static_cast<float>(v));
+    case DType::I8: return static_cast<uint8_t>(static_cast<int8_t>(v));
+    case DType::I16: return static_cast<uint16_t>(static_cast<int16_t>(v));
+    case DType::I32: return static_cast<uint32_t>(static_cast<int32_t>(v));
+    case DType::I64: return static_cast<uint64_t>(static_cast<int64_t>(v));
+    case DType::U8: return static_cast<uint8_t>(v);
+    case DType::U32: return static_cast<uint32_t>(v);
+    case DType::Bool: return v != 0.0 ? 1 : 0;
+    case DType::F64: break;
+  }
+  throw Error("pad on CUDA: dtype f64 is not supported");
+}
+
+// Pad: the input index feeding each output index per axis (-1: the constant), resolved here
+// exactly as the CPU kernel does (crops, edge, reflect), uploaded once; one gather launch.
+void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
+  const std::string what = step_label(st);
+  const plan::TensorRef& x = st.in.at(0);
+  const plan::TensorRef& out = st.out.at(0);
+  const size_t r = x.dims.size();
+  if (out.numel() == 0) return;
+  if (r > 8) throw Error(what + ": CUDA pad supports rank <= 8");
+  struct PadDims {
+    int64_t out_dims[8], in_strides[8], map_off[8];
+    int32_t rank;
+  } g{};
+  g.rank = static_cast<int32_t>(r);
+  std::vector<int64_t> maps;
+  int64_t stride = 1;
+  for (size_t a = r; a-- > 0;) {
+    g.in_strides[a] = stride;
+    stride *= x.dims[a];
+  }
+  for (size_t a = 0; a < r; ++a) {
+    const int64_t pb = op.pads.empty() ? 0 : op.pads[a], pe = op.pads.empty() ? 0 : op.pads[r + a];
+    const int64_t crop_b = std::max<int64_t>(-pb, 0), crop_e = std::max<int64_t>(-pe, 0);
+    const int64_t kept = x.dims[a] - crop_b - crop_e, grow_b = std::max<int64_t>(pb, 0);
+    const int64_t n_out = out.dims[a];
+    if (!(kept > 0 || op.mode == PadMode::Constant || n_out <= kept))
+      throw Error(what + ": cannot " + enum_name(op.mode) + "-pad the empty dim " + std::to_string(a));
+    g.out_dims[a] = n_out;
+    g.map_off[a] = static_cast<int64_t>(maps.size());
+    for (int64_t o = 0; o < n_out; ++o) {
+      int64_t j = o - grow_b;
+      if (j < 0 || j >= kept) {
+        switch (op.mode) {
+          case PadMode::Constant: j = -1; break;
+          case PadMode::Edge: j = std::clamp<int64_t>(j, 0, kept - 1); break;
+          case PadMode::Reflect: j = j < 0 ? -j : 2 * (kept - 1) - j; break;
+        }
+        if (op.mode != PadMode::Constant && (j < 0 || j >= kept))
+          throw Error(what + ": " + enum_name(op.mode) + " pad too large for dim " + std::to_string(a) + " (size " +
+                      std::to_string(kept) + ")");
+      }
+      maps.push_back(j < 0 ? -1 : j + crop_b);
+    }
+  }
+  auto* table = reinterpret_cast<int64_t*>(cx.scratch(maps.size() * 8, what + " index maps"));
+  RLX_CUDA_CHECK(cudaMemcpy(table, maps.data(), maps.size() * 8, cudaMemcpyHostToDevice));
+  const size_t elem = dtype_size(out.dtype);
+  auto l = std::make_shared<KernelLaunch>(what, copy_kernel("pad", elem), grid_for(out.numel(), 256), 256);
+  l->pdl();
+  l->arg(static_cast<const uint8_t*>(cx.ptr(x))).arg(cx.ptr(out)).arg(static_cast<const int64_t*>(table)).arg(g);
+  const uint64_t fill = op.mode == PadMode::Constant ? pad_fill_bits(out.dtype, op.value) : 0;
+  switch (elem) {
+    case 1: l->arg(static_cast<uint8_t>(fill)); break;
+    case 2: l->arg(static_cast<uint16_t>(fill)); break;
+    case 4: l->arg(static_cast<uint32_t>(fill)); break;
+    default: l->arg(fill); break;
+  }
+  l->arg(out.numel());
   push(cx, l);
 }
 
@@ -99,6 +187,10 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
     l->arg(cx.ptr(st.in.at(0))).arg(cx.ptr(idx)).arg(y).arg(g.outer).arg(g.axis).arg(g.out_axis).arg(g.inner)
         .arg(cx.error_flag());
     push(cx, l);
+    return;
+  }
+  if (const auto* op = std::get_if<ops::Pad>(&st.op)) {
+    lower_pad(cx, st, *op);
     return;
   }
   if (const auto* op = std::get_if<ops::Rope>(&st.op)) {

@@ -7,6 +7,25 @@ namespace rlx::cuda::ksrc {
 inline constexpr const char* kCopy = R"CUDA(
 // out[i] = in[in_offset + sum_d idx_d(i) * strides[d]] over `dims` (row-major, rank <= 8).
 struct CopyDims { long long dims[8]; long long strides[8]; int rank; };
+// Pad: out[i] = in[sum_d maps[map_off[d] + o_d] * in_strides[d]], or `fill` when any axis maps
+// output index o_d to -1 (outside the constant pad). maps: per axis, the input index feeding each
+// output index (crops, edge and reflect resolved on the host).
+struct PadDims { long long out_dims[8]; long long in_strides[8]; long long map_off[8]; int rank; };
+extern "C" __global__ void pad(const E* in, E* out, const long long* maps, PadDims g, E fill, long long total) {
+  rlx_pdl_begin();
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    long long rem = i, off = 0;
+    bool outside = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      const long long o = rem % g.out_dims[d];
+      rem /= g.out_dims[d];
+      const long long j = maps[g.map_off[d] + o];
+      if (j < 0) outside = true;
+      else off += j * g.in_strides[d];
+    }
+    out[i] = outside ? fill : in[off];
+  }
+}
 extern "C" __global__ void strided_copy(const E* in, E* out, CopyDims g, long long in_offset, long long total) {
   rlx_pdl_begin();
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
