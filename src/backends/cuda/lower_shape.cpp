@@ -114,7 +114,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
     }
   }
   auto* table = reinterpret_cast<int64_t*>(cx.scratch(maps.size() * 8, what + " index maps"));
-  RLX_CUDA_CHECK(cudaMemcpy(table, maps.data(), maps.size() * 8, cudaMemcpyHostToDevice));
+  if (!maps.empty()) RLX_CUDA_CHECK(cudaMemcpy(table, maps.data(), maps.size() * 8, cudaMemcpyHostToDevice));
   const size_t elem = dtype_size(out.dtype);
   auto l = std::make_shared<KernelLaunch>(what, copy_kernel("pad", elem), grid_for(out.numel(), 256), 256);
   l->pdl();
