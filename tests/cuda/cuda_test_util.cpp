@@ -1,5 +1,7 @@
 #include "cuda/cuda_test_util.h"
 
+#include <gtest/gtest.h>
+
 namespace rlx::testing {
 
 std::string cuda_unavailable_reason() {
@@ -14,6 +16,11 @@ std::string cuda_unavailable_reason() {
     }
   }();
   return reason;
+}
+
+void expect_cuda_parity(const Graph& g, Precision precision, ParityOptions opts) {
+  const auto rep = cuda_parity(g, precision, opts);
+  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
 }
 
 ParityReport cuda_parity(const Graph& g, Precision precision, ParityOptions opts) {

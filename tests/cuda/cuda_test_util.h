@@ -22,4 +22,10 @@ std::string cuda_unavailable_reason();
 // the report (the per-dtype tolerances of parity_tolerance unless `opts` overrides them).
 ParityReport cuda_parity(const Graph& g, Precision precision = Precision::Fp32, ParityOptions opts = {});
 
+// The float dtypes the CUDA kernels are tested in.
+inline constexpr DType kCudaFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+// EXPECT that `g` matches on CUDA and the CPU (cuda_parity), printing the report and the graph.
+void expect_cuda_parity(const Graph& g, Precision precision = Precision::Fp32, ParityOptions opts = {});
+
 }  // namespace rlx::testing

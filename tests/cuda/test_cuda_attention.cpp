@@ -19,24 +19,7 @@ using namespace rlx;
 using rlx::cuda::attention_mma_rejection;
 using rlx::cuda::attention_mma_steps;
 
-// Sets an environment variable for the scope, restoring the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using rlx::testing::ScopedEnv;
 
 plan::AttentionGeom bshd_geom(int64_t b, int64_t s, int64_t h, int64_t d) {
   plan::AttentionGeom g;

@@ -22,12 +22,8 @@ namespace {
 using namespace rlx;
 using rlx::testing::cuda_parity;
 
-const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
-
-void expect_parity(const Graph& g, Precision p = Precision::Fp32, rlx::testing::ParityOptions o = {}) {
-  const auto rep = cuda_parity(g, p, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
+using rlx::testing::kCudaFloats;
+using rlx::testing::expect_cuda_parity;
 
 // Op builders (designated initializers would warn about every member left out).
 ops::Conv conv_op(std::vector<int64_t> stride = {}, std::vector<int64_t> pads = {}, std::vector<int64_t> dilation = {},
@@ -98,23 +94,23 @@ const std::vector<ConvCase> kConv3d = {
 
 TEST(CudaConv, Conv2dEveryAttributeAndDtype) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const ConvCase& c : kConv2d) {
       SCOPED_TRACE(label(c, t));
-      expect_parity(conv_graph(c, t));
+      expect_cuda_parity(conv_graph(c, t));
     }
 }
 
 TEST(CudaConv, Conv1dAnd3d) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     for (const ConvCase& c : kConv1d) {
       SCOPED_TRACE(label(c, t));
-      expect_parity(conv_graph(c, t));
+      expect_cuda_parity(conv_graph(c, t));
     }
     for (const ConvCase& c : kConv3d) {
       SCOPED_TRACE(label(c, t));
-      expect_parity(conv_graph(c, t));
+      expect_cuda_parity(conv_graph(c, t));
     }
   }
 }
@@ -138,7 +134,7 @@ TEST(CudaConv, ConvTransposeEveryAttributeAndDtype) {
       {{1, 4, 6, 6}, {4, 1, 3, 3}, {2, 2}, {}, {}, {1, 1}, 4, true},
       {{3, 3, 3, 7}, {3, 4, 2, 3}, {3, 1}, {0, 1, 0, 1}, {}, {2, 0}, 1, true},
   };
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const ConvTCase& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " x" + dims_str(c.x) + " w" + dims_str(c.w) + " stride" +
                    dims_str(c.stride) + " pads" + dims_str(c.pads) + " dil" + dims_str(c.dilation) + " outpad" +
@@ -148,7 +144,7 @@ TEST(CudaConv, ConvTransposeEveryAttributeAndDtype) {
       if (c.bias) in.push_back(g.param("b", Shape::of({c.w[1] * c.groups}, t)));
       g.add_output(g.apply(convt_op(c.stride, c.pads, c.dilation, c.output_padding, c.groups),
                            in));
-      expect_parity(g);
+      expect_cuda_parity(g);
     }
 }
 
@@ -168,7 +164,7 @@ TEST(CudaConv, PoolMaxAndAvgEveryAttributeAndDtype) {
       {{3, 2, 12}, {3}, {2}, {1, 0}, false},                // 1-d, asymmetric, same count
       {{1, 3, 6, 7, 5}, {2, 3, 2}, {2, 2, 1}, {0, 1, 1, 0, 1, 1}, false},  // 3-d
   };
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const PoolCase& c : cases)
       for (PoolKind kind : {PoolKind::Max, PoolKind::Avg})
         for (bool include_pad : {false, true}) {
@@ -179,7 +175,7 @@ TEST(CudaConv, PoolMaxAndAvgEveryAttributeAndDtype) {
           Graph g;
           g.add_output(g.apply(pool_op(kind, c.kernel, c.stride, c.pads, include_pad, c.ceil_mode),
                                {g.input("x", Shape::from(c.x, t))}));
-          expect_parity(g);
+          expect_cuda_parity(g);
         }
 }
 
@@ -192,7 +188,7 @@ TEST(CudaConv, MaxPoolPropagatesNaN) {
   // in exactly one window.
   v[0] = std::numeric_limits<float>::quiet_NaN();
   v[36 + 2 * 6 + 2] = std::numeric_limits<float>::quiet_NaN();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     SCOPED_TRACE(dtype_name(t));
     const Tensor x = t == DType::F16    ? Tensor::f16({1, 2, 6, 6}, v)
                      : t == DType::BF16 ? Tensor::bf16({1, 2, 6, 6}, v)
@@ -217,7 +213,7 @@ TEST(CudaConv, MaxPoolPropagatesNaN) {
 // the intermediates (seen: 0.021 at |y| = 0.2 on an H100), so it gets 5e-2.
 TEST(CudaConv, SmallCnnReplaysItsCudaGraph) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     SCOPED_TRACE(dtype_name(t));
     Graph g;
     const Value x = g.input("x", Shape::of({2, 3, 16, 15}, t));
@@ -303,25 +299,7 @@ TEST(CudaConv, UnexpressibleAttributesAreCompileErrors) {
 }
 
 #ifdef RLX_HAVE_CUDA
-// Sets an environment variable for one scope, restoring the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using rlx::testing::ScopedEnv;
 
 // Runs without a GPU: the loader's "missing library" path gives the clear reason, for every op
 // of the family, and the claims refuse the nodes.

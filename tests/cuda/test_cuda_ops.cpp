@@ -12,16 +12,12 @@ namespace {
 using namespace rlx;
 using rlx::testing::cuda_parity;
 
-const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
-
-void expect_parity(const Graph& g, Precision p = Precision::Fp32, rlx::testing::ParityOptions o = {}) {
-  const auto rep = cuda_parity(g, p, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
+using rlx::testing::kCudaFloats;
+using rlx::testing::expect_cuda_parity;
 
 TEST(CudaOps, BinaryBroadcastEveryFloatKind) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Max,
                          BinaryKind::Min, BinaryKind::Pow, BinaryKind::Mod, BinaryKind::FMod}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(k));
@@ -31,7 +27,7 @@ TEST(CudaOps, BinaryBroadcastEveryFloatKind) {
       g.add_output(g.binary(k, a, b));
       rlx::testing::ParityOptions o;
       if (k == BinaryKind::Pow) o.lo = 0.1, o.hi = 2.0;  // real powers of positive bases
-      expect_parity(g, Precision::Fp32, o);
+      expect_cuda_parity(g, Precision::Fp32, o);
     }
 }
 
@@ -46,19 +42,19 @@ TEST(CudaOps, IntegerAndBoolElementwise) {
     g.add_output(g.max(s, b));
     g.add_output(g.compare(CompareKind::Ge, a, b));
     g.add_output(g.act(ActKind::Neg, a));
-    expect_parity(g);
+    expect_cuda_parity(g);
   }
   Graph g;
   const Value a = g.input("a", Shape::of({64}, DType::Bool));
   const Value b = g.input("b", Shape::of({64}, DType::Bool));
   g.add_output(g.binary(BinaryKind::Xor, a, g.act(ActKind::Not, b)));
   g.add_output(g.binary(BinaryKind::And, a, b));
-  expect_parity(g);
+  expect_cuda_parity(g);
 }
 
 TEST(CudaOps, EveryFloatActivation) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (int k = 0; k <= static_cast<int>(ActKind::Acos); ++k) {
       const auto kind = static_cast<ActKind>(k);
       if (kind == ActKind::Not) continue;
@@ -69,13 +65,13 @@ TEST(CudaOps, EveryFloatActivation) {
       if (kind == ActKind::Log || kind == ActKind::Sqrt || kind == ActKind::Rsqrt) o.lo = 0.05, o.hi = 3.0;
       if (kind == ActKind::Reciprocal) o.lo = 0.5, o.hi = 2.0;
       if (kind == ActKind::Round) o.lo = -4, o.hi = 4;
-      expect_parity(g, Precision::Fp32, o);
+      expect_cuda_parity(g, Precision::Fp32, o);
     }
 }
 
 TEST(CudaOps, CompareWhereCast) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     SCOPED_TRACE(dtype_name(t));
     Graph g;
     const Value a = g.input("a", Shape::of({2, 3, 40}, t));
@@ -88,20 +84,20 @@ TEST(CudaOps, CompareWhereCast) {
     g.add_output(g.cast(g.cast(g.input("i", Shape::of({40}, DType::I64)), t), DType::F16));
     rlx::testing::ParityOptions o;
     o.lo = -5, o.hi = 5;
-    expect_parity(g, Precision::Fp32, o);
+    expect_cuda_parity(g, Precision::Fp32, o);
   }
 }
 
 TEST(CudaOps, ElementwiseChainBecomesOneRegion) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     SCOPED_TRACE(dtype_name(t));
     Graph g;
     const Value x = g.input("x", Shape::of({4, 16, 96}, t));
     const Value b = g.input("b", Shape::of({96}, t));
     const Value y = g.gelu(g.add(g.mul(x, g.scalar(0.5, t)), b));
     g.add_output(g.sub(g.silu(y), g.tanh(x)));
-    expect_parity(g);
+    expect_cuda_parity(g);
   }
 }
 
@@ -115,14 +111,14 @@ TEST(CudaOps, MatMulShapesAndBatching) {
                                    {{1, 128, 768}, {768, 768}},
                                    // skinny (decode) products: the split-K GEMV path
                                    {{3, 2048}, {2048, 512}},   {{2, 1, 1000}, {1000, 96}}, {{1, 1, 5632}, {5632, 64}}};
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + dims_str(c.a) + " @ " + dims_str(c.b));
       Graph g;
       const Value a = g.input("a", Shape::from(c.a, t));
       const Value b = g.input("b", Shape::from(c.b, t));
       g.add_output(g.matmul(a, b));
-      expect_parity(g);
+      expect_cuda_parity(g);
     }
 }
 
@@ -157,7 +153,7 @@ TEST(CudaOps, FusedMatMulBiasActEveryEpilogue) {
   RLX_REQUIRE_CUDA();
   const std::vector<std::optional<ActKind>> acts = {std::nullopt, ActKind::Relu, ActKind::GeluApprox, ActKind::Gelu,
                                                     ActKind::Silu, ActKind::Tanh};
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const auto& act : acts)
       for (int64_t bias_len : {0, 1, 48})
         for (int64_t rows : {40, 3})  // cuBLASLt epilogues and the GEMV path
@@ -174,7 +170,7 @@ TEST(CudaOps, FusedMatMulBiasActEveryEpilogue) {
             ops::FusedMatMulBiasAct f{act};
             f.residual = residual;
             g.add_output(g.apply(f, ins));
-            expect_parity(g);
+            expect_cuda_parity(g);
           }
 }
 
@@ -183,7 +179,7 @@ TEST(CudaOps, FusedMatMulBiasActEveryEpilogue) {
 // repeated runs, replayed from the CUDA graph, must agree bit for bit).
 TEST(CudaOps, SkinnyMatMulSplitKRepeatedRuns) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (int64_t rows : {1, 2, 3, 4})
       for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {5632, 2048}, {96, 8}}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) +
@@ -194,7 +190,7 @@ TEST(CudaOps, SkinnyMatMulSplitKRepeatedRuns) {
         ops::FusedMatMulBiasAct f{ActKind::Silu};
         f.residual = true;
         g.add_output(g.apply(f, {x, g.param("w", Shape::of({k, n}, t)), g.param("b", Shape::of({n}, t)), r}));
-        expect_parity(g);
+        expect_cuda_parity(g);
         auto cg = Session(Device::Cuda).compile(g);
         cg.set_param("w", rlx::testing::random_tensor(t, {k, n}, 7));
         cg.set_param("b", rlx::testing::random_tensor(t, {n}, 8));
@@ -210,7 +206,7 @@ TEST(CudaOps, SkinnyMatMulSplitKRepeatedRuns) {
 
 TEST(CudaOps, SoftmaxAndLogSoftmaxRowsAndColumns) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (int64_t axis : {-1, 1}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " axis " + std::to_string(axis));
       Graph g;
@@ -219,16 +215,16 @@ TEST(CudaOps, SoftmaxAndLogSoftmaxRowsAndColumns) {
       g.add_output(g.log_softmax(x, axis));
       rlx::testing::ParityOptions o;
       o.lo = -8, o.hi = 8;
-      expect_parity(g, Precision::Fp32, o);
+      expect_cuda_parity(g, Precision::Fp32, o);
     }
   Graph g;  // a 150k vocabulary row
   g.add_output(g.softmax(g.input("x", Shape::of({2, 151936}))));
-  expect_parity(g);
+  expect_cuda_parity(g);
 }
 
 TEST(CudaOps, NormsAndFusedResidualNorms) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats) {
+  for (DType t : kCudaFloats) {
     SCOPED_TRACE(dtype_name(t));
     Graph g;
     const Value x = g.input("x", Shape::of({2, 9, 768}, t));
@@ -243,14 +239,14 @@ TEST(CudaOps, NormsAndFusedResidualNorms) {
     g.add_output(g.apply(ops::FusedResidualRmsNorm{false, 1e-6}, {x, r, gamma}));
     const Value x2 = g.input("x2", Shape::of({3, 4, 5, 6}, t));  // normalized over the last two dims
     g.add_output(g.layer_norm(x2, g.param("g2", Shape::of({5, 6}, t)), g.param("b2", Shape::of({5, 6}, t)), 1e-5, 2));
-    expect_parity(g);
+    expect_cuda_parity(g);
   }
 }
 
 TEST(CudaOps, ReduceSimpleAndGeneralAxes) {
   RLX_REQUIRE_CUDA();
   const std::vector<std::vector<int64_t>> axes_list = {{-1}, {1}, {0, 2}, {}, {1, 3}};
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (ReduceKind k : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod})
       for (const auto& axes : axes_list) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(k) + " axes " + dims_str(axes));
@@ -258,7 +254,7 @@ TEST(CudaOps, ReduceSimpleAndGeneralAxes) {
         g.add_output(g.reduce(k, g.input("x", Shape::of({4, 6, 5, 7}, t)), axes, axes.size() == 1));
         rlx::testing::ParityOptions o;
         if (k == ReduceKind::Prod) o.lo = 0.9, o.hi = 1.1;
-        expect_parity(g, Precision::Fp32, o);
+        expect_cuda_parity(g, Precision::Fp32, o);
       }
 }
 
@@ -276,7 +272,7 @@ TEST(CudaOps, ShapeOpsMoveEveryDtype) {
     g.add_output(g.concat({x, g.narrow(x, 3, 0, 2), g.input("z", Shape::of({2, 3, 4, 1}, t))}, 3));
     g.add_output(g.concat({x, x}, 0));
     g.add_output(g.reshape(g.transpose(x, {1, 0, 2, 3}), {6, 20}));
-    expect_parity(g);
+    expect_cuda_parity(g);
   }
 }
 
@@ -298,7 +294,7 @@ TEST(CudaOps, PadEveryModeWithCropsAndDtypes) {
       ops::Pad p;
       p.mode = c.mode, p.pads = c.pads, p.value = 2.5;
       g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5, 6}, t))}));
-      expect_parity(g);
+      expect_cuda_parity(g);
     }
   Graph g;
   ops::Pad p;
@@ -319,7 +315,7 @@ TEST(CudaOps, GatherWithNegativeIndicesAndOutOfRangeError) {
     rlx::testing::ParityOptions o;
     o.fixed_inputs = {{"idx", it == DType::I32 ? Tensor::i32({2, 3}, std::vector<int32_t>{0, 5, -1, 2, -6, 3})
                                                : Tensor::i64({2, 3}, std::vector<int64_t>{0, 5, -1, 2, -6, 3})}};
-    expect_parity(g, Precision::Fp32, o);
+    expect_cuda_parity(g, Precision::Fp32, o);
   }
   Graph g;
   g.add_output(g.gather(g.input("data", Shape::of({4, 3})), g.input("idx", Shape::of({2}, DType::I64)), 0));
@@ -333,7 +329,7 @@ TEST(CudaOps, GatherWithNegativeIndicesAndOutOfRangeError) {
 
 TEST(CudaOps, RopeBothStylesPartialRotation) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::GptJ})
       for (bool per_batch : {false, true}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " " + enum_name(style) + (per_batch ? " per-batch" : ""));
@@ -341,17 +337,17 @@ TEST(CudaOps, RopeBothStylesPartialRotation) {
         const Value x = g.input("x", Shape::of({2, 7, 3, 16}, t));
         const std::vector<int64_t> cs = per_batch ? std::vector<int64_t>{2, 7, 6} : std::vector<int64_t>{7, 6};
         g.add_output(g.rope(x, g.input("cos", Shape::from(cs, t)), g.input("sin", Shape::from(cs, t)), 16, 12, style));
-        expect_parity(g);
+        expect_cuda_parity(g);
       }
 }
 
 TEST(CudaOps, FusedSwiGLU) {
   RLX_REQUIRE_CUDA();
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (bool gf : {false, true}) {
       Graph g;
       g.add_output(g.apply(ops::FusedSwiGLU{gf}, {g.input("x", Shape::of({3, 5, 2 * 88}, t))}));
-      expect_parity(g);
+      expect_cuda_parity(g);
     }
 }
 
@@ -395,11 +391,11 @@ TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
       {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 700, 8, 2, 128},       // decode: split-KV path
       {AttnLayout::BSHD, MaskKind::Causal, 2, 5, 3, 2, 2, 16},          // rows with no visible key
   };
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
                    " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " d " + std::to_string(c.d));
-      expect_parity(attention_graph(c, t));
+      expect_cuda_parity(attention_graph(c, t));
     }
 }
 
@@ -417,12 +413,12 @@ TEST(CudaOps, AttentionDecodePathEveryMask) {
       {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 2048, 8, 1, 256},       // group 8, 256-wide heads
       {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 7, 4, 2, 64},           // fewer keys than subgroups
   };
-  for (DType t : kFloats)
+  for (DType t : kCudaFloats)
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
                    " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " h " + std::to_string(c.h) +
                    "/" + std::to_string(c.hkv) + " d " + std::to_string(c.d));
-      expect_parity(attention_graph(c, t));
+      expect_cuda_parity(attention_graph(c, t));
     }
 }
 

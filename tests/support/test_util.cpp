@@ -1,5 +1,7 @@
 #include "support/test_util.h"
 
+#include <cstdlib>
+
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -130,6 +132,16 @@ int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims)
   int64_t i = 0;
   for (size_t d = 0; d < dims.size(); ++d) i = i * dims[d] + idx[d];
   return i;
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+  setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
 }
 
 }  // namespace rlx::testing

@@ -31,6 +31,20 @@ Tensor run_op(const Op& op, const std::vector<Tensor>& ins);
 // (throws rlx::Error like the graph builder does).
 Shape infer_node(const Op& op, const std::vector<Shape>& shapes);
 
+// Sets an environment variable for one scope and restores its previous value (or unsets it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // Tolerances used when comparing against a double reference, by dtype of the result:
 // f64 1e-10, f32 1e-5 rel / 1e-6 abs, f16 2e-3 rel, bf16 1.6e-2 rel, ints/bool exact.
 struct Tolerance {
