@@ -226,7 +226,6 @@ bool expand_node(Rewriter& rw, const Node& n) {
     rw.replace(n.id, {v});
     return true;
   };
-  const auto opt = [&](size_t i) -> const Value* { return i < in.size() ? &in[i] : nullptr; };
   return std::visit([&](const auto& op) -> bool {
     using T = std::decay_t<decltype(op)>;
     if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
