@@ -131,6 +131,10 @@ class Graph {
   std::vector<Value> outputs_;
   std::vector<std::string> output_names_;
   std::map<std::string, Tensor> weights_;
+  // Input / Param node by name (the first of that name), kept as nodes are added, so name checks
+  // and set_weight do not scan the nodes (graphs with many thousands of weights).
+  std::map<std::string, NodeId> input_ids_, param_ids_;
+  void index_leaf(const Node& n);
 };
 
 // Text name of a node for error messages: "node 12 (matmul)".

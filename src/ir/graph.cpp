@@ -67,16 +67,14 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
   }
   // Leaf names must be unique per kind.
   if (auto* in = std::get_if<ops::Input>(&op)) {
-    for (NodeId p : input_nodes())
-      if (std::get<ops::Input>(nodes_[p].op).name == in->name)
-        throw Error("node " + std::to_string(id) + " (input): duplicate input name '" + in->name + "' (also node " +
-                    std::to_string(p) + ")");
+    if (const auto it = input_ids_.find(in->name); it != input_ids_.end())
+      throw Error("node " + std::to_string(id) + " (input): duplicate input name '" + in->name + "' (also node " +
+                  std::to_string(it->second) + ")");
   }
   if (auto* pa = std::get_if<ops::Param>(&op)) {
-    for (NodeId p : param_nodes())
-      if (std::get<ops::Param>(nodes_[p].op).name == pa->name)
-        throw Error("node " + std::to_string(id) + " (param): duplicate param name '" + pa->name + "' (also node " +
-                    std::to_string(p) + ")");
+    if (const auto it = param_ids_.find(pa->name); it != param_ids_.end())
+      throw Error("node " + std::to_string(id) + " (param): duplicate param name '" + pa->name + "' (also node " +
+                  std::to_string(it->second) + ")");
   }
   std::vector<Shape> outs;
   try {
@@ -87,7 +85,13 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
     throw Error("node " + std::to_string(id) + " (" + op_name(op) + ") with inputs (" + shapes + "): " + e.what());
   }
   nodes_.push_back(Node{id, std::move(op), std::move(inputs), std::move(outs)});
+  index_leaf(nodes_.back());
   return id;
+}
+
+void Graph::index_leaf(const Node& n) {
+  if (const auto* in = std::get_if<ops::Input>(&n.op)) input_ids_.emplace(in->name, n.id);
+  if (const auto* pa = std::get_if<ops::Param>(&n.op)) param_ids_.emplace(pa->name, n.id);
 }
 
 NodeId Graph::add_node_with_shapes(Op op, std::vector<Value> inputs, std::vector<Shape> outputs) {
@@ -97,6 +101,7 @@ NodeId Graph::add_node_with_shapes(Op op, std::vector<Value> inputs, std::vector
       throw Error("node " + std::to_string(id) + " (" + op_name(op) + "): input " + std::to_string(i) + " refers to " +
                   value_str(inputs[i]) + " which does not exist yet");
   nodes_.push_back(Node{id, std::move(op), std::move(inputs), std::move(outputs)});
+  index_leaf(nodes_.back());
   return id;
 }
 
@@ -195,16 +200,13 @@ std::string Graph::to_text() const {
 }
 
 void Graph::set_weight(const std::string& param_name, Tensor t) {
-  for (NodeId p : param_nodes()) {
-    const auto& pa = std::get<ops::Param>(nodes_[p].op);
-    if (pa.name != param_name) continue;
-    if (!pa.shape.is_static() || pa.shape.dtype != t.dtype() || pa.shape.concrete() != t.shape())
-      throw Error("set_weight('" + param_name + "'): tensor " + t.shape_info().str() + " does not match param " +
-                  pa.shape.str());
-    weights_[param_name] = std::move(t);
-    return;
-  }
-  throw Error("set_weight: the graph has no param named '" + param_name + "'");
+  const auto it = param_ids_.find(param_name);
+  if (it == param_ids_.end()) throw Error("set_weight: the graph has no param named '" + param_name + "'");
+  const auto& pa = std::get<ops::Param>(nodes_[it->second].op);
+  if (!pa.shape.is_static() || pa.shape.dtype != t.dtype() || pa.shape.concrete() != t.shape())
+    throw Error("set_weight('" + param_name + "'): tensor " + t.shape_info().str() + " does not match param " +
+                pa.shape.str());
+  weights_[param_name] = std::move(t);
 }
 
 // ---- builder ---------------------------------------------------------------
