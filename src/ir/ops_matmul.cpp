@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "ir/infer_util.h"
 #include "rlx/ops.h"
 
 namespace rlx {
 namespace {
 
-// Two dims that must be equal: equal, or at least one symbolic (checked again at run time).
-bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_symbolic() || b.is_symbolic(); }
+using infer::dims_compatible;
 // The more informative of two compatible dims (a static size wins over a symbol).
 Dim merge_dim(const Dim& a, const Dim& b) { return a.is_static() ? a : b; }
 
@@ -130,9 +130,7 @@ std::vector<Shape> ops::FusedMatMulBiasAct::infer(std::span<const Shape> in) con
     if (in.size() < 3)
       throw Error("fused_matmul_bias_act: residual=true needs the residual as the last input");
     const Shape& res = in.back();
-    bool same = res.dtype == out.dtype && res.rank() == out.rank();
-    for (int64_t i = 0; same && i < out.rank(); ++i) same = dims_compatible(res.dims[i], out.dims[i]);
-    if (!same)
+    if (res.dtype != out.dtype || !dims_compatible(res, out))
       throw Error("fused_matmul_bias_act: residual " + res.str() + " must have the product's shape and dtype " +
                   out.str());
   }

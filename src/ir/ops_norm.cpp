@@ -4,12 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "ir/infer_util.h"
 #include "rlx/ops.h"
 
 namespace rlx {
 namespace {
 
-bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_symbolic() || b.is_symbolic(); }
+using infer::dims_compatible;
 
 void check_float(const Shape& x, const std::string& what) {
   if (!is_float(x.dtype))
@@ -64,9 +65,7 @@ Shape residual_norm_infer(std::span<const Shape> in, bool has_bias, double eps, 
   if (x.rank() < 1) throw Error(what + ": x must have rank >= 1, got " + x.str());
   if (r.dtype != x.dtype)
     throw Error(what + ": residual " + r.str() + " must have x's dtype " + dtype_name(x.dtype));
-  bool same = r.rank() == x.rank();
-  for (int64_t i = 0; same && i < x.rank(); ++i) same = dims_compatible(r.dims[i], x.dims[i]);
-  if (!same) throw Error(what + ": residual " + r.str() + " must have the shape of x " + x.str());
+  if (!dims_compatible(r, x)) throw Error(what + ": residual " + r.str() + " must have the shape of x " + x.str());
   const bool beta = in.size() > 3;
   if (beta != has_bias)
     throw Error(what + ": has_bias=" + (has_bias ? "true" : "false") + " but " + (beta ? "a" : "no") +

@@ -1,18 +1,19 @@
 // Shape inference for the transformer family: Rope, Attention, FusedSwiGLU,
 // FusedAttentionBlock, FusedTransformerLayer.
 //
-// Dims are compared with `compatible`: equal, or at least one side symbolic (a mismatch
-// can then only be seen at run time, where the CPU kernels re-run inference on the
-// concrete shapes).
+// Dims are compared with `dims_compatible` (ir/infer_util.h): equal, or at least one side
+// symbolic (a mismatch can then only be seen at run time, where the CPU kernels re-run
+// inference on the concrete shapes).
 #include <cmath>
 #include <string>
 
+#include "ir/infer_util.h"
 #include "rlx/ops.h"
 
 namespace rlx {
 namespace {
 
-bool compatible(const Dim& a, const Dim& b) { return a == b || a.is_symbolic() || b.is_symbolic(); }
+using infer::dims_compatible;
 
 bool is_static_eq(const Dim& d, int64_t v) { return d.is_static() && d.value == v; }
 
@@ -40,7 +41,7 @@ void require_rank(const char* op, const char* what, const Shape& s, int64_t rank
 // Checks that `d` (dim `idx` of `s`) can equal `want`, naming both.
 void require_dim(const char* op, const char* what, const Shape& s, int64_t idx, const Dim& want,
                  const std::string& want_desc) {
-  if (!compatible(s[idx], want))
+  if (!dims_compatible(s[idx], want))
     throw Error(std::string(op) + ": " + what + " " + s.str() + " has dim " + i2s(idx) + " = " +
                 s[idx].str() + " but " + want_desc + " = " + want.str());
 }
@@ -101,7 +102,7 @@ std::vector<Shape> ops::Rope::infer(std::span<const Shape> in) const {
   const Shape& sin = in[2];
   require_float(op, "x", x);
   require_rank(op, "x", x, 4, "(B, S, H, head_dim)");
-  if (!compatible(x[3], Dim(head_dim)))
+  if (!dims_compatible(x[3], Dim(head_dim)))
     throw Error("rope: x " + x.str() + " has last dim " + x[3].str() + " but head_dim = " + i2s(head_dim));
   require_same_dtype(op, "cos", cos, x, "x");
   require_same_dtype(op, "sin", sin, x, "x");
@@ -183,7 +184,7 @@ std::vector<Shape> ops::Attention::infer(std::span<const Shape> in) const {
     for (int64_t i = 0; ok && i < bias.rank(); ++i) {
       const Dim& d = bias[bias.rank() - 1 - i];
       const Dim& t = target[static_cast<size_t>(3 - i)];
-      ok = is_static_eq(d, 1) || compatible(d, t);
+      ok = is_static_eq(d, 1) || dims_compatible(d, t);
     }
     if (!ok)
       throw Error("attention: bias " + bias.str() + " must broadcast to (B, Hq, Sq, Skv) = (" + target[0].str() +
@@ -234,7 +235,7 @@ std::vector<Shape> ops::FusedAttentionBlock::infer(std::span<const Shape> in) co
       const Shape& t = in[next + i];
       const char* what = i == 0 ? "cos" : "sin";
       require_same_dtype(op, what, t, hidden, "hidden");
-      if (t.rank() != 2 || !compatible(t[0], hidden[1]) || !is_static_eq(t[1], head_dim / 2))
+      if (t.rank() != 2 || !dims_compatible(t[0], hidden[1]) || !is_static_eq(t[1], head_dim / 2))
         throw Error(std::string(op) + ": " + what + " must be (S, head_dim/2) = (" + hidden[1].str() + ", " +
                     i2s(head_dim / 2) + "), got " + t.str());
     }
