@@ -338,4 +338,34 @@ Geometry node_geometry(const Graph& g, const Node& n) {
   }, n.op);
 }
 
+std::vector<std::vector<int64_t>> pad_source_index(const ops::Pad& op, const std::vector<int64_t>& in_dims,
+                                                   const std::vector<int64_t>& out_dims) {
+  const size_t r = in_dims.size();
+  std::vector<std::vector<int64_t>> src(r);
+  for (size_t a = 0; a < r; ++a) {
+    const int64_t pb = op.pads.empty() ? 0 : op.pads[a];
+    const int64_t pe = op.pads.empty() ? 0 : op.pads[r + a];
+    const int64_t crop_b = std::max<int64_t>(-pb, 0), crop_e = std::max<int64_t>(-pe, 0);
+    const int64_t kept = in_dims[a] - crop_b - crop_e, grow_b = std::max<int64_t>(pb, 0);
+    check(kept > 0 || op.mode == PadMode::Constant || out_dims[a] <= kept,
+          "pad: cannot " + std::string(enum_name(op.mode)) + "-pad the empty dim " + std::to_string(a));
+    src[a].resize(static_cast<size_t>(out_dims[a]));
+    for (int64_t o = 0; o < out_dims[a]; ++o) {
+      int64_t j = o - grow_b;  // index into the cropped axis
+      if (j < 0 || j >= kept) {
+        switch (op.mode) {
+          case PadMode::Constant: j = -1; break;
+          case PadMode::Edge: j = std::clamp<int64_t>(j, 0, kept - 1); break;
+          case PadMode::Reflect: j = j < 0 ? -j : 2 * (kept - 1) - j; break;
+        }
+        check(op.mode == PadMode::Constant || (j >= 0 && j < kept),
+              "pad: " + std::string(enum_name(op.mode)) + " pad too large for dim " + std::to_string(a) +
+                  " (size " + std::to_string(kept) + ")");
+      }
+      src[a][static_cast<size_t>(o)] = j < 0 ? -1 : j + crop_b;
+    }
+  }
+  return src;
+}
+
 }  // namespace rlx::plan

@@ -193,4 +193,10 @@ Schedule build_schedule(const Graph& g, const PlanOptions& options = {});
 // The geometry of one node of `g` (all shapes static), as build_schedule computes it.
 Geometry node_geometry(const Graph& g, const Node& n);
 
+// Pad: for each axis a, the input index feeding each output index along a (negative pads crop;
+// edge and reflect resolved), or -1 where the constant goes. Throws rlx::Error when an edge or
+// reflect pad cannot be taken from the input (an empty dim, a reflection longer than the dim).
+std::vector<std::vector<int64_t>> pad_source_index(const ops::Pad& op, const std::vector<int64_t>& in_dims,
+                                                   const std::vector<int64_t>& out_dims);
+
 }  // namespace rlx::plan

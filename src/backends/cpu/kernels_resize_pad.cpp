@@ -164,30 +164,7 @@ void pad_impl(const ops::Pad& op, const Tensor& x, Tensor& y, T fill) {
     return;
   }
   // src[a][o]: input index feeding output index o along axis a, or -1 for the constant.
-  std::vector<std::vector<int64_t>> src(r);
-  for (size_t a = 0; a < r; ++a) {
-    const int64_t pb = op.pads.empty() ? 0 : op.pads[a];
-    const int64_t pe = op.pads.empty() ? 0 : op.pads[r + a];
-    const int64_t crop_b = std::max<int64_t>(-pb, 0), crop_e = std::max<int64_t>(-pe, 0);
-    const int64_t kept = xs[a] - crop_b - crop_e, grow_b = std::max<int64_t>(pb, 0);
-    check(kept > 0 || op.mode == PadMode::Constant || ys[a] <= kept,
-          "pad: cannot " + std::string(enum_name(op.mode)) + "-pad the empty dim " + std::to_string(a));
-    src[a].resize(ys[a]);
-    for (int64_t o = 0; o < ys[a]; ++o) {
-      int64_t j = o - grow_b;  // index into the cropped axis
-      if (j < 0 || j >= kept) {
-        switch (op.mode) {
-          case PadMode::Constant: j = -1; break;
-          case PadMode::Edge: j = std::clamp<int64_t>(j, 0, kept - 1); break;
-          case PadMode::Reflect: j = j < 0 ? -j : 2 * (kept - 1) - j; break;
-        }
-        check(op.mode == PadMode::Constant || (j >= 0 && j < kept),
-              "pad: " + std::string(enum_name(op.mode)) + " pad too large for dim " + std::to_string(a) +
-                  " (size " + std::to_string(kept) + ")");
-      }
-      src[a][o] = j < 0 ? -1 : j + crop_b;
-    }
-  }
+  const std::vector<std::vector<int64_t>> src = plan::pad_source_index(op, xs, ys);
   std::vector<int64_t> xstr(r, 1);
   for (size_t a = r - 1; a-- > 0;) xstr[a] = xstr[a + 1] * xs[a + 1];
   const int64_t width = ys[r - 1];

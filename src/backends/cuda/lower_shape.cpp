@@ -89,29 +89,16 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
     g.in_strides[a] = stride;
     stride *= x.dims[a];
   }
+  std::vector<std::vector<int64_t>> src;
+  try {
+    src = plan::pad_source_index(op, x.dims, out.dims);
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());  // resolved at compile time here: name the node
+  }
   for (size_t a = 0; a < r; ++a) {
-    const int64_t pb = op.pads.empty() ? 0 : op.pads[a], pe = op.pads.empty() ? 0 : op.pads[r + a];
-    const int64_t crop_b = std::max<int64_t>(-pb, 0), crop_e = std::max<int64_t>(-pe, 0);
-    const int64_t kept = x.dims[a] - crop_b - crop_e, grow_b = std::max<int64_t>(pb, 0);
-    const int64_t n_out = out.dims[a];
-    if (!(kept > 0 || op.mode == PadMode::Constant || n_out <= kept))
-      throw Error(what + ": cannot " + enum_name(op.mode) + "-pad the empty dim " + std::to_string(a));
-    g.out_dims[a] = n_out;
+    g.out_dims[a] = out.dims[a];
     g.map_off[a] = static_cast<int64_t>(maps.size());
-    for (int64_t o = 0; o < n_out; ++o) {
-      int64_t j = o - grow_b;
-      if (j < 0 || j >= kept) {
-        switch (op.mode) {
-          case PadMode::Constant: j = -1; break;
-          case PadMode::Edge: j = std::clamp<int64_t>(j, 0, kept - 1); break;
-          case PadMode::Reflect: j = j < 0 ? -j : 2 * (kept - 1) - j; break;
-        }
-        if (op.mode != PadMode::Constant && (j < 0 || j >= kept))
-          throw Error(what + ": " + enum_name(op.mode) + " pad too large for dim " + std::to_string(a) + " (size " +
-                      std::to_string(kept) + ")");
-      }
-      maps.push_back(j < 0 ? -1 : j + crop_b);
-    }
+    maps.insert(maps.end(), src[a].begin(), src[a].end());
   }
   auto* table = reinterpret_cast<int64_t*>(cx.scratch(maps.size() * 8, what + " index maps"));
   if (!maps.empty()) RLX_CUDA_CHECK(cudaMemcpy(table, maps.data(), maps.size() * 8, cudaMemcpyHostToDevice));
