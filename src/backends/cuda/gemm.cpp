@@ -85,6 +85,8 @@ int pointer_alignment(const void* p) {
 
 GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::string& what)
     : p_(p), workspace_bytes_(workspace_bytes), what_(what) {
+  if (p.add_c && p.epilogue != GemmEpilogue::None && p.epilogue != GemmEpilogue::Bias)
+    throw Error("internal: cuBLASLt would apply the activation after the residual for " + what);
   const cudaDataType_t t = data_type(p.dtype), tab = data_type(p.ab_dtype);
   RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision), CUDA_R_32F));
   // Column-major view: C^T (n x m) = op(B)^T (n x k) @ op(A)^T (k x m).
@@ -120,8 +122,6 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   RLX_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), op_, la_, lb_, lc_, lc_, pref, 1, &result, &found));
-  if (p.add_c && p.epilogue != GemmEpilogue::None && p.epilogue != GemmEpilogue::Bias)
-    throw Error("internal: cuBLASLt would apply the activation after the residual for " + what);
   if (found == 0)
     throw Error("cuBLASLt has no algorithm for " + what + " (" + dtype_name(p.dtype) + " m=" + std::to_string(p.m) +
                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + ")");

@@ -34,10 +34,14 @@ struct AttnArgs {
 };
 
 // The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
-// combine kernel of the same source merging the splits' partials.
+// combine kernel of the same source merging the splits' partials (allocated here).
 void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
-                            const AttnArgs& a, const plan::AttentionGeom& g, int64_t splits,
+                            AttnArgs a, const plan::AttentionGeom& g, int64_t splits,
                             const std::array<unsigned, 3>& grid, size_t smem) {
+  if (splits > 1) {
+    const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
+    a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
+  }
   auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
   main->pdl();
   main->arg(a);
@@ -78,10 +82,6 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   int64_t split_len = (g.kv_len + splits - 1) / splits;
   splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
   a.split_len = split_len;
-  if (splits > 1) {
-    const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
-    a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
-  }
   const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
                            "\n#define R " + std::to_string(rows) + "\n";
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
@@ -144,10 +144,6 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   split_len = std::max<int64_t>(kKT, (split_len + kKT - 1) / kKT * kKT);
   splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
   a.split_len = split_len;
-  if (splits > 1) {
-    const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
-    a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
-  }
 
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}},

@@ -1,50 +1,21 @@
-// MatMul and FusedMatMulBiasAct through cuBLASLt. Bias and ReLU / tanh-GELU run in cuBLASLt's
-// epilogue; any other activation (exact-erf GELU, SiLU, ...) or a scalar bias runs in one fused
-// elementwise kernel over the product, in place.
+// MatMul and FusedMatMulBiasAct. Skinny products (decode) run on the split-K GEMV kernel with the
+// whole epilogue (and an absorbed RmsNorm / SwiGLU prologue) fused; the rest on cuBLASLt, whose
+// epilogue takes the bias, ReLU / tanh-GELU and a residual without activation; any other
+// activation (exact-erf GELU, SiLU, ...), a scalar bias or a residual after an activation runs in
+// one fused elementwise kernel over the product, in place.
 #include <cstdlib>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/elementwise_codegen.h"
-#include "backends/cuda/status.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
+#include "backends/cuda/status.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
 namespace {
-
-struct Epilogue {
-  GemmEpilogue lt = GemmEpilogue::None;
-  std::vector<RegionStep> chain;  // applied after the GEMM when non-empty (x0 = C, x1 = bias)
-  bool chain_uses_bias = false;
-};
-
-Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act) {
-  Epilogue e;
-  const bool vec_bias = bias_len > 0 && bias_len == n;
-  const bool scalar_bias = bias_len > 0 && !vec_bias;
-  if (!act || *act == ActKind::Relu || *act == ActKind::GeluApprox) {
-    if (!scalar_bias) {
-      if (!act) e.lt = vec_bias ? GemmEpilogue::Bias : GemmEpilogue::None;
-      else if (*act == ActKind::Relu) e.lt = vec_bias ? GemmEpilogue::BiasRelu : GemmEpilogue::Relu;
-      else e.lt = vec_bias ? GemmEpilogue::BiasGeluTanh : GemmEpilogue::GeluTanh;
-      return e;
-    }
-  }
-  // cuBLASLt computes the bias (when a full vector) and the kernel the activation; a scalar
-  // bias and the activation both run in the kernel.
-  if (vec_bias) e.lt = GemmEpilogue::Bias;
-  int32_t x = 0;
-  if (scalar_bias) {
-    e.chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {0, 1}});
-    e.chain_uses_bias = true;
-    x = -1;
-  }
-  if (act) e.chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
-  return e;
-}
 
 // The epilogue as an elementwise chain over x0 = the product, then the bias (when `bias`) and
 // the residual (when `residual`) as the next inputs: bias add, activation, residual add.
@@ -63,6 +34,38 @@ std::vector<RegionStep> chain_epilogue(bool bias, std::optional<ActKind> act, bo
   if (residual)
     chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
   return chain;
+}
+
+struct Epilogue {
+  GemmEpilogue lt = GemmEpilogue::None;
+  bool add_c = false;  // cuBLASLt adds the residual (its C input, beta = 1)
+  // Applied after the GEMM when non-empty (chain_epilogue: x0 = C, then the scalar bias when
+  // chain_uses_bias, then the residual when chain_uses_residual).
+  std::vector<RegionStep> chain;
+  bool chain_uses_bias = false, chain_uses_residual = false;
+};
+
+// cuBLASLt's epilogue takes a bias vector and ReLU / tanh-GELU, and adds C before it (so a
+// residual only without an activation); whatever it cannot do runs in one fused kernel after it.
+Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act, bool residual) {
+  Epilogue e;
+  const bool vec_bias = bias_len > 0 && bias_len == n;
+  const bool scalar_bias = bias_len > 0 && !vec_bias;
+  const bool lt_act = !act || *act == ActKind::Relu || *act == ActKind::GeluApprox;
+  if (vec_bias) e.lt = GemmEpilogue::Bias;
+  if (!scalar_bias && !act) {
+    e.add_c = residual;
+    return e;
+  }
+  if (!scalar_bias && lt_act && !residual) {
+    if (*act == ActKind::Relu) e.lt = vec_bias ? GemmEpilogue::BiasRelu : GemmEpilogue::Relu;
+    else e.lt = vec_bias ? GemmEpilogue::BiasGeluTanh : GemmEpilogue::GeluTanh;
+    return e;
+  }
+  e.chain = chain_epilogue(scalar_bias, act, residual);
+  e.chain_uses_bias = scalar_bias;
+  e.chain_uses_residual = residual;
+  return e;
 }
 
 }  // namespace
@@ -208,20 +211,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     return;
   }
   if (cx.absorbed_producer(st)) throw Error(step_label(st) + ": internal: a GEMV prologue on a non-GEMV product");
-  Epilogue epi = choose_epilogue(bias_len, g.n, g.activation);
-  // A residual: added by cuBLASLt (beta = 1) when its epilogue has no activation, else appended
-  // to the epilogue chain (which then also takes over the activation).
-  bool lt_residual = false;
-  if (residual) {
-    if (epi.chain.empty() && (epi.lt == GemmEpilogue::None || epi.lt == GemmEpilogue::Bias)) {
-      lt_residual = true;
-    } else {
-      const bool vec_bias = bias_len > 0 && bias_len == g.n;
-      epi.lt = vec_bias ? GemmEpilogue::Bias : GemmEpilogue::None;
-      epi.chain = chain_epilogue(bias_len > 0 && !vec_bias, g.activation, true);
-      epi.chain_uses_bias = bias_len > 0 && !vec_bias;
-    }
-  }
+  const Epilogue epi = choose_epilogue(bias_len, g.n, g.activation, residual != nullptr);
   uint8_t* pa = cx.ptr(a);
   uint8_t* pb = cx.ptr(b);
   DType ab = a.dtype;
@@ -255,7 +245,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   p.lda = g.lda, p.ldb = g.ldb, p.ldc = g.ldc;
   p.precision = prec;
   p.epilogue = epi.lt;
-  p.add_c = lt_residual;
+  p.add_c = epi.add_c;
   p.align_bias = pbias ? pointer_alignment(pbias) : 256;
   const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
   if (g.k == 0) throw Error(step_label(st) + ": CUDA matmul with an empty contracting dim (k = 0) is not supported");
@@ -263,7 +253,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     p.batch = g.batch;
     p.a_stride = g.a_stride, p.b_stride = g.b_stride, p.c_stride = g.m * g.n;
     p.align_a = pointer_alignment(pa), p.align_b = pointer_alignment(pb);
-    p.align_c = std::min(pointer_alignment(pc), lt_residual ? pointer_alignment(pres) : 256);
+    p.align_c = std::min(pointer_alignment(pc), epi.add_c ? pointer_alignment(pres) : 256);
     GemmPlan& plan = cx.gemm(p, step_label(st));
     void* ws = cx.gemm_workspace();
     cx.add([&plan, pa, pb, pc, pbias, ws, pres](cudaStream_t s) { plan.run(s, pa, pb, pc, pbias, ws, pres); });
@@ -285,7 +275,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
       align_a = std::min(align_a, pointer_alignment(items.back()[0]));
       align_b = std::min(align_b, pointer_alignment(items.back()[1]));
       align_c = std::min(align_c, pointer_alignment(items.back()[2]));
-      if (lt_residual) align_c = std::min(align_c, pointer_alignment(items.back()[3]));
+      if (epi.add_c) align_c = std::min(align_c, pointer_alignment(items.back()[3]));
     }
     p.align_a = align_a, p.align_b = align_b, p.align_c = align_c;
     GemmPlan& plan = cx.gemm(p, step_label(st));
@@ -303,12 +293,12 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     std::vector<DType> dts{c.dtype};
     std::vector<const uint8_t*> ins{pc};
     if (epi.chain_uses_bias) {
-      eg.in_strides.push_back({0, bias_len == g.n ? 1 : 0});
+      eg.in_strides.push_back({0, 0});
       dts.push_back(st.in.at(2).dtype);
       ins.push_back(pbias);
       eg.contiguous = false;
     }
-    if (residual && !lt_residual) {
+    if (epi.chain_uses_residual) {
       eg.in_strides.push_back({g.n, 1});
       dts.push_back(residual->dtype);
       ins.push_back(pres);
@@ -316,10 +306,6 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     add_elementwise(cx, epi.chain, dts, c.dtype, eg, pc, ins, step_label(st) + " epilogue");
   }
 }
-
-}  // namespace rlx::cuda
-
-namespace rlx::cuda {
 
 std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision) {
   auto root = [](const plan::TensorRef& r) { return r.loc.is_view ? r.loc.root : r.value; };
