@@ -1,7 +1,8 @@
-// Attention on the tensor cores (kernels/attention_mma.h, lower_attention_mma.cpp): which steps
-// it takes (host-only checks, run everywhere), and parity against the CPU oracle in f16 and bf16
-// for every mask it runs, GQA, q_len != kv_len, head dims 32..256, both layouts and every tile
-// configuration (device tests, skipped without a GPU).
+// Attention on the tensor cores (kernels/attention_mma.h, attention_wgmma.h,
+// lower_attention_mma.cpp): which steps each kernel takes (host-only checks, run everywhere), and
+// parity against the CPU oracle in f16 and bf16 for every mask they run, GQA, q_len != kv_len,
+// head dims 16..256, both layouts and every tile configuration of both kernels (device tests,
+// skipped without a GPU). On an sm_90 device head dims 64 and 128 run on the wgmma kernel.
 #ifdef RLX_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device.h"
 #include "backends/cuda/lower_attention_mma.h"
 #include "cuda/cuda_test_util.h"
 
@@ -18,6 +20,8 @@ namespace {
 using namespace rlx;
 using rlx::cuda::attention_mma_rejection;
 using rlx::cuda::attention_mma_steps;
+using rlx::cuda::attention_wgmma_rejection;
+using rlx::cuda::attention_wgmma_steps;
 
 using rlx::testing::ScopedEnv;
 
@@ -65,6 +69,36 @@ TEST(CudaAttention, MmaEligibilityNamesWhatIsMissing) {
     EXPECT_NE(attention_mma_rejection(ok, DType::BF16, p, p, p, buf).find("RLX_CUDA_ATTN_MMA"), std::string::npos);
   }
   EXPECT_EQ(attention_mma_rejection(ok, DType::BF16, p, p, p, buf), "");
+}
+
+TEST(CudaAttention, WgmmaEligibilityNamesWhatIsMissing) {
+  EXPECT_EQ(attention_wgmma_rejection(128, 9, 0), "");
+  EXPECT_EQ(attention_wgmma_rejection(64, 9, 0), "");
+  EXPECT_NE(attention_wgmma_rejection(128, 8, 9).find("sm_90"), std::string::npos);
+  EXPECT_NE(attention_wgmma_rejection(128, 10, 0).find("sm_100"), std::string::npos);
+  for (int64_t d : {16, 32, 80, 96, 256}) EXPECT_NE(attention_wgmma_rejection(d, 9, 0).find("head_dim"), std::string::npos);
+  ScopedEnv off("RLX_CUDA_ATTN_WGMMA", "0");
+  EXPECT_NE(attention_wgmma_rejection(128, 9, 0).find("RLX_CUDA_ATTN_WGMMA=0"), std::string::npos);
+}
+
+TEST(CudaAttention, WgmmaTileComesFromTheEnvironmentOrTheDefault) {
+  for (int64_t d : {64, 128}) {
+    const auto t = cuda::attention_wgmma_tile(d);
+    EXPECT_LE(cuda::attention_wgmma_smem(t, d), size_t{227 * 1024}) << d;
+  }
+  {
+    ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", "3,64");
+    const auto t = cuda::attention_wgmma_tile(128);
+    EXPECT_EQ(t.groups, 3);
+    EXPECT_EQ(t.keys, 64);
+    EXPECT_EQ(t.rows(), 192);
+    EXPECT_EQ(cuda::attention_wgmma_smem(t, 128), size_t{(192 + 4 * 64) * 128 * 2 + 1024});
+  }
+  for (const char* bad : {"2", "2,128,", "4,128", "2,96", "0,64", "two"}) {
+    ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", bad);
+    const std::string msg = rlx::testing::error_message([] { cuda::attention_wgmma_tile(128); });
+    EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << bad << ": " << msg;
+  }
 }
 
 TEST(CudaAttention, TileComesFromTheEnvironmentOrTheDefault) {
@@ -170,16 +204,37 @@ TEST(CudaAttention, LongSequenceMatchesTheCpu) {
   }
 }
 
-// Every tile configuration (row tiles per warp, warps, key tile, Q in registers or not) on the
-// masks whose boundary tiles differ per warp.
+// Every tile configuration of the mma.sync kernel (row tiles per warp, warps, key tile, Q in
+// registers or not) on the masks whose boundary tiles differ per warp.
 TEST(CudaAttention, EveryTileConfigurationMatchesTheCpu) {
   RLX_REQUIRE_CUDA();
+  ScopedEnv mma_sync("RLX_CUDA_ATTN_WGMMA", "0");  // head dims 64 and 128 would run on wgmma
   for (const char* tile : {"1,1,16,1", "2,2,32,0", "4,1,64,1", "4,2,64,0", "8,1,128,0", "8,2,32,1"}) {
     SCOPED_TRACE(std::string("RLX_CUDA_ATTN_TILE=") + tile);
     ScopedEnv env("RLX_CUDA_ATTN_TILE", tile);
     expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 203, 203, 4, 2, 64}, DType::BF16);
     expect_mma_parity({AttnLayout::BHSD, MaskKind::SlidingWindow, 1, 150, 181, 2, 1, 128, 0, 0, 37}, DType::F16);
     expect_mma_parity({AttnLayout::BSHD, MaskKind::None, 1, 45, 300, 2, 2, 128}, DType::BF16);
+  }
+}
+
+// Every wgmma tile (warpgroups, key tile) on every mask, both layouts, GQA and ragged lengths;
+// on an sm_90 device each step runs on the wgmma kernel.
+TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  const auto& dev = rlx::cuda::device();
+  if (!attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor).empty())
+    GTEST_SKIP() << "the wgmma kernel does not run here: " << attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor);
+  for (const char* tile : {"1,64", "1,128", "2,64", "2,128", "3,64", "3,128"}) {
+    SCOPED_TRACE(std::string("RLX_CUDA_ATTN_WGMMA=") + tile);
+    ScopedEnv env("RLX_CUDA_ATTN_WGMMA", tile);
+    const uint64_t before = attention_wgmma_steps();
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 203, 203, 4, 2, 64}, DType::BF16);
+    expect_mma_parity({AttnLayout::BHSD, MaskKind::SlidingWindow, 1, 150, 181, 2, 1, 128, 0, 0, 37}, DType::F16);
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::None, 1, 45, 300, 2, 2, 128}, DType::BF16);
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 1, 64, 64, 2, 1, 128, 0.2, 2.0}, DType::BF16);  // softcap
+    expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 40, 20, 2, 2, 64}, DType::F16);  // rows with no key
+    EXPECT_EQ(attention_wgmma_steps(), before + 5);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
 #include "backends/cuda/kernels/attention_mma.h"
+#include "backends/cuda/kernels/attention_wgmma.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/random.h"
 #include "backends/cuda/kernels/rows.h"
@@ -18,6 +19,7 @@
 #include "backends/cuda/kernels/select.h"
 #include "backends/cuda/kernels/shape.h"
 #include "backends/cuda/lower.h"
+#include "backends/cuda/lower_attention_mma.h"
 #include "support/test_util.h"
 
 namespace {
@@ -92,6 +94,24 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
     compiles("attention_mma f16 window softcap", src("f16_t", hd, 4, 1, 64, 2, 1, hd <= 128 ? 1 : 0));
   }
   for (int nw : {1, 2, 8}) compiles("attention_mma tile", src("bf16_t", 64, nw, 2, 16 * nw, 0, 0, 1));
+}
+
+// The Hopper kernel (wgmma) for sm_90a, with the wrappers the lowering generates.
+TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
+  auto src = [](DType t, int hd, int nwg, int bn, int mask, int cap) {
+    const std::string defs = "#define BF16 " + std::to_string(t == DType::BF16) + "\n#define HD " + std::to_string(hd) +
+                             "\n#define NWG " + std::to_string(nwg) + "\n#define BN " + std::to_string(bn) +
+                             "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) +
+                             "\n" + attention_wgmma_wrappers(t, bn, hd);
+    return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs);
+  };
+  for (int hd : {64, 128})
+    for (int bn : {64, 128}) {
+      SCOPED_TRACE("head_dim " + std::to_string(hd) + " keys " + std::to_string(bn));
+      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, hd, 2, bn, 1, 0), "sm_90a").size(), 100u);
+      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, hd, 3, bn, 2, 1), "sm_90a").size(), 100u);
+    }
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 128, 1, 128, 0, 0), "sm_90a").size(), 100u);
 }
 
 // The select family (kernels/select.h, scan.h, random.h, scatter.h) for every type the

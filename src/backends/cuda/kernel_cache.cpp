@@ -114,10 +114,10 @@ std::string kernel_cache_dir() {
   return "";
 }
 
-CUfunction get_kernel(const std::string& entry, const std::string& source) {
+CUfunction get_kernel(const std::string& entry, const std::string& source, const std::string& arch_override) {
   const DeviceInfo& dev = device();
   static const std::string version = nvrtc_version();
-  const std::string arch = dev.arch();
+  const std::string arch = arch_override.empty() ? dev.arch() : arch_override;
   const std::string key = hex64(fnv1a(14695981039346656037ull, source)) + "-" + arch + "-nvrtc" + version;
 
   Cache& c = cache();

@@ -25,8 +25,10 @@ struct KernelCacheStats {
 // `entry` and carry the compiler log.
 std::vector<char> nvrtc_compile(const std::string& entry, const std::string& source, const std::string& arch);
 
-// Returns the `extern "C"` function `entry` of `source` (compiled once per process).
-CUfunction get_kernel(const std::string& entry, const std::string& source);
+// Returns the `extern "C"` function `entry` of `source` (compiled once per process) for the
+// device's architecture, or for `arch` when given (e.g. "sm_90a" for kernels using wgmma,
+// which only runs on that exact architecture).
+CUfunction get_kernel(const std::string& entry, const std::string& source, const std::string& arch = "");
 // Directory of the disk cache ("" when disabled).
 std::string kernel_cache_dir();
 KernelCacheStats kernel_cache_stats();

@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention_mma.h"
+#include "backends/cuda/kernels/attention_wgmma.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
@@ -34,6 +35,7 @@ struct AttnMmaArgs {
 
 constexpr double kLog2e = 1.4426950408889634;
 std::atomic<uint64_t> g_mma_steps{0};
+std::atomic<uint64_t> g_wgmma_steps{0};
 
 bool one_of(int x, std::initializer_list<int> xs) {
   for (int y : xs)
@@ -91,6 +93,60 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
   return "";
 }
 
+AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
+  const char* env = std::getenv("RLX_CUDA_ATTN_WGMMA");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)
+    return head_dim <= 64 ? AttnWgmmaTile{2, 128} : AttnWgmmaTile{2, 128};
+  AttnWgmmaTile t;
+  char tail = 0;
+  if (std::sscanf(env, "%d,%d%c", &t.groups, &t.keys, &tail) != 2 || !one_of(t.groups, {1, 2, 3}) ||
+      !one_of(t.keys, {64, 128}))
+    throw Error(std::string("RLX_CUDA_ATTN_WGMMA='") + env +
+                "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>' with warpgroups 1/2/3 and "
+                "keys 64/128 (e.g. '2,128')");
+  return t;
+}
+
+size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim) {
+  return static_cast<size_t>(tile.rows() + 4 * tile.keys) * static_cast<size_t>(head_dim) * 2 + 1024;
+}
+
+std::string attention_wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor) {
+  if (const char* e = std::getenv("RLX_CUDA_ATTN_WGMMA"); e != nullptr && std::strcmp(e, "0") == 0)
+    return "turned off by RLX_CUDA_ATTN_WGMMA=0";
+  if (cc_major != 9 || cc_minor != 0)
+    return "wgmma needs sm_90, the device is sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (head_dim != 64 && head_dim != 128) return "head_dim " + std::to_string(head_dim) + " (64 or 128 only)";
+  return "";
+}
+
+std::string attention_wgmma_wrappers(DType t, int qk_n, int pv_n) {
+  const std::string ty = t == DType::BF16 ? "bf16" : "f16";
+  auto regs = [](int n) {
+    std::string r = "{";
+    for (int i = 0; i < n; ++i) r += (i ? ", %" : "%") + std::to_string(i);
+    return r + "}";
+  };
+  auto outs = [](int n) {
+    std::string r;
+    for (int i = 0; i < n; ++i) r += (i ? ", \"+f\"(d[" : "\"+f\"(d[") + std::to_string(i) + "])";
+    return r;
+  };
+  std::ostringstream s;
+  const int q = qk_n / 2, p = pv_n / 2;
+  s << "__device__ __forceinline__ void wg_qk(float* d, unsigned long long da, unsigned long long db, int acc) {\n"
+    << "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << q + 2 << ", 0;\\n\"\n"
+    << "    \"wgmma.mma_async.sync.aligned.m64n" << qk_n << "k16.f32." << ty << "." << ty << " " << regs(q) << ", %"
+    << q << ", %" << q + 1 << ", p, 1, 1, 0, 0;\\n}\\n\"\n"
+    << "    : " << outs(q) << "\n    : \"l\"(da), \"l\"(db), \"r\"(acc));\n}\n";
+  s << "__device__ __forceinline__ void wg_pv(float* d, const unsigned* a, unsigned long long db) {\n"
+    << "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n\"\n"
+    << "    \"wgmma.mma_async.sync.aligned.m64n" << pv_n << "k16.f32." << ty << "." << ty << " " << regs(p) << ", {%"
+    << p << ", %" << p + 1 << ", %" << p + 2 << ", %" << p + 3 << "}, %" << p + 4 << ", p, 1, 1, 1;\\n}\\n\"\n"
+    << "    : " << outs(p) << "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db));\n}\n";
+  return s.str();
+}
+
 bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::AttentionGeom>(st.geom);
   const plan::TensorRef& out = st.out.at(0);
@@ -103,14 +159,26 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   if (!attention_mma_rejection(g, t, pq, pk, pv, po).empty()) return false;
 
   const std::string what = step_label(st);
-  const AttnMmaTile tile = attention_mma_tile(g.head_dim);
-  const size_t smem = attention_mma_smem(tile, g.head_dim);
-  if (smem > device().smem_per_block_optin)
-    throw Error(what + ": the attention tile " + std::to_string(tile.warps) + "," + std::to_string(tile.m_tiles) + "," +
-                std::to_string(tile.keys) + " needs " + std::to_string(smem) + " bytes of shared memory at head_dim " +
-                std::to_string(g.head_dim) + ", the device allows " + std::to_string(device().smem_per_block_optin) +
-                "; choose a smaller RLX_CUDA_ATTN_TILE");
-  const int64_t q_blocks = (g.q_len + tile.rows() - 1) / tile.rows();
+  const DeviceInfo& dev = device();
+  const bool wgmma = attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty();
+  int rows = 0, threads = 0;
+  size_t smem = 0;
+  std::string tile_name, knob;
+  if (wgmma) {
+    const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
+    rows = tile.rows(), threads = 128 * tile.groups, smem = attention_wgmma_smem(tile, g.head_dim);
+    tile_name = std::to_string(tile.groups) + "," + std::to_string(tile.keys), knob = "RLX_CUDA_ATTN_WGMMA";
+  } else {
+    const AttnMmaTile tile = attention_mma_tile(g.head_dim);
+    rows = tile.rows(), threads = 32 * tile.warps, smem = attention_mma_smem(tile, g.head_dim);
+    tile_name = std::to_string(tile.warps) + "," + std::to_string(tile.m_tiles) + "," + std::to_string(tile.keys),
+    knob = "RLX_CUDA_ATTN_TILE";
+  }
+  if (smem > dev.smem_per_block_optin)
+    throw Error(what + ": the attention tile " + tile_name + " needs " + std::to_string(smem) +
+                " bytes of shared memory at head_dim " + std::to_string(g.head_dim) + ", the device allows " +
+                std::to_string(dev.smem_per_block_optin) + "; choose a smaller " + knob);
+  const int64_t q_blocks = (g.q_len + rows - 1) / rows;
 
   AttnMmaArgs a{};
   a.q = pq, a.k = pk, a.v = pv, a.out = po;
@@ -127,22 +195,34 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
 
   const int mask = g.mask == MaskKind::Causal ? 1 : g.mask == MaskKind::SlidingWindow ? 2 : 0;
   std::ostringstream defs;
-  defs << "#define BF16 " << (t == DType::BF16 ? 1 : 0) << "\n#define HD " << g.head_dim << "\n#define NW "
-       << tile.warps << "\n#define MT " << tile.m_tiles << "\n#define BN " << tile.keys << "\n#define MASK " << mask
-       << "\n#define SOFTCAP " << (softcap ? 1 : 0) << "\n#define QREG " << (tile.q_in_regs ? 1 : 0) << "\n";
-  const CUfunction fn =
-      get_kernel("attention_mma", kernel_source(ksrc::kAttentionMma, {{"T", storage_type(t)}}, defs.str()));
+  defs << "#define BF16 " << (t == DType::BF16 ? 1 : 0) << "\n#define HD " << g.head_dim << "\n#define MASK " << mask
+       << "\n#define SOFTCAP " << (softcap ? 1 : 0) << "\n";
+  CUfunction fn = nullptr;
+  if (wgmma) {
+    const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
+    defs << "#define NWG " << tile.groups << "\n#define BN " << tile.keys << "\n"
+         << attention_wgmma_wrappers(t, tile.keys, static_cast<int>(g.head_dim));
+    fn = get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs.str()),
+                    "sm_90a");
+  } else {
+    const AttnMmaTile tile = attention_mma_tile(g.head_dim);
+    defs << "#define NW " << tile.warps << "\n#define MT " << tile.m_tiles << "\n#define BN " << tile.keys
+         << "\n#define QREG " << (tile.q_in_regs ? 1 : 0) << "\n";
+    fn = get_kernel("attention_mma", kernel_source(ksrc::kAttentionMma, {{"T", storage_type(t)}}, defs.str()));
+  }
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
-  auto launch = std::make_shared<KernelLaunch>(what + " (tensor cores)", fn, static_cast<unsigned>(q_blocks),
-                                               static_cast<unsigned>(32 * tile.warps), static_cast<unsigned>(smem),
-                                               static_cast<unsigned>(g.batch * g.num_heads));
+  auto launch = std::make_shared<KernelLaunch>(what + (wgmma ? " (wgmma)" : " (tensor cores)"), fn,
+                                               static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
+                                               static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
   launch->arg(a);
   cx.add([launch](cudaStream_t s) { launch->launch(s); });
   g_mma_steps.fetch_add(1, std::memory_order_relaxed);
+  if (wgmma) g_wgmma_steps.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 uint64_t attention_mma_steps() { return g_mma_steps.load(std::memory_order_relaxed); }
+uint64_t attention_wgmma_steps() { return g_wgmma_steps.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

@@ -32,11 +32,38 @@ size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim);
 std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
                                     const void* v, const void* out);
 
-// Lowers the step onto the tensor-core kernel when attention_mma_rejection() allows it;
-// returns false (nothing appended) otherwise.
+// Block tile of the Hopper (wgmma, sm_90a) kernel: `groups` warpgroups of 64 query rows each
+// stream K/V tiles of `keys` keys.
+struct AttnWgmmaTile {
+  int groups = 2, keys = 128;
+  int rows() const { return 64 * groups; }
+};
+
+// The wgmma tile for `head_dim`: the measured default, or RLX_CUDA_ATTN_WGMMA="<groups>,<keys>"
+// (groups 1/2/3, keys 64/128) for sweeps; a malformed value is an rlx::Error.
+AttnWgmmaTile attention_wgmma_tile(int64_t head_dim);
+
+// Shared-memory bytes of one wgmma block (Q tile + two stages of K and V + 1024 for alignment).
+size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim);
+
+// Why a step the tensor cores take (attention_mma_rejection() == "") cannot use the wgmma
+// kernel on a device of compute capability cc_major.cc_minor ("" when it can): wgmma needs
+// exactly sm_90 and head_dim 64 or 128; RLX_CUDA_ATTN_WGMMA=0 turns it off.
+std::string attention_wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor);
+
+// The wgmma wrappers of the kernel (kernels/attention_wgmma.h) for dtype t: wg_qk
+// (m64n<qk_n>k16, both operands K-major in shared memory) and wg_pv (m64n<pv_n>k16, A from
+// registers, B N-major in shared memory).
+std::string attention_wgmma_wrappers(DType t, int qk_n, int pv_n);
+
+// Lowers the step onto the tensor-core kernel when attention_mma_rejection() allows it (the
+// wgmma kernel when attention_wgmma_rejection() also does, else the mma.sync one); returns
+// false (nothing appended) otherwise.
 bool lower_attention_mma(LowerContext& cx, const plan::Step& st);
 
-// Attention steps lowered onto the tensor-core kernel in this process (for tests).
+// Attention steps lowered onto the tensor-core kernels in this process, and of those onto the
+// wgmma kernel (for tests).
 uint64_t attention_mma_steps();
+uint64_t attention_wgmma_steps();
 
 }  // namespace rlx::cuda
