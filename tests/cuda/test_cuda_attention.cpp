@@ -87,14 +87,20 @@ TEST(CudaAttention, WgmmaTileComesFromTheEnvironmentOrTheDefault) {
     EXPECT_LE(cuda::attention_wgmma_smem(t, d), size_t{227 * 1024}) << d;
   }
   {
-    ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", "3,64");
+    ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", "3,64,3,2");
     const auto t = cuda::attention_wgmma_tile(128);
     EXPECT_EQ(t.groups, 3);
     EXPECT_EQ(t.keys, 64);
+    EXPECT_EQ(t.stages, 3);
+    EXPECT_EQ(t.blocks, 2);
     EXPECT_EQ(t.rows(), 192);
-    EXPECT_EQ(cuda::attention_wgmma_smem(t, 128), size_t{(192 + 4 * 64) * 128 * 2 + 1024});
+    EXPECT_EQ(t.threads(), 512);
+    EXPECT_EQ(t.consumer_regs(), 72);  // (32768 - 128 * 24) / 384, down to a multiple of 8
+    EXPECT_EQ(cuda::AttnWgmmaTile{2, 128, 2, 1}.consumer_regs(), 240);
+    EXPECT_EQ(cuda::AttnWgmmaTile{1, 128, 2, 1}.consumer_regs(), 0);  // 248 at launch already
+    EXPECT_EQ(cuda::attention_wgmma_smem(t, 128), size_t{(192 + 2 * 3 * 64) * 128 * 2 + 1024 + 8 * 7});
   }
-  for (const char* bad : {"2", "2,128,", "4,128", "2,96", "0,64", "two"}) {
+  for (const char* bad : {"2,128", "2,128,2,1,", "4,128,2,1", "2,96,2,1", "2,128,4,1", "2,128,2,3", "two"}) {
     ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", bad);
     const std::string msg = rlx::testing::error_message([] { cuda::attention_wgmma_tile(128); });
     EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << bad << ": " << msg;
@@ -225,7 +231,7 @@ TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
   const auto& dev = rlx::cuda::device();
   if (!attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor).empty())
     GTEST_SKIP() << "the wgmma kernel does not run here: " << attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor);
-  for (const char* tile : {"1,64", "1,128", "2,64", "2,128", "3,64", "3,128"}) {
+  for (const char* tile : {"1,64,2,1", "1,128,3,2", "2,64,3,1", "2,128,2,1", "3,64,2,2", "3,128,2,1"}) {
     SCOPED_TRACE(std::string("RLX_CUDA_ATTN_WGMMA=") + tile);
     ScopedEnv env("RLX_CUDA_ATTN_WGMMA", tile);
     const uint64_t before = attention_wgmma_steps();

@@ -296,11 +296,13 @@ TEST(CudaOps, PadEveryModeWithCropsAndDtypes) {
       g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5, 6}, t))}));
       expect_cuda_parity(g);
     }
-  Graph g;
-  ops::Pad p;
-  p.mode = PadMode::Reflect, p.pads = {0, 5, 0, 0};
-  g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5}))}));
-  const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g).run({{"x", rlx::testing::random_tensor(DType::F32, {3, 5}, 1)}}); });
+  // A reflect pad as large as its dim is refused when the graph is built.
+  const std::string msg = rlx::testing::error_message([] {
+    Graph g;
+    ops::Pad p;
+    p.mode = PadMode::Reflect, p.pads = {0, 5, 0, 0};
+    g.add_output(g.apply(p, {g.input("x", Shape::of({3, 5}))}));
+  });
   EXPECT_NE(msg.find("reflect pad 5 must be smaller than dim 1"), std::string::npos) << msg;
 }
 

@@ -89,6 +89,7 @@ Probe probe_device() {
     return pr;
   std::string optional_failure;
   if (!resolve("cuLaunchKernelEx", a.launch_kernel_ex, optional_failure)) a.launch_kernel_ex = nullptr;
+  if (!resolve("cuTensorMapEncodeTiled", a.tensor_map_encode_tiled, optional_failure)) a.tensor_map_encode_tiled = nullptr;
   return pr;
 }
 

@@ -29,6 +29,15 @@ class KernelLaunch {
     args_.push_back(std::move(buf));
     return *this;
   }
+  // Appends one kernel parameter of `size` bytes (for parameters aligned beyond 16 bytes, such as
+  // structs holding CUtensorMap; the driver copies them into place by the kernel's layout).
+  KernelLaunch& arg_bytes(const void* v, size_t size) {
+    auto buf = std::make_unique<uint8_t[]>(size);
+    std::memcpy(buf.get(), v, size);
+    ptrs_.push_back(buf.get());
+    args_.push_back(std::move(buf));
+    return *this;
+  }
   // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
   // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
   // (kernels/prelude.h) before it touches memory. Only with RLX_CUDA_PDL=1 (off by default) on

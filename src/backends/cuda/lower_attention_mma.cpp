@@ -2,6 +2,7 @@
 // launch. lower_attention() tries this first; everything it rejects runs on the CUDA-core kernel.
 #include "backends/cuda/lower_attention_mma.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -96,19 +97,30 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
 AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
   const char* env = std::getenv("RLX_CUDA_ATTN_WGMMA");
   if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)
-    return head_dim <= 64 ? AttnWgmmaTile{2, 128} : AttnWgmmaTile{2, 128};
+    return head_dim <= 64 ? AttnWgmmaTile{2, 128, 2, 1} : AttnWgmmaTile{2, 128, 2, 1};
   AttnWgmmaTile t;
   char tail = 0;
-  if (std::sscanf(env, "%d,%d%c", &t.groups, &t.keys, &tail) != 2 || !one_of(t.groups, {1, 2, 3}) ||
-      !one_of(t.keys, {64, 128}))
+  if (std::sscanf(env, "%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &tail) != 4 ||
+      !one_of(t.groups, {1, 2, 3}) || !one_of(t.keys, {64, 128}) || !one_of(t.stages, {2, 3}) ||
+      !one_of(t.blocks, {1, 2}))
     throw Error(std::string("RLX_CUDA_ATTN_WGMMA='") + env +
-                "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>' with warpgroups 1/2/3 and "
-                "keys 64/128 (e.g. '2,128')");
+                "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>,<stages>,<blocks per SM>' "
+                "with warpgroups 1/2/3, keys 64/128, stages 2/3 and blocks 1/2 (e.g. '2,128,2,1')");
   return t;
 }
 
+int AttnWgmmaTile::consumer_regs() const {
+  // At launch every thread gets the same share of the SM's 64K registers (split over `blocks`
+  // blocks); the producer then gives all but producer_regs() of its share to the consumers. A
+  // multiple of 8, at most 240; 0 when that is no more than the launch share (no hand-over).
+  const int at_launch = std::min(248, 65536 / (blocks * threads()) / 8 * 8);
+  const int after = std::min(240, (65536 / blocks - 128 * producer_regs()) / (128 * groups) / 8 * 8);
+  return after > at_launch ? after : 0;
+}
+
 size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim) {
-  return static_cast<size_t>(tile.rows() + 4 * tile.keys) * static_cast<size_t>(head_dim) * 2 + 1024;
+  const size_t tiles = static_cast<size_t>(tile.rows() + 2 * tile.stages * tile.keys) * static_cast<size_t>(head_dim) * 2;
+  return tiles + 1024 + 8 * (1 + 2 * static_cast<size_t>(tile.stages));
 }
 
 std::string attention_wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor) {
@@ -147,6 +159,108 @@ std::string attention_wgmma_wrappers(DType t, int qk_n, int pv_n) {
   return s.str();
 }
 
+namespace {
+
+// Must match struct AttnTmaArgs of kernels/attention_wgmma.h.
+struct AttnTmaArgs {
+  CUtensorMap q, k, v;
+  void* out;
+  int64_t os_b, os_s, os_h;
+  int64_t q_len, kv_len, heads, group, window;
+  float scale_log2, cap_in, cap_out;
+  int32_t q_blocks;
+};
+
+// A 4-d (head_dim, seq, heads, batch) tensor map over `base` with boxes of 64 x box_rows
+// elements in the 128-byte swizzle.
+CUtensorMap tensor_map(const std::string& what, DType t, const void* base, const plan::AttnStrides& st,
+                       int64_t head_dim, int64_t seq, int64_t heads, int64_t batch, int box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st.seq) * 2, static_cast<cuuint64_t>(st.head) * 2,
+                                 static_cast<cuuint64_t>(st.batch) * 2};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  try {
+    RLX_CU_CHECK(driver().tensor_map_encode_tiled(
+        &m, t == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+        const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  } catch (const Error& e) {
+    throw Error(what + ": no tensor map for an attention operand (" + e.what() +
+                "); set RLX_CUDA_ATTN_WGMMA=0 to run it on the mma.sync kernel");
+  }
+  return m;
+}
+
+bool fits_int32(int64_t x) { return x >= 0 && x <= INT32_MAX; }
+
+std::string defines(DType t, const plan::AttentionGeom& g) {
+  const int mask = g.mask == MaskKind::Causal ? 1 : g.mask == MaskKind::SlidingWindow ? 2 : 0;
+  return "#define BF16 " + std::to_string(t == DType::BF16 ? 1 : 0) + "\n#define HD " + std::to_string(g.head_dim) +
+         "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n";
+}
+
+void check_smem(const std::string& what, size_t smem, const std::string& tile, int64_t head_dim, const char* knob) {
+  if (smem > device().smem_per_block_optin)
+    throw Error(what + ": the attention tile " + tile + " needs " + std::to_string(smem) +
+                " bytes of shared memory at head_dim " + std::to_string(head_dim) + ", the device allows " +
+                std::to_string(device().smem_per_block_optin) + "; choose a smaller " + knob);
+}
+
+void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_t q_blocks, int threads, size_t smem,
+                const plan::AttentionGeom& g, const void* args, size_t args_size) {
+  if (smem > 48 * 1024)
+    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  auto launch = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
+                                               static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
+  launch->arg_bytes(args, args_size);
+  cx.add([launch](cudaStream_t s) { launch->launch(s); });
+}
+
+// The wgmma kernel; false (nothing appended) when the sequence is too long for TMA coordinates
+// or the driver has no tensor maps.
+bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, DType t, const void* pq,
+                 const void* pk, const void* pv, void* po) {
+  if (driver().tensor_map_encode_tiled == nullptr || !fits_int32(g.q_len) || !fits_int32(g.kv_len) ||
+      !fits_int32(g.batch) || !fits_int32(g.num_heads))
+    return false;
+  const std::string what = step_label(st);
+  const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
+  const size_t smem = attention_wgmma_smem(tile, g.head_dim);
+  check_smem(what,  smem,
+             std::to_string(tile.groups) + "," + std::to_string(tile.keys) + "," + std::to_string(tile.stages) + "," +
+                 std::to_string(tile.blocks),
+             g.head_dim, "RLX_CUDA_ATTN_WGMMA");
+  const int64_t q_blocks = (g.q_len + tile.rows() - 1) / tile.rows();
+  AttnTmaArgs a{};
+  a.q = tensor_map(what, t, pq, g.q, g.head_dim, g.q_len, g.num_heads, g.batch, tile.rows());
+  a.k = tensor_map(what, t, pk, g.k, g.head_dim, g.kv_len, g.num_kv_heads, g.batch, tile.keys);
+  a.v = tensor_map(what, t, pv, g.v, g.head_dim, g.kv_len, g.num_kv_heads, g.batch, tile.keys);
+  a.out = po;
+  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
+  a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group, a.window = g.window;
+  const bool softcap = g.softcap > 0;
+  a.scale_log2 = static_cast<float>(g.scale * kLog2e);
+  a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
+  a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
+  a.q_blocks = static_cast<int32_t>(q_blocks);
+  const std::string defs = defines(t, g) + "#define NWG " + std::to_string(tile.groups) + "\n#define BN " +
+                           std::to_string(tile.keys) + "\n#define STAGES " + std::to_string(tile.stages) +
+                           "\n#define MINB " + std::to_string(tile.blocks) + "\n#define PREGS " +
+                           std::to_string(tile.producer_regs()) + "\n#define CREGS " +
+                           std::to_string(tile.consumer_regs()) + "\n" +
+                           attention_wgmma_wrappers(t, tile.keys, static_cast<int>(g.head_dim));
+  const CUfunction fn =
+      get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs), "sm_90a");
+  add_launch(cx, what + " (wgmma)", fn, q_blocks, tile.threads(), smem, g, &a, sizeof a);
+  g_wgmma_steps.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
 bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::AttentionGeom>(st.geom);
   const plan::TensorRef& out = st.out.at(0);
@@ -157,29 +271,19 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const void* pv = cx.ptr(st.in[2]);
   void* po = cx.ptr(out);
   if (!attention_mma_rejection(g, t, pq, pk, pv, po).empty()) return false;
+  g_mma_steps.fetch_add(1, std::memory_order_relaxed);
+  const DeviceInfo& dev = device();
+  if (attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty() &&
+      lower_wgmma(cx, st, g, t, pq, pk, pv, po))
+    return true;
 
   const std::string what = step_label(st);
-  const DeviceInfo& dev = device();
-  const bool wgmma = attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty();
-  int rows = 0, threads = 0;
-  size_t smem = 0;
-  std::string tile_name, knob;
-  if (wgmma) {
-    const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
-    rows = tile.rows(), threads = 128 * tile.groups, smem = attention_wgmma_smem(tile, g.head_dim);
-    tile_name = std::to_string(tile.groups) + "," + std::to_string(tile.keys), knob = "RLX_CUDA_ATTN_WGMMA";
-  } else {
-    const AttnMmaTile tile = attention_mma_tile(g.head_dim);
-    rows = tile.rows(), threads = 32 * tile.warps, smem = attention_mma_smem(tile, g.head_dim);
-    tile_name = std::to_string(tile.warps) + "," + std::to_string(tile.m_tiles) + "," + std::to_string(tile.keys),
-    knob = "RLX_CUDA_ATTN_TILE";
-  }
-  if (smem > dev.smem_per_block_optin)
-    throw Error(what + ": the attention tile " + tile_name + " needs " + std::to_string(smem) +
-                " bytes of shared memory at head_dim " + std::to_string(g.head_dim) + ", the device allows " +
-                std::to_string(dev.smem_per_block_optin) + "; choose a smaller " + knob);
-  const int64_t q_blocks = (g.q_len + rows - 1) / rows;
-
+  const AttnMmaTile tile = attention_mma_tile(g.head_dim);
+  const size_t smem = attention_mma_smem(tile, g.head_dim);
+  check_smem(what, smem,
+             std::to_string(tile.warps) + "," + std::to_string(tile.m_tiles) + "," + std::to_string(tile.keys),
+             g.head_dim, "RLX_CUDA_ATTN_TILE");
+  const int64_t q_blocks = (g.q_len + tile.rows() - 1) / tile.rows();
   AttnMmaArgs a{};
   a.q = pq, a.k = pk, a.v = pv, a.out = po;
   a.qs_b = g.q.batch, a.qs_s = g.q.seq, a.qs_h = g.q.head;
@@ -192,33 +296,11 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
   a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
   a.q_blocks = static_cast<int32_t>(q_blocks);
-
-  const int mask = g.mask == MaskKind::Causal ? 1 : g.mask == MaskKind::SlidingWindow ? 2 : 0;
-  std::ostringstream defs;
-  defs << "#define BF16 " << (t == DType::BF16 ? 1 : 0) << "\n#define HD " << g.head_dim << "\n#define MASK " << mask
-       << "\n#define SOFTCAP " << (softcap ? 1 : 0) << "\n";
-  CUfunction fn = nullptr;
-  if (wgmma) {
-    const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
-    defs << "#define NWG " << tile.groups << "\n#define BN " << tile.keys << "\n"
-         << attention_wgmma_wrappers(t, tile.keys, static_cast<int>(g.head_dim));
-    fn = get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs.str()),
-                    "sm_90a");
-  } else {
-    const AttnMmaTile tile = attention_mma_tile(g.head_dim);
-    defs << "#define NW " << tile.warps << "\n#define MT " << tile.m_tiles << "\n#define BN " << tile.keys
-         << "\n#define QREG " << (tile.q_in_regs ? 1 : 0) << "\n";
-    fn = get_kernel("attention_mma", kernel_source(ksrc::kAttentionMma, {{"T", storage_type(t)}}, defs.str()));
-  }
-  if (smem > 48 * 1024)
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
-  auto launch = std::make_shared<KernelLaunch>(what + (wgmma ? " (wgmma)" : " (tensor cores)"), fn,
-                                               static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
-                                               static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
-  launch->arg(a);
-  cx.add([launch](cudaStream_t s) { launch->launch(s); });
-  g_mma_steps.fetch_add(1, std::memory_order_relaxed);
-  if (wgmma) g_wgmma_steps.fetch_add(1, std::memory_order_relaxed);
+  const std::string defs = defines(t, g) + "#define NW " + std::to_string(tile.warps) + "\n#define MT " +
+                           std::to_string(tile.m_tiles) + "\n#define BN " + std::to_string(tile.keys) +
+                           "\n#define QREG " + std::to_string(tile.q_in_regs ? 1 : 0) + "\n";
+  const CUfunction fn = get_kernel("attention_mma", kernel_source(ksrc::kAttentionMma, {{"T", storage_type(t)}}, defs));
+  add_launch(cx, what + " (tensor cores)", fn, q_blocks, 32 * tile.warps, smem, g, &a, sizeof a);
   return true;
 }
 

@@ -32,23 +32,32 @@ size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim);
 std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
                                     const void* v, const void* out);
 
-// Block tile of the Hopper (wgmma, sm_90a) kernel: `groups` warpgroups of 64 query rows each
-// stream K/V tiles of `keys` keys.
+// Block tile of the Hopper (wgmma, sm_90a) kernel: `groups` consumer warpgroups of 64 query
+// rows each stream K/V tiles of `keys` keys through `stages` shared-memory stages; the register
+// budget is cut for `blocks` resident blocks per SM.
 struct AttnWgmmaTile {
-  int groups = 2, keys = 128;
+  int groups = 2, keys = 128, stages = 2, blocks = 1;
   int rows() const { return 64 * groups; }
+  int threads() const { return 128 * (groups + 1); }  // + the producer warpgroup
+  // Registers per thread of the producer / a consumer after the hand-over (setmaxnreg);
+  // consumer_regs() is 0 when the tile needs no hand-over.
+  int producer_regs() const { return 24; }
+  int consumer_regs() const;
 };
 
-// The wgmma tile for `head_dim`: the measured default, or RLX_CUDA_ATTN_WGMMA="<groups>,<keys>"
-// (groups 1/2/3, keys 64/128) for sweeps; a malformed value is an rlx::Error.
+// The wgmma tile for `head_dim`: the measured default, or
+// RLX_CUDA_ATTN_WGMMA="<groups>,<keys>,<stages>,<blocks>" (groups 1/2/3, keys 64/128, stages 2/3,
+// blocks 1/2) for sweeps; a malformed value is an rlx::Error.
 AttnWgmmaTile attention_wgmma_tile(int64_t head_dim);
 
-// Shared-memory bytes of one wgmma block (Q tile + two stages of K and V + 1024 for alignment).
+// Shared-memory bytes of one wgmma block (Q tile, the K and V stages, 1024 for alignment and the
+// mbarriers).
 size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim);
 
 // Why a step the tensor cores take (attention_mma_rejection() == "") cannot use the wgmma
 // kernel on a device of compute capability cc_major.cc_minor ("" when it can): wgmma needs
-// exactly sm_90 and head_dim 64 or 128; RLX_CUDA_ATTN_WGMMA=0 turns it off.
+// exactly sm_90 and head_dim 64 or 128, TMA sequence lengths and heads below 2^31 and a driver
+// with cuTensorMapEncodeTiled (checked by the lowering); RLX_CUDA_ATTN_WGMMA=0 turns it off.
 std::string attention_wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor);
 
 // The wgmma wrappers of the kernel (kernels/attention_wgmma.h) for dtype t: wg_qk
