@@ -96,8 +96,8 @@ TEST(CudaAttention, WgmmaTileComesFromTheEnvironmentOrTheDefault) {
     EXPECT_EQ(t.rows(), 192);
     EXPECT_EQ(t.threads(), 512);
     EXPECT_EQ(t.consumer_regs(), 72);  // (32768 - 128 * 24) / 384, down to a multiple of 8
-    EXPECT_EQ(cuda::AttnWgmmaTile{2, 128, 2, 1}.consumer_regs(), 240);
-    EXPECT_EQ(cuda::AttnWgmmaTile{1, 128, 2, 1}.consumer_regs(), 0);  // 248 at launch already
+    EXPECT_EQ((cuda::AttnWgmmaTile{2, 128, 2, 1}.consumer_regs()), 240);
+    EXPECT_EQ((cuda::AttnWgmmaTile{1, 128, 2, 1}.consumer_regs()), 0);  // 248 at launch already
     EXPECT_EQ(cuda::attention_wgmma_smem(t, 128), size_t{(192 + 2 * 3 * 64) * 128 * 2 + 1024 + 8 * 7});
   }
   for (const char* bad : {"2,128", "2,128,2,1,", "4,128,2,1", "2,96,2,1", "2,128,4,1", "2,128,2,3", "two"}) {
