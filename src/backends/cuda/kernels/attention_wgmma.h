@@ -191,8 +191,11 @@ extern "C" __global__ void __launch_bounds__(NT, MINB) attention_wgmma(const __g
 #if MASK == 2
     live = live && t0 + BN - 1 > gpos_lo - a.window;
 #endif
+    // Every warpgroup waits for every tile, also one it skips: an arrival on `empty` must never
+    // run ahead of the producer into the stage's next round, and no copy may still be in flight
+    // when the block exits.
+    mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
     if (live) {  // uniform over the warpgroup
-      mbar_wait(bar_full + 8 * st, (it / STAGES) & 1);
       const unsigned ks = uK + st * KV_BYTES, vs = uV + st * KV_BYTES;
       float s[BN / 2];
       wg_fence();
