@@ -87,6 +87,10 @@ TEST(CudaAttention, WgmmaTileComesFromTheEnvironmentOrTheDefault) {
     EXPECT_LE(cuda::attention_wgmma_smem(t, d), size_t{227 * 1024}) << d;
   }
   {
+    ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", "2,128,2,1,0");
+    EXPECT_FALSE(cuda::attention_wgmma_tile(64).pipelined);
+  }
+  {
     ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", "3,64,3,2");
     const auto t = cuda::attention_wgmma_tile(128);
     EXPECT_EQ(t.groups, 3);
@@ -95,12 +99,15 @@ TEST(CudaAttention, WgmmaTileComesFromTheEnvironmentOrTheDefault) {
     EXPECT_EQ(t.blocks, 2);
     EXPECT_EQ(t.rows(), 192);
     EXPECT_EQ(t.threads(), 512);
+    EXPECT_TRUE(t.pipelined);
+    EXPECT_EQ(t.launch_regs(), 64);
     EXPECT_EQ(t.consumer_regs(), 72);  // (32768 - 128 * 24) / 384, down to a multiple of 8
     EXPECT_EQ((cuda::AttnWgmmaTile{2, 128, 2, 1}.consumer_regs()), 240);
     EXPECT_EQ((cuda::AttnWgmmaTile{1, 128, 2, 1}.consumer_regs()), 0);  // 248 at launch already
     EXPECT_EQ(cuda::attention_wgmma_smem(t, 128), size_t{(192 + 2 * 3 * 64) * 128 * 2 + 1024 + 8 * 7});
   }
-  for (const char* bad : {"2,128", "2,128,2,1,", "4,128,2,1", "2,96,2,1", "2,128,4,1", "2,128,2,3", "two"}) {
+  for (const char* bad : {"2,128", "2,128,2,1,", "4,128,2,1", "2,96,2,1", "2,128,4,1", "2,128,2,3", "2,128,2,1,2",
+                          "2,128,2,1,1,", "two"}) {
     ScopedEnv tile("RLX_CUDA_ATTN_WGMMA", bad);
     const std::string msg = rlx::testing::error_message([] { cuda::attention_wgmma_tile(128); });
     EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << bad << ": " << msg;
@@ -231,7 +238,7 @@ TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
   const auto& dev = rlx::cuda::device();
   if (!attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor).empty())
     GTEST_SKIP() << "the wgmma kernel does not run here: " << attention_wgmma_rejection(128, dev.cc_major, dev.cc_minor);
-  for (const char* tile : {"1,64,2,1", "1,128,3,2", "2,64,3,1", "2,128,2,1", "3,64,2,2", "3,128,2,1"}) {
+  for (const char* tile : {"1,64,2,1,1", "1,128,3,1", "2,64,3,1", "2,128,2,1,0", "1,64,2,2,1", "3,64,3,1,0"}) {
     SCOPED_TRACE(std::string("RLX_CUDA_ATTN_WGMMA=") + tile);
     ScopedEnv env("RLX_CUDA_ATTN_WGMMA", tile);
     const uint64_t before = attention_wgmma_steps();
@@ -242,6 +249,12 @@ TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
     expect_mma_parity({AttnLayout::BSHD, MaskKind::Causal, 2, 40, 20, 2, 2, 64}, DType::F16);  // rows with no key
     EXPECT_EQ(attention_wgmma_steps(), before + 5);
   }
+  // A tile whose register share cannot hold the accumulators is refused, naming the knob.
+  ScopedEnv tight("RLX_CUDA_ATTN_WGMMA", "3,128,2,2");
+  const Case c{AttnLayout::BSHD, MaskKind::None, 1, 64, 64, 2, 2, 128};
+  const std::string msg =
+      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_graph(c, DType::BF16)); });
+  EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << msg;
 }
 
 // What the tensor-core kernel does not take still runs (on the CUDA-core kernel) and matches.

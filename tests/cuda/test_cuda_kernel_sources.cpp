@@ -102,7 +102,7 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
     const std::string defs = "#define BF16 " + std::to_string(t == DType::BF16) + "\n#define HD " + std::to_string(hd) +
                              "\n#define NWG " + std::to_string(nwg) + "\n#define BN " + std::to_string(bn) +
                              "\n#define STAGES " + std::to_string(stages) + "\n#define MINB " + std::to_string(minb) +
-                             "\n#define PREGS 24\n#define CREGS " + std::to_string(minb == 1 ? (nwg == 2 ? 240 : 160) : 0) +
+                             "\n#define PIPE " + std::to_string(minb == 1 ? 1 : 0) + "\n#define PREGS 24\n#define CREGS " + std::to_string(minb == 1 ? (nwg == 2 ? 240 : 160) : 0) +
                              "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) +
                              "\n" + attention_wgmma_wrappers(t, bn, hd);
     return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs);

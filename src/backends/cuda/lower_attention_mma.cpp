@@ -97,15 +97,19 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
 AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
   const char* env = std::getenv("RLX_CUDA_ATTN_WGMMA");
   if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)
-    return head_dim <= 64 ? AttnWgmmaTile{2, 128, 2, 1} : AttnWgmmaTile{2, 128, 2, 1};
+    return head_dim <= 64 ? AttnWgmmaTile{1, 128, 2, 2} : AttnWgmmaTile{2, 64, 3, 1};
   AttnWgmmaTile t;
+  int pipe = 1;
   char tail = 0;
-  if (std::sscanf(env, "%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &tail) != 4 ||
+  const bool five = std::sscanf(env, "%d,%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &pipe, &tail) == 5;
+  if ((!five && std::sscanf(env, "%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &tail) != 4) ||
       !one_of(t.groups, {1, 2, 3}) || !one_of(t.keys, {64, 128}) || !one_of(t.stages, {2, 3}) ||
-      !one_of(t.blocks, {1, 2}))
+      !one_of(t.blocks, {1, 2}) || !one_of(pipe, {0, 1}))
     throw Error(std::string("RLX_CUDA_ATTN_WGMMA='") + env +
-                "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>,<stages>,<blocks per SM>' "
-                "with warpgroups 1/2/3, keys 64/128, stages 2/3 and blocks 1/2 (e.g. '2,128,2,1')");
+                "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>,<stages>,<blocks per SM>"
+                "[,<pipelined>]' with warpgroups 1/2/3, keys 64/128, stages 2/3, blocks 1/2 and pipelined 0/1 "
+                "(e.g. '2,128,2,1')");
+  t.pipelined = pipe == 1;
   return t;
 }
 
@@ -113,10 +117,12 @@ int AttnWgmmaTile::consumer_regs() const {
   // At launch every thread gets the same share of the SM's 64K registers (split over `blocks`
   // blocks); the producer then gives all but producer_regs() of its share to the consumers. A
   // multiple of 8, at most 240; 0 when that is no more than the launch share (no hand-over).
-  const int at_launch = std::min(248, 65536 / (blocks * threads()) / 8 * 8);
+  const int at_launch = launch_regs();
   const int after = std::min(240, (65536 / blocks - 128 * producer_regs()) / (128 * groups) / 8 * 8);
   return after > at_launch ? after : 0;
 }
+
+int AttnWgmmaTile::launch_regs() const { return std::min(248, 65536 / (blocks * threads()) / 8 * 8); }
 
 size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim) {
   const size_t tiles = static_cast<size_t>(tile.rows() + 2 * tile.stages * tile.keys) * static_cast<size_t>(head_dim) * 2;
@@ -229,10 +235,17 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
   const std::string what = step_label(st);
   const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
   const size_t smem = attention_wgmma_smem(tile, g.head_dim);
-  check_smem(what,  smem,
-             std::to_string(tile.groups) + "," + std::to_string(tile.keys) + "," + std::to_string(tile.stages) + "," +
-                 std::to_string(tile.blocks),
-             g.head_dim, "RLX_CUDA_ATTN_WGMMA");
+  const std::string tile_name = std::to_string(tile.groups) + "," + std::to_string(tile.keys) + "," +
+                                std::to_string(tile.stages) + "," + std::to_string(tile.blocks) + "," +
+                                std::to_string(tile.pipelined ? 1 : 0);
+  check_smem(what, smem, tile_name, g.head_dim, "RLX_CUDA_ATTN_WGMMA");
+  // ptxas compiles the whole kernel within the launch share of registers: the accumulators of O
+  // and of one score tile plus about 30 more must fit (the pipelined scores spill otherwise).
+  const int need = static_cast<int>(g.head_dim) / 2 + tile.keys / 2 + 30;
+  if (tile.launch_regs() < need)
+    throw Error(what + ": the attention tile " + tile_name + " leaves " + std::to_string(tile.launch_regs()) +
+                " registers per thread, head_dim " + std::to_string(g.head_dim) + " needs at least " +
+                std::to_string(need) + "; choose fewer warpgroups, keys or blocks per SM in RLX_CUDA_ATTN_WGMMA");
   const int64_t q_blocks = (g.q_len + tile.rows() - 1) / tile.rows();
   AttnTmaArgs a{};
   a.q = tensor_map(what, t, pq, g.q, g.head_dim, g.q_len, g.num_heads, g.batch, tile.rows());
@@ -248,7 +261,8 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
   a.q_blocks = static_cast<int32_t>(q_blocks);
   const std::string defs = defines(t, g) + "#define NWG " + std::to_string(tile.groups) + "\n#define BN " +
                            std::to_string(tile.keys) + "\n#define STAGES " + std::to_string(tile.stages) +
-                           "\n#define MINB " + std::to_string(tile.blocks) + "\n#define PREGS " +
+                           "\n#define MINB " + std::to_string(tile.blocks) + "\n#define PIPE " +
+                           std::to_string(tile.pipelined ? 1 : 0) + "\n#define PREGS " +
                            std::to_string(tile.producer_regs()) + "\n#define CREGS " +
                            std::to_string(tile.consumer_regs()) + "\n" +
                            attention_wgmma_wrappers(t, tile.keys, static_cast<int>(g.head_dim));

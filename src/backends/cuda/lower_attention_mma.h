@@ -37,17 +37,20 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
 // budget is cut for `blocks` resident blocks per SM.
 struct AttnWgmmaTile {
   int groups = 2, keys = 128, stages = 2, blocks = 1;
+  bool pipelined = true;  // the next tile's scores overlap this tile's softmax
   int rows() const { return 64 * groups; }
   int threads() const { return 128 * (groups + 1); }  // + the producer warpgroup
   // Registers per thread of the producer / a consumer after the hand-over (setmaxnreg);
   // consumer_regs() is 0 when the tile needs no hand-over.
   int producer_regs() const { return 24; }
   int consumer_regs() const;
+  // Registers per thread at launch; ptxas compiles the whole kernel within this many.
+  int launch_regs() const;
 };
 
 // The wgmma tile for `head_dim`: the measured default, or
-// RLX_CUDA_ATTN_WGMMA="<groups>,<keys>,<stages>,<blocks>" (groups 1/2/3, keys 64/128, stages 2/3,
-// blocks 1/2) for sweeps; a malformed value is an rlx::Error.
+// RLX_CUDA_ATTN_WGMMA="<groups>,<keys>,<stages>,<blocks>[,<pipelined>]" (groups 1/2/3, keys
+// 64/128, stages 2/3, blocks 1/2, pipelined 0/1) for sweeps; a malformed value is an rlx::Error.
 AttnWgmmaTile attention_wgmma_tile(int64_t head_dim);
 
 // Shared-memory bytes of one wgmma block (Q tile, the K and V stages, 1024 for alignment and the
