@@ -96,8 +96,12 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
 
 AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
   const char* env = std::getenv("RLX_CUDA_ATTN_WGMMA");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0)
-    return head_dim <= 64 ? AttnWgmmaTile{1, 128, 2, 2} : AttnWgmmaTile{2, 64, 3, 1};
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0) {
+    // The fastest of the H100 sweep (docs/backends/cuda.md); the pipelined variant measured slower.
+    AttnWgmmaTile t = head_dim <= 64 ? AttnWgmmaTile{1, 128, 2, 2} : AttnWgmmaTile{3, 64, 3, 1};
+    t.pipelined = false;
+    return t;
+  }
   AttnWgmmaTile t;
   int pipe = 1;
   char tail = 0;
