@@ -45,6 +45,7 @@ TEST(CudaAttention, MmaEligibilityNamesWhatIsMissing) {
     plan::AttentionGeom g = ok;
     g.mask = m;
     EXPECT_NE(attention_mma_rejection(g, DType::BF16, p, p, p, buf).find("mask"), std::string::npos);
+    EXPECT_EQ(attention_mma_rejection(g, DType::BF16, p, p, p, buf, /*custom_masks=*/true), "");
   }
   for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow}) {
     plan::AttentionGeom g = ok;
@@ -143,6 +144,8 @@ struct Case {
   int64_t b, sq, skv, h, hkv, d;
   double scale = 0, softcap = 0;
   int64_t window = 0;
+  DType mask_type = DType::Bool;  // Custom: the keep mask's dtype
+  bool bias_per_row = true;       // Bias: [1, h, sq, skv], else [b, 1, 1, skv]
 };
 
 std::string describe(const Case& c, DType t) {
@@ -159,8 +162,12 @@ Graph attention_graph(const Case& c, DType t) {
   ops::Attention a;
   a.num_heads = c.h, a.num_kv_heads = c.hkv, a.head_dim = c.d, a.mask_kind = c.mask, a.window = c.window;
   a.score_scale = c.scale, a.softcap = c.softcap, a.layout = c.layout;
+  std::optional<Value> mask;
+  if (c.mask == MaskKind::Custom) mask = g.input("mask", Shape::of({c.b, c.skv}, c.mask_type));
+  if (c.mask == MaskKind::Bias)  // per head and row, or broadcast over them (a key-padding bias)
+    mask = g.input("bias", c.bias_per_row ? Shape::of({1, c.h, c.sq, c.skv}, t) : Shape::of({c.b, 1, 1, c.skv}, t));
   g.add_output(g.attention(g.input("q", shape(c.sq, c.h)), g.input("k", shape(c.skv, c.hkv)),
-                           g.input("v", shape(c.skv, c.hkv)), std::nullopt, a));
+                           g.input("v", shape(c.skv, c.hkv)), mask, a));
   return g;
 }
 
@@ -255,6 +262,31 @@ TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
   const std::string msg =
       rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_graph(c, DType::BF16)); });
   EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << msg;
+}
+
+// Custom keep masks and additive biases run on the wgmma kernel (an sm_90 device) and match.
+TEST(CudaAttention, WgmmaCustomMasksAndBiasesMatchTheCpu) {
+  RLX_REQUIRE_CUDA();
+  const auto& dev = rlx::cuda::device();
+  if (!attention_wgmma_rejection(64, dev.cc_major, dev.cc_minor).empty())
+    GTEST_SKIP() << "the wgmma kernel does not run here: " << attention_wgmma_rejection(64, dev.cc_major, dev.cc_minor);
+  std::vector<Case> cases;
+  Case c{AttnLayout::BSHD, MaskKind::Custom, 3, 130, 200, 4, 2, 64};
+  cases.push_back(c);
+  c = {AttnLayout::BHSD, MaskKind::Custom, 2, 64, 64, 2, 2, 128};
+  c.mask_type = DType::F32;
+  cases.push_back(c);
+  c = {AttnLayout::BSHD, MaskKind::Bias, 2, 100, 150, 4, 1, 128, 0.2};
+  cases.push_back(c);
+  c = {AttnLayout::BSHD, MaskKind::Bias, 4, 128, 128, 2, 2, 64, 0, 3.0};  // key padding + softcap
+  c.bias_per_row = false;
+  cases.push_back(c);
+  for (DType t : kHalves)
+    for (const Case& k : cases) {
+      const uint64_t before = attention_wgmma_steps();
+      expect_mma_parity(k, t);
+      EXPECT_EQ(attention_wgmma_steps(), before + 1) << describe(k, t);
+    }
 }
 
 // What the tensor-core kernel does not take still runs (on the CUDA-core kernel) and matches.

@@ -105,7 +105,7 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
                              "\n#define PIPE " + std::to_string(minb == 1 ? 1 : 0) + "\n#define PREGS 24\n#define CREGS " + std::to_string(minb == 1 ? (nwg == 2 ? 240 : 160) : 0) +
                              "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) +
                              "\n" + attention_wgmma_wrappers(t, bn, hd);
-    return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs);
+    return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}, {"M", mask >= 3 ? "u8_t" : storage_type(t)}}, defs);
   };
   for (int hd : {64, 128})
     for (int bn : {64, 128}) {
@@ -114,6 +114,8 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
       EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, hd, 3, bn, 3, 1, 2, 1), "sm_90a").size(), 100u);
     }
   EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 64, 2, 2, 0, 0), "sm_90a").size(), 100u);
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 128, 2, 2, 3, 0), "sm_90a").size(), 100u);  // keep
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, 128, 3, 64, 3, 1, 4, 1), "sm_90a").size(), 100u);  // bias
 }
 
 // The select family (kernels/select.h, scan.h, random.h, scatter.h) for every type the

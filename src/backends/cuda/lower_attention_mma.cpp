@@ -77,11 +77,12 @@ size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim) {
 }
 
 std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
-                                    const void* v, const void* out) {
+                                    const void* v, const void* out, bool custom_masks) {
   if (const char* e = std::getenv("RLX_CUDA_ATTN_MMA"); e != nullptr && std::strcmp(e, "0") == 0)
     return "turned off by RLX_CUDA_ATTN_MMA=0";
   if (t != DType::F16 && t != DType::BF16) return std::string("dtype ") + dtype_name(t) + " (f16/bf16 only)";
-  if (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias) return std::string("mask ") + enum_name(g.mask);
+  if (!custom_masks && (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias))
+    return std::string("mask ") + enum_name(g.mask) + " (only the Hopper wgmma kernel applies custom masks and biases)";
   if (g.head_dim <= 0 || g.head_dim % 16 != 0 || g.head_dim > 256)
     return "head_dim " + std::to_string(g.head_dim) + " (a multiple of 16 up to 256 only)";
   if (g.q_len < 16) return "q_len " + std::to_string(g.q_len) + " < 16 (decode runs on the split-KV kernel)";
@@ -179,6 +180,8 @@ struct AttnTmaArgs {
   int64_t q_len, kv_len, heads, group, window;
   float scale_log2, cap_in, cap_out;
   int32_t q_blocks;
+  const void* mask;
+  int64_t mask_batch, bias_s[4];
 };
 
 // A 4-d (head_dim, seq, heads, batch) tensor map over `base` with boxes of 64 x box_rows
@@ -207,7 +210,11 @@ CUtensorMap tensor_map(const std::string& what, DType t, const void* base, const
 bool fits_int32(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 std::string defines(DType t, const plan::AttentionGeom& g) {
-  const int mask = g.mask == MaskKind::Causal ? 1 : g.mask == MaskKind::SlidingWindow ? 2 : 0;
+  const int mask = g.mask == MaskKind::Causal          ? 1
+                   : g.mask == MaskKind::SlidingWindow ? 2
+                   : g.mask == MaskKind::Custom        ? 3
+                   : g.mask == MaskKind::Bias          ? 4
+                                                       : 0;
   return "#define BF16 " + std::to_string(t == DType::BF16 ? 1 : 0) + "\n#define HD " + std::to_string(g.head_dim) +
          "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n";
 }
@@ -219,12 +226,14 @@ void check_smem(const std::string& what, size_t smem, const std::string& tile, i
                 std::to_string(device().smem_per_block_optin) + "; choose a smaller " + knob);
 }
 
+// Grid (x, y) = (query blocks, batch * heads), or the other way round with heads_first.
 void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_t q_blocks, int threads, size_t smem,
-                const plan::AttentionGeom& g, const void* args, size_t args_size) {
+                const plan::AttentionGeom& g, const void* args, size_t args_size, bool heads_first = false) {
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
-  auto launch = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
-                                               static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
+  const auto qb = static_cast<unsigned>(q_blocks), bh = static_cast<unsigned>(g.batch * g.num_heads);
+  auto launch = std::make_shared<KernelLaunch>(what, fn, heads_first ? bh : qb, static_cast<unsigned>(threads),
+                                               static_cast<unsigned>(smem), heads_first ? qb : bh);
   launch->arg_bytes(args, args_size);
   cx.add([launch](cudaStream_t s) { launch->launch(s); });
 }
@@ -233,8 +242,11 @@ void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_
 // or the driver has no tensor maps.
 bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, DType t, const void* pq,
                  const void* pk, const void* pv, void* po) {
+  // The scale is folded into the exp2 (it must keep the order of the scores); the query blocks
+  // are the grid's y.
   if (driver().tensor_map_encode_tiled == nullptr || !fits_int32(g.q_len) || !fits_int32(g.kv_len) ||
-      !fits_int32(g.batch) || !fits_int32(g.num_heads))
+      !fits_int32(g.batch) || !fits_int32(g.num_heads) || !(g.scale > 0 || g.softcap > 0) ||
+      (g.q_len + attention_wgmma_tile(g.head_dim).rows() - 1) / attention_wgmma_tile(g.head_dim).rows() > 65535)
     return false;
   const std::string what = step_label(st);
   const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
@@ -263,6 +275,11 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
   a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
   a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
   a.q_blocks = static_cast<int32_t>(q_blocks);
+  const bool masked = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
+  a.mask = masked ? cx.ptr(st.in.at(3)) : nullptr;
+  a.mask_batch = g.mask_batch_stride;
+  for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];
+  const std::string mask_type = storage_type(masked ? st.in.at(3).dtype : t);
   const std::string defs = defines(t, g) + "#define NWG " + std::to_string(tile.groups) + "\n#define BN " +
                            std::to_string(tile.keys) + "\n#define STAGES " + std::to_string(tile.stages) +
                            "\n#define MINB " + std::to_string(tile.blocks) + "\n#define PIPE " +
@@ -271,8 +288,9 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
                            std::to_string(tile.consumer_regs()) + "\n" +
                            attention_wgmma_wrappers(t, tile.keys, static_cast<int>(g.head_dim));
   const CUfunction fn =
-      get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}}, defs), "sm_90a");
-  add_launch(cx, what + " (wgmma)", fn, q_blocks, tile.threads(), smem, g, &a, sizeof a);
+      get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}, {"M", mask_type}}, defs),
+                 "sm_90a");
+  add_launch(cx, what + " (wgmma)", fn, q_blocks, tile.threads(), smem, g, &a, sizeof a, /*heads_first=*/true);
   g_wgmma_steps.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -283,17 +301,20 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::AttentionGeom>(st.geom);
   const plan::TensorRef& out = st.out.at(0);
   const DType t = out.dtype;
-  if (st.in.size() != 3 || st.in[0].dtype != t || st.in[1].dtype != t || st.in[2].dtype != t) return false;
+  if (st.in.size() < 3 || st.in[0].dtype != t || st.in[1].dtype != t || st.in[2].dtype != t) return false;
   const void* pq = cx.ptr(st.in[0]);
   const void* pk = cx.ptr(st.in[1]);
   const void* pv = cx.ptr(st.in[2]);
   void* po = cx.ptr(out);
-  if (!attention_mma_rejection(g, t, pq, pk, pv, po).empty()) return false;
-  g_mma_steps.fetch_add(1, std::memory_order_relaxed);
   const DeviceInfo& dev = device();
-  if (attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty() &&
-      lower_wgmma(cx, st, g, t, pq, pk, pv, po))
+  const bool wgmma = attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty();
+  if (!attention_mma_rejection(g, t, pq, pk, pv, po, wgmma).empty()) return false;
+  if (wgmma && lower_wgmma(cx, st, g, t, pq, pk, pv, po)) {
+    g_mma_steps.fetch_add(1, std::memory_order_relaxed);
     return true;
+  }
+  if (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias) return false;  // the mma.sync kernel has no masks
+  g_mma_steps.fetch_add(1, std::memory_order_relaxed);
 
   const std::string what = step_label(st);
   const AttnMmaTile tile = attention_mma_tile(g.head_dim);

@@ -25,12 +25,13 @@ AttnMmaTile attention_mma_tile(int64_t head_dim);
 // Shared-memory bytes of one block (Q tile + two stages of K and V).
 size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim);
 
-// Why the tensor-core kernel cannot run attention of this geometry, dtype and operand addresses
-// ("" when it can): f16/bf16 only, no custom/bias mask, head_dim a multiple of 16 <= 256,
-// q_len >= 16 (shorter queries, i.e. decode, use the split-KV kernel), every row stride a
-// multiple of 8 elements and every base address 16-byte aligned; RLX_CUDA_ATTN_MMA=0 turns it off.
+// Why the tensor-core kernels cannot run attention of this geometry, dtype and operand addresses
+// ("" when they can): f16/bf16 only, no custom/bias mask unless `custom_masks` (the wgmma kernel
+// applies them, the mma.sync one does not), head_dim a multiple of 16 <= 256, q_len >= 16
+// (shorter queries, i.e. decode, use the split-KV kernel), every row stride a multiple of 8
+// elements and every base address 16-byte aligned; RLX_CUDA_ATTN_MMA=0 turns it off.
 std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
-                                    const void* v, const void* out);
+                                    const void* v, const void* out, bool custom_masks = false);
 
 // Block tile of the Hopper (wgmma, sm_90a) kernel: `groups` consumer warpgroups of 64 query
 // rows each stream K/V tiles of `keys` keys through `stages` shared-memory stages; the register
