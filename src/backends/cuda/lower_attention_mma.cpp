@@ -226,14 +226,13 @@ void check_smem(const std::string& what, size_t smem, const std::string& tile, i
                 std::to_string(device().smem_per_block_optin) + "; choose a smaller " + knob);
 }
 
-// Grid (x, y) = (query blocks, batch * heads), or the other way round with heads_first.
+// Grid (x, y) = (query blocks, batch * heads).
 void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_t q_blocks, int threads, size_t smem,
-                const plan::AttentionGeom& g, const void* args, size_t args_size, bool heads_first = false) {
+                const plan::AttentionGeom& g, const void* args, size_t args_size) {
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
-  const auto qb = static_cast<unsigned>(q_blocks), bh = static_cast<unsigned>(g.batch * g.num_heads);
-  auto launch = std::make_shared<KernelLaunch>(what, fn, heads_first ? bh : qb, static_cast<unsigned>(threads),
-                                               static_cast<unsigned>(smem), heads_first ? qb : bh);
+  auto launch = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
+                                               static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
   launch->arg_bytes(args, args_size);
   cx.add([launch](cudaStream_t s) { launch->launch(s); });
 }
@@ -242,11 +241,11 @@ void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_
 // or the driver has no tensor maps.
 bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, DType t, const void* pq,
                  const void* pk, const void* pv, void* po) {
-  // The scale is folded into the exp2 (it must keep the order of the scores); the query blocks
-  // are the grid's y.
+  // The scale is folded into the exp2, so it must keep the order of the scores (a softcap or a
+  // bias converts them before the max instead).
   if (driver().tensor_map_encode_tiled == nullptr || !fits_int32(g.q_len) || !fits_int32(g.kv_len) ||
-      !fits_int32(g.batch) || !fits_int32(g.num_heads) || !(g.scale > 0 || g.softcap > 0) ||
-      (g.q_len + attention_wgmma_tile(g.head_dim).rows() - 1) / attention_wgmma_tile(g.head_dim).rows() > 65535)
+      !fits_int32(g.batch) || !fits_int32(g.num_heads) ||
+      !(g.scale > 0 || g.softcap > 0 || g.mask == MaskKind::Bias))
     return false;
   const std::string what = step_label(st);
   const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
@@ -290,7 +289,7 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
   const CUfunction fn =
       get_kernel("attention_wgmma", kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}, {"M", mask_type}}, defs),
                  "sm_90a");
-  add_launch(cx, what + " (wgmma)", fn, q_blocks, tile.threads(), smem, g, &a, sizeof a, /*heads_first=*/true);
+  add_launch(cx, what + " (wgmma)", fn, q_blocks, tile.threads(), smem, g, &a, sizeof a);
   g_wgmma_steps.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
