@@ -86,7 +86,7 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
                              std::to_string(hd) + "\n#define NW " + std::to_string(nw) + "\n#define MT " +
                              std::to_string(mt) + "\n#define BN " + std::to_string(bn) + "\n#define MASK " +
                              std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) + "\n#define QREG " +
-                             std::to_string(qreg) + "\n";
+                             std::to_string(qreg) + "\n" + ksrc::kTensorCoreHelpers;
     return kernel_source(ksrc::kAttentionMma, {{"T", t}}, defs);
   };
   for (int hd : {16, 32, 64, 96, 128, 256}) {
@@ -104,7 +104,7 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
                              "\n#define STAGES " + std::to_string(stages) + "\n#define MINB " + std::to_string(minb) +
                              "\n#define PIPE " + std::to_string(minb == 1 ? 1 : 0) + "\n#define PREGS 24\n#define CREGS " + std::to_string(minb == 1 ? (nwg == 2 ? 240 : 160) : 0) +
                              "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) +
-                             "\n" + attention_wgmma_wrappers(t, bn, hd);
+                             "\n" + ksrc::kTensorCoreHelpers + attention_wgmma_wrappers(t, bn, hd);
     return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}, {"M", mask >= 3 ? "u8_t" : storage_type(t)}}, defs);
   };
   for (int hd : {64, 128})

@@ -207,8 +207,22 @@ CUtensorMap tensor_map(const std::string& what, DType t, const void* base, const
   return m;
 }
 
+// The fields both kernels' arguments share: output, lengths, heads, window, scales, grid.
+template <class Args>
+void set_common_args(Args& a, const plan::AttentionGeom& g, void* out, int64_t q_blocks) {
+  a.out = out;
+  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
+  a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group, a.window = g.window;
+  const bool softcap = g.softcap > 0;
+  a.scale_log2 = static_cast<float>(g.scale * kLog2e);
+  a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
+  a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
+  a.q_blocks = static_cast<int32_t>(q_blocks);
+}
+
 bool fits_int32(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
+// The defines both kernels take, then their shared helpers (which need BF16).
 std::string defines(DType t, const plan::AttentionGeom& g) {
   const int mask = g.mask == MaskKind::Causal          ? 1
                    : g.mask == MaskKind::SlidingWindow ? 2
@@ -216,7 +230,8 @@ std::string defines(DType t, const plan::AttentionGeom& g) {
                    : g.mask == MaskKind::Bias          ? 4
                                                        : 0;
   return "#define BF16 " + std::to_string(t == DType::BF16 ? 1 : 0) + "\n#define HD " + std::to_string(g.head_dim) +
-         "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n";
+         "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n" +
+         ksrc::kTensorCoreHelpers;
 }
 
 void check_smem(const std::string& what, size_t smem, const std::string& tile, int64_t head_dim, const char* knob) {
@@ -266,14 +281,7 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
   a.q = tensor_map(what, t, pq, g.q, g.head_dim, g.q_len, g.num_heads, g.batch, tile.rows());
   a.k = tensor_map(what, t, pk, g.k, g.head_dim, g.kv_len, g.num_kv_heads, g.batch, tile.keys);
   a.v = tensor_map(what, t, pv, g.v, g.head_dim, g.kv_len, g.num_kv_heads, g.batch, tile.keys);
-  a.out = po;
-  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
-  a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group, a.window = g.window;
-  const bool softcap = g.softcap > 0;
-  a.scale_log2 = static_cast<float>(g.scale * kLog2e);
-  a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
-  a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
-  a.q_blocks = static_cast<int32_t>(q_blocks);
+  set_common_args(a, g, po, q_blocks);
   const bool masked = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   a.mask = masked ? cx.ptr(st.in.at(3)) : nullptr;
   a.mask_batch = g.mask_batch_stride;
@@ -323,17 +331,11 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
              g.head_dim, "RLX_CUDA_ATTN_TILE");
   const int64_t q_blocks = (g.q_len + tile.rows() - 1) / tile.rows();
   AttnMmaArgs a{};
-  a.q = pq, a.k = pk, a.v = pv, a.out = po;
+  a.q = pq, a.k = pk, a.v = pv;
   a.qs_b = g.q.batch, a.qs_s = g.q.seq, a.qs_h = g.q.head;
   a.ks_b = g.k.batch, a.ks_s = g.k.seq, a.ks_h = g.k.head;
   a.vs_b = g.v.batch, a.vs_s = g.v.seq, a.vs_h = g.v.head;
-  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
-  a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group, a.window = g.window;
-  const bool softcap = g.softcap > 0;
-  a.scale_log2 = static_cast<float>(g.scale * kLog2e);
-  a.cap_in = softcap ? static_cast<float>(g.scale / g.softcap) : 0.f;
-  a.cap_out = softcap ? static_cast<float>(g.softcap * kLog2e) : 0.f;
-  a.q_blocks = static_cast<int32_t>(q_blocks);
+  set_common_args(a, g, po, q_blocks);
   const std::string defs = defines(t, g) + "#define NW " + std::to_string(tile.warps) + "\n#define MT " +
                            std::to_string(tile.m_tiles) + "\n#define BN " + std::to_string(tile.keys) +
                            "\n#define QREG " + std::to_string(tile.q_in_regs ? 1 : 0) + "\n";

@@ -24,6 +24,49 @@
 // 16-byte aligned (checked by the lowering).
 namespace rlx::cuda::ksrc {
 
+// Helpers of both tensor-core attention kernels (this one and attention_wgmma.h), placed
+// before their bodies by the lowering (BF16 must be defined).
+inline constexpr const char* kTensorCoreHelpers = R"CUDA(
+// Shared-memory address of a generic pointer.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+#define CAUSAL (MASK == 1 || MASK == 2)  // keys past a row's position are hidden
+// The key tiles (of bn keys, from *t_begin) some row of a block of `rows` query rows from q0 may
+// see; query row i sits at position kv_len - q_len + i, and MASK 2 also hides keys before a
+// row's window.
+__device__ __forceinline__ int key_tiles(long long q0, int rows, int bn, long long q_len, long long kv_len,
+                                         long long window, long long* t_begin) {
+  long long lo = 0, hi = kv_len;
+#if CAUSAL
+  hi = min(hi, kv_len - q_len + min(q0 + rows, q_len));
+#endif
+#if MASK == 2
+  lo = max(0LL, kv_len - q_len + q0 - window + 1);
+#endif
+  *t_begin = (lo / bn) * bn;
+  return hi > *t_begin ? (int)((hi - *t_begin + bn - 1) / bn) : 0;
+}
+// 2^x (MUFU.EX2; 2^-inf = 0, results below 2^-126 flush to 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Two floats -> one register of two T (lo in the low half), round to nearest even.
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned r;
+#if BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+)CUDA";
+
 inline constexpr const char* kAttentionMma = R"CUDA(
 #define BM (16 * MT * NW)
 #define KS (HD + 8)  // shared-memory row stride in elements
@@ -39,11 +82,6 @@ struct AttnMmaArgs {
   int q_blocks;
 };
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
 // 16 bytes global -> shared; zero-filled when !valid (src is then not read).
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -70,22 +108,6 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
-// 2^x (MUFU.EX2; 2^-inf = 0, results below 2^-126 flush to 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-// Two floats -> one register of two T (lo in the low half), round to nearest even.
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned r;
-#if BF16
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}
 
 extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -103,17 +125,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
   const T* qg = a.q + b * a.qs_b + h * a.qs_h;
   const T* kg = a.k + b * a.ks_b + kvh * a.ks_h;
   const T* vg = a.v + b * a.vs_b + kvh * a.vs_h;
-
-  // Keys [lo, hi) some row of the block may see, walked in tiles from t_begin.
-  long long lo = 0, hi = a.kv_len;
-#if MASK
-  hi = min(hi, offset + min(q0 + BM, a.q_len));
-#endif
-#if MASK == 2
-  lo = max(0LL, offset + q0 - a.window + 1);
-#endif
-  const long long t_begin = (lo / BN) * BN;
-  const int n_tiles = hi > t_begin ? (int)((hi - t_begin + BN - 1) / BN) : 0;
+  long long t_begin;
+  const int n_tiles = key_tiles(q0, BM, BN, a.q_len, a.kv_len, a.window, &t_begin);
 
 #pragma unroll
   for (int i = 0; i < (BM * NC + NW * 32 - 1) / (NW * 32); ++i) {
