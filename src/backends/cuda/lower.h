@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,15 @@ class LowerContext {
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
   virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
-  // The step whose work `consumer` absorbs (see plan_gemv_prologues), or null.
-  virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
+  // The steps whose work `consumer` absorbs (see plan_gemv_prologues, plan_attention_concats).
+  virtual std::vector<const plan::Step*> absorbed_producers(const plan::Step& consumer) const {
     (void)consumer;
-    return nullptr;
+    return {};
+  }
+  // The first of them, or null.
+  const plan::Step* absorbed_producer(const plan::Step& consumer) const {
+    const auto ps = absorbed_producers(consumer);
+    return ps.empty() ? nullptr : ps.front();
   }
 };
 
@@ -81,11 +87,41 @@ struct GemvConfig {
 };
 std::string gemv_source(const GemvConfig& c);
 
+// True when two arena operands share bytes (leaves never do).
+bool arena_overlap(const plan::TensorRef& a, const plan::TensorRef& b);
+
+// Use counts and producers of a schedule's values, for planning which step a consumer absorbs
+// (computes itself, so the producer step is not run).
+class AbsorbIndex {
+ public:
+  explicit AbsorbIndex(const plan::Schedule& s);
+  // The step producing `r` (port 0 of its root value) when it runs before `consumer` and `r`
+  // has no other use (a graph output always has another).
+  std::optional<size_t> sole_producer(const plan::TensorRef& r, size_t consumer) const;
+  // True when no step after `producer` up to and including `consumer` writes over the
+  // producer's inputs, so the consumer can still read them.
+  bool inputs_survive(size_t producer, size_t consumer) const;
+
+ private:
+  const plan::Schedule& s_;
+  std::map<Value, int> uses_;
+  std::map<NodeId, size_t> step_of_;
+};
+
 // Skinny GEMVs whose A operand is computed by the step just before them (an RmsNorm over rows
 // of k, or a FusedSwiGLU) used by nothing else: the GEMV computes A in its prologue and the
 // producer step is not run. Returns consumer step index -> producer step index. A producer is
 // absorbed only when no step in between (and not the GEMV's result) overwrites its inputs.
 std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision);
+
+// Decode-shaped Attention steps (q_len * group <= 8) whose K and/or V input is a Concat of two
+// tensors along the sequence used by nothing else (a KV cache and the new rows): the decode
+// kernel reads both parts in place and the Concat step is not run. Returns attention step
+// index -> the absorbed concat steps (only when no step in between, nor the attention's result,
+// overwrites the concat's inputs). A lowering that cannot read them in place runs the concats.
+std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s);
+// Concats read in place by attention decode launches in this process (for tests).
+uint64_t attention_concat_reads();
 
 // Node label for messages: "node 12 (matmul)".
 std::string step_label(const plan::Step& st);

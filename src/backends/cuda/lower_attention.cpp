@@ -2,6 +2,10 @@
 // blocks (and a combine kernel) when the query rows alone cannot fill the GPU (decode).
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <optional>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -16,6 +20,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
+std::atomic<uint64_t> g_concat_reads{0};
 
 struct AttnArgs {
   const void* q;
@@ -31,7 +36,40 @@ struct AttnArgs {
   int64_t window, mask_batch;
   int64_t bias_s[4];
   int64_t split_len;
+  const void* k2 = nullptr;
+  const void* v2 = nullptr;
+  int64_t k2s_b = 0, k2s_s = 0, k2s_h = 0, v2s_b = 0, v2s_s = 0, v2s_h = 0;
+  int64_t k_split = INT64_MAX, v_split = INT64_MAX;  // no second part
 };
+
+// A KV operand read in place from two parts (what an absorbed concat would have joined): rows
+// [0, split) of `first`, the rest of `second`, each with its own (batch, seq, head) strides.
+struct SplitKv {
+  const void* first = nullptr;
+  const void* second = nullptr;
+  plan::AttnStrides first_strides, second_strides;
+  int64_t split = 0;
+};
+
+// The seq axis of a rank-4 attention operand in this layout.
+int64_t seq_axis(AttnLayout layout) { return layout == AttnLayout::BSHD ? 1 : 2; }
+
+// Element strides (batch, seq, head) of a dense rank-4 operand in this layout.
+plan::AttnStrides dense_strides(const std::vector<int64_t>& d, AttnLayout layout) {
+  if (layout == AttnLayout::BSHD) return {d[1] * d[2] * d[3], d[2] * d[3], d[3]};
+  return {d[1] * d[2] * d[3], d[3], d[2] * d[3]};
+}
+
+// The concat `c` (two dense parts along the seq axis) as a SplitKv.
+SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
+  SplitKv s;
+  s.first = cx.ptr(c.in.at(0));
+  s.second = cx.ptr(c.in.at(1));
+  s.first_strides = dense_strides(c.in[0].dims, layout);
+  s.second_strides = dense_strides(c.in[1].dims, layout);
+  s.split = c.in[0].dims[static_cast<size_t>(seq_axis(layout))];
+  return s;
+}
 
 // The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
 // combine kernel of the same source merging the splits' partials (allocated here).
@@ -58,16 +96,24 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
 // Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
 // per (key split, kv head, batch) for the whole head group. Returns false when the step does not
 // qualify (more than 8 rows per KV head, head rows not in 16-byte pieces, unaligned strides).
-bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt) {
+bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
+                const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs) {
   const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
   if (rows > 8 || row_bytes % 16 != 0) return false;
   const int64_t lpk = row_bytes / 16;
   if (lpk > 32 || (lpk & (lpk - 1)) != 0) return false;
-  for (int64_t s : {g.k.batch, g.k.seq, g.k.head, g.v.batch, g.v.seq, g.v.head})
-    if (s % ve != 0) return false;
+  if (ks) a.k = ks->first, a.k2 = ks->second, a.k_split = ks->split;
+  if (vs) a.v = vs->first, a.v2 = vs->second, a.v_split = vs->split;
+  const plan::AttnStrides k1 = ks ? ks->first_strides : g.k, v1 = vs ? vs->first_strides : g.v;
+  const plan::AttnStrides k2 = ks ? ks->second_strides : g.k, v2 = vs ? vs->second_strides : g.v;
+  a.ks_b = k1.batch, a.ks_s = k1.seq, a.ks_h = k1.head, a.vs_b = v1.batch, a.vs_s = v1.seq, a.vs_h = v1.head;
+  a.k2s_b = k2.batch, a.k2s_s = k2.seq, a.k2s_h = k2.head, a.v2s_b = v2.batch, a.v2s_s = v2.seq, a.v2s_h = v2.head;
+  for (const plan::AttnStrides* s : {&k1, &k2, &v1, &v2})
+    if (s->batch % ve != 0 || s->seq % ve != 0 || s->head % ve != 0) return false;
   if (pointer_alignment(a.k) < 16 || pointer_alignment(a.v) < 16) return false;
+  if ((ks && pointer_alignment(a.k2) < 16) || (vs && pointer_alignment(a.v2) < 16)) return false;
   const int64_t ng = 4 * (32 / lpk);
   const size_t smem = static_cast<size_t>(rows * g.head_dim + ng * rows * (g.head_dim + 2)) * 4;
   if (smem > 48 * 1024) return false;
@@ -102,7 +148,10 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (g.head_dim % 4 != 0 || g.head_dim > 256 || g.head_dim <= 0)
     throw Error(what + ": CUDA attention needs head_dim a multiple of 4 and <= 256, got " + std::to_string(g.head_dim));
   if (out.numel() == 0) return;
-  if (lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
+  // Concats this step reads in place (plan_attention_concats, decode-shaped steps only): any path
+  // but the decode kernel runs them first, as the schedule would have.
+  const std::vector<const plan::Step*> concats = cx.absorbed_producers(st);
+  if (concats.empty() && lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   const DType mt = has_mask ? st.in.at(3).dtype : t;
 
@@ -130,7 +179,16 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   a.mask_batch = g.mask_batch_stride;
   for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];
 
-  if (try_decode(cx, st, g, a, t, mt)) return;
+  std::optional<SplitKv> ks, vs;
+  for (const plan::Step* c : concats) {
+    if (c->out.at(0).value == st.in.at(1).value) ks = split_kv(cx, *c, g.layout);
+    if (c->out.at(0).value == st.in.at(2).value) vs = split_kv(cx, *c, g.layout);
+  }
+  if (try_decode(cx, st, g, a, t, mt, ks, vs)) {
+    if (!concats.empty()) g_concat_reads.fetch_add(concats.size(), std::memory_order_relaxed);
+    return;
+  }
+  for (const plan::Step* c : concats) lower_step(cx, *c);
 
   // Split the keys when the (batch, head, query block) grid is smaller than two waves.
   const int64_t qblocks = (g.q_len + kQB - 1) / kQB;
@@ -161,5 +219,37 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
                           static_cast<unsigned>(splits)},
                          smem);
 }
+
+std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s) {
+  const AbsorbIndex index(s);
+  std::map<size_t, std::vector<size_t>> out;
+  for (size_t ai = 0; ai < s.steps.size(); ++ai) {
+    const plan::Step& a = s.steps[ai];
+    if (!std::holds_alternative<ops::Attention>(a.op)) continue;
+    const auto& g = std::get<plan::AttentionGeom>(a.geom);
+    if (g.q_len * g.group > 8) continue;  // decode-shaped only
+    const size_t axis = static_cast<size_t>(seq_axis(g.layout));
+    for (size_t port : {size_t{1}, size_t{2}}) {
+      const std::optional<size_t> ci = index.sole_producer(a.in.at(port), ai);
+      if (!ci) continue;
+      const plan::Step& c = s.steps[*ci];
+      const auto* cat = std::get_if<ops::Concat>(&c.op);
+      if (cat == nullptr || c.in.size() != 2 || c.out.at(0).dims.size() != 4) continue;
+      const int64_t ax = cat->axis < 0 ? cat->axis + 4 : cat->axis;
+      bool ok = ax == static_cast<int64_t>(axis) && c.out[0].dtype == a.in[port].dtype;
+      for (const plan::TensorRef& r : c.in) {
+        ok = ok && r.dtype == c.out[0].dtype && r.dims.size() == 4;
+        for (size_t d = 0; ok && d < 4; ++d) ok = d == axis || r.dims[d] == c.out[0].dims[d];
+      }
+      // The attention reads the concat's value (not a view of part of it) and the parts are
+      // still intact when it runs.
+      ok = ok && a.in[port].value == c.out[0].value && !a.in[port].loc.is_view && index.inputs_survive(*ci, ai);
+      if (ok) out[ai].push_back(*ci);
+    }
+  }
+  return out;
+}
+
+uint64_t attention_concat_reads() { return g_concat_reads.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

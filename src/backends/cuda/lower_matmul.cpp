@@ -179,17 +179,6 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
 }
 
-// The bytes [offset, offset + bytes) of the arena a result/operand occupies (empty for leaves).
-std::pair<int64_t, int64_t> arena_range(const plan::TensorRef& r) {
-  if (r.loc.kind != plan::Location::Kind::Arena || r.loc.bytes == 0) return {0, 0};
-  return {r.loc.offset, r.loc.offset + r.loc.bytes};
-}
-bool overlaps(const plan::TensorRef& a, const plan::TensorRef& b) {
-  const auto [a0, a1] = arena_range(a);
-  const auto [b0, b1] = arena_range(b);
-  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
-}
-
 }  // namespace
 
 void lower_matmul(LowerContext& cx, const plan::Step& st) {
@@ -308,22 +297,15 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
 }
 
 std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision) {
-  auto root = [](const plan::TensorRef& r) { return r.loc.is_view ? r.loc.root : r.value; };
-  std::map<Value, int> uses;
-  for (const plan::Step& st : s.steps)
-    for (const plan::TensorRef& r : st.in) ++uses[root(r)];
-  for (const plan::TensorRef& r : s.outputs) uses[root(r)] += 2;  // a graph output is never absorbed
-  std::map<NodeId, size_t> step_of;
-  for (size_t i = 0; i < s.steps.size(); ++i) step_of[s.steps[i].node] = i;
+  const AbsorbIndex index(s);
   std::map<size_t, size_t> out;
   for (size_t ci = 0; ci < s.steps.size(); ++ci) {
     const plan::Step& c = s.steps[ci];
     const int64_t rows = gemv_rows(c, precision);
     if (!rows) continue;
-    const Value src = root(c.in.at(0));
-    const auto it = step_of.find(src.node);
-    if (src.port != 0 || it == step_of.end() || it->second >= ci || uses[src] != 1) continue;
-    const plan::Step& p = s.steps[it->second];
+    const std::optional<size_t> pi = index.sole_producer(c.in.at(0), ci);
+    if (!pi) continue;
+    const plan::Step& p = s.steps[*pi];
     const int64_t k = std::get<plan::MatMulGeom>(c.geom).k;
     const DType t = c.out.at(0).dtype;
     bool ok = false;
@@ -334,14 +316,8 @@ std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision 
       ok = p.out.at(0).numel() == rows * k && !p.in.at(0).dims.empty() && p.in[0].dims.back() == 2 * k;
     }
     for (const plan::TensorRef& r : p.in) ok = ok && r.dtype == t;
-    if (!ok) continue;
     // The producer's inputs must still hold their values when the GEMV reads them.
-    for (const plan::TensorRef& r : p.in) {
-      ok = ok && !overlaps(c.out.at(0), r);
-      for (size_t j = it->second + 1; ok && j < ci; ++j)
-        for (const plan::TensorRef& w : s.steps[j].out) ok = ok && !overlaps(w, r);
-    }
-    if (ok) out[ci] = it->second;
+    if (ok && index.inputs_survive(*pi, ci)) out[ci] = *pi;
   }
   return out;
 }

@@ -62,13 +62,20 @@ class CudaVariant final : public Variant, private LowerContext {
         RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
                                   cudaMemcpyHostToDevice));
     }
-    // Producers absorbed into a GEMV prologue are not lowered (RLX_CUDA_GEMV_PROLOGUE=0: off).
+    // Producers absorbed into a GEMV prologue (RLX_CUDA_GEMV_PROLOGUE=0: off) or read in place
+    // by the attention decode (RLX_CUDA_ATTN_CONCAT=0: off) are not lowered on their own.
     std::set<size_t> absorbed;
     if (!env_off("RLX_CUDA_GEMV_PROLOGUE"))
       for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) {
-        producer_of_[&sched_.steps[consumer]] = &sched_.steps[producer];
+        producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
         absorbed.insert(producer);
       }
+    if (!env_off("RLX_CUDA_ATTN_CONCAT"))
+      for (const auto& [consumer, producers] : plan_attention_concats(sched_))
+        for (size_t producer : producers) {
+          producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
+          absorbed.insert(producer);
+        }
     for (size_t i = 0; i < sched_.steps.size(); ++i) {
       if (absorbed.count(i)) continue;
       const plan::Step& st = sched_.steps[i];
@@ -173,9 +180,9 @@ class CudaVariant final : public Variant, private LowerContext {
   }
   size_t gemm_workspace_bytes() const override { return kGemmWorkspace; }
   int* error_flag() override { return reinterpret_cast<int*>(err_.data()); }
-  const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
-    const auto it = producer_of_.find(&consumer);
-    return it == producer_of_.end() ? nullptr : it->second;
+  std::vector<const plan::Step*> absorbed_producers(const plan::Step& consumer) const override {
+    const auto it = producers_of_.find(&consumer);
+    return it == producers_of_.end() ? std::vector<const plan::Step*>{} : it->second;
   }
 
   // ---- running ----
@@ -273,7 +280,8 @@ class CudaVariant final : public Variant, private LowerContext {
   std::string current_label_;
   std::vector<std::unique_ptr<GemmPlan>> gemms_;
   std::vector<DeviceBuffer> scratch_;
-  std::map<const plan::Step*, const plan::Step*> producer_of_;  // GEMV -> the step its prologue computes
+  // GEMV -> the step its prologue computes; attention -> the concats it reads in place.
+  std::map<const plan::Step*, std::vector<const plan::Step*>> producers_of_;
   cudaGraphExec_t exec_ = nullptr;
 };
 

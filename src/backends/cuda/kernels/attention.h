@@ -20,6 +20,10 @@ struct AttnArgs {
   long long window, mask_batch;
   long long bias_s[4];
   long long split_len;  // keys per split
+  // attn_decode only: keys from k_split on are read from k2 (strides k2s_*), likewise V from
+  // v_split (a KV cache and its new rows read in place instead of concatenated).
+  const T* k2; const T* v2;
+  long long k2s_b, k2s_s, k2s_h, v2s_b, v2s_s, v2s_h, k_split, v_split;
 };
 
 // The score of query row `row` (head h, batch b) against key `key` from its dot product, as the
@@ -230,8 +234,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   }
   const int d0 = sl * VE;
   for (long long key = (lo < 0 ? 0 : lo) + grp; key < hi; key += NG) {
-    const Vec<T, VE> kr = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d0);
-    const Vec<T, VE> vr = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
+    const T* kp = key < a.k_split ? a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h
+                                  : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
+    const T* vp = key < a.v_split ? a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h
+                                  : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
+    const Vec<T, VE> kr = *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
+    const Vec<T, VE> vr = *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
     float kf[VE], vf[VE];
 #pragma unroll
     for (int e = 0; e < VE; ++e) kf[e] = to_f(kr.v[e]), vf[e] = to_f(vr.v[e]);
