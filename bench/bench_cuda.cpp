@@ -301,6 +301,11 @@ int main(int argc, char** argv) {
         bench_gemv(4096, 4096, t);
         bench_gemv(4096, 14336, t);
         bench_gemv(14336, 4096, t);
+        // The Llama decode benchmark's products: QKV, O, gate+up, down.
+        bench_gemv(2048, 3072, t);
+        bench_gemv(2048, 2048, t);
+        bench_gemv(2048, 11264, t);
+        bench_gemv(5632, 2048, t);
       }
     if (want("attn")) {
       bench_attention(4, 32, 2048, 128, DType::BF16);

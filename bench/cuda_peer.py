@@ -195,6 +195,8 @@ if __name__ == "__main__":
     if want("gemv"):
         for dt in (torch.bfloat16, torch.float32):
             gemv(4096, 4096, dt); gemv(4096, 14336, dt); gemv(14336, 4096, dt)
+            # the Llama decode benchmark's products: QKV, O, gate+up, down
+            gemv(2048, 3072, dt); gemv(2048, 2048, dt); gemv(2048, 11264, dt); gemv(5632, 2048, dt)
     if want("attn"):
         attention(4, 32, 2048, 128, torch.bfloat16); attention(4, 32, 2048, 64, torch.bfloat16)
     if want("rows"):
