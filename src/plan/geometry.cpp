@@ -112,11 +112,6 @@ MatMulGeom matmul_geom(const Dims& ad, const Dims& bd) {
 // A plain 2-d product [m, k] @ [k, n].
 MatMulGeom gemm_geom(int64_t m, int64_t k, int64_t n) { return matmul_geom({m, k}, {k, n}); }
 
-void attn_strides(AttnLayout layout, int64_t s, int64_t h, int64_t d, AttnStrides& out) {
-  if (layout == AttnLayout::BSHD) out = AttnStrides{s * h * d, h * d, d};
-  else out = AttnStrides{h * s * d, d, s * d};
-}
-
 AttentionGeom attention_geom(const ops::Attention& op, const std::vector<Dims>& in) {
   AttentionGeom g;
   const Dims& q = in.at(0);
@@ -130,10 +125,8 @@ AttentionGeom attention_geom(const ops::Attention& op, const std::vector<Dims>& 
   g.num_kv_heads = op.num_kv_heads;
   g.head_dim = op.head_dim;
   g.group = op.num_kv_heads > 0 ? op.num_heads / op.num_kv_heads : 1;
-  attn_strides(op.layout, g.q_len, g.num_heads, g.head_dim, g.q);
-  attn_strides(op.layout, g.kv_len, g.num_kv_heads, g.head_dim, g.k);
-  attn_strides(op.layout, g.kv_len, g.num_kv_heads, g.head_dim, g.v);
-  attn_strides(op.layout, g.q_len, g.num_heads, g.head_dim, g.out);
+  g.q = g.out = attn_strides(op.layout, g.q_len, g.num_heads, g.head_dim);
+  g.k = g.v = attn_strides(op.layout, g.kv_len, g.num_kv_heads, g.head_dim);
   g.scale = op.score_scale != 0.0 ? op.score_scale : 1.0 / std::sqrt(static_cast<double>(op.head_dim));
   g.softcap = op.softcap;
   g.mask = op.mask_kind;
@@ -366,6 +359,11 @@ std::vector<std::vector<int64_t>> pad_source_index(const ops::Pad& op, const std
     }
   }
   return src;
+}
+
+AttnStrides attn_strides(AttnLayout layout, int64_t seq, int64_t heads, int64_t head_dim) {
+  if (layout == AttnLayout::BSHD) return AttnStrides{seq * heads * head_dim, heads * head_dim, head_dim};
+  return AttnStrides{heads * seq * head_dim, head_dim, seq * head_dim};
 }
 
 }  // namespace rlx::plan

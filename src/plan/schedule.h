@@ -72,6 +72,9 @@ struct GroupedMatMulGeom {
 struct AttnStrides {
   int64_t batch = 0, seq = 0, head = 0;
 };
+// The strides of a dense attention tensor of `seq` rows and `heads` heads of `head_dim` in this
+// layout (BSHD: [b, s, h, d], BHSD: [b, h, s, d]).
+AttnStrides attn_strides(AttnLayout layout, int64_t seq, int64_t heads, int64_t head_dim);
 
 // Attention (and the attention inside FusedAttentionBlock / FusedTransformerLayer).
 // Query row i sits at position kv_len - q_len + i. group = num_heads / num_kv_heads: query

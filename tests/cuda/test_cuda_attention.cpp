@@ -138,15 +138,8 @@ TEST(CudaAttention, TileComesFromTheEnvironmentOrTheDefault) {
   }
 }
 
-struct Case {
-  AttnLayout layout;
-  MaskKind mask;
-  int64_t b, sq, skv, h, hkv, d;
-  double scale = 0, softcap = 0;
-  int64_t window = 0;
-  DType mask_type = DType::Bool;  // Custom: the keep mask's dtype
-  bool bias_per_row = true;       // Bias: [1, h, sq, skv], else [b, 1, 1, skv]
-};
+using Case = rlx::testing::AttnCase;
+using rlx::testing::attention_case_graph;
 
 std::string describe(const Case& c, DType t) {
   return std::string(dtype_name(t)) + " " + enum_name(c.layout) + " mask " + enum_name(c.mask) + " b" +
@@ -155,27 +148,11 @@ std::string describe(const Case& c, DType t) {
          std::to_string(c.scale) + " softcap " + std::to_string(c.softcap) + " window " + std::to_string(c.window);
 }
 
-Graph attention_graph(const Case& c, DType t) {
-  Graph g;
-  const bool bshd = c.layout == AttnLayout::BSHD;
-  auto shape = [&](int64_t s, int64_t h) { return bshd ? Shape::of({c.b, s, h, c.d}, t) : Shape::of({c.b, h, s, c.d}, t); };
-  ops::Attention a;
-  a.num_heads = c.h, a.num_kv_heads = c.hkv, a.head_dim = c.d, a.mask_kind = c.mask, a.window = c.window;
-  a.score_scale = c.scale, a.softcap = c.softcap, a.layout = c.layout;
-  std::optional<Value> mask;
-  if (c.mask == MaskKind::Custom) mask = g.input("mask", Shape::of({c.b, c.skv}, c.mask_type));
-  if (c.mask == MaskKind::Bias)  // per head and row, or broadcast over them (a key-padding bias)
-    mask = g.input("bias", c.bias_per_row ? Shape::of({1, c.h, c.sq, c.skv}, t) : Shape::of({c.b, 1, 1, c.skv}, t));
-  g.add_output(g.attention(g.input("q", shape(c.sq, c.h)), g.input("k", shape(c.skv, c.hkv)),
-                           g.input("v", shape(c.skv, c.hkv)), mask, a));
-  return g;
-}
-
 // Parity with the CPU oracle on inputs in [-2, 2] (so the softmax is far from uniform and a
 // wrong key or row shows), and the step ran on the tensor-core kernel.
 void expect_mma_parity(const Case& c, DType t) {
   SCOPED_TRACE(describe(c, t));
-  const Graph g = attention_graph(c, t);
+  const Graph g = attention_case_graph(c, t);
   rlx::testing::ParityOptions o;
   o.lo = -2.0, o.hi = 2.0;
   o.seed = static_cast<uint64_t>(c.sq * 131 + c.skv * 7 + c.d + c.h);
@@ -260,7 +237,7 @@ TEST(CudaAttention, EveryWgmmaTileMatchesTheCpu) {
   ScopedEnv tight("RLX_CUDA_ATTN_WGMMA", "3,128,2,2");
   const Case c{AttnLayout::BSHD, MaskKind::None, 1, 64, 64, 2, 2, 128};
   const std::string msg =
-      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_graph(c, DType::BF16)); });
+      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_case_graph(c, DType::BF16)); });
   EXPECT_NE(msg.find("RLX_CUDA_ATTN_WGMMA"), std::string::npos) << msg;
 }
 
@@ -300,14 +277,14 @@ TEST(CudaAttention, OtherStepsStayOnTheCudaCoreKernel) {
   for (const auto& [c, t] : cases) {
     SCOPED_TRACE(describe(c, t));
     const uint64_t before = attention_mma_steps();
-    const auto rep = rlx::testing::cuda_parity(attention_graph(c, t));
+    const auto rep = rlx::testing::cuda_parity(attention_case_graph(c, t));
     EXPECT_TRUE(rep.pass) << rep.text;
     EXPECT_EQ(attention_mma_steps(), before);
   }
   ScopedEnv off("RLX_CUDA_ATTN_MMA", "0");
   const uint64_t before = attention_mma_steps();
   const Case c{AttnLayout::BSHD, MaskKind::Causal, 1, 64, 64, 2, 2, 64};
-  EXPECT_TRUE(rlx::testing::cuda_parity(attention_graph(c, DType::BF16)).pass);
+  EXPECT_TRUE(rlx::testing::cuda_parity(attention_case_graph(c, DType::BF16)).pass);
   EXPECT_EQ(attention_mma_steps(), before);
 }
 
@@ -316,7 +293,7 @@ TEST(CudaAttention, OversizedTileIsAnError) {
   ScopedEnv tile("RLX_CUDA_ATTN_TILE", "8,2,128,0");  // 256 rows + 2 x 2 x 128 keys of 264 elements
   const Case c{AttnLayout::BSHD, MaskKind::None, 1, 64, 64, 2, 2, 256};
   const std::string msg =
-      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_graph(c, DType::BF16)); });
+      rlx::testing::error_message([&] { rlx::testing::cuda_parity(attention_case_graph(c, DType::BF16)); });
   EXPECT_NE(msg.find("RLX_CUDA_ATTN_TILE"), std::string::npos) << msg;
 }
 

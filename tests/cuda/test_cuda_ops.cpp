@@ -353,33 +353,8 @@ TEST(CudaOps, FusedSwiGLU) {
     }
 }
 
-struct AttnCase {
-  AttnLayout layout;
-  MaskKind mask;
-  int64_t b, sq, skv, h, hkv, d;
-  double scale = 0, softcap = 0;
-  int64_t window = 0;
-};
-
-Graph attention_graph(const AttnCase& c, DType t) {
-  Graph g;
-  const bool bshd = c.layout == AttnLayout::BSHD;
-  auto shape = [&](int64_t s, int64_t h) {
-    return bshd ? Shape::of({c.b, s, h, c.d}, t) : Shape::of({c.b, h, s, c.d}, t);
-  };
-  const Value q = g.input("q", shape(c.sq, c.h));
-  const Value k = g.input("k", shape(c.skv, c.hkv));
-  const Value v = g.input("v", shape(c.skv, c.hkv));
-  std::optional<Value> mask;
-  if (c.mask == MaskKind::Custom) mask = g.input("mask", Shape::of({c.b, c.skv}, DType::Bool));
-  if (c.mask == MaskKind::Bias) mask = g.input("bias", Shape::of({1, c.h, c.sq, c.skv}, t));
-  ops::Attention a;
-  a.num_heads = c.h, a.num_kv_heads = c.hkv, a.head_dim = c.d, a.mask_kind = c.mask, a.window = c.window;
-  a.score_scale = c.scale, a.softcap = c.softcap, a.layout = c.layout;
-  g.add_output(g.attention(q, k, v, mask, a));
-  return g;
-}
-
+using rlx::testing::AttnCase;
+using rlx::testing::attention_case_graph;
 TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
   RLX_REQUIRE_CUDA();
   const std::vector<AttnCase> cases = {
@@ -397,7 +372,7 @@ TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
     for (const auto& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
                    " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " d " + std::to_string(c.d));
-      expect_cuda_parity(attention_graph(c, t));
+      expect_cuda_parity(attention_case_graph(c, t));
     }
 }
 
@@ -420,7 +395,7 @@ TEST(CudaOps, AttentionDecodePathEveryMask) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " mask " + enum_name(c.mask) + " layout " + enum_name(c.layout) +
                    " sq " + std::to_string(c.sq) + " skv " + std::to_string(c.skv) + " h " + std::to_string(c.h) +
                    "/" + std::to_string(c.hkv) + " d " + std::to_string(c.d));
-      expect_cuda_parity(attention_graph(c, t));
+      expect_cuda_parity(attention_case_graph(c, t));
     }
 }
 

@@ -123,6 +123,19 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedul
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();
 
+// The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
+// mask, 4 additive bias.
+inline int attention_mask_code(MaskKind m) {
+  switch (m) {
+    case MaskKind::None: return 0;
+    case MaskKind::Causal: return 1;
+    case MaskKind::SlidingWindow: return 2;
+    case MaskKind::Custom: return 3;
+    case MaskKind::Bias: return 4;
+  }
+  return 0;
+}
+
 // Node label for messages: "node 12 (matmul)".
 std::string step_label(const plan::Step& st);
 

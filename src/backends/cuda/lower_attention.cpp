@@ -54,20 +54,18 @@ struct SplitKv {
 // The seq axis of a rank-4 attention operand in this layout.
 int64_t seq_axis(AttnLayout layout) { return layout == AttnLayout::BSHD ? 1 : 2; }
 
-// Element strides (batch, seq, head) of a dense rank-4 operand in this layout.
-plan::AttnStrides dense_strides(const std::vector<int64_t>& d, AttnLayout layout) {
-  if (layout == AttnLayout::BSHD) return {d[1] * d[2] * d[3], d[2] * d[3], d[3]};
-  return {d[1] * d[2] * d[3], d[3], d[2] * d[3]};
-}
-
 // The concat `c` (two dense parts along the seq axis) as a SplitKv.
 SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
   SplitKv s;
   s.first = cx.ptr(c.in.at(0));
   s.second = cx.ptr(c.in.at(1));
-  s.first_strides = dense_strides(c.in[0].dims, layout);
-  s.second_strides = dense_strides(c.in[1].dims, layout);
-  s.split = c.in[0].dims[static_cast<size_t>(seq_axis(layout))];
+  // Both parts are dense [b, s, h, d] (BSHD) or [b, h, s, d] (BHSD); dims[3] is the head_dim.
+  const size_t sa = static_cast<size_t>(seq_axis(layout)), ha = 3 - sa;
+  const std::vector<int64_t>& d0 = c.in[0].dims;
+  const std::vector<int64_t>& d1 = c.in[1].dims;
+  s.first_strides = plan::attn_strides(layout, d0[sa], d0[ha], d0[3]);
+  s.second_strides = plan::attn_strides(layout, d1[sa], d1[ha], d1[3]);
+  s.split = d0[sa];
   return s;
 }
 
@@ -168,13 +166,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   a.batch = g.batch, a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group;
   a.scale = static_cast<float>(g.scale);
   a.softcap = static_cast<float>(g.softcap);
-  switch (g.mask) {
-    case MaskKind::None: a.mask_kind = 0; break;
-    case MaskKind::Causal: a.mask_kind = 1; break;
-    case MaskKind::SlidingWindow: a.mask_kind = 2; break;
-    case MaskKind::Custom: a.mask_kind = 3; break;
-    case MaskKind::Bias: a.mask_kind = 4; break;
-  }
+  a.mask_kind = attention_mask_code(g.mask);
   a.window = g.window;
   a.mask_batch = g.mask_batch_stride;
   for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];

@@ -224,13 +224,8 @@ bool fits_int32(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 
 // The defines both kernels take, then their shared helpers (which need BF16).
 std::string defines(DType t, const plan::AttentionGeom& g) {
-  const int mask = g.mask == MaskKind::Causal          ? 1
-                   : g.mask == MaskKind::SlidingWindow ? 2
-                   : g.mask == MaskKind::Custom        ? 3
-                   : g.mask == MaskKind::Bias          ? 4
-                                                       : 0;
   return "#define BF16 " + std::to_string(t == DType::BF16 ? 1 : 0) + "\n#define HD " + std::to_string(g.head_dim) +
-         "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n" +
+         "\n#define MASK " + std::to_string(attention_mask_code(g.mask)) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n" +
          ksrc::kTensorCoreHelpers;
 }
 

@@ -13,22 +13,12 @@ __device__ __forceinline__ long long scan_index(long long t, long long len, int 
   return reverse ? len - 1 - t : t;
 }
 
-// Scans the tile of scan positions [tile, tile + SCAN_TILE) of the row at `base` (stride inner)
-// with the carry-in `carry`, each thread owning SCAN_ITEMS consecutive positions: warp shuffles
-// and one shared pass over the warp totals. Writes y unless it is null; returns the tile's total
-// (in every thread). shared: 33 accumulators. Every thread of the block must call it.
-__device__ A scan_tile(const T* x, T* y, long long base, long long len, long long inner, int exclusive, int reverse,
-                       long long tile, A carry, A* shared) {
+// Exclusive prefix of v over the block's threads in thread order (warp shuffles, then one shared
+// pass over the warp totals); *total = the sum over the block. shared: 33 accumulators. Every
+// thread of the block must call it.
+__device__ __forceinline__ A block_exclusive_scan(A v, A* shared, A* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-  A v[SCAN_ITEMS];
-  A local = (A)0;
-#pragma unroll
-  for (int e = 0; e < SCAN_ITEMS; ++e) {
-    const long long t = tile + (long long)threadIdx.x * SCAN_ITEMS + e;
-    v[e] = t < len ? LOAD_A(x[base + scan_index(t, len, reverse) * inner]) : (A)0;
-    local += v[e];
-  }
-  A incl = local;
+  A incl = v;
   for (int o = 1; o < 32; o <<= 1) {
     const A up = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) incl += up;
@@ -48,8 +38,28 @@ __device__ A scan_tile(const T* x, T* y, long long base, long long len, long lon
     shared[32] = run;
   }
   __syncthreads();
+  *total = shared[32];
+  return shared[warp] + excl;
+}
+
+// Scans the tile of scan positions [tile, tile + SCAN_TILE) of the row at `base` (stride inner)
+// with the carry-in `carry`, each thread owning SCAN_ITEMS consecutive positions. Writes y unless
+// it is null; returns the tile's total (in every thread). shared: 33 accumulators. Every thread
+// of the block must call it.
+__device__ A scan_tile(const T* x, T* y, long long base, long long len, long long inner, int exclusive, int reverse,
+                       long long tile, A carry, A* shared) {
+  A v[SCAN_ITEMS];
+  A local = (A)0;
+#pragma unroll
+  for (int e = 0; e < SCAN_ITEMS; ++e) {
+    const long long t = tile + (long long)threadIdx.x * SCAN_ITEMS + e;
+    v[e] = t < len ? LOAD_A(x[base + scan_index(t, len, reverse) * inner]) : (A)0;
+    local += v[e];
+  }
+  A total;
+  const A prefix = block_exclusive_scan(local, shared, &total);
   if (y) {
-    A run = carry + (shared[warp] + excl);
+    A run = carry + prefix;
 #pragma unroll
     for (int e = 0; e < SCAN_ITEMS; ++e) {
       const long long t = tile + (long long)threadIdx.x * SCAN_ITEMS + e;
@@ -60,7 +70,7 @@ __device__ A scan_tile(const T* x, T* y, long long base, long long len, long lon
       if (!exclusive) y[off] = STORE_T(run);
     }
   }
-  return shared[32];
+  return total;
 }
 
 // One block per row (rows = outer * inner, each of `len` elements at stride inner), tiles in
@@ -91,35 +101,15 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) cumsum_tile_sums(cons
 }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) cumsum_tile_offsets(A* sums, long long rows, long long tiles) {
   __shared__ A shared[33];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     A* s = sums + row * tiles;
     A carry = (A)0;
     for (long long c = 0; c < tiles; c += blockDim.x) {
       const long long i = c + threadIdx.x;
-      const A v = i < tiles ? s[i] : (A)0;
-      A incl = v;
-      for (int o = 1; o < 32; o <<= 1) {
-        const A up = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += up;
-      }
-      __syncthreads();
-      if (lane == 31) shared[warp] = incl;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        A run = (A)0;
-        for (int w = 0; w < nw; ++w) {
-          const A tot = shared[w];
-          shared[w] = run;
-          run += tot;
-        }
-        shared[32] = run;
-      }
-      __syncthreads();
-      A excl = __shfl_up_sync(0xffffffffu, incl, 1);
-      if (lane == 0) excl = (A)0;
-      if (i < tiles) s[i] = carry + (shared[warp] + excl);
-      carry += shared[32];
+      A total;
+      const A prefix = block_exclusive_scan(i < tiles ? s[i] : (A)0, shared, &total);
+      if (i < tiles) s[i] = carry + prefix;
+      carry += total;
     }
   }
 }
