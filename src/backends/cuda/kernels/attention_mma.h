@@ -34,6 +34,7 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return r;
 }
 #define CAUSAL (MASK == 1 || MASK == 2)  // keys past a row's position are hidden
+#define RLX_LOG2E 1.4426950408889634f
 // The key tiles (of bn keys, from *t_begin) some row of a block of `rows` query rows from q0 may
 // see; query row i sits at position kv_len - q_len + i, and MASK 2 also hides keys before a
 // row's window.
@@ -71,7 +72,6 @@ inline constexpr const char* kAttentionMma = R"CUDA(
 #define BM (16 * MT * NW)
 #define KS (HD + 8)  // shared-memory row stride in elements
 #define NC (HD / 8)  // 16-byte chunks per row
-#define RLX_LOG2E 1.4426950408889634f
 struct AttnMmaArgs {
   const T* q; const T* k; const T* v; T* out;
   long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;

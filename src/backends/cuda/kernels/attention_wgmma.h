@@ -273,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(NT, MINB) attention_wgmma(const __g
 #endif
 #if MASK == 4
             if (key < kend && row0 + (e >> 1) * 8 < a.q_len)
-              x += to_f(bias[(e >> 1) * 8 * a.bias_s[2] + key * a.bias_s[3]]) * 1.4426950408889634f;
+              x += to_f(bias[(e >> 1) * 8 * a.bias_s[2] + key * a.bias_s[3]]) * RLX_LOG2E;
 #endif
             if (need && (key < klo[e >> 1] || key >= khi[e >> 1])) x = RLX_NEG_INF;
             s[4 * j + e] = x;
