@@ -319,11 +319,11 @@ int main(int argc, char** argv) {
     if (want("bert"))
       for (DType t : {DType::BF16, DType::F32})
         for (int64_t b : {1, 32}) bench_bert(b, t);
-    if (want("llama"))
-      for (DType t : {DType::BF16, DType::F32}) {
-        bench_llama_decode(511, t, copy_gbps);
-        bench_llama_prefill(512, t);
-      }
+    // "llama" runs both; "decode" / "prefill" one of them.
+    for (DType t : {DType::BF16, DType::F32}) {
+      if (want("llama") || want("decode")) bench_llama_decode(511, t, copy_gbps);
+      if (want("llama") || want("prefill")) bench_llama_prefill(512, t);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_cuda: %s\n", e.what());
     return 1;

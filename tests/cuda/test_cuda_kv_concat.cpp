@@ -8,7 +8,10 @@
 
 #include "backends/cuda/lower.h"
 #include "cuda/cuda_test_util.h"
+#include "models/transformer.h"
+#include "passes/pipeline.h"
 #include "plan/schedule.h"
+#include "runtime/backend.h"
 #include "support/test_util.h"
 
 namespace {
@@ -42,6 +45,29 @@ size_t absorbed(const Graph& g) {
   return n;
 }
 
+// The attention half of a Llama decode layer as the model builders write it: separate q/k/v
+// products (merged into one by the optimizer, its parts read as views), RoPE on q and k, the
+// caches joined with the new rows. The memory plan reuses the roped k (dead after the K
+// concat) for the V concat's result, so absorbing the K concat relies on the V concat being
+// absorbed too.
+Graph decode_layer_graph(DType t, int64_t past) {
+  Graph g;
+  const int64_t e = 256, h = 4, hkv = 2, d = 64;
+  const Value x = g.input("x", Shape::of({1, 1, e}, t));
+  const auto [cos, sin] = models::build_rope_tables(g, g.input("pos", Shape::of({1}, DType::I64)), d, 10000.0, t);
+  auto proj = [&](const std::string& name, int64_t heads) {
+    return g.reshape(g.matmul(x, g.param(name, Shape::of({e, heads * d}, t))), {1, 1, heads, d});
+  };
+  const Value q = g.rope(proj("wq", h), cos, sin, d, d);
+  const Value k = g.concat({g.param("k_cache", Shape::of({1, past, hkv, d}, t)), g.rope(proj("wk", hkv), cos, sin, d, d)}, 1);
+  const Value v = g.concat({g.param("v_cache", Shape::of({1, past, hkv, d}, t)), proj("wv", hkv)}, 1);
+  ops::Attention a;
+  a.num_heads = h, a.num_kv_heads = hkv, a.head_dim = d, a.mask_kind = MaskKind::Causal;
+  const Value ctx = g.reshape(g.attention(q, k, v, std::nullopt, a), {1, 1, h * d});
+  g.add_output(g.matmul(ctx, g.param("wo", Shape::of({h * d, e}, t))));
+  return g;
+}
+
 TEST(CudaKvConcat, PlannerTakesTheCacheConcatsOfDecode) {
   for (AttnLayout layout : {AttnLayout::BSHD, AttnLayout::BHSD}) {
     Decode d = decode_graph(DType::BF16, layout);
@@ -51,6 +77,23 @@ TEST(CudaKvConcat, PlannerTakesTheCacheConcatsOfDecode) {
   Decode d = decode_graph(DType::F32, AttnLayout::BSHD, 0);  // an empty cache
   d.g.add_output(d.out);
   EXPECT_EQ(absorbed(d.g), 2u);
+}
+
+TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
+  const Graph g = decode_layer_graph(DType::BF16, 40);
+  const Graph opt = passes::optimize_for_backend(g, *make_backend_for_check(Device::Cuda), CompileOptions{});
+  const plan::Schedule s = plan::build_schedule(opt);
+  const auto planned = cuda::plan_attention_concats(s);
+  ASSERT_EQ(planned.size(), 1u);
+  const auto& [attn, concats] = *planned.begin();
+  ASSERT_EQ(concats.size(), 2u);
+  // The case this covers: one concat's result is placed over the other concat's part.
+  const bool reused = cuda::arena_overlap(s.steps[concats[1]].out.at(0), s.steps[concats[0]].in.at(1)) ||
+                      cuda::arena_overlap(s.steps[concats[0]].out.at(0), s.steps[concats[1]].in.at(1));
+  EXPECT_TRUE(reused) << "the memory plan changed; this test no longer covers the reuse";
+  // Taken alone (the other concat runs), that concat's part would be overwritten.
+  const cuda::AbsorbIndex index(s);
+  EXPECT_FALSE(index.inputs_survive(concats[0], attn) && index.inputs_survive(concats[1], attn));
 }
 
 TEST(CudaKvConcat, NearMissesKeepTheConcat) {
@@ -95,6 +138,12 @@ TEST(CudaKvConcat, InPlaceReadsMatchTheCpu) {
     const uint64_t before = cuda::attention_concat_reads();
     rlx::testing::expect_cuda_parity(d.g);
     EXPECT_EQ(cuda::attention_concat_reads(), before + 1);
+  }
+  for (DType t : rlx::testing::kCudaFloats) {  // both concats, one placed over the other's part
+    SCOPED_TRACE(std::string("decode layer ") + dtype_name(t));
+    const uint64_t before = cuda::attention_concat_reads();
+    rlx::testing::expect_cuda_parity(decode_layer_graph(t, 300));
+    EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
   }
   ScopedEnv off("RLX_CUDA_ATTN_CONCAT", "0");
   Decode d = decode_graph(DType::F32, AttnLayout::BSHD, 50, 1, MaskKind::None);

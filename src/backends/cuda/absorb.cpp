@@ -2,6 +2,7 @@
 // producer's result has no other use, and its inputs still hold their values when the consumer
 // runs. Shared by the GEMV prologues and the attention decode's KV concats.
 #include <optional>
+#include <set>
 
 #include "backends/cuda/lower.h"
 
@@ -40,13 +41,15 @@ std::optional<size_t> AbsorbIndex::sole_producer(const plan::TensorRef& r, size_
   return it->second;
 }
 
-bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer) const {
+bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run) const {
   for (const plan::TensorRef& r : s_.steps[producer].in) {
     for (const plan::TensorRef& w : s_.steps[consumer].out)
       if (arena_overlap(w, r)) return false;
-    for (size_t j = producer + 1; j < consumer; ++j)
+    for (size_t j = producer + 1; j < consumer; ++j) {
+      if (not_run.count(j)) continue;
       for (const plan::TensorRef& w : s_.steps[j].out)
         if (arena_overlap(w, r)) return false;
+    }
   }
   return true;
 }

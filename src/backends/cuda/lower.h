@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,8 +100,9 @@ class AbsorbIndex {
   // has no other use (a graph output always has another).
   std::optional<size_t> sole_producer(const plan::TensorRef& r, size_t consumer) const;
   // True when no step after `producer` up to and including `consumer` writes over the
-  // producer's inputs, so the consumer can still read them.
-  bool inputs_survive(size_t producer, size_t consumer) const;
+  // producer's inputs, so the consumer can still read them. Steps in `not_run` (absorbed
+  // themselves) write nothing.
+  bool inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run = {}) const;
 
  private:
   const plan::Schedule& s_;

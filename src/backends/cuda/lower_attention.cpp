@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <set>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -221,6 +222,7 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedul
     const auto& g = std::get<plan::AttentionGeom>(a.geom);
     if (g.q_len * g.group > 8) continue;  // decode-shaped only
     const size_t axis = static_cast<size_t>(seq_axis(g.layout));
+    std::set<size_t> taken;
     for (size_t port : {size_t{1}, size_t{2}}) {
       const std::optional<size_t> ci = index.sole_producer(a.in.at(port), ai);
       if (!ci) continue;
@@ -233,11 +235,25 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedul
         ok = ok && r.dtype == c.out[0].dtype && r.dims.size() == 4;
         for (size_t d = 0; ok && d < 4; ++d) ok = d == axis || r.dims[d] == c.out[0].dims[d];
       }
-      // The attention reads the concat's value (not a view of part of it) and the parts are
-      // still intact when it runs.
-      ok = ok && a.in[port].value == c.out[0].value && !a.in[port].loc.is_view && index.inputs_survive(*ci, ai);
-      if (ok) out[ai].push_back(*ci);
+      // The attention reads the concat's value (not a view of part of it).
+      if (ok && a.in[port].value == c.out[0].value && !a.in[port].loc.is_view) taken.insert(*ci);
     }
+    // The parts must still be intact when the attention runs. The memory plan may have reused
+    // one concat's part for the other concat's result; a concat that is absorbed writes
+    // nothing, so the check skips the other taken one, and drops candidates until both hold.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t ci : taken) {
+        std::set<size_t> others = taken;
+        others.erase(ci);
+        if (!index.inputs_survive(ci, ai, others)) {
+          taken.erase(ci);
+          changed = true;
+          break;
+        }
+      }
+    }
+    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());
   }
   return out;
 }
