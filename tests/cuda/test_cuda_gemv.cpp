@@ -1,7 +1,9 @@
 // The skinny-GEMM (decode) path of the CUDA backend: which producers a GEMV absorbs into its
-// prologue (planned on the Schedule, no device needed), and parity of the fused kernels.
+// prologue (planned on the Schedule, no device needed), parity of the fused kernels, and of
+// every row layout of the kernel (RLX_GEMV_LPR) with and without the L2 prefetch.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "backends/cuda/lower.h"
@@ -11,6 +13,7 @@
 namespace {
 
 using namespace rlx;
+using rlx::testing::ScopedEnv;
 
 // The step index of the first step running op `name`.
 size_t step_of(const plan::Schedule& s, const std::string& name) {
@@ -111,6 +114,49 @@ TEST(CudaGemvPrologue, FusedKernelsMatchTheCpu) {
         EXPECT_TRUE(rep.pass) << rep.text;
       }
     }
+}
+
+// Each row layout cuts the columns into its own tiles and the K range into its own splits (many
+// splits: the last block's reduction; one split: none), so each must match the CPU and repeat
+// bit for bit (graph replays).
+TEST(CudaGemvLayout, EveryLanesPerRowMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (const char* lanes : {"1", "2", "4", "16", "32"})
+    for (const char* l2pf : {"0", "1"}) {
+      ScopedEnv lpr("RLX_GEMV_LPR", lanes), pf("RLX_GEMV_L2PF", l2pf);
+      for (DType t : {DType::F32, DType::BF16})
+        for (int64_t rows : {1, 3})
+          for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {96, 8}, {1000, 48}}) {
+            SCOPED_TRACE(std::string("lanes ") + lanes + " l2pf " + l2pf + " " + dtype_name(t) + " rows=" +
+                         std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+            Graph g;
+            const Value x = g.input("x", Shape::of({rows, k}, t));
+            g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)), g.matmul(x, g.param("w", Shape::of({k, n}, t)))));
+            rlx::testing::expect_cuda_parity(g);
+            auto cg = Session(Device::Cuda).compile(g);
+            cg.set_param("w", rlx::testing::random_tensor(t, {k, n}, 3));
+            const NamedTensors ins = {{"x", rlx::testing::random_tensor(t, {rows, k}, 4)},
+                                      {"r", rlx::testing::random_tensor(t, {rows, n}, 5)}};
+            const Tensor first = cg.run(ins)[0];
+            const Tensor again = cg.run(ins)[0];
+            ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes()));
+          }
+    }
+}
+
+TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
+  for (const char* v : {"12", "0", "x"}) {
+    ScopedEnv lpr("RLX_GEMV_LPR", v);
+    try {
+      Session(Device::Cuda).compile(g);
+      ADD_FAILURE() << "RLX_GEMV_LPR=" << v << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RLX_GEMV_LPR"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -52,7 +52,14 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
       compiles("gemv rms_norm prologue", gemv_source(c));
       c.prologue = 2, c.gate_first = true;
       compiles("gemv swiglu prologue", gemv_source(c));
+      for (int64_t lanes : {1, 4, 32}) {  // every row layout, with and without the L2 prefetch
+        c.lanes_per_row = lanes, c.l2_prefetch = lanes == 4;
+        compiles("gemv lanes per row " + std::to_string(lanes), gemv_source(c));
+      }
     }
+  GemvConfig bad;
+  bad.lanes_per_row = 12;
+  EXPECT_THROW(gemv_source(bad), Error);
 }
 
 TEST(CudaKernelSources, DataMovementKernelsCompile) {

@@ -77,6 +77,7 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
 // Source of the skinny-GEMM kernel (kernels/gemv.h) for one configuration: `rows` <= 4,
 // `bias` 0 = none, 1 = scalar, 2 = per column; the activation and residual of the epilogue;
 // `prologue` 0 = A as stored, 1 = RmsNorm (with beta when `has_beta`), 2 = FusedSwiGLU.
+// Throws rlx::Error for lanes_per_row outside {1, 2, 4, 8, 16, 32}.
 struct GemvConfig {
   DType t = DType::F32, bias_t = DType::F32;
   int64_t rows = 1;
@@ -85,6 +86,8 @@ struct GemvConfig {
   bool residual = false;
   int prologue = 0;
   bool has_beta = false, gate_first = false;
+  int64_t lanes_per_row = 8;  // lanes per W row (a power of two <= 32): TILE = lanes * 16 bytes
+  bool l2_prefetch = false;   // prefetch the block's later W rows into L2 before waiting
 };
 std::string gemv_source(const GemvConfig& c);
 

@@ -41,6 +41,7 @@ struct AttnArgs {
   const void* v2 = nullptr;
   int64_t k2s_b = 0, k2s_s = 0, k2s_h = 0, v2s_b = 0, v2s_s = 0, v2s_h = 0;
   int64_t k_split = INT64_MAX, v_split = INT64_MAX;  // no second part
+  unsigned* tickets = nullptr;
 };
 
 // A KV operand read in place from two parts (what an absorbed concat would have joined): rows
@@ -71,19 +72,27 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
 }
 
 // The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
-// combine kernel of the same source merging the splits' partials (allocated here).
+// combine kernel of the same source merging the splits' partials (allocated here). With
+// `tickets` (attn_decode) the kernel merges them itself: its last block per (batch, kv head),
+// counted on zeroed tickets allocated here, one per grid.y * grid.z.
 void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
                             AttnArgs a, const plan::AttentionGeom& g, int64_t splits,
-                            const std::array<unsigned, 3>& grid, size_t smem) {
+                            const std::array<unsigned, 3>& grid, size_t smem, bool tickets = false) {
   if (splits > 1) {
     const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
+    if (tickets) {
+      const size_t n = static_cast<size_t>(grid[1]) * grid[2] * sizeof(unsigned);
+      a.tickets = reinterpret_cast<unsigned*>(cx.scratch(n, what + " split tickets"));
+      RLX_CUDA_CHECK(cudaMemset(a.tickets, 0, n));
+      RLX_CUDA_CHECK(cudaDeviceSynchronize());
+    }
   }
   auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
   main->pdl();
   main->arg(a);
   cx.add([main](cudaStream_t s) { main->launch(s); });
-  if (splits <= 1) return;
+  if (splits <= 1 || tickets) return;
   const int64_t rows = g.batch * g.num_heads * g.q_len;
   auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
                                              grid_for(rows * 32, 256), 256);
@@ -127,13 +136,16 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   int64_t split_len = (g.kv_len + splits - 1) / splits;
   splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
   a.split_len = split_len;
+  // The in-kernel merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
+  if (static_cast<size_t>(2 * rows * splits + rows) * 4 > smem)
+    throw Error(what + ": internal: the decode merge of " + std::to_string(splits) + " splits needs more shared memory");
   const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
                            "\n#define R " + std::to_string(rows) + "\n";
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}}, defs);
   add_attention_launches(cx, what + " decode", get_kernel("attn_decode", src), src, a, g, splits,
                          {static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
-                         smem);
+                         smem, true);
   return true;
 }
 

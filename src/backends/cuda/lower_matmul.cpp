@@ -70,11 +70,19 @@ Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act
 
 }  // namespace
 
+int64_t gemv_tile(const GemvConfig& c) { return c.lanes_per_row * static_cast<int64_t>(16 / dtype_size(c.t)); }
+
 std::string gemv_source(const GemvConfig& c) {
   const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
   auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  if (c.lanes_per_row < 1 || c.lanes_per_row > 32 || (c.lanes_per_row & (c.lanes_per_row - 1)) != 0)
+    throw Error("CUDA GEMV: lanes per row must be a power of two in [1, 32], got " + std::to_string(c.lanes_per_row));
+  int64_t tpo = 1;  // threads per output of the split reduction
+  while (tpo < 32 && 2 * tpo * c.rows * gemv_tile(c) <= 256) tpo *= 2;
   const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
-                           std::to_string(c.rows) + "\n#define HAS_BIAS " + flag(c.bias > 0) +
+                           std::to_string(c.rows) + "\n#define LPR " + std::to_string(c.lanes_per_row) +
+                           "\n#define TPO " + std::to_string(tpo) + "\n#define L2PF " + flag(c.l2_prefetch) +
+                           "\n#define HAS_BIAS " + flag(c.bias > 0) +
                            "\n#define BIAS_SCALAR " + flag(c.bias == 1) + "\n#define ACT(x) " + a +
                            "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " + std::to_string(c.prologue) +
                            "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " + flag(c.gate_first) +
@@ -84,16 +92,21 @@ std::string gemv_source(const GemvConfig& c) {
 
 namespace {
 
-// Tunables of the skinny-GEMM kernel, read once (for sweeps on the device; defaults measured on
-// the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4).
-int64_t gemv_blocks_per_sm() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("RLX_GEMV_BLOCKS_PER_SM");
-    const long x = e ? std::strtol(e, nullptr, 10) : 0;
-    return x > 0 && x <= 64 ? static_cast<int64_t>(x) : int64_t{4};
-  }();
-  return v;
+// Tunables of the skinny-GEMM kernel, read at each lowering (for sweeps on the device; defaults
+// measured on the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4),
+// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 8), RLX_GEMV_L2PF (1: prefetch
+// each block's later W rows into L2 before waiting for the previous kernel; default 0).
+int64_t gemv_knob(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(e, &end, 10);
+  if (*end != '\0' || x < lo || x > hi)
+    throw Error(std::string(name) + "=" + e + ": expected an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  return static_cast<int64_t>(x);
 }
+int64_t gemv_blocks_per_sm() { return gemv_knob("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
 
 // Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
 // weight) that the GEMV kernel takes, or 0 when the step does not qualify.
@@ -127,7 +140,12 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   uint8_t* pw = cx.ptr(st.in.at(1));
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
-  const int64_t tile = 32 * vw;
+  GemvConfig cfg;
+  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", 8, 1, 32);
+  if ((cfg.lanes_per_row & (cfg.lanes_per_row - 1)) != 0)
+    throw Error("RLX_GEMV_LPR=" + std::to_string(cfg.lanes_per_row) + ": expected 1, 2, 4, 8, 16 or 32");
+  cfg.l2_prefetch = gemv_knob("RLX_GEMV_L2PF", 0, 0, 1) == 1;
+  const int64_t tile = cfg.lanes_per_row * vw;
   const int64_t col_tiles = (g.n + tile - 1) / tile;
   const int64_t target = gemv_blocks_per_sm() * device().sm_count;
   // K rows per split: a multiple of 32 (the kernel's unrolled step), at most 2048 (its slice of A
@@ -143,7 +161,6 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
     RLX_CUDA_CHECK(cudaMemset(tickets, 0, static_cast<size_t>(col_tiles) * 4));
     RLX_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  GemvConfig cfg;
   cfg.t = t;
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : t;
   cfg.rows = rows;
@@ -165,7 +182,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
       cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
     }
   }
-  const size_t smem = static_cast<size_t>(std::max(rows * kchunk, 8 * rows * tile)) * 4;
+  const size_t smem = static_cast<size_t>(std::max(rows * kchunk, 8 * rows * tile)) * 4;  // xs, then the warps' sums
   const CUfunction fn = get_kernel("gemv", gemv_source(cfg));
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));

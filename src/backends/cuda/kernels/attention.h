@@ -24,6 +24,9 @@ struct AttnArgs {
   // v_split (a KV cache and its new rows read in place instead of concatenated).
   const T* k2; const T* v2;
   long long k2s_b, k2s_s, k2s_h, v2s_b, v2s_s, v2s_h, k_split, v_split;
+  // attn_decode with splits: one zeroed counter per (batch, kv head); the last split block to
+  // finish merges the group's partials (no combine launch).
+  unsigned* tickets;
 };
 
 // The score of query row `row` (head h, batch b) against key `key` from its dot product, as the
@@ -290,6 +293,47 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
       a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
     }
   }
+  if (!a.part) return;
+  // Split-KV: the last block of this (batch, kv head) to finish merges every split's partial.
+  __shared__ bool last;
+  __threadfence();  // this block's partials are visible device-wide before its ticket
+  __syncthreads();
+  unsigned* ticket = a.tickets + b * gridDim.y + kvh;
+  if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int S = gridDim.x;
+  float* cm = smem;       // [R][S] each split's max, then its weight
+  float* cl = cm + R * S;  // [R][S] each split's sum
+  float* inv = cl + R * S; // [R] 1 / total sum
+  for (int i = threadIdx.x; i < R * S; i += blockDim.x) {
+    const int r = i / S, sp = i - r * S;
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+    const float* pp = a.part + ((long long)sp * rows + (b * a.heads + h) * a.q_len + qi) * (HD + 2);
+    cm[i] = __ldcg(pp + HD), cl[i] = __ldcg(pp + HD + 1);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    float mx = RLX_NEG_INF, l = 0.f;
+    for (int sp = 0; sp < S; ++sp) mx = fmaxf(mx, cm[r * S + sp]);
+    for (int sp = 0; sp < S; ++sp) {
+      const float c = mx == RLX_NEG_INF || cm[r * S + sp] == RLX_NEG_INF ? 0.f : __expf(cm[r * S + sp] - mx);
+      cm[r * S + sp] = c, l += cl[r * S + sp] * c;
+    }
+    inv[r] = l > 0.f ? 1.f / l : 0.f;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+    const int r = i / HD, d = i % HD;
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+    const float* pp = a.part + ((b * a.heads + h) * a.q_len + qi) * (HD + 2) + d;
+    float val = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < S; ++sp) val += __ldcg(pp + (long long)sp * rows * (HD + 2)) * cm[r * S + sp];
+    a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(val * inv[r]);
+  }
+  if (threadIdx.x == 0) *ticket = 0u;  // ready for the next run (or graph replay)
 }
 )CUDA";
 

@@ -1,7 +1,8 @@
 #pragma once
 // Skinny GEMM (MR <= 4 rows, e.g. decode): C[MR, N] = epi(A[MR, K] @ W[K, N]), W row-major.
 // GEMM libraries tile M by 64+ rows and leave most of the GPU idle when M is 1; this kernel
-// streams W once with 16-byte loads (four independent loads in flight per thread), splits K
+// streams W once with 16-byte loads (four independent loads in flight per thread; LPR lanes
+// cover one row of the block's TILE columns, so a warp load covers 32 / LPR rows), splits K
 // across blocks to fill every SM, and reduces the splits inside the same launch: every block
 // writes its f32 partial, and the last block to finish a column tile (counted with an atomic
 // ticket that it resets for the next run) sums the tile's partials and applies the epilogue:
@@ -9,13 +10,16 @@
 // A prologue may compute A itself from the producer step it absorbed (PRO, see lower.h):
 //   PRO 1: A = RmsNorm(px) * pg (+ pb) over rows of k (eps), rounded to T as the norm would store it
 //   PRO 2: A = FusedSwiGLU(px) with px rows of 2k (GATE_FIRST)
-// Compiled per (T, B = bias type, MR, VW = elements per 16 bytes, HAS_BIAS, BIAS_SCALAR, ACT,
-// HAS_RES, PRO, HAS_PB, GATE_FIRST).
+// Compiled per (T, B = bias type, MR, VW = elements per 16 bytes, LPR, TPO = threads per output
+// of the split reduction, L2PF = prefetch the block's later W rows into L2 before waiting, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB,
+// GATE_FIRST).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemv = R"CUDA(
 #define WARPS 8
-#define TILE (32 * VW)
+#define RPI (32 / LPR)           // W rows one warp load covers (LPR lanes per row)
+#define TILE (LPR * VW)          // columns per block
+#define ROWS_PER_LOAD (WARPS * RPI)
 
 __device__ __forceinline__ float gemv_epilogue(float v, const B* bias, const T* res, long long r, long long col,
                                                long long n) {
@@ -52,8 +56,25 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   extern __shared__ float smem[];
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = lane / LPR, cl = lane % LPR;  // row of the warp's load group, lane within the row
   const long long k0 = (long long)blockIdx.y * kchunk, k1 = min(k, k0 + kchunk);
   const int kn = (int)(k1 - k0);
+  const long long col = (long long)blockIdx.x * TILE + (long long)cl * VW;
+  const bool active = col < n;
+  int kk = warp * RPI + sub;  // this thread's first row of the split
+  const uint4* wp = reinterpret_cast<const uint4*>(w + (k0 + kk) * n + col);
+  const long long step = ROWS_PER_LOAD * n / VW;  // uint4s between rows kk and kk + ROWS_PER_LOAD
+  // W does not depend on the previous kernel: the first loads are issued before waiting for it
+  // (under programmatic dependent launch they overlap its tail).
+  const bool first = active && kk + 3 * ROWS_PER_LOAD < kn;
+  uint4 p0, p1, p2, p3;
+  if (first) p0 = __ldg(wp), p1 = __ldg(wp + step), p2 = __ldg(wp + 2 * step), p3 = __ldg(wp + 3 * step);
+#if L2PF
+  // And the rest of this thread's rows are prefetched into L2 (one request per 128 bytes).
+  if (active && (cl * VW * (int)sizeof(T)) % 128 == 0)
+    for (int j = kk + 4 * ROWS_PER_LOAD; j < kn; j += ROWS_PER_LOAD)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (k0 + j) * n + col));
+#endif
   rlx_pdl_begin();
   float* xs = smem;  // this split's slice of A, as f32: [MR][kchunk]
 #if PRO == 1
@@ -71,56 +92,68 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   __syncthreads();
 #endif
   for (int i = threadIdx.x; i < MR * kn; i += blockDim.x) {
-    const int r = i / kn, kk = i - r * kn;
-    const long long j = k0 + kk;
+    const int r = i / kn, kx = i - r * kn;
+    const long long j = k0 + kx;
 #if PRO == 1
     float o = to_f(px[r * k + j]) * inv[r] * to_f(pg[j]);
 #if HAS_PB
     o += to_f(pb[j]);
 #endif
-    xs[r * kchunk + kk] = to_f(from_f<T>(o));
+    xs[r * kchunk + kx] = to_f(from_f<T>(o));
 #elif PRO == 2
     const float g0 = to_f(px[r * 2 * k + j]), g1 = to_f(px[r * 2 * k + k + j]);
     const float g = GATE_FIRST ? g0 : g1, u = GATE_FIRST ? g1 : g0;
     const float o = g / (1.f + expf(-g)) * u;  // as the swiglu row kernel
-    xs[r * kchunk + kk] = to_f(from_f<T>(o));
+    xs[r * kchunk + kx] = to_f(from_f<T>(o));
 #else
-    xs[r * kchunk + kk] = to_f(a[r * k + j]);
+    xs[r * kchunk + kx] = to_f(a[r * k + j]);
 #endif
   }
   __syncthreads();
 
-  const long long col = (long long)blockIdx.x * TILE + (long long)lane * VW;
   float acc[MR][VW];
 #pragma unroll
   for (int r = 0; r < MR; ++r)
 #pragma unroll
     for (int v = 0; v < VW; ++v) acc[r][v] = 0.f;
-  if (col < n) {
-    const uint4* wp = reinterpret_cast<const uint4*>(w + (k0 + warp) * n + col);
-    const long long step = WARPS * n / VW;  // uint4s between rows kk and kk + WARPS
-    int kk = warp;
-    for (; kk + 3 * WARPS < kn; kk += 4 * WARPS) {
+  if (active) {
+    if (first) {
+      gemv_fma(acc, p0, xs, kk, kchunk);
+      gemv_fma(acc, p1, xs, kk + ROWS_PER_LOAD, kchunk);
+      gemv_fma(acc, p2, xs, kk + 2 * ROWS_PER_LOAD, kchunk);
+      gemv_fma(acc, p3, xs, kk + 3 * ROWS_PER_LOAD, kchunk);
+      kk += 4 * ROWS_PER_LOAD;
+      wp += 4 * step;
+    }
+    for (; kk + 3 * ROWS_PER_LOAD < kn; kk += 4 * ROWS_PER_LOAD) {
       const uint4 w0 = __ldg(wp), w1 = __ldg(wp + step), w2 = __ldg(wp + 2 * step), w3 = __ldg(wp + 3 * step);
       wp += 4 * step;
       gemv_fma(acc, w0, xs, kk, kchunk);
-      gemv_fma(acc, w1, xs, kk + WARPS, kchunk);
-      gemv_fma(acc, w2, xs, kk + 2 * WARPS, kchunk);
-      gemv_fma(acc, w3, xs, kk + 3 * WARPS, kchunk);
+      gemv_fma(acc, w1, xs, kk + ROWS_PER_LOAD, kchunk);
+      gemv_fma(acc, w2, xs, kk + 2 * ROWS_PER_LOAD, kchunk);
+      gemv_fma(acc, w3, xs, kk + 3 * ROWS_PER_LOAD, kchunk);
     }
-    for (; kk < kn; kk += WARPS) {
+    for (; kk < kn; kk += ROWS_PER_LOAD) {
       gemv_fma(acc, __ldg(wp), xs, kk, kchunk);
       wp += step;
     }
   }
+  // The warp's row groups hold the same columns: add them across lanes (fixed order).
+#pragma unroll
+  for (int o = LPR; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < MR; ++r)
+#pragma unroll
+      for (int v = 0; v < VW; ++v) acc[r][v] += __shfl_xor_sync(0xffffffffu, acc[r][v], o);
   __syncthreads();  // xs is dead: its space now holds the warps' sums
   float* red = smem;  // [WARPS][MR][TILE]
+  if (sub == 0)
 #pragma unroll
-  for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < MR; ++r)
 #pragma unroll
-    for (int v = 0; v < VW; v += 4)
-      *reinterpret_cast<float4*>(&red[(warp * MR + r) * TILE + lane * VW + v]) =
-          make_float4(acc[r][v], acc[r][v + 1], acc[r][v + 2], acc[r][v + 3]);
+      for (int v = 0; v < VW; v += 4)
+        *reinterpret_cast<float4*>(&red[(warp * MR + r) * TILE + cl * VW + v]) =
+            make_float4(acc[r][v], acc[r][v + 1], acc[r][v + 2], acc[r][v + 3]);
   __syncthreads();
   // Thread i sums element i = r * TILE + t of the tile over the warps (t: consecutive columns).
   const bool split = gridDim.y > 1;
@@ -141,13 +174,23 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int i = threadIdx.x; i < MR * TILE; i += blockDim.x) {
-    const int r = i / TILE;
-    const long long cc = (long long)blockIdx.x * TILE + (i - r * TILE);
-    if (cc >= n) continue;
+  // The last block adds the splits' partials: TPO consecutive threads per output, each over
+  // every TPO-th split with several loads in flight, then across the TPO lanes (fixed order).
+  constexpr int OUTS = MR * TILE;  // TPO (a power of two <= 32, TPO * OUTS <= 256) is a macro
+  const unsigned splits = gridDim.y;
+  for (int base = 0; base < OUTS * TPO; base += blockDim.x) {
+    const int i = base + threadIdx.x, o = i / TPO, g = i % TPO;
+    const int r = o / TILE;
+    const long long cc = (long long)blockIdx.x * TILE + (o - r * TILE);
     float s = 0.f;
-    for (unsigned p = 0; p < gridDim.y; ++p) s += __ldcg(&part[((long long)p * MR + r) * n + cc]);
-    c[r * n + cc] = from_f<T>(gemv_epilogue(s, bias, res, r, cc, n));
+    if (o < OUTS && cc < n) {
+      const float* pp = part + (long long)r * n + cc;
+#pragma unroll 4
+      for (unsigned p = g; p < splits; p += TPO) s += __ldcg(pp + (long long)p * MR * n);
+    }
+#pragma unroll
+    for (int x = 1; x < TPO; x <<= 1) s += __shfl_xor_sync(0xffffffffu, s, x);
+    if (g == 0 && o < OUTS && cc < n) c[r * n + cc] = from_f<T>(gemv_epilogue(s, bias, res, r, cc, n));
   }
   if (threadIdx.x == 0) tickets[blockIdx.x] = 0u;  // ready for the next run (or graph replay)
 }
