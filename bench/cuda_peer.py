@@ -206,7 +206,9 @@ if __name__ == "__main__":
         for dt in (torch.bfloat16, torch.float32):
             for b in (1, 32):
                 bert(b, dt)
-    if want("llama"):
-        for dt in (torch.bfloat16, torch.float32):
+    # "llama" runs both; "decode" / "prefill" one of them (as bench_cuda).
+    for dt in (torch.bfloat16, torch.float32):
+        if want("llama") or want("decode"):
             llama_decode(511, dt)
+        if want("llama") or want("prefill"):
             llama_prefill(512, dt)

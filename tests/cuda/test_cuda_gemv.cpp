@@ -116,6 +116,21 @@ TEST(CudaGemvPrologue, FusedKernelsMatchTheCpu) {
     }
 }
 
+// Rows too long to stage in shared memory: the RmsNorm prologue reads them twice.
+TEST(CudaGemvPrologue, LongRowsAreReadTwice) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({4, 8192}, t));
+    const Value h = g.rms_norm(x, g.param("gamma", Shape::of({8192}, t)), std::nullopt, 1e-5);
+    g.add_output(g.matmul(h, g.param("w", Shape::of({8192, 64}, t))));
+    const auto s = plan::build_schedule(g);
+    ASSERT_EQ(cuda::plan_gemv_prologues(s, Precision::Fp32).size(), 1u);
+    rlx::testing::expect_cuda_parity(g);
+  }
+}
+
 // Each row layout cuts the columns into its own tiles and the K range into its own splits (many
 // splits: the last block's reduction; one split: none), so each must match the CPU and repeat
 // bit for bit (graph replays).
@@ -142,6 +157,18 @@ TEST(CudaGemvLayout, EveryLanesPerRowMatchesTheCpu) {
             ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes()));
           }
     }
+}
+
+// A weight computed by the previous kernel (not a param) is loaded only after waiting for it.
+TEST(CudaGemvLayout, ComputedWeightIsReadAfterItsProducer) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value w = g.relu(g.input("w", Shape::of({4096, 520}, t)));
+    g.add_output(g.matmul(g.input("x", Shape::of({1, 4096}, t)), w));
+    rlx::testing::expect_cuda_parity(g);
+  }
 }
 
 TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {

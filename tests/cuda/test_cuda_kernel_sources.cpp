@@ -50,10 +50,13 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
       compiles("gemv epilogue", gemv_source(c));
       c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
       compiles("gemv rms_norm prologue", gemv_source(c));
+      c.stage_rows = true;
+      compiles("gemv rms_norm prologue, rows staged", gemv_source(c));
+      c.stage_rows = false;
       c.prologue = 2, c.gate_first = true;
       compiles("gemv swiglu prologue", gemv_source(c));
       for (int64_t lanes : {1, 4, 32}) {  // every row layout, with and without the L2 prefetch
-        c.lanes_per_row = lanes, c.l2_prefetch = lanes == 4;
+        c.lanes_per_row = lanes, c.l2_prefetch = lanes == 4, c.w_static = lanes != 32;
         compiles("gemv lanes per row " + std::to_string(lanes), gemv_source(c));
       }
     }
@@ -71,7 +74,7 @@ TEST(CudaKernelSources, DataMovementKernelsCompile) {
 
 TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
   const std::string prefill = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
-  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
+  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
   for (int hd : {4, 36, 64, 128, 256})
     for (const char* t : {"float", "bf16_t", "f16_t"}) {
       const std::string defs = "#define HD " + std::to_string(hd) + "\n";
@@ -81,7 +84,8 @@ TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
         for (int rows : {1, 4, 8})
           compiles("attn_decode", kernel_source(decode.c_str(), {{"T", t}, {"M", "bf16_t"}},
                                                 defs + "#define LPK " + std::to_string(bytes / 16) + "\n#define R " +
-                                                    std::to_string(rows) + "\n"));
+                                                    std::to_string(rows) + "\n" +
+                                                    (rows == 4 ? "#define K_STATIC 1\n#define V_STATIC 1\n" : "")));
     }
 }
 

@@ -1,6 +1,7 @@
 // Attention decode reading a KV cache and its new rows in place (plan_attention_concats): which
 // concats are absorbed (planned on the Schedule, no device needed) and parity with the CPU
 // oracle when they are, when they are not (RLX_CUDA_ATTN_CONCAT=0) and on the near misses.
+// Also the q/k RoPE pairs of the same decode layer (plan_rope_pairs).
 #ifdef RLX_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -96,6 +97,52 @@ TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
   EXPECT_FALSE(index.inputs_survive(concats[0], attn) && index.inputs_survive(concats[1], attn));
 }
 
+// The q and k RoPEs of the decode layer run in one launch; near misses keep two.
+TEST(CudaRopePairs, PlannerPairsTheQAndKRopes) {
+  const Graph g = decode_layer_graph(DType::BF16, 40);
+  const Graph opt = passes::optimize_for_backend(g, *make_backend_for_check(Device::Cuda), CompileOptions{});
+  const plan::Schedule s = plan::build_schedule(opt);
+  const auto pairs = cuda::plan_rope_pairs(s);
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs.begin()->first, pairs.begin()->second + 1);
+  auto count = [](const Graph& h) { return cuda::plan_rope_pairs(plan::build_schedule(h)).size(); };
+  const Shape tab = Shape::of({3, 8});
+  {  // different tables
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab), c2 = h.input("c2", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    h.add_output(h.rope(h.input("k", Shape::of({1, 3, 2, 16})), c2, sn, 16, 16));
+    EXPECT_EQ(count(h), 0u);
+  }
+  {  // the second rotates the first's result
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16), c, sn, 16, 16));
+    EXPECT_EQ(count(h), 0u);
+  }
+  {  // the same pair is taken
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    h.add_output(h.rope(h.input("k", Shape::of({1, 3, 2, 16})), c, sn, 16, 16));
+    EXPECT_EQ(count(h), 1u);
+  }
+}
+
+TEST(CudaRopePairs, PairedLaunchMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : rlx::testing::kCudaFloats) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph h;
+    const Shape tab = Shape::of({3, 8}, t);
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({2, 3, 4, 20}, t)), c, sn, 20, 16));  // 4 dims copied
+    h.add_output(h.rope(h.input("k", Shape::of({2, 3, 2, 20}, t)), c, sn, 20, 16));
+    ASSERT_EQ(cuda::plan_rope_pairs(plan::build_schedule(h)).size(), 1u);
+    rlx::testing::expect_cuda_parity(h);
+  }
+}
+
 TEST(CudaKvConcat, NearMissesKeepTheConcat) {
   {  // the joined K is also a graph output: only V is read in place
     Decode d = decode_graph(DType::F32);
@@ -147,6 +194,21 @@ TEST(CudaKvConcat, InPlaceReadsMatchTheCpu) {
     o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
     const uint64_t before = cuda::attention_concat_reads();
     rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
+    EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
+  }
+  {  // caches computed by earlier kernels (not leaves): read only after waiting for them
+    Graph g;
+    auto shape = [](int64_t s, int64_t h) { return Shape::of({2, s, h, 64}, DType::BF16); };
+    const Value kc = g.relu(g.input("k_cache", shape(200, 2))), vc = g.tanh(g.input("v_cache", shape(200, 2)));
+    const Value k = g.concat({kc, g.input("k_new", shape(1, 2))}, 1);
+    const Value v = g.concat({vc, g.input("v_new", shape(1, 2))}, 1);
+    ops::Attention a;
+    a.num_heads = 4, a.num_kv_heads = 2, a.head_dim = 64, a.mask_kind = MaskKind::Causal;
+    g.add_output(g.attention(g.input("q", shape(1, 4)), k, v, std::nullopt, a));
+    g.add_output(kc);  // outputs: the memory plan gives nothing else their bytes
+    g.add_output(vc);
+    const uint64_t before = cuda::attention_concat_reads();
+    rlx::testing::expect_cuda_parity(g);
     EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
   }
   ScopedEnv off("RLX_CUDA_ATTN_CONCAT", "0");

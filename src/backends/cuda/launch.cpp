@@ -11,22 +11,44 @@ namespace rlx::cuda {
 
 namespace {
 
-bool pdl_available() {
-  static const bool on = [] {
-    // Opt-in: measured on the H100 it did not shorten Llama decode and it slowed BERT-base
-    // (many cuBLASLt launches) by about 20% (docs/backends/cuda.md).
+// RLX_CUDA_PDL: 0 off; unset: the launches with work before their wait (KernelLaunch::
+// pdl_prefetch); "all": every launch marked pdl(). Only where the device (sm_90+) and driver
+// have it.
+enum class PdlMode { Off, Prefetch, All };
+PdlMode pdl_mode() {
+  static const PdlMode mode = [] {
     const char* e = std::getenv("RLX_CUDA_PDL");
-    if (!(e && std::string(e) == "1")) return false;
-    return device().cc_major >= 9 && driver().launch_kernel_ex != nullptr;
+    const std::string v = e ? e : "";
+    if (v == "0" || device().cc_major < 9 || driver().launch_kernel_ex == nullptr) return PdlMode::Off;
+    if (v == "all") return PdlMode::All;
+    if (!v.empty() && v != "1")
+      throw Error("RLX_CUDA_PDL=" + v + ": expected 0, 1 (launches that load before waiting) or all");
+    return PdlMode::Prefetch;
   }();
-  return on;
+  return mode;
 }
+
+// Whether the last work issued on this thread was one of rlx's kernel launches, and how many
+// launches it issued (see pdl_chain_break).
+thread_local bool t_after_kernel = false;
+thread_local uint64_t t_launches = 0;
 
 }  // namespace
 
+void pdl_chain_break() { t_after_kernel = false; }
+uint64_t kernel_launches() { return t_launches; }
+
 void KernelLaunch::launch(cudaStream_t stream) const {
   CUresult r;
-  if (pdl_ && pdl_available()) {
+  // Only after one of our own kernels: a library kernel (cuBLASLt) may let its dependents start
+  // early, and ours would then hold multiprocessors while it runs (measured: BERT-base 20%
+  // slower, docs/backends/cuda.md).
+  const PdlMode mode = pdl_ ? pdl_mode() : PdlMode::Off;
+  const bool programmatic =
+      t_after_kernel && (mode == PdlMode::All || (mode == PdlMode::Prefetch && prefetch_));
+  t_after_kernel = true;
+  ++t_launches;
+  if (programmatic) {
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

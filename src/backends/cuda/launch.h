@@ -40,10 +40,19 @@ class KernelLaunch {
   }
   // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
   // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
-  // (kernels/prelude.h) before it touches memory. Only with RLX_CUDA_PDL=1 (off by default) on
-  // devices and drivers that have it.
+  // (kernels/prelude.h) before it touches memory that earlier work writes. Used when the work
+  // issued just before it was one of rlx's kernel launches (see pdl_chain_break), on devices
+  // and drivers that have it, with RLX_CUDA_PDL=all (see pdl_prefetch for the default).
   KernelLaunch& pdl() {
     pdl_ = true;
+    return *this;
+  }
+  // pdl(), for a kernel that does useful work before its wait (loads of weights or a KV cache
+  // that no kernel writes): by default only these launch early, since an early launch that only
+  // waits holds multiprocessors (measured: BERT-base fp32 b1 11% slower with every launch
+  // early, docs/backends/cuda.md). RLX_CUDA_PDL=all launches every pdl() kernel early.
+  KernelLaunch& pdl_prefetch() {
+    pdl_ = prefetch_ = true;
     return *this;
   }
   // Issues the launch; a launch error becomes rlx::Error naming the kernel.
@@ -56,10 +65,17 @@ class KernelLaunch {
   unsigned grid_[3];
   unsigned block_;
   unsigned smem_;
-  bool pdl_ = false;
+  bool pdl_ = false, prefetch_ = false;
   std::vector<std::unique_ptr<uint8_t[]>> args_;
   mutable std::vector<void*> ptrs_;
 };
+
+// Programmatic dependent launch pairs only rlx kernels: whoever issues other work on the
+// stream (a library call, a copy, an event) calls pdl_chain_break() after it, so the next
+// launch waits for it the ordinary way. kernel_launches() counts this thread's launches, to
+// tell whether an op issued any.
+void pdl_chain_break();
+uint64_t kernel_launches();
 
 // Grid size for a grid-stride loop over `work` items with `block` threads per block.
 unsigned grid_for(int64_t work, unsigned block);

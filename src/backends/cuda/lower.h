@@ -88,6 +88,8 @@ struct GemvConfig {
   bool has_beta = false, gate_first = false;
   int64_t lanes_per_row = 8;  // lanes per W row (a power of two <= 32): TILE = lanes * 16 bytes
   bool l2_prefetch = false;   // prefetch the block's later W rows into L2 before waiting
+  bool w_static = false;      // W is a leaf (no kernel writes it): loaded before waiting
+  bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
 };
 std::string gemv_source(const GemvConfig& c);
 
@@ -125,6 +127,11 @@ std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision 
 // index -> the absorbed concat steps (only when no step in between, nor the attention's result,
 // overwrites the concat's inputs). A lowering that cannot read them in place runs the concats.
 std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s);
+// Consecutive Rope steps with the same tables and geometry but the head count (the q and k of
+// an attention), neither reading the other's result: both run in the second one's launch.
+// Returns second step index -> first step index.
+std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s);
+
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();
 

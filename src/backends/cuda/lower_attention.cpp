@@ -5,6 +5,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -51,6 +52,7 @@ struct SplitKv {
   const void* second = nullptr;
   plan::AttnStrides first_strides, second_strides;
   int64_t split = 0;
+  bool first_static = false;  // the first part is a leaf (a param: no kernel writes it)
 };
 
 // The seq axis of a rank-4 attention operand in this layout.
@@ -68,16 +70,19 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
   s.first_strides = plan::attn_strides(layout, d0[sa], d0[ha], d0[3]);
   s.second_strides = plan::attn_strides(layout, d1[sa], d1[ha], d1[3]);
   s.split = d0[sa];
+  s.first_static = c.in[0].loc.kind == plan::Location::Kind::Leaf;
   return s;
 }
 
 // The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
 // combine kernel of the same source merging the splits' partials (allocated here). With
 // `tickets` (attn_decode) the kernel merges them itself: its last block per (batch, kv head),
-// counted on zeroed tickets allocated here, one per grid.y * grid.z.
+// counted on zeroed tickets allocated here, one per grid.y * grid.z. `loads_before_wait`: the
+// kernel loads (KV-cache) data before its programmatic-launch wait.
 void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
                             AttnArgs a, const plan::AttentionGeom& g, int64_t splits,
-                            const std::array<unsigned, 3>& grid, size_t smem, bool tickets = false) {
+                            const std::array<unsigned, 3>& grid, size_t smem, bool tickets = false,
+                            bool loads_before_wait = false) {
   if (splits > 1) {
     const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
@@ -89,7 +94,8 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
     }
   }
   auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
-  main->pdl();
+  if (loads_before_wait) main->pdl_prefetch();
+  else main->pdl();
   main->arg(a);
   cx.add([main](cudaStream_t s) { main->launch(s); });
   if (splits <= 1 || tickets) return;
@@ -131,7 +137,16 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const std::string what = step_label(st);
   const int64_t blocks = g.batch * kv_heads;
   const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
-  int64_t splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / (2 * ng)));
+  // Keys per split: at least RLX_CUDA_ATTN_DECODE_KEYS (default two per key group).
+  int64_t min_keys = 2 * ng;
+  if (const char* e = std::getenv("RLX_CUDA_ATTN_DECODE_KEYS"); e && *e) {
+    char* end = nullptr;
+    const long x = std::strtol(e, &end, 10);
+    if (*end != '\0' || x < 1 || x > (1 << 20))
+      throw Error(std::string("RLX_CUDA_ATTN_DECODE_KEYS=") + e + ": expected an integer in [1, 1048576]");
+    min_keys = x;
+  }
+  int64_t splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / min_keys));
   splits = std::min<int64_t>(splits, 64);
   int64_t split_len = (g.kv_len + splits - 1) / splits;
   splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
@@ -139,13 +154,19 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   // The in-kernel merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
   if (static_cast<size_t>(2 * rows * splits + rows) * 4 > smem)
     throw Error(what + ": internal: the decode merge of " + std::to_string(splits) + " splits needs more shared memory");
+  // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
+  // previous kernel.
+  const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
+  const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
-                           "\n#define R " + std::to_string(rows) + "\n";
-  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode + ksrc::kAttentionCombine;
+                           "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
+                           std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
+                           std::to_string(v_static ? 1 : 0) + "\n";
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}}, defs);
   add_attention_launches(cx, what + " decode", get_kernel("attn_decode", src), src, a, g, splits,
                          {static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
-                         smem, true);
+                         smem, true, k_static || v_static);
   return true;
 }
 

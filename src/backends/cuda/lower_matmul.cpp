@@ -82,6 +82,7 @@ std::string gemv_source(const GemvConfig& c) {
   const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
                            std::to_string(c.rows) + "\n#define LPR " + std::to_string(c.lanes_per_row) +
                            "\n#define TPO " + std::to_string(tpo) + "\n#define L2PF " + flag(c.l2_prefetch) +
+                           "\n#define W_STATIC " + flag(c.w_static) + "\n#define STAGE " + flag(c.stage_rows) +
                            "\n#define HAS_BIAS " + flag(c.bias > 0) +
                            "\n#define BIAS_SCALAR " + flag(c.bias == 1) + "\n#define ACT(x) " + a +
                            "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " + std::to_string(c.prologue) +
@@ -94,7 +95,8 @@ namespace {
 
 // Tunables of the skinny-GEMM kernel, read at each lowering (for sweeps on the device; defaults
 // measured on the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4),
-// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 8), RLX_GEMV_L2PF (1: prefetch
+// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 64 columns per tile),
+// RLX_GEMV_L2PF (1: prefetch
 // each block's later W rows into L2 before waiting for the previous kernel; default 0).
 int64_t gemv_knob(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const char* e = std::getenv(name);
@@ -141,10 +143,12 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
   GemvConfig cfg;
-  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", 8, 1, 32);
+  // Default: tiles of 64 columns (bf16/f16 8 lanes, f32 16), measured best for both on the H100.
+  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", 64 / vw, 1, 32);
   if ((cfg.lanes_per_row & (cfg.lanes_per_row - 1)) != 0)
     throw Error("RLX_GEMV_LPR=" + std::to_string(cfg.lanes_per_row) + ": expected 1, 2, 4, 8, 16 or 32");
   cfg.l2_prefetch = gemv_knob("RLX_GEMV_L2PF", 0, 0, 1) == 1;
+  cfg.w_static = st.in.at(1).loc.kind == plan::Location::Kind::Leaf;  // no kernel writes leaves
   const int64_t tile = cfg.lanes_per_row * vw;
   const int64_t col_tiles = (g.n + tile - 1) / tile;
   const int64_t target = gemv_blocks_per_sm() * device().sm_count;
@@ -182,13 +186,16 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
       cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
     }
   }
-  const size_t smem = static_cast<size_t>(std::max(rows * kchunk, 8 * rows * tile)) * 4;  // xs, then the warps' sums
+  // xs (then the warps' sums), and with the RmsNorm prologue A's whole rows when they fit.
+  cfg.stage_rows = cfg.prologue == 1 && rows * (kchunk + g.k) * 4 <= 64 * 1024;
+  const size_t smem = static_cast<size_t>(std::max(rows * (kchunk + (cfg.stage_rows ? g.k : 0)), 8 * rows * tile)) * 4;
   const CUfunction fn = get_kernel("gemv", gemv_source(cfg));
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv", fn, static_cast<unsigned>(col_tiles), 256,
                                            static_cast<unsigned>(smem), static_cast<unsigned>(splits));
-  k1->pdl();
+  if (cfg.w_static) k1->pdl_prefetch();  // its first W loads go before the wait
+  else k1->pdl();
   k1->arg(static_cast<const uint8_t*>(cx.ptr(a))).arg(static_cast<const uint8_t*>(pw))
       .arg(static_cast<const uint8_t*>(bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr))
       .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))

@@ -2,6 +2,7 @@
 // launch for up to 16 inputs), Gather, Pad, and Rope.
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -188,14 +189,45 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
     const CUfunction fn = get_kernel(
         "rope", kernel_source(ksrc::kRope, {{"T", storage_type(out.dtype)}, {"TC", storage_type(tc)}}));
     const int64_t per_head = g.n_rot / 2 + (g.head_dim - g.n_rot);
-    auto l = std::make_shared<KernelLaunch>(what, fn, grid_for(g.batch * g.seq * g.heads * per_head, 256), 256);
+    // The Rope step just before, paired with this one by plan_rope_pairs, runs in this launch.
+    const plan::Step* first = cx.absorbed_producer(st);
+    const int64_t heads1 = first ? std::get<plan::RopeGeom>(first->geom).heads : 0;
+    auto l = std::make_shared<KernelLaunch>(what, fn, grid_for(g.batch * g.seq * (g.heads + heads1) * per_head, 256),
+                                            256);
     l->pdl();
     l->arg(cx.ptr(st.in.at(0))).arg(cx.ptr(st.in.at(1))).arg(cx.ptr(st.in.at(2))).arg(y).arg(g.batch).arg(g.seq)
-        .arg(g.heads).arg(g.head_dim).arg(g.n_rot).arg(g.per_batch ? 1 : 0).arg(op->style == RopeStyle::NeoX ? 1 : 0);
+        .arg(g.heads).arg(g.head_dim).arg(g.n_rot).arg(g.per_batch ? 1 : 0).arg(op->style == RopeStyle::NeoX ? 1 : 0)
+        .arg(first ? static_cast<const uint8_t*>(cx.ptr(first->in.at(0))) : nullptr)
+        .arg(first ? cx.ptr(first->out.at(0)) : nullptr).arg(heads1);
     push(cx, l);
     return;
   }
   throw Error(what + ": not a data-movement op of the CUDA backend");
+}
+
+std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s) {
+  std::map<size_t, size_t> out;
+  for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
+    const plan::Step& a = s.steps[i];
+    const plan::Step& b = s.steps[i + 1];
+    const auto* ra = std::get_if<ops::Rope>(&a.op);
+    const auto* rb = std::get_if<ops::Rope>(&b.op);
+    if (!ra || !rb || ra->style != rb->style) continue;
+    const auto& ga = std::get<plan::RopeGeom>(a.geom);
+    const auto& gb = std::get<plan::RopeGeom>(b.geom);
+    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim && ga.n_rot == gb.n_rot &&
+              ga.per_batch == gb.per_batch && a.out.at(0).dtype == b.out.at(0).dtype &&
+              a.in.at(0).dtype == b.in.at(0).dtype;
+    // One pair of tables; neither reads what the other writes (both run at once).
+    for (size_t t : {size_t{1}, size_t{2}}) ok = ok && a.in.at(t).value == b.in.at(t).value;
+    for (const plan::TensorRef& r : b.in) ok = ok && r.value != a.out[0].value && !arena_overlap(a.out[0], r);
+    for (const plan::TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
+    ok = ok && !arena_overlap(a.out[0], b.out[0]) && a.out[0].numel() > 0 && b.out[0].numel() > 0;
+    if (!ok) continue;
+    out[i + 1] = i;
+    ++i;  // a step is in one pair at most
+  }
+  return out;
 }
 
 }  // namespace rlx::cuda

@@ -11,6 +11,7 @@
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/select_lower.h"
 #include "backends/cuda/stats.h"
@@ -76,6 +77,12 @@ class CudaVariant final : public Variant, private LowerContext {
           producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
           absorbed.insert(producer);
         }
+    // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off).
+    if (!env_off("RLX_CUDA_ROPE_PAIRS"))
+      for (const auto& [second, first] : plan_rope_pairs(sched_)) {
+        producers_of_[&sched_.steps[second]].push_back(&sched_.steps[first]);
+        absorbed.insert(first);
+      }
     for (size_t i = 0; i < sched_.steps.size(); ++i) {
       if (absorbed.count(i)) continue;
       const plan::Step& st = sched_.steps[i];
@@ -204,7 +211,16 @@ class CudaVariant final : public Variant, private LowerContext {
 
   void issue(cudaStream_t s) {
     RLX_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, sizeof(int), s));
-    for (const DeviceOp& op : ops_) op(s);
+    pdl_chain_break();
+    for (const DeviceOp& op : ops_) issue_op(op, s);
+  }
+
+  // One op; when it issued no kernel of ours (a cuBLASLt or cuDNN call, a copy), the next
+  // launch is an ordinary stream dependency.
+  static void issue_op(const DeviceOp& op, cudaStream_t s) {
+    const uint64_t before = kernel_launches();
+    op(s);
+    if (kernel_launches() == before) pdl_chain_break();
   }
 
   void execute(cudaStream_t s) {
@@ -214,6 +230,7 @@ class CudaVariant final : public Variant, private LowerContext {
       ev.push_back(std::make_unique<Event>());
       RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));
       for (const DeviceOp& op : ops_) {
+        pdl_chain_break();  // each op timed on its own
         op(s);
         ev.push_back(std::make_unique<Event>());
         RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));

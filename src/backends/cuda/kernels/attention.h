@@ -201,14 +201,20 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 // One block per (key split, kv head, batch) serves every query head of the group, so each K/V
 // row is read once. A warp scores KPW keys at a time: LPK = HD * sizeof(T) / 16 lanes per key,
 // each lane holding 16 bytes of the key and value rows; every (warp, key subgroup) keeps its own
-// online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R).
+// online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R,
+// K_STATIC, V_STATIC).
 inline constexpr const char* kAttentionDecode = R"CUDA(
+#ifndef K_STATIC
+#define K_STATIC 0
+#endif
+#ifndef V_STATIC
+#define V_STATIC 0
+#endif
 #define NW 4
 #define KPW (32 / LPK)
 #define VE (16 / (int)sizeof(T))
 #define NG (NW * KPW)
 extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
-  rlx_pdl_begin();
   extern __shared__ float smem[];
   float* sq = smem;           // [R][HD] query rows
   float* mg = sq + R * HD;    // [NG][R][HD + 2] per-subgroup acc, max, sum
@@ -216,16 +222,25 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   const int sub = lane / LPK, sl = lane % LPK, grp = warp * KPW + sub;
   const unsigned mask = LPK == 32 ? 0xffffffffu : (((1u << LPK) - 1u) << (sub * LPK));
   const long long b = blockIdx.z, kvh = blockIdx.y;
-  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
-    const int r = i / HD, d = i % HD;
-    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
-    sq[i] = to_f(a.q[b * a.qs_b + qi * a.qs_s + h * a.qs_h + d]);
-  }
   long long lo = (long long)blockIdx.x * a.split_len;
   long long hi = min(a.kv_len, lo + a.split_len);
   const long long offset = a.kv_len - a.q_len;
   if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + a.q_len);
   if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
+  const int d0 = sl * VE;
+  const long long key0 = (lo < 0 ? 0 : lo) + grp;  // this key group's first key
+  // The first key of a K/V part that no kernel writes (K_STATIC / V_STATIC: a KV cache held in
+  // params) is loaded before waiting for the previous kernel.
+  Vec<T, VE> k0r, v0r;
+  const bool k0 = K_STATIC && key0 < hi && key0 < a.k_split, v0 = V_STATIC && key0 < hi && key0 < a.v_split;
+  if (k0) k0r = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key0 * a.ks_s + kvh * a.ks_h + d0);
+  if (v0) v0r = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key0 * a.vs_s + kvh * a.vs_h + d0);
+  rlx_pdl_begin();
+  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+    const int r = i / HD, d = i % HD;
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+    sq[i] = to_f(a.q[b * a.qs_b + qi * a.qs_s + h * a.qs_h + d]);
+  }
   __syncthreads();
 
   float m[R], l[R], acc[R][VE];
@@ -235,14 +250,14 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
 #pragma unroll
     for (int e = 0; e < VE; ++e) acc[r][e] = 0.f;
   }
-  const int d0 = sl * VE;
-  for (long long key = (lo < 0 ? 0 : lo) + grp; key < hi; key += NG) {
+  for (long long key = key0; key < hi; key += NG) {
     const T* kp = key < a.k_split ? a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h
                                   : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
     const T* vp = key < a.v_split ? a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h
                                   : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
-    const Vec<T, VE> kr = *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
-    const Vec<T, VE> vr = *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
+    const bool first = key == key0;
+    const Vec<T, VE> kr = first && k0 ? k0r : *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
+    const Vec<T, VE> vr = first && v0 ? v0r : *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
     float kf[VE], vf[VE];
 #pragma unroll
     for (int e = 0; e < VE; ++e) kf[e] = to_f(kr.v[e]), vf[e] = to_f(vr.v[e]);

@@ -1,7 +1,7 @@
 #pragma once
 // Skinny GEMM (MR <= 4 rows, e.g. decode): C[MR, N] = epi(A[MR, K] @ W[K, N]), W row-major.
 // GEMM libraries tile M by 64+ rows and leave most of the GPU idle when M is 1; this kernel
-// streams W once with 16-byte loads (four independent loads in flight per thread; LPR lanes
+// streams W once with 16-byte loads (four or eight independent loads in flight per thread; LPR lanes
 // cover one row of the block's TILE columns, so a warp load covers 32 / LPR rows), splits K
 // across blocks to fill every SM, and reduces the splits inside the same launch: every block
 // writes its f32 partial, and the last block to finish a column tile (counted with an atomic
@@ -11,7 +11,8 @@
 //   PRO 1: A = RmsNorm(px) * pg (+ pb) over rows of k (eps), rounded to T as the norm would store it
 //   PRO 2: A = FusedSwiGLU(px) with px rows of 2k (GATE_FIRST)
 // Compiled per (T, B = bias type, MR, VW = elements per 16 bytes, LPR, TPO = threads per output
-// of the split reduction, L2PF = prefetch the block's later W rows into L2 before waiting, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB,
+// of the split reduction, W_STATIC = W is a param/constant, L2PF = prefetch the block's later W
+// rows into L2 before waiting, STAGE = the RmsNorm prologue keeps A's rows in shared memory, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB,
 // GATE_FIRST).
 namespace rlx::cuda::ksrc {
 
@@ -44,10 +45,14 @@ __device__ __forceinline__ void gemv_fma(float (&acc)[MR][VW], const uint4& raw,
   }
 }
 
+// U: W rows in flight per thread (8, or 4 from 16 accumulators on); registers for 4 resident
+// blocks per multiprocessor (3 from 32 accumulators on).
+#define U (MR * VW >= 16 ? 4 : 8)
+#define MIN_BLOCKS (MR * VW >= 32 ? 3 : 4)
 // grid.x: column tiles of TILE; grid.y: K splits of kchunk rows. Dynamic shared memory:
 // max(MR * kchunk, WARPS * MR * TILE) floats. part: [splits][MR][n] f32 (splits > 1 only);
 // tickets: one zero-initialized counter per column tile.
-extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, const T* __restrict__ w,
+extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) gemv(const T* __restrict__ a, const T* __restrict__ w,
                                                        const B* __restrict__ bias, const T* __restrict__ res,
                                                        T* __restrict__ c, float* __restrict__ part,
                                                        unsigned* __restrict__ tickets, long long k, long long n,
@@ -64,26 +69,45 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   int kk = warp * RPI + sub;  // this thread's first row of the split
   const uint4* wp = reinterpret_cast<const uint4*>(w + (k0 + kk) * n + col);
   const long long step = ROWS_PER_LOAD * n / VW;  // uint4s between rows kk and kk + ROWS_PER_LOAD
-  // W does not depend on the previous kernel: the first loads are issued before waiting for it
-  // (under programmatic dependent launch they overlap its tail).
-  const bool first = active && kk + 3 * ROWS_PER_LOAD < kn;
-  uint4 p0, p1, p2, p3;
-  if (first) p0 = __ldg(wp), p1 = __ldg(wp + step), p2 = __ldg(wp + 2 * step), p3 = __ldg(wp + 3 * step);
-#if L2PF
+  // Each thread loads U rows at a time (predicated at the end of the split), all in flight
+  // together. A W that no kernel writes (W_STATIC: a param or constant) does not depend on the
+  // previous kernel: the first U are issued before waiting for it (under programmatic dependent
+  // launch they overlap its tail).
+  uint4 wr[U];
+#define GEMV_LOAD_BATCH()                                                                 \
+  do {                                                                                    \
+    _Pragma("unroll") for (int j = 0; j < U; ++j) if (kk + j * ROWS_PER_LOAD < kn) wr[j] = \
+        __ldg(wp + j * step);                                                             \
+  } while (0)
+#if W_STATIC
+  if (active) GEMV_LOAD_BATCH();
+#endif
+#if L2PF && W_STATIC
   // And the rest of this thread's rows are prefetched into L2 (one request per 128 bytes).
   if (active && (cl * VW * (int)sizeof(T)) % 128 == 0)
-    for (int j = kk + 4 * ROWS_PER_LOAD; j < kn; j += ROWS_PER_LOAD)
+    for (int j = kk + U * ROWS_PER_LOAD; j < kn; j += ROWS_PER_LOAD)
       asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (k0 + j) * n + col));
 #endif
   rlx_pdl_begin();
+#if !W_STATIC
+  if (active) GEMV_LOAD_BATCH();
+#endif
   float* xs = smem;  // this split's slice of A, as f32: [MR][kchunk]
 #if PRO == 1
+  // The whole row's statistic, in every block. STAGE: the rows are kept in shared memory
+  // ([MR][k] after xs) so the slice is not read again after the sum.
   __shared__ float scratch[32], inv[MR];
+#if STAGE
+  float* rows = smem + MR * kchunk;
+#endif
 #pragma unroll
-  for (int r = 0; r < MR; ++r) {  // the whole row's statistic, in every block
+  for (int r = 0; r < MR; ++r) {
     float q = 0.f;
     for (long long j = threadIdx.x; j < k; j += blockDim.x) {
       const float v = to_f(px[r * k + j]);
+#if STAGE
+      rows[r * k + j] = v;
+#endif
       q += v * v;
     }
     q = block_sum(q, scratch);
@@ -95,7 +119,11 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
     const int r = i / kn, kx = i - r * kn;
     const long long j = k0 + kx;
 #if PRO == 1
+#if STAGE
+    float o = rows[r * k + j] * inv[r] * to_f(pg[j]);
+#else
     float o = to_f(px[r * k + j]) * inv[r] * to_f(pg[j]);
+#endif
 #if HAS_PB
     o += to_f(pb[j]);
 #endif
@@ -116,28 +144,16 @@ extern "C" __global__ void __launch_bounds__(256) gemv(const T* __restrict__ a, 
   for (int r = 0; r < MR; ++r)
 #pragma unroll
     for (int v = 0; v < VW; ++v) acc[r][v] = 0.f;
-  if (active) {
-    if (first) {
-      gemv_fma(acc, p0, xs, kk, kchunk);
-      gemv_fma(acc, p1, xs, kk + ROWS_PER_LOAD, kchunk);
-      gemv_fma(acc, p2, xs, kk + 2 * ROWS_PER_LOAD, kchunk);
-      gemv_fma(acc, p3, xs, kk + 3 * ROWS_PER_LOAD, kchunk);
-      kk += 4 * ROWS_PER_LOAD;
-      wp += 4 * step;
+  if (active)
+    for (;;) {
+#pragma unroll
+      for (int j = 0; j < U; ++j)
+        if (kk + j * ROWS_PER_LOAD < kn) gemv_fma(acc, wr[j], xs, kk + j * ROWS_PER_LOAD, kchunk);
+      kk += U * ROWS_PER_LOAD;
+      wp += U * step;
+      if (kk >= kn) break;
+      GEMV_LOAD_BATCH();
     }
-    for (; kk + 3 * ROWS_PER_LOAD < kn; kk += 4 * ROWS_PER_LOAD) {
-      const uint4 w0 = __ldg(wp), w1 = __ldg(wp + step), w2 = __ldg(wp + 2 * step), w3 = __ldg(wp + 3 * step);
-      wp += 4 * step;
-      gemv_fma(acc, w0, xs, kk, kchunk);
-      gemv_fma(acc, w1, xs, kk + ROWS_PER_LOAD, kchunk);
-      gemv_fma(acc, w2, xs, kk + 2 * ROWS_PER_LOAD, kchunk);
-      gemv_fma(acc, w3, xs, kk + 3 * ROWS_PER_LOAD, kchunk);
-    }
-    for (; kk < kn; kk += ROWS_PER_LOAD) {
-      gemv_fma(acc, __ldg(wp), xs, kk, kchunk);
-      wp += step;
-    }
-  }
   // The warp's row groups hold the same columns: add them across lanes (fixed order).
 #pragma unroll
   for (int o = LPR; o < 32; o <<= 1)

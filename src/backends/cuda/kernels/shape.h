@@ -72,17 +72,22 @@ extern "C" __global__ void gather(const E* data, const I* idx, E* out, long long
 
 inline constexpr const char* kRope = R"CUDA(
 // x, out (batch, seq, heads, head_dim) contiguous; cos/sin rows of n_rot/2 per (seq) or (batch, seq).
+// A second tensor (x2 -> out2, heads2 heads; heads2 = 0: none) with the same tables and shape
+// but its head count is rotated in the same launch (the q and k of an attention).
 extern "C" __global__ void rope(const T* x, const TC* cs, const TC* sn, T* out, long long batch, long long seq,
-                                long long heads, long long head_dim, long long n_rot, int per_batch, int neox) {
+                                long long heads, long long head_dim, long long n_rot, int per_batch, int neox,
+                                const T* x2, T* out2, long long heads2) {
   rlx_pdl_begin();
   const long long half = n_rot / 2;
   const long long per_head = half + (head_dim - n_rot);  // rotated pairs, then copied tail
-  const long long total = batch * seq * heads * per_head;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+  const long long total1 = batch * seq * heads * per_head, total = total1 + batch * seq * heads2 * per_head;
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
+    const bool second = t >= total1;
+    const long long i = second ? t - total1 : t, nh = second ? heads2 : heads;
     const long long p = i % per_head, bsh = i / per_head;
-    const long long s = (bsh / heads) % seq, b = bsh / (heads * seq);
-    const T* xh = x + bsh * head_dim;
-    T* oh = out + bsh * head_dim;
+    const long long s = (bsh / nh) % seq, b = bsh / (nh * seq);
+    const T* xh = (second ? x2 : x) + bsh * head_dim;
+    T* oh = (second ? out2 : out) + bsh * head_dim;
     if (p >= half) {
       const long long d = n_rot + (p - half);
       oh[d] = xh[d];
@@ -91,9 +96,9 @@ extern "C" __global__ void rope(const T* x, const TC* cs, const TC* sn, T* out, 
     const long long i1 = neox ? p : 2 * p, i2 = neox ? p + half : 2 * p + 1;
     const long long row = (per_batch ? b * seq + s : s) * half + p;
     const float c = to_f(cs[row]), sv = to_f(sn[row]);
-    const float x1 = to_f(xh[i1]), x2 = to_f(xh[i2]);
-    oh[i1] = from_f<T>(x1 * c - x2 * sv);
-    oh[i2] = from_f<T>(x2 * c + x1 * sv);
+    const float x1 = to_f(xh[i1]), x2v = to_f(xh[i2]);
+    oh[i1] = from_f<T>(x1 * c - x2v * sv);
+    oh[i2] = from_f<T>(x2v * c + x1 * sv);
   }
 }
 )CUDA";
