@@ -95,7 +95,8 @@ namespace {
 
 // Tunables of the skinny-GEMM kernel, read at each lowering (for sweeps on the device; defaults
 // measured on the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4),
-// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 64 columns per tile),
+// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 64 columns per tile, 32 lanes
+// from 64 MB of weight on),
 // RLX_GEMV_L2PF (1: prefetch
 // each block's later W rows into L2 before waiting for the previous kernel; default 0).
 int64_t gemv_knob(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
@@ -143,8 +144,11 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
   GemvConfig cfg;
-  // Default: tiles of 64 columns (bf16/f16 8 lanes, f32 16), measured best for both on the H100.
-  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", 64 / vw, 1, 32);
+  // Default, measured on the H100 (docs/benchmarks.md): tiles of 64 columns (bf16/f16 8 lanes,
+  // f32 16), so a product of a few MB needs few K splits; from 64 MB of weight on, where the
+  // streaming rate outweighs the split reduction, whole 512-byte row pieces (32 lanes).
+  const double w_bytes = static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(dtype_size(t));
+  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", w_bytes >= 64.0 * (1 << 20) ? 32 : 64 / vw, 1, 32);
   if ((cfg.lanes_per_row & (cfg.lanes_per_row - 1)) != 0)
     throw Error("RLX_GEMV_LPR=" + std::to_string(cfg.lanes_per_row) + ": expected 1, 2, 4, 8, 16 or 32");
   cfg.l2_prefetch = gemv_knob("RLX_GEMV_L2PF", 0, 0, 1) == 1;

@@ -207,6 +207,9 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef K_STATIC
 #define K_STATIC 0
 #endif
+#ifndef PK
+#define PK 2  // keys per key group loaded before the wait
+#endif
 #ifndef V_STATIC
 #define V_STATIC 0
 #endif
@@ -229,12 +232,18 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
   const int d0 = sl * VE;
   const long long key0 = (lo < 0 ? 0 : lo) + grp;  // this key group's first key
-  // The first key of a K/V part that no kernel writes (K_STATIC / V_STATIC: a KV cache held in
-  // params) is loaded before waiting for the previous kernel.
-  Vec<T, VE> k0r, v0r;
-  const bool k0 = K_STATIC && key0 < hi && key0 < a.k_split, v0 = V_STATIC && key0 < hi && key0 < a.v_split;
-  if (k0) k0r = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key0 * a.ks_s + kvh * a.ks_h + d0);
-  if (v0) v0r = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key0 * a.vs_s + kvh * a.vs_h + d0);
+  // The first PK keys of a K/V part that no kernel writes (K_STATIC / V_STATIC: a KV cache held
+  // in params) are loaded before waiting for the previous kernel.
+  Vec<T, VE> kpre[PK], vpre[PK];
+  bool kp_ok[PK], vp_ok[PK];
+#pragma unroll
+  for (int j = 0; j < PK; ++j) {
+    const long long key = key0 + (long long)j * NG;
+    kp_ok[j] = K_STATIC && key < hi && key < a.k_split;
+    vp_ok[j] = V_STATIC && key < hi && key < a.v_split;
+    if (kp_ok[j]) kpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d0);
+    if (vp_ok[j]) vpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
+  }
   rlx_pdl_begin();
   for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
     const int r = i / HD, d = i % HD;
@@ -250,14 +259,22 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
 #pragma unroll
     for (int e = 0; e < VE; ++e) acc[r][e] = 0.f;
   }
-  for (long long key = key0; key < hi; key += NG) {
+  int it = 0;  // iteration: keys key0 + it * NG
+  for (long long key = key0; key < hi; key += NG, ++it) {
     const T* kp = key < a.k_split ? a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h
                                   : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
     const T* vp = key < a.v_split ? a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h
                                   : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
-    const bool first = key == key0;
-    const Vec<T, VE> kr = first && k0 ? k0r : *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
-    const Vec<T, VE> vr = first && v0 ? v0r : *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
+    Vec<T, VE> kr, vr;
+    bool kdone = false, vdone = false;
+#pragma unroll
+    for (int j = 0; j < PK; ++j)
+      if (it == j) {
+        if (kp_ok[j]) kr = kpre[j], kdone = true;
+        if (vp_ok[j]) vr = vpre[j], vdone = true;
+      }
+    if (!kdone) kr = *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
+    if (!vdone) vr = *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
     float kf[VE], vf[VE];
 #pragma unroll
     for (int e = 0; e < VE; ++e) kf[e] = to_f(kr.v[e]), vf[e] = to_f(vr.v[e]);
