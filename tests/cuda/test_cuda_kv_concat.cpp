@@ -80,10 +80,15 @@ TEST(CudaKvConcat, PlannerTakesTheCacheConcatsOfDecode) {
   EXPECT_EQ(absorbed(d.g), 2u);
 }
 
+// The decode layer as the CUDA backend plans it (optimized for its claims).
+plan::Schedule decode_layer_schedule() {
+  const Graph opt = passes::optimize_for_backend(decode_layer_graph(DType::BF16, 40),
+                                                 *make_backend_for_check(Device::Cuda), CompileOptions{});
+  return plan::build_schedule(opt);
+}
+
 TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
-  const Graph g = decode_layer_graph(DType::BF16, 40);
-  const Graph opt = passes::optimize_for_backend(g, *make_backend_for_check(Device::Cuda), CompileOptions{});
-  const plan::Schedule s = plan::build_schedule(opt);
+  const plan::Schedule s = decode_layer_schedule();
   const auto planned = cuda::plan_attention_concats(s);
   ASSERT_EQ(planned.size(), 1u);
   const auto& [attn, concats] = *planned.begin();
@@ -99,10 +104,7 @@ TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
 
 // The q and k RoPEs of the decode layer run in one launch; near misses keep two.
 TEST(CudaRopePairs, PlannerPairsTheQAndKRopes) {
-  const Graph g = decode_layer_graph(DType::BF16, 40);
-  const Graph opt = passes::optimize_for_backend(g, *make_backend_for_check(Device::Cuda), CompileOptions{});
-  const plan::Schedule s = plan::build_schedule(opt);
-  const auto pairs = cuda::plan_rope_pairs(s);
+  const auto pairs = cuda::plan_rope_pairs(decode_layer_schedule());
   ASSERT_EQ(pairs.size(), 1u);
   EXPECT_EQ(pairs.begin()->first, pairs.begin()->second + 1);
   auto count = [](const Graph& h) { return cuda::plan_rope_pairs(plan::build_schedule(h)).size(); };
