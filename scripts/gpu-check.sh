@@ -14,7 +14,10 @@
 #   RLX_GPU_BENCH=0                      skip the benchmarks
 #   RLX_GPU_PEER=0                       skip the PyTorch peer (rlx numbers only)
 #   RLX_GPU_BENCH_ONLY=<substring>       run only the benchmark cases whose group matches
-#                                        (gemm, attn, rows, bert, llama)
+#                                        (gemm, gemv, attn, rows, bert, llama = decode + prefill)
+#   RLX_GPU_SWEEP="A=1 A=2,B=0 ..."      also run bench_cuda (group RLX_GPU_BENCH_ONLY) once per
+#                                        setting (commas join variables of one setting) and
+#                                        print its device p50 lines (bench_sweep.txt)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -77,6 +80,11 @@ if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/cuda_peer.py" ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_torch.txt" 2>"$OUT/bench_torch.log" || bench_rc=$?
   fi
   python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" 2>/dev/null) | tee "$OUT/summary.txt"
+  for setting in ${RLX_GPU_SWEEP:-}; do
+    echo "== $setting" | tee -a "$OUT/bench_sweep.txt"
+    out=$(env ${setting//,/ } "$BIN/bench_cuda" ${RLX_GPU_BENCH_ONLY:-} 2>&1) || bench_rc=1
+    grep 'device p50' <<<"$out" | tee -a "$OUT/bench_sweep.txt"
+  done
 fi
 echo "tests rc=$tests_rc bench rc=$bench_rc (logs in $OUT)"
 exit $(( tests_rc != 0 || bench_rc != 0 ))
