@@ -23,16 +23,12 @@ class KernelLaunch {
   template <class T>
   KernelLaunch& arg(const T& v) {
     static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16, "kernel parameters are copied bytes");
-    auto buf = std::make_unique<uint8_t[]>(sizeof(T));  // operator new[] aligns to 16 bytes
-    std::memcpy(buf.get(), &v, sizeof(T));
-    ptrs_.push_back(buf.get());
-    args_.push_back(std::move(buf));
-    return *this;
+    return arg_bytes(&v, sizeof(T));
   }
   // Appends one kernel parameter of `size` bytes (for parameters aligned beyond 16 bytes, such as
   // structs holding CUtensorMap; the driver copies them into place by the kernel's layout).
   KernelLaunch& arg_bytes(const void* v, size_t size) {
-    auto buf = std::make_unique<uint8_t[]>(size);
+    auto buf = std::make_unique<uint8_t[]>(size);  // operator new[] aligns to 16 bytes
     std::memcpy(buf.get(), v, size);
     ptrs_.push_back(buf.get());
     args_.push_back(std::move(buf));

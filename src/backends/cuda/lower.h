@@ -14,6 +14,7 @@
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/status.h"
 #include "plan/schedule.h"
 #include "rlx/session.h"
 
@@ -29,6 +30,13 @@ class LowerContext {
   virtual void add(DeviceOp op) = 0;
   // Device scratch owned by the variant (e.g. attention split partials).
   virtual uint8_t* scratch(size_t bytes, const std::string& what) = 0;
+  // Scratch zeroed now (e.g. the split-K tickets that kernels reset after each use).
+  uint8_t* zeroed_scratch(size_t bytes, const std::string& what) {
+    uint8_t* p = scratch(bytes, what);
+    RLX_CUDA_CHECK(cudaMemset(p, 0, bytes));
+    RLX_CUDA_CHECK(cudaDeviceSynchronize());
+    return p;
+  }
   virtual GemmPlan& gemm(const GemmProblem& p, const std::string& what) = 0;
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
@@ -67,6 +75,10 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st);
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);
+
+// An integer tuning knob from the environment: `fallback` when unset or empty, else the value,
+// which must be an integer in [lo, hi] (an rlx::Error naming the variable otherwise).
+int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi);
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom` (out may be ins[0]:
 // every thread reads its elements before writing them). Matmul epilogues use it too.

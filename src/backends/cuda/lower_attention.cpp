@@ -5,7 +5,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -88,9 +87,7 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
     if (tickets) {
       const size_t n = static_cast<size_t>(grid[1]) * grid[2] * sizeof(unsigned);
-      a.tickets = reinterpret_cast<unsigned*>(cx.scratch(n, what + " split tickets"));
-      RLX_CUDA_CHECK(cudaMemset(a.tickets, 0, n));
-      RLX_CUDA_CHECK(cudaDeviceSynchronize());
+      a.tickets = reinterpret_cast<unsigned*>(cx.zeroed_scratch(n, what + " split tickets"));
     }
   }
   auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
@@ -138,14 +135,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const int64_t blocks = g.batch * kv_heads;
   const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
   // Keys per split: at least RLX_CUDA_ATTN_DECODE_KEYS (default two per key group).
-  int64_t min_keys = 2 * ng;
-  if (const char* e = std::getenv("RLX_CUDA_ATTN_DECODE_KEYS"); e && *e) {
-    char* end = nullptr;
-    const long x = std::strtol(e, &end, 10);
-    if (*end != '\0' || x < 1 || x > (1 << 20))
-      throw Error(std::string("RLX_CUDA_ATTN_DECODE_KEYS=") + e + ": expected an integer in [1, 1048576]");
-    min_keys = x;
-  }
+  const int64_t min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 2 * ng, 1, 1 << 20);
   int64_t splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / min_keys));
   splits = std::min<int64_t>(splits, 64);
   int64_t split_len = (g.kv_len + splits - 1) / splits;

@@ -70,7 +70,23 @@ Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act
 
 }  // namespace
 
+namespace {
+
+// Columns per block of the GEMV kernel (TILE): lanes per row times elements per 16 bytes.
 int64_t gemv_tile(const GemvConfig& c) { return c.lanes_per_row * static_cast<int64_t>(16 / dtype_size(c.t)); }
+
+}  // namespace
+
+int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long long x = std::strtoll(e, &end, 10);
+  if (*end != '\0' || x < lo || x > hi)
+    throw Error(std::string(name) + "=" + e + ": expected an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  return static_cast<int64_t>(x);
+}
 
 std::string gemv_source(const GemvConfig& c) {
   const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
@@ -96,20 +112,9 @@ namespace {
 // Tunables of the skinny-GEMM kernel, read at each lowering (for sweeps on the device; defaults
 // measured on the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4),
 // RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 64 columns per tile, 32 lanes
-// from 64 MB of weight on),
-// RLX_GEMV_L2PF (1: prefetch
-// each block's later W rows into L2 before waiting for the previous kernel; default 0).
-int64_t gemv_knob(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(e, &end, 10);
-  if (*end != '\0' || x < lo || x > hi)
-    throw Error(std::string(name) + "=" + e + ": expected an integer in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "]");
-  return static_cast<int64_t>(x);
-}
-int64_t gemv_blocks_per_sm() { return gemv_knob("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
+// from 64 MB of weight on), RLX_GEMV_L2PF (1: prefetch each block's later W rows into L2
+// before waiting for the previous kernel; default 0).
+int64_t gemv_blocks_per_sm() { return env_int("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
 
 // Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
 // weight) that the GEMV kernel takes, or 0 when the step does not qualify.
@@ -144,20 +149,20 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
   GemvConfig cfg;
+  cfg.t = t;
   // Default, measured on the H100 (docs/benchmarks.md): tiles of 64 columns (bf16/f16 8 lanes,
   // f32 16), so a product of a few MB needs few K splits; from 64 MB of weight on, where the
   // streaming rate outweighs the split reduction, whole 512-byte row pieces (32 lanes).
   const double w_bytes = static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(dtype_size(t));
-  cfg.lanes_per_row = gemv_knob("RLX_GEMV_LPR", w_bytes >= 64.0 * (1 << 20) ? 32 : 64 / vw, 1, 32);
+  cfg.lanes_per_row = env_int("RLX_GEMV_LPR", w_bytes >= 64.0 * (1 << 20) ? 32 : 64 / vw, 1, 32);
   if ((cfg.lanes_per_row & (cfg.lanes_per_row - 1)) != 0)
     throw Error("RLX_GEMV_LPR=" + std::to_string(cfg.lanes_per_row) + ": expected 1, 2, 4, 8, 16 or 32");
-  cfg.l2_prefetch = gemv_knob("RLX_GEMV_L2PF", 0, 0, 1) == 1;
+  cfg.l2_prefetch = env_int("RLX_GEMV_L2PF", 0, 0, 1) == 1;
   cfg.w_static = st.in.at(1).loc.kind == plan::Location::Kind::Leaf;  // no kernel writes leaves
-  const int64_t tile = cfg.lanes_per_row * vw;
+  const int64_t tile = gemv_tile(cfg);
   const int64_t col_tiles = (g.n + tile - 1) / tile;
   const int64_t target = gemv_blocks_per_sm() * device().sm_count;
-  // K rows per split: a multiple of 32 (the kernel's unrolled step), at most 2048 (its slice of A
-  // lives in shared memory).
+  // K rows per split: a multiple of 32, at most 2048 (its slice of A lives in shared memory).
   int64_t splits = std::clamp<int64_t>((target + col_tiles - 1) / col_tiles, 1, (g.k + 31) / 32);
   int64_t kchunk = std::min<int64_t>(2048, ((g.k + splits - 1) / splits + 31) / 32 * 32);
   splits = (g.k + kchunk - 1) / kchunk;
@@ -165,11 +170,8 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   unsigned* tickets = nullptr;
   if (splits > 1) {
     part = reinterpret_cast<float*>(cx.scratch(static_cast<size_t>(splits * rows * g.n) * 4, what + " split-K partials"));
-    tickets = reinterpret_cast<unsigned*>(cx.scratch(static_cast<size_t>(col_tiles) * 4, what + " split-K tickets"));
-    RLX_CUDA_CHECK(cudaMemset(tickets, 0, static_cast<size_t>(col_tiles) * 4));
-    RLX_CUDA_CHECK(cudaDeviceSynchronize());
+    tickets = reinterpret_cast<unsigned*>(cx.zeroed_scratch(static_cast<size_t>(col_tiles) * 4, what + " split-K tickets"));
   }
-  cfg.t = t;
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : t;
   cfg.rows = rows;
   cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);

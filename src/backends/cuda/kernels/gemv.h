@@ -1,8 +1,8 @@
 #pragma once
 // Skinny GEMM (MR <= 4 rows, e.g. decode): C[MR, N] = epi(A[MR, K] @ W[K, N]), W row-major.
 // GEMM libraries tile M by 64+ rows and leave most of the GPU idle when M is 1; this kernel
-// streams W once with 16-byte loads (four or eight independent loads in flight per thread; LPR lanes
-// cover one row of the block's TILE columns, so a warp load covers 32 / LPR rows), splits K
+// streams W once with 16-byte loads (U = four or eight independent loads in flight per thread;
+// LPR lanes cover one row of the block's TILE columns, so a warp load covers 32 / LPR rows), splits K
 // across blocks to fill every SM, and reduces the splits inside the same launch: every block
 // writes its f32 partial, and the last block to finish a column tile (counted with an atomic
 // ticket that it resets for the next run) sums the tile's partials and applies the epilogue:
@@ -12,8 +12,8 @@
 //   PRO 2: A = FusedSwiGLU(px) with px rows of 2k (GATE_FIRST)
 // Compiled per (T, B = bias type, MR, VW = elements per 16 bytes, LPR, TPO = threads per output
 // of the split reduction, W_STATIC = W is a param/constant, L2PF = prefetch the block's later W
-// rows into L2 before waiting, STAGE = the RmsNorm prologue keeps A's rows in shared memory, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB,
-// GATE_FIRST).
+// rows into L2 before waiting, STAGE = the RmsNorm prologue keeps A's rows in shared memory,
+// HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB, GATE_FIRST).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemv = R"CUDA(
@@ -50,7 +50,7 @@ __device__ __forceinline__ void gemv_fma(float (&acc)[MR][VW], const uint4& raw,
 #define U (MR * VW >= 16 ? 4 : 8)
 #define MIN_BLOCKS (MR * VW >= 32 ? 3 : 4)
 // grid.x: column tiles of TILE; grid.y: K splits of kchunk rows. Dynamic shared memory:
-// max(MR * kchunk, WARPS * MR * TILE) floats. part: [splits][MR][n] f32 (splits > 1 only);
+// max(MR * (kchunk + (STAGE ? k : 0)), WARPS * MR * TILE) floats. part: [splits][MR][n] f32 (splits > 1 only);
 // tickets: one zero-initialized counter per column tile.
 extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) gemv(const T* __restrict__ a, const T* __restrict__ w,
                                                        const B* __restrict__ bias, const T* __restrict__ res,
