@@ -3,10 +3,12 @@
 // every row layout of the kernel (RLX_GEMV_LPR) with and without the L2 prefetch.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "backends/cuda/lower.h"
+#include "backends/cuda/stats.h"
 #include "cuda/cuda_test_util.h"
 #include "plan/schedule.h"
 
@@ -95,9 +97,11 @@ TEST(CudaGemvPrologue, NearMissesKeepTheProducer) {
 
 TEST(CudaGemvPrologue, FusedKernelsMatchTheCpu) {
   RLX_REQUIRE_CUDA();
+  for (const char* packed : {"1", "0"})  // the packed-weight kernel, then the split-K one
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int64_t rows : {1, 2, 3, 4}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows));
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " packed " + packed);
+      ScopedEnv pk("RLX_GEMV_PACKED", packed);
       for (bool beta : {false, true}) {
         NormGemv n = norm_gemv(rows, t, beta);
         n.g.add_output(n.g.relu(n.mm));
@@ -116,9 +120,10 @@ TEST(CudaGemvPrologue, FusedKernelsMatchTheCpu) {
     }
 }
 
-// Rows too long to stage in shared memory: the RmsNorm prologue reads them twice.
+// Rows too long to stage in shared memory: the split-K kernel's RmsNorm prologue reads them twice.
 TEST(CudaGemvPrologue, LongRowsAreReadTwice) {
   RLX_REQUIRE_CUDA();
+  ScopedEnv pk("RLX_GEMV_PACKED", "0");
   for (DType t : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));
     Graph g;
@@ -138,7 +143,7 @@ TEST(CudaGemvLayout, EveryLanesPerRowMatchesTheCpu) {
   RLX_REQUIRE_CUDA();
   for (const char* lanes : {"1", "2", "4", "16", "32"})
     for (const char* l2pf : {"0", "1"}) {
-      ScopedEnv lpr("RLX_GEMV_LPR", lanes), pf("RLX_GEMV_L2PF", l2pf);
+      ScopedEnv lpr("RLX_GEMV_LPR", lanes), pf("RLX_GEMV_L2PF", l2pf), pk("RLX_GEMV_PACKED", "0");
       for (DType t : {DType::F32, DType::BF16})
         for (int64_t rows : {1, 3})
           for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {96, 8}, {1000, 48}}) {
@@ -176,12 +181,116 @@ TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {
   Graph g;
   g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
   for (const char* v : {"12", "0", "x"}) {
-    ScopedEnv lpr("RLX_GEMV_LPR", v);
+    ScopedEnv lpr("RLX_GEMV_LPR", v), pk("RLX_GEMV_PACKED", "0");
     try {
       Session(Device::Cuda).compile(g);
       ADD_FAILURE() << "RLX_GEMV_LPR=" << v << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("RLX_GEMV_LPR"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The packed-weight kernel: every warps-per-row split (small n shares rows, large n runs several
+// rounds), K not a multiple of 16 bytes (padded), epilogues; bit-equal on repeated runs.
+TEST(CudaGemvPacked, MatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (const char* warps : {"32", "8"}) {
+    ScopedEnv wp("RLX_GEMV_PACKED_WARPS", warps);
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t rows : {1, 3})
+        for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
+                 {4096, 2056}, {96, 8}, {1001, 48}, {256, 20000}, {2048, 700}, {3, 5}}) {
+          SCOPED_TRACE(std::string("warps ") + warps + " " + dtype_name(t) + " rows=" + std::to_string(rows) +
+                       " k=" + std::to_string(k) + " n=" + std::to_string(n));
+          Graph g;
+          const Value x = g.input("x", Shape::of({rows, k}, t));
+          const Value mm = g.matmul(x, g.param("w", Shape::of({k, n}, t)));
+          g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)), g.relu(g.add(mm, g.param("b", Shape::of({n}, t))))));
+          // Weights scaled as in a model (uniform with variance 1 / k): with [-1, 1] weights the
+          // bias add after a long bf16 product cancels most of its digits.
+          const double ws = std::sqrt(3.0 / static_cast<double>(k));
+          rlx::testing::ParityOptions opts;
+          opts.fixed_params = {{"w", rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws)}};
+          const uint64_t packed = cuda::run_stats().packed_weights;
+          rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
+          if (n % (16 / static_cast<int64_t>(dtype_size(t))) == 0) {
+            EXPECT_GT(cuda::run_stats().packed_weights, packed);
+          }
+          auto cg = Session(Device::Cuda).compile(g);
+          cg.set_param("w", rlx::testing::random_tensor(t, {k, n}, 3));
+          cg.set_param("b", rlx::testing::random_tensor(t, {n}, 6));
+          const NamedTensors ins = {{"x", rlx::testing::random_tensor(t, {rows, k}, 4)},
+                                    {"r", rlx::testing::random_tensor(t, {rows, n}, 5)}};
+          const Tensor first = cg.run(ins)[0];
+          const Tensor again = cg.run(ins)[0];
+          ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes()));
+        }
+  }
+}
+
+// A new param value is packed again before the next run, also when the weight is larger than
+// the staging buffer (its rows go up in pieces) and its stored layout is not kept.
+TEST(CudaGemvPacked, NewParamValuesArePackedAgain) {
+  RLX_REQUIRE_CUDA();
+  for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{64, 40}, {4500, 1000}}) {
+    SCOPED_TRACE("k=" + std::to_string(k) + " n=" + std::to_string(n));
+    Graph g;
+    g.add_output(g.matmul(g.input("x", Shape::of({1, k})), g.param("w", Shape::of({k, n}))));
+    const uint64_t dropped = cuda::run_stats().dropped_leaves;
+    auto on_gpu = Session(Device::Cuda).compile(g);
+    auto cpu = Session(Device::Cpu).compile(g);
+    const NamedTensors ins = {{"x", rlx::testing::random_tensor(DType::F32, {1, k}, 1)}};
+    for (uint64_t seed : {11u, 12u}) {
+      const Tensor w = rlx::testing::random_tensor(DType::F32, {k, n}, seed);
+      on_gpu.set_param("w", w);
+      cpu.set_param("w", w);
+      const Tensor want = cpu.run(ins)[0], got = on_gpu.run(ins)[0];
+      const float* a = want.data<float>();
+      const float* b = got.data<float>();
+      double worst = 0;
+      for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / (1.0 + std::abs(a[i])));
+      EXPECT_LT(worst, 1e-4) << "seed " << seed;
+    }
+    EXPECT_EQ(cuda::run_stats().dropped_leaves, dropped + 1);  // only the packed copy is kept
+  }
+}
+
+// A weight that another op also reads as stored keeps its stored copy; constants are packed too.
+TEST(CudaGemvPacked, SharedAndConstantWeights) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    {
+      Graph g;
+      const Value w = g.param("w", Shape::of({128, 64}, t));
+      g.add_output(g.matmul(g.input("x", Shape::of({2, 128}, t)), w));
+      g.add_output(g.relu(w));
+      const uint64_t dropped = cuda::run_stats().dropped_leaves;
+      rlx::testing::expect_cuda_parity(g);
+      EXPECT_EQ(cuda::run_stats().dropped_leaves, dropped);
+    }
+    {
+      Graph g;
+      const Value w = g.constant(rlx::testing::random_tensor(t, {200, 24}, 9));
+      g.add_output(g.matmul(g.input("x", Shape::of({1, 200}, t)), w));
+      rlx::testing::expect_cuda_parity(g);
+    }
+  }
+}
+
+TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
+  for (const auto& [name, v] : std::vector<std::pair<const char*, const char*>>{
+           {"RLX_GEMV_PACKED_WARPS", "12"}, {"RLX_GEMV_PACKED_WARPS", "64"}, {"RLX_GEMV_PACKED", "2"}}) {
+    ScopedEnv e(name, v);
+    try {
+      Session(Device::Cuda).compile(g);
+      ADD_FAILURE() << name << "=" << v << " was accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
     }
   }
 }

@@ -65,6 +65,28 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
   EXPECT_THROW(gemv_source(bad), Error);
 }
 
+TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 4}) {
+      GemvConfig c;
+      c.t = c.bias_t = t;
+      c.rows = rows;
+      compiles("gemv_packed plain", gemv_packed_source(c, 32, 1));
+      c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
+      compiles("gemv_packed epilogue, rows shared", gemv_packed_source(c, 32, 4));
+      c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
+      compiles("gemv_packed rms_norm prologue", gemv_packed_source(c, 16, 2));
+      c.gain_static = true;
+      compiles("gemv_packed rms_norm prologue, gain staged before waiting", gemv_packed_source(c, 32, 1));
+      c.prologue = 2, c.gate_first = true;
+      compiles("gemv_packed swiglu prologue", gemv_packed_source(c, 8, 8));
+    }
+  for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e));
+  GemvConfig c;
+  EXPECT_THROW(gemv_packed_source(c, 12, 1), Error);
+  EXPECT_THROW(gemv_packed_source(c, 8, 16), Error);
+}
+
 TEST(CudaKernelSources, DataMovementKernelsCompile) {
   for (size_t e : {1, 2, 4, 8})
     for (const char* idx : {"i32_t", "i64_t"})

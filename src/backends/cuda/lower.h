@@ -41,6 +41,14 @@ class LowerContext {
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
   virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
+  // The weight region `w` (row-major [k, n]) of a param or constant, kept transposed on the
+  // device as [n, ldk] (ldk >= k, the padding zero) and rewritten after every upload of the
+  // param; null when `w` is not a param or constant (the caller reads it as stored). A leaf whose
+  // every reader takes it packed is not kept as stored on the device.
+  virtual uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, const std::string& what) {
+    (void)w, (void)k, (void)n, (void)ldk, (void)what;
+    return nullptr;
+  }
   // The steps whose work `consumer` absorbs (see plan_gemv_prologues, plan_attention_concats).
   virtual std::vector<const plan::Step*> absorbed_producers(const plan::Step& consumer) const {
     (void)consumer;
@@ -102,8 +110,15 @@ struct GemvConfig {
   bool l2_prefetch = false;   // prefetch the block's later W rows into L2 before waiting
   bool w_static = false;      // W is a leaf (no kernel writes it): loaded before waiting
   bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
+  bool gain_static = false;   // packed kernel: the RmsNorm gain/bias are leaves, staged before waiting
 };
 std::string gemv_source(const GemvConfig& c);
+// Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
+// w_static and stage_rows do not apply) with `warps` warps per block, `wpr` of them per row
+// (powers of two, wpr <= warps <= 32; rlx::Error otherwise).
+std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
+// Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
+std::string gemv_pack_source(size_t elem_bytes);
 
 // True when two arena operands share bytes (leaves never do).
 bool arena_overlap(const plan::TensorRef& a, const plan::TensorRef& b);

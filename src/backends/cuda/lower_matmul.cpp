@@ -9,6 +9,7 @@
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/gemv.h"
+#include "backends/cuda/kernels/gemv_packed.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/status.h"
@@ -104,7 +105,29 @@ std::string gemv_source(const GemvConfig& c) {
                            "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " + std::to_string(c.prologue) +
                            "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " + flag(c.gate_first) +
                            "\n";
-  return kernel_source(ksrc::kGemv, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
+  return kernel_source(ksrc::kGemv, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}},
+                       defs + ksrc::kGemvEpilogue);
+}
+
+std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) {
+  auto pow2 = [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; };
+  if (!pow2(warps) || warps > 32 || !pow2(wpr) || wpr > warps)
+    throw Error("CUDA packed GEMV: warps per block and per row must be powers of two with wpr <= warps <= 32, got " +
+                std::to_string(warps) + " and " + std::to_string(wpr));
+  const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
+  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
+                           std::to_string(c.rows) + "\n#define WARPS " + std::to_string(warps) + "\n#define WPR " +
+                           std::to_string(wpr) + "\n#define HAS_BIAS " + flag(c.bias > 0) + "\n#define BIAS_SCALAR " +
+                           flag(c.bias == 1) + "\n#define ACT(x) " + a + "\n#define HAS_RES " + flag(c.residual) +
+                           "\n#define PRO " + std::to_string(c.prologue) + "\n#define HAS_PB " + flag(c.has_beta) +
+                           "\n#define GATE_FIRST " + flag(c.gate_first) + "\n#define G_STATIC " +
+                           flag(c.gain_static) + "\n";
+  return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
+}
+
+std::string gemv_pack_source(size_t elem_bytes) {
+  return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}});
 }
 
 namespace {
@@ -137,10 +160,92 @@ int64_t gemv_rows(const plan::Step& st, Precision precision) {
   return rows;
 }
 
-// Skinny products run on the one-launch split-K GEMV kernel with the whole epilogue (and, when
-// the variant absorbed the producer of A, its prologue) fused.
+// A's producer computed in the GEMV's prologue (when the variant absorbed it).
+struct GemvPrologue {
+  const uint8_t *px = nullptr, *pg = nullptr, *pb = nullptr;
+  float eps = 0.f;
+};
+
+// The configuration both GEMV kernels share: types, rows, epilogue and prologue.
+GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows,
+                       int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro) {
+  GemvConfig cfg;
+  cfg.t = st.out.at(0).dtype;
+  cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : cfg.t;
+  cfg.rows = rows;
+  cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);
+  cfg.act = g.activation;
+  cfg.residual = residual != nullptr;
+  if (const plan::Step* p = cx.absorbed_producer(st)) {
+    pro.px = cx.ptr(p->in.at(0));
+    if (const auto* rms = std::get_if<ops::RmsNorm>(&p->op)) {
+      cfg.prologue = 1;
+      pro.pg = cx.ptr(p->in.at(1));
+      cfg.has_beta = p->in.size() > 2;
+      pro.pb = cfg.has_beta ? cx.ptr(p->in.at(2)) : nullptr;
+      pro.eps = static_cast<float>(rms->eps);
+    } else {
+      cfg.prologue = 2;
+      cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
+    }
+  }
+  return cfg;
+}
+
+// Skinny products against a param or constant weight (RLX_GEMV_PACKED=0: off) run on the
+// packed-weight kernel: the variant keeps the weight transposed, so each output column is one
+// contiguous row. Returns false (nothing lowered) when the weight is computed or an input, or A's
+// rows do not fit in shared memory.
+bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, GemvConfig cfg,
+                       const GemvPrologue& pro, const plan::TensorRef* residual) {
+  if (env_int("RLX_GEMV_PACKED", 1, 0, 1) == 0) return false;
+  const int64_t warps = env_int("RLX_GEMV_PACKED_WARPS", 32, 1, 32);
+  if ((warps & (warps - 1)) != 0)
+    throw Error("RLX_GEMV_PACKED_WARPS=" + std::to_string(warps) + ": expected 1, 2, 4, 8, 16 or 32");
+  const int64_t es = static_cast<int64_t>(dtype_size(cfg.t)), vw = 16 / es;
+  const int64_t ldk = (g.k + vw - 1) / vw * vw;
+  // A's rows, and the RmsNorm's gain and bias.
+  const size_t smem = static_cast<size_t>((cfg.rows * ldk + (cfg.prologue == 1 ? 2 * g.k : 0)) * es);
+  const DeviceInfo& dev = device();
+  if (smem + 4096 > dev.smem_per_block_optin) return false;
+  const std::string what = step_label(st);
+  uint8_t* pw = cx.packed_weight(st.in.at(1), g.k, g.n, ldk, what);
+  if (!pw) return false;
+  // Warps per row: while every warp still gets a row and a slice keeps a word per lane, share
+  // rows so that small products use the whole GPU; then a single round.
+  const int64_t kv = ldk / vw, sms = dev.sm_count;
+  int64_t wpr = 1;
+  while (wpr < warps && g.n * 2 * wpr <= sms * warps && kv / (2 * wpr) >= 32) wpr *= 2;
+  const int64_t groups = warps / wpr;
+  const int64_t blocks = wpr > 1 ? (g.n + groups - 1) / groups : std::min(sms, (g.n + groups - 1) / groups);
+  if (cfg.prologue == 1) {
+    const plan::Step* norm = cx.absorbed_producer(st);
+    cfg.gain_static = true;
+    for (size_t i = 1; i < norm->in.size(); ++i)
+      cfg.gain_static = cfg.gain_static && norm->in[i].loc.kind == plan::Location::Kind::Leaf;
+  }
+  const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
+  if (smem > 32 * 1024)  // with the static shared memory past the default 48 KB
+    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  auto k1 = std::make_shared<KernelLaunch>(what + " gemv_packed", fn, static_cast<unsigned>(blocks),
+                                           static_cast<unsigned>(warps * 32), static_cast<unsigned>(smem));
+  k1->pdl_prefetch();  // its first weight loads go before the wait
+  const int64_t bias_len = cfg.bias == 0 ? 0 : 1;
+  k1->arg(static_cast<const uint8_t*>(cx.ptr(st.in.at(0)))).arg(static_cast<const uint8_t*>(pw))
+      .arg(static_cast<const uint8_t*>(bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr))
+      .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
+      .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps);
+  cx.add([k1](cudaStream_t s) { k1->launch(s); });
+  return true;
+}
+
+// Other skinny products run on the one-launch split-K GEMV kernel with the whole epilogue (and,
+// when the variant absorbed the producer of A, its prologue) fused.
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows, int64_t bias_len,
                 const plan::TensorRef* residual) {
+  GemvPrologue pro;
+  GemvConfig cfg = gemv_common(cx, st, g, rows, bias_len, residual, pro);
+  if (lower_gemv_packed(cx, st, g, cfg, pro, residual)) return;
   const plan::TensorRef& a = st.in.at(0);
   const plan::TensorRef& c = st.out.at(0);
   const DType t = c.dtype;
@@ -148,8 +253,6 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   uint8_t* pw = cx.ptr(st.in.at(1));
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
-  GemvConfig cfg;
-  cfg.t = t;
   // Default, measured on the H100 (docs/benchmarks.md): tiles of 64 columns (bf16/f16 8 lanes,
   // f32 16), so a product of a few MB needs few K splits; from 64 MB of weight on, where the
   // streaming rate outweighs the split reduction, whole 512-byte row pieces (32 lanes).
@@ -172,26 +275,6 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
     part = reinterpret_cast<float*>(cx.scratch(static_cast<size_t>(splits * rows * g.n) * 4, what + " split-K partials"));
     tickets = reinterpret_cast<unsigned*>(cx.zeroed_scratch(static_cast<size_t>(col_tiles) * 4, what + " split-K tickets"));
   }
-  cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : t;
-  cfg.rows = rows;
-  cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);
-  cfg.act = g.activation;
-  cfg.residual = residual != nullptr;
-  const uint8_t *px = nullptr, *pg = nullptr, *pb = nullptr;
-  float eps = 0.f;
-  if (const plan::Step* p = cx.absorbed_producer(st)) {
-    px = cx.ptr(p->in.at(0));
-    if (const auto* rms = std::get_if<ops::RmsNorm>(&p->op)) {
-      cfg.prologue = 1;
-      pg = cx.ptr(p->in.at(1));
-      cfg.has_beta = p->in.size() > 2;
-      pb = cfg.has_beta ? cx.ptr(p->in.at(2)) : nullptr;
-      eps = static_cast<float>(rms->eps);
-    } else {
-      cfg.prologue = 2;
-      cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
-    }
-  }
   // xs (then the warps' sums), and with the RmsNorm prologue A's whole rows when they fit.
   cfg.stage_rows = cfg.prologue == 1 && rows * (kchunk + g.k) * 4 <= 64 * 1024;
   const size_t smem = static_cast<size_t>(std::max(rows * (kchunk + (cfg.stage_rows ? g.k : 0)), 8 * rows * tile)) * 4;
@@ -205,7 +288,8 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   k1->arg(static_cast<const uint8_t*>(cx.ptr(a))).arg(static_cast<const uint8_t*>(pw))
       .arg(static_cast<const uint8_t*>(bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr))
       .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
-      .arg(cx.ptr(c)).arg(part).arg(tickets).arg(g.k).arg(g.n).arg(kchunk).arg(px).arg(pg).arg(pb).arg(eps);
+      .arg(cx.ptr(c)).arg(part).arg(tickets).arg(g.k).arg(g.n).arg(kchunk).arg(pro.px).arg(pro.pg).arg(pro.pb)
+      .arg(pro.eps);
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
 }
 

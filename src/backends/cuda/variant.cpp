@@ -11,6 +11,7 @@
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/select_lower.h"
@@ -22,10 +23,13 @@
 namespace rlx::cuda {
 namespace {
 
-std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_param_uploads{0};
+std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_param_uploads{0}, g_packed{0}, g_dropped{0};
 std::atomic<double> g_last_device_ms{0};
 
 constexpr size_t kGemmWorkspace = size_t(32) << 20;
+// Device staging for packing a weight whose stored layout is not kept: uploaded this many
+// bytes of rows at a time (at least one row).
+constexpr size_t kPackStaging = size_t(16) << 20;
 
 std::mutex g_profile_mu;
 std::map<std::string, std::pair<double, uint64_t>> g_profile;  // op kind -> (ms, launches)
@@ -83,12 +87,15 @@ class CudaVariant final : public Variant, private LowerContext {
         producers_of_[&sched_.steps[second]].push_back(&sched_.steps[first]);
         absorbed.insert(first);
       }
+    for (const plan::TensorRef& r : sched_.outputs)  // read as stored after each run
+      if (r.loc.kind == plan::Location::Kind::Leaf) raw_used_.insert(r.loc.leaf);
     for (size_t i = 0; i < sched_.steps.size(); ++i) {
       if (absorbed.count(i)) continue;
       const plan::Step& st = sched_.steps[i];
       current_label_ = op_name(st.op);
       lower_step(*this, st);
     }
+    finish_packing();
   }
 
   ~CudaVariant() override {
@@ -103,7 +110,10 @@ class CudaVariant final : public Variant, private LowerContext {
     cudaStream_t s = stream_.get();
     // Params: once per generation (set_param bumps it).
     if (!params_uploaded_ || args.params_generation != params_generation_) {
-      for (NodeId id : params_) upload_leaf(id, args, s);
+      for (NodeId id : params_) {
+        upload_leaf(id, args, s);
+        repack(id, leaf_tensor(id, args).raw(), s);
+      }
       RLX_CUDA_CHECK(cudaStreamSynchronize(s));  // the host tensors may change after set_param
       params_uploaded_ = true;
       params_generation_ = args.params_generation;
@@ -165,7 +175,29 @@ class CudaVariant final : public Variant, private LowerContext {
     if (r.loc.kind == plan::Location::Kind::Arena) return arena_.data() + r.loc.offset;
     auto it = leaves_.find(r.loc.leaf);
     if (it == leaves_.end()) throw Error("CUDA variant: value of node " + std::to_string(r.value.node) + " reads a missing leaf");
+    if (dropped_.count(r.loc.leaf))
+      throw Error("CUDA variant: internal: " + node_label(graph_.node(r.loc.leaf)) + " is kept only packed");
+    raw_used_.insert(r.loc.leaf);
     return it->second.data() + r.loc.offset;
+  }
+  uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, const std::string& what) override {
+    if (w.loc.kind != plan::Location::Kind::Leaf) return nullptr;
+    const Node& leaf = graph_.node(w.loc.leaf);
+    if (!std::holds_alternative<ops::Param>(leaf.op) && !std::holds_alternative<ops::Constant>(leaf.op)) return nullptr;
+    const size_t es = dtype_size(w.dtype);
+    if (static_cast<int64_t>(w.loc.offset) + k * n * static_cast<int64_t>(es) > leaf.outputs.at(0).nbytes())
+      throw Error(what + ": internal: the packed weight region runs past " + node_label(leaf));
+    for (const auto& p : packed_)
+      if (p->leaf == w.loc.leaf && p->offset == w.loc.offset && p->k == k && p->n == n && p->ldk == ldk && p->es == es)
+        return p->buf.data();
+    auto p = std::make_unique<PackedWeight>();
+    p->leaf = w.loc.leaf, p->offset = w.loc.offset, p->k = k, p->n = n, p->ldk = ldk, p->es = es;
+    p->buf = DeviceBuffer(static_cast<size_t>(n * ldk) * es, what + " packed weight");
+    RLX_CUDA_CHECK(cudaMemset(p->buf.data(), 0, p->buf.size()));  // the padding stays zero
+    p->fn = get_kernel("gemv_pack", gemv_pack_source(es));
+    packed_.push_back(std::move(p));
+    ++g_packed;
+    return packed_.back()->buf.data();
   }
   const CompileOptions& options() const override { return options_; }
   void add(DeviceOp op) override {
@@ -202,11 +234,62 @@ class CudaVariant final : public Variant, private LowerContext {
 
   void upload_leaf(NodeId id, const RunArgs& args, cudaStream_t s) {
     const Tensor& t = leaf_tensor(id, args);
-    const size_t want = leaves_.at(id).size();
-    if (t.nbytes() != want)
+    const int64_t want = graph_.node(id).outputs.at(0).nbytes();
+    if (static_cast<int64_t>(t.nbytes()) != want)
       throw Error("CUDA run: " + node_label(graph_.node(id)) + " got " + std::to_string(t.nbytes()) + " bytes, expected " +
                   std::to_string(want));
-    if (want) RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), t.raw(), want, cudaMemcpyHostToDevice, s));
+    if (want && !dropped_.count(id))
+      RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), t.raw(), static_cast<size_t>(want), cudaMemcpyHostToDevice, s));
+  }
+
+  // ---- packed weights ----
+  // After lowering: a param or constant that only packed readers use is not kept as stored
+  // (its rows go through a bounded staging buffer when it is packed); constants are packed now.
+  void finish_packing() {
+    if (packed_.empty()) return;
+    size_t staging = 0;
+    for (const auto& p : packed_) {
+      if (raw_used_.count(p->leaf)) continue;
+      if (dropped_.insert(p->leaf).second) ++g_dropped;
+      staging = std::max(staging, std::min(kPackStaging, static_cast<size_t>(p->k * p->n) * p->es));
+      staging = std::max(staging, static_cast<size_t>(p->n) * p->es);  // one row at least
+    }
+    if (staging) staging_ = DeviceBuffer(staging, "the weight packing staging buffer");
+    cudaStream_t s = stream_.get();
+    for (const auto& p : packed_)
+      if (const auto* cst = std::get_if<ops::Constant>(&graph_.node(p->leaf).op)) repack(p->leaf, cst->value.raw(), s);
+    for (NodeId id : dropped_) leaves_.at(id) = DeviceBuffer();
+    RLX_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  // Rewrites the packed regions of leaf `id` from its new value (`host`: its bytes as stored):
+  // from the device copy when one is kept, else through the staging buffer.
+  void repack(NodeId id, const void* host, cudaStream_t s) {
+    for (const auto& p : packed_) {
+      if (p->leaf != id) continue;
+      const size_t row_bytes = static_cast<size_t>(p->n) * p->es;
+      const bool stored = !dropped_.count(id);
+      // Rows per launch: the staging buffer's worth, and at most 65535 tiles of 32.
+      const int64_t chunk = std::min<int64_t>(
+          65535 * 32, stored ? p->k : static_cast<int64_t>(std::max<size_t>(1, staging_.size() / row_bytes)));
+      for (int64_t k0 = 0; k0 < p->k; k0 += chunk) {
+        const int64_t rows = std::min(chunk, p->k - k0);
+        const size_t from = static_cast<size_t>(p->offset) + static_cast<size_t>(k0) * row_bytes;
+        const uint8_t* src = nullptr;
+        if (stored) {
+          src = leaves_.at(id).data() + from;
+        } else {
+          RLX_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), static_cast<const uint8_t*>(host) + from,
+                                         static_cast<size_t>(rows) * row_bytes, cudaMemcpyHostToDevice, s));
+          src = staging_.data();
+        }
+        const uint8_t* dst = p->buf.data();
+        long long r = rows, n = p->n, ldk = p->ldk, kk = k0;
+        void* args[] = {&src, &dst, &r, &n, &ldk, &kk};
+        RLX_CU_CHECK(driver().launch_kernel(p->fn, static_cast<unsigned>((p->n + 31) / 32),
+                                            static_cast<unsigned>((rows + 31) / 32), 1, 32, 8, 1, 0, s, args, nullptr));
+      }
+    }
   }
 
   void issue(cudaStream_t s) {
@@ -290,6 +373,18 @@ class CudaVariant final : public Variant, private LowerContext {
   PinnedBuffer in_stage_, out_stage_, err_host_;
   std::unordered_map<NodeId, DeviceBuffer> leaves_;
   std::vector<NodeId> inputs_, params_;
+  // A weight region kept transposed for the packed GEMV (LowerContext::packed_weight).
+  struct PackedWeight {
+    NodeId leaf = 0;
+    int64_t offset = 0, k = 0, n = 0, ldk = 0;
+    size_t es = 0;
+    DeviceBuffer buf;
+    CUfunction fn = nullptr;  // gemv_pack for elements of es bytes
+  };
+  std::vector<std::unique_ptr<PackedWeight>> packed_;
+  std::set<NodeId> raw_used_;  // leaves some lowering reads as stored
+  std::set<NodeId> dropped_;   // leaves kept only packed (no stored copy on the device)
+  DeviceBuffer staging_;
   bool params_uploaded_ = false;
   uint64_t params_generation_ = 0;
   std::vector<DeviceOp> ops_;
@@ -326,7 +421,15 @@ std::string take_profile_report() {
 }
 
 RunStats run_stats() {
-  return RunStats{g_captures.load(), g_replays.load(), g_eager.load(), g_param_uploads.load(), g_last_device_ms.load()};
+  RunStats r;
+  r.graph_captures = g_captures.load();
+  r.graph_replays = g_replays.load();
+  r.eager_runs = g_eager.load();
+  r.param_uploads = g_param_uploads.load();
+  r.packed_weights = g_packed.load();
+  r.dropped_leaves = g_dropped.load();
+  r.last_device_ms = g_last_device_ms.load();
+  return r;
 }
 
 }  // namespace rlx::cuda

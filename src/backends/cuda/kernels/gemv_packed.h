@@ -1,0 +1,193 @@
+#pragma once
+// GEMV over a packed weight (decode with params): C[MR, N] = epi(A[MR, K] @ W[K, N]) where W is a
+// param or constant that the variant keeps on the device transposed, Wt[N, LDK] (LDK = K rounded
+// up to 16 bytes, the padding zero; gemv_pack below rewrites it after every upload). Each output
+// column is one contiguous row of Wt, so a warp streams whole rows with 16-byte loads (U per lane
+// in flight): long sequential reads, no split-K partials, sums in a fixed order.
+// One block of WARPS warps per multiprocessor. Rows go to (block, warp group) round-robin:
+// row = blockIdx.x + gridDim.x * (group + GROUPS * round). When there are too few rows for every
+// warp, WPR warps share one (each a contiguous slice of it) and the host launches one round.
+// A sits in shared memory as T ([MR][LDK], zero padded), computed by the prologue when the
+// variant absorbed A's producer (PRO as in gemv.h: 1 RmsNorm, 2 FusedSwiGLU); the RmsNorm's
+// gain and bias follow it ([2][K]). Epilogue: c = ACT(acc + bias) + residual. Compiled per (T,
+// B, MR, VW = elements per 16 bytes, WARPS, WPR, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO,
+// HAS_PB, GATE_FIRST, G_STATIC = the gain and bias are leaves).
+namespace rlx::cuda::ksrc {
+
+inline constexpr const char* kGemvPacked = R"CUDA(
+#define GROUPS (WARPS / WPR)
+#define U 8
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+    gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
+                T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
+                const T* __restrict__ pg, const T* __restrict__ pb, float eps) {
+  extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
+  T* xs = reinterpret_cast<T*>(xs4);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = warp / WPR, slice = warp % WPR;
+  const long long kv = ldk / VW;  // 16-byte words per row of Wt
+  const long long per = (kv + WPR - 1) / WPR;
+  const long long cb = slice * per, ce = min(kv, cb + per);  // this warp's words of each row
+  const long long stride = (long long)gridDim.x * GROUPS;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
+  bool have = row < n && cb < ce;
+  uint4 wr[U];
+#define PACKED_LOAD_BATCH()                                                                  \
+  _Pragma("unroll") for (int j = 0; j < U; ++j) {                                          \
+    const long long q = q0 + j * 32 + lane;                                                \
+    if (q < ce) wr[j] = __ldg(w4 + row * kv + q);                                          \
+  }
+  // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
+  // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
+  // gain and bias when they are leaves too (G_STATIC), into shared memory after A.
+  if (have) { PACKED_LOAD_BATCH(); }
+  const int kn = (int)k, ld = (int)ldk;  // A fits in shared memory: int indices
+#if PRO == 1
+  T* gs = xs + MR * ld;  // [2][k]: the gain, then the bias (HAS_PB)
+#define STAGE_GAIN() \
+  for (int j = threadIdx.x; j < kn; j += blockDim.x) { \
+    gs[j] = pg[j]; \
+    if (HAS_PB) gs[kn + j] = pb[j]; \
+  }
+#if G_STATIC
+  STAGE_GAIN();
+#endif
+#endif
+#if WPR > 1
+  __shared__ float red[WARPS * MR];  // each warp's slice sums
+#endif
+  rlx_pdl_begin();
+  // The epilogue's per-output operands of this warp's first row, loaded now (lane r: A row r)
+  // so that finishing a row waits for none of them.
+  float bv = 0.f, rv = 0.f;
+#define PACKED_EPI_LOAD(col)                                   \
+  if (lane < MR && (col) < n) {                                \
+    if (HAS_BIAS) bv = to_f(bias[BIAS_SCALAR ? 0 : (col)]);    \
+    if (HAS_RES) rv = to_f(res[(long long)lane * n + (col)]); \
+  }
+  PACKED_EPI_LOAD(row);
+  const T zero = from_f<T>(0.f);
+#if PRO == 1
+#if !G_STATIC
+  STAGE_GAIN();
+#endif
+  // RmsNorm: the raw rows first (and their statistic), then normalized in place, rounded to T as
+  // the norm would store them.
+  __shared__ float scratch[32], inv[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float q = 0.f;
+    for (int j = threadIdx.x; j < kn; j += blockDim.x) {
+      const T v = px[(long long)r * k + j];
+      xs[r * ld + j] = v;
+      const float f = to_f(v);
+      q += f * f;
+    }
+    q = block_sum(q, scratch);  // its barriers also publish the gain
+    if (threadIdx.x == 0) inv[r] = rsqrtf(q / (float)k + eps);
+  }
+  __syncthreads();
+#endif
+  for (int i = threadIdx.x; i < MR * ld; i += blockDim.x) {
+    const int r = i / ld, j = i - r * ld;
+    if (j >= kn) {
+      xs[i] = zero;
+      continue;
+    }
+#if PRO == 1
+    float o = to_f(xs[i]) * inv[r] * to_f(gs[j]);
+#if HAS_PB
+    o += to_f(gs[kn + j]);
+#endif
+    xs[i] = from_f<T>(o);
+#elif PRO == 2
+    const float g0 = to_f(px[(long long)r * 2 * k + j]), g1 = to_f(px[(long long)r * 2 * k + k + j]);
+    const float g = GATE_FIRST ? g0 : g1, u = GATE_FIRST ? g1 : g0;
+    xs[i] = from_f<T>(g / (1.f + expf(-g)) * u);  // as the swiglu row kernel
+#else
+    xs[i] = a[(long long)r * k + j];
+#endif
+  }
+  __syncthreads();
+
+  float acc[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = 0.f;
+  while (have) {
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const long long q = q0 + j * 32 + lane;
+      if (q < ce) {
+        const Vec<T, VW> wv = *reinterpret_cast<const Vec<T, VW>*>(&wr[j]);
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+          const Vec<T, VW> xv = *reinterpret_cast<const Vec<T, VW>*>(&xs4[r * kv + q]);
+#pragma unroll
+          for (int v = 0; v < VW; ++v) acc[r] = fmaf(to_f(wv.v[v]), to_f(xv.v[v]), acc[r]);
+        }
+      }
+    }
+    // The next words go out before this row's sum is reduced.
+    const long long cur = row;
+    q0 += U * 32;
+    const bool done = q0 >= ce;
+    if (done) row += stride, q0 = cb;
+    have = row < n;
+    if (have) { PACKED_LOAD_BATCH(); }
+    if (done) {
+#pragma unroll
+      for (int r = 0; r < MR; ++r) acc[r] = warp_sum(acc[r]);
+#if WPR > 1
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) red[warp * MR + r] = acc[r];
+#else
+      // Lane r finishes output row r with the operands it loaded, then loads the next row's.
+      float v = acc[0];
+#pragma unroll
+      for (int r = 1; r < MR; ++r)
+        if (lane == r) v = acc[r];
+      if (lane < MR) c[(long long)lane * n + cur] = from_f<T>(ACT(v + bv) + rv);
+      PACKED_EPI_LOAD(row);
+#endif
+#pragma unroll
+      for (int r = 0; r < MR; ++r) acc[r] = 0.f;
+    }
+  }
+#if WPR > 1
+  // One round: the group's first warp adds its slices in order (each warp stored its sums,
+  // or nothing when its slice or row was empty).
+  __syncthreads();
+  const long long r0 = blockIdx.x + (long long)gridDim.x * group;
+  if (slice == 0 && lane < MR && r0 < n) {
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < WPR; ++q) s += q * per < kv ? red[(warp + q) * MR + lane] : 0.f;
+    c[(long long)lane * n + r0] = from_f<T>(ACT(s + bv) + rv);
+  }
+#endif
+}
+)CUDA";
+
+// Packs rows [k0, k0 + rows) of a row-major W[K, N] (src points at row k0) into Wt[N, LDK]:
+// dst[j * ldk + k0 + i] = src[i * n + j], through a 32 x 33 tile of shared memory (blocks of
+// 32 x 8 threads; grid: N / 32 x rows / 32). E: the element's word type.
+inline constexpr const char* kGemvPack = R"CUDA(
+extern "C" __global__ void gemv_pack(const E* __restrict__ src, E* __restrict__ dst, long long rows, long long n,
+                                     long long ldk, long long k0) {
+  __shared__ E tile[32][33];
+  const long long j0 = (long long)blockIdx.x * 32, i0 = (long long)blockIdx.y * 32;
+  for (int y = threadIdx.y; y < 32; y += 8) {
+    const long long i = i0 + y, j = j0 + threadIdx.x;
+    if (i < rows && j < n) tile[y][threadIdx.x] = src[i * n + j];
+  }
+  __syncthreads();
+  for (int y = threadIdx.y; y < 32; y += 8) {
+    const long long j = j0 + y, i = i0 + threadIdx.x;
+    if (i < rows && j < n) dst[j * ldk + k0 + i] = tile[threadIdx.x][y];
+  }
+}
+)CUDA";
+
+}  // namespace rlx::cuda::ksrc
