@@ -195,7 +195,7 @@ TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {
 // rounds), K not a multiple of 16 bytes (padded), epilogues; bit-equal on repeated runs.
 TEST(CudaGemvPacked, MatchesTheCpu) {
   RLX_REQUIRE_CUDA();
-  for (const char* warps : {"32", "8"}) {
+  for (const char* warps : {"32", "8", "28"}) {
     ScopedEnv wp("RLX_GEMV_PACKED_WARPS", warps);
     for (DType t : {DType::F32, DType::F16, DType::BF16})
       for (int64_t rows : {1, 3})
@@ -284,7 +284,7 @@ TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   Graph g;
   g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
   for (const auto& [name, v] : std::vector<std::pair<const char*, const char*>>{
-           {"RLX_GEMV_PACKED_WARPS", "12"}, {"RLX_GEMV_PACKED_WARPS", "64"}, {"RLX_GEMV_PACKED", "2"}}) {
+           {"RLX_GEMV_PACKED_WARPS", "0"}, {"RLX_GEMV_PACKED_WARPS", "64"}, {"RLX_GEMV_PACKED", "2"}}) {
     ScopedEnv e(name, v);
     try {
       Session(Device::Cuda).compile(g);

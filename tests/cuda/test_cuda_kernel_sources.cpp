@@ -83,8 +83,10 @@ TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
     }
   for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e));
   GemvConfig c;
-  EXPECT_THROW(gemv_packed_source(c, 12, 1), Error);
+  compiles("gemv_packed 28 warps", gemv_packed_source(c, 28, 4));
+  EXPECT_THROW(gemv_packed_source(c, 12, 8), Error);
   EXPECT_THROW(gemv_packed_source(c, 8, 16), Error);
+  EXPECT_THROW(gemv_packed_source(c, 33, 1), Error);
 }
 
 TEST(CudaKernelSources, DataMovementKernelsCompile) {

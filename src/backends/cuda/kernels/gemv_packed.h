@@ -17,7 +17,14 @@ namespace rlx::cuda::ksrc {
 inline constexpr const char* kGemvPacked = R"CUDA(
 #define GROUPS (WARPS / WPR)
 #define U 8
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+// At most 64 registers per thread: a block of fewer than 32 warps leaves room on its
+// multiprocessor for another kernel's small blocks (the next launch's early loads).
+#if WARPS == 32
+#define PACKED_BOUNDS __launch_bounds__(1024, 1)
+#else
+#define PACKED_BOUNDS __maxnreg__(64)
+#endif
+extern "C" __global__ void PACKED_BOUNDS
     gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
                 T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
                 const T* __restrict__ pg, const T* __restrict__ pb, float eps) {
