@@ -39,12 +39,17 @@ TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
                                    "#define VV " + std::to_string(16 / dtype_size(t)) + "\n"));
 }
 
+GemvConfig gemv_config(DType t, int64_t rows) {
+  GemvConfig c;
+  c.t = c.bias_t = t;
+  c.rows = rows;
+  return c;
+}
+
 TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int64_t rows : {1, 4}) {
-      GemvConfig c;
-      c.t = c.bias_t = t;
-      c.rows = rows;
+      GemvConfig c = gemv_config(t, rows);
       compiles("gemv plain", gemv_source(c));
       c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
       compiles("gemv epilogue", gemv_source(c));
@@ -68,9 +73,7 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
 TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int64_t rows : {1, 4}) {
-      GemvConfig c;
-      c.t = c.bias_t = t;
-      c.rows = rows;
+      GemvConfig c = gemv_config(t, rows);
       compiles("gemv_packed plain", gemv_packed_source(c, 32, 1));
       c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
       compiles("gemv_packed epilogue, rows shared", gemv_packed_source(c, 32, 4));
