@@ -185,19 +185,24 @@ TEST(CudaGemvLayout, ComputedWeightIsReadAfterItsProducer) {
   }
 }
 
-TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {
-  RLX_REQUIRE_CUDA();
+// Compiling a one-row product against a param with knob `name` set to `value` (the rest of the
+// environment as it is) must fail with an rlx::Error that names the knob.
+void expect_knob_rejected(const char* name, const char* value) {
   Graph g;
   g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
-  for (const char* v : {"12", "0", "x"}) {
-    ScopedEnv lpr("RLX_GEMV_LPR", v), pk("RLX_GEMV_PACKED", "0");
-    try {
-      Session(Device::Cuda).compile(g);
-      ADD_FAILURE() << "RLX_GEMV_LPR=" << v << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RLX_GEMV_LPR"), std::string::npos) << e.what();
-    }
+  ScopedEnv e(name, value);
+  try {
+    Session(Device::Cuda).compile(g);
+    ADD_FAILURE() << name << "=" << value << " was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
   }
+}
+
+TEST(CudaGemvLayout, BadKnobIsAnErrorNamingIt) {
+  RLX_REQUIRE_CUDA();
+  ScopedEnv pk("RLX_GEMV_PACKED", "0");
+  for (const char* v : {"12", "0", "x"}) expect_knob_rejected("RLX_GEMV_LPR", v);
 }
 
 // The packed-weight kernel: every warps-per-row split (small n shares rows, large n runs several
@@ -283,18 +288,9 @@ TEST(CudaGemvPacked, SharedAndConstantWeights) {
 
 TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   RLX_REQUIRE_CUDA();
-  Graph g;
-  g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
-  for (const auto& [name, v] : std::vector<std::pair<const char*, const char*>>{
-           {"RLX_GEMV_PACKED_WARPS", "0"}, {"RLX_GEMV_PACKED_WARPS", "64"}, {"RLX_GEMV_PACKED", "2"}}) {
-    ScopedEnv e(name, v);
-    try {
-      Session(Device::Cuda).compile(g);
-      ADD_FAILURE() << name << "=" << v << " was accepted";
-    } catch (const Error& err) {
-      EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
-    }
-  }
+  expect_knob_rejected("RLX_GEMV_PACKED_WARPS", "0");
+  expect_knob_rejected("RLX_GEMV_PACKED_WARPS", "64");
+  expect_knob_rejected("RLX_GEMV_PACKED", "2");
 }
 
 }  // namespace

@@ -110,12 +110,12 @@ struct GemvConfig {
   bool l2_prefetch = false;   // prefetch the block's later W rows into L2 before waiting
   bool w_static = false;      // W is a leaf (no kernel writes it): loaded before waiting
   bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
-  bool gain_static = false;   // packed kernel: the RmsNorm gain/bias are leaves, staged before waiting
+  bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
-// w_static and stage_rows do not apply) with `warps` warps per block, `wpr` of them per row
-// (powers of two, wpr <= warps <= 32; rlx::Error otherwise).
+// w_static and stage_rows do not apply) with `warps` (1 to 32) warps per block, `wpr` of them per
+// row (a power of two dividing `warps`); rlx::Error otherwise.
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);

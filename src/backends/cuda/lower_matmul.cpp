@@ -89,40 +89,40 @@ int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   return static_cast<int64_t>(x);
 }
 
-std::string gemv_source(const GemvConfig& c) {
+namespace {
+
+std::string flag(bool b) { return b ? "1" : "0"; }
+
+// The #defines both GEMV kernels take: element and row counts, epilogue and prologue.
+std::string gemv_common_defines(const GemvConfig& c) {
   const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
-  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  return "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " + std::to_string(c.rows) +
+         "\n#define HAS_BIAS " + flag(c.bias > 0) + "\n#define BIAS_SCALAR " + flag(c.bias == 1) +
+         "\n#define ACT(x) " + a + "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " +
+         std::to_string(c.prologue) + "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " +
+         flag(c.gate_first) + "\n";
+}
+
+}  // namespace
+
+std::string gemv_source(const GemvConfig& c) {
   if (c.lanes_per_row < 1 || c.lanes_per_row > 32 || (c.lanes_per_row & (c.lanes_per_row - 1)) != 0)
     throw Error("CUDA GEMV: lanes per row must be a power of two in [1, 32], got " + std::to_string(c.lanes_per_row));
   int64_t tpo = 1;  // threads per output of the split reduction
   while (tpo < 32 && 2 * tpo * c.rows * gemv_tile(c) <= 256) tpo *= 2;
-  const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
-                           std::to_string(c.rows) + "\n#define LPR " + std::to_string(c.lanes_per_row) +
+  const std::string defs = gemv_common_defines(c) + "#define LPR " + std::to_string(c.lanes_per_row) +
                            "\n#define TPO " + std::to_string(tpo) + "\n#define L2PF " + flag(c.l2_prefetch) +
-                           "\n#define W_STATIC " + flag(c.w_static) + "\n#define STAGE " + flag(c.stage_rows) +
-                           "\n#define HAS_BIAS " + flag(c.bias > 0) +
-                           "\n#define BIAS_SCALAR " + flag(c.bias == 1) + "\n#define ACT(x) " + a +
-                           "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " + std::to_string(c.prologue) +
-                           "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " + flag(c.gate_first) +
-                           "\n";
-  return kernel_source(ksrc::kGemv, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}},
-                       defs + ksrc::kGemvEpilogue);
+                           "\n#define W_STATIC " + flag(c.w_static) + "\n#define STAGE " + flag(c.stage_rows) + "\n";
+  return kernel_source(ksrc::kGemv, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
 
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) {
-  auto pow2 = [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; };
-  if (warps < 1 || warps > 32 || !pow2(wpr) || warps % wpr != 0)
+  const bool wpr_pow2 = wpr >= 1 && (wpr & (wpr - 1)) == 0;
+  if (warps < 1 || warps > 32 || !wpr_pow2 || warps % wpr != 0)
     throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a power of two dividing it per row, got " +
                 std::to_string(warps) + " and " + std::to_string(wpr));
-  const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
-  auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
-  const std::string defs = "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " +
-                           std::to_string(c.rows) + "\n#define WARPS " + std::to_string(warps) + "\n#define WPR " +
-                           std::to_string(wpr) + "\n#define HAS_BIAS " + flag(c.bias > 0) + "\n#define BIAS_SCALAR " +
-                           flag(c.bias == 1) + "\n#define ACT(x) " + a + "\n#define HAS_RES " + flag(c.residual) +
-                           "\n#define PRO " + std::to_string(c.prologue) + "\n#define HAS_PB " + flag(c.has_beta) +
-                           "\n#define GATE_FIRST " + flag(c.gate_first) + "\n#define G_STATIC " +
-                           flag(c.gain_static) + "\n";
+  const std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
+                           std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n";
   return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
 
@@ -184,6 +184,9 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
       cfg.has_beta = p->in.size() > 2;
       pro.pb = cfg.has_beta ? cx.ptr(p->in.at(2)) : nullptr;
       pro.eps = static_cast<float>(rms->eps);
+      cfg.gain_static = true;  // read by the packed kernel only
+      for (size_t i = 1; i < p->in.size(); ++i)
+        cfg.gain_static = cfg.gain_static && p->in[i].loc.kind == plan::Location::Kind::Leaf;
     } else {
       cfg.prologue = 2;
       cfg.gate_first = std::get<ops::FusedSwiGLU>(p->op).gate_first;
@@ -196,7 +199,7 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
 // packed-weight kernel: the variant keeps the weight transposed, so each output column is one
 // contiguous row. Returns false (nothing lowered) when the weight is computed or an input, or A's
 // rows do not fit in shared memory.
-bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, GemvConfig cfg,
+bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const GemvConfig& cfg,
                        const GemvPrologue& pro, const plan::TensorRef* residual) {
   if (env_int("RLX_GEMV_PACKED", 1, 0, 1) == 0) return false;
   // Default, measured on the H100 (docs/benchmarks.md): 24 warps for 2-byte types, whose blocks
@@ -220,21 +223,14 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   while (warps % (2 * wpr) == 0 && g.n * 2 * wpr <= sms * warps && kv / (2 * wpr) >= 32) wpr *= 2;
   const int64_t groups = warps / wpr;
   const int64_t blocks = wpr > 1 ? (g.n + groups - 1) / groups : std::min(sms, (g.n + groups - 1) / groups);
-  if (cfg.prologue == 1) {
-    const plan::Step* norm = cx.absorbed_producer(st);
-    cfg.gain_static = true;
-    for (size_t i = 1; i < norm->in.size(); ++i)
-      cfg.gain_static = cfg.gain_static && norm->in[i].loc.kind == plan::Location::Kind::Leaf;
-  }
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
   if (smem > 32 * 1024)  // with the static shared memory past the default 48 KB
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv_packed", fn, static_cast<unsigned>(blocks),
                                            static_cast<unsigned>(warps * 32), static_cast<unsigned>(smem));
   k1->pdl_prefetch();  // its first weight loads go before the wait
-  const int64_t bias_len = cfg.bias == 0 ? 0 : 1;
   k1->arg(static_cast<const uint8_t*>(cx.ptr(st.in.at(0)))).arg(static_cast<const uint8_t*>(pw))
-      .arg(static_cast<const uint8_t*>(bias_len > 0 ? cx.ptr(st.in.at(2)) : nullptr))
+      .arg(static_cast<const uint8_t*>(cfg.bias > 0 ? cx.ptr(st.in.at(2)) : nullptr))
       .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
       .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps);
   cx.add([k1](cudaStream_t s) { k1->launch(s); });

@@ -16,8 +16,12 @@
 // HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO, HAS_PB, GATE_FIRST).
 namespace rlx::cuda::ksrc {
 
-// The epilogue of both GEMV kernels (this one and gemv_packed.h) for output (row r, column col).
-inline constexpr const char* kGemvEpilogue = R"CUDA(
+inline constexpr const char* kGemv = R"CUDA(
+#define WARPS 8
+#define RPI (32 / LPR)           // W rows one warp load covers (LPR lanes per row)
+#define TILE (LPR * VW)          // columns per block
+#define ROWS_PER_LOAD (WARPS * RPI)
+
 __device__ __forceinline__ float gemv_epilogue(float v, const B* bias, const T* res, long long r, long long col,
                                                long long n) {
 #if HAS_BIAS
@@ -29,13 +33,6 @@ __device__ __forceinline__ float gemv_epilogue(float v, const B* bias, const T* 
 #endif
   return v;
 }
-)CUDA";
-
-inline constexpr const char* kGemv = R"CUDA(
-#define WARPS 8
-#define RPI (32 / LPR)           // W rows one warp load covers (LPR lanes per row)
-#define TILE (LPR * VW)          // columns per block
-#define ROWS_PER_LOAD (WARPS * RPI)
 
 __device__ __forceinline__ void gemv_fma(float (&acc)[MR][VW], const uint4& raw, const float* xs, int kk,
                                          long long kchunk) {
