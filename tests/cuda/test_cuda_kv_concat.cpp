@@ -102,6 +102,39 @@ TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
   EXPECT_FALSE(index.inputs_survive(concats[0], attn) && index.inputs_survive(concats[1], attn));
 }
 
+// The optimized decode layer's q and k RoPEs are both taken by the attention, also where the
+// memory plan put a rope's input under the attention's result (checked at lowering).
+TEST(CudaAttnRope, PlannerTakesBothRopesOfTheModelLayer) {
+  const plan::Schedule s = decode_layer_schedule();
+  const auto ropes = cuda::plan_attention_ropes(s, cuda::plan_attention_concats(s));
+  ASSERT_EQ(ropes.size(), 1u);
+  EXPECT_EQ(ropes.begin()->second.size(), 2u);
+}
+
+// With one split per KV head a rope input under the attention's result is rotated by its own
+// step (blocks write their result rows as they finish); the others still on load.
+TEST(CudaAttnRope, OneSplitRotatesARopeUnderTheResultFirst) {
+  const plan::Schedule s = decode_layer_schedule();
+  const auto ropes = cuda::plan_attention_ropes(s, cuda::plan_attention_concats(s));
+  ASSERT_EQ(ropes.size(), 1u);
+  const auto& [attn, taken] = *ropes.begin();
+  uint64_t on_load = 0;
+  for (size_t r : taken) on_load += cuda::arena_overlap(s.steps[r].in.at(0), s.steps[attn].out.at(0)) ? 0 : 1;
+  ASSERT_LT(on_load, taken.size()) << "the memory plan changed; this test no longer covers a rope under the result";
+  RLX_REQUIRE_CUDA();
+  ScopedEnv keys("RLX_CUDA_ATTN_DECODE_KEYS", "1048576");  // one split
+  for (DType t : rlx::testing::kCudaFloats) {
+    SCOPED_TRACE(dtype_name(t));
+    const Graph g = decode_layer_graph(t, 300);
+    rlx::testing::ParityOptions o;
+    o.fixed_params = models::random_weights(g, 11);
+    o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
+    const uint64_t before = cuda::attention_rope_reads();
+    rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
+    EXPECT_EQ(cuda::attention_rope_reads(), before + on_load);
+  }
+}
+
 // The q and k RoPEs of the decode layer run in one launch; near misses keep two.
 TEST(CudaRopePairs, PlannerPairsTheQAndKRopes) {
   const auto pairs = cuda::plan_rope_pairs(decode_layer_schedule());
@@ -194,9 +227,10 @@ TEST(CudaKvConcat, InPlaceReadsMatchTheCpu) {
     rlx::testing::ParityOptions o;  // model-scaled weights: uniform [-1, 1] ones make f32 ill-conditioned
     o.fixed_params = models::random_weights(g, 11);
     o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
-    const uint64_t before = cuda::attention_concat_reads();
+    const uint64_t before = cuda::attention_concat_reads(), ropes = cuda::attention_rope_reads();
     rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
     EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
+    EXPECT_EQ(cuda::attention_rope_reads(), ropes + 2);  // q and the new K rows rotated on load
   }
   {  // caches computed by earlier kernels (not leaves): read only after waiting for them
     Graph g;

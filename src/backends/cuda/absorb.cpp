@@ -41,10 +41,12 @@ std::optional<size_t> AbsorbIndex::sole_producer(const plan::TensorRef& r, size_
   return it->second;
 }
 
-bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run) const {
+bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run,
+                                 bool consumer_result) const {
   for (const plan::TensorRef& r : s_.steps[producer].in) {
-    for (const plan::TensorRef& w : s_.steps[consumer].out)
-      if (arena_overlap(w, r)) return false;
+    if (consumer_result)
+      for (const plan::TensorRef& w : s_.steps[consumer].out)
+        if (arena_overlap(w, r)) return false;
     for (size_t j = producer + 1; j < consumer; ++j) {
       if (not_run.count(j)) continue;
       for (const plan::TensorRef& w : s_.steps[j].out)

@@ -133,8 +133,10 @@ class AbsorbIndex {
   std::optional<size_t> sole_producer(const plan::TensorRef& r, size_t consumer) const;
   // True when no step after `producer` up to and including `consumer` writes over the
   // producer's inputs, so the consumer can still read them. Steps in `not_run` (absorbed
-  // themselves) write nothing.
-  bool inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run = {}) const;
+  // themselves) write nothing. `consumer_result` false: the consumer's own result is left out
+  // (a consumer that reads those inputs before any of its result is written checks it itself).
+  bool inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run = {},
+                      bool consumer_result = true) const;
 
  private:
   const plan::Schedule& s_;
@@ -154,6 +156,14 @@ std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision 
 // index -> the absorbed concat steps (only when no step in between, nor the attention's result,
 // overwrites the concat's inputs). A lowering that cannot read them in place runs the concats.
 std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s);
+// The Rope steps that decode-shaped BSHD Attention steps absorb, given the planned concats:
+// the RoPE of q and that of the new K rows (the second part of an absorbed K concat), each used
+// only there, with one pair of tables: the decode kernel reads their inputs and rotates on load,
+// and the Rope steps are not run. Returns attention step index -> the absorbed rope steps (only
+// when no step in between overwrites a rope's inputs; where the attention's result does, the
+// lowering runs the rope step unless the kernel writes its result after every read).
+std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule& s,
+                                                          const std::map<size_t, std::vector<size_t>>& concats);
 // Consecutive Rope steps with the same tables and geometry but the head count (the q and k of
 // an attention), neither reading the other's result: both run in the second one's launch.
 // Returns second step index -> first step index.
@@ -161,6 +171,8 @@ std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s);
 
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();
+// RoPEs rotated on load by attention decode launches in this process (for tests).
+uint64_t attention_rope_reads();
 
 // The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
 // mask, 4 additive bias.

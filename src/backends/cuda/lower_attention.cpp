@@ -21,7 +21,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
-std::atomic<uint64_t> g_concat_reads{0};
+std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0};
 
 struct AttnArgs {
   const void* q;
@@ -42,6 +42,10 @@ struct AttnArgs {
   int64_t k2s_b = 0, k2s_s = 0, k2s_h = 0, v2s_b = 0, v2s_s = 0, v2s_h = 0;
   int64_t k_split = INT64_MAX, v_split = INT64_MAX;  // no second part
   unsigned* tickets = nullptr;
+  const void* rope_cos = nullptr;
+  const void* rope_sin = nullptr;
+  int64_t rope_rot = 0, rope_seq_q = 0;
+  int32_t rope_per_batch = 0, rope_neox = 0;
 };
 
 // A KV operand read in place from two parts (what an absorbed concat would have joined): rows
@@ -108,7 +112,8 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
 // per (key split, kv head, batch) for the whole head group. Returns false when the step does not
 // qualify (more than 8 rows per KV head, head rows not in 16-byte pieces, unaligned strides).
 bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
-                const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs) {
+                const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs, const plan::Step* rope_q,
+                const plan::Step* rope_k) {  // the absorbed RoPEs of q and of the new K rows, or null
   const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
@@ -117,6 +122,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   if (lpk > 32 || (lpk & (lpk - 1)) != 0) return false;
   if (ks) a.k = ks->first, a.k2 = ks->second, a.k_split = ks->split;
   if (vs) a.v = vs->first, a.v2 = vs->second, a.v_split = vs->split;
+  if (rope_k && !ks) return false;
   const plan::AttnStrides k1 = ks ? ks->first_strides : g.k, v1 = vs ? vs->first_strides : g.v;
   const plan::AttnStrides k2 = ks ? ks->second_strides : g.k, v2 = vs ? vs->second_strides : g.v;
   a.ks_b = k1.batch, a.ks_s = k1.seq, a.ks_h = k1.head, a.vs_b = v1.batch, a.vs_s = v1.seq, a.vs_h = v1.head;
@@ -126,7 +132,10 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   if (pointer_alignment(a.k) < 16 || pointer_alignment(a.v) < 16) return false;
   if ((ks && pointer_alignment(a.k2) < 16) || (vs && pointer_alignment(a.v2) < 16)) return false;
   const int64_t ng = 4 * (32 / lpk);
-  const size_t smem = static_cast<size_t>(rows * g.head_dim + ng * rows * (g.head_dim + 2)) * 4;
+  // q rows and the per-group partials (floats), then the rotated new K rows (T) of an absorbed RoPE.
+  const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq : 0;
+  const size_t smem = static_cast<size_t>(rows * g.head_dim + ng * rows * (g.head_dim + 2)) * 4 +
+                      static_cast<size_t>((new_k * g.head_dim * es + 3) / 4 * 4);
   if (smem > 48 * 1024) return false;
   const int64_t kv_heads = g.num_heads / g.group;
   if (g.batch > 65535 || kv_heads > 65535) return false;
@@ -144,6 +153,26 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   // The in-kernel merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
   if (static_cast<size_t>(2 * rows * splits + rows) * 4 > smem)
     throw Error(what + ": internal: the decode merge of " + std::to_string(splits) + " splits needs more shared memory");
+  // Absorbed RoPEs (plan_attention_ropes): their inputs are read and rotated on load. With one
+  // split each block writes its result rows as it finishes, so a rope input that the memory plan
+  // placed under the result is rotated by its own step first (with splits, the result is written
+  // by the last block, after every block has read its rows).
+  for (const plan::Step** r : {&rope_q, &rope_k})
+    if (*r && splits <= 1 && arena_overlap((*r)->in.at(0), st.out.at(0))) {
+      lower_step(cx, **r);
+      *r = nullptr;
+    }
+  const plan::Step* rope = rope_q ? rope_q : rope_k;
+  if (rope_q) a.q = cx.ptr(rope_q->in.at(0));
+  if (rope_k) a.k2 = cx.ptr(rope_k->in.at(0));
+  if (rope) {
+    const auto& rg = std::get<plan::RopeGeom>(rope->geom);
+    a.rope_cos = cx.ptr(rope->in.at(1)), a.rope_sin = cx.ptr(rope->in.at(2));
+    a.rope_rot = rg.n_rot, a.rope_per_batch = rg.per_batch ? 1 : 0;
+    a.rope_neox = std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0;
+    a.rope_seq_q = rope_q ? std::get<plan::RopeGeom>(rope_q->geom).seq : 0;
+    g_rope_reads.fetch_add((rope_q ? 1 : 0) + (rope_k ? 1 : 0), std::memory_order_relaxed);
+  }
   // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
   // previous kernel.
   const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
@@ -151,9 +180,13 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
                            "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
                            std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
-                           std::to_string(v_static ? 1 : 0) + "\n";
+                           std::to_string(v_static ? 1 : 0) + "\n#define ROPE_Q " + (rope_q ? "1" : "0") +
+                           "\n#define ROPE_K " + (rope_k ? "1" : "0") + "\n#define NK " +
+                           std::to_string(rope_k ? new_k : 0) + "\n";
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
-  const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}}, defs);
+  const DType tc = rope ? rope->in.at(1).dtype : t;
+  const std::string src =
+      kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
   add_attention_launches(cx, what + " decode", get_kernel("attn_decode", src), src, a, g, splits,
                          {static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
                          smem, true, k_static || v_static);
@@ -172,8 +205,11 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (out.numel() == 0) return;
   // Concats this step reads in place (plan_attention_concats, decode-shaped steps only): any path
   // but the decode kernel runs them first, as the schedule would have.
-  const std::vector<const plan::Step*> concats = cx.absorbed_producers(st);
-  if (concats.empty() && lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
+  // Likewise the RoPEs of q and of the new K rows (plan_attention_ropes).
+  std::vector<const plan::Step*> concats, ropes;
+  for (const plan::Step* p : cx.absorbed_producers(st))
+    (std::holds_alternative<ops::Rope>(p->op) ? ropes : concats).push_back(p);
+  if (concats.empty() && ropes.empty() && lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   const DType mt = has_mask ? st.in.at(3).dtype : t;
 
@@ -200,10 +236,13 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     if (c->out.at(0).value == st.in.at(1).value) ks = split_kv(cx, *c, g.layout);
     if (c->out.at(0).value == st.in.at(2).value) vs = split_kv(cx, *c, g.layout);
   }
-  if (try_decode(cx, st, g, a, t, mt, ks, vs)) {
-    if (!concats.empty()) g_concat_reads.fetch_add(concats.size(), std::memory_order_relaxed);
+  const plan::Step *rope_q = nullptr, *rope_k = nullptr;
+  for (const plan::Step* r : ropes) (r->out.at(0).value == st.in.at(0).value ? rope_q : rope_k) = r;
+  if (try_decode(cx, st, g, a, t, mt, ks, vs, rope_q, rope_k)) {
+    g_concat_reads.fetch_add(concats.size(), std::memory_order_relaxed);
     return;
   }
+  for (const plan::Step* r : ropes) lower_step(cx, *r);  // before the concat that reads the new K rows
   for (const plan::Step* c : concats) lower_step(cx, *c);
 
   // Split the keys when the (batch, head, query block) grid is smaller than two waves.
@@ -281,6 +320,71 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedul
   return out;
 }
 
+std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule& s,
+                                                          const std::map<size_t, std::vector<size_t>>& concats) {
+  const AbsorbIndex index(s);
+  std::map<size_t, std::vector<size_t>> out;
+  for (size_t ai = 0; ai < s.steps.size(); ++ai) {
+    const plan::Step& a = s.steps[ai];
+    if (!std::holds_alternative<ops::Attention>(a.op)) continue;
+    const auto& g = std::get<plan::AttentionGeom>(a.geom);
+    if (g.q_len * g.group > 8 || g.layout != AttnLayout::BSHD) continue;  // decode-shaped, rows [b, s, h, d]
+    const auto ci = concats.find(ai);
+    const std::vector<size_t> taken_concats = ci == concats.end() ? std::vector<size_t>{} : ci->second;
+    // The Rope step whose result `r` is (read whole by `consumer`, used nowhere else), rotating
+    // `heads` heads of `seq` rows of the attention's head_dim and dtype.
+    auto rope_of = [&](const plan::TensorRef& r, size_t consumer, int64_t heads, int64_t seq) -> std::optional<size_t> {
+      const std::optional<size_t> ri = index.sole_producer(r, consumer);
+      if (!ri || r.loc.is_view) return std::nullopt;
+      const plan::Step& p = s.steps[*ri];
+      if (!std::holds_alternative<ops::Rope>(p.op) || p.out.at(0).value != r.value) return std::nullopt;
+      const auto& rg = std::get<plan::RopeGeom>(p.geom);
+      const bool ok = rg.batch == g.batch && rg.seq == seq && rg.heads == heads && rg.head_dim == g.head_dim &&
+                      p.in.at(0).dtype == a.out.at(0).dtype && p.out.at(0).dtype == a.out.at(0).dtype &&
+                      p.in.at(1).dtype == p.in.at(2).dtype;
+      return ok ? ri : std::nullopt;
+    };
+    std::vector<size_t> taken;
+    if (const auto rq = rope_of(a.in.at(0), ai, g.num_heads, g.q_len)) taken.push_back(*rq);
+    for (size_t c : taken_concats) {  // the new K rows: the second part of the absorbed K concat
+      const plan::Step& cat = s.steps[c];
+      if (cat.out.at(0).value != a.in.at(1).value) continue;
+      const int64_t rows = cat.in.at(1).dims.at(1);
+      if (rows > 8) continue;  // the kernel rotates the new rows into registers, then shared memory
+      const auto rk = rope_of(cat.in.at(1), c, g.num_heads / g.group, rows);
+      if (!rk) continue;
+      // One pair of tables and one rotation for both.
+      const plan::Step& k = s.steps[*rk];
+      bool same = true;
+      if (!taken.empty()) {
+        const plan::Step& q = s.steps[taken[0]];
+        const auto& gq = std::get<plan::RopeGeom>(q.geom);
+        const auto& gk = std::get<plan::RopeGeom>(k.geom);
+        same = q.in[1].value == k.in[1].value && q.in[2].value == k.in[2].value && gq.n_rot == gk.n_rot &&
+               gq.per_batch == gk.per_batch && std::get<ops::Rope>(q.op).style == std::get<ops::Rope>(k.op).style;
+      }
+      if (same) taken.push_back(*rk);
+    }
+    // Their inputs must still hold when the attention runs (its own result: see try_decode).
+    // Absorbed steps write nothing; a rope dropped here runs, so the check repeats until every
+    // kept one holds.
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::set<size_t> not_run(taken_concats.begin(), taken_concats.end());
+      not_run.insert(taken.begin(), taken.end());
+      for (size_t i = 0; i < taken.size(); ++i)
+        if (!index.inputs_survive(taken[i], ai, not_run, false)) {
+          taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(i));
+          changed = true;
+          break;
+        }
+    }
+    if (!taken.empty()) out[ai] = taken;  // either rope alone is fine too
+  }
+  return out;
+}
+
 uint64_t attention_concat_reads() { return g_concat_reads.load(std::memory_order_relaxed); }
+uint64_t attention_rope_reads() { return g_rope_reads.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

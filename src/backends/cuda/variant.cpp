@@ -81,9 +81,17 @@ class CudaVariant final : public Variant, private LowerContext {
           producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
           absorbed.insert(producer);
         }
-    // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off).
+    // ... and rotates q and the new K rows itself (RLX_CUDA_ATTN_ROPE=0: off), given the concats.
+    if (!env_off("RLX_CUDA_ATTN_CONCAT") && !env_off("RLX_CUDA_ATTN_ROPE"))
+      for (const auto& [consumer, producers] : plan_attention_ropes(sched_, plan_attention_concats(sched_)))
+        for (size_t producer : producers) {
+          producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
+          absorbed.insert(producer);
+        }
+    // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off), unless absorbed above.
     if (!env_off("RLX_CUDA_ROPE_PAIRS"))
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {
+        if (absorbed.count(second) || absorbed.count(first)) continue;
         producers_of_[&sched_.steps[second]].push_back(&sched_.steps[first]);
         absorbed.insert(first);
       }

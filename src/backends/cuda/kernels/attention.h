@@ -27,6 +27,12 @@ struct AttnArgs {
   // attn_decode with splits: one zeroed counter per (batch, kv head); the last split block to
   // finish merges the group's partials (no combine launch).
   unsigned* tickets;
+  // attn_decode with ROPE_Q / ROPE_K: q and the new K rows (from k_split on) are read before
+  // their RoPE and rotated on load (tables [rows][rope_rot / 2] of type TC, row per position,
+  // or per (batch, position) with rope_per_batch; rope_seq_q: q's positions, NK the K rows').
+  const void* rope_cos; const void* rope_sin;
+  long long rope_rot, rope_seq_q;
+  int rope_per_batch, rope_neox;
 };
 
 // The score of query row `row` (head h, batch b) against key `key` from its dot product, as the
@@ -202,7 +208,7 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 // row is read once. A warp scores KPW keys at a time: LPK = HD * sizeof(T) / 16 lanes per key,
 // each lane holding 16 bytes of the key and value rows; every (warp, key subgroup) keeps its own
 // online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R,
-// K_STATIC, V_STATIC).
+// K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK; TC: the RoPE tables' type).
 inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef K_STATIC
 #define K_STATIC 0
@@ -213,6 +219,42 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef V_STATIC
 #define V_STATIC 0
 #endif
+#ifndef ROPE_Q
+#define ROPE_Q 0
+#endif
+#ifndef ROPE_K
+#define ROPE_K 0
+#endif
+#ifndef NK
+#define NK 0  // ROPE_K: the new K rows (one rope's positions)
+#endif
+// One element read through the read-only path (no store of the kernel can alias it, so the
+// prologue's loads all go out together).
+__device__ __forceinline__ float ldg_f(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float ldg_f(const f16_t* p) {
+  f16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
+}
+__device__ __forceinline__ float ldg_f(const bf16_t* p) {
+  bf16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
+}
+#if ROPE_Q || ROPE_K
+// Element d of a q or new K row as the Rope step would have stored it (rounded to T); s: the
+// row's position among that rope's `seq` positions.
+__device__ __forceinline__ float rope_elem(const AttnArgs& a, const T* row, int d, long long b, long long s,
+                                           long long seq) {
+  const bool rot = d < a.rope_rot;
+  const int half = (int)(a.rope_rot / 2);
+  const bool first = a.rope_neox ? d < half : (d & 1) == 0;
+  const int p = a.rope_neox ? (first ? d : d - half) : d >> 1;
+  const int i1 = rot ? (a.rope_neox ? p : 2 * p) : d, i2 = rot ? (a.rope_neox ? p + half : 2 * p + 1) : d;
+  const long long t = (a.rope_per_batch ? b * seq + s : s) * half + p;
+  const float x1 = ldg_f(row + i1), x2 = ldg_f(row + i2);
+  const float c = rot ? ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t) : 1.f;
+  const float sn = rot ? ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t) : 0.f;
+  if (!rot) return x1;
+  return to_f(from_f<T>(first ? x1 * c - x2 * sn : x2 * c + x1 * sn));
+}
+#endif
 #define NW 4
 #define KPW (32 / LPK)
 #define VE (16 / (int)sizeof(T))
@@ -220,7 +262,8 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   extern __shared__ float smem[];
   float* sq = smem;           // [R][HD] query rows
-  float* mg = sq + R * HD;    // [NG][R][HD + 2] per-subgroup acc, max, sum
+  T* sk = reinterpret_cast<T*>(sq + R * HD);  // ROPE_K: [NK][HD] the new K rows, rotated
+  float* mg = sq + R * HD + (ROPE_K ? (NK * HD * (int)sizeof(T) + 3) / 4 : 0);  // [NG][R][HD + 2] per-subgroup acc, max, sum
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = lane / LPK, sl = lane % LPK, grp = warp * KPW + sub;
   const unsigned mask = LPK == 32 ? 0xffffffffu : (((1u << LPK) - 1u) << (sub * LPK));
@@ -245,10 +288,43 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
     if (vp_ok[j]) vpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
   }
   rlx_pdl_begin();
-  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
-    const int r = i / HD, d = i % HD;
+  // The q rows (rotated with ROPE_Q) and, with ROPE_K, the new K rows of a split that reads
+  // them: every load first (compile-time trip counts, read-only path), then the stores.
+#define QE ((R * HD + NW * 32 - 1) / (NW * 32))
+  float qv[QE];
+#pragma unroll
+  for (int j = 0; j < QE; ++j) {
+    const int i = j * NW * 32 + threadIdx.x, r = i / HD, d = i % HD;
     const long long qi = r / a.group, h = kvh * a.group + r % a.group;
-    sq[i] = to_f(a.q[b * a.qs_b + qi * a.qs_s + h * a.qs_h + d]);
+    const T* qrow = a.q + b * a.qs_b + qi * a.qs_s + h * a.qs_h;
+    qv[j] = 0.f;
+#if ROPE_Q
+    if (i < R * HD) qv[j] = rope_elem(a, qrow, d, b, qi, a.rope_seq_q);
+#else
+    if (i < R * HD) qv[j] = ldg_f(qrow + d);
+#endif
+  }
+#if ROPE_K
+#define KE ((NK * HD + NW * 32 - 1) / (NW * 32))
+  const bool new_rows = hi > a.k_split;
+  float kn[KE];
+#pragma unroll
+  for (int j = 0; j < KE; ++j) {
+    const int i = j * NW * 32 + threadIdx.x, r = i / HD;
+    kn[j] = 0.f;
+    if (new_rows && i < NK * HD)
+      kn[j] = rope_elem(a, a.k2 + b * a.k2s_b + r * a.k2s_s + kvh * a.k2s_h, i % HD, b, r, NK);
+  }
+#pragma unroll
+  for (int j = 0; j < KE; ++j) {
+    const int i = j * NW * 32 + threadIdx.x;
+    if (new_rows && i < NK * HD) sk[i] = from_f<T>(kn[j]);
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < QE; ++j) {
+    const int i = j * NW * 32 + threadIdx.x;
+    if (i < R * HD) sq[i] = qv[j];
   }
   __syncthreads();
 
@@ -262,6 +338,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   int it = 0;  // iteration: keys key0 + it * NG
   for (long long key = key0; key < hi; key += NG, ++it) {
     const T* kp = key < a.k_split ? a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h
+                  : ROPE_K        ? sk + (key - a.k_split) * HD  // the rotated new rows, in shared memory
                                   : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
     const T* vp = key < a.v_split ? a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h
                                   : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
