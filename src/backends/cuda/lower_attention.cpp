@@ -275,14 +275,27 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
                          smem);
 }
 
+namespace {
+
+// The decode-shaped Attention steps of `s` (at most 8 query rows per KV head), in order.
+std::vector<size_t> decode_attention_steps(const plan::Schedule& s) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (std::holds_alternative<ops::Attention>(s.steps[i].op)) {
+      const auto& g = std::get<plan::AttentionGeom>(s.steps[i].geom);
+      if (g.q_len * g.group <= 8) out.push_back(i);
+    }
+  return out;
+}
+
+}  // namespace
+
 std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s) {
   const AbsorbIndex index(s);
   std::map<size_t, std::vector<size_t>> out;
-  for (size_t ai = 0; ai < s.steps.size(); ++ai) {
+  for (size_t ai : decode_attention_steps(s)) {
     const plan::Step& a = s.steps[ai];
-    if (!std::holds_alternative<ops::Attention>(a.op)) continue;
     const auto& g = std::get<plan::AttentionGeom>(a.geom);
-    if (g.q_len * g.group > 8) continue;  // decode-shaped only
     const size_t axis = static_cast<size_t>(seq_axis(g.layout));
     std::set<size_t> taken;
     for (size_t port : {size_t{1}, size_t{2}}) {
@@ -324,11 +337,10 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule&
                                                           const std::map<size_t, std::vector<size_t>>& concats) {
   const AbsorbIndex index(s);
   std::map<size_t, std::vector<size_t>> out;
-  for (size_t ai = 0; ai < s.steps.size(); ++ai) {
+  for (size_t ai : decode_attention_steps(s)) {
     const plan::Step& a = s.steps[ai];
-    if (!std::holds_alternative<ops::Attention>(a.op)) continue;
     const auto& g = std::get<plan::AttentionGeom>(a.geom);
-    if (g.q_len * g.group > 8 || g.layout != AttnLayout::BSHD) continue;  // decode-shaped, rows [b, s, h, d]
+    if (g.layout != AttnLayout::BSHD) continue;  // the rope rows are [b, s, h, d]
     const auto ci = concats.find(ai);
     const std::vector<size_t> taken_concats = ci == concats.end() ? std::vector<size_t>{} : ci->second;
     // The Rope step whose result `r` is (read whole by `consumer`, used nowhere else), rotating
