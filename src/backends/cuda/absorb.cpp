@@ -56,4 +56,19 @@ bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::se
   return true;
 }
 
+void AbsorbIndex::keep_surviving(std::set<size_t>& taken, size_t consumer, const std::set<size_t>& not_run,
+                                 bool consumer_result) const {
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::set<size_t> silent = not_run;
+    silent.insert(taken.begin(), taken.end());
+    for (size_t p : taken)
+      if (!inputs_survive(p, consumer, silent, consumer_result)) {
+        taken.erase(p);
+        changed = true;
+        break;
+      }
+  }
+}
+
 }  // namespace rlx::cuda

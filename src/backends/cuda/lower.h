@@ -137,6 +137,11 @@ class AbsorbIndex {
   // (a consumer that reads those inputs before any of its result is written checks it itself).
   bool inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run = {},
                       bool consumer_result = true) const;
+  // Drops from `taken` (producers that `consumer` absorbs) each one whose inputs do not survive
+  // until it (inputs_survive, the taken ones and `not_run` writing nothing), until every one
+  // kept holds: a dropped producer runs, and may overwrite another's inputs.
+  void keep_surviving(std::set<size_t>& taken, size_t consumer, const std::set<size_t>& not_run = {},
+                      bool consumer_result = true) const;
 
  private:
   const plan::Schedule& s_;
@@ -168,6 +173,9 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule&
 // an attention), neither reading the other's result: both run in the second one's launch.
 // Returns second step index -> first step index.
 std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s);
+// True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
+// or per batch and position), the same style and rotated dims (their heads and rows may differ).
+bool same_rotation(const plan::Step& a, const plan::Step& b);
 
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();

@@ -44,7 +44,7 @@ struct AttnArgs {
   unsigned* tickets = nullptr;
   const void* rope_cos = nullptr;
   const void* rope_sin = nullptr;
-  int64_t rope_rot = 0, rope_seq_q = 0;
+  int64_t rope_rot = 0;
   int32_t rope_per_batch = 0, rope_neox = 0;
 };
 
@@ -170,7 +170,6 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     a.rope_cos = cx.ptr(rope->in.at(1)), a.rope_sin = cx.ptr(rope->in.at(2));
     a.rope_rot = rg.n_rot, a.rope_per_batch = rg.per_batch ? 1 : 0;
     a.rope_neox = std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0;
-    a.rope_seq_q = rope_q ? std::get<plan::RopeGeom>(rope_q->geom).seq : 0;
     g_rope_reads.fetch_add((rope_q ? 1 : 0) + (rope_k ? 1 : 0), std::memory_order_relaxed);
   }
   // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
@@ -316,18 +315,7 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedul
     // The parts must still be intact when the attention runs. The memory plan may have reused
     // one concat's part for the other concat's result; a concat that is absorbed writes
     // nothing, so the check skips the other taken one, and drops candidates until both hold.
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t ci : taken) {
-        std::set<size_t> others = taken;
-        others.erase(ci);
-        if (!index.inputs_survive(ci, ai, others)) {
-          taken.erase(ci);
-          changed = true;
-          break;
-        }
-      }
-    }
+    index.keep_surviving(taken, ai);
     if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());
   }
   return out;
@@ -356,42 +344,21 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule&
                       p.in.at(1).dtype == p.in.at(2).dtype;
       return ok ? ri : std::nullopt;
     };
-    std::vector<size_t> taken;
-    if (const auto rq = rope_of(a.in.at(0), ai, g.num_heads, g.q_len)) taken.push_back(*rq);
+    const std::optional<size_t> rq = rope_of(a.in.at(0), ai, g.num_heads, g.q_len);
+    std::set<size_t> taken;
+    if (rq) taken.insert(*rq);
     for (size_t c : taken_concats) {  // the new K rows: the second part of the absorbed K concat
       const plan::Step& cat = s.steps[c];
       if (cat.out.at(0).value != a.in.at(1).value) continue;
       const int64_t rows = cat.in.at(1).dims.at(1);
       if (rows > 8) continue;  // the kernel rotates the new rows into registers, then shared memory
       const auto rk = rope_of(cat.in.at(1), c, g.num_heads / g.group, rows);
-      if (!rk) continue;
       // One pair of tables and one rotation for both.
-      const plan::Step& k = s.steps[*rk];
-      bool same = true;
-      if (!taken.empty()) {
-        const plan::Step& q = s.steps[taken[0]];
-        const auto& gq = std::get<plan::RopeGeom>(q.geom);
-        const auto& gk = std::get<plan::RopeGeom>(k.geom);
-        same = q.in[1].value == k.in[1].value && q.in[2].value == k.in[2].value && gq.n_rot == gk.n_rot &&
-               gq.per_batch == gk.per_batch && std::get<ops::Rope>(q.op).style == std::get<ops::Rope>(k.op).style;
-      }
-      if (same) taken.push_back(*rk);
+      if (rk && (!rq || same_rotation(s.steps[*rq], s.steps[*rk]))) taken.insert(*rk);
     }
     // Their inputs must still hold when the attention runs (its own result: see try_decode).
-    // Absorbed steps write nothing; a rope dropped here runs, so the check repeats until every
-    // kept one holds.
-    for (bool changed = true; changed;) {
-      changed = false;
-      std::set<size_t> not_run(taken_concats.begin(), taken_concats.end());
-      not_run.insert(taken.begin(), taken.end());
-      for (size_t i = 0; i < taken.size(); ++i)
-        if (!index.inputs_survive(taken[i], ai, not_run, false)) {
-          taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(i));
-          changed = true;
-          break;
-        }
-    }
-    if (!taken.empty()) out[ai] = taken;  // either rope alone is fine too
+    index.keep_surviving(taken, ai, std::set<size_t>(taken_concats.begin(), taken_concats.end()), false);
+    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());  // either rope alone is fine too
   }
   return out;
 }

@@ -205,21 +205,25 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
   throw Error(what + ": not a data-movement op of the CUDA backend");
 }
 
+bool same_rotation(const plan::Step& a, const plan::Step& b) {
+  const auto& ga = std::get<plan::RopeGeom>(a.geom);
+  const auto& gb = std::get<plan::RopeGeom>(b.geom);
+  return std::get<ops::Rope>(a.op).style == std::get<ops::Rope>(b.op).style && ga.n_rot == gb.n_rot &&
+         ga.per_batch == gb.per_batch && a.in.at(1).value == b.in.at(1).value && a.in.at(2).value == b.in.at(2).value;
+}
+
 std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s) {
   std::map<size_t, size_t> out;
   for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
     const plan::Step& a = s.steps[i];
     const plan::Step& b = s.steps[i + 1];
-    const auto* ra = std::get_if<ops::Rope>(&a.op);
-    const auto* rb = std::get_if<ops::Rope>(&b.op);
-    if (!ra || !rb || ra->style != rb->style) continue;
+    if (!std::holds_alternative<ops::Rope>(a.op) || !std::holds_alternative<ops::Rope>(b.op) || !same_rotation(a, b))
+      continue;
     const auto& ga = std::get<plan::RopeGeom>(a.geom);
     const auto& gb = std::get<plan::RopeGeom>(b.geom);
-    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim && ga.n_rot == gb.n_rot &&
-              ga.per_batch == gb.per_batch && a.out.at(0).dtype == b.out.at(0).dtype &&
-              a.in.at(0).dtype == b.in.at(0).dtype;
-    // One pair of tables; neither reads what the other writes (both run at once).
-    for (size_t t : {size_t{1}, size_t{2}}) ok = ok && a.in.at(t).value == b.in.at(t).value;
+    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
+              a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
+    // Neither reads what the other writes (both run at once).
     for (const plan::TensorRef& r : b.in) ok = ok && r.value != a.out[0].value && !arena_overlap(a.out[0], r);
     for (const plan::TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
     ok = ok && !arena_overlap(a.out[0], b.out[0]) && a.out[0].numel() > 0 && b.out[0].numel() > 0;

@@ -75,19 +75,19 @@ class CudaVariant final : public Variant, private LowerContext {
         producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
         absorbed.insert(producer);
       }
-    if (!env_off("RLX_CUDA_ATTN_CONCAT"))
-      for (const auto& [consumer, producers] : plan_attention_concats(sched_))
+    auto absorb = [&](const std::map<size_t, std::vector<size_t>>& plan) {
+      for (const auto& [consumer, producers] : plan)
         for (size_t producer : producers) {
           producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
           absorbed.insert(producer);
         }
-    // ... and rotates q and the new K rows itself (RLX_CUDA_ATTN_ROPE=0: off), given the concats.
-    if (!env_off("RLX_CUDA_ATTN_CONCAT") && !env_off("RLX_CUDA_ATTN_ROPE"))
-      for (const auto& [consumer, producers] : plan_attention_ropes(sched_, plan_attention_concats(sched_)))
-        for (size_t producer : producers) {
-          producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
-          absorbed.insert(producer);
-        }
+    };
+    if (!env_off("RLX_CUDA_ATTN_CONCAT")) {
+      const auto concats = plan_attention_concats(sched_);
+      absorb(concats);
+      // ... and rotates q and the new K rows itself (RLX_CUDA_ATTN_ROPE=0: off), given the concats.
+      if (!env_off("RLX_CUDA_ATTN_ROPE")) absorb(plan_attention_ropes(sched_, concats));
+    }
     // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off), unless absorbed above.
     if (!env_off("RLX_CUDA_ROPE_PAIRS"))
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {

@@ -29,9 +29,9 @@ struct AttnArgs {
   unsigned* tickets;
   // attn_decode with ROPE_Q / ROPE_K: q and the new K rows (from k_split on) are read before
   // their RoPE and rotated on load (tables [rows][rope_rot / 2] of type TC, row per position,
-  // or per (batch, position) with rope_per_batch; rope_seq_q: q's positions, NK the K rows').
+  // or per (batch, position) with rope_per_batch; q's rope has q_len positions, the K rows' NK).
   const void* rope_cos; const void* rope_sin;
-  long long rope_rot, rope_seq_q;
+  long long rope_rot;
   int rope_per_batch, rope_neox;
 };
 
@@ -299,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
     const T* qrow = a.q + b * a.qs_b + qi * a.qs_s + h * a.qs_h;
     qv[j] = 0.f;
 #if ROPE_Q
-    if (i < R * HD) qv[j] = rope_elem(a, qrow, d, b, qi, a.rope_seq_q);
+    if (i < R * HD) qv[j] = rope_elem(a, qrow, d, b, qi, a.q_len);
 #else
     if (i < R * HD) qv[j] = ldg_f(qrow + d);
 #endif
