@@ -112,7 +112,10 @@ TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
           compiles("attn_decode", kernel_source(decode.c_str(), {{"T", t}, {"M", "bf16_t"}},
                                                 defs + "#define LPK " + std::to_string(bytes / 16) + "\n#define R " +
                                                     std::to_string(rows) + "\n" +
-                                                    (rows == 4 ? "#define K_STATIC 1\n#define V_STATIC 1\n" : "")));
+                                                    (rows == 4 ? "#define K_STATIC 1\n#define V_STATIC 1\n" : "") +
+                                                    // cached rows in shared memory; the cluster merge
+                                                    (rows == 4 ? "#define SMKV 1\n#define CL 8\n" : "") +
+                                                    (rows == 8 ? "#define CL 16\n" : "")));
     }
 }
 

@@ -111,28 +111,43 @@ TEST(CudaAttnRope, PlannerTakesBothRopesOfTheModelLayer) {
   EXPECT_EQ(ropes.begin()->second.size(), 2u);
 }
 
-// With one split per KV head a rope input under the attention's result is rotated by its own
-// step (blocks write their result rows as they finish); the others still on load.
-TEST(CudaAttnRope, OneSplitRotatesARopeUnderTheResultFirst) {
+// The memory plan puts the q rope's input exactly in the attention result's place. Each block
+// writes only its own head group's rows, which it has read first, so that rope is still rotated
+// on load with one split, with the ticket merge and with the cluster merge.
+TEST(CudaAttnRope, QRopeInTheResultsPlaceIsReadInPlaceInEveryMergeMode) {
   const plan::Schedule s = decode_layer_schedule();
   const auto ropes = cuda::plan_attention_ropes(s, cuda::plan_attention_concats(s));
   ASSERT_EQ(ropes.size(), 1u);
   const auto& [attn, taken] = *ropes.begin();
-  uint64_t on_load = 0;
-  for (size_t r : taken) on_load += cuda::arena_overlap(s.steps[r].in.at(0), s.steps[attn].out.at(0)) ? 0 : 1;
-  ASSERT_LT(on_load, taken.size()) << "the memory plan changed; this test no longer covers a rope under the result";
-  RLX_REQUIRE_CUDA();
-  ScopedEnv keys("RLX_CUDA_ATTN_DECODE_KEYS", "1048576");  // one split
-  for (DType t : rlx::testing::kCudaFloats) {
-    SCOPED_TRACE(dtype_name(t));
-    const Graph g = decode_layer_graph(t, 300);
-    rlx::testing::ParityOptions o;
-    o.fixed_params = models::random_weights(g, 11);
-    o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
-    const uint64_t before = cuda::attention_rope_reads();
-    rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
-    EXPECT_EQ(cuda::attention_rope_reads(), before + on_load);
+  size_t in_place = 0;
+  for (size_t r : taken) {
+    const plan::TensorRef &in = s.steps[r].in.at(0), &out = s.steps[attn].out.at(0);
+    if (cuda::arena_overlap(in, out)) {
+      EXPECT_EQ(s.steps[r].out.at(0).value, s.steps[attn].in.at(0).value) << "only q's rope may share the result's place";
+      EXPECT_EQ(in.loc.offset, out.loc.offset);
+      EXPECT_EQ(in.loc.bytes, out.loc.bytes);
+      ++in_place;
+    }
   }
+  ASSERT_EQ(in_place, 1u) << "the memory plan changed; this test no longer covers a rope in the result's place";
+  RLX_REQUIRE_CUDA();
+  const std::pair<const char*, const char*> modes[] = {
+      {"RLX_CUDA_ATTN_DECODE_KEYS", "1048576"},  // one split
+      {"RLX_CUDA_ATTN_CLUSTER", "0"},            // ticket merge
+      {"RLX_CUDA_ATTN_CLUSTER", "16"},           // cluster merge
+  };
+  for (const auto& [name, value] : modes)
+    for (DType t : rlx::testing::kCudaFloats) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + name + "=" + value);
+      ScopedEnv env(name, value);
+      const Graph g = decode_layer_graph(t, 300);
+      rlx::testing::ParityOptions o;
+      o.fixed_params = models::random_weights(g, 11);
+      o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
+      const uint64_t before = cuda::attention_rope_reads();
+      rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
+      EXPECT_EQ(cuda::attention_rope_reads(), before + taken.size());
+    }
 }
 
 // The q and k RoPEs of the decode layer run in one launch; near misses keep two.

@@ -89,6 +89,8 @@ Probe probe_device() {
     return pr;
   std::string optional_failure;
   if (!resolve("cuLaunchKernelEx", a.launch_kernel_ex, optional_failure)) a.launch_kernel_ex = nullptr;
+  if (!resolve("cuOccupancyMaxActiveClusters", a.occupancy_max_active_clusters, optional_failure))
+    a.occupancy_max_active_clusters = nullptr;
   if (!resolve("cuTensorMapEncodeTiled", a.tensor_map_encode_tiled, optional_failure)) a.tensor_map_encode_tiled = nullptr;
   return pr;
 }

@@ -30,6 +30,8 @@ struct DriverApi {
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   // Optional (null on drivers without it): launches with attributes (programmatic dependent launch).
   CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
+  // Optional: how many clusters of a launch configuration fit on the device at once.
+  CUresult (*occupancy_max_active_clusters)(int*, CUfunction, const CUlaunchConfig*) = nullptr;
   // Optional: tensor maps for the bulk tensor copy engine (TMA, sm_90).
   CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,

@@ -48,17 +48,26 @@ void KernelLaunch::launch(cudaStream_t stream) const {
       t_after_kernel && (mode == PdlMode::All || (mode == PdlMode::Prefetch && prefetch_));
   t_after_kernel = true;
   ++t_launches;
-  if (programmatic) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+  if (programmatic || cluster_x_ > 1) {
+    if (driver().launch_kernel_ex == nullptr)
+      throw Error("CUDA launch of kernel '" + name_ + "': clusters need cuLaunchKernelEx, which this driver lacks");
+    CUlaunchAttribute attrs[2]{};
+    unsigned n = 0;
+    if (programmatic) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster_x_ > 1) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = cluster_x_, attrs[n].value.clusterDim.y = 1, attrs[n++].value.clusterDim.z = 1;
+    }
     CUlaunchConfig cfg{};
     cfg.gridDimX = grid_[0], cfg.gridDimY = grid_[1], cfg.gridDimZ = grid_[2];
     cfg.blockDimX = block_, cfg.blockDimY = 1, cfg.blockDimZ = 1;
     cfg.sharedMemBytes = smem_;
     cfg.hStream = reinterpret_cast<CUstream>(stream);
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
     r = driver().launch_kernel_ex(&cfg, fn_, ptrs_.data(), nullptr);
   } else {
     r = driver().launch_kernel(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, smem_,
@@ -69,7 +78,8 @@ void KernelLaunch::launch(cudaStream_t stream) const {
     if (driver().get_error_string) driver().get_error_string(r, &text);
     throw Error("CUDA launch of kernel '" + name_ + "' failed: " + (text ? text : std::to_string(r)) + " (grid " +
                 std::to_string(grid_[0]) + "x" + std::to_string(grid_[1]) + "x" + std::to_string(grid_[2]) +
-                ", block " + std::to_string(block_) + ", " + std::to_string(smem_) + " bytes of shared memory)");
+                ", block " + std::to_string(block_) + ", " + std::to_string(smem_) + " bytes of shared memory" +
+                (cluster_x_ > 1 ? ", clusters of " + std::to_string(cluster_x_) : std::string()) + ")");
   }
 }
 

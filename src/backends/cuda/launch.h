@@ -51,6 +51,13 @@ class KernelLaunch {
     pdl_ = prefetch_ = true;
     return *this;
   }
+  // Launches the grid in thread-block clusters of `x` blocks along x (sm_90+, through
+  // cuLaunchKernelEx; grid_x must be a multiple of x). Sizes above 8 need the function's
+  // non-portable cluster size attribute.
+  KernelLaunch& cluster(unsigned x) {
+    cluster_x_ = x;
+    return *this;
+  }
   // Issues the launch; a launch error becomes rlx::Error naming the kernel.
   void launch(cudaStream_t stream) const;
   const std::string& name() const { return name_; }
@@ -62,6 +69,7 @@ class KernelLaunch {
   unsigned block_;
   unsigned smem_;
   bool pdl_ = false, prefetch_ = false;
+  unsigned cluster_x_ = 1;
   std::vector<std::unique_ptr<uint8_t[]>> args_;
   mutable std::vector<void*> ptrs_;
 };

@@ -181,6 +181,10 @@ bool same_rotation(const plan::Step& a, const plan::Step& b);
 uint64_t attention_concat_reads();
 // RoPEs rotated on load by attention decode launches in this process (for tests).
 uint64_t attention_rope_reads();
+// Decode attention launches whose key splits merge in a thread-block cluster, and those that copy
+// their cached K/V rows into shared memory before the wait, lowered in this process (for tests).
+uint64_t attention_cluster_merges();
+uint64_t attention_kv_smem_copies();
 
 // The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
 // mask, 4 additive bias.

@@ -21,7 +21,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
-std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0};
+std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0};
 
 struct AttnArgs {
   const void* q;
@@ -80,13 +80,15 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
 // The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
 // combine kernel of the same source merging the splits' partials (allocated here). With
 // `tickets` (attn_decode) the kernel merges them itself: its last block per (batch, kv head),
-// counted on zeroed tickets allocated here, one per grid.y * grid.z. `loads_before_wait`: the
-// kernel loads (KV-cache) data before its programmatic-launch wait.
+// counted on zeroed tickets allocated here, one per grid.y * grid.z; with `cluster` (attn_decode
+// compiled with CL = grid.x) the splits form one thread-block cluster and merge through its
+// shared memory. `loads_before_wait`: the kernel loads (KV-cache) data before its
+// programmatic-launch wait.
 void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
                             AttnArgs a, const plan::AttentionGeom& g, int64_t splits,
                             const std::array<unsigned, 3>& grid, size_t smem, bool tickets = false,
-                            bool loads_before_wait = false) {
-  if (splits > 1) {
+                            bool loads_before_wait = false, bool cluster = false) {
+  if (splits > 1 && !cluster) {
     const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
     if (tickets) {
@@ -97,15 +99,64 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
   auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
   if (loads_before_wait) main->pdl_prefetch();
   else main->pdl();
+  if (cluster) main->cluster(grid[0]);
   main->arg(a);
   cx.add([main](cudaStream_t s) { main->launch(s); });
-  if (splits <= 1 || tickets) return;
+  if (splits <= 1 || tickets || cluster) return;
   const int64_t rows = g.batch * g.num_heads * g.q_len;
   auto comb = std::make_shared<KernelLaunch>(what + " combine", get_kernel("attn_combine", src),
                                              grid_for(rows * 32, 256), 256);
   comb->pdl();
   comb->arg(a).arg(static_cast<int32_t>(splits));
   cx.add([comb](cudaStream_t s) { comb->launch(s); });
+}
+
+// How attn_decode splits the keys of a (batch, kv head): `splits` blocks of `split_len` keys, merged
+// in one cluster or through a ticket; whether the cached rows go through shared memory; the
+// kernel's dynamic shared memory.
+struct DecodeSplits {
+  int64_t splits = 1, split_len = 0;
+  bool cluster = false, smkv = false;
+  size_t smem = 0;
+};
+
+// About two blocks per multiprocessor, each with at least RLX_CUDA_ATTN_DECODE_KEYS keys
+// (default two per key group, `ng` groups), at most 64 splits or `cluster_max` when it allows
+// clusters (>= 2). `smem`: the kernel's shared memory without the cluster partial and the cached
+// rows (`row_bytes` each, copied when both caches are leaves and they take at most 48 KiB).
+DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t ng, int64_t row_bytes, bool caches_static,
+                           size_t smem, int64_t cluster_max) {
+  DecodeSplits d;
+  const int64_t rows = g.q_len * g.group, blocks = g.batch * (g.num_heads / g.group);
+  const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
+  const int64_t min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 2 * ng, 1, 1 << 20);
+  d.splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / min_keys));
+  d.splits = std::min<int64_t>(d.splits, cluster_max >= 2 ? cluster_max : 64);
+  d.split_len = (g.kv_len + d.splits - 1) / d.splits;
+  d.splits = std::max<int64_t>(1, (g.kv_len + d.split_len - 1) / d.split_len);
+  d.cluster = cluster_max >= 2 && d.splits >= 2;
+  // With a cluster each split keeps its partial ([rows][head_dim + 2] floats) for the others.
+  d.smem = smem + (d.cluster ? static_cast<size_t>(rows * (g.head_dim + 2)) * 4 : 0);
+  const size_t kv_bytes = static_cast<size_t>(2 * d.split_len * row_bytes);
+  d.smkv = caches_static && kv_bytes <= 48 * 1024 && env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
+  if (d.smkv) d.smem += kv_bytes;
+  return d;
+}
+
+// How many clusters of attn_decode `fn` the device can hold at once (-1: the driver cannot say).
+int cluster_fits(CUfunction fn, const DecodeSplits& d, int64_t kv_heads, int64_t batch) {
+  if (!driver().occupancy_max_active_clusters) return -1;
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = static_cast<unsigned>(d.splits), attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = static_cast<unsigned>(d.splits), cfg.gridDimY = static_cast<unsigned>(kv_heads);
+  cfg.gridDimZ = static_cast<unsigned>(batch);
+  cfg.blockDimX = 128, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = static_cast<unsigned>(d.smem);
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  int n = 0;
+  return driver().occupancy_max_active_clusters(&n, fn, &cfg) == CUDA_SUCCESS ? n : -1;
 }
 
 // Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
@@ -139,29 +190,35 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   if (smem > 48 * 1024) return false;
   const int64_t kv_heads = g.num_heads / g.group;
   if (g.batch > 65535 || kv_heads > 65535) return false;
-
+  // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
+  // previous kernel.
+  const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
+  const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string what = step_label(st);
-  const int64_t blocks = g.batch * kv_heads;
-  const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
-  // Keys per split: at least RLX_CUDA_ATTN_DECODE_KEYS (default two per key group).
-  const int64_t min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 2 * ng, 1, 1 << 20);
-  int64_t splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / min_keys));
-  splits = std::min<int64_t>(splits, 64);
-  int64_t split_len = (g.kv_len + splits - 1) / splits;
-  splits = std::max<int64_t>(1, (g.kv_len + split_len - 1) / split_len);
-  a.split_len = split_len;
-  // The in-kernel merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
-  if (static_cast<size_t>(2 * rows * splits + rows) * 4 > smem)
-    throw Error(what + ": internal: the decode merge of " + std::to_string(splits) + " splits needs more shared memory");
-  // Absorbed RoPEs (plan_attention_ropes): their inputs are read and rotated on load. With one
-  // split each block writes its result rows as it finishes, so a rope input that the memory plan
-  // placed under the result is rotated by its own step first (with splits, the result is written
-  // by the last block, after every block has read its rows).
-  for (const plan::Step** r : {&rope_q, &rope_k})
-    if (*r && splits <= 1 && arena_overlap((*r)->in.at(0), st.out.at(0))) {
+  // Thread-block clusters (sm_90+) of at most RLX_CUDA_ATTN_CLUSTER blocks (default 16, the
+  // largest the H100 schedules; 0 or 1: off, the splits merge through global partials and a
+  // ticket).
+  const int64_t cluster_max =
+      device().cc_major >= 9 && driver().launch_kernel_ex ? env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16) : 0;
+  DecodeSplits sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, cluster_max);
+  // The in-kernel ticket merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
+  if (!sp.cluster && static_cast<size_t>(2 * rows * sp.splits + rows) * 4 > smem)
+    throw Error(what + ": internal: the decode merge of " + std::to_string(sp.splits) + " splits needs more shared memory");
+  // Absorbed RoPEs (plan_attention_ropes): their inputs are read and rotated on load, so one
+  // that the memory plan placed under the result is rotated by its own step first, unless it is
+  // q's exactly in the result's place (same bytes, same strides): a block writes only the rows
+  // of its own head group, which it (and, with splits, every block of the group before the
+  // merge) has read in its prologue.
+  for (const plan::Step** r : {&rope_q, &rope_k}) {
+    if (!*r || !arena_overlap((*r)->in.at(0), st.out.at(0))) continue;
+    const plan::TensorRef &in = (*r)->in.at(0), &out = st.out.at(0);
+    const bool in_place = *r == rope_q && in.loc.offset == out.loc.offset && in.loc.bytes == out.loc.bytes &&
+                          a.qs_b == a.os_b && a.qs_s == a.os_s && a.qs_h == a.os_h;
+    if (!in_place) {
       lower_step(cx, **r);
       *r = nullptr;
     }
+  }
   const plan::Step* rope = rope_q ? rope_q : rope_k;
   if (rope_q) a.q = cx.ptr(rope_q->in.at(0));
   if (rope_k) a.k2 = cx.ptr(rope_k->in.at(0));
@@ -172,23 +229,37 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     a.rope_neox = std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0;
     g_rope_reads.fetch_add((rope_q ? 1 : 0) + (rope_k ? 1 : 0), std::memory_order_relaxed);
   }
-  // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
-  // previous kernel.
-  const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
-  const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
-  const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
-                           "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
-                           std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
-                           std::to_string(v_static ? 1 : 0) + "\n#define ROPE_Q " + (rope_q ? "1" : "0") +
-                           "\n#define ROPE_K " + (rope_k ? "1" : "0") + "\n#define NK " +
-                           std::to_string(rope_k ? new_k : 0) + "\n";
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
   const DType tc = rope ? rope->in.at(1).dtype : t;
-  const std::string src =
-      kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
-  add_attention_launches(cx, what + " decode", get_kernel("attn_decode", src), src, a, g, splits,
-                         {static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
-                         smem, true, k_static || v_static);
+  auto compile = [&](const DecodeSplits& d) {
+    const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
+                             "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
+                             std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
+                             std::to_string(v_static ? 1 : 0) + "\n#define ROPE_Q " + (rope_q ? "1" : "0") +
+                             "\n#define ROPE_K " + (rope_k ? "1" : "0") + "\n#define NK " +
+                             std::to_string(rope_k ? new_k : 0) + "\n#define SMKV " + (d.smkv ? "1" : "0") +
+                             "\n#define CL " + std::to_string(d.cluster ? d.splits : 0) + "\n";
+    const std::string src =
+        kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
+    const CUfunction fn = get_kernel("attn_decode", src);
+    if (d.smem > 48 * 1024)
+      RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(d.smem)));
+    if (d.cluster && d.splits > 8)
+      RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+    return std::pair{fn, src};
+  };
+  auto [fn, src] = compile(sp);
+  // A cluster above the portable 8 blocks that this device cannot place falls back to 8.
+  if (sp.cluster && sp.splits > 8 && cluster_fits(fn, sp, kv_heads, g.batch) == 0) {
+    sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, 8);
+    std::tie(fn, src) = compile(sp);
+  }
+  a.split_len = sp.split_len;
+  if (sp.cluster) g_cluster_merges.fetch_add(1, std::memory_order_relaxed);
+  if (sp.smkv) g_kv_smem.fetch_add(1, std::memory_order_relaxed);
+  add_attention_launches(cx, what + " decode", fn, src, a, g, sp.splits,
+                         {static_cast<unsigned>(sp.splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch)},
+                         sp.smem, true, k_static || v_static, sp.cluster);
   return true;
 }
 
@@ -365,5 +436,7 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule&
 
 uint64_t attention_concat_reads() { return g_concat_reads.load(std::memory_order_relaxed); }
 uint64_t attention_rope_reads() { return g_rope_reads.load(std::memory_order_relaxed); }
+uint64_t attention_cluster_merges() { return g_cluster_merges.load(std::memory_order_relaxed); }
+uint64_t attention_kv_smem_copies() { return g_kv_smem.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

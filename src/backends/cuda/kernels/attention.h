@@ -208,7 +208,11 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 // row is read once. A warp scores KPW keys at a time: LPK = HD * sizeof(T) / 16 lanes per key,
 // each lane holding 16 bytes of the key and value rows; every (warp, key subgroup) keeps its own
 // online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R,
-// K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK; TC: the RoPE tables' type).
+// K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, SMKV, CL; TC: the RoPE tables' type).
+// SMKV (both caches leaves): the block's cached K/V rows are copied into shared memory (cp.async)
+// before the programmatic-launch wait, so no key load waits on memory after it.
+// CL > 1: the CL key splits of a (kv head, batch) form one thread-block cluster and merge their
+// partials through distributed shared memory (no global partials, fence or ticket).
 inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef K_STATIC
 #define K_STATIC 0
@@ -227,6 +231,33 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 #endif
 #ifndef NK
 #define NK 0  // ROPE_K: the new K rows (one rope's positions)
+#endif
+#ifndef SMKV
+#define SMKV 0
+#endif
+#ifndef CL
+#define CL 0
+#endif
+#if SMKV
+// 16 bytes global -> shared, asynchronously.
+__device__ __forceinline__ void kv_cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+#endif
+#if CL > 1
+// Every thread of every block of the cluster arrives; shared-memory writes before it are visible
+// to the cluster's blocks after it.
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// A float of block `rank`'s shared memory at the place of `p` in this block's.
+__device__ __forceinline__ float ld_cluster_f(const float* p, unsigned rank) {
+  unsigned addr;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
 #endif
 // One element read through the read-only path (no store of the kernel can alias it, so the
 // prologue's loads all go out together).
@@ -261,7 +292,8 @@ __device__ __forceinline__ float rope_elem(const AttnArgs& a, const T* row, int 
 #define NG (NW * KPW)
 extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   extern __shared__ float smem[];
-  float* sq = smem;           // [R][HD] query rows
+  // SMKV: [2][split_len][HD] of T, the block's cached K then V rows (16-byte rows).
+  float* sq = smem + (SMKV ? 2 * a.split_len * HD * (int)sizeof(T) / 4 : 0);  // [R][HD] query rows
   T* sk = reinterpret_cast<T*>(sq + R * HD);  // ROPE_K: [NK][HD] the new K rows, rotated
   float* mg = sq + R * HD + (ROPE_K ? (NK * HD * (int)sizeof(T) + 3) / 4 : 0);  // [NG][R][HD + 2] per-subgroup acc, max, sum
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -274,7 +306,24 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + a.q_len);
   if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
   const int d0 = sl * VE;
-  const long long key0 = (lo < 0 ? 0 : lo) + grp;  // this key group's first key
+  const long long base = lo < 0 ? 0 : lo, key0 = base + grp;  // the block's and this key group's first key
+  T* skc = reinterpret_cast<T*>(smem);  // SMKV: the block's cached K rows, then V rows
+  T* svc = skc + a.split_len * HD;
+#if SMKV
+  // Every cached key and value row of the block, into shared memory before the wait.
+  {
+    const long long nk = max(0ll, min(hi, a.k_split) - base) * LPK, nv = max(0ll, min(hi, a.v_split) - base) * LPK;
+    for (long long i = threadIdx.x; i < nk; i += NW * 32) {
+      const long long key = base + i / LPK, c = i % LPK;
+      kv_cp_async16(skc + (key - base) * HD + c * VE, a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + c * VE);
+    }
+    for (long long i = threadIdx.x; i < nv; i += NW * 32) {
+      const long long key = base + i / LPK, c = i % LPK;
+      kv_cp_async16(svc + (key - base) * HD + c * VE, a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + c * VE);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+#else
   // The first PK keys of a K/V part that no kernel writes (K_STATIC / V_STATIC: a KV cache held
   // in params) are loaded before waiting for the previous kernel.
   Vec<T, VE> kpre[PK], vpre[PK];
@@ -287,6 +336,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
     if (kp_ok[j]) kpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d0);
     if (vp_ok[j]) vpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
   }
+#endif
   rlx_pdl_begin();
   // The q rows (rotated with ROPE_Q) and, with ROPE_K, the new K rows of a split that reads
   // them: every load first (compile-time trip counts, read-only path), then the stores.
@@ -326,6 +376,9 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
     const int i = j * NW * 32 + threadIdx.x;
     if (i < R * HD) sq[i] = qv[j];
   }
+#if SMKV
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
   __syncthreads();
 
   float m[R], l[R], acc[R][VE];
@@ -337,19 +390,21 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
   }
   int it = 0;  // iteration: keys key0 + it * NG
   for (long long key = key0; key < hi; key += NG, ++it) {
-    const T* kp = key < a.k_split ? a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h
+    const T* kp = key < a.k_split ? (SMKV ? skc + (key - base) * HD : a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h)
                   : ROPE_K        ? sk + (key - a.k_split) * HD  // the rotated new rows, in shared memory
                                   : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
-    const T* vp = key < a.v_split ? a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h
+    const T* vp = key < a.v_split ? (SMKV ? svc + (key - base) * HD : a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h)
                                   : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
     Vec<T, VE> kr, vr;
     bool kdone = false, vdone = false;
+#if !SMKV
 #pragma unroll
     for (int j = 0; j < PK; ++j)
       if (it == j) {
         if (kp_ok[j]) kr = kpre[j], kdone = true;
         if (vp_ok[j]) vr = vpre[j], vdone = true;
       }
+#endif
     if (!kdone) kr = *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
     if (!vdone) vr = *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
     float kf[VE], vf[VE];
@@ -394,6 +449,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
         sum += g[HD + 1] * c, val += g[d] * c;
       }
     const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+#if CL > 1
+    float* bp = mg + NG * R * (HD + 2);  // [R][HD + 2] this split's acc, max, sum
+    bp[r * (HD + 2) + d] = val;
+    if (d == 0) bp[r * (HD + 2) + HD] = mx, bp[r * (HD + 2) + HD + 1] = sum;
+    (void)qi, (void)h;
+#else
     if (a.part) {
       float* pp = a.part + (((long long)blockIdx.x * rows) + (b * a.heads + h) * a.q_len + qi) * (HD + 2);
       pp[d] = val;
@@ -401,7 +462,40 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
     } else {
       a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
     }
+#endif
   }
+#if CL > 1
+  // The cluster's CL splits merge through distributed shared memory: block `rank` writes the
+  // result elements rank, rank + CL, ..., reading every split's partial of each in one round.
+  cluster_sync_all();
+  {
+    const float* bp = mg + NG * R * (HD + 2);
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    for (int i = rank + CL * threadIdx.x; i < R * HD; i += CL * NW * 32) {
+      const int r = i / HD, d = i % HD;
+      float pm[CL], pl[CL], pv[CL], mx = RLX_NEG_INF;
+#pragma unroll
+      for (int sp = 0; sp < CL; ++sp) {
+        pm[sp] = ld_cluster_f(bp + r * (HD + 2) + HD, sp);
+        pl[sp] = ld_cluster_f(bp + r * (HD + 2) + HD + 1, sp);
+        pv[sp] = ld_cluster_f(bp + r * (HD + 2) + d, sp);
+      }
+#pragma unroll
+      for (int sp = 0; sp < CL; ++sp) mx = fmaxf(mx, pm[sp]);
+      float sum = 0.f, val = 0.f;
+#pragma unroll
+      for (int sp = 0; sp < CL; ++sp) {
+        const float c = mx == RLX_NEG_INF || pm[sp] == RLX_NEG_INF ? 0.f : __expf(pm[sp] - mx);
+        sum += pl[sp] * c, val += pv[sp] * c;
+      }
+      const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+      a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
+    }
+  }
+  cluster_sync_all();  // no block leaves while another still reads its shared memory
+  return;
+#endif
   if (!a.part) return;
   // Split-KV: the last block of this (batch, kv head) to finish merges every split's partial.
   __shared__ bool last;
