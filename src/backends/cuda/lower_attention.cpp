@@ -249,8 +249,9 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     return std::pair{fn, src};
   };
   auto [fn, src] = compile(sp);
-  // A cluster above the portable 8 blocks that this device cannot place falls back to 8.
-  if (sp.cluster && sp.splits > 8 && cluster_fits(fn, sp, kv_heads, g.batch) == 0) {
+  // A cluster above the portable 8 blocks is kept only where the driver says the device can place
+  // it; otherwise the splits fall back to clusters of 8.
+  if (sp.cluster && sp.splits > 8 && cluster_fits(fn, sp, kv_heads, g.batch) <= 0) {
     sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, 8);
     std::tie(fn, src) = compile(sp);
   }
