@@ -286,11 +286,53 @@ TEST(CudaGemvPacked, SharedAndConstantWeights) {
   }
 }
 
+// The packed kernel reads A (or its prologue's input) in 16-byte words when K allows, element by
+// element otherwise or with RLX_GEMV_VEC_A=0: every prologue (none, RmsNorm, SwiGLU) both ways.
+TEST(CudaGemvPacked, AInWordsOrByElementMatchesTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (const char* vec : {"1", "0"})
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t rows : {int64_t{1}, int64_t{3}})
+        for (int64_t k : {int64_t{2048}, int64_t{1001}}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) +
+                       " RLX_GEMV_VEC_A=" + vec);
+          ScopedEnv env("RLX_GEMV_VEC_A", vec);
+          const int64_t n = 48;
+          const bool words = std::string(vec) == "1" && k % static_cast<int64_t>(16 / dtype_size(t)) == 0;
+          std::vector<Graph> graphs(3);
+          {  // plain, with a residual
+            Graph& g = graphs[0];
+            g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)),
+                               g.matmul(g.input("x", Shape::of({rows, k}, t)), g.param("w", Shape::of({k, n}, t)))));
+          }
+          {  // RmsNorm prologue with a bias
+            Graph& g = graphs[1];
+            const Value nrm = g.rms_norm(g.input("x", Shape::of({rows, k}, t)), g.param("gamma", Shape::of({k}, t)),
+                                         g.param("beta", Shape::of({k}, t)), 1e-5);
+            g.add_output(g.matmul(nrm, g.param("w", Shape::of({k, n}, t))));
+          }
+          {  // SwiGLU prologue
+            Graph& g = graphs[2];
+            const Value h = g.apply(ops::FusedSwiGLU{false}, {g.input("u", Shape::of({rows, 2 * k}, t))});
+            g.add_output(g.matmul(h, g.param("w", Shape::of({k, n}, t))));
+          }
+          for (const Graph& g : graphs) {
+            const uint64_t before = cuda::gemv_vec_a_launches();
+            rlx::testing::ParityOptions opts;  // weights scaled so that the sums stay near 1 for f16
+            const float ws = 1.f / std::sqrt(static_cast<float>(k));
+            opts.fixed_params = {{"w", rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws)}};
+            rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
+            EXPECT_EQ(cuda::gemv_vec_a_launches() > before, words);
+          }
+        }
+}
+
 TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   RLX_REQUIRE_CUDA();
   expect_knob_rejected("RLX_GEMV_PACKED_WARPS", "0");
   expect_knob_rejected("RLX_GEMV_PACKED_WARPS", "64");
   expect_knob_rejected("RLX_GEMV_PACKED", "2");
+  expect_knob_rejected("RLX_GEMV_VEC_A", "2");
 }
 
 }  // namespace

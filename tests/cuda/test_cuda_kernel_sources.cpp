@@ -72,8 +72,11 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
 
 TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16})
-    for (int64_t rows : {1, 4}) {
+    for (int64_t rows : {1, 4})
+      for (bool vec_a : {false, true}) {  // A element by element, or in 16-byte words
+      SCOPED_TRACE(vec_a ? "A in 16-byte words" : "A by element");
       GemvConfig c = gemv_config(t, rows);
+      c.vec_a = vec_a;
       compiles("gemv_packed plain", gemv_packed_source(c, 32, 1));
       c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
       compiles("gemv_packed epilogue, rows shared", gemv_packed_source(c, 32, 4));

@@ -111,12 +111,15 @@ struct GemvConfig {
   bool w_static = false;      // W is a leaf (no kernel writes it): loaded before waiting
   bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
   bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
+  bool vec_a = false;         // packed kernel: K a multiple of 16 bytes and A's source 16-byte aligned
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
 // w_static and stage_rows do not apply) with `warps` (1 to 32) warps per block, `wpr` of them per
 // row (a power of two dividing `warps`); rlx::Error otherwise.
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
+// Packed GEMV launches lowered in this process that read A in 16-byte words (for tests).
+uint64_t gemv_vec_a_launches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 

@@ -3,6 +3,7 @@
 // epilogue takes the bias, ReLU / tanh-GELU and a residual without activation; any other
 // activation (exact-erf GELU, SiLU, ...), a scalar bias or a residual after an activation runs in
 // one fused elementwise kernel over the product, in place.
+#include <atomic>
 #include <cstdlib>
 
 #include "backends/cuda/cuda_types.h"
@@ -91,6 +92,8 @@ int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
 
 namespace {
 
+std::atomic<uint64_t> g_vec_a{0};
+
 std::string flag(bool b) { return b ? "1" : "0"; }
 
 // The #defines both GEMV kernels take: element and row counts, epilogue and prologue.
@@ -122,9 +125,12 @@ std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) 
     throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a power of two dividing it per row, got " +
                 std::to_string(warps) + " and " + std::to_string(wpr));
   const std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
-                           std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n";
+                           std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n#define VEC_A " +
+                           flag(c.vec_a) + "\n";
   return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
+
+uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
 
 std::string gemv_pack_source(size_t elem_bytes) {
   return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}});
@@ -199,7 +205,7 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
 // packed-weight kernel: the variant keeps the weight transposed, so each output column is one
 // contiguous row. Returns false (nothing lowered) when the weight is computed or an input, or A's
 // rows do not fit in shared memory.
-bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const GemvConfig& cfg,
+bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, GemvConfig cfg,
                        const GemvPrologue& pro, const plan::TensorRef* residual) {
   if (env_int("RLX_GEMV_PACKED", 1, 0, 1) == 0) return false;
   // Default, measured on the H100 (docs/benchmarks.md): 24 warps for 2-byte types, whose blocks
@@ -223,6 +229,11 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   while (warps % (2 * wpr) == 0 && g.n * 2 * wpr <= sms * warps && kv / (2 * wpr) >= 32) wpr *= 2;
   const int64_t groups = warps / wpr;
   const int64_t blocks = wpr > 1 ? (g.n + groups - 1) / groups : std::min(sms, (g.n + groups - 1) / groups);
+  // A (or the prologue's input) in 16-byte words when its rows allow (RLX_GEMV_VEC_A=0: element by
+  // element).
+  const void* a_src = cfg.prologue ? static_cast<const void*>(pro.px) : static_cast<const void*>(cx.ptr(st.in.at(0)));
+  cfg.vec_a = g.k % vw == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
+  if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
   if (smem > 32 * 1024)  // with the static shared memory past the default 48 KB
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));

@@ -11,7 +11,8 @@
 // variant absorbed A's producer (PRO as in gemv.h: 1 RmsNorm, 2 FusedSwiGLU); the RmsNorm's
 // gain and bias follow it ([2][K]). Epilogue: c = ACT(acc + bias) + residual. Compiled per (T,
 // B, MR, VW = elements per 16 bytes, WARPS, WPR, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO,
-// HAS_PB, GATE_FIRST, G_STATIC = the gain and bias are leaves).
+// HAS_PB, GATE_FIRST, G_STATIC = the gain and bias are leaves, VEC_A = K is a multiple of VW and
+// A's source is 16-byte aligned: A is read in 16-byte words, all in one round).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
@@ -75,6 +76,61 @@ extern "C" __global__ void PACKED_BOUNDS
   }
   PACKED_EPI_LOAD(row);
   const T zero = from_f<T>(0.f);
+#ifndef VEC_A
+#define VEC_A 0
+#endif
+#if VEC_A
+  // K is a multiple of VW, so ldk == k (no padding): A's rows as 16-byte words, every load of
+  // the prologue in one round, rows stored as they arrive.
+  const int kw = kn / VW;
+#if PRO == 1
+  __shared__ float scratch[32], inv[MR];
+  float sq[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    sq[r] = 0.f;
+    for (int j = threadIdx.x; j < kw; j += blockDim.x) {
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(px + (long long)r * k) + j);
+      xs4[r * kw + j] = v;
+      const Vec<T, VW> tv = *reinterpret_cast<const Vec<T, VW>*>(&v);
+#pragma unroll
+      for (int e = 0; e < VW; ++e) sq[r] = fmaf(to_f(tv.v[e]), to_f(tv.v[e]), sq[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float q = block_sum(sq[r], scratch);  // its barriers also publish the gain and A's rows
+    if (threadIdx.x == 0) inv[r] = rsqrtf(q / (float)k + eps);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < MR * kn; i += blockDim.x) {
+    const int j = i % kn;
+    float o = to_f(xs[i]) * inv[i / kn] * to_f(gs[j]);
+#if HAS_PB
+    o += to_f(gs[kn + j]);
+#endif
+    xs[i] = from_f<T>(o);
+  }
+#else
+  for (int i = threadIdx.x; i < MR * kw; i += blockDim.x) {
+    const int r = i / kw, j = i - r * kw;
+#if PRO == 2
+    const uint4* row2 = reinterpret_cast<const uint4*>(px + (long long)r * 2 * k);
+    const uint4 w0 = __ldcg(row2 + j), w1 = __ldcg(row2 + kw + j);
+    const Vec<T, VW> v0 = *reinterpret_cast<const Vec<T, VW>*>(&w0), v1 = *reinterpret_cast<const Vec<T, VW>*>(&w1);
+    Vec<T, VW> o;
+#pragma unroll
+    for (int e = 0; e < VW; ++e) {
+      const float g = to_f(GATE_FIRST ? v0.v[e] : v1.v[e]), u = to_f(GATE_FIRST ? v1.v[e] : v0.v[e]);
+      o.v[e] = from_f<T>(g / (1.f + expf(-g)) * u);  // as the swiglu row kernel
+    }
+    xs4[i] = *reinterpret_cast<const uint4*>(&o);
+#else
+    xs4[i] = __ldcg(reinterpret_cast<const uint4*>(a + (long long)r * k) + j);
+#endif
+  }
+#endif
+#else  // !VEC_A
 #if PRO == 1
 #if !G_STATIC
   STAGE_GAIN();
@@ -116,6 +172,7 @@ extern "C" __global__ void PACKED_BOUNDS
     xs[i] = a[(long long)r * k + j];
 #endif
   }
+#endif  // VEC_A
   __syncthreads();
 
   float acc[MR];
