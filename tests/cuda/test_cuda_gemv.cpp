@@ -228,9 +228,7 @@ TEST(CudaGemvPacked, MatchesTheCpu) {
           opts.fixed_params = {{"w", rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws)}};
           const uint64_t packed = cuda::run_stats().packed_weights;
           rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
-          if (n % (16 / static_cast<int64_t>(dtype_size(t))) == 0) {
-            EXPECT_GT(cuda::run_stats().packed_weights, packed);
-          }
+          EXPECT_GT(cuda::run_stats().packed_weights, packed);  // at any n, also not in 16-byte vectors
           expect_bit_equal_reruns(g, t, rows, k, n);
         }
   }
@@ -324,6 +322,35 @@ TEST(CudaGemvPacked, AInWordsOrByElementMatchesTheCpu) {
             rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
             EXPECT_EQ(cuda::gemv_vec_a_launches() > before, words);
           }
+        }
+}
+
+// N not a whole number of 16-byte vectors (an LM head over a vocabulary of 50257): a param
+// weight is packed, RmsNorm prologue included; where the packed kernel cannot take it (packing
+// off, the weight an input) the norm runs as its own step before the general path.
+TEST(CudaGemvPacked, OddColumnCountsArePackedOrFallBack) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {int64_t{1}, int64_t{3}})
+      for (const char* packed : {"1", "0"})
+        for (bool w_input : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " rows=" + std::to_string(rows) + " RLX_GEMV_PACKED=" + packed +
+                       (w_input ? " weight input" : " weight param"));
+          ScopedEnv pk("RLX_GEMV_PACKED", packed);
+          const int64_t k = 256, n = 1001;
+          Graph g;
+          const Value nrm = g.rms_norm(g.input("x", Shape::of({rows, k}, t)), g.param("gamma", Shape::of({k}, t)),
+                                       std::nullopt, 1e-5);
+          const Value w = w_input ? g.input("w", Shape::of({k, n}, t)) : g.param("w", Shape::of({k, n}, t));
+          g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)), g.matmul(nrm, w)));
+          const float ws = 1.f / std::sqrt(static_cast<float>(k));
+          rlx::testing::ParityOptions opts;
+          const Tensor wv = rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws);
+          if (w_input) opts.fixed_inputs.emplace_back("w", wv);
+          else opts.fixed_params = {{"w", wv}};
+          const uint64_t before = cuda::run_stats().packed_weights;
+          rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
+          EXPECT_EQ(cuda::run_stats().packed_weights > before, std::string(packed) == "1" && !w_input);
         }
 }
 

@@ -146,7 +146,9 @@ namespace {
 int64_t gemv_blocks_per_sm() { return env_int("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
 
 // Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
-// weight) that the GEMV kernel takes, or 0 when the step does not qualify.
+// weight) that the GEMV kernels take, or 0 when the step does not qualify. N must be a whole
+// number of 16-byte vectors, except for a leaf weight, which the packed kernel may take at any N
+// (lower_gemv falls back to the general path when it cannot).
 int64_t gemv_rows(const plan::Step& st, Precision precision) {
   const auto* g = std::get_if<plan::MatMulGeom>(&st.geom);
   if (!g || (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)))
@@ -161,7 +163,8 @@ int64_t gemv_rows(const plan::Step& st, Precision precision) {
   else if (g->b_stride == 0 && g->a_stride == g->m * g->k) rows = g->batch * g->m;
   const int64_t vw = static_cast<int64_t>(16 / dtype_size(t));
   // Arena slots and leaf buffers start 256-byte aligned: the offset decides the alignment.
-  if (rows < 1 || rows > 4 || g->n % vw != 0 || st.in.at(1).loc.offset % 16 != 0) return 0;
+  const bool leaf_w = st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
+  if (rows < 1 || rows > 4 || (g->n % vw != 0 && !leaf_w) || st.in.at(1).loc.offset % 16 != 0) return 0;
   if ((g->k + 2047) / 2048 > 65535) return 0;
   return rows;
 }
@@ -249,16 +252,18 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
 }
 
 // Other skinny products run on the one-launch split-K GEMV kernel with the whole epilogue (and,
-// when the variant absorbed the producer of A, its prologue) fused.
-void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows, int64_t bias_len,
+// when the variant absorbed the producer of A, its prologue) fused. Returns false (nothing
+// lowered) when N is not a whole number of 16-byte vectors and the packed kernel did not take it.
+bool lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows, int64_t bias_len,
                 const plan::TensorRef* residual) {
   GemvPrologue pro;
   GemvConfig cfg = gemv_common(cx, st, g, rows, bias_len, residual, pro);
-  if (lower_gemv_packed(cx, st, g, cfg, pro, residual)) return;
+  if (lower_gemv_packed(cx, st, g, cfg, pro, residual)) return true;
   const plan::TensorRef& a = st.in.at(0);
   const plan::TensorRef& c = st.out.at(0);
   const DType t = c.dtype;
   const int64_t vw = static_cast<int64_t>(16 / dtype_size(t));
+  if (g.n % vw != 0) return false;
   uint8_t* pw = cx.ptr(st.in.at(1));
   const std::string what = step_label(st);
   if (pointer_alignment(pw) < 16) throw Error(what + ": internal: the GEMV weight is not 16-byte aligned");
@@ -300,6 +305,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
       .arg(cx.ptr(c)).arg(part).arg(tickets).arg(g.k).arg(g.n).arg(kchunk).arg(pro.px).arg(pro.pg).arg(pro.pb)
       .arg(pro.eps);
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
+  return true;
 }
 
 }  // namespace
@@ -319,10 +325,14 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   // device every run (params may change) and multiplied with f32 accumulation into f32.
   const bool to_half = a.dtype == DType::F32 && (prec == Precision::Fp16 || prec == Precision::Bf16);
   if (const int64_t rows = gemv_rows(st, prec)) {
-    lower_gemv(cx, st, g, rows, bias_len, residual);
-    return;
+    if (lower_gemv(cx, st, g, rows, bias_len, residual)) return;
+    // Neither GEMV kernel took it (a weight the packed kernel cannot keep, at an N the split-K
+    // kernel cannot tile): the producer it would have computed in its prologue runs first, into
+    // the slot the memory plan gave its result, and the general path follows.
+    if (const plan::Step* p = cx.absorbed_producer(st)) lower_step(cx, *p);
+  } else if (cx.absorbed_producer(st)) {
+    throw Error(step_label(st) + ": internal: a GEMV prologue on a non-GEMV product");
   }
-  if (cx.absorbed_producer(st)) throw Error(step_label(st) + ": internal: a GEMV prologue on a non-GEMV product");
   const Epilogue epi = choose_epilogue(bias_len, g.n, g.activation, residual != nullptr);
   uint8_t* pa = cx.ptr(a);
   uint8_t* pb = cx.ptr(b);
