@@ -285,8 +285,17 @@ TEST(CudaGemvPacked, SharedAndConstantWeights) {
 }
 
 // The packed kernel reads A (or its prologue's input) in 16-byte words when K allows, element by
-// element otherwise or with RLX_GEMV_VEC_A=0: every prologue (none, RmsNorm, SwiGLU) both ways.
+// element otherwise or with RLX_GEMV_VEC_A=0: every prologue (none, RmsNorm with a leaf or a
+// computed gain, SwiGLU) both ways.
 TEST(CudaGemvPacked, AInWordsOrByElementMatchesTheCpu) {
+  {  // a norm whose gain is computed is still the GEMV's prologue (its gain staged after the wait)
+    Graph g;
+    const Value gain = g.add(g.param("gamma", Shape::of({64})), g.param("delta", Shape::of({64})));
+    g.add_output(g.matmul(g.rms_norm(g.input("x", Shape::of({1, 64})), gain, std::nullopt, 1e-5),
+                          g.param("w", Shape::of({64, 32}))));
+    g.add_output(gain);  // kept, so no later step reuses its bytes
+    EXPECT_EQ(cuda::plan_gemv_prologues(plan::build_schedule(g), Precision::Fp32).size(), 1u);
+  }
   RLX_REQUIRE_CUDA();
   for (const char* vec : {"1", "0"})
     for (DType t : {DType::F32, DType::F16, DType::BF16})
@@ -297,7 +306,7 @@ TEST(CudaGemvPacked, AInWordsOrByElementMatchesTheCpu) {
           ScopedEnv env("RLX_GEMV_VEC_A", vec);
           const int64_t n = 48;
           const bool words = std::string(vec) == "1" && k % static_cast<int64_t>(16 / dtype_size(t)) == 0;
-          std::vector<Graph> graphs(3);
+          std::vector<Graph> graphs(4);
           {  // plain, with a residual
             Graph& g = graphs[0];
             g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)),
@@ -308,6 +317,13 @@ TEST(CudaGemvPacked, AInWordsOrByElementMatchesTheCpu) {
             const Value nrm = g.rms_norm(g.input("x", Shape::of({rows, k}, t)), g.param("gamma", Shape::of({k}, t)),
                                          g.param("beta", Shape::of({k}, t)), 1e-5);
             g.add_output(g.matmul(nrm, g.param("w", Shape::of({k, n}, t))));
+          }
+          {  // RmsNorm prologue whose gain is computed (staged after the wait)
+            Graph& g = graphs[3];
+            const Value gain = g.add(g.param("gamma", Shape::of({k}, t)), g.param("delta", Shape::of({k}, t)));
+            const Value nrm = g.rms_norm(g.input("x", Shape::of({rows, k}, t)), gain, std::nullopt, 1e-5);
+            g.add_output(g.matmul(nrm, g.param("w", Shape::of({k, n}, t))));
+            g.add_output(gain);
           }
           {  // SwiGLU prologue
             Graph& g = graphs[2];

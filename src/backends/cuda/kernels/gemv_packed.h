@@ -79,16 +79,23 @@ extern "C" __global__ void PACKED_BOUNDS
 #ifndef VEC_A
 #define VEC_A 0
 #endif
+  // VEC_A: K is a multiple of VW, so ldk == k (no padding) and A's rows are read as 16-byte
+  // words, every load of the prologue in one round; else element by element.
 #if VEC_A
-  // K is a multiple of VW, so ldk == k (no padding): A's rows as 16-byte words, every load of
-  // the prologue in one round, rows stored as they arrive.
   const int kw = kn / VW;
+#endif
 #if PRO == 1
+#if !G_STATIC
+  STAGE_GAIN();
+#endif
+  // RmsNorm: the raw rows first (and their statistic), then normalized in place below, rounded
+  // to T as the norm would store them.
   __shared__ float scratch[32], inv[MR];
   float sq[MR];
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
     sq[r] = 0.f;
+#if VEC_A
     for (int j = threadIdx.x; j < kw; j += blockDim.x) {
       const uint4 v = __ldcg(reinterpret_cast<const uint4*>(px + (long long)r * k) + j);
       xs4[r * kw + j] = v;
@@ -96,6 +103,14 @@ extern "C" __global__ void PACKED_BOUNDS
 #pragma unroll
       for (int e = 0; e < VW; ++e) sq[r] = fmaf(to_f(tv.v[e]), to_f(tv.v[e]), sq[r]);
     }
+#else
+    for (int j = threadIdx.x; j < kn; j += blockDim.x) {
+      const T v = px[(long long)r * k + j];
+      xs[r * ld + j] = v;
+      const float f = to_f(v);
+      sq[r] += f * f;
+    }
+#endif
   }
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
@@ -103,15 +118,8 @@ extern "C" __global__ void PACKED_BOUNDS
     if (threadIdx.x == 0) inv[r] = rsqrtf(q / (float)k + eps);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < MR * kn; i += blockDim.x) {
-    const int j = i % kn;
-    float o = to_f(xs[i]) * inv[i / kn] * to_f(gs[j]);
-#if HAS_PB
-    o += to_f(gs[kn + j]);
 #endif
-    xs[i] = from_f<T>(o);
-  }
-#else
+#if VEC_A && PRO != 1
   for (int i = threadIdx.x; i < MR * kw; i += blockDim.x) {
     const int r = i / kw, j = i - r * kw;
 #if PRO == 2
@@ -129,29 +137,7 @@ extern "C" __global__ void PACKED_BOUNDS
     xs4[i] = __ldcg(reinterpret_cast<const uint4*>(a + (long long)r * k) + j);
 #endif
   }
-#endif
-#else  // !VEC_A
-#if PRO == 1
-#if !G_STATIC
-  STAGE_GAIN();
-#endif
-  // RmsNorm: the raw rows first (and their statistic), then normalized in place, rounded to T as
-  // the norm would store them.
-  __shared__ float scratch[32], inv[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float q = 0.f;
-    for (int j = threadIdx.x; j < kn; j += blockDim.x) {
-      const T v = px[(long long)r * k + j];
-      xs[r * ld + j] = v;
-      const float f = to_f(v);
-      q += f * f;
-    }
-    q = block_sum(q, scratch);  // its barriers also publish the gain
-    if (threadIdx.x == 0) inv[r] = rsqrtf(q / (float)k + eps);
-  }
-  __syncthreads();
-#endif
+#else
   for (int i = threadIdx.x; i < MR * ld; i += blockDim.x) {
     const int r = i / ld, j = i - r * ld;
     if (j >= kn) {
@@ -172,7 +158,7 @@ extern "C" __global__ void PACKED_BOUNDS
     xs[i] = a[(long long)r * k + j];
 #endif
   }
-#endif  // VEC_A
+#endif
   __syncthreads();
 
   float acc[MR];
