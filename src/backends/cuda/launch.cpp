@@ -52,22 +52,7 @@ void KernelLaunch::launch(cudaStream_t stream) const {
     if (driver().launch_kernel_ex == nullptr)
       throw Error("CUDA launch of kernel '" + name_ + "': clusters need cuLaunchKernelEx, which this driver lacks");
     CUlaunchAttribute attrs[2]{};
-    unsigned n = 0;
-    if (programmatic) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster_x_ > 1) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[n].value.clusterDim.x = cluster_x_, attrs[n].value.clusterDim.y = 1, attrs[n++].value.clusterDim.z = 1;
-    }
-    CUlaunchConfig cfg{};
-    cfg.gridDimX = grid_[0], cfg.gridDimY = grid_[1], cfg.gridDimZ = grid_[2];
-    cfg.blockDimX = block_, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem_;
-    cfg.hStream = reinterpret_cast<CUstream>(stream);
-    cfg.attrs = attrs;
-    cfg.numAttrs = n;
+    const CUlaunchConfig cfg = config(reinterpret_cast<CUstream>(stream), programmatic, attrs);
     r = driver().launch_kernel_ex(&cfg, fn_, ptrs_.data(), nullptr);
   } else {
     r = driver().launch_kernel(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, smem_,
@@ -81,6 +66,34 @@ void KernelLaunch::launch(cudaStream_t stream) const {
                 ", block " + std::to_string(block_) + ", " + std::to_string(smem_) + " bytes of shared memory" +
                 (cluster_x_ > 1 ? ", clusters of " + std::to_string(cluster_x_) : std::string()) + ")");
   }
+}
+
+CUlaunchConfig KernelLaunch::config(CUstream stream, bool programmatic, CUlaunchAttribute (&attrs)[2]) const {
+  unsigned n = 0;
+  if (programmatic) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x_ > 1) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = cluster_x_, attrs[n].value.clusterDim.y = 1, attrs[n++].value.clusterDim.z = 1;
+  }
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = grid_[0], cfg.gridDimY = grid_[1], cfg.gridDimZ = grid_[2];
+  cfg.blockDimX = block_, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem_;
+  cfg.hStream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  return cfg;
+}
+
+int KernelLaunch::max_active_clusters() const {
+  if (!driver().occupancy_max_active_clusters) return -1;
+  CUlaunchAttribute attrs[2]{};
+  const CUlaunchConfig cfg = config(nullptr, false, attrs);
+  int n = 0;
+  return driver().occupancy_max_active_clusters(&n, fn_, &cfg) == CUDA_SUCCESS ? n : -1;
 }
 
 unsigned grid_for(int64_t work, unsigned block) {

@@ -60,6 +60,8 @@ class KernelLaunch {
   }
   // Issues the launch; a launch error becomes rlx::Error naming the kernel.
   void launch(cudaStream_t stream) const;
+  // How many of this launch's clusters the device holds at once (-1: the driver cannot say).
+  int max_active_clusters() const;
   const std::string& name() const { return name_; }
 
  private:
@@ -70,6 +72,9 @@ class KernelLaunch {
   unsigned smem_;
   bool pdl_ = false, prefetch_ = false;
   unsigned cluster_x_ = 1;
+  // The cuLaunchKernelEx configuration: grid, block, shared memory, and the attributes (written
+  // into `attrs`) for a programmatic launch and for clusters.
+  CUlaunchConfig config(CUstream stream, bool programmatic, CUlaunchAttribute (&attrs)[2]) const;
   std::vector<std::unique_ptr<uint8_t[]>> args_;
   mutable std::vector<void*> ptrs_;
 };

@@ -143,22 +143,6 @@ DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t ng, int64_t row
   return d;
 }
 
-// How many clusters of attn_decode `fn` the device can hold at once (-1: the driver cannot say).
-int cluster_fits(CUfunction fn, const DecodeSplits& d, int64_t kv_heads, int64_t batch) {
-  if (!driver().occupancy_max_active_clusters) return -1;
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = static_cast<unsigned>(d.splits), attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = static_cast<unsigned>(d.splits), cfg.gridDimY = static_cast<unsigned>(kv_heads);
-  cfg.gridDimZ = static_cast<unsigned>(batch);
-  cfg.blockDimX = 128, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = static_cast<unsigned>(d.smem);
-  cfg.attrs = &attr, cfg.numAttrs = 1;
-  int n = 0;
-  return driver().occupancy_max_active_clusters(&n, fn, &cfg) == CUDA_SUCCESS ? n : -1;
-}
-
 // Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
 // per (key split, kv head, batch) for the whole head group. Returns false when the step does not
 // qualify (more than 8 rows per KV head, head rows not in 16-byte pieces, unaligned strides).
@@ -251,7 +235,12 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   auto [fn, src] = compile(sp);
   // A cluster above the portable 8 blocks is kept only where the driver says the device can place
   // it; otherwise the splits fall back to clusters of 8.
-  if (sp.cluster && sp.splits > 8 && cluster_fits(fn, sp, kv_heads, g.batch) <= 0) {
+  auto fits = [&] {
+    KernelLaunch probe(what, fn, static_cast<unsigned>(sp.splits), 128, static_cast<unsigned>(sp.smem),
+                       static_cast<unsigned>(kv_heads), static_cast<unsigned>(g.batch));
+    return probe.cluster(static_cast<unsigned>(sp.splits)).max_active_clusters() > 0;
+  };
+  if (sp.cluster && sp.splits > 8 && !fits()) {
     sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, 8);
     std::tie(fn, src) = compile(sp);
   }

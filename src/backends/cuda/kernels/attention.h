@@ -448,13 +448,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
         const float c = g[HD] == RLX_NEG_INF ? 0.f : __expf(g[HD] - mx);
         sum += g[HD + 1] * c, val += g[d] * c;
       }
-    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
 #if CL > 1
     float* bp = mg + NG * R * (HD + 2);  // [R][HD + 2] this split's acc, max, sum
     bp[r * (HD + 2) + d] = val;
     if (d == 0) bp[r * (HD + 2) + HD] = mx, bp[r * (HD + 2) + HD + 1] = sum;
-    (void)qi, (void)h;
 #else
+    const long long qi = r / a.group, h = kvh * a.group + r % a.group;
     if (a.part) {
       float* pp = a.part + (((long long)blockIdx.x * rows) + (b * a.heads + h) * a.q_len + qi) * (HD + 2);
       pp[d] = val;
