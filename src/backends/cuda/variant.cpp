@@ -70,17 +70,15 @@ class CudaVariant final : public Variant, private LowerContext {
     // Producers absorbed into a GEMV prologue (RLX_CUDA_GEMV_PROLOGUE=0: off) or read in place
     // by the attention decode (RLX_CUDA_ATTN_CONCAT=0: off) are not lowered on their own.
     std::set<size_t> absorbed;
+    auto take = [&](size_t consumer, size_t producer) {
+      producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
+      absorbed.insert(producer);
+    };
     if (!env_off("RLX_CUDA_GEMV_PROLOGUE"))
-      for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) {
-        producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
-        absorbed.insert(producer);
-      }
+      for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) take(consumer, producer);
     auto absorb = [&](const std::map<size_t, std::vector<size_t>>& plan) {
       for (const auto& [consumer, producers] : plan)
-        for (size_t producer : producers) {
-          producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
-          absorbed.insert(producer);
-        }
+        for (size_t producer : producers) take(consumer, producer);
     };
     if (!env_off("RLX_CUDA_ATTN_CONCAT")) {
       const auto concats = plan_attention_concats(sched_);
@@ -92,8 +90,7 @@ class CudaVariant final : public Variant, private LowerContext {
     if (!env_off("RLX_CUDA_ROPE_PAIRS"))
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {
         if (absorbed.count(second) || absorbed.count(first)) continue;
-        producers_of_[&sched_.steps[second]].push_back(&sched_.steps[first]);
-        absorbed.insert(first);
+        take(second, first);
       }
     for (const plan::TensorRef& r : sched_.outputs)  // read as stored after each run
       if (r.loc.kind == plan::Location::Kind::Leaf) raw_used_.insert(r.loc.leaf);
