@@ -112,6 +112,7 @@ struct GemvConfig {
   bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
   bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
   bool vec_a = false;         // packed kernel: K a multiple of 16 bytes and A's source 16-byte aligned
+  bool evict_first = true;    // W loaded with the L2 evict-first policy (RLX_GEMV_EVICT_FIRST=0: off)
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,

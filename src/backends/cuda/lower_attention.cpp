@@ -121,7 +121,7 @@ struct DecodeSplits {
 };
 
 // About two blocks per multiprocessor, each with at least RLX_CUDA_ATTN_DECODE_KEYS keys
-// (default two per key group, `ng` groups), at most 64 splits or `cluster_max` when it allows
+// (default two per key group of the P @ V pass, `ng` groups), at most 64 splits or `cluster_max` when it allows
 // clusters (>= 2). `smem`: the kernel's shared memory without the cluster partial and the cached
 // rows (`row_bytes` each, copied when both caches are leaves and they take at most 48 KiB).
 DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t ng, int64_t row_bytes, bool caches_static,
@@ -135,9 +135,11 @@ DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t ng, int64_t row
   d.split_len = (g.kv_len + d.splits - 1) / d.splits;
   d.splits = std::max<int64_t>(1, (g.kv_len + d.split_len - 1) / d.split_len);
   d.cluster = cluster_max >= 2 && d.splits >= 2;
-  // With a cluster each split keeps its partial ([rows][head_dim + 2] floats) for the others.
-  d.smem = smem + (d.cluster ? static_cast<size_t>(rows * (g.head_dim + 2)) * 4 : 0);
-  const size_t kv_bytes = static_cast<size_t>(2 * d.split_len * row_bytes);
+  // With a cluster each block receives every split's partial of the result elements it merges
+  // and every split's row max and sum.
+  const int64_t per_block = (rows * g.head_dim + d.splits - 1) / d.splits;
+  d.smem = smem + (d.cluster ? static_cast<size_t>(d.splits * (per_block + 2 * rows)) * 4 : 0);
+  const size_t kv_bytes = static_cast<size_t>(d.split_len * (2 * row_bytes + 16));  // K rows padded by 16 bytes
   d.smkv = caches_static && kv_bytes <= 48 * 1024 && env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
   if (d.smkv) d.smem += kv_bytes;
   return d;
@@ -145,7 +147,8 @@ DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t ng, int64_t row
 
 // Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
 // per (key split, kv head, batch) for the whole head group. Returns false when the step does not
-// qualify (more than 8 rows per KV head, head rows not in 16-byte pieces, unaligned strides).
+// qualify (more than 8 rows per KV head, head rows not a power-of-two count of 16-byte pieces,
+// unaligned strides).
 bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
                 const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs, const plan::Step* rope_q,
                 const plan::Step* rope_k) {  // the absorbed RoPEs of q and of the new K rows, or null
@@ -153,8 +156,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
   if (rows > 8 || row_bytes % 16 != 0) return false;
-  const int64_t lpk = row_bytes / 16;
-  if (lpk > 32 || (lpk & (lpk - 1)) != 0) return false;
+  const int64_t ndc = row_bytes / 16;  // 16-byte pieces of a row: a power of two that divides 128 threads
+  if (ndc > 128 || (ndc & (ndc - 1)) != 0) return false;
   if (ks) a.k = ks->first, a.k2 = ks->second, a.k_split = ks->split;
   if (vs) a.v = vs->first, a.v2 = vs->second, a.v_split = vs->split;
   if (rope_k && !ks) return false;
@@ -166,16 +169,23 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     if (s->batch % ve != 0 || s->seq % ve != 0 || s->head % ve != 0) return false;
   if (pointer_alignment(a.k) < 16 || pointer_alignment(a.v) < 16) return false;
   if ((ks && pointer_alignment(a.k2) < 16) || (vs && pointer_alignment(a.v2) < 16)) return false;
-  const int64_t ng = 4 * (32 / lpk);
-  // q rows and the per-group partials (floats), then the rotated new K rows (T) of an absorbed RoPE.
-  const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq : 0;
-  const size_t smem = static_cast<size_t>(rows * g.head_dim + ng * rows * (g.head_dim + 2)) * 4 +
-                      static_cast<size_t>((new_k * g.head_dim * es + 3) / 4 * 4);
+  const int64_t kg = 128 / ndc;  // key groups of the P @ V pass
+  // New K / V rows (a cache concatenated with them, read in place) are staged in shared memory
+  // when there are few (an absorbed RoPE of K always: they are rotated there).
+  const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq
+                               : (ks && g.kv_len - ks->split <= 16 ? g.kv_len - ks->split : 0);
+  const int64_t new_v = vs && g.kv_len - vs->split <= 16 ? g.kv_len - vs->split : 0;
+  if (rope_k && new_k != g.kv_len - ks->split) return false;
+  // q rows, a chunk's scores, the key groups' partials and three per-row floats, then the new K
+  // rows (padded by 16 bytes, as the cached ones) and V rows.
+  constexpr int64_t kChunk = 128;
+  const size_t smem = static_cast<size_t>(rows * g.head_dim + rows * kChunk + kg * rows * g.head_dim + 3 * rows) * 4 +
+                      static_cast<size_t>(new_k * (row_bytes + 16) + new_v * row_bytes);
   if (smem > 48 * 1024) return false;
   const int64_t kv_heads = g.num_heads / g.group;
   if (g.batch > 65535 || kv_heads > 65535) return false;
-  // Keys of a leaf K/V part (a KV cache held in params) are loaded before waiting for the
-  // previous kernel.
+  // The rows of a leaf K/V part (a KV cache held in params) are copied into shared memory, or
+  // prefetched into L2, before waiting for the previous kernel.
   const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
   const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string what = step_label(st);
@@ -184,7 +194,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   // ticket).
   const int64_t cluster_max =
       device().cc_major >= 9 && driver().launch_kernel_ex ? env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16) : 0;
-  DecodeSplits sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, cluster_max);
+  DecodeSplits sp = decode_splits(g, kg, row_bytes, k_static && v_static, smem, cluster_max);
   // The in-kernel ticket merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
   if (!sp.cluster && static_cast<size_t>(2 * rows * sp.splits + rows) * 4 > smem)
     throw Error(what + ": internal: the decode merge of " + std::to_string(sp.splits) + " splits needs more shared memory");
@@ -216,12 +226,11 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
   const DType tc = rope ? rope->in.at(1).dtype : t;
   auto compile = [&](const DecodeSplits& d) {
-    const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define LPK " + std::to_string(lpk) +
-                             "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
+    const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
                              std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
                              std::to_string(v_static ? 1 : 0) + "\n#define ROPE_Q " + (rope_q ? "1" : "0") +
                              "\n#define ROPE_K " + (rope_k ? "1" : "0") + "\n#define NK " +
-                             std::to_string(rope_k ? new_k : 0) + "\n#define SMKV " + (d.smkv ? "1" : "0") +
+                             std::to_string(new_k) + "\n#define NV " + std::to_string(new_v) + "\n#define SMKV " + (d.smkv ? "1" : "0") +
                              "\n#define CL " + std::to_string(d.cluster ? d.splits : 0) + "\n";
     const std::string src =
         kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
@@ -241,7 +250,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     return probe.cluster(static_cast<unsigned>(sp.splits)).max_active_clusters() > 0;
   };
   if (sp.cluster && sp.splits > 8 && !fits()) {
-    sp = decode_splits(g, ng, row_bytes, k_static && v_static, smem, 8);
+    sp = decode_splits(g, kg, row_bytes, k_static && v_static, smem, 8);
     std::tie(fn, src) = compile(sp);
   }
   a.split_len = sp.split_len;

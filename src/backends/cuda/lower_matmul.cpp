@@ -103,7 +103,7 @@ std::string gemv_common_defines(const GemvConfig& c) {
          "\n#define HAS_BIAS " + flag(c.bias > 0) + "\n#define BIAS_SCALAR " + flag(c.bias == 1) +
          "\n#define ACT(x) " + a + "\n#define HAS_RES " + flag(c.residual) + "\n#define PRO " +
          std::to_string(c.prologue) + "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " +
-         flag(c.gate_first) + "\n";
+         flag(c.gate_first) + "\n#define EVF " + flag(c.evict_first) + "\n";
 }
 
 }  // namespace
@@ -180,6 +180,7 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
                        int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro) {
   GemvConfig cfg;
   cfg.t = st.out.at(0).dtype;
+  cfg.evict_first = env_int("RLX_GEMV_EVICT_FIRST", 1, 0, 1) == 1;
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : cfg.t;
   cfg.rows = rows;
   cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);

@@ -204,21 +204,23 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 )CUDA";
 
 // Decode attention: few query rows per KV head (R = q_len * group <= 8) against a long KV cache.
-// One block per (key split, kv head, batch) serves every query head of the group, so each K/V
-// row is read once. A warp scores KPW keys at a time: LPK = HD * sizeof(T) / 16 lanes per key,
-// each lane holding 16 bytes of the key and value rows; every (warp, key subgroup) keeps its own
-// online-softmax state, merged through shared memory at the end. Compiled per (T, M, HD, LPK, R,
-// K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, SMKV, CL; TC: the RoPE tables' type).
+// One block of 4 warps per (key split, kv head, batch) serves every query head of the group, so
+// each K/V row is read once. Its keys go in chunks of KC, each in three short passes so that the
+// serial path after the programmatic-launch wait stays a few hundred instructions: a lane scores
+// one key against one row (a warp per (row, 32 keys)), a warp updates one row's online softmax,
+// and a thread accumulates P @ V for one 16-byte piece of the rows over a key group; the key
+// groups' sums are added through shared memory at the end. Compiled per (T, M, HD, R, K_STATIC,
+// V_STATIC, ROPE_Q, ROPE_K, NK, NV, SMKV, CL; TC: the RoPE tables' type).
+// NK / NV: the new K / V rows (the second part of a concatenated cache, read in place) staged in
+// shared memory after the wait, rotated when ROPE_K; 0: read from global memory.
 // SMKV (both caches leaves): the block's cached K/V rows are copied into shared memory (cp.async)
-// before the programmatic-launch wait, so no key load waits on memory after it.
+// before the wait, so no key load waits on memory after it; otherwise leaf caches are prefetched
+// into L2 before it.
 // CL > 1: the CL key splits of a (kv head, batch) form one thread-block cluster and merge their
 // partials through distributed shared memory (no global partials, fence or ticket).
 inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef K_STATIC
 #define K_STATIC 0
-#endif
-#ifndef PK
-#define PK 2  // keys per key group loaded before the wait
 #endif
 #ifndef V_STATIC
 #define V_STATIC 0
@@ -230,7 +232,10 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 #define ROPE_K 0
 #endif
 #ifndef NK
-#define NK 0  // ROPE_K: the new K rows (one rope's positions)
+#define NK 0  // the new K rows staged in shared memory (ROPE_K: rotated; one rope's positions)
+#endif
+#ifndef NV
+#define NV 0  // the new V rows staged in shared memory
 #endif
 #ifndef SMKV
 #define SMKV 0
@@ -250,14 +255,13 @@ __device__ __forceinline__ void kv_cp_async16(void* dst, const void* src) {
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// A float of block `rank`'s shared memory at the place of `p` in this block's.
-__device__ __forceinline__ float ld_cluster_f(const float* p, unsigned rank) {
+// Stores v into block `rank`'s shared memory at the place of `p` in this block's.
+__device__ __forceinline__ void st_cluster_f(float* p, unsigned rank, float v) {
   unsigned addr;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-  return v;
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
+#define EPO ((R * HD + CL - 1) / CL)  // result elements each block of the cluster merges
 #endif
 // One element read through the read-only path (no store of the kernel can alias it, so the
 // prologue's loads all go out together).
@@ -269,189 +273,285 @@ __device__ __forceinline__ float ldg_f(const bf16_t* p) {
   bf16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
 }
 #if ROPE_Q || ROPE_K
-// Element d of a q or new K row as the Rope step would have stored it (rounded to T); s: the
-// row's position among that rope's `seq` positions.
-__device__ __forceinline__ float rope_elem(const AttnArgs& a, const T* row, int d, long long b, long long s,
-                                           long long seq) {
-  const bool rot = d < a.rope_rot;
+// Element d of a q or new K row as the Rope step would have stored it (rounded to T), in two
+// steps so that a caller issues every load before using any: rope_load reads the four operands
+// (unconditionally: an element outside the rotated part reads table entry 0, unused), rope_value
+// combines them. s: the row's position among that rope's `seq` positions.
+struct RopeIn { float x1, x2, c, sn; bool rot, first; };
+__device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int d, long long b, long long s,
+                                            long long seq) {
+  RopeIn o;
+  o.rot = d < a.rope_rot;
   const int half = (int)(a.rope_rot / 2);
-  const bool first = a.rope_neox ? d < half : (d & 1) == 0;
-  const int p = a.rope_neox ? (first ? d : d - half) : d >> 1;
-  const int i1 = rot ? (a.rope_neox ? p : 2 * p) : d, i2 = rot ? (a.rope_neox ? p + half : 2 * p + 1) : d;
-  const long long t = (a.rope_per_batch ? b * seq + s : s) * half + p;
-  const float x1 = ldg_f(row + i1), x2 = ldg_f(row + i2);
-  const float c = rot ? ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t) : 1.f;
-  const float sn = rot ? ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t) : 0.f;
-  if (!rot) return x1;
-  return to_f(from_f<T>(first ? x1 * c - x2 * sn : x2 * c + x1 * sn));
+  o.first = a.rope_neox ? d < half : (d & 1) == 0;
+  const int p = a.rope_neox ? (o.first ? d : d - half) : d >> 1;
+  const int i1 = o.rot ? (a.rope_neox ? p : 2 * p) : d, i2 = o.rot ? (a.rope_neox ? p + half : 2 * p + 1) : d;
+  const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * half + p : 0;
+  o.x1 = ldg_f(row + i1), o.x2 = ldg_f(row + i2);
+  o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
+  return o;
+}
+__device__ __forceinline__ float rope_value(const RopeIn& o) {
+  if (!o.rot) return o.x1;
+  return to_f(from_f<T>(o.first ? o.x1 * o.c - o.x2 * o.sn : o.x2 * o.c + o.x1 * o.sn));
 }
 #endif
 #define NW 4
-#define KPW (32 / LPK)
+#define NT (NW * 32)
 #define VE (16 / (int)sizeof(T))
-#define NG (NW * KPW)
-extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
+#define NDC (HD / VE)  // 16-byte pieces of a row
+#define KG (NT / NDC)  // key groups of the P @ V pass
+#define KS (HD + VE)   // elements per K row in shared memory, padded so that lanes reading a row each hit distinct banks
+#define KC 128         // keys per chunk
+#define KSUB (KC / 32)
+extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
+  // Shared memory: [SMKV: split_len K rows (stride KS), split_len V rows (HD) of T] sq [R][HD] f32,
+  // sk [NK][KS] and sv [NV][HD] of T (the new rows), sc [R][KC] f32 (a chunk's scores, then
+  // weights), part [KG][R][HD] f32 (each key group's P @ V), rm / rl / rc [R] (running max, sum,
+  // the chunk's correction), CL > 1: the merge's inbox (below).
   extern __shared__ float smem[];
-  // SMKV: [2][split_len][HD] of T, the block's cached K then V rows (16-byte rows).
-  float* sq = smem + (SMKV ? 2 * a.split_len * HD * (int)sizeof(T) / 4 : 0);  // [R][HD] query rows
-  T* sk = reinterpret_cast<T*>(sq + R * HD);  // ROPE_K: [NK][HD] the new K rows, rotated
-  float* mg = sq + R * HD + (ROPE_K ? (NK * HD * (int)sizeof(T) + 3) / 4 : 0);  // [NG][R][HD + 2] per-subgroup acc, max, sum
+  T* skc = reinterpret_cast<T*>(smem);
+  T* svc = skc + (SMKV ? a.split_len * KS : 0);
+  float* sq = reinterpret_cast<float*>(svc + (SMKV ? a.split_len * HD : 0));
+  T* sk = reinterpret_cast<T*>(sq + R * HD);
+  T* sv = sk + NK * KS;
+  float* sc = reinterpret_cast<float*>(sv + NV * HD);
+  float* part = sc + R * KC;
+  float* rm = part + KG * R * HD;
+  float* rl = rm + R;
+  float* rc = rl + R;
+  float* mg = rc + R;  // CL > 1: [CL][EPO] the partials of the elements this block merges, then [CL][R][2] every split's row max and sum
+#if CL > 1
+  unsigned crank;  // this block's rank in the cluster (its split)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int sub = lane / LPK, sl = lane % LPK, grp = warp * KPW + sub;
-  const unsigned mask = LPK == 32 ? 0xffffffffu : (((1u << LPK) - 1u) << (sub * LPK));
   const long long b = blockIdx.z, kvh = blockIdx.y;
   long long lo = (long long)blockIdx.x * a.split_len;
   long long hi = min(a.kv_len, lo + a.split_len);
   const long long offset = a.kv_len - a.q_len;
   if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + a.q_len);
   if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
-  const int d0 = sl * VE;
-  const long long base = lo < 0 ? 0 : lo, key0 = base + grp;  // the block's and this key group's first key
-  T* skc = reinterpret_cast<T*>(smem);  // SMKV: the block's cached K rows, then V rows
-  T* svc = skc + a.split_len * HD;
+  const long long base = lo < 0 ? 0 : lo;  // the block's first key
+  const long long kc_end = min(hi, a.k_split), vc_end = min(hi, a.v_split);  // its cached rows end
 #if SMKV
   // Every cached key and value row of the block, into shared memory before the wait.
   {
-    const long long nk = max(0ll, min(hi, a.k_split) - base) * LPK, nv = max(0ll, min(hi, a.v_split) - base) * LPK;
-    for (long long i = threadIdx.x; i < nk; i += NW * 32) {
-      const long long key = base + i / LPK, c = i % LPK;
-      kv_cp_async16(skc + (key - base) * HD + c * VE, a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + c * VE);
+    const long long nk = max(0ll, kc_end - base) * NDC, nv = max(0ll, vc_end - base) * NDC;
+    for (long long i = threadIdx.x; i < nk; i += NT) {
+      const long long key = base + i / NDC, c = i % NDC;
+      kv_cp_async16(skc + (key - base) * KS + c * VE, a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + c * VE);
     }
-    for (long long i = threadIdx.x; i < nv; i += NW * 32) {
-      const long long key = base + i / LPK, c = i % LPK;
+    for (long long i = threadIdx.x; i < nv; i += NT) {
+      const long long key = base + i / NDC, c = i % NDC;
       kv_cp_async16(svc + (key - base) * HD + c * VE, a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + c * VE);
     }
     asm volatile("cp.async.commit_group;\n" ::);
   }
 #else
-  // The first PK keys of a K/V part that no kernel writes (K_STATIC / V_STATIC: a KV cache held
-  // in params) are loaded before waiting for the previous kernel.
-  Vec<T, VE> kpre[PK], vpre[PK];
-  bool kp_ok[PK], vp_ok[PK];
-#pragma unroll
-  for (int j = 0; j < PK; ++j) {
-    const long long key = key0 + (long long)j * NG;
-    kp_ok[j] = K_STATIC && key < hi && key < a.k_split;
-    vp_ok[j] = V_STATIC && key < hi && key < a.v_split;
-    if (kp_ok[j]) kpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h + d0);
-    if (vp_ok[j]) vpre[j] = *reinterpret_cast<const Vec<T, VE>*>(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h + d0);
-  }
+  // Cached rows that no kernel writes (K_STATIC / V_STATIC: a KV cache held in params) are
+  // prefetched into L2 before waiting for the previous kernel.
+  for (long long key = base + threadIdx.x; K_STATIC && key < kc_end; key += NT)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h));
+  for (long long key = base + threadIdx.x; V_STATIC && key < vc_end; key += NT)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h));
 #endif
   rlx_pdl_begin();
-  // The q rows (rotated with ROPE_Q) and, with ROPE_K, the new K rows of a split that reads
-  // them: every load first (compile-time trip counts, read-only path), then the stores.
-#define QE ((R * HD + NW * 32 - 1) / (NW * 32))
+  // The q rows (rotated with ROPE_Q) and the new K / V rows this block reads (rotated with
+  // ROPE_K): every load first, from valid addresses whatever the element (compile-time trip
+  // counts, no branches, the read-only path), so that they all go out in one round; then the
+  // values and the stores.
+#define QE ((R * HD + NT - 1) / NT)
+#if ROPE_Q
+  RopeIn qin[QE];
+#else
   float qv[QE];
+#endif
 #pragma unroll
   for (int j = 0; j < QE; ++j) {
-    const int i = j * NW * 32 + threadIdx.x, r = i / HD, d = i % HD;
+    const int i = min(j * NT + (int)threadIdx.x, R * HD - 1), r = i / HD, d = i % HD;
     const long long qi = r / a.group, h = kvh * a.group + r % a.group;
     const T* qrow = a.q + b * a.qs_b + qi * a.qs_s + h * a.qs_h;
-    qv[j] = 0.f;
 #if ROPE_Q
-    if (i < R * HD) qv[j] = rope_elem(a, qrow, d, b, qi, a.q_len);
+    qin[j] = rope_load(a, qrow, d, b, qi, a.q_len);
 #else
-    if (i < R * HD) qv[j] = ldg_f(qrow + d);
+    qv[j] = ldg_f(qrow + d);
 #endif
   }
+#if NK
+#define KE ((NK * HD + NT - 1) / NT)
+  const bool new_k = hi > a.k_split;
 #if ROPE_K
-#define KE ((NK * HD + NW * 32 - 1) / (NW * 32))
-  const bool new_rows = hi > a.k_split;
+  RopeIn kin[KE];
+#else
   float kn[KE];
+#endif
 #pragma unroll
   for (int j = 0; j < KE; ++j) {
-    const int i = j * NW * 32 + threadIdx.x, r = i / HD;
-    kn[j] = 0.f;
-    if (new_rows && i < NK * HD)
-      kn[j] = rope_elem(a, a.k2 + b * a.k2s_b + r * a.k2s_s + kvh * a.k2s_h, i % HD, b, r, NK);
+    const int i = min(j * NT + (int)threadIdx.x, NK * HD - 1), r = i / HD;
+    const T* row = a.k2 + b * a.k2s_b + r * a.k2s_s + kvh * a.k2s_h;
+#if ROPE_K
+    kin[j] = rope_load(a, row, i % HD, b, r, NK);
+#else
+    kn[j] = ldg_f(row + i % HD);
+#endif
   }
+#endif
+#if NV
+#define VE2 ((NV * HD + NT - 1) / NT)
+  const bool new_v = hi > a.v_split;
+  float vn[VE2];
+#pragma unroll
+  for (int j = 0; j < VE2; ++j) {
+    const int i = min(j * NT + (int)threadIdx.x, NV * HD - 1), r = i / HD;
+    vn[j] = ldg_f(a.v2 + b * a.v2s_b + r * a.v2s_s + kvh * a.v2s_h + i % HD);
+  }
+#endif
+#if NK
 #pragma unroll
   for (int j = 0; j < KE; ++j) {
-    const int i = j * NW * 32 + threadIdx.x;
-    if (new_rows && i < NK * HD) sk[i] = from_f<T>(kn[j]);
+    const int i = j * NT + threadIdx.x;
+#if ROPE_K
+    if (new_k && i < NK * HD) sk[(i / HD) * KS + i % HD] = from_f<T>(rope_value(kin[j]));
+#else
+    if (new_k && i < NK * HD) sk[(i / HD) * KS + i % HD] = from_f<T>(kn[j]);
+#endif
+  }
+#endif
+#if NV
+#pragma unroll
+  for (int j = 0; j < VE2; ++j) {
+    const int i = j * NT + threadIdx.x;
+    if (new_v && i < NV * HD) sv[i] = from_f<T>(vn[j]);
   }
 #endif
 #pragma unroll
   for (int j = 0; j < QE; ++j) {
-    const int i = j * NW * 32 + threadIdx.x;
+    const int i = j * NT + threadIdx.x;
+#if ROPE_Q
+    if (i < R * HD) sq[i] = rope_value(qin[j]);
+#else
     if (i < R * HD) sq[i] = qv[j];
+#endif
   }
+  if (threadIdx.x < R) rm[threadIdx.x] = RLX_NEG_INF, rl[threadIdx.x] = 0.f;
 #if SMKV
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
   __syncthreads();
+  // Where key `key`'s K and V rows are: shared memory (cached rows with SMKV, staged new rows) or
+  // global memory.
+#define K_ROW(key)                                                                                  \
+  ((key) < a.k_split ? (SMKV ? skc + ((key) - base) * KS : a.k + b * a.ks_b + (key) * a.ks_s + kvh * a.ks_h) \
+   : NK ? sk + ((key) - a.k_split) * KS : a.k2 + b * a.k2s_b + ((key) - a.k_split) * a.k2s_s + kvh * a.k2s_h)
+#define V_ROW(key)                                                                                  \
+  ((key) < a.v_split ? (SMKV ? svc + ((key) - base) * HD : a.v + b * a.vs_b + (key) * a.vs_s + kvh * a.vs_h) \
+   : NV ? sv + ((key) - a.v_split) * HD : a.v2 + b * a.v2s_b + ((key) - a.v_split) * a.v2s_s + kvh * a.v2s_h)
 
-  float m[R], l[R], acc[R][VE];
+  // Chunks of KC keys, each in three passes: scores (a lane per key, a warp per (row, 32 keys)),
+  // the rows' softmax update (a warp per row), P @ V (a thread per (16-byte piece, key group)).
+  const int dc = threadIdx.x % NDC, kg = threadIdx.x / NDC;
+  float acc[R][VE];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    m[r] = RLX_NEG_INF, l[r] = 0.f;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int e = 0; e < VE; ++e) acc[r][e] = 0.f;
-  }
-  int it = 0;  // iteration: keys key0 + it * NG
-  for (long long key = key0; key < hi; key += NG, ++it) {
-    const T* kp = key < a.k_split ? (SMKV ? skc + (key - base) * HD : a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h)
-                  : ROPE_K        ? sk + (key - a.k_split) * HD  // the rotated new rows, in shared memory
-                                  : a.k2 + b * a.k2s_b + (key - a.k_split) * a.k2s_s + kvh * a.k2s_h;
-    const T* vp = key < a.v_split ? (SMKV ? svc + (key - base) * HD : a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h)
-                                  : a.v2 + b * a.v2s_b + (key - a.v_split) * a.v2s_s + kvh * a.v2s_h;
-    Vec<T, VE> kr, vr;
-    bool kdone = false, vdone = false;
-#if !SMKV
+  for (long long cb = base; cb < hi; cb += KC) {
+    const int cn = (int)min((long long)KC, hi - cb);
+    const int tasks = R * ((cn + 31) / 32);
+    for (int task = warp; task < tasks; task += NW) {
+      const int r = task % R, j = (task / R) * 32 + lane;
+      float x = RLX_NEG_INF;
+      if (j < cn) {
+        const long long key = cb + j;
+        const T* kp = K_ROW(key);
+        const float4* q4 = reinterpret_cast<const float4*>(sq + r * HD);
+        float d0 = 0.f, d1 = 0.f;
 #pragma unroll
-    for (int j = 0; j < PK; ++j)
-      if (it == j) {
-        if (kp_ok[j]) kr = kpre[j], kdone = true;
-        if (vp_ok[j]) vr = vpre[j], vdone = true;
+        for (int c = 0; c < NDC; ++c) {
+          const Vec<T, VE> kv = *reinterpret_cast<const Vec<T, VE>*>(kp + c * VE);
+#pragma unroll
+          for (int e = 0; e < VE; e += 4) {
+            const float4 qq = q4[(c * VE + e) / 4];
+            d0 = fmaf(qq.x, to_f(kv.v[e]), d0);
+            d1 = fmaf(qq.y, to_f(kv.v[e + 1]), d1);
+            d0 = fmaf(qq.z, to_f(kv.v[e + 2]), d0);
+            d1 = fmaf(qq.w, to_f(kv.v[e + 3]), d1);
+          }
+        }
+        const long long qi = r / a.group, h = kvh * a.group + r % a.group;
+        x = attn_score(a, d0 + d1, b, h, qi, key, lo, hi);
       }
-#endif
-    if (!kdone) kr = *reinterpret_cast<const Vec<T, VE>*>(kp + d0);
-    if (!vdone) vr = *reinterpret_cast<const Vec<T, VE>*>(vp + d0);
-    float kf[VE], vf[VE];
+      sc[r * KC + j] = x;
+    }
+    __syncthreads();
+    for (int r = warp; r < R; r += NW) {
+      float s[KSUB], cmax = RLX_NEG_INF;
 #pragma unroll
-    for (int e = 0; e < VE; ++e) kf[e] = to_f(kr.v[e]), vf[e] = to_f(vr.v[e]);
+      for (int i = 0; i < KSUB; ++i) {
+        const int j = lane + 32 * i;
+        s[i] = j < cn ? sc[r * KC + j] : RLX_NEG_INF;
+        cmax = fmaxf(cmax, s[i]);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
+      const float mo = rm[r], mn = fmaxf(mo, cmax);
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < KSUB; ++i) {
+        const int j = lane + 32 * i;
+        const float p = s[i] == RLX_NEG_INF ? 0.f : __expf(s[i] - mn);
+        if (j < cn) sc[r * KC + j] = p;
+        sum += p;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) {
+        const float corr = mo == RLX_NEG_INF ? 0.f : __expf(mo - mn);
+        rl[r] = rl[r] * corr + sum, rm[r] = mn, rc[r] = corr;
+      }
+    }
+    __syncthreads();
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      float dot = 0.f;
+      const float corr = rc[r];
 #pragma unroll
-      for (int e = 0; e < VE; ++e) dot = fmaf(sq[r * HD + d0 + e], kf[e], dot);
-#pragma unroll
-      for (int o = LPK / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(mask, dot, o);
-      const long long qi = r / a.group, h = kvh * a.group + r % a.group;
-      const float x = attn_score(a, dot, b, h, qi, key, lo, hi);
-      const float mn = fmaxf(m[r], x);
-      if (mn == RLX_NEG_INF) continue;  // nothing kept yet for this row
-      const float corr = __expf(m[r] - mn), p = __expf(x - mn);
-      l[r] = l[r] * corr + p;
-#pragma unroll
-      for (int e = 0; e < VE; ++e) acc[r][e] = acc[r][e] * corr + p * vf[e];
-      m[r] = mn;
+      for (int e = 0; e < VE; ++e) acc[r][e] *= corr;
     }
-  }
+    for (int j = kg; j < cn; j += KG) {
+      const long long key = cb + j;
+      const Vec<T, VE> vv = *reinterpret_cast<const Vec<T, VE>*>(V_ROW(key) + dc * VE);
+      float vf[VE];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float* g = mg + ((long long)grp * R + r) * (HD + 2);
+      for (int e = 0; e < VE; ++e) vf[e] = to_f(vv.v[e]);
 #pragma unroll
-    for (int e = 0; e < VE; ++e) g[d0 + e] = acc[r][e];
-    if (sl == 0) g[HD] = m[r], g[HD + 1] = l[r];
+      for (int r = 0; r < R; ++r) {
+        const float p = sc[r * KC + j];
+#pragma unroll
+        for (int e = 0; e < VE; ++e) acc[r][e] = fmaf(p, vf[e], acc[r][e]);
+      }
+    }
+    __syncthreads();  // the next chunk's scores overwrite sc
   }
+  // The key groups' sums, added per result element.
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int e = 0; e < VE; e += 4)
+      *reinterpret_cast<float4*>(part + (kg * R + r) * HD + dc * VE + e) =
+          make_float4(acc[r][e], acc[r][e + 1], acc[r][e + 2], acc[r][e + 3]);
   __syncthreads();
   const long long rows = a.batch * a.heads * a.q_len;
-  for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+  for (int i = threadIdx.x; i < R * HD; i += NT) {
     const int r = i / HD, d = i % HD;
-    float mx = RLX_NEG_INF;
-    for (int q = 0; q < NG; ++q) mx = fmaxf(mx, mg[((long long)q * R + r) * (HD + 2) + HD]);
-    float sum = 0.f, val = 0.f;
-    if (mx != RLX_NEG_INF)
-      for (int q = 0; q < NG; ++q) {
-        const float* g = mg + ((long long)q * R + r) * (HD + 2);
-        const float c = g[HD] == RLX_NEG_INF ? 0.f : __expf(g[HD] - mx);
-        sum += g[HD + 1] * c, val += g[d] * c;
-      }
+    float val = 0.f;
+#pragma unroll
+    for (int q = 0; q < KG; ++q) val += part[(q * R + r) * HD + d];
+    const float mx = rm[r], sum = rl[r];
 #if CL > 1
-    float* bp = mg + NG * R * (HD + 2);  // [R][HD + 2] this split's acc, max, sum
-    bp[r * (HD + 2) + d] = val;
-    if (d == 0) bp[r * (HD + 2) + HD] = mx, bp[r * (HD + 2) + HD + 1] = sum;
+    // Pushed to the block that merges element i (rank i % CL), into its slot for this split.
+    st_cluster_f(mg + crank * EPO + i / CL, i % CL, val);
+    (void)mx, (void)sum;
 #else
     const long long qi = r / a.group, h = kvh * a.group + r % a.group;
     if (a.part) {
@@ -464,35 +564,36 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_decode(AttnArgs a) {
 #endif
   }
 #if CL > 1
-  // The cluster's CL splits merge through distributed shared memory: block `rank` writes the
-  // result elements rank, rank + CL, ..., reading every split's partial of each in one round.
+  // The cluster's CL splits merge through distributed shared memory: every block has pushed each
+  // result element's partial to the block that owns it (rank i % CL) and pushes its rows' max and
+  // sum to every block; after one cluster barrier each block merges its own elements from its own
+  // shared memory. No block reads another's afterwards, so none waits for the others to leave.
+  for (int t = threadIdx.x; t < CL * R; t += NT) {
+    const int owner = t / R, r = t % R;
+    st_cluster_f(mg + CL * EPO + (crank * R + r) * 2, owner, rm[r]);
+    st_cluster_f(mg + CL * EPO + (crank * R + r) * 2 + 1, owner, rl[r]);
+  }
   cluster_sync_all();
   {
-    const float* bp = mg + NG * R * (HD + 2);
-    unsigned rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    for (int i = rank + CL * threadIdx.x; i < R * HD; i += CL * NW * 32) {
+    const float* stats = mg + CL * EPO;  // [CL][R][2] every split's row max and sum
+    for (int slot = threadIdx.x; slot < EPO; slot += NT) {
+      const int i = crank + CL * slot;
+      if (i >= R * HD) break;
       const int r = i / HD, d = i % HD;
-      float pm[CL], pl[CL], pv[CL], mx = RLX_NEG_INF;
+      float mx = RLX_NEG_INF;
 #pragma unroll
-      for (int sp = 0; sp < CL; ++sp) {
-        pm[sp] = ld_cluster_f(bp + r * (HD + 2) + HD, sp);
-        pl[sp] = ld_cluster_f(bp + r * (HD + 2) + HD + 1, sp);
-        pv[sp] = ld_cluster_f(bp + r * (HD + 2) + d, sp);
-      }
-#pragma unroll
-      for (int sp = 0; sp < CL; ++sp) mx = fmaxf(mx, pm[sp]);
+      for (int sp = 0; sp < CL; ++sp) mx = fmaxf(mx, stats[(sp * R + r) * 2]);
       float sum = 0.f, val = 0.f;
 #pragma unroll
       for (int sp = 0; sp < CL; ++sp) {
-        const float c = mx == RLX_NEG_INF || pm[sp] == RLX_NEG_INF ? 0.f : __expf(pm[sp] - mx);
-        sum += pl[sp] * c, val += pv[sp] * c;
+        const float m = stats[(sp * R + r) * 2];
+        const float c = mx == RLX_NEG_INF || m == RLX_NEG_INF ? 0.f : __expf(m - mx);
+        sum += stats[(sp * R + r) * 2 + 1] * c, val += mg[sp * EPO + slot] * c;
       }
       const long long qi = r / a.group, h = kvh * a.group + r % a.group;
       a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
     }
   }
-  cluster_sync_all();  // no block leaves while another still reads its shared memory
   return;
 #endif
   if (!a.part) return;

@@ -12,7 +12,8 @@
 // gain and bias follow it ([2][K]). Epilogue: c = ACT(acc + bias) + residual. Compiled per (T,
 // B, MR, VW = elements per 16 bytes, WARPS, WPR, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO,
 // HAS_PB, GATE_FIRST, G_STATIC = the gain and bias are leaves, VEC_A = K is a multiple of VW and
-// A's source is 16-byte aligned: A is read in 16-byte words, all in one round).
+// A's source is 16-byte aligned: A is read in 16-byte words, all in one round; EVF = Wt is loaded
+// with the L2 evict-first policy, see the prelude).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
@@ -41,10 +42,19 @@ extern "C" __global__ void PACKED_BOUNDS
   long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
   bool have = row < n && cb < ce;
   uint4 wr[U];
+#ifndef EVF
+#define EVF 1
+#endif
+#if EVF
+  const unsigned long long wpol = rlx_evict_first_policy();  // Wt streams through L2 (prelude)
+#define PACKED_W(p) rlx_ld_stream(p, wpol)
+#else
+#define PACKED_W(p) __ldg(p)
+#endif
 #define PACKED_LOAD_BATCH()                                                                  \
   _Pragma("unroll") for (int j = 0; j < U; ++j) {                                          \
     const long long q = q0 + j * 32 + lane;                                                \
-    if (q < ce) wr[j] = __ldg(w4 + row * kv + q);                                          \
+    if (q < ce) wr[j] = PACKED_W(w4 + row * kv + q);                                       \
   }
   // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
   // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
