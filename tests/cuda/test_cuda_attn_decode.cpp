@@ -2,8 +2,8 @@
 // thread-block cluster through distributed shared memory (the default: at most 16 blocks, the
 // non-portable size; or the portable 8), or through global partials and a ticket
 // (RLX_CUDA_ATTN_CLUSTER=0); cached K/V rows copied into shared memory before the wait (the
-// default when they fit) or the first keys into registers (RLX_CUDA_ATTN_SMKV=0). Parity with
-// the CPU oracle in every mode, and the counters that show which path ran.
+// default when they fit) or read from global memory after an L2 prefetch (RLX_CUDA_ATTN_SMKV=0).
+// Parity with the CPU oracle in every mode, and the counters that show which path ran.
 #ifdef RLX_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -43,8 +43,8 @@ TEST(CudaAttnDecode, EveryMergeAndCacheLoadMatchesTheCpu) {
       {"8", nullptr, true, true},      // portable cluster size
       {"2", nullptr, true, true},      // two long splits
       {"0", nullptr, false, true},     // ticket merge
-      {nullptr, "0", true, false},     // first keys into registers
-      {"0", "0", false, false},        // session 7's path
+      {nullptr, "0", true, false},     // cached rows from global memory
+      {"0", "0", false, false},        // ticket merge, cached rows from global memory
   };
   for (const Mode& m : modes) {
     SCOPED_TRACE(std::string("RLX_CUDA_ATTN_CLUSTER=") + (m.cluster ? m.cluster : "default") +

@@ -25,15 +25,17 @@ struct Decode {
   Value k, v, out;
 };
 
-// One decode step: q_len query rows over a cache of `past` rows plus q_len new ones, GQA 4/2.
+// One decode step: q_len query rows over a cache of `past` rows plus `new_rows` new ones (default
+// q_len), GQA 4/2.
 Decode decode_graph(DType t, AttnLayout layout = AttnLayout::BSHD, int64_t past = 37, int64_t q_len = 1,
-                    MaskKind mask = MaskKind::Causal) {
+                    MaskKind mask = MaskKind::Causal, int64_t new_rows = 0) {
   Decode d;
+  if (new_rows == 0) new_rows = q_len;
   const bool bshd = layout == AttnLayout::BSHD;
   auto shape = [&](int64_t s, int64_t h) { return bshd ? Shape::of({2, s, h, 64}, t) : Shape::of({2, h, s, 64}, t); };
   const int64_t axis = bshd ? 1 : 2;
-  d.k = d.g.concat({d.g.param("k_cache", shape(past, 2)), d.g.input("k_new", shape(q_len, 2))}, axis);
-  d.v = d.g.concat({d.g.param("v_cache", shape(past, 2)), d.g.input("v_new", shape(q_len, 2))}, axis);
+  d.k = d.g.concat({d.g.param("k_cache", shape(past, 2)), d.g.input("k_new", shape(new_rows, 2))}, axis);
+  d.v = d.g.concat({d.g.param("v_cache", shape(past, 2)), d.g.input("v_new", shape(new_rows, 2))}, axis);
   ops::Attention a;
   a.num_heads = 4, a.num_kv_heads = 2, a.head_dim = 64, a.mask_kind = mask, a.layout = layout;
   d.out = d.g.attention(d.g.input("q", shape(q_len, 4)), d.k, d.v, std::nullopt, a);
@@ -228,6 +230,17 @@ TEST(CudaKvConcat, InPlaceReadsMatchTheCpu) {
         rlx::testing::expect_cuda_parity(d.g);
         EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
       }
+  // More new rows than query rows: up to 16 are staged in shared memory, more are read from
+  // global memory where they are.
+  for (int64_t new_rows : {int64_t{9}, int64_t{20}})
+    for (DType t : rlx::testing::kCudaFloats) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " new rows " + std::to_string(new_rows));
+      Decode d = decode_graph(t, AttnLayout::BSHD, 300, 2, MaskKind::Causal, new_rows);
+      d.g.add_output(d.out);
+      const uint64_t before = cuda::attention_concat_reads();
+      rlx::testing::expect_cuda_parity(d.g);
+      EXPECT_EQ(cuda::attention_concat_reads(), before + 2);
+    }
   {  // the joined K is an output too: it is still written, V is read in place
     Decode d = decode_graph(DType::BF16, AttnLayout::BSHD, 100);
     d.g.add_output(d.out);
