@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "backends/cuda/device.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/stats.h"
 #include "cuda/cuda_test_util.h"
@@ -376,6 +378,33 @@ TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   expect_knob_rejected("RLX_GEMV_PACKED_WARPS", "64");
   expect_knob_rejected("RLX_GEMV_PACKED", "2");
   expect_knob_rejected("RLX_GEMV_VEC_A", "2");
+  expect_knob_rejected("RLX_GEMV_EVICT_FIRST", "2");
+}
+
+// Weights stream through L2 with the evict-first policy only when the graph's weights do not fit
+// in it (RLX_GEMV_EVICT_FIRST=0 / 1 forces it off / on): a model that fits keeps them there.
+TEST(CudaGemvPacked, EvictFirstOnlyWhenTheWeightsExceedTheL2) {
+  EXPECT_FALSE(cuda::gemv_evict_first(-1, 40u << 20, 50u << 20));
+  EXPECT_TRUE(cuda::gemv_evict_first(-1, 60u << 20, 50u << 20));
+  EXPECT_TRUE(cuda::gemv_evict_first(1, 1u << 20, 50u << 20));
+  EXPECT_FALSE(cuda::gemv_evict_first(0, 1u << 30, 50u << 20));
+  RLX_REQUIRE_CUDA();
+  const size_t l2 = cuda::device().l2_bytes;
+  ASSERT_GT(l2, 0u);
+  for (const char* knob : {static_cast<const char*>(nullptr), "1", "0"})
+    for (bool big : {false, true}) {
+      // A product whose f32 weight is just past the L2 (big) or a small one.
+      const int64_t k = 1024, n = big ? static_cast<int64_t>(l2 / (4 * 1024) + 64) : 256;
+      SCOPED_TRACE(std::string("RLX_GEMV_EVICT_FIRST=") + (knob ? knob : "unset") + " n=" + std::to_string(n));
+      std::optional<ScopedEnv> env;
+      if (knob) env.emplace("RLX_GEMV_EVICT_FIRST", knob);
+      Graph g;
+      g.add_output(g.matmul(g.input("x", Shape::of({1, k})), g.param("w", Shape::of({k, n}))));
+      const uint64_t before = cuda::gemv_evict_first_launches();
+      rlx::testing::expect_cuda_parity(g);
+      const bool want = knob ? std::string(knob) == "1" : big;
+      EXPECT_EQ(cuda::gemv_evict_first_launches() > before, want);
+    }
 }
 
 }  // namespace

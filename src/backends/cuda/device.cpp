@@ -75,6 +75,7 @@ Probe probe_device() {
   pr.info.sm_count = prop.multiProcessorCount;
   pr.info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
   pr.info.total_mem = prop.totalGlobalMem;
+  pr.info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   if (prop.major < 7) {
     pr.failure = std::string(prop.name) + " has compute capability " + pr.info.arch() + "; rlx needs sm_70 or newer";
     return pr;

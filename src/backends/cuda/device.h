@@ -18,6 +18,7 @@ struct DeviceInfo {
   int sm_count = 0;
   size_t smem_per_block_optin = 0;  // bytes of shared memory a block may opt into
   size_t total_mem = 0;
+  size_t l2_bytes = 0;  // the L2 cache
   std::string arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
 };
 

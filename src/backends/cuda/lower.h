@@ -54,6 +54,8 @@ class LowerContext {
     (void)consumer;
     return {};
   }
+  // Bytes of the graph's params and constants (its weights).
+  virtual size_t weight_bytes() const { return 0; }
   // The first of them, or null.
   const plan::Step* absorbed_producer(const plan::Step& consumer) const {
     const auto ps = absorbed_producers(consumer);
@@ -112,7 +114,7 @@ struct GemvConfig {
   bool stage_rows = false;    // the RmsNorm prologue keeps A's rows in shared memory
   bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
   bool vec_a = false;         // packed kernel: K a multiple of 16 bytes and A's source 16-byte aligned
-  bool evict_first = true;    // W loaded with the L2 evict-first policy (RLX_GEMV_EVICT_FIRST=0: off)
+  bool evict_first = true;    // W loaded with the L2 evict-first policy (see gemv_evict_first)
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
@@ -121,6 +123,12 @@ std::string gemv_source(const GemvConfig& c);
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
 // Packed GEMV launches lowered in this process that read A in 16-byte words (for tests).
 uint64_t gemv_vec_a_launches();
+// Whether GEMV weights are loaded with the L2 evict-first policy: `knob` 0 or 1 forces it
+// (RLX_GEMV_EVICT_FIRST), -1 (unset) chooses it when the graph's weights do not fit in the L2, so
+// that a model whose weights do stays resident there from one run to the next.
+bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes);
+// GEMV launches compiled with the evict-first policy (for tests).
+uint64_t gemv_evict_first_launches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 

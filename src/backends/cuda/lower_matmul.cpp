@@ -132,6 +132,16 @@ std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) 
 
 uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<uint64_t> g_evict_first{0};
+}  // namespace
+
+bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes) {
+  return knob >= 0 ? knob == 1 : weight_bytes > l2_bytes;
+}
+
+uint64_t gemv_evict_first_launches() { return g_evict_first.load(std::memory_order_relaxed); }
+
 std::string gemv_pack_source(size_t elem_bytes) {
   return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}});
 }
@@ -180,7 +190,8 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
                        int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro) {
   GemvConfig cfg;
   cfg.t = st.out.at(0).dtype;
-  cfg.evict_first = env_int("RLX_GEMV_EVICT_FIRST", 1, 0, 1) == 1;
+  cfg.evict_first = gemv_evict_first(env_int("RLX_GEMV_EVICT_FIRST", -1, 0, 1), cx.weight_bytes(), device().l2_bytes);
+  if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : cfg.t;
   cfg.rows = rows;
   cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);

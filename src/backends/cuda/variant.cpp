@@ -63,6 +63,7 @@ class CudaVariant final : public Variant, private LowerContext {
       leaves_.emplace(n.id, DeviceBuffer(static_cast<size_t>(bytes), "leaf " + node_label(n)));
       if (input) inputs_.push_back(n.id);
       if (param) params_.push_back(n.id);
+      if (param || cst) weight_bytes_ += static_cast<size_t>(bytes);
       if (cst && bytes > 0)
         RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
                                   cudaMemcpyHostToDevice));
@@ -185,6 +186,7 @@ class CudaVariant final : public Variant, private LowerContext {
     raw_used_.insert(r.loc.leaf);
     return it->second.data() + r.loc.offset;
   }
+  size_t weight_bytes() const override { return weight_bytes_; }
   uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, const std::string& what) override {
     if (w.loc.kind != plan::Location::Kind::Leaf) return nullptr;
     const Node& leaf = graph_.node(w.loc.leaf);
@@ -377,6 +379,7 @@ class CudaVariant final : public Variant, private LowerContext {
   DeviceBuffer arena_, err_, workspace_;
   PinnedBuffer in_stage_, out_stage_, err_host_;
   std::unordered_map<NodeId, DeviceBuffer> leaves_;
+  size_t weight_bytes_ = 0;  // params and constants
   std::vector<NodeId> inputs_, params_;
   // A weight region kept transposed for the packed GEMV (LowerContext::packed_weight).
   struct PackedWeight {
