@@ -228,12 +228,11 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
   const DType tc = rope ? rope->in.at(1).dtype : t;
   auto compile = [&](const DecodeSplits& d) {
-    const std::string defs = "#define HD " + std::to_string(g.head_dim) + "\n#define R " + std::to_string(rows) + "\n#define K_STATIC " +
-                             std::to_string(k_static ? 1 : 0) + "\n#define V_STATIC " +
-                             std::to_string(v_static ? 1 : 0) + "\n#define ROPE_Q " + (rope_q ? "1" : "0") +
-                             "\n#define ROPE_K " + (rope_k ? "1" : "0") + "\n#define NK " +
-                             std::to_string(new_k) + "\n#define NV " + std::to_string(new_v) + "\n#define SMKV " + (d.smkv ? "1" : "0") +
-                             "\n#define CL " + std::to_string(d.cluster ? d.splits : 0) + "\n";
+    auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
+    const std::string defs = def("HD", g.head_dim) + def("R", rows) + def("K_STATIC", k_static) +
+                             def("V_STATIC", v_static) + def("ROPE_Q", rope_q != nullptr) +
+                             def("ROPE_K", rope_k != nullptr) + def("NK", new_k) + def("NV", new_v) +
+                             def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0);
     const std::string src =
         kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
     const CUfunction fn = get_kernel("attn_decode", src);
