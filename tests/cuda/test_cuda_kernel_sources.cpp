@@ -51,6 +51,10 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
     for (int64_t rows : {1, 4}) {
       GemvConfig c = gemv_config(t, rows);
       compiles("gemv plain", gemv_source(c));
+      c.evict_first = false;  // W through the read-only path
+      compiles("gemv plain, no evict-first", gemv_source(c));
+      compiles("gemv_packed plain, no evict-first", gemv_packed_source(c, 24, 1));
+      c.evict_first = true;
       c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
       compiles("gemv epilogue", gemv_source(c));
       c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;

@@ -93,6 +93,7 @@ int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
 namespace {
 
 std::atomic<uint64_t> g_vec_a{0};
+std::atomic<uint64_t> g_evict_first{0};
 
 std::string flag(bool b) { return b ? "1" : "0"; }
 
@@ -131,10 +132,6 @@ std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) 
 }
 
 uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
-
-namespace {
-std::atomic<uint64_t> g_evict_first{0};
-}  // namespace
 
 bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes) {
   return knob >= 0 ? knob == 1 : weight_bytes > l2_bytes;
@@ -191,7 +188,6 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
   GemvConfig cfg;
   cfg.t = st.out.at(0).dtype;
   cfg.evict_first = gemv_evict_first(env_int("RLX_GEMV_EVICT_FIRST", -1, 0, 1), cx.weight_bytes(), device().l2_bytes);
-  if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : cfg.t;
   cfg.rows = rows;
   cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);
@@ -250,6 +246,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   cfg.vec_a = g.k % vw == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
   if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
+  if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
   if (smem > 32 * 1024)  // with the static shared memory past the default 48 KB
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv_packed", fn, static_cast<unsigned>(blocks),
@@ -305,6 +302,7 @@ bool lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   cfg.stage_rows = cfg.prologue == 1 && rows * (kchunk + g.k) * 4 <= 64 * 1024;
   const size_t smem = static_cast<size_t>(std::max(rows * (kchunk + (cfg.stage_rows ? g.k : 0)), 8 * rows * tile)) * 4;
   const CUfunction fn = get_kernel("gemv", gemv_source(cfg));
+  if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
   if (smem > 48 * 1024)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv", fn, static_cast<unsigned>(col_tiles), 256,

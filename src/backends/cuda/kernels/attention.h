@@ -541,18 +541,17 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
       *reinterpret_cast<float4*>(part + (kg * R + r) * HD + dc * VE + e) =
           make_float4(acc[r][e], acc[r][e + 1], acc[r][e + 2], acc[r][e + 3]);
   __syncthreads();
-  const long long rows = a.batch * a.heads * a.q_len;
+  const long long rows = a.batch * a.heads * a.q_len;  // of the partials in global memory
   for (int i = threadIdx.x; i < R * HD; i += NT) {
     const int r = i / HD, d = i % HD;
     float val = 0.f;
 #pragma unroll
     for (int q = 0; q < KG; ++q) val += part[(q * R + r) * HD + d];
-    const float mx = rm[r], sum = rl[r];
 #if CL > 1
     // Pushed to the block that merges element i (rank i % CL), into its slot for this split.
     st_cluster_f(mg + crank * EPO + i / CL, i % CL, val);
-    (void)mx, (void)sum;
 #else
+    const float mx = rm[r], sum = rl[r];
     const long long qi = r / a.group, h = kvh * a.group + r % a.group;
     if (a.part) {
       float* pp = a.part + (((long long)blockIdx.x * rows) + (b * a.heads + h) * a.q_len + qi) * (HD + 2);

@@ -74,19 +74,11 @@ extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) gemv(const T* __re
   // previous kernel: the first U are issued before waiting for it (under programmatic dependent
   // launch they overlap its tail).
   uint4 wr[U];
-#ifndef EVF
-#define EVF 1
-#endif
-#if EVF
-  const unsigned long long wpol = rlx_evict_first_policy();  // W streams through L2 (prelude)
-#define GEMV_W(p) rlx_ld_stream(p, wpol)
-#else
-#define GEMV_W(p) __ldg(p)
-#endif
+  const unsigned long long wpol = rlx_weight_policy(EVF);  // W streams through L2 (prelude)
 #define GEMV_LOAD_BATCH()                                                                 \
   do {                                                                                    \
     _Pragma("unroll") for (int j = 0; j < U; ++j) if (kk + j * ROWS_PER_LOAD < kn) wr[j] = \
-        GEMV_W(wp + j * step);                                                            \
+        rlx_ld_weight(wp + j * step, wpol, EVF);                                          \
   } while (0)
 #if W_STATIC
   if (active) GEMV_LOAD_BATCH();

@@ -42,19 +42,11 @@ extern "C" __global__ void PACKED_BOUNDS
   long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
   bool have = row < n && cb < ce;
   uint4 wr[U];
-#ifndef EVF
-#define EVF 1
-#endif
-#if EVF
-  const unsigned long long wpol = rlx_evict_first_policy();  // Wt streams through L2 (prelude)
-#define PACKED_W(p) rlx_ld_stream(p, wpol)
-#else
-#define PACKED_W(p) __ldg(p)
-#endif
+  const unsigned long long wpol = rlx_weight_policy(EVF);  // Wt streams through L2 (prelude)
 #define PACKED_LOAD_BATCH()                                                                  \
   _Pragma("unroll") for (int j = 0; j < U; ++j) {                                          \
     const long long q = q0 + j * 32 + lane;                                                \
-    if (q < ce) wr[j] = PACKED_W(w4 + row * kv + q);                                       \
+    if (q < ce) wr[j] = rlx_ld_weight(w4 + row * kv + q, wpol, EVF);                       \
   }
   // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
   // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's

@@ -102,6 +102,14 @@ __device__ __forceinline__ uint4 rlx_ld_stream(const uint4* a, unsigned long lon
   return __ldg(a);
 #endif
 }
+// A GEMV's weight words: streamed with the evict-first policy when `evict_first` (the kernel's
+// compile-time EVF), else through the read-only path.
+__device__ __forceinline__ unsigned long long rlx_weight_policy(bool evict_first) {
+  return evict_first ? rlx_evict_first_policy() : 0ull;
+}
+__device__ __forceinline__ uint4 rlx_ld_weight(const uint4* a, unsigned long long policy, bool evict_first) {
+  return evict_first ? rlx_ld_stream(a, policy) : __ldg(a);
+}
 
 // Kernels that detect bad data (an index out of range) record the first error code here; the
 // host checks it after the run and raises rlx::Error.
