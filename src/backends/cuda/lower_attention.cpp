@@ -174,9 +174,11 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const int64_t kg = 128 / ndc;  // key groups of the P @ V pass
   // New K / V rows (a cache concatenated with them, read in place) are staged in shared memory
   // when there are few (an absorbed RoPE of K always: they are rotated there).
-  const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq
-                               : (ks && g.kv_len - ks->split <= 16 ? g.kv_len - ks->split : 0);
-  const int64_t new_v = vs && g.kv_len - vs->split <= 16 ? g.kv_len - vs->split : 0;
+  auto staged = [&](const std::optional<SplitKv>& part) {
+    return part && g.kv_len - part->split <= 16 ? g.kv_len - part->split : int64_t{0};
+  };
+  const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq : staged(ks);
+  const int64_t new_v = staged(vs);
   if (rope_k && new_k != g.kv_len - ks->split) return false;
   // q rows, a chunk's scores, the key groups' partials and three per-row floats, then the new K
   // rows (padded by 16 bytes, as the cached ones) and V rows.
