@@ -38,6 +38,13 @@ thread_local uint64_t t_launches = 0;
 void pdl_chain_break() { t_after_kernel = false; }
 uint64_t kernel_launches() { return t_launches; }
 
+void KernelLaunch::set_arg_bytes(size_t i, const void* v, size_t size) {
+  if (i >= args_.size() || sizes_[i] != size)
+    throw Error("CUDA launch of kernel '" + name_ + "': internal: parameter " + std::to_string(i) +
+                " does not exist or has another size");
+  std::memcpy(args_[i].get(), v, size);
+}
+
 void KernelLaunch::launch(cudaStream_t stream) const {
   CUresult r;
   // Only after one of our own kernels: a library kernel (cuBLASLt) may let its dependents start

@@ -32,8 +32,17 @@ class KernelLaunch {
     std::memcpy(buf.get(), v, size);
     ptrs_.push_back(buf.get());
     args_.push_back(std::move(buf));
+    sizes_.push_back(size);
     return *this;
   }
+  // Replaces parameter `i` (appended earlier with the same type) before the launch is issued or
+  // captured, for a value known only once later steps are lowered.
+  template <class T>
+  void set_arg(size_t i, const T& v) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16, "kernel parameters are copied bytes");
+    set_arg_bytes(i, &v, sizeof(T));
+  }
+  void set_arg_bytes(size_t i, const void* v, size_t size);
   // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
   // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
   // (kernels/prelude.h) before it touches memory that earlier work writes. Used when the work
@@ -76,6 +85,7 @@ class KernelLaunch {
   // into `attrs`) for a programmatic launch and for clusters.
   CUlaunchConfig config(CUstream stream, bool programmatic, CUlaunchAttribute (&attrs)[2]) const;
   std::vector<std::unique_ptr<uint8_t[]>> args_;
+  std::vector<size_t> sizes_;
   mutable std::vector<void*> ptrs_;
 };
 

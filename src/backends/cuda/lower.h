@@ -4,6 +4,7 @@
 // so a run only issues them (or replays their captured CUDA graph).
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@ class LowerContext {
   virtual uint8_t* ptr(const plan::TensorRef& r) = 0;  // device address of an operand/result
   virtual const CompileOptions& options() const = 0;
   virtual void add(DeviceOp op) = 0;
+  virtual size_t op_count() const = 0;  // ops added so far
   // Device scratch owned by the variant (e.g. attention split partials).
   virtual uint8_t* scratch(size_t bytes, const std::string& what) = 0;
   // Scratch zeroed now (e.g. the split-K tickets that kernels reset after each use).
@@ -61,6 +63,17 @@ class LowerContext {
     const auto ps = absorbed_producers(consumer);
     return ps.empty() ? nullptr : ps.front();
   }
+  // The packed GEMVs' weights in launch order, as lowering goes (lower_gemv_packed): each GEMV
+  // prefetches the first part of the next one's weight into L2 (most of it after other work, a
+  // decode attention, which leaves DRAM idle), so it is told that weight when the next is lowered.
+  struct WeightStream {
+    size_t ops_after_gemv = SIZE_MAX;  // op_count() just after the last packed GEMV was added
+    std::function<void(const uint8_t* w, size_t bytes)> tell_next;  // set while a GEMV waits
+  };
+  WeightStream& weight_stream() { return weight_stream_; }
+
+ private:
+  WeightStream weight_stream_;
 };
 
 // Appends the work of one step; throws rlx::Error naming the node for anything unsupported.
@@ -129,6 +142,14 @@ uint64_t gemv_vec_a_launches();
 bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes);
 // GEMV launches compiled with the evict-first policy (for tests).
 uint64_t gemv_evict_first_launches();
+// Bytes of the next packed GEMV's weight that a packed GEMV prefetches into L2 (see
+// LowerContext::WeightStream), `after_other` other work or right after another GEMV: `knob_mb`
+// (RLX_GEMV_PREFETCH_MB, RLX_GEMV_PREFETCH_CHAINED_MB) >= 0 gives MB, 0 off; -1 (unset) the
+// default, 70% of the L2 (`l2_bytes`) after other work and an eighth of it after a GEMV. Only
+// with evict-first weights (a model whose weights fit in the L2 keeps them there) and on sm_90+.
+size_t gemv_prefetch_budget(bool after_other, int64_t knob_mb, size_t l2_bytes);
+// Packed GEMV launches lowered in this process that prefetch the next one's weight (for tests).
+uint64_t gemv_weight_prefetches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 

@@ -94,6 +94,7 @@ namespace {
 
 std::atomic<uint64_t> g_vec_a{0};
 std::atomic<uint64_t> g_evict_first{0};
+std::atomic<uint64_t> g_weight_prefetches{0};
 
 std::string flag(bool b) { return b ? "1" : "0"; }
 
@@ -138,6 +139,13 @@ bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes) {
 }
 
 uint64_t gemv_evict_first_launches() { return g_evict_first.load(std::memory_order_relaxed); }
+
+size_t gemv_prefetch_budget(bool after_other, int64_t knob_mb, size_t l2_bytes) {
+  if (knob_mb >= 0) return static_cast<size_t>(knob_mb) << 20;
+  return after_other ? l2_bytes / 10 * 7 : l2_bytes / 8;
+}
+
+uint64_t gemv_weight_prefetches() { return g_weight_prefetches.load(std::memory_order_relaxed); }
 
 std::string gemv_pack_source(size_t elem_bytes) {
   return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}});
@@ -255,8 +263,30 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   k1->arg(static_cast<const uint8_t*>(cx.ptr(st.in.at(0)))).arg(static_cast<const uint8_t*>(pw))
       .arg(static_cast<const uint8_t*>(cfg.bias > 0 ? cx.ptr(st.in.at(2)) : nullptr))
       .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
-      .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps);
+      .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps)
+      .arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{0});  // pf, pf_bytes: below
+  // The weight stream (decode with weights past the L2): each packed GEMV bulk-prefetches the
+  // first part of the next packed GEMV's weight into L2, before its wait. After other work (a
+  // decode attention: latency-bound, DRAM nearly idle while this GEMV's early loads take only its
+  // own weight) a large part (RLX_GEMV_PREFETCH_MB); right after another GEMV, whose stream
+  // keeps DRAM busy, a little (RLX_GEMV_PREFETCH_CHAINED_MB), which hides part of the boundary
+  // between the two. Measured on the H100 in docs/benchmarks.md (session 10).
+  LowerContext::WeightStream& ws = cx.weight_stream();
+  if (ws.tell_next) ws.tell_next(pw, static_cast<size_t>(g.n * ldk * es));
+  ws.tell_next = nullptr;
+  const bool after_other = cx.op_count() != ws.ops_after_gemv;
+  const int64_t knob_other = env_int("RLX_GEMV_PREFETCH_MB", -1, 0, 1 << 20);
+  const int64_t knob_chained = env_int("RLX_GEMV_PREFETCH_CHAINED_MB", -1, 0, 1 << 20);
+  const size_t budget =
+      gemv_prefetch_budget(after_other, after_other ? knob_other : knob_chained, dev.l2_bytes) / 16 * 16;
+  if (cfg.evict_first && budget > 0 && dev.cc_major >= 9)
+    ws.tell_next = [k1, budget](const uint8_t* next, size_t bytes) {
+      k1->set_arg(12, next);
+      k1->set_arg(13, static_cast<int64_t>(std::min(budget, bytes / 16 * 16)));
+      g_weight_prefetches.fetch_add(1, std::memory_order_relaxed);
+    };
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
+  ws.ops_after_gemv = cx.op_count();
   return true;
 }
 

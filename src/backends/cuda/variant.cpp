@@ -211,6 +211,7 @@ class CudaVariant final : public Variant, private LowerContext {
     ops_.push_back(std::move(op));
     labels_.push_back(current_label_);
   }
+  size_t op_count() const override { return ops_.size(); }
   uint8_t* scratch(size_t bytes, const std::string& what) override {
     scratch_.emplace_back(bytes, what);
     return scratch_.back().data();

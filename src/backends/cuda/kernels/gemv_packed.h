@@ -13,7 +13,9 @@
 // B, MR, VW = elements per 16 bytes, WARPS, WPR, HAS_BIAS, BIAS_SCALAR, ACT, HAS_RES, PRO,
 // HAS_PB, GATE_FIRST, G_STATIC = the gain and bias are leaves, VEC_A = K is a multiple of VW and
 // A's source is 16-byte aligned: A is read in 16-byte words, all in one round; EVF = Wt is loaded
-// with the L2 evict-first policy, see the prelude).
+// with the L2 evict-first policy, see the prelude). pf/pf_bytes: the next packed GEMV's weight,
+// whose first pf_bytes (a multiple of 16; 0: none) this launch prefetches into L2 (the weight
+// stream, LowerContext::WeightStream).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
@@ -29,7 +31,8 @@ inline constexpr const char* kGemvPacked = R"CUDA(
 extern "C" __global__ void PACKED_BOUNDS
     gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
                 T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
-                const T* __restrict__ pg, const T* __restrict__ pb, float eps) {
+                const T* __restrict__ pg, const T* __restrict__ pb, float eps, const char* __restrict__ pf,
+                long long pf_bytes) {
   extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
   T* xs = reinterpret_cast<T*>(xs4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -67,6 +70,14 @@ extern "C" __global__ void PACKED_BOUNDS
 #if WPR > 1
   __shared__ float red[WARPS * MR];  // each warp's slice sums
 #endif
+  // The next product's weight, after this one's first words: each block sends its share to L2
+  // from its last warp, a lane per piece of up to 32 KB, and waits for none of it.
+  if (pf_bytes > 0 && warp == WARPS - 1) {
+    const long long share = ((pf_bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+    const long long p1 = min(pf_bytes, share * (blockIdx.x + 1));
+    for (long long o = share * blockIdx.x + 32768ll * lane; o < p1; o += 32768ll * 32)
+      rlx_prefetch_l2(pf + o, (unsigned)min(32768ll, p1 - o));
+  }
   rlx_pdl_begin();
   // The epilogue's per-output operands of this warp's first row, loaded now (lane r: A row r)
   // so that finishing a row waits for none of them.

@@ -78,6 +78,16 @@ __device__ __forceinline__ void rlx_pdl_begin() {
 #endif
 }
 
+// Asks the memory system to bring `bytes` (a multiple of 16, from a 16-byte aligned global
+// address) into L2 in the background (sm_90+ bulk prefetch; nothing on older devices). A hint,
+// which the memory system may drop in part.
+__device__ __forceinline__ void rlx_prefetch_l2(const void* p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
+#else
+  (void)p, (void)bytes;
+#endif
+}
 // Streamed operands (a decode GEMV's weights, read once per run) are loaded with an L2
 // evict-first policy (sm_80+): they pass through L2 without displacing what stays hot in it
 // across kernels (the kernels' code and parameters, activations, KV caches). Without it, the
