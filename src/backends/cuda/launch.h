@@ -43,6 +43,7 @@ class KernelLaunch {
     set_arg_bytes(i, &v, sizeof(T));
   }
   void set_arg_bytes(size_t i, const void* v, size_t size);
+  size_t arg_count() const { return args_.size(); }
   // Marks the launch as a programmatic dependent launch (sm_90+): the kernel may be scheduled
   // while its predecessor in the stream still runs, so its source must call rlx_pdl_begin()
   // (kernels/prelude.h) before it touches memory that earlier work writes. Used when the work

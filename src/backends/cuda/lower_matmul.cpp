@@ -263,8 +263,9 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   k1->arg(static_cast<const uint8_t*>(cx.ptr(st.in.at(0)))).arg(static_cast<const uint8_t*>(pw))
       .arg(static_cast<const uint8_t*>(cfg.bias > 0 ? cx.ptr(st.in.at(2)) : nullptr))
       .arg(static_cast<const uint8_t*>(residual ? cx.ptr(*residual) : nullptr))
-      .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps)
-      .arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{0});  // pf, pf_bytes: below
+      .arg(cx.ptr(st.out.at(0))).arg(g.k).arg(ldk).arg(g.n).arg(pro.px).arg(pro.pg).arg(pro.pb).arg(pro.eps);
+  const size_t pf_arg = k1->arg_count();
+  k1->arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{0});  // pf, pf_bytes: set below
   // The weight stream (decode with weights past the L2): each packed GEMV bulk-prefetches the
   // first part of the next packed GEMV's weight into L2, before its wait. After other work (a
   // decode attention: latency-bound, DRAM nearly idle while this GEMV's early loads take only its
@@ -280,9 +281,9 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   const size_t budget =
       gemv_prefetch_budget(after_other, after_other ? knob_other : knob_chained, dev.l2_bytes) / 16 * 16;
   if (cfg.evict_first && budget > 0 && dev.cc_major >= 9)
-    ws.tell_next = [k1, budget](const uint8_t* next, size_t bytes) {
-      k1->set_arg(12, next);
-      k1->set_arg(13, static_cast<int64_t>(std::min(budget, bytes / 16 * 16)));
+    ws.tell_next = [k1, budget, pf_arg](const uint8_t* next, size_t bytes) {
+      k1->set_arg(pf_arg, next);
+      k1->set_arg(pf_arg + 1, static_cast<int64_t>(std::min(budget, bytes / 16 * 16)));
       g_weight_prefetches.fetch_add(1, std::memory_order_relaxed);
     };
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
