@@ -285,7 +285,9 @@ __device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int
   const int half = (int)(a.rope_rot / 2);
   o.first = a.rope_neox ? d < half : (d & 1) == 0;
   const int p = a.rope_neox ? (o.first ? d : d - half) : d >> 1;
-  const int i1 = o.rot ? (a.rope_neox ? p : 2 * p) : d, i2 = o.rot ? (a.rope_neox ? p + half : 2 * p + 1) : d;
+  int r1, r2;
+  rope_pair(a.rope_neox != 0, p, half, r1, r2);
+  const int i1 = o.rot ? r1 : d, i2 = o.rot ? r2 : d;
   const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * half + p : 0;
   o.x1 = ldg_f(row + i1), o.x2 = ldg_f(row + i2);
   o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
@@ -293,7 +295,7 @@ __device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int
 }
 __device__ __forceinline__ float rope_value(const RopeIn& o) {
   if (!o.rot) return o.x1;
-  return to_f(from_f<T>(o.first ? o.x1 * o.c - o.x2 * o.sn : o.x2 * o.c + o.x1 * o.sn));
+  return to_f(from_f<T>(rope_rotate(o.first, o.x1, o.x2, o.c, o.sn)));
 }
 #endif
 #define NW 4

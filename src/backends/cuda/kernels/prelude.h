@@ -121,6 +121,18 @@ __device__ __forceinline__ uint4 rlx_ld_weight(const uint4* a, unsigned long lon
   return evict_first ? rlx_ld_stream(a, policy) : __ldg(a);
 }
 
+// Rotary embedding, shared by the Rope kernel and the decode attention's rotation on load: pair
+// p of a row's rotated part is elements (p, p + half) in the NeoX style, else (2p, 2p + 1); with
+// the pair's cos c and sin s the first becomes x1 c - x2 s and the second x2 c + x1 s.
+template <class I>
+__device__ __forceinline__ void rope_pair(bool neox, I p, I half, I& i1, I& i2) {
+  i1 = neox ? p : 2 * p;
+  i2 = neox ? p + half : 2 * p + 1;
+}
+__device__ __forceinline__ float rope_rotate(bool first, float x1, float x2, float c, float s) {
+  return first ? x1 * c - x2 * s : x2 * c + x1 * s;
+}
+
 // Kernels that detect bad data (an index out of range) record the first error code here; the
 // host checks it after the run and raises rlx::Error.
 __device__ __forceinline__ void report_error(int* flag, int code) { atomicCAS(flag, 0, code); }

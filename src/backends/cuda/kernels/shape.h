@@ -93,12 +93,13 @@ extern "C" __global__ void rope(const T* x, const TC* cs, const TC* sn, T* out, 
       oh[d] = xh[d];
       continue;
     }
-    const long long i1 = neox ? p : 2 * p, i2 = neox ? p + half : 2 * p + 1;
+    long long i1, i2;
+    rope_pair(neox != 0, p, half, i1, i2);
     const long long row = (per_batch ? b * seq + s : s) * half + p;
     const float c = to_f(cs[row]), sv = to_f(sn[row]);
     const float x1 = to_f(xh[i1]), x2v = to_f(xh[i2]);
-    oh[i1] = from_f<T>(x1 * c - x2v * sv);
-    oh[i2] = from_f<T>(x2v * c + x1 * sv);
+    oh[i1] = from_f<T>(rope_rotate(true, x1, x2v, c, sv));
+    oh[i2] = from_f<T>(rope_rotate(false, x1, x2v, c, sv));
   }
 }
 )CUDA";
