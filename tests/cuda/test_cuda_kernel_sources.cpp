@@ -117,7 +117,8 @@ TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
       if (bytes % 16 == 0 && bytes / 16 <= 128 && ((bytes / 16) & (bytes / 16 - 1)) == 0)
         for (int rows : {1, 4, 8})
           compiles("attn_decode", kernel_source(decode.c_str(), {{"T", t}, {"M", "bf16_t"}},
-                                                defs + "#define R " + std::to_string(rows) + "\n" +
+                                                defs + "#define KC " + std::to_string(ksrc::kDecodeChunkKeys) +
+                                                    "\n#define R " + std::to_string(rows) + "\n" +
                                                     (rows == 4 ? "#define K_STATIC 1\n#define V_STATIC 1\n" : "") +
                                                     // cached rows in shared memory; the cluster merge
                                                     (rows == 4 ? "#define SMKV 1\n#define CL 8\n" : "") +

@@ -182,8 +182,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   if (rope_k && new_k != g.kv_len - ks->split) return false;
   // q rows, a chunk's scores, the key groups' partials and three per-row floats, then the new K
   // rows (padded by 16 bytes, as the cached ones) and V rows.
-  constexpr int64_t kChunk = 128;
-  const size_t smem = static_cast<size_t>(rows * g.head_dim + rows * kChunk + kg * rows * g.head_dim + 3 * rows) * 4 +
+  const int64_t chunk = ksrc::kDecodeChunkKeys;
+  const size_t smem = static_cast<size_t>(rows * g.head_dim + rows * chunk + kg * rows * g.head_dim + 3 * rows) * 4 +
                       static_cast<size_t>(new_k * (row_bytes + 16) + new_v * row_bytes);
   if (smem > 48 * 1024) return false;
   const int64_t kv_heads = g.num_heads / g.group;
@@ -234,7 +234,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     const std::string defs = def("HD", g.head_dim) + def("R", rows) + def("K_STATIC", k_static) +
                              def("V_STATIC", v_static) + def("ROPE_Q", rope_q != nullptr) +
                              def("ROPE_K", rope_k != nullptr) + def("NK", new_k) + def("NV", new_v) +
-                             def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0);
+                             def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0) + def("KC", chunk);
     const std::string src =
         kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
     const CUfunction fn = get_kernel("attn_decode", src);

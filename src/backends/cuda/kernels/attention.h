@@ -218,6 +218,8 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 // into L2 before it.
 // CL > 1: the CL key splits of a (kv head, batch) form one thread-block cluster and merge their
 // partials through distributed shared memory (no global partials, fence or ticket).
+// Keys per chunk of attn_decode (its KC): the host sizes the kernel's shared memory by it.
+inline constexpr int kDecodeChunkKeys = 128;
 inline constexpr const char* kAttentionDecode = R"CUDA(
 #ifndef K_STATIC
 #define K_STATIC 0
@@ -304,7 +306,9 @@ __device__ __forceinline__ float rope_value(const RopeIn& o) {
 #define NDC (HD / VE)  // 16-byte pieces of a row
 #define KG (NT / NDC)  // key groups of the P @ V pass
 #define KS (HD + VE)   // elements per K row in shared memory, padded so that lanes reading a row each hit distinct banks
-#define KC 128         // keys per chunk
+#ifndef KC
+#error "KC (keys per chunk, ksrc::kDecodeChunkKeys) is defined by the host, which sizes the shared memory by it"
+#endif
 #define KSUB (KC / 32)
 extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
   // Shared memory: [SMKV: split_len K rows (stride KS), split_len V rows (HD) of T] sq [R][HD] f32,
@@ -322,8 +326,8 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
   float* rm = part + KG * R * HD;
   float* rl = rm + R;
   float* rc = rl + R;
-  float* mg = rc + R;  // CL > 1: [CL][EPO] the partials of the elements this block merges, then [CL][R][2] every split's row max and sum
 #if CL > 1
+  float* mg = rc + R;  // [CL][EPO] the partials of the elements this block merges, then [CL][R][2] every split's row max and sum
   unsigned crank;  // this block's rank in the cluster (its split)
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
 #endif
