@@ -358,9 +358,9 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
   // Cached rows that no kernel writes (K_STATIC / V_STATIC: a KV cache held in params) are
   // prefetched into L2 before waiting for the previous kernel.
   for (long long key = base + threadIdx.x; K_STATIC && key < kc_end; key += NT)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h));
+    rlx_prefetch_line_l2(a.k + b * a.ks_b + key * a.ks_s + kvh * a.ks_h);
   for (long long key = base + threadIdx.x; V_STATIC && key < vc_end; key += NT)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h));
+    rlx_prefetch_line_l2(a.v + b * a.vs_b + key * a.vs_s + kvh * a.vs_h);
 #endif
   rlx_pdl_begin();
   // The q rows (rotated with ROPE_Q) and the new K / V rows this block reads (rotated with

@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) gemv(const T* __re
   // And the rest of this thread's rows are prefetched into L2 (one request per 128 bytes).
   if (active && (cl * VW * (int)sizeof(T)) % 128 == 0)
     for (int j = kk + U * ROWS_PER_LOAD; j < kn; j += ROWS_PER_LOAD)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(w + (k0 + j) * n + col));
+      rlx_prefetch_line_l2(w + (k0 + j) * n + col);
 #endif
   rlx_pdl_begin();
 #if !W_STATIC

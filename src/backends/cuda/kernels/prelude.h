@@ -78,6 +78,8 @@ __device__ __forceinline__ void rlx_pdl_begin() {
 #endif
 }
 
+// Asks the memory system to bring the cache line holding `p` (global) into L2.
+__device__ __forceinline__ void rlx_prefetch_line_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // Asks the memory system to bring `bytes` (a multiple of 16, from a 16-byte aligned global
 // address) into L2 in the background (sm_90+ bulk prefetch; nothing on older devices). A hint,
 // which the memory system may drop in part.
