@@ -263,11 +263,10 @@ TEST(CudaConv, PrecisionPolicies) {
   rlx::testing::ParityOptions o;
   const NamedTensors in = rlx::testing::random_inputs(g, o), params = rlx::testing::random_params(g, o);
   auto run = [&](Device d, Precision p) {
-    CompileOptions opts;
-    opts.precision = p;
-    auto cg = Session(d).compile(g, opts);
-    for (const auto& [name, v] : params) cg.set_param(name, v);
-    return rlx::testing::to_doubles(cg.run(in)[0]);
+    rlx::testing::RunConfig c;
+    c.device = d;
+    c.options.precision = p;
+    return rlx::testing::to_doubles(rlx::testing::run_config(g, c, in, params).at(0));
   };
   const auto ref = run(Device::Cpu, Precision::Fp32);
   auto rel = [&](Precision p) {

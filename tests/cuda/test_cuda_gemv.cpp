@@ -431,9 +431,9 @@ TEST(CudaGemvPacked, GemvsBringTheNextWeightIntoL2) {
   rlx::testing::ParityOptions opts;
   const NamedTensors ins = rlx::testing::random_inputs(g, opts), ps = rlx::testing::random_params(g, opts);
   auto run_on = [&](Device d) {
-    auto cg = Session(d).compile(g);
-    for (const auto& [name, t] : ps) cg.set_param(name, t);
-    return cg.run(ins).at(0);
+    rlx::testing::RunConfig c;
+    c.device = d;
+    return rlx::testing::run_config(g, c, ins, ps).at(0);
   };
   struct Case {
     const char *evict_first, *mb, *chained_mb;

@@ -35,6 +35,8 @@ const Tensor* find(const NamedTensors& v, const std::string& name) {
   return nullptr;
 }
 
+}  // namespace
+
 std::vector<Tensor> run_config(const Graph& g, const RunConfig& c, const NamedTensors& ins, const NamedTensors& ps) {
   Graph h = c.transform ? c.transform(g) : g;
   Session s(c.device);
@@ -42,7 +44,6 @@ std::vector<Tensor> run_config(const Graph& g, const RunConfig& c, const NamedTe
   for (const auto& [n, t] : ps) cg.set_param(n, t);
   return cg.run(ins);
 }
-}  // namespace
 
 NamedTensors random_inputs(const Graph& g, const ParityOptions& o) {
   NamedTensors out;

@@ -50,6 +50,11 @@ Tolerance parity_tolerance(DType t);
 NamedTensors random_inputs(const Graph& g, const ParityOptions& opts);
 NamedTensors random_params(const Graph& g, const ParityOptions& opts);
 
+// Compiles `g` under `config`, sets `params` and runs it on `ins`: one side of a comparison,
+// for tests that judge the results themselves.
+std::vector<Tensor> run_config(const Graph& g, const RunConfig& config, const NamedTensors& ins,
+                               const NamedTensors& params);
+
 ParityReport compare_configs(const Graph& g, const RunConfig& a, const RunConfig& b,
                              const ParityOptions& opts = {});
 

@@ -35,6 +35,15 @@ struct AttnArgs {
   int rope_per_batch, rope_neox;
 };
 
+// Merging split-KV partial results (attn_combine, and attn_decode's cluster and ticket merges): a
+// split whose running max is m weighs exp(m - mx) against the row's overall max mx, and 0 when it
+// saw no unmasked key (m = -inf) or no split did (mx = -inf); the merged row is its weighted sum
+// times split_inv_sum(the weighted sums of exponentials), 0 for a row without unmasked keys.
+__device__ __forceinline__ float split_weight(float m, float mx) {
+  return mx == RLX_NEG_INF || m == RLX_NEG_INF ? 0.f : __expf(m - mx);
+}
+__device__ __forceinline__ float split_inv_sum(float l) { return l > 0.f ? 1.f / l : 0.f; }
+
 // The score of query row `row` (head h, batch b) against key `key` from its dot product, as the
 // CPU oracle computes it: s = q.k * scale; softcap; + bias; masks. -inf when masked or outside
 // [lo, hi).
@@ -187,7 +196,7 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
     if (mx != RLX_NEG_INF) {
       for (int sp = 0; sp < splits; ++sp) {
         const float* pp = a.part + ((long long)sp * rows + w) * (HD + 2);
-        const float c = pp[HD] == RLX_NEG_INF ? 0.f : expf(pp[HD] - mx);
+        const float c = split_weight(pp[HD], mx);
         l += pp[HD + 1] * c;
 #pragma unroll
         for (int e = 0; e < DE; ++e)
@@ -195,7 +204,7 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
       }
     }
     T* o = a.out + b * a.os_b + row * a.os_s + h * a.os_h;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = split_inv_sum(l);
 #pragma unroll
     for (int e = 0; e < DE; ++e)
       if (lane + 32 * e < HD) o[lane + 32 * e] = from_f<T>(acc[e] * inv);
@@ -592,11 +601,11 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
 #pragma unroll
       for (int sp = 0; sp < CL; ++sp) {
         const float m = stats[(sp * R + r) * 2];
-        const float c = mx == RLX_NEG_INF || m == RLX_NEG_INF ? 0.f : __expf(m - mx);
+        const float c = split_weight(m, mx);
         sum += stats[(sp * R + r) * 2 + 1] * c, val += mg[sp * EPO + slot] * c;
       }
       const long long qi = r / a.group, h = kvh * a.group + r % a.group;
-      a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(sum > 0.f ? val / sum : 0.f);
+      a.out[b * a.os_b + qi * a.os_s + h * a.os_h + d] = from_f<T>(val * split_inv_sum(sum));
     }
   }
   return;
@@ -626,10 +635,10 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
     float mx = RLX_NEG_INF, l = 0.f;
     for (int sp = 0; sp < S; ++sp) mx = fmaxf(mx, cm[r * S + sp]);
     for (int sp = 0; sp < S; ++sp) {
-      const float c = mx == RLX_NEG_INF || cm[r * S + sp] == RLX_NEG_INF ? 0.f : __expf(cm[r * S + sp] - mx);
+      const float c = split_weight(cm[r * S + sp], mx);
       cm[r * S + sp] = c, l += cl[r * S + sp] * c;
     }
-    inv[r] = l > 0.f ? 1.f / l : 0.f;
+    inv[r] = split_inv_sum(l);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
