@@ -9,6 +9,7 @@
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/attention_decode_tc.h"
 #include "backends/cuda/kernels/attention_mma.h"
 #include "backends/cuda/kernels/attention_wgmma.h"
 #include "backends/cuda/kernels/gemv.h"
@@ -108,7 +109,7 @@ TEST(CudaKernelSources, DataMovementKernelsCompile) {
 
 TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
   const std::string prefill = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
-  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
+  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
   for (int hd : {4, 36, 64, 128, 256})
     for (const char* t : {"float", "bf16_t", "f16_t"}) {
       const std::string defs = "#define HD " + std::to_string(hd) + "\n";
@@ -142,6 +143,28 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
     compiles("attention_mma f16 window softcap", src("f16_t", hd, 4, 1, 64, 2, 1, hd <= 128 ? 1 : 0));
   }
   for (int nw : {1, 2, 8}) compiles("attention_mma tile", src("bf16_t", 64, nw, 2, 16 * nw, 0, 0, 1));
+}
+
+// The tensor-core decode kernel for every head dim it takes, both half types, every mask, softcap,
+// up to 16 rows, leaf caches and the RoPEs rotated on load.
+TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
+  auto src = [](const char* t, int hd, int rows, int mask, int cap, int statics, int rope, int warps = 8) {
+    auto def = [](const char* n, int v) { return "#define " + std::string(n) + " " + std::to_string(v) + "\n"; };
+    const std::string defs = def("BF16", std::string(t) == "bf16_t") + def("HD", hd) + def("R", rows) +
+                             def("NW", warps) + def("BN", hd <= 64 ? 64 : 32) + def("MASK", mask) + def("SOFTCAP", cap) +
+                             def("ROPE_STATIC", statics) +
+                             def("K_STATIC", statics) + def("V_STATIC", statics) + def("ROPE_Q", rope) +
+                             def("ROPE_K", rope) + def("NK", rope ? 2 : 0) + ksrc::kTensorCoreHelpers;
+    const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
+    return kernel_source(body.c_str(), {{"T", t}, {"M", "u8_t"}, {"TC", "float"}}, defs);
+  };
+  for (int hd : {16, 64, 96, 128})
+    for (int mask = 0; mask <= 4; ++mask) {
+      SCOPED_TRACE("head_dim " + std::to_string(hd) + " mask " + std::to_string(mask));
+      compiles("attn_decode_tc", src("bf16_t", hd, mask == 0 ? 16 : 4, mask, mask == 2, mask == 1, mask == 1));
+      compiles("attn_decode_tc", src("f16_t", hd, 1, mask, 0, 0, 0));
+    }
+  for (int warps : {1, 4, 16}) compiles("attn_decode_tc warps", src("bf16_t", 64, 4, 1, 0, 1, 1, warps));
 }
 
 // The Hopper kernel (wgmma) for sm_90a, with the wrappers the lowering generates.

@@ -69,6 +69,9 @@ class LowerContext {
   struct WeightStream {
     size_t ops_after_gemv = SIZE_MAX;  // op_count() just after the last packed GEMV was added
     std::function<void(const uint8_t* w, size_t bytes)> tell_next;  // set while a GEMV waits
+    // Set while the last op added is a packed GEMV: makes it let the next kernel launch before
+    // its own wait (for a kernel with loads before its wait that no GEMV block would share).
+    std::function<void()> launch_next_early;
   };
   WeightStream& weight_stream() { return weight_stream_; }
 
@@ -218,6 +221,9 @@ uint64_t attention_rope_reads();
 // their cached K/V rows into shared memory before the wait, lowered in this process (for tests).
 uint64_t attention_cluster_merges();
 uint64_t attention_kv_smem_copies();
+// Decode attention launches on the tensor cores (attn_decode_tc: one block per KV head, the
+// keys in shared memory), lowered in this process (for tests).
+uint64_t attention_tc_decodes();
 
 // The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
 // mask, 4 additive bias.

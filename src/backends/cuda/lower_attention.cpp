@@ -11,6 +11,8 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/attention_decode_tc.h"
+#include "backends/cuda/kernels/attention_mma.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/lower_attention_mma.h"
@@ -21,7 +23,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
-std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0};
+std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0}, g_tc_decodes{0};
 
 struct AttnArgs {
   const void* q;
@@ -77,7 +79,7 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
   return s;
 }
 
-// The attention kernel `fn` over `grid` (128 threads), then, when the keys are split, the
+// The attention kernel `fn` over `grid` (blocks of `threads`), then, when the keys are split, the
 // combine kernel of the same source merging the splits' partials (allocated here). With
 // `tickets` (attn_decode) the kernel merges them itself: its last block per (batch, kv head),
 // counted on zeroed tickets allocated here, one per grid.y * grid.z; with `cluster` (attn_decode
@@ -87,7 +89,7 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
 void add_attention_launches(LowerContext& cx, const std::string& what, CUfunction fn, const std::string& src,
                             AttnArgs a, const plan::AttentionGeom& g, int64_t splits,
                             const std::array<unsigned, 3>& grid, size_t smem, bool tickets = false,
-                            bool loads_before_wait = false, bool cluster = false) {
+                            bool loads_before_wait = false, bool cluster = false, unsigned threads = 128) {
   if (splits > 1 && !cluster) {
     const size_t part_bytes = static_cast<size_t>(splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2)) * 4;
     a.part = reinterpret_cast<float*>(cx.scratch(part_bytes, what + " split partials"));
@@ -96,7 +98,7 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
       a.tickets = reinterpret_cast<unsigned*>(cx.zeroed_scratch(n, what + " split tickets"));
     }
   }
-  auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], 128, static_cast<unsigned>(smem), grid[1], grid[2]);
+  auto main = std::make_shared<KernelLaunch>(what, fn, grid[0], threads, static_cast<unsigned>(smem), grid[1], grid[2]);
   if (loads_before_wait) main->pdl_prefetch();
   else main->pdl();
   if (cluster) main->cluster(grid[0]);
@@ -147,19 +149,93 @@ DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t row_bytes, bool
   return d;
 }
 
-// Decode (few query rows per KV head): the attn_decode kernel of kernels/attention.h, one block
-// per (key split, kv head, batch) for the whole head group. Returns false when the step does not
-// qualify (more than 8 rows per KV head, head rows not a power-of-two count of 16-byte pieces,
-// unaligned strides).
+// The tensor-core decode kernel's shape (kernels/attention_decode_tc.h): warps per block
+// (RLX_CUDA_ATTN_DECODE_TC_WARPS, default 8) and keys per warp chunk (RLX_CUDA_ATTN_DECODE_TC_KEYS,
+// default 64 up to head_dim 64, else 32: a larger chunk's accumulators no longer fit in registers).
+// Measured on the H100, Llama decode bf16 (docs/benchmarks.md, session 12): 8 x 64 0.674-0.675
+// ms, 8 x 32 0.674-0.676, 16 x 32 0.679-0.687, 16 x 16 0.677-0.682, 4 x 64 0.683-0.690.
+struct DecodeTcShape {
+  int64_t warps = 8, keys = 64;
+};
+DecodeTcShape decode_tc_shape(int64_t head_dim) {  // for a head_dim the kernel takes
+  DecodeTcShape s;
+  s.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
+  s.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", head_dim <= 64 ? 64 : 32, 16, 64);
+  if ((s.warps & (s.warps - 1)) != 0 || (s.keys & (s.keys - 1)) != 0)
+    throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
+                "keys 16-64), got " + std::to_string(s.warps) + " and " + std::to_string(s.keys));
+  if (s.keys > 32 && head_dim > 64)
+    throw Error("RLX_CUDA_ATTN_DECODE_TC_KEYS=" + std::to_string(s.keys) + " does not fit in registers at head_dim " +
+                std::to_string(head_dim) + "; use 16 or 32 (or unset it)");
+  return s;
+}
+// Its shared memory for `rows` query rows per KV head: K and V rows up to kv_len rounded up to the
+// chunk, the 16-row Q tile, the warps' merge.
+size_t decode_tc_smem(const plan::AttentionGeom& g, int64_t rows, const DecodeTcShape& s) {
+  const int64_t cap = (g.kv_len + s.keys - 1) / s.keys * s.keys;
+  return static_cast<size_t>((2 * cap + 16) * (g.head_dim + 8)) * 2 +
+         static_cast<size_t>(s.warps * rows * (g.head_dim + 2)) * 4;
+}
+
+// Whether the tensor-core decode kernel takes the step: f16/bf16, a head_dim the m16n8k16 tiles
+// take (a multiple of 16, at most 128: the accumulators stay in registers), at most 16 rows per
+// KV head (one m16 tile) and a (kv head, batch)'s whole K/V range in one block's shared memory
+// (so no split merge). RLX_CUDA_ATTN_DECODE_TC=0 turns it off.
+bool decode_tc_fits(const plan::AttentionGeom& g, DType t, int64_t rows) {
+  if (t != DType::F16 && t != DType::BF16) return false;
+  if (g.head_dim % 16 != 0 || g.head_dim > 128 || rows > 16 || device().cc_major < 8) return false;
+  if (env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1) == 0) return false;
+  return decode_tc_smem(g, rows, decode_tc_shape(g.head_dim)) <= device().smem_per_block_optin;
+}
+
+// The tensor-core decode launch: one block per (kv head, batch). `a` is complete (RoPEs and KV
+// parts resolved, 16-byte alignment checked by try_decode); `tc`: the RoPE tables' type,
+// `rope_static`: they are leaves (read before the wait).
+void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t,
+                   DType mt, DType tc, bool rope_q, bool rope_k, bool rope_static, int64_t new_k, bool k_static,
+                   bool v_static) {
+  const int64_t rows = g.q_len * g.group;
+  const DecodeTcShape shape = decode_tc_shape(g.head_dim);
+  const size_t smem = decode_tc_smem(g, rows, shape);
+  auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
+  const std::string defs = def("BF16", t == DType::BF16) + def("HD", g.head_dim) + def("R", rows) +
+                           def("NW", shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
+                           def("SOFTCAP", g.softcap > 0) + def("K_STATIC", k_static) + def("V_STATIC", v_static) +
+                           def("ROPE_Q", rope_q) + def("ROPE_K", rope_k) + def("NK", rope_k ? new_k : 0) +
+                           def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers;
+  const std::string body =
+      std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
+  const std::string src =
+      kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
+  const CUfunction fn = get_kernel("attn_decode_tc", src);
+  if (smem > 48 * 1024)
+    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  a.split_len = g.kv_len;
+  g_tc_decodes.fetch_add(1, std::memory_order_relaxed);
+  // Right after a packed GEMV (the QKV product), that GEMV lets this kernel launch before its own
+  // wait, so the cache copies before this kernel's wait overlap the whole product
+  // (RLX_CUDA_ATTN_DECODE_EARLY=0: at the GEMV's wait, as every kernel).
+  const bool early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
+  LowerContext::WeightStream& ws = cx.weight_stream();
+  if (early && (k_static || v_static) && ws.launch_next_early && ws.ops_after_gemv == cx.op_count())
+    ws.launch_next_early();
+  add_attention_launches(cx, step_label(st) + " decode (tensor cores)", fn, src, a, g, 1,
+                         {1u, static_cast<unsigned>(g.num_heads / g.group), static_cast<unsigned>(g.batch)}, smem,
+                         false, k_static || v_static, false, static_cast<unsigned>(32 * shape.warps));
+}
+
+// Decode (few query rows per KV head): the tensor-core kernel (one block per (kv head, batch))
+// where decode_tc_fits, else the attn_decode kernel of kernels/attention.h, one block per (key
+// split, kv head, batch) for the whole head group. Returns false when neither takes the step
+// (more than 16 rows per KV head, or more than 8 outside the tensor-core kernel; head rows not a
+// power-of-two count of 16-byte pieces; unaligned strides).
 bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
                 const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs, const plan::Step* rope_q,
                 const plan::Step* rope_k) {  // the absorbed RoPEs of q and of the new K rows, or null
   const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
-  if (rows > 8 || row_bytes % 16 != 0) return false;
-  const int64_t ndc = row_bytes / 16;  // 16-byte pieces of a row: a power of two that divides 128 threads
-  if (ndc > 128 || (ndc & (ndc - 1)) != 0) return false;
+  if (rows > 16 || row_bytes % 16 != 0) return false;
   if (ks) a.k = ks->first, a.k2 = ks->second, a.k_split = ks->split;
   if (vs) a.v = vs->first, a.v2 = vs->second, a.v_split = vs->split;
   if (rope_k && !ks) return false;
@@ -171,7 +247,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     if (s->batch % ve != 0 || s->seq % ve != 0 || s->head % ve != 0) return false;
   if (pointer_alignment(a.k) < 16 || pointer_alignment(a.v) < 16) return false;
   if ((ks && pointer_alignment(a.k2) < 16) || (vs && pointer_alignment(a.v2) < 16)) return false;
-  const int64_t kg = 128 / ndc;  // key groups of the P @ V pass
+  const int64_t kv_heads = g.num_heads / g.group;
+  if (g.batch > 65535 || kv_heads > 65535) return false;
   // New K / V rows (a cache concatenated with them, read in place) are staged in shared memory
   // when there are few (an absorbed RoPE of K always: they are rotated there).
   auto staged = [&](const std::optional<SplitKv>& part) {
@@ -180,28 +257,35 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const int64_t new_k = rope_k ? std::get<plan::RopeGeom>(rope_k->geom).seq : staged(ks);
   const int64_t new_v = staged(vs);
   if (rope_k && new_k != g.kv_len - ks->split) return false;
-  // q rows, a chunk's scores, the key groups' partials and three per-row floats, then the new K
-  // rows (padded by 16 bytes, as the cached ones) and V rows.
-  const int64_t chunk = ksrc::kDecodeChunkKeys;
-  const size_t smem = static_cast<size_t>(rows * g.head_dim + rows * chunk + kg * rows * g.head_dim + 3 * rows) * 4 +
-                      static_cast<size_t>(new_k * (row_bytes + 16) + new_v * row_bytes);
-  if (smem > 48 * 1024) return false;
-  const int64_t kv_heads = g.num_heads / g.group;
-  if (g.batch > 65535 || kv_heads > 65535) return false;
   // The rows of a leaf K/V part (a KV cache held in params) are copied into shared memory, or
   // prefetched into L2, before waiting for the previous kernel.
   const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
   const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string what = step_label(st);
-  // Thread-block clusters (sm_90+) of at most RLX_CUDA_ATTN_CLUSTER blocks (default 16, the
-  // largest the H100 schedules; 0 or 1: off, the splits merge through global partials and a
-  // ticket).
-  const int64_t cluster_max =
-      device().cc_major >= 9 && driver().launch_kernel_ex ? env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16) : 0;
-  DecodeSplits sp = decode_splits(g, row_bytes, k_static && v_static, smem, cluster_max);
-  // The in-kernel ticket merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
-  if (!sp.cluster && static_cast<size_t>(2 * rows * sp.splits + rows) * 4 > smem)
-    throw Error(what + ": internal: the decode merge of " + std::to_string(sp.splits) + " splits needs more shared memory");
+  // Both kernels' knobs are checked whichever kernel runs: a bad value is an error, not ignored.
+  env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16), env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1);
+  env_int("RLX_CUDA_ATTN_DECODE_KEYS", 64, 1, 1 << 20), env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1);
+  env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1), decode_tc_shape(std::min<int64_t>(g.head_dim, 64));
+  const bool tc = decode_tc_fits(g, t, rows);
+  // attn_decode: at most 8 rows; a row is a power-of-two count of 16-byte pieces (which divides
+  // its 128 threads); q rows, a chunk's scores, the key groups' partials and three per-row floats,
+  // then the new K rows (padded by 16 bytes, as the cached ones) and V rows in 48 KiB.
+  const int64_t ndc = row_bytes / 16, kg = 128 / std::max<int64_t>(1, ndc), chunk = ksrc::kDecodeChunkKeys;
+  const size_t smem = static_cast<size_t>(rows * g.head_dim + rows * chunk + kg * rows * g.head_dim + 3 * rows) * 4 +
+                      static_cast<size_t>(new_k * (row_bytes + 16) + new_v * row_bytes);
+  DecodeSplits sp;
+  if (!tc) {
+    if (rows > 8 || ndc > 128 || (ndc & (ndc - 1)) != 0 || smem > 48 * 1024) return false;
+    // Thread-block clusters (sm_90+) of at most RLX_CUDA_ATTN_CLUSTER blocks (default 16, the
+    // largest the H100 schedules; 0 or 1: off, the splits merge through global partials and a
+    // ticket).
+    const int64_t cluster_max =
+        device().cc_major >= 9 && driver().launch_kernel_ex ? env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16) : 0;
+    sp = decode_splits(g, row_bytes, k_static && v_static, smem, cluster_max);
+    // The in-kernel ticket merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
+    if (!sp.cluster && static_cast<size_t>(2 * rows * sp.splits + rows) * 4 > smem)
+      throw Error(what + ": internal: the decode merge of " + std::to_string(sp.splits) + " splits needs more shared memory");
+  }
   // Absorbed RoPEs (plan_attention_ropes): their inputs are read and rotated on load, so one
   // that the memory plan placed under the result is rotated by its own step first, unless it is
   // q's exactly in the result's place (same bytes, same strides): a block writes only the rows
@@ -227,8 +311,15 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     a.rope_neox = std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0;
     g_rope_reads.fetch_add((rope_q ? 1 : 0) + (rope_k ? 1 : 0), std::memory_order_relaxed);
   }
-  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecode;
-  const DType tc = rope ? rope->in.at(1).dtype : t;
+  const DType tc_type = rope ? rope->in.at(1).dtype : t;
+  if (tc) {
+    const bool rope_static = rope && rope->in.at(1).loc.kind == plan::Location::Kind::Leaf &&
+                             rope->in.at(2).loc.kind == plan::Location::Kind::Leaf;
+    add_decode_tc(cx, st, g, a, t, mt, tc_type, rope_q != nullptr, rope_k != nullptr, rope_static, new_k, k_static,
+                  v_static);
+    return true;
+  }
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
   auto compile = [&](const DecodeSplits& d) {
     auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
     const std::string defs = def("HD", g.head_dim) + def("R", rows) + def("K_STATIC", k_static) +
@@ -236,7 +327,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
                              def("ROPE_K", rope_k != nullptr) + def("NK", new_k) + def("NV", new_v) +
                              def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0) + def("KC", chunk);
     const std::string src =
-        kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
+        kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc_type)}}, defs);
     const CUfunction fn = get_kernel("attn_decode", src);
     if (d.smem > 48 * 1024)
       RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(d.smem)));
@@ -440,5 +531,6 @@ uint64_t attention_concat_reads() { return g_concat_reads.load(std::memory_order
 uint64_t attention_rope_reads() { return g_rope_reads.load(std::memory_order_relaxed); }
 uint64_t attention_cluster_merges() { return g_cluster_merges.load(std::memory_order_relaxed); }
 uint64_t attention_kv_smem_copies() { return g_kv_smem.load(std::memory_order_relaxed); }
+uint64_t attention_tc_decodes() { return g_tc_decodes.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

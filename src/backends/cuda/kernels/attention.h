@@ -212,6 +212,60 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 }
 )CUDA";
 
+// Loads of both decode kernels (attn_decode here, attn_decode_tc in attention_decode_tc.h): one
+// element through the read-only path, and the RoPE of q and the new K rows applied on load (with
+// ROPE_Q / ROPE_K; TC: the tables' type). Placed after kAttentionCommon.
+inline constexpr const char* kAttentionDecodeLoads = R"CUDA(
+#ifndef ROPE_Q
+#define ROPE_Q 0
+#endif
+#ifndef ROPE_K
+#define ROPE_K 0
+#endif
+// One element read through the read-only path (no store of the kernel can alias it, so the
+// prologue's loads all go out together).
+__device__ __forceinline__ float ldg_f(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float ldg_f(const f16_t* p) {
+  f16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
+}
+__device__ __forceinline__ float ldg_f(const bf16_t* p) {
+  bf16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
+}
+#if ROPE_Q || ROPE_K
+// Element d of a q or new K row as the Rope step would have stored it (rounded to T), in two
+// steps so that a caller issues every load before using any: rope_load reads the four operands
+// (unconditionally: an element outside the rotated part reads table entry 0, unused), rope_value
+// combines them. s: the row's position among that rope's `seq` positions.
+// rope_load_table / rope_load_row: the same in two halves, the tables' (which a kernel may read
+// before its wait when they are leaves) and the row's (i1, i2: the row elements it reads).
+struct RopeIn { float x1, x2, c, sn; bool rot, first; int i1, i2; };
+__device__ __forceinline__ RopeIn rope_load_table(const AttnArgs& a, int d, long long b, long long s, long long seq) {
+  RopeIn o;
+  o.rot = d < a.rope_rot;
+  const int half = (int)(a.rope_rot / 2);
+  o.first = a.rope_neox ? d < half : (d & 1) == 0;
+  const int p = a.rope_neox ? (o.first ? d : d - half) : d >> 1;
+  int r1, r2;
+  rope_pair(a.rope_neox != 0, p, half, r1, r2);
+  o.i1 = o.rot ? r1 : d, o.i2 = o.rot ? r2 : d;
+  const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * half + p : 0;
+  o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
+  return o;
+}
+__device__ __forceinline__ void rope_load_row(RopeIn& o, const T* row) { o.x1 = ldg_f(row + o.i1), o.x2 = ldg_f(row + o.i2); }
+__device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int d, long long b, long long s,
+                                            long long seq) {
+  RopeIn o = rope_load_table(a, d, b, s, seq);
+  rope_load_row(o, row);
+  return o;
+}
+__device__ __forceinline__ float rope_value(const RopeIn& o) {
+  if (!o.rot) return o.x1;
+  return to_f(from_f<T>(rope_rotate(o.first, o.x1, o.x2, o.c, o.sn)));
+}
+#endif
+)CUDA";
+
 // Decode attention: few query rows per KV head (R = q_len * group <= 8) against a long KV cache.
 // One block of 4 warps per (key split, kv head, batch) serves every query head of the group, so
 // each K/V row is read once. Its keys go in chunks of KC, each in three short passes so that the
@@ -235,12 +289,6 @@ inline constexpr const char* kAttentionDecode = R"CUDA(
 #endif
 #ifndef V_STATIC
 #define V_STATIC 0
-#endif
-#ifndef ROPE_Q
-#define ROPE_Q 0
-#endif
-#ifndef ROPE_K
-#define ROPE_K 0
 #endif
 #ifndef NK
 #define NK 0  // the new K rows staged in shared memory (ROPE_K: rotated; one rope's positions)
@@ -273,41 +321,6 @@ __device__ __forceinline__ void st_cluster_f(float* p, unsigned rank, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 #define EPO ((R * HD + CL - 1) / CL)  // result elements each block of the cluster merges
-#endif
-// One element read through the read-only path (no store of the kernel can alias it, so the
-// prologue's loads all go out together).
-__device__ __forceinline__ float ldg_f(const float* p) { return __ldg(p); }
-__device__ __forceinline__ float ldg_f(const f16_t* p) {
-  f16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
-}
-__device__ __forceinline__ float ldg_f(const bf16_t* p) {
-  bf16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
-}
-#if ROPE_Q || ROPE_K
-// Element d of a q or new K row as the Rope step would have stored it (rounded to T), in two
-// steps so that a caller issues every load before using any: rope_load reads the four operands
-// (unconditionally: an element outside the rotated part reads table entry 0, unused), rope_value
-// combines them. s: the row's position among that rope's `seq` positions.
-struct RopeIn { float x1, x2, c, sn; bool rot, first; };
-__device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int d, long long b, long long s,
-                                            long long seq) {
-  RopeIn o;
-  o.rot = d < a.rope_rot;
-  const int half = (int)(a.rope_rot / 2);
-  o.first = a.rope_neox ? d < half : (d & 1) == 0;
-  const int p = a.rope_neox ? (o.first ? d : d - half) : d >> 1;
-  int r1, r2;
-  rope_pair(a.rope_neox != 0, p, half, r1, r2);
-  const int i1 = o.rot ? r1 : d, i2 = o.rot ? r2 : d;
-  const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * half + p : 0;
-  o.x1 = ldg_f(row + i1), o.x2 = ldg_f(row + i2);
-  o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
-  return o;
-}
-__device__ __forceinline__ float rope_value(const RopeIn& o) {
-  if (!o.rot) return o.x1;
-  return to_f(from_f<T>(rope_rotate(o.first, o.x1, o.x2, o.c, o.sn)));
-}
 #endif
 #define NW 4
 #define NT (NW * 32)

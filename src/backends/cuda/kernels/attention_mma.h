@@ -24,8 +24,8 @@
 // 16-byte aligned (checked by the lowering).
 namespace rlx::cuda::ksrc {
 
-// Helpers of both tensor-core attention kernels (this one and attention_wgmma.h), placed
-// before their bodies by the lowering (BF16 must be defined).
+// Helpers of the tensor-core attention kernels (this one, attention_wgmma.h and the decode kernel
+// of attention_decode_tc.h), placed before their bodies by the lowering (BF16 must be defined).
 inline constexpr const char* kTensorCoreHelpers = R"CUDA(
 // Shared-memory address of a generic pointer.
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -66,22 +66,6 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 #endif
   return r;
 }
-)CUDA";
-
-inline constexpr const char* kAttentionMma = R"CUDA(
-#define BM (16 * MT * NW)
-#define KS (HD + 8)  // shared-memory row stride in elements
-#define NC (HD / 8)  // 16-byte chunks per row
-struct AttnMmaArgs {
-  const T* q; const T* k; const T* v; T* out;
-  long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
-  long long q_len, kv_len, heads, group, window;
-  float scale_log2;  // scale * log2(e)
-  float cap_in;      // scale / softcap
-  float cap_out;     // softcap * log2(e)
-  int q_blocks;
-};
-
 // 16 bytes global -> shared; zero-filled when !valid (src is then not read).
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -108,6 +92,21 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
+)CUDA";
+
+inline constexpr const char* kAttentionMma = R"CUDA(
+#define BM (16 * MT * NW)
+#define KS (HD + 8)  // shared-memory row stride in elements
+#define NC (HD / 8)  // 16-byte chunks per row
+struct AttnMmaArgs {
+  const T* q; const T* k; const T* v; T* out;
+  long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
+  long long q_len, kv_len, heads, group, window;
+  float scale_log2;  // scale * log2(e)
+  float cap_in;      // scale / softcap
+  float cap_out;     // softcap * log2(e)
+  int q_blocks;
+};
 
 extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];

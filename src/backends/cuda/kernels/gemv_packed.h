@@ -15,7 +15,8 @@
 // A's source is 16-byte aligned: A is read in 16-byte words, all in one round; EVF = Wt is loaded
 // with the L2 evict-first policy, see the prelude). pf/pf_bytes: the next packed GEMV's weight,
 // whose first pf_bytes (a multiple of 16; 0: none) this launch prefetches into L2 (the weight
-// stream, LowerContext::WeightStream).
+// stream, LowerContext::WeightStream); early_dependents: let the next kernel launch before this
+// one's wait.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
@@ -32,7 +33,7 @@ extern "C" __global__ void PACKED_BOUNDS
     gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
                 T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
                 const T* __restrict__ pg, const T* __restrict__ pb, float eps, const char* __restrict__ pf,
-                long long pf_bytes) {
+                long long pf_bytes, int early_dependents) {
   extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
   T* xs = reinterpret_cast<T*>(xs4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -55,6 +56,11 @@ extern "C" __global__ void PACKED_BOUNDS
   // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
   // gain and bias when they are leaves too (G_STATIC), into shared memory after A.
   if (have) { PACKED_LOAD_BATCH(); }
+  // early_dependents: the next kernel may start now (before this one's wait), so that its own
+  // loads before its wait overlap this product (LowerContext::WeightStream::launch_next_early).
+#if __CUDA_ARCH__ >= 900
+  if (early_dependents) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int kn = (int)k, ld = (int)ldk;  // A fits in shared memory: int indices
 #if PRO == 1
   T* gs = xs + MR * ld;  // [2][k]: the gain, then the bias (HAS_PB)
