@@ -212,15 +212,25 @@ extern "C" __global__ void attn_combine(AttnArgs a, int splits) {
 }
 )CUDA";
 
-// Loads of both decode kernels (attn_decode here, attn_decode_tc in attention_decode_tc.h): one
-// element through the read-only path, and the RoPE of q and the new K rows applied on load (with
-// ROPE_Q / ROPE_K; TC: the tables' type). Placed after kAttentionCommon.
+// Loads of both decode kernels (attn_decode here, attn_decode_tc in attention_decode_tc.h), and
+// the defaults of their shared defines: one element through the read-only path, and the RoPE of q
+// and the new K rows applied on load (with ROPE_Q / ROPE_K; TC: the tables' type). Placed after
+// kAttentionCommon.
 inline constexpr const char* kAttentionDecodeLoads = R"CUDA(
 #ifndef ROPE_Q
 #define ROPE_Q 0
 #endif
 #ifndef ROPE_K
 #define ROPE_K 0
+#endif
+#ifndef K_STATIC
+#define K_STATIC 0  // the cached K rows are a leaf: read before the wait
+#endif
+#ifndef V_STATIC
+#define V_STATIC 0
+#endif
+#ifndef NK
+#define NK 0  // the new K rows staged in shared memory (ROPE_K: rotated; one rope's positions)
 #endif
 // One element read through the read-only path (no store of the kernel can alias it, so the
 // prologue's loads all go out together).
@@ -284,15 +294,6 @@ __device__ __forceinline__ float rope_value(const RopeIn& o) {
 // Keys per chunk of attn_decode (its KC): the host sizes the kernel's shared memory by it.
 inline constexpr int kDecodeChunkKeys = 128;
 inline constexpr const char* kAttentionDecode = R"CUDA(
-#ifndef K_STATIC
-#define K_STATIC 0
-#endif
-#ifndef V_STATIC
-#define V_STATIC 0
-#endif
-#ifndef NK
-#define NK 0  // the new K rows staged in shared memory (ROPE_K: rotated; one rope's positions)
-#endif
 #ifndef NV
 #define NV 0  // the new V rows staged in shared memory
 #endif

@@ -20,15 +20,6 @@
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kAttentionDecodeTc = R"CUDA(
-#ifndef K_STATIC
-#define K_STATIC 0
-#endif
-#ifndef V_STATIC
-#define V_STATIC 0
-#endif
-#ifndef NK
-#define NK 0
-#endif
 #ifndef ROPE_STATIC
 #define ROPE_STATIC 0  // the RoPE tables are leaves: read before the wait
 #endif
