@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cuda/device.h"
+#include "backends/cuda/status.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
@@ -107,6 +108,12 @@ unsigned grid_for(int64_t work, unsigned block) {
   const int64_t cap = static_cast<int64_t>(device().sm_count) * 32;
   const int64_t blocks = (work + block - 1) / block;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, cap));
+}
+
+void allow_dynamic_smem(CUfunction fn, size_t dynamic_bytes, size_t static_bytes) {
+  if (dynamic_bytes + static_bytes > 48 * 1024)
+    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             static_cast<int>(dynamic_bytes)));
 }
 
 }  // namespace rlx::cuda

@@ -97,6 +97,11 @@ class KernelLaunch {
 void pdl_chain_break();
 uint64_t kernel_launches();
 
+// Lets `fn` launch with `dynamic_bytes` of dynamic shared memory: past the 48 KiB every kernel may
+// use, counting up to `static_bytes` of the kernel's own static shared memory, the function opts
+// in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+void allow_dynamic_smem(CUfunction fn, size_t dynamic_bytes, size_t static_bytes = 0);
+
 // Grid size for a grid-stride loop over `work` items with `block` threads per block.
 unsigned grid_for(int64_t work, unsigned block);
 

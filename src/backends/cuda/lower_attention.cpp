@@ -113,6 +113,42 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
   cx.add([comb](cudaStream_t s) { comb->launch(s); });
 }
 
+// The tensor-core decode kernel's shape (kernels/attention_decode_tc.h): warps per block
+// (RLX_CUDA_ATTN_DECODE_TC_WARPS, default 8) and keys per warp chunk (RLX_CUDA_ATTN_DECODE_TC_KEYS,
+// default 64 up to head_dim 64, else 32: a larger chunk's accumulators no longer fit in registers;
+// 0 here until the head_dim is known, see decode_tc_keys). Measured on the H100, Llama decode bf16 (docs/benchmarks.md,
+// session 12): 8 x 64 0.674-0.675 ms, 8 x 32 0.674-0.676, 16 x 32 0.679-0.687, 16 x 16
+// 0.677-0.682, 4 x 64 0.683-0.690.
+struct DecodeTcShape {
+  int64_t warps = 8, keys = 0;
+};
+
+// Every knob of the two decode kernels, read once per decode step, whichever kernel then runs (a
+// bad value is an error, not ignored because the other kernel took the step).
+struct DecodeKnobs {
+  int64_t min_keys = 64;  // RLX_CUDA_ATTN_DECODE_KEYS: attn_decode's least keys per split
+  int64_t cluster = 16;   // RLX_CUDA_ATTN_CLUSTER: attn_decode's largest cluster (0 or 1: none)
+  bool smkv = true;       // RLX_CUDA_ATTN_SMKV: attn_decode copies leaf caches into shared memory
+  bool tc = true;         // RLX_CUDA_ATTN_DECODE_TC: the tensor-core kernel where it fits
+  bool early = true;      // RLX_CUDA_ATTN_DECODE_EARLY: it launches before the QKV product's wait
+  DecodeTcShape tc_shape;
+};
+DecodeKnobs decode_knobs() {
+  DecodeKnobs k;
+  k.min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 64, 1, 1 << 20);
+  k.cluster = env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16);
+  k.smkv = env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
+  k.tc = env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1) == 1;
+  k.early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
+  k.tc_shape.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
+  k.tc_shape.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", 0, 16, 64);
+  const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys;
+  if ((w & (w - 1)) != 0 || (n & (n - 1)) != 0)
+    throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
+                "keys 16-64), got " + std::to_string(w) + " and " + std::to_string(n));
+  return k;
+}
+
 // How attn_decode splits the keys of a (batch, kv head): `splits` blocks of `split_len` keys, merged
 // in one cluster or through a ticket; whether the cached rows go through shared memory; the
 // kernel's dynamic shared memory.
@@ -129,12 +165,11 @@ struct DecodeSplits {
 // `smem`: the kernel's shared memory without the cluster merge's inbox and the cached rows
 // (`row_bytes` each, copied when both caches are leaves and they take at most 48 KiB).
 DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t row_bytes, bool caches_static,
-                           size_t smem, int64_t cluster_max) {
+                           size_t smem, int64_t cluster_max, const DecodeKnobs& k) {
   DecodeSplits d;
   const int64_t rows = g.q_len * g.group, blocks = g.batch * (g.num_heads / g.group);
   const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
-  const int64_t min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 64, 1, 1 << 20);
-  d.splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / min_keys));
+  d.splits = std::clamp<int64_t>((target + blocks - 1) / blocks, 1, std::max<int64_t>(1, g.kv_len / k.min_keys));
   d.splits = std::min<int64_t>(d.splits, cluster_max >= 2 ? cluster_max : 64);
   d.split_len = (g.kv_len + d.splits - 1) / d.splits;
   d.splits = std::max<int64_t>(1, (g.kv_len + d.split_len - 1) / d.split_len);
@@ -144,26 +179,16 @@ DecodeSplits decode_splits(const plan::AttentionGeom& g, int64_t row_bytes, bool
   const int64_t per_block = (rows * g.head_dim + d.splits - 1) / d.splits;
   d.smem = smem + (d.cluster ? static_cast<size_t>(d.splits * (per_block + 2 * rows)) * 4 : 0);
   const size_t kv_bytes = static_cast<size_t>(d.split_len * (2 * row_bytes + 16));  // K rows padded by 16 bytes
-  d.smkv = caches_static && kv_bytes <= 48 * 1024 && env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
+  d.smkv = caches_static && kv_bytes <= 48 * 1024 && k.smkv;
   if (d.smkv) d.smem += kv_bytes;
   return d;
 }
 
-// The tensor-core decode kernel's shape (kernels/attention_decode_tc.h): warps per block
-// (RLX_CUDA_ATTN_DECODE_TC_WARPS, default 8) and keys per warp chunk (RLX_CUDA_ATTN_DECODE_TC_KEYS,
-// default 64 up to head_dim 64, else 32: a larger chunk's accumulators no longer fit in registers).
-// Measured on the H100, Llama decode bf16 (docs/benchmarks.md, session 12): 8 x 64 0.674-0.675
-// ms, 8 x 32 0.674-0.676, 16 x 32 0.679-0.687, 16 x 16 0.677-0.682, 4 x 64 0.683-0.690.
-struct DecodeTcShape {
-  int64_t warps = 8, keys = 64;
-};
-DecodeTcShape decode_tc_shape(int64_t head_dim) {  // for a head_dim the kernel takes
-  DecodeTcShape s;
-  s.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
-  s.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", head_dim <= 64 ? 64 : 32, 16, 64);
-  if ((s.warps & (s.warps - 1)) != 0 || (s.keys & (s.keys - 1)) != 0)
-    throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
-                "keys 16-64), got " + std::to_string(s.warps) + " and " + std::to_string(s.keys));
+// The tensor-core kernel's shape at `head_dim` (a head_dim it takes): the knobs' keys per chunk,
+// or the default for the head_dim.
+DecodeTcShape decode_tc_shape(const DecodeKnobs& k, int64_t head_dim) {
+  DecodeTcShape s = k.tc_shape;
+  if (s.keys == 0) s.keys = head_dim <= 64 ? 64 : 32;
   if (s.keys > 32 && head_dim > 64)
     throw Error("RLX_CUDA_ATTN_DECODE_TC_KEYS=" + std::to_string(s.keys) + " does not fit in registers at head_dim " +
                 std::to_string(head_dim) + "; use 16 or 32 (or unset it)");
@@ -181,11 +206,10 @@ size_t decode_tc_smem(const plan::AttentionGeom& g, int64_t rows, const DecodeTc
 // take (a multiple of 16, at most 128: the accumulators stay in registers), at most 16 rows per
 // KV head (one m16 tile) and a (kv head, batch)'s whole K/V range in one block's shared memory
 // (so no split merge). RLX_CUDA_ATTN_DECODE_TC=0 turns it off.
-bool decode_tc_fits(const plan::AttentionGeom& g, DType t, int64_t rows) {
-  if (t != DType::F16 && t != DType::BF16) return false;
+bool decode_tc_fits(const plan::AttentionGeom& g, DType t, int64_t rows, const DecodeKnobs& k) {
+  if (!k.tc || (t != DType::F16 && t != DType::BF16)) return false;
   if (g.head_dim % 16 != 0 || g.head_dim > 128 || rows > 16 || device().cc_major < 8) return false;
-  if (env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1) == 0) return false;
-  return decode_tc_smem(g, rows, decode_tc_shape(g.head_dim)) <= device().smem_per_block_optin;
+  return decode_tc_smem(g, rows, decode_tc_shape(k, g.head_dim)) <= device().smem_per_block_optin;
 }
 
 // The tensor-core decode launch: one block per (kv head, batch). `a` is complete (RoPEs and KV
@@ -193,9 +217,9 @@ bool decode_tc_fits(const plan::AttentionGeom& g, DType t, int64_t rows) {
 // `rope_static`: they are leaves (read before the wait).
 void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t,
                    DType mt, DType tc, bool rope_q, bool rope_k, bool rope_static, int64_t new_k, bool k_static,
-                   bool v_static) {
+                   bool v_static, const DecodeKnobs& k) {
   const int64_t rows = g.q_len * g.group;
-  const DecodeTcShape shape = decode_tc_shape(g.head_dim);
+  const DecodeTcShape shape = decode_tc_shape(k, g.head_dim);
   const size_t smem = decode_tc_smem(g, rows, shape);
   auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
   const std::string defs = def("BF16", t == DType::BF16) + def("HD", g.head_dim) + def("R", rows) +
@@ -208,16 +232,13 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
   const std::string src =
       kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
   const CUfunction fn = get_kernel("attn_decode_tc", src);
-  if (smem > 48 * 1024)
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
-  a.split_len = g.kv_len;
+  allow_dynamic_smem(fn, smem);
   g_tc_decodes.fetch_add(1, std::memory_order_relaxed);
   // Right after a packed GEMV (the QKV product), that GEMV lets this kernel launch before its own
   // wait, so the cache copies before this kernel's wait overlap the whole product
   // (RLX_CUDA_ATTN_DECODE_EARLY=0: at the GEMV's wait, as every kernel).
-  const bool early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
   LowerContext::WeightStream& ws = cx.weight_stream();
-  if (early && (k_static || v_static) && ws.launch_next_early && ws.ops_after_gemv == cx.op_count())
+  if (k.early && (k_static || v_static) && ws.launch_next_early && ws.ops_after_gemv == cx.op_count())
     ws.launch_next_early();
   add_attention_launches(cx, step_label(st) + " decode (tensor cores)", fn, src, a, g, 1,
                          {1u, static_cast<unsigned>(g.num_heads / g.group), static_cast<unsigned>(g.batch)}, smem,
@@ -262,11 +283,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
   const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string what = step_label(st);
-  // Both kernels' knobs are checked whichever kernel runs: a bad value is an error, not ignored.
-  env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16), env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1);
-  env_int("RLX_CUDA_ATTN_DECODE_KEYS", 64, 1, 1 << 20), env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1);
-  env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1), decode_tc_shape(std::min<int64_t>(g.head_dim, 64));
-  const bool tc = decode_tc_fits(g, t, rows);
+  const DecodeKnobs knobs = decode_knobs();
+  const bool tc = decode_tc_fits(g, t, rows, knobs);
   // attn_decode: at most 8 rows; a row is a power-of-two count of 16-byte pieces (which divides
   // its 128 threads); q rows, a chunk's scores, the key groups' partials and three per-row floats,
   // then the new K rows (padded by 16 bytes, as the cached ones) and V rows in 48 KiB.
@@ -279,9 +297,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     // Thread-block clusters (sm_90+) of at most RLX_CUDA_ATTN_CLUSTER blocks (default 16, the
     // largest the H100 schedules; 0 or 1: off, the splits merge through global partials and a
     // ticket).
-    const int64_t cluster_max =
-        device().cc_major >= 9 && driver().launch_kernel_ex ? env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16) : 0;
-    sp = decode_splits(g, row_bytes, k_static && v_static, smem, cluster_max);
+    const int64_t cluster_max = device().cc_major >= 9 && driver().launch_kernel_ex ? knobs.cluster : 0;
+    sp = decode_splits(g, row_bytes, k_static && v_static, smem, cluster_max, knobs);
     // The in-kernel ticket merge of the splits reuses the shared memory: 2 * rows * splits + rows floats.
     if (!sp.cluster && static_cast<size_t>(2 * rows * sp.splits + rows) * 4 > smem)
       throw Error(what + ": internal: the decode merge of " + std::to_string(sp.splits) + " splits needs more shared memory");
@@ -316,7 +333,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     const bool rope_static = rope && rope->in.at(1).loc.kind == plan::Location::Kind::Leaf &&
                              rope->in.at(2).loc.kind == plan::Location::Kind::Leaf;
     add_decode_tc(cx, st, g, a, t, mt, tc_type, rope_q != nullptr, rope_k != nullptr, rope_static, new_k, k_static,
-                  v_static);
+                  v_static, knobs);
     return true;
   }
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
@@ -329,8 +346,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     const std::string src =
         kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc_type)}}, defs);
     const CUfunction fn = get_kernel("attn_decode", src);
-    if (d.smem > 48 * 1024)
-      RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(d.smem)));
+    allow_dynamic_smem(fn, d.smem);
     if (d.cluster && d.splits > 8)
       RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
     return std::pair{fn, src};
@@ -344,7 +360,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     return probe.cluster(static_cast<unsigned>(sp.splits)).max_active_clusters() > 0;
   };
   if (sp.cluster && sp.splits > 8 && !fits()) {
-    sp = decode_splits(g, row_bytes, k_static && v_static, smem, 8);
+    sp = decode_splits(g, row_bytes, k_static && v_static, smem, 8, knobs);
     std::tie(fn, src) = compile(sp);
   }
   a.split_len = sp.split_len;
@@ -429,8 +445,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (smem > device().smem_per_block_optin)
     throw Error(what + ": attention with head_dim " + std::to_string(g.head_dim) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(device().smem_per_block_optin));
-  if (smem > 48 * 1024)
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  allow_dynamic_smem(fn, smem);
   if (g.batch * g.num_heads > 65535) throw Error(what + ": CUDA attention supports batch * heads <= 65535");
   add_attention_launches(cx, what, fn, src, a, g, splits,
                          {static_cast<unsigned>(qblocks), static_cast<unsigned>(g.batch * g.num_heads),

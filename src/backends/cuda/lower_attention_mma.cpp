@@ -239,8 +239,7 @@ void check_smem(const std::string& what, size_t smem, const std::string& tile, i
 // Grid (x, y) = (query blocks, batch * heads).
 void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_t q_blocks, int threads, size_t smem,
                 const plan::AttentionGeom& g, const void* args, size_t args_size) {
-  if (smem > 48 * 1024)
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  allow_dynamic_smem(fn, smem);
   auto launch = std::make_shared<KernelLaunch>(what, fn, static_cast<unsigned>(q_blocks), static_cast<unsigned>(threads),
                                                static_cast<unsigned>(smem), static_cast<unsigned>(g.batch * g.num_heads));
   launch->arg_bytes(args, args_size);

@@ -255,8 +255,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
   if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
-  if (smem > 32 * 1024)  // with the static shared memory past the default 48 KB
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  allow_dynamic_smem(fn, smem, 16 * 1024);  // up to 16 KB of static shared memory beside it
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv_packed", fn, static_cast<unsigned>(blocks),
                                            static_cast<unsigned>(warps * 32), static_cast<unsigned>(smem));
   k1->pdl_prefetch();  // its first weight loads go before the wait
@@ -336,8 +335,7 @@ bool lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const size_t smem = static_cast<size_t>(std::max(rows * (kchunk + (cfg.stage_rows ? g.k : 0)), 8 * rows * tile)) * 4;
   const CUfunction fn = get_kernel("gemv", gemv_source(cfg));
   if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
-  if (smem > 48 * 1024)
-    RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+  allow_dynamic_smem(fn, smem);
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv", fn, static_cast<unsigned>(col_tiles), 256,
                                            static_cast<unsigned>(smem), static_cast<unsigned>(splits));
   if (cfg.w_static) k1->pdl_prefetch();  // its first W loads go before the wait
