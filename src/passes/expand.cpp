@@ -2,6 +2,7 @@
 // rewriter's output graph with the same numbers as the op's definition in include/rlx/ops.h.
 #include <numeric>
 
+#include "passes/expand_vision.h"
 #include "passes/legalize.h"
 #include "passes/uses.h"
 
@@ -320,6 +321,11 @@ bool expand_node(Rewriter& rw, const Node& n) {
     } else if constexpr (std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm>) {
       auto v = expand_trailing_norm(g, op, in);
       return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::Resize>) {
+      auto v = expand_resize(g, op, in[0], n.outputs.at(0));
+      return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::Im2Col>) {
+      return done(expand_im2col(g, op, in[0]));
     } else {
       return false;
     }

@@ -19,7 +19,8 @@ using ReasonFn = std::function<std::string(const Graph& g, const Node& n)>;
 // Emits the decomposition of `n` into rw's output graph and records the replacement. Returns
 // false when `n` has no decomposition. Covered: FusedMatMulBiasAct, FusedResidualLN/RmsNorm,
 // FusedSwiGLU, LoraMatMul, FusedAttentionBlock, FusedTransformerLayer, ElementwiseRegion,
-// DotGeneral, If (both branches + Where), GroupNorm, BatchNormInference, LayerNorm2d, and
+// DotGeneral, If (both branches + Where), GroupNorm, BatchNormInference, LayerNorm2d, Resize
+// (Gathers + a lerp, static resized axes), Im2Col (Pad + Gather), and
 // Reduce/Softmax/LogSoftmax/ArgMax/ArgMin/Cumsum/LayerNorm/RmsNorm over axes other than the
 // last one (moved last by a transpose or flattened by a reshape).
 bool expand_node(Rewriter& rw, const Node& n);

@@ -361,6 +361,61 @@ std::vector<std::vector<int64_t>> pad_source_index(const ops::Pad& op, const std
   return src;
 }
 
+namespace {
+
+// Source coordinate of output index `o` (ONNX coordinate_transformation_mode).
+double resize_source_coord(ResizeCoord c, int64_t o, double scale, int64_t in, int64_t out) {
+  const double od = static_cast<double>(o);
+  switch (c) {
+    case ResizeCoord::HalfPixel: return (od + 0.5) / scale - 0.5;
+    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (od + 0.5) / scale - 0.5 : 0.0;
+    case ResizeCoord::AlignCorners:
+      return out == 1 ? 0.0 : od * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    case ResizeCoord::Asymmetric: return od / scale;
+  }
+  throw Error("resize: invalid coord value");
+}
+
+int64_t resize_nearest_index(NearestRound mode, double xs, int64_t in) {
+  const double f = std::floor(xs);
+  double r;
+  switch (mode) {
+    case NearestRound::RoundPreferFloor: r = (xs - f == 0.5) ? f : std::round(xs); break;
+    case NearestRound::RoundPreferCeil: r = (xs - f == 0.5) ? f + 1 : std::round(xs); break;
+    case NearestRound::Floor: r = f; break;
+    case NearestRound::Ceil: r = std::ceil(xs); break;
+    default: throw Error("resize: invalid nearest value");
+  }
+  return static_cast<int64_t>(std::clamp(r, 0.0, static_cast<double>(in - 1)));
+}
+
+}  // namespace
+
+ResizeAxisTable resize_axis_table(const ops::Resize& op, int64_t axis, int64_t in, int64_t out) {
+  ResizeAxisTable t;
+  if (out == 0) return t;
+  check(in > 0, "resize: cannot resize the empty dim " + std::to_string(axis) + " to size " + std::to_string(out));
+  const double scale = op.sizes.empty() ? op.scales.at(static_cast<size_t>(axis))
+                                        : static_cast<double>(out) / static_cast<double>(in);
+  t.lo.resize(static_cast<size_t>(out));
+  t.hi.resize(static_cast<size_t>(out));
+  t.w.assign(static_cast<size_t>(out), 0.0);
+  for (int64_t o = 0; o < out; ++o) {
+    const size_t i = static_cast<size_t>(o);
+    const double s = resize_source_coord(op.coord, o, scale, in, out);
+    if (op.mode == ResizeMode::Nearest) {
+      t.lo[i] = t.hi[i] = resize_nearest_index(op.nearest, s, in);
+    } else {
+      const double c = std::clamp(s, 0.0, static_cast<double>(in - 1));
+      const int64_t l = std::min<int64_t>(static_cast<int64_t>(c), in - 1);
+      t.lo[i] = l;
+      t.hi[i] = std::min<int64_t>(l + 1, in - 1);
+      t.w[i] = c - static_cast<double>(l);
+    }
+  }
+  return t;
+}
+
 AttnStrides attn_strides(AttnLayout layout, int64_t seq, int64_t heads, int64_t head_dim) {
   if (layout == AttnLayout::BSHD) return AttnStrides{seq * heads * head_dim, heads * head_dim, head_dim};
   return AttnStrides{heads * seq * head_dim, head_dim, seq * head_dim};

@@ -202,4 +202,14 @@ Geometry node_geometry(const Graph& g, const Node& n);
 std::vector<std::vector<int64_t>> pad_source_index(const ops::Pad& op, const std::vector<int64_t>& in_dims,
                                                    const std::vector<int64_t>& out_dims);
 
+// Resize along one axis of `in` -> `out` elements (in > 0, or out == 0): output index o reads
+// input indices lo[o] and hi[o] with weight 1 - w[o] and w[o] (n-linear; the axes multiply),
+// or lo[o] alone (nearest: hi == lo, w == 0). The ONNX coordinate transforms and nearest
+// roundings of ops::Resize; shared by the CPU kernel and the legalize's decomposition.
+struct ResizeAxisTable {
+  std::vector<int64_t> lo, hi;
+  std::vector<double> w;
+};
+ResizeAxisTable resize_axis_table(const ops::Resize& op, int64_t axis, int64_t in, int64_t out);
+
 }  // namespace rlx::plan

@@ -1,5 +1,6 @@
 // The shared legalize: every decomposition computes the op's numbers; unclaimed nodes without
 // one are reported together.
+#include <limits>
 #include <set>
 
 #include "passes/legalize.h"
@@ -19,7 +20,7 @@ bool primitives_only(const Graph& g, const Node& n) {
   static const std::set<std::string> no{"fused_matmul_bias_act", "fused_residual_ln", "fused_residual_rms_norm",
                                         "fused_swiglu", "fused_attention_block", "fused_transformer_layer",
                                         "elementwise_region", "lora_matmul", "dot_general", "if", "while",
-                                        "group_norm", "batch_norm_inference", "layer_norm_2d"};
+                                        "group_norm", "batch_norm_inference", "layer_norm_2d", "resize", "im2col"};
   if (no.count(op_name(n.op))) return false;
   const int64_t r = n.inputs.empty() ? 0 : g.shape(n.inputs[0]).rank();
   if (const auto* red = std::get_if<ops::Reduce>(&n.op))
@@ -42,6 +43,8 @@ void expect_legalized(const Graph& g, const char* what) {
   for (const Node& n : l.nodes()) EXPECT_TRUE(primitives_only(l, n)) << what << ": " << node_label(n);
   EXPECT_TRUE(same_numbers(g, legal)) << what;
 }
+
+std::vector<Dim> dims_of(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
 Graph one_op(const Op& op, const std::vector<Shape>& shapes) {
   Graph g;
@@ -121,6 +124,89 @@ TEST(Legalize, NormsAndAxes) {
   expect_legalized(one_op(ops::Softmax{.axis = 0}, {Shape::of({3, 4, 2})}), "softmax axis 0");
   expect_legalized(one_op(ops::LogSoftmax{.axis = 1}, {Shape::of({3, 4, 2})}), "log_softmax axis 1");
   expect_legalized(one_op(ops::Cumsum{.axis = 0, .exclusive = true, .reverse = true}, {Shape::of({4, 3})}), "cumsum");
+}
+
+// Resize: one Gather per resized axis (nearest), two and a lerp (linear), every coordinate
+// transform and rounding, up and down, several ranks and dtypes; same numbers as the CPU kernel.
+TEST(Legalize, ResizeAsGathersAndLerps) {
+  const ResizeCoord coords[] = {ResizeCoord::HalfPixel, ResizeCoord::Asymmetric, ResizeCoord::AlignCorners,
+                                ResizeCoord::PytorchHalfPixel};
+  const NearestRound rounds[] = {NearestRound::RoundPreferFloor, NearestRound::RoundPreferCeil, NearestRound::Floor,
+                                 NearestRound::Ceil};
+  struct Case {
+    std::vector<int64_t> x;
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+  };
+  const std::vector<Case> cases = {{{1, 2, 5, 7}, {1, 1, 2, 2}, {}},      {{1, 2, 6, 9}, {}, {1, 2, 4, 5}},
+                                   {{2, 3, 4}, {1, 1.5, 0.75}, {}},      {{7}, {}, {13}},
+                                   {{3, 5}, {}, {1, 1}},                 {{2, 4, 3}, {1, 2.5, 1}, {}}};
+  for (const Case& c : cases)
+    for (ResizeMode mode : {ResizeMode::Nearest, ResizeMode::Linear})
+      for (ResizeCoord coord : coords)
+        for (NearestRound round : rounds) {
+          if (mode == ResizeMode::Linear && round != NearestRound::RoundPreferFloor) continue;
+          ops::Resize op;
+          op.mode = mode, op.coord = coord, op.nearest = round, op.scales = c.scales, op.sizes = c.sizes;
+          const std::string what = std::string("resize ") + enum_name(mode) + " " + enum_name(coord) + " " +
+                                   enum_name(round) + " " + dims_str(c.x);
+          expect_legalized(one_op(op, {Shape(dims_of(c.x))}), what.c_str());
+        }
+  // Gathers only on the resized axes; linear in f32 for half types, rounded once.
+  ops::Resize up;
+  up.scales = {1, 1, 2, 2};
+  Graph near = one_op(up, {Shape::of({1, 2, 5, 7})});
+  EXPECT_EQ(count_op(legal(near), "gather"), 2u);
+  up.mode = ResizeMode::Linear;
+  for (DType t : {DType::F16, DType::BF16}) {
+    Graph lin = one_op(up, {Shape::of({1, 2, 5, 7}, t)});
+    const Graph l = legal(lin);
+    EXPECT_EQ(count_op(l, "gather"), 4u);
+    EXPECT_EQ(count_op(l, "cast"), 2u);
+    EXPECT_TRUE(same_numbers(lin, legal)) << dtype_name(t);
+  }
+  ops::Resize nearest_any;
+  nearest_any.sizes = {3, 8};
+  for (DType t : {DType::I32, DType::I64, DType::Bool, DType::F16})
+    expect_legalized(one_op(nearest_any, {Shape::of({5, 3}, t)}), dtype_name(t));
+  // An output that takes one input alone is that input, not a 0-weighted sum: infinities stay.
+  ops::Resize lin3;
+  lin3.mode = ResizeMode::Linear, lin3.coord = ResizeCoord::AlignCorners, lin3.sizes = {5};
+  testing::ParityOptions po;
+  const float inf = std::numeric_limits<float>::infinity();
+  po.fixed_inputs = {{"in0", Tensor::f32({3}, std::vector<float>{1.f, inf, -2.f})}};
+  EXPECT_TRUE(same_numbers(one_op(lin3, {Shape::of({3})}), legal, 1e-5, po));
+  // A symbolic dim at scale 1 is left alone; a symbolic dim that is resized has no decomposition.
+  ops::Resize keep;
+  keep.scales = {1, 2};
+  Graph sym = one_op(keep, {Shape({Dim::symbol("n"), Dim(3)}, DType::F32)});
+  EXPECT_EQ(count_op(legal(sym), "gather"), 1u);
+  ops::Resize to_size;
+  to_size.sizes = {4, 6};
+  const std::string msg = testing::error_message([&] { legal(one_op(to_size, {Shape({Dim::symbol("n"), Dim(3)}, DType::F32)})); });
+  EXPECT_NE(msg.find("(resize)"), std::string::npos) << msg;
+}
+
+// Im2Col: a zero Pad (when padded) and one Gather of every window position.
+TEST(Legalize, Im2ColAsPadAndGather) {
+  struct Case {
+    std::vector<int64_t> x, kernel, stride, pads, dilation;
+  };
+  const std::vector<Case> cases = {{{1, 2, 5, 6}, {3, 3}, {}, {}, {}},
+                                   {{2, 3, 7, 5}, {2, 3}, {2, 1}, {1, 0, 2, 1}, {}},
+                                   {{1, 1, 9, 8}, {3, 2}, {1, 2}, {0, 1, 1, 0}, {2, 3}},
+                                   {{2, 2, 4, 4}, {1, 1}, {3, 3}, {}, {}}};
+  for (const Case& c : cases) {
+    ops::Im2Col op;
+    op.kernel = c.kernel, op.stride = c.stride, op.pads = c.pads, op.dilation = c.dilation;
+    for (DType t : {DType::F32, DType::BF16}) {
+      Graph g = one_op(op, {Shape(dims_of(c.x), t)});
+      const Graph l = legal(g);
+      EXPECT_EQ(count_op(l, "gather"), 1u);
+      EXPECT_EQ(count_op(l, "pad"), c.pads.empty() ? 0u : 1u);
+      EXPECT_TRUE(same_numbers(g, legal)) << dims_str(c.x) << " " << dtype_name(t);
+    }
+  }
 }
 
 TEST(Legalize, ReportsEveryNodeItCannotRun) {

@@ -94,6 +94,7 @@ ParityReport compare_configs(const Graph& g, const RunConfig& a, const RunConfig
       double worst_excess = -1;
       for (size_t i = 0; i < x.size(); ++i) {
         if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+        if (x[i] == y[i]) continue;  // exact, infinities of one sign included (inf - inf is NaN)
         const double abs = std::fabs(x[i] - y[i]);
         const double rel = abs / std::max(std::fabs(y[i]), 1e-30);
         d.max_abs = std::max(d.max_abs, abs);

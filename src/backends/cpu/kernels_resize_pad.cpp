@@ -35,71 +35,19 @@ void for_rows(const std::vector<int64_t>& dims, int64_t b, int64_t e, const Fn& 
 
 // ---- Resize ----------------------------------------------------------------
 
-// Source coordinate of output index `o` (ONNX coordinate_transformation_mode).
-double source_coord(ResizeCoord c, int64_t o, double scale, int64_t in, int64_t out) {
-  const double od = static_cast<double>(o);
-  switch (c) {
-    case ResizeCoord::HalfPixel: return (od + 0.5) / scale - 0.5;
-    case ResizeCoord::PytorchHalfPixel: return out > 1 ? (od + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::AlignCorners:
-      return out == 1 ? 0.0 : od * static_cast<double>(in - 1) / static_cast<double>(out - 1);
-    case ResizeCoord::Asymmetric: return od / scale;
-  }
-  throw Error("resize: invalid coord value");
-}
-
-int64_t nearest_index(NearestRound mode, double xs, int64_t in) {
-  const double f = std::floor(xs);
-  double r;
-  switch (mode) {
-    case NearestRound::RoundPreferFloor: r = (xs - f == 0.5) ? f : std::round(xs); break;
-    case NearestRound::RoundPreferCeil: r = (xs - f == 0.5) ? f + 1 : std::round(xs); break;
-    case NearestRound::Floor: r = f; break;
-    case NearestRound::Ceil: r = std::ceil(xs); break;
-    default: throw Error("resize: invalid nearest value");
-  }
-  return static_cast<int64_t>(std::clamp(r, 0.0, static_cast<double>(in - 1)));
-}
-
-struct AxisTable {
-  std::vector<int64_t> lo, hi;  // source indices
-  std::vector<double> w;        // weight of hi (linear); 0 for nearest
-};
-
 template <class T>
 void resize_impl(const ops::Resize& op, const Tensor& x, Tensor& y) {
   using C = compute_t<T>;
   const auto& xs = x.shape();
   const auto& ys = y.shape();
   const size_t r = xs.size();
-  std::vector<AxisTable> tab(r);
-  for (size_t a = 0; a < r; ++a) {
-    const int64_t in = xs[a], out = ys[a];
-    if (out == 0) continue;
-    check(in > 0, "resize: cannot resize the empty dim " + std::to_string(a) + " to size " + std::to_string(out));
-    const double scale = op.sizes.empty() ? op.scales[a] : static_cast<double>(out) / static_cast<double>(in);
-    AxisTable& t = tab[a];
-    t.lo.resize(out);
-    t.hi.resize(out);
-    t.w.assign(out, 0.0);
-    for (int64_t o = 0; o < out; ++o) {
-      const double s = source_coord(op.coord, o, scale, in, out);
-      if (op.mode == ResizeMode::Nearest) {
-        t.lo[o] = t.hi[o] = nearest_index(op.nearest, s, in);
-      } else {
-        const double c = std::clamp(s, 0.0, static_cast<double>(in - 1));
-        const int64_t l = std::min<int64_t>(static_cast<int64_t>(c), in - 1);
-        t.lo[o] = l;
-        t.hi[o] = std::min<int64_t>(l + 1, in - 1);
-        t.w[o] = c - static_cast<double>(l);
-      }
-    }
-  }
+  std::vector<plan::ResizeAxisTable> tab(r);
+  for (size_t a = 0; a < r; ++a) tab[a] = plan::resize_axis_table(op, static_cast<int64_t>(a), xs[a], ys[a]);
   std::vector<int64_t> xstr(r, 1);
   for (size_t a = r - 1; a-- > 0;) xstr[a] = xstr[a + 1] * xs[a + 1];
   const int64_t width = ys[r - 1];
   const int64_t rows = y.numel() / width;
-  const AxisTable& last = tab[r - 1];
+  const plan::ResizeAxisTable& last = tab[r - 1];
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   parallel_for(rows, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
@@ -107,7 +55,7 @@ void resize_impl(const ops::Resize& op, const Tensor& x, Tensor& y) {
     for_rows(ys, b, e, [&](int64_t row, const std::vector<int64_t>& idx) {
       corners.assign(1, {0, C(1)});
       for (size_t a = 0; a + 1 < r; ++a) {
-        const AxisTable& t = tab[a];
+        const plan::ResizeAxisTable& t = tab[a];
         const int64_t o = idx[a];
         const C wh = static_cast<C>(t.w[o]);
         if (wh == C(0) || t.lo[o] == t.hi[o]) {

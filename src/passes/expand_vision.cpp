@@ -1,0 +1,104 @@
+// Resize and Im2Col as Gather / Pad / elementwise graphs (see expand_vision.h). The index and
+// weight tables are constants built here from the same definitions the CPU kernels use.
+#include "passes/expand_vision.h"
+
+#include <algorithm>
+
+#include "plan/schedule.h"
+
+namespace rlx::passes {
+namespace {
+
+Value index_constant(Graph& g, std::vector<int64_t> shape, const std::vector<int64_t>& idx) {
+  return g.constant(Tensor::i64(std::move(shape), idx));
+}
+
+// A per-output-index table along `axis` of a rank-`rank` tensor, broadcasting over the others.
+Value axis_constant(Graph& g, const std::vector<double>& v, int64_t axis, int64_t rank, DType dt) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = static_cast<int64_t>(v.size());
+  return g.constant(Tensor::f64(std::move(shape), v).cast(dt));
+}
+
+}  // namespace
+
+std::optional<Value> expand_resize(Graph& g, const ops::Resize& op, Value x, const Shape& out) {
+  const Shape xs = g.shape(x);
+  const int64_t rank = xs.rank();
+  const DType dt = xs.dtype;
+  const bool half = dt == DType::F16 || dt == DType::BF16;
+  const DType ct = half ? DType::F32 : dt;  // the interpolation's dtype
+  bool widened = false;
+  Value y = x;
+  // The last axis first, as the CPU kernel interpolates it innermost.
+  for (int64_t a = rank - 1; a >= 0; --a) {
+    const Dim& di = xs[a];
+    const Dim& dout = out[a];
+    if (di.is_symbolic() || dout.is_symbolic()) {
+      if (di == dout) continue;  // a symbolic dim only survives resize at scale 1: untouched
+      return std::nullopt;
+    }
+    const int64_t in = di.value, n = dout.value;
+    if (in == 0 && n == 0) continue;
+    const plan::ResizeAxisTable t = plan::resize_axis_table(op, a, in, n);
+    bool identity = n == in, blend = false, mixed = false;
+    for (int64_t o = 0; o < n; ++o) {
+      const size_t i = static_cast<size_t>(o);
+      const bool w = t.w[i] != 0.0 && t.hi[i] != t.lo[i];
+      identity = identity && t.lo[i] == o && !w;
+      blend = blend || w;
+      mixed = mixed || !w;
+    }
+    if (identity) continue;
+    const Value lo_idx = index_constant(g, {n}, t.lo);
+    if (!blend) {
+      y = g.gather(y, lo_idx, a);
+      continue;
+    }
+    if (half && !widened) y = g.cast(y, ct), widened = true;
+    std::vector<double> w1(t.w.size());
+    for (size_t i = 0; i < t.w.size(); ++i) w1[i] = 1.0 - t.w[i];
+    const Value lo = g.gather(y, lo_idx, a);
+    const Value hi = g.gather(y, index_constant(g, {n}, t.hi), a);
+    Value v = g.add(g.mul(lo, axis_constant(g, w1, a, rank, ct)), g.mul(hi, axis_constant(g, t.w, a, rank, ct)));
+    // Where an output takes one input alone it is that input exactly (no 0 * inf).
+    if (mixed) {
+      std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+      shape[static_cast<size_t>(a)] = n;
+      std::vector<uint8_t> keep(static_cast<size_t>(n));
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = t.w[i] != 0.0 && t.hi[i] != t.lo[i];
+      v = g.where(g.constant(Tensor::boolean(std::move(shape), keep)), v, lo);
+    }
+    y = v;
+  }
+  return widened ? g.cast(y, dt) : y;
+}
+
+Value expand_im2col(Graph& g, const ops::Im2Col& op, Value x) {
+  const Shape xs = g.shape(x);
+  auto attr = [](const std::vector<int64_t>& v, size_t n, int64_t def) {
+    return v.empty() ? std::vector<int64_t>(n, def) : v;
+  };
+  const auto st = attr(op.stride, 2, 1), dl = attr(op.dilation, 2, 1), pd = attr(op.pads, 4, 0);
+  const int64_t c = xs[1].value, kh = op.kernel[0], kw = op.kernel[1];
+  const int64_t hp = xs[2].value + pd[0] + pd[2], wp = xs[3].value + pd[1] + pd[3];
+  const int64_t oh = (hp - dl[0] * (kh - 1) - 1) / st[0] + 1, ow = (wp - dl[1] * (kw - 1) - 1) / st[1] + 1;
+  Value p = x;
+  if (std::any_of(pd.begin(), pd.end(), [](int64_t v) { return v != 0; })) {
+    ops::Pad pad;
+    pad.pads = {0, 0, pd[0], pd[1], 0, 0, pd[2], pd[3]};
+    p = g.apply(pad, {x});
+  }
+  // idx[i * kw + j][oy * ow + ox]: the padded plane's element under kernel tap (i, j) of window (oy, ox).
+  std::vector<int64_t> idx(static_cast<size_t>(kh * kw * oh * ow));
+  size_t e = 0;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) idx[e++] = (oy * st[0] + i * dl[0]) * wp + ox * st[1] + j * dl[1];
+  const Value plane = g.reshape(p, {xs[0], Dim(c), Dim(hp * wp)});
+  const Value cols = g.gather(plane, index_constant(g, {kh * kw, oh * ow}, idx), 2);
+  return g.reshape(cols, {xs[0], Dim(c * kh * kw), Dim(oh * ow)});
+}
+
+}  // namespace rlx::passes
