@@ -326,6 +326,12 @@ bool expand_node(Rewriter& rw, const Node& n) {
       return v ? done(*v) : false;
     } else if constexpr (std::is_same_v<T, ops::Im2Col>) {
       return done(expand_im2col(g, op, in[0]));
+    } else if constexpr (std::is_same_v<T, ops::Conv>) {
+      auto v = expand_conv(g, op, in, n.outputs.at(0));
+      return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::Pool>) {
+      auto v = expand_pool(g, op, in[0]);
+      return v ? done(*v) : false;
     } else {
       return false;
     }

@@ -3,6 +3,7 @@
 #include "passes/expand_vision.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "plan/schedule.h"
 
@@ -18,6 +19,27 @@ Value axis_constant(Graph& g, const std::vector<double>& v, int64_t axis, int64_
   std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
   shape[static_cast<size_t>(axis)] = static_cast<int64_t>(v.size());
   return g.constant(Tensor::f64(std::move(shape), v).cast(dt));
+}
+
+// Pads of a window op ([begins..., ends...], empty: none) that differ between the two ends of
+// some axis.
+bool asymmetric(const std::vector<int64_t>& pads) {
+  const size_t nd = pads.size() / 2;
+  for (size_t i = 0; i < nd; ++i)
+    if (pads[i] != pads[nd + i]) return true;
+  return false;
+}
+
+// x (N, C, spatial...) padded on the spatial axes by `pads` ([begins..., ends...]) with `value`.
+Value pad_spatial(Graph& g, Value x, const std::vector<int64_t>& pads, double value) {
+  const size_t nd = pads.size() / 2;
+  ops::Pad p;
+  p.value = value;
+  p.pads = {0, 0};
+  p.pads.insert(p.pads.end(), pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(nd));
+  p.pads.insert(p.pads.end(), {0, 0});
+  p.pads.insert(p.pads.end(), pads.begin() + static_cast<std::ptrdiff_t>(nd), pads.end());
+  return g.apply(p, {x});
 }
 
 }  // namespace
@@ -99,6 +121,61 @@ Value expand_im2col(Graph& g, const ops::Im2Col& op, Value x) {
   const Value plane = g.reshape(p, {xs[0], Dim(c), Dim(hp * wp)});
   const Value cols = g.gather(plane, index_constant(g, {kh * kw, oh * ow}, idx), 2);
   return g.reshape(cols, {xs[0], Dim(c * kh * kw), Dim(oh * ow)});
+}
+
+std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vector<Value>& in, const Shape& out) {
+  const Shape xs = g.shape(in[0]), ws = g.shape(in[1]);
+  const int64_t nd = xs.rank() - 2;
+  if (asymmetric(op.pads)) {
+    ops::Conv c = op;
+    c.pads.clear();
+    std::vector<Value> args = in;
+    args[0] = pad_spatial(g, in[0], op.pads, 0.0);
+    return g.apply(c, args);
+  }
+  if (nd > 2) return std::nullopt;
+  for (int64_t i = 2; i < xs.rank(); ++i)
+    if (xs[i].is_symbolic()) return std::nullopt;
+  const Dim n = xs[0];
+  const int64_t c = xs[1].value, cout = ws[0].value, groups = op.groups;
+  auto attr = [&](const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; };
+  // A 1-d conv is a 2-d one of height 1.
+  Value x = in[0];
+  ops::Im2Col ic;
+  int64_t kk = 1;
+  if (nd == 1) {
+    const int64_t w = xs[2].value, k = ws[2].value;
+    x = g.reshape(x, {n, Dim(c), Dim(1), Dim(w)});
+    ic.kernel = {1, k};
+    ic.stride = {1, attr(op.stride, 0, 1)};
+    ic.dilation = {1, attr(op.dilation, 0, 1)};
+    ic.pads = {0, attr(op.pads, 0, 0), 0, attr(op.pads, 1, 0)};
+    kk = k;
+  } else {
+    ic.kernel = {ws[2].value, ws[3].value};
+    ic.stride = {attr(op.stride, 0, 1), attr(op.stride, 1, 1)};
+    ic.dilation = {attr(op.dilation, 0, 1), attr(op.dilation, 1, 1)};
+    ic.pads = {attr(op.pads, 0, 0), attr(op.pads, 1, 0), attr(op.pads, 2, 0), attr(op.pads, 3, 0)};
+    kk = ws[2].value * ws[3].value;
+  }
+  const Value cols = g.apply(ic, {x});  // (N, C * kk, L)
+  const Dim l = g.shape(cols)[2];
+  const int64_t k = c / groups * kk;
+  const Value wm = g.reshape(in[1], {Dim(groups), Dim(cout / groups), Dim(k)});
+  Value y = g.matmul(wm, g.reshape(cols, {n, Dim(groups), Dim(k), l}));  // (N, G, Cout / G, L)
+  y = g.reshape(y, {n, Dim(cout), l});
+  if (in.size() > 2) y = g.add(y, g.reshape(in[2], {Dim(cout), Dim(1)}));
+  return g.reshape(y, out.dims);
+}
+
+std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x) {
+  const DType dt = g.shape(x).dtype;
+  if (op.ceil_mode || !asymmetric(op.pads) || !is_float(dt)) return std::nullopt;
+  if (op.kind == PoolKind::Avg && !op.count_include_pad) return std::nullopt;
+  ops::Pool p = op;
+  p.pads.clear();
+  const double fill = op.kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+  return g.apply(p, {pad_spatial(g, x, op.pads, fill)});
 }
 
 }  // namespace rlx::passes

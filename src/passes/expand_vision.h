@@ -1,6 +1,7 @@
 #pragma once
-// Decompositions of the vision ops that have no kernel on some backend (Resize, Im2Col) into
-// Gather, Pad, Reshape and elementwise ops, used by the shared legalize (expand_node).
+// Decompositions of the vision ops that have no kernel on some backend (Resize, Im2Col, Conv and
+// Pool beyond what a library runs) into Gather, Pad, MatMul, Reshape and elementwise ops, used
+// by the shared legalize (expand_node).
 #include <optional>
 
 #include "rlx/graph.h"
@@ -15,5 +16,16 @@ std::optional<Value> expand_resize(Graph& g, const ops::Resize& op, Value x, con
 // Im2Col of x (N, C, H, W) as a zero Pad, a Gather of each window position from the flattened
 // H*W plane, and reshapes (torch unfold order).
 Value expand_im2col(Graph& g, const ops::Im2Col& op, Value x);
+
+// Conv [x, w, bias?] with pads that differ between the two ends of an axis: a zero Pad and the
+// same Conv without pads (what cuDNN runs). Otherwise, 1-d and 2-d with static spatial dims: an
+// Im2Col and one batched MatMul over the groups ((G, Cout/G, K) @ (N, G, K, L)), plus the bias.
+// nullopt otherwise (3-d, symbolic spatial dims).
+std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vector<Value>& in, const Shape& out);
+
+// Max pool (float), and average pool counting the padding (count_include_pad), without
+// ceil_mode and with pads that differ between the two ends of an axis: a Pad (-inf / 0) and
+// the same Pool without pads. nullopt otherwise.
+std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x);
 
 }  // namespace rlx::passes

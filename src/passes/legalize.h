@@ -20,7 +20,8 @@ using ReasonFn = std::function<std::string(const Graph& g, const Node& n)>;
 // false when `n` has no decomposition. Covered: FusedMatMulBiasAct, FusedResidualLN/RmsNorm,
 // FusedSwiGLU, LoraMatMul, FusedAttentionBlock, FusedTransformerLayer, ElementwiseRegion,
 // DotGeneral, If (both branches + Where), GroupNorm, BatchNormInference, LayerNorm2d, Resize
-// (Gathers + a lerp, static resized axes), Im2Col (Pad + Gather), and
+// (Gathers + a lerp, static resized axes), Im2Col (Pad + Gather), Conv (asymmetric pads: Pad +
+// Conv; 1-d/2-d: Im2Col + MatMul), Pool (asymmetric pads, max or avg counting pads: Pad + Pool), and
 // Reduce/Softmax/LogSoftmax/ArgMax/ArgMin/Cumsum/LayerNorm/RmsNorm over axes other than the
 // last one (moved last by a transpose or flattened by a reshape).
 bool expand_node(Rewriter& rw, const Node& n);

@@ -280,20 +280,33 @@ TEST(CudaConv, PrecisionPolicies) {
   EXPECT_LT(rel(Precision::Bf16), 1e-2);
 }
 
-// What cuDNN cannot express exactly is not claimed, so compiling it for CUDA is an error.
-TEST(CudaConv, UnexpressibleAttributesAreCompileErrors) {
+// What cuDNN cannot express exactly is not claimed. Pads that differ between the two ends of an
+// axis (TensorFlow's "SAME") run as a Pad and the op without pads (the shared legalize); the rest
+// is a compile error naming the node.
+TEST(CudaConv, AsymmetricPadsRunAsPadThenTheOp) {
   RLX_REQUIRE_CUDA();
-  Graph g;
-  // pads 0 before, 2 after: 3 more windows than cuDNN's symmetric pad would give.
-  g.add_output(g.apply(conv_op({}, {0, 0, 2, 2}), {g.input("x", Shape::of({1, 2, 8, 8})),
-                                                         g.param("w", Shape::of({4, 2, 3, 3}))}));
-  try {
-    Session(Device::Cuda).compile(g);
-    ADD_FAILURE() << "an asymmetric conv was compiled for CUDA";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("cannot run"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("(conv)"), std::string::npos) << msg;
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({1, 2, 8, 8}, t));
+    // pads 0 before, 2 after: 3 more windows than cuDNN's symmetric pad would give.
+    g.add_output(g.apply(conv_op({}, {0, 0, 2, 2}), {x, g.param("w", Shape::of({4, 2, 3, 3}, t))}));
+    g.add_output(g.apply(pool_op(PoolKind::Max, {3, 3}, {2, 2}, {0, 1, 2, 1}), {x}));
+    g.add_output(g.apply(pool_op(PoolKind::Avg, {2, 3}, {}, {1, 0, 0, 2}, true), {x}));
+    expect_cuda_parity(g);
+  }
+  for (const ops::Pool& p : {pool_op(PoolKind::Avg, {3, 3}, {}, {0, 0, 2, 2}),  // the divisor skips pads
+                             pool_op(PoolKind::Max, {2, 2}, {}, {}, false, false, {2, 2})}) {  // dilation
+    Graph g;
+    g.add_output(g.apply(p, {g.input("x", Shape::of({1, 2, 8, 8}))}));
+    try {
+      Session(Device::Cuda).compile(g);
+      ADD_FAILURE() << "a pool cuDNN cannot run was compiled for CUDA";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("cannot run"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("(pool)"), std::string::npos) << msg;
+    }
   }
 }
 
@@ -323,6 +336,23 @@ TEST(CudaConvClaims, MissingCudnnLibraryIsAClearReason) {
     EXPECT_NE(why.find("/nonexistent/libcudnn_rlx_test.so.9"), std::string::npos) << why;
     EXPECT_NE(why.find("RLX_CUDNN_LIB"), std::string::npos) << "the reason says how to point at the library: " << why;
 #endif
+  }
+}
+
+// Without cuDNN a 1-d or 2-d Conv still runs: the shared legalize makes it an Im2Col (a Pad and a
+// Gather) and one batched MatMul over the groups.
+TEST(CudaConv, WithoutCudnnConvRunsAsIm2ColAndMatMul) {
+  RLX_REQUIRE_CUDA();
+  const ScopedEnv env("RLX_CUDNN_LIB", "/nonexistent/libcudnn_rlx_test.so.9");
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value x = g.input("x", Shape::of({2, 4, 9, 10}, t));
+    g.add_output(g.apply(conv_op({2, 1}, {1, 2, 1, 2}, {1, 2}, 2),
+                         {x, g.param("w", Shape::of({6, 2, 3, 3}, t)), g.param("b", Shape::of({6}, t))}));
+    const Value x1 = g.input("x1", Shape::of({2, 3, 17}, t));
+    g.add_output(g.apply(conv_op({2}, {1, 1}), {x1, g.param("w1", Shape::of({5, 3, 4}, t))}));
+    expect_cuda_parity(g);
   }
 }
 

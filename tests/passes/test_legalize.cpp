@@ -209,6 +209,79 @@ TEST(Legalize, Im2ColAsPadAndGather) {
   }
 }
 
+// Conv and Pool beyond what a library runs: a backend that runs them only with pads alike at both
+// ends of every axis (cuDNN) gets a Pad in front; one with no conv at all gets Im2Col + MatMul.
+bool symmetric_window_ops(const Graph& g, const Node& n) {
+  auto sym = [](const std::vector<int64_t>& p) {
+    for (size_t i = 0; i < p.size() / 2; ++i)
+      if (p[i] != p[p.size() / 2 + i]) return false;
+    return true;
+  };
+  if (const auto* c = std::get_if<ops::Conv>(&n.op)) return sym(c->pads);
+  if (const auto* p = std::get_if<ops::Pool>(&n.op)) return sym(p->pads);
+  return primitives_only(g, n);
+}
+bool no_conv(const Graph& g, const Node& n) { return std::string(op_name(n.op)) != "conv" && primitives_only(g, n); }
+
+TEST(Legalize, ConvAndPoolBeyondWhatALibraryRuns) {
+  auto with = [](const passes::ClaimFn& claims) {
+    return [claims](const Graph& g) { return legalize(g, claims, "test"); };
+  };
+  struct Case {
+    std::vector<int64_t> x, w;
+    std::vector<int64_t> stride, pads, dilation;
+    int64_t groups;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 9, 8}, {4, 3, 3, 3}, {}, {1, 0, 2, 1}, {}, 1, true},        // asymmetric (TF "SAME")
+      {{1, 4, 10, 7}, {6, 2, 3, 2}, {2, 1}, {0, 1, 1, 1}, {1, 2}, 2, false},
+      {{2, 6, 7, 7}, {6, 1, 3, 3}, {}, {1, 1, 1, 1}, {}, 6, true},        // depthwise, symmetric
+      {{1, 3, 8, 9}, {2, 3, 3, 5}, {1, 2}, {1, 2, 1, 2}, {2, 1}, 1, true},
+      {{2, 3, 11}, {5, 3, 4}, {2}, {2, 1}, {}, 1, true},                  // 1-d
+      {{1, 2, 13}, {4, 1, 3}, {}, {}, {3}, 2, false}};
+  for (const Case& c : cases) {
+    Graph g;
+    std::vector<Value> ins{g.input("x", Shape(dims_of(c.x))), g.input("w", Shape(dims_of(c.w)))};
+    if (c.bias) ins.push_back(g.input("b", Shape::of({c.w[0]})));
+    ops::Conv op;
+    op.stride = c.stride, op.pads = c.pads, op.dilation = c.dilation, op.groups = c.groups;
+    g.add_output(g.apply(op, ins));
+    const std::string what = dims_str(c.x) + " pads " + dims_str(c.pads);
+    const Graph lib = legalize(g, symmetric_window_ops, "test");
+    EXPECT_EQ(count_op(lib, "conv"), 1u) << what;
+    EXPECT_EQ(count_op(lib, "pad"), symmetric_window_ops(g, g.node(g.outputs()[0].node)) ? 0u : 1u) << what;
+    EXPECT_TRUE(same_numbers(g, with(symmetric_window_ops), 1e-4)) << what;
+    const Graph none = legalize(g, no_conv, "test");
+    EXPECT_EQ(count_op(none, "conv"), 0u) << what;
+    EXPECT_EQ(count_op(none, "matmul"), 1u) << what;
+    EXPECT_TRUE(same_numbers(g, with(no_conv), 1e-4)) << what;
+  }
+  // 3-d: the pads move into a Pad, but there is no Im2Col for it.
+  Graph g3;
+  ops::Conv c3;
+  c3.pads = {1, 0, 0, 0, 1, 1};
+  g3.add_output(g3.apply(c3, {g3.input("x", Shape::of({1, 2, 4, 5, 5})), g3.input("w", Shape::of({3, 2, 2, 2, 2}))}));
+  EXPECT_TRUE(same_numbers(g3, with(symmetric_window_ops), 1e-4));
+  const std::string msg = testing::error_message([&] { legalize(g3, no_conv, "test"); });
+  EXPECT_NE(msg.find("(conv)"), std::string::npos) << msg;
+  // Pools: max, and avg counting the padding, get a Pad; avg without it does not.
+  for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+    Graph g;
+    ops::Pool p;
+    p.kind = kind, p.kernel = {3, 2}, p.stride = {2, 1}, p.pads = {1, 0, 2, 1}, p.count_include_pad = true;
+    g.add_output(g.apply(p, {g.input("x", Shape::of({2, 3, 8, 7}))}));
+    EXPECT_EQ(count_op(legalize(g, symmetric_window_ops, "test"), "pad"), 1u) << enum_name(kind);
+    EXPECT_TRUE(same_numbers(g, with(symmetric_window_ops))) << enum_name(kind);
+  }
+  Graph ga;
+  ops::Pool avg;
+  avg.kind = PoolKind::Avg, avg.kernel = {3, 3}, avg.pads = {1, 1, 2, 0};
+  ga.add_output(ga.apply(avg, {ga.input("x", Shape::of({1, 2, 6, 6}))}));
+  const std::string amsg = testing::error_message([&] { legalize(ga, symmetric_window_ops, "test"); });
+  EXPECT_NE(amsg.find("(pool)"), std::string::npos) << amsg;
+}
+
 TEST(Legalize, ReportsEveryNodeItCannotRun) {
   Graph g;
   Value x = g.input("x", Shape::of({2, 3}));
