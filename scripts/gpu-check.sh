@@ -18,13 +18,16 @@
 #   RLX_GPU_SWEEP="A=1 A=2,B=0 ..."      also run bench_cuda (group RLX_GPU_BENCH_ONLY) once per
 #                                        setting (commas join variables of one setting) and
 #                                        print its device p50 lines (bench_sweep.txt)
+#   RLX_GPU_CONFORMANCE=<dir>            also run the ONNX node cases of <dir> (e.g. a copy of
+#                                        ../shared/onnx-node) on CUDA: `rlx conformance --device
+#                                        cuda`, report in onnx-conformance-cuda.md, totals printed
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 if [[ "${1:-}" == "pack" ]]; then
   build="$2" dest="$3"
   mkdir -p "$dest/lib"
-  for exe in rlx_tests bench_cuda; do
+  for exe in rlx_tests bench_cuda rlx; do
     [[ -x "$build/$exe" ]] || continue
     cp "$build/$exe" "$dest/$exe" && strip "$dest/$exe"
     ldd "$build/$exe" | awk '/=> \// {print $3}' | while read -r lib; do
@@ -65,7 +68,7 @@ else
   BIN="$ROOT/build/gpu"
   cmake -S "$ROOT" -B "$BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-  ninja -C "$BIN" rlx_tests bench_cuda >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  ninja -C "$BIN" rlx_tests bench_cuda rlx >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 
 export RLX_CACHE_DIR="${RLX_CACHE_DIR:-$OUT/kernel-cache}"
@@ -86,5 +89,16 @@ if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
     grep 'device p50' <<<"$out" | tee -a "$OUT/bench_sweep.txt"
   done
 fi
-echo "tests rc=$tests_rc bench rc=$bench_rc (logs in $OUT)"
-exit $(( tests_rc != 0 || bench_rc != 0 ))
+conf_rc=0
+if [[ -n "${RLX_GPU_CONFORMANCE:-}" ]]; then
+  if [[ -x "$BIN/rlx" ]]; then
+    "$BIN/rlx" conformance "$RLX_GPU_CONFORMANCE" --device cuda -j "${RLX_GPU_CONFORMANCE_JOBS:-8}" \
+      --doc "$OUT/onnx-conformance-cuda.md" >"$OUT/conformance-cuda.txt" 2>&1; conf_rc=$?
+    grep -A4 "^## Totals" "$OUT/onnx-conformance-cuda.md" 2>/dev/null || tail -5 "$OUT/conformance-cuda.txt"
+    grep -E "^FAIL" "$OUT/conformance-cuda.txt" | head -20
+  else
+    echo "conformance: no rlx binary in $BIN"; conf_rc=1
+  fi
+fi
+echo "tests rc=$tests_rc bench rc=$bench_rc conformance rc=$conf_rc (logs in $OUT)"
+exit $(( tests_rc != 0 || bench_rc != 0 || conf_rc != 0 ))
