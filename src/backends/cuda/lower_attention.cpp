@@ -121,6 +121,7 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
 // 0.677-0.682, 4 x 64 0.683-0.690.
 struct DecodeTcShape {
   int64_t warps = 8, keys = 0;
+  int64_t regs = 0;  // a per-thread register cap (__maxnreg__), 0: at most 128 (two blocks per SM)
 };
 
 // Every knob of the two decode kernels, read once per decode step, whichever kernel then runs (a
@@ -142,10 +143,17 @@ DecodeKnobs decode_knobs() {
   k.early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
   k.tc_shape.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
   k.tc_shape.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", 0, 16, 64);
-  const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys;
+  // A register cap lets the block fit on a multiprocessor beside the QKV product's block (24
+  // warps of 64 registers leave 16384: 64 per thread at 8 warps), so every (kv head, batch) block
+  // starts early and copies its cache during the product.
+  k.tc_shape.regs = env_int("RLX_CUDA_ATTN_DECODE_TC_REGS", 0, 0, 255);
+  const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys, r = k.tc_shape.regs;
   if ((w & (w - 1)) != 0 || (n & (n - 1)) != 0)
     throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
                 "keys 16-64), got " + std::to_string(w) + " and " + std::to_string(n));
+  if (r != 0 && (r < 32 || r % 8 != 0 || r * w * 32 > 65536))
+    throw Error("RLX_CUDA_ATTN_DECODE_TC_REGS must be 0 (no cap) or a multiple of 8 from 32 with regs x 32 x warps <= "
+                "65536 (warps: RLX_CUDA_ATTN_DECODE_TC_WARPS = " + std::to_string(w) + "), got " + std::to_string(r));
   return k;
 }
 
@@ -226,7 +234,8 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
                            def("NW", shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
                            def("SOFTCAP", g.softcap > 0) + def("K_STATIC", k_static) + def("V_STATIC", v_static) +
                            def("ROPE_Q", rope_q) + def("ROPE_K", rope_k) + def("NK", rope_k ? new_k : 0) +
-                           def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers;
+                           def("ROPE_STATIC", rope_static) + (shape.regs ? def("TC_REGS", shape.regs) : "") +
+                           ksrc::kTensorCoreHelpers;
   const std::string body =
       std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
   const std::string src =

@@ -13,7 +13,7 @@
 // accumulator fragments, an online softmax per row, P rounded to T and O += P V (ldmatrix.trans
 // of V). The warps' (max, sum, O) are merged through shared memory with the split helpers of
 // kAttentionCommon. Compiled per (T, M, TC, BF16, HD a multiple of 16 <= 128, R <= 16, NW, BN,
-// MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC).
+// MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC, TC_REGS).
 // Shared memory (host: decode_tc_smem): K and V [cap][HD + 8] of T (cap = kv_len rounded up to
 // BN; rows past the keys are zero), Q [16][HD + 8], then [NW][R][HD] + 2 [NW][R] floats for the
 // merge.
@@ -41,7 +41,13 @@ __device__ __forceinline__ void tc_copy_rows(unsigned dst, const T* src, long lo
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NT, 512 / NT) attn_decode_tc(AttnArgs a) {  // <= 128 registers
+// TC_REGS: a register cap (the host's RLX_CUDA_ATTN_DECODE_TC_REGS); else at most 128 registers.
+#ifdef TC_REGS
+#define TC_BOUNDS __maxnreg__(TC_REGS)
+#else
+#define TC_BOUNDS __launch_bounds__(NT, 512 / NT)
+#endif
+extern "C" __global__ void TC_BOUNDS attn_decode_tc(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cap = (int)((a.kv_len + BN - 1) / BN * BN);
   T* sK = reinterpret_cast<T*>(smem_raw);
