@@ -160,7 +160,8 @@ TEST(CudaAttnDecode, BadKnobsAreRejected) {
   for (const auto& [name, value] : {std::pair{"RLX_CUDA_ATTN_CLUSTER", "17"}, std::pair{"RLX_CUDA_ATTN_SMKV", "2"},
                                     std::pair{"RLX_CUDA_ATTN_DECODE_TC", "2"}, std::pair{"RLX_CUDA_ATTN_DECODE_TC_WARPS", "6"},
                                     std::pair{"RLX_CUDA_ATTN_DECODE_TC_KEYS", "128"}, std::pair{"RLX_CUDA_ATTN_DECODE_EARLY", "3"},
-                                    std::pair{"RLX_CUDA_ATTN_DECODE_TC_REGS", "60"}}) {
+                                    std::pair{"RLX_CUDA_ATTN_DECODE_TC_REGS", "60"},
+                                    std::pair{"RLX_CUDA_ATTN_DECODE_FLAG", "2"}}) {
     ScopedEnv env(name, value);
     const std::string msg =
         rlx::testing::error_message([&] { rlx::testing::cuda_parity(rlx::testing::attention_case_graph(c, DType::BF16)); });

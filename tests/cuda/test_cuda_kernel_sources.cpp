@@ -170,6 +170,9 @@ TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
   // A register cap (RLX_CUDA_ATTN_DECODE_TC_REGS): 64 at 8 warps fits beside a 24-warp GEMV block.
   compiles("attn_decode_tc regs", src("bf16_t", 64, 4, 1, 0, 1, 1, 8, 16, 64));
   compiles("attn_decode_tc regs", src("f16_t", 128, 8, 0, 0, 0, 0, 4, 32, 96));
+  // The flag handoff (READY): the counter wait instead of the programmatic-launch wait, q and the
+  // new rows read through L2.
+  compiles("attn_decode_tc ready", "#define READY 1\n" + src("bf16_t", 64, 4, 1, 0, 1, 1, 8, 16, 64));
 }
 
 // The Hopper kernel (wgmma) for sm_90a, with the wrappers the lowering generates.
