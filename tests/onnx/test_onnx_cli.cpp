@@ -87,6 +87,23 @@ TEST_F(OnnxCli, ConformanceReportsEachCaseAndEnforcesTheFloor) {
   EXPECT_THAT(below.out, HasSubstr("below the floor of 2"));
 }
 
+// --plan-only imports, optimizes and legalizes each case for the device and runs nothing: a
+// wrong expected output does not matter, an op rlx cannot import still does.
+TEST_F(OnnxCli, ConformancePlanOnlyRunsNothing) {
+  make_case("test_neg", "Neg", {-1, 2, -3});
+  make_case("test_abs_wrong", "Abs", {1, 2, 4});
+  make_case("test_unknown", "NoSuchOp", {0, 0, 0});
+  const Proc p = rlx("conformance " + (dir_ / "cases").string() + " --plan-only -j 2");
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("PASS  test_abs_wrong"));
+  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_unknown"));
+  EXPECT_THAT(p.out, HasSubstr("plan only (nothing ran)"));
+  EXPECT_THAT(p.out, HasSubstr("all cases: 2 pass, 0 fail, 1 unsupported of 3"));
+  const Proc doc = rlx("conformance " + (dir_ / "cases").string() + " --plan-only --doc " + (dir_ / "r.md").string());
+  EXPECT_EQ(doc.code, 2) << doc.out;
+  EXPECT_THAT(doc.out, HasSubstr("with --plan-only nothing runs"));
+}
+
 TEST_F(OnnxCli, ConformanceSkipsAMissingFolderWhenAsked) {
   const Proc p = rlx("conformance " + (dir_ / "absent").string() + " --skip-missing");
   EXPECT_EQ(p.code, 77);

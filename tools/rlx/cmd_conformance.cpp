@@ -23,7 +23,10 @@
 #include <thread>
 
 #include "cli.h"
+#include "passes/legalize.h"
+#include "passes/pipeline.h"
 #include "rlx/onnx.h"
+#include "runtime/backend.h"
 
 namespace rlx::cli {
 namespace {
@@ -40,6 +43,7 @@ struct ConformanceOptions {
   std::string floor_file;
   bool skip_missing = false;
   bool quiet = false;
+  bool plan_only = false;  // import, optimize and legalize for the device; run nothing
 };
 
 enum class Status { Pass, Fail, Unsupported };
@@ -102,8 +106,21 @@ std::string compare(const Tensor& got, const Tensor& want) {
   return "";
 }
 
-// Runs one case in this process. Throws rlx::Error for what rlx does not support.
-std::pair<Status, std::string> run_case(const fs::path& dir, Device device) {
+// --plan-only: whether every node of the optimized graph runs on `device`, natively or through
+// the shared legalize (as `rlx check`), without the device: PASS, or an rlx::Error naming each
+// node that cannot run.
+std::pair<Status, std::string> plan_case(const Graph& g, Device device) {
+  const auto backend = make_backend_for_check(device);
+  const Graph opt = passes::optimize(g, *backend, CompileOptions{});
+  const passes::ClaimFn claims = [&](const Graph& gr, const Node& n) { return backend->claims(gr, n); };
+  const passes::ReasonFn why = [&](const Graph& gr, const Node& n) { return backend->unclaimed_reason(gr, n); };
+  passes::legalize(opt, claims, device_name(device), why);
+  return {Status::Pass, ""};
+}
+
+// Runs one case in this process (or, with plan_only, plans it). Throws rlx::Error for what rlx
+// does not support.
+std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool plan_only) {
   const fs::path model = dir / "model.onnx";
   const fs::path data = dir / "test_data_set_0";
   const OnnxModelInfo info = onnx_model_info(model.string());
@@ -122,6 +139,7 @@ std::pair<Status, std::string> run_case(const fs::path& dir, Device device) {
     feeds.emplace_back(info.inputs[i].name, t);
   }
   const Graph g = import_onnx(model.string(), opts);
+  if (plan_only) return plan_case(g, device);
   CompileOptions copts;
   copts.num_threads = 1;
   CompiledGraph cg = Session(device).compile(g, copts);
@@ -169,10 +187,10 @@ struct Running {
 };
 
 // Child: run the case, write "STATUS\tdetail" to fd, exit.
-[[noreturn]] void child_main(const fs::path& dir, Device device, int fd) {
+[[noreturn]] void child_main(const fs::path& dir, Device device, bool plan_only, int fd) {
   std::string line;
   try {
-    auto [st, detail] = run_case(dir, device);
+    auto [st, detail] = run_case(dir, device, plan_only);
     line = std::string(status_name(st)) + "\t" + one_line(detail);
   } catch (const Error& e) {
     line = std::string("UNSUPPORTED\t") + one_line(e.what());
@@ -226,7 +244,7 @@ std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const Confor
       if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
       if (pid == 0) {
         close(fds[0]);
-        child_main(cases[next], device, fds[1]);
+        child_main(cases[next], device, o.plan_only, fds[1]);
       }
       close(fds[1]);
       running.push_back({pid, fds[0], next, std::chrono::steady_clock::now(), {}});
@@ -346,6 +364,8 @@ int run_conformance(const ConformanceOptions& o) {
     }
     throw Error("the case folder '" + o.dir + "' does not exist");
   }
+  if (o.plan_only && !o.doc.empty())
+    throw UsageError("--doc writes the report of a run; with --plan-only nothing runs (drop one of them)");
   const Device device = device_from_name(o.device);
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(o.dir)) {
@@ -376,6 +396,8 @@ int run_conformance(const ConformanceOptions& o) {
   }
   char buf[256];
   std::snprintf(buf, sizeof buf, "%.1f s", secs);
+  if (o.plan_only)
+    std::cout << "\nplan only (nothing ran): pass = every node runs on " << o.device << ", natively or decomposed\n";
   std::cout << "\nall cases: " << all.pass << " pass, " << all.fail << " fail, " << all.unsupported << " unsupported of "
             << all.total() << " (" << pct(all.pass, all.total()) << ")\n"
             << "float32-only cases: " << f32.pass << " pass of " << f32.total() << " (" << pct(f32.pass, f32.total())
@@ -418,6 +440,9 @@ Command add_conformance_command(CLI::App& parent) {
   sub->add_option("--doc", o->doc, "Write the Markdown report here (docs/onnx-conformance.md)");
   sub->add_option("--floor", o->floor_file, "File with the minimum number of passing cases; fewer fail the run");
   sub->add_flag("--skip-missing", o->skip_missing, "Exit 77 (a ctest skip) when the folder does not exist");
+  sub->add_flag("--plan-only", o->plan_only,
+                "Only import, optimize and legalize each case for the device (no device needed, nothing runs): "
+                "PASS means every node runs there, natively or decomposed");
   sub->add_flag("--quiet,-q", o->quiet, "Print only the totals");
   return {sub, [o] { return run_conformance(*o); }};
 }
