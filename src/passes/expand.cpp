@@ -330,7 +330,7 @@ bool expand_node(Rewriter& rw, const Node& n) {
       auto v = expand_conv(g, op, in, n.outputs.at(0));
       return v ? done(*v) : false;
     } else if constexpr (std::is_same_v<T, ops::Pool>) {
-      auto v = expand_pool(g, op, in[0]);
+      auto v = expand_pool(g, op, in[0], n.outputs.at(0));
       return v ? done(*v) : false;
     } else {
       return false;

@@ -168,14 +168,94 @@ std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vecto
   return g.reshape(y, out.dims);
 }
 
-std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x) {
-  const DType dt = g.shape(x).dtype;
-  if (op.ceil_mode || !asymmetric(op.pads) || !is_float(dt)) return std::nullopt;
-  if (op.kind == PoolKind::Avg && !op.count_include_pad) return std::nullopt;
+std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x, const Shape& out) {
+  const Shape xs = g.shape(x);
+  const DType dt = xs.dtype;
+  if (!is_float(dt)) {
+    // A max pool of small integers is exact in f32.
+    if (op.kind != PoolKind::Max || (dt != DType::U8 && dt != DType::I8 && dt != DType::I16)) return std::nullopt;
+    return g.cast(g.apply(op, {g.cast(x, DType::F32)}), dt);
+  }
+  const size_t nd = static_cast<size_t>(xs.rank() - 2);
+  for (int64_t i = 2; i < xs.rank(); ++i)
+    if (xs[i].is_symbolic() || out[i].is_symbolic()) return std::nullopt;
+  auto attr = [](const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; };
+  const bool padded = std::any_of(op.pads.begin(), op.pads.end(), [](int64_t v) { return v != 0; });
+  if (!padded && !op.ceil_mode) {
+    // Already plain (e.g. dilated, which cuDNN cannot run): every window's taps gathered from the
+    // flattened spatial dims ([taps, outputs] of indices), then a max or mean over the taps.
+    int64_t in_size = 1, out_size = 1, taps = 1;
+    for (size_t a = 0; a < nd; ++a) {
+      in_size *= xs[static_cast<int64_t>(a) + 2].value;
+      out_size *= out[static_cast<int64_t>(a) + 2].value;
+      taps *= op.kernel[a];
+    }
+    std::vector<int64_t> idx(static_cast<size_t>(taps * out_size));
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t o = 0; o < out_size; ++o) {
+        int64_t tr = t, orem = o, flat = 0, mul = 1;
+        for (size_t a = nd; a-- > 0;) {
+          const int64_t k = op.kernel[a], n = out[static_cast<int64_t>(a) + 2].value;
+          const int64_t pos = (orem % n) * attr(op.stride, a, 1) + (tr % k) * attr(op.dilation, a, 1);
+          flat += pos * mul;
+          mul *= xs[static_cast<int64_t>(a) + 2].value;
+          tr /= k, orem /= n;
+        }
+        idx[static_cast<size_t>(t * out_size + o)] = flat;
+      }
+    const Value plane = g.reshape(x, {xs[0], xs[1], Dim(in_size)});
+    const Value cols = g.gather(plane, index_constant(g, {taps, out_size}, idx), 2);  // (N, C, taps, P)
+    const Value y = g.reduce(op.kind == PoolKind::Max ? ReduceKind::Max : ReduceKind::Mean, cols, {2});
+    return g.reshape(y, out.dims);
+  }
+  // Pads that hold every window, the ceil_mode ones running past the end included.
+  std::vector<int64_t> pads(2 * nd);
+  std::vector<std::vector<double>> count(nd);  // per axis and output index: the taps the divisor counts
+  for (size_t a = 0; a < nd; ++a) {
+    const int64_t in = xs[static_cast<int64_t>(a) + 2].value, n = out[static_cast<int64_t>(a) + 2].value;
+    const int64_t k = op.kernel[a], st = attr(op.stride, a, 1), dl = attr(op.dilation, a, 1);
+    const int64_t pb = attr(op.pads, a, 0), pe = attr(op.pads, nd + a, 0);
+    pads[a] = pb;
+    pads[nd + a] = std::max(pe, (n - 1) * st - pb + dl * (k - 1) + 1 - in);
+    // Taps at start + t * dl (t < k) inside [lo, hi).
+    auto taps = [&](int64_t start, int64_t lo, int64_t hi) {
+      int64_t c = 0;
+      for (int64_t t = 0; t < k; ++t) c += start + t * dl >= lo && start + t * dl < hi;
+      return c;
+    };
+    for (int64_t o = 0; o < n; ++o) {
+      const int64_t start = o * st - pb;
+      count[a].push_back(static_cast<double>(op.count_include_pad ? taps(start, -pb, in + pe) : taps(start, 0, in)));
+    }
+  }
   ops::Pool p = op;
   p.pads.clear();
-  const double fill = op.kind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
-  return g.apply(p, {pad_spatial(g, x, op.pads, fill)});
+  p.ceil_mode = false;
+  p.count_include_pad = false;  // no pads left: the divisor is the kernel size
+  if (op.kind == PoolKind::Max)
+    return g.apply(p, {pad_spatial(g, x, pads, -std::numeric_limits<double>::infinity())});
+  // The average of the whole window times (kernel size / the taps the op counts).
+  const Value avg = g.apply(p, {pad_spatial(g, x, pads, 0.0)});
+  std::vector<int64_t> shape(2, 1);
+  int64_t total = 1;
+  double ksize = 1;
+  for (size_t a = 0; a < nd; ++a) {
+    shape.push_back(static_cast<int64_t>(count[a].size()));
+    total *= static_cast<int64_t>(count[a].size());
+    ksize *= static_cast<double>(op.kernel[a]);
+  }
+  std::vector<double> factor(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) {
+    double c = 1;
+    int64_t rem = i;
+    for (size_t a = nd; a-- > 0;) {
+      const int64_t n = static_cast<int64_t>(count[a].size());
+      c *= count[a][static_cast<size_t>(rem % n)];
+      rem /= n;
+    }
+    factor[static_cast<size_t>(i)] = ksize / c;
+  }
+  return g.mul(avg, g.constant(Tensor::f64(std::move(shape), factor).cast(dt)));
 }
 
 }  // namespace rlx::passes

@@ -23,9 +23,12 @@ Value expand_im2col(Graph& g, const ops::Im2Col& op, Value x);
 // nullopt otherwise (3-d, symbolic spatial dims).
 std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vector<Value>& in, const Shape& out);
 
-// Max pool (float), and average pool counting the padding (count_include_pad), without
-// ceil_mode and with pads that differ between the two ends of an axis: a Pad (-inf / 0) and
-// the same Pool without pads. nullopt otherwise.
-std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x);
+// Pool with pads or ceil_mode (which cuDNN cannot always count as the op does): a Pad that holds
+// every window (zeros; -inf for max) and the plain Pool, for averages times a constant (kernel
+// size / the taps the op counts at each output). A max pool of u8/i8/i16 runs in f32 between two
+// Casts. A plain pool (no pads, no ceil_mode) that is still not run (dilated: cuDNN has none)
+// gathers every window's taps and reduces them (max / mean). nullopt otherwise (symbolic spatial
+// dims, other integer pools).
+std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x, const Shape& out);
 
 }  // namespace rlx::passes

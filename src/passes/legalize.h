@@ -21,7 +21,8 @@ using ReasonFn = std::function<std::string(const Graph& g, const Node& n)>;
 // FusedSwiGLU, LoraMatMul, FusedAttentionBlock, FusedTransformerLayer, ElementwiseRegion,
 // DotGeneral, If (both branches + Where), GroupNorm, BatchNormInference, LayerNorm2d, Resize
 // (Gathers + a lerp, static resized axes), Im2Col (Pad + Gather), Conv (asymmetric pads: Pad +
-// Conv; 1-d/2-d: Im2Col + MatMul), Pool (asymmetric pads, max or avg counting pads: Pad + Pool), and
+// Conv; 1-d/2-d: Im2Col + MatMul), Pool (pads or ceil_mode: Pad + plain Pool, averages rescaled;
+// small-integer max pools in f32; a plain pool as a Gather of its windows and a Reduce), and
 // Reduce/Softmax/LogSoftmax/ArgMax/ArgMin/Cumsum/LayerNorm/RmsNorm over axes other than the
 // last one (moved last by a transpose or flattened by a reshape).
 bool expand_node(Rewriter& rw, const Node& n);

@@ -281,8 +281,9 @@ TEST(CudaConv, PrecisionPolicies) {
 }
 
 // What cuDNN cannot express exactly is not claimed. Pads that differ between the two ends of an
-// axis (TensorFlow's "SAME") run as a Pad and the op without pads (the shared legalize); the rest
-// is a compile error naming the node.
+// axis (TensorFlow's "SAME"), pools whose divisor skips the pads or whose ceil_mode windows run
+// past the end run as a Pad and the plain op (the shared legalize); the rest is a compile error
+// naming the node.
 TEST(CudaConv, AsymmetricPadsRunAsPadThenTheOp) {
   RLX_REQUIRE_CUDA();
   for (DType t : {DType::F32, DType::BF16}) {
@@ -293,10 +294,18 @@ TEST(CudaConv, AsymmetricPadsRunAsPadThenTheOp) {
     g.add_output(g.apply(conv_op({}, {0, 0, 2, 2}), {x, g.param("w", Shape::of({4, 2, 3, 3}, t))}));
     g.add_output(g.apply(pool_op(PoolKind::Max, {3, 3}, {2, 2}, {0, 1, 2, 1}), {x}));
     g.add_output(g.apply(pool_op(PoolKind::Avg, {2, 3}, {}, {1, 0, 0, 2}, true), {x}));
+    // The divisor skips the pads, a ceil_mode window runs past the end: the plain pool rescaled.
+    g.add_output(g.apply(pool_op(PoolKind::Avg, {3, 3}, {}, {0, 0, 2, 2}), {x}));
+    g.add_output(g.apply(pool_op(PoolKind::Avg, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, true), {x}));
     expect_cuda_parity(g);
   }
-  for (const ops::Pool& p : {pool_op(PoolKind::Avg, {3, 3}, {}, {0, 0, 2, 2}),  // the divisor skips pads
-                             pool_op(PoolKind::Max, {2, 2}, {}, {}, false, false, {2, 2})}) {  // dilation
+  {  // a small-integer max pool runs in f32
+    Graph g;
+    g.add_output(g.apply(pool_op(PoolKind::Max, {2, 2}, {2, 2}, {1, 1, 0, 1}), {g.input("x", Shape::of({1, 2, 7, 8}, DType::U8))}));
+    expect_cuda_parity(g);
+  }
+  {  // dilation: cuDNN has none, and a decomposition would not remove it
+    const ops::Pool p = pool_op(PoolKind::Max, {2, 2}, {}, {}, false, false, {2, 2});
     Graph g;
     g.add_output(g.apply(p, {g.input("x", Shape::of({1, 2, 8, 8}))}));
     try {

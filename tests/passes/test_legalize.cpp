@@ -265,21 +265,70 @@ TEST(Legalize, ConvAndPoolBeyondWhatALibraryRuns) {
   EXPECT_TRUE(same_numbers(g3, with(symmetric_window_ops), 1e-4));
   const std::string msg = testing::error_message([&] { legalize(g3, no_conv, "test"); });
   EXPECT_NE(msg.find("(conv)"), std::string::npos) << msg;
-  // Pools: max, and avg counting the padding, get a Pad; avg without it does not.
-  for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {
+}
+
+// Pools with pads or ceil_mode on a backend that runs only plain float pools: a Pad that holds
+// every window and the plain pool, averages rescaled by the taps the op counts; small-integer max
+// pools through f32.
+bool plain_pools(const Graph& g, const Node& n) {
+  if (const auto* p = std::get_if<ops::Pool>(&n.op))
+    return is_float(g.shape(n.inputs[0]).dtype) && !p->ceil_mode &&
+           std::all_of(p->pads.begin(), p->pads.end(), [](int64_t v) { return v == 0; });
+  return primitives_only(g, n);
+}
+
+bool no_pools(const Graph& g, const Node& n) { return !std::holds_alternative<ops::Pool>(n.op) && primitives_only(g, n); }
+
+TEST(Legalize, PoolsWithPadsOrCeilModeAsPadAndPlainPool) {
+  struct Case {
+    PoolKind kind;
+    std::vector<int64_t> x, kernel, stride, pads, dilation;
+    bool include, ceil;
+    DType t = DType::F32;
+  };
+  const std::vector<Case> cases = {
+      {PoolKind::Max, {2, 3, 8, 7}, {3, 2}, {2, 1}, {1, 0, 2, 1}, {}, false, false},
+      {PoolKind::Max, {1, 2, 8, 7}, {3, 2}, {2, 2}, {1, 0, 1, 1}, {}, false, true},   // ceil overhang
+      {PoolKind::Avg, {1, 2, 6, 6}, {3, 3}, {}, {1, 1, 2, 0}, {}, false, false},      // pads not counted
+      {PoolKind::Avg, {2, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, true},   // ceil, not counted
+      {PoolKind::Avg, {1, 3, 7, 8}, {3, 2}, {2, 3}, {1, 0, 0, 1}, {}, true, true},    // ceil, counted
+      {PoolKind::Avg, {2, 3, 8, 7}, {3, 2}, {2, 1}, {1, 0, 2, 1}, {}, true, false},
+      {PoolKind::Avg, {1, 2, 11, 10}, {3, 2}, {1, 2}, {2, 1, 1, 1}, {2, 3}, false, false},  // dilated
+      {PoolKind::Avg, {2, 3, 13}, {4}, {3}, {2, 1}, {}, false, true},                 // 1-d
+      {PoolKind::Max, {1, 2, 6, 7}, {2, 2}, {2, 2}, {1, 1, 0, 1}, {}, false, false, DType::U8},
+      {PoolKind::Avg, {1, 2, 6, 6}, {3, 3}, {}, {1, 1, 2, 0}, {}, false, false, DType::BF16}};
+  for (const Case& c : cases) {
     Graph g;
     ops::Pool p;
-    p.kind = kind, p.kernel = {3, 2}, p.stride = {2, 1}, p.pads = {1, 0, 2, 1}, p.count_include_pad = true;
-    g.add_output(g.apply(p, {g.input("x", Shape::of({2, 3, 8, 7}))}));
-    EXPECT_EQ(count_op(legalize(g, symmetric_window_ops, "test"), "pad"), 1u) << enum_name(kind);
-    EXPECT_TRUE(same_numbers(g, with(symmetric_window_ops))) << enum_name(kind);
+    p.kind = c.kind, p.kernel = c.kernel, p.stride = c.stride, p.pads = c.pads, p.dilation = c.dilation;
+    p.count_include_pad = c.include, p.ceil_mode = c.ceil;
+    g.add_output(g.apply(p, {g.input("x", Shape(dims_of(c.x), c.t))}));
+    const std::string what = std::string(enum_name(c.kind)) + " " + dims_str(c.x) + " pads " + dims_str(c.pads) +
+                             (c.ceil ? " ceil" : "") + (c.include ? " include" : "") + " " + dtype_name(c.t);
+    const Graph l = legalize(g, plain_pools, "test");
+    EXPECT_EQ(count_op(l, "pool"), 1u) << what;
+    EXPECT_EQ(count_op(l, "pad"), 1u) << what;
+    EXPECT_TRUE(same_numbers(g, [](const Graph& gg) { return legalize(gg, plain_pools, "test"); }, 1e-5)) << what;
+    // With no pool at all: each window's taps gathered and reduced.
+    const Graph none = legalize(g, no_pools, "test");
+    EXPECT_EQ(count_op(none, "pool"), 0u) << what;
+    EXPECT_EQ(count_op(none, "gather"), 1u) << what;
+    EXPECT_TRUE(same_numbers(g, [](const Graph& gg) { return legalize(gg, no_pools, "test"); }, 1e-5)) << what;
   }
-  Graph ga;
-  ops::Pool avg;
-  avg.kind = PoolKind::Avg, avg.kernel = {3, 3}, avg.pads = {1, 1, 2, 0};
-  ga.add_output(ga.apply(avg, {ga.input("x", Shape::of({1, 2, 6, 6}))}));
-  const std::string amsg = testing::error_message([&] { legalize(ga, symmetric_window_ops, "test"); });
-  EXPECT_NE(amsg.find("(pool)"), std::string::npos) << amsg;
+  {  // 3-d, dilated, no pads
+    Graph g;
+    ops::Pool p;
+    p.kind = PoolKind::Avg, p.kernel = {2, 3, 2}, p.stride = {1, 2, 1}, p.dilation = {2, 1, 2};
+    g.add_output(g.apply(p, {g.input("x", Shape::of({1, 2, 6, 7, 5}))}));
+    EXPECT_TRUE(same_numbers(g, [](const Graph& gg) { return legalize(gg, no_pools, "test"); }, 1e-5));
+  }
+  // Other integer pools have no decomposition.
+  Graph gi;
+  ops::Pool mi;
+  mi.kernel = {2, 2}, mi.pads = {1, 1, 1, 1};
+  gi.add_output(gi.apply(mi, {gi.input("x", Shape::of({1, 1, 4, 4}, DType::I32))}));
+  const std::string msg = testing::error_message([&] { legalize(gi, plain_pools, "test"); });
+  EXPECT_NE(msg.find("(pool)"), std::string::npos) << msg;
 }
 
 TEST(Legalize, ReportsEveryNodeItCannotRun) {
