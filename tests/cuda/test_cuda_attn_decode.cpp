@@ -104,16 +104,11 @@ TEST(CudaAttnDecode, TensorCoreKernelMatchesTheCpu) {
       rlx::testing::expect_cuda_parity(rlx::testing::attention_case_graph(c, t));
       EXPECT_GT(cuda::attention_tc_decodes(), before);
     }
-  // Other block shapes (warps x keys per chunk, a register cap) on a few cases.
-  struct Shape3 {
-    const char *warps, *keys, *regs;
-  };
-  for (const Shape3& sh : {Shape3{"4", "64", "0"}, Shape3{"16", "32", "0"}, Shape3{"8", "16", "0"}, Shape3{"1", "32", "0"},
-                           Shape3{"8", "16", "64"}, Shape3{"8", "64", "64"}}) {
-    ScopedEnv w("RLX_CUDA_ATTN_DECODE_TC_WARPS", sh.warps), k("RLX_CUDA_ATTN_DECODE_TC_KEYS", sh.keys),
-        r("RLX_CUDA_ATTN_DECODE_TC_REGS", sh.regs);
+  // Other block shapes (warps x keys per chunk) on a few cases.
+  for (const auto& [warps, keys] : {std::pair{"4", "64"}, std::pair{"16", "32"}, std::pair{"8", "16"}, std::pair{"1", "32"}}) {
+    ScopedEnv w("RLX_CUDA_ATTN_DECODE_TC_WARPS", warps), k("RLX_CUDA_ATTN_DECODE_TC_KEYS", keys);
     for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) {
-      SCOPED_TRACE(std::string("warps ") + sh.warps + " keys " + sh.keys + " regs " + sh.regs + " case " + std::to_string(i));
+      SCOPED_TRACE(std::string("warps ") + warps + " keys " + keys + " case " + std::to_string(i));
       const uint64_t before = cuda::attention_tc_decodes();
       rlx::testing::expect_cuda_parity(rlx::testing::attention_case_graph(cases[i], DType::BF16));
       EXPECT_GT(cuda::attention_tc_decodes(), before);
@@ -159,9 +154,7 @@ TEST(CudaAttnDecode, BadKnobsAreRejected) {
   const AttnCase c{AttnLayout::BSHD, MaskKind::Causal, 1, 1, 300, 4, 2, 64};
   for (const auto& [name, value] : {std::pair{"RLX_CUDA_ATTN_CLUSTER", "17"}, std::pair{"RLX_CUDA_ATTN_SMKV", "2"},
                                     std::pair{"RLX_CUDA_ATTN_DECODE_TC", "2"}, std::pair{"RLX_CUDA_ATTN_DECODE_TC_WARPS", "6"},
-                                    std::pair{"RLX_CUDA_ATTN_DECODE_TC_KEYS", "128"}, std::pair{"RLX_CUDA_ATTN_DECODE_EARLY", "3"},
-                                    std::pair{"RLX_CUDA_ATTN_DECODE_TC_REGS", "60"},
-                                    std::pair{"RLX_CUDA_ATTN_DECODE_FLAG", "2"}}) {
+                                    std::pair{"RLX_CUDA_ATTN_DECODE_TC_KEYS", "128"}, std::pair{"RLX_CUDA_ATTN_DECODE_EARLY", "3"}}) {
     ScopedEnv env(name, value);
     const std::string msg =
         rlx::testing::error_message([&] { rlx::testing::cuda_parity(rlx::testing::attention_case_graph(c, DType::BF16)); });

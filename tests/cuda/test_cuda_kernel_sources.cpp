@@ -148,12 +148,10 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
 // The tensor-core decode kernel for every head dim it takes, both half types, every mask, softcap,
 // up to 16 rows, leaf caches and the RoPEs rotated on load.
 TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
-  auto src = [](const char* t, int hd, int rows, int mask, int cap, int statics, int rope, int warps = 8, int keys = 0,
-                int regs = 0) {
+  auto src = [](const char* t, int hd, int rows, int mask, int cap, int statics, int rope, int warps = 8) {
     auto def = [](const char* n, int v) { return "#define " + std::string(n) + " " + std::to_string(v) + "\n"; };
     const std::string defs = def("BF16", std::string(t) == "bf16_t") + def("HD", hd) + def("R", rows) +
-                             def("NW", warps) + def("BN", keys ? keys : hd <= 64 ? 64 : 32) + def("MASK", mask) +
-                             def("SOFTCAP", cap) + (regs ? def("TC_REGS", regs) : std::string()) +
+                             def("NW", warps) + def("BN", hd <= 64 ? 64 : 32) + def("MASK", mask) + def("SOFTCAP", cap) +
                              def("ROPE_STATIC", statics) +
                              def("K_STATIC", statics) + def("V_STATIC", statics) + def("ROPE_Q", rope) +
                              def("ROPE_K", rope) + def("NK", rope ? 2 : 0) + ksrc::kTensorCoreHelpers;
@@ -167,12 +165,6 @@ TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
       compiles("attn_decode_tc", src("f16_t", hd, 1, mask, 0, 0, 0));
     }
   for (int warps : {1, 4, 16}) compiles("attn_decode_tc warps", src("bf16_t", 64, 4, 1, 0, 1, 1, warps));
-  // A register cap (RLX_CUDA_ATTN_DECODE_TC_REGS): 64 at 8 warps fits beside a 24-warp GEMV block.
-  compiles("attn_decode_tc regs", src("bf16_t", 64, 4, 1, 0, 1, 1, 8, 16, 64));
-  compiles("attn_decode_tc regs", src("f16_t", 128, 8, 0, 0, 0, 0, 4, 32, 96));
-  // The flag handoff (READY): the counter wait instead of the programmatic-launch wait, q and the
-  // new rows read through L2.
-  compiles("attn_decode_tc ready", "#define READY 1\n" + src("bf16_t", 64, 4, 1, 0, 1, 1, 8, 16, 64));
 }
 
 // The Hopper kernel (wgmma) for sm_90a, with the wrappers the lowering generates.

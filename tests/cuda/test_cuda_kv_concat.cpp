@@ -283,40 +283,5 @@ TEST(CudaKvConcat, InPlaceReadsMatchTheCpu) {
   EXPECT_EQ(cuda::attention_concat_reads(), before);
 }
 
-// RLX_CUDA_ATTN_DECODE_FLAG=1: the tensor-core decode attention waits on the QKV product's block
-// counter instead of its completion. Parity with the CPU, and repeated runs (CUDA-graph replays,
-// whose counters the attention zeroes for the next run) agree bit for bit with changing inputs
-// in between.
-TEST(CudaAttnDecode, FlagHandoffFromTheQkvProductMatchesTheCpu) {
-  RLX_REQUIRE_CUDA();
-  ScopedEnv flag("RLX_CUDA_ATTN_DECODE_FLAG", "1");
-  for (DType t : {DType::BF16, DType::F16})
-    for (const char* regs : {"0", "64"}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + " regs " + regs);
-      ScopedEnv cap("RLX_CUDA_ATTN_DECODE_TC_REGS", regs), keys("RLX_CUDA_ATTN_DECODE_TC_KEYS", "16");
-      const Graph g = decode_layer_graph(t, 300);
-      rlx::testing::ParityOptions o;
-      o.fixed_params = models::random_weights(g, 11);
-      o.fixed_inputs.emplace_back("pos", Tensor::i64({1}, std::vector<int64_t>{300}));
-      const uint64_t before = cuda::attention_flag_handoffs(), tc = cuda::attention_tc_decodes();
-      rlx::testing::expect_cuda_parity(g, Precision::Fp32, o);
-      EXPECT_EQ(cuda::attention_flag_handoffs(), before + 1);
-      EXPECT_EQ(cuda::attention_tc_decodes(), tc + 1);
-      auto cg = Session(Device::Cuda).compile(g);
-      for (const auto& [name, w] : o.fixed_params) cg.set_param(name, w);
-      auto inputs = [&](uint64_t seed) {
-        return NamedTensors{{"x", rlx::testing::random_tensor(t, {1, 1, 256}, seed)},
-                            {"pos", Tensor::i64({1}, std::vector<int64_t>{300})}};
-      };
-      const Tensor first = cg.run(inputs(1))[0];
-      for (int i = 0; i < 4; ++i) {
-        const Tensor other = cg.run(inputs(2 + i))[0];
-        const Tensor again = cg.run(inputs(1))[0];
-        ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes())) << "run " << 2 * i + 3 << " differs";
-        ASSERT_NE(0, std::memcmp(first.raw(), other.raw(), first.nbytes())) << "other inputs, same result";
-      }
-    }
-}
-
 }  // namespace
 #endif  // RLX_HAVE_CUDA

@@ -72,10 +72,6 @@ class LowerContext {
     // Set while the last op added is a packed GEMV: makes it let the next kernel launch before
     // its own wait (for a kernel with loads before its wait that no GEMV block would share).
     std::function<void()> launch_next_early;
-    // Set likewise: makes it count each of its blocks, once done, on `ready` (a zeroed device
-    // counter) and returns how many blocks it has; the next kernel waits for that count instead
-    // of the GEMV grid's completion (the flag handoff of attn_decode_tc).
-    std::function<uint32_t(unsigned* ready)> signal_next;
   };
   WeightStream& weight_stream() { return weight_stream_; }
 
@@ -228,9 +224,6 @@ uint64_t attention_kv_smem_copies();
 // Decode attention launches on the tensor cores (attn_decode_tc: one block per KV head, the
 // keys in shared memory), lowered in this process (for tests).
 uint64_t attention_tc_decodes();
-// Tensor-core decode attentions lowered to wait on the QKV product's block counter
-// (RLX_CUDA_ATTN_DECODE_FLAG=1) instead of its completion.
-uint64_t attention_flag_handoffs();
 
 // The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
 // mask, 4 additive bias.

@@ -23,8 +23,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
-std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0}, g_tc_decodes{0},
-    g_flag_handoffs{0};
+std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0}, g_tc_decodes{0};
 
 struct AttnArgs {
   const void* q;
@@ -49,9 +48,6 @@ struct AttnArgs {
   const void* rope_sin = nullptr;
   int64_t rope_rot = 0;
   int32_t rope_per_batch = 0, rope_neox = 0;
-  unsigned* ready = nullptr;
-  uint32_t ready_count = 0;
-  int* error_flag = nullptr;
 };
 
 // A KV operand read in place from two parts (what an absorbed concat would have joined): rows
@@ -125,7 +121,6 @@ void add_attention_launches(LowerContext& cx, const std::string& what, CUfunctio
 // 0.677-0.682, 4 x 64 0.683-0.690.
 struct DecodeTcShape {
   int64_t warps = 8, keys = 0;
-  int64_t regs = 0;  // a per-thread register cap (__maxnreg__), 0: at most 128 (two blocks per SM)
 };
 
 // Every knob of the two decode kernels, read once per decode step, whichever kernel then runs (a
@@ -136,7 +131,6 @@ struct DecodeKnobs {
   bool smkv = true;       // RLX_CUDA_ATTN_SMKV: attn_decode copies leaf caches into shared memory
   bool tc = true;         // RLX_CUDA_ATTN_DECODE_TC: the tensor-core kernel where it fits
   bool early = true;      // RLX_CUDA_ATTN_DECODE_EARLY: it launches before the QKV product's wait
-  bool flag = false;      // RLX_CUDA_ATTN_DECODE_FLAG: it waits on the QKV product's block counter
   DecodeTcShape tc_shape;
 };
 DecodeKnobs decode_knobs() {
@@ -146,20 +140,12 @@ DecodeKnobs decode_knobs() {
   k.smkv = env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
   k.tc = env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1) == 1;
   k.early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
-  k.flag = env_int("RLX_CUDA_ATTN_DECODE_FLAG", 0, 0, 1) == 1;
   k.tc_shape.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
   k.tc_shape.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", 0, 16, 64);
-  // A register cap lets the block fit on a multiprocessor beside the QKV product's block (24
-  // warps of 64 registers leave 16384: 64 per thread at 8 warps), so every (kv head, batch) block
-  // starts early and copies its cache during the product.
-  k.tc_shape.regs = env_int("RLX_CUDA_ATTN_DECODE_TC_REGS", 0, 0, 255);
-  const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys, r = k.tc_shape.regs;
+  const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys;
   if ((w & (w - 1)) != 0 || (n & (n - 1)) != 0)
     throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
                 "keys 16-64), got " + std::to_string(w) + " and " + std::to_string(n));
-  if (r != 0 && (r < 32 || r % 8 != 0 || r * w * 32 > 65536))
-    throw Error("RLX_CUDA_ATTN_DECODE_TC_REGS must be 0 (no cap) or a multiple of 8 from 32 with regs x 32 x warps <= "
-                "65536 (warps: RLX_CUDA_ATTN_DECODE_TC_WARPS = " + std::to_string(w) + "), got " + std::to_string(r));
   return k;
 }
 
@@ -240,31 +226,20 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
                            def("NW", shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
                            def("SOFTCAP", g.softcap > 0) + def("K_STATIC", k_static) + def("V_STATIC", v_static) +
                            def("ROPE_Q", rope_q) + def("ROPE_K", rope_k) + def("NK", rope_k ? new_k : 0) +
-                           def("ROPE_STATIC", rope_static) + (shape.regs ? def("TC_REGS", shape.regs) : "");
-  // Right after a packed GEMV (the QKV product), that GEMV lets this kernel launch before its own
-  // wait, so the cache copies before this kernel's wait overlap the whole product
-  // (RLX_CUDA_ATTN_DECODE_EARLY=0: at the GEMV's wait, as every kernel). With
-  // RLX_CUDA_ATTN_DECODE_FLAG=1 the GEMV also counts its blocks as each finishes, and this kernel
-  // waits for that count instead of the GEMV grid's completion and memory flush: every block of the
-  // GEMV is resident before this kernel can launch (it launches once they all trigger), so the
-  // wait cannot hold them out; anything older is complete, as the GEMV waited for it first.
-  LowerContext::WeightStream& ws = cx.weight_stream();
-  const bool after_gemv = ws.ops_after_gemv == cx.op_count();
-  if (k.early && (k_static || v_static) && ws.launch_next_early && after_gemv) ws.launch_next_early();
-  const bool ready = k.flag && ws.signal_next && after_gemv;
-  if (ready) {
-    a.ready = reinterpret_cast<unsigned*>(cx.zeroed_scratch(2 * sizeof(unsigned), step_label(st) + " ready counters"));
-    a.ready_count = ws.signal_next(a.ready);
-    a.error_flag = cx.error_flag();
-    g_flag_handoffs.fetch_add(1, std::memory_order_relaxed);
-  }
+                           def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers;
   const std::string body =
       std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
-  const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}},
-                                        defs + def("READY", ready) + ksrc::kTensorCoreHelpers);
+  const std::string src =
+      kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
   const CUfunction fn = get_kernel("attn_decode_tc", src);
   allow_dynamic_smem(fn, smem);
   g_tc_decodes.fetch_add(1, std::memory_order_relaxed);
+  // Right after a packed GEMV (the QKV product), that GEMV lets this kernel launch before its own
+  // wait, so the cache copies before this kernel's wait overlap the whole product
+  // (RLX_CUDA_ATTN_DECODE_EARLY=0: at the GEMV's wait, as every kernel).
+  LowerContext::WeightStream& ws = cx.weight_stream();
+  if (k.early && (k_static || v_static) && ws.launch_next_early && ws.ops_after_gemv == cx.op_count())
+    ws.launch_next_early();
   add_attention_launches(cx, step_label(st) + " decode (tensor cores)", fn, src, a, g, 1,
                          {1u, static_cast<unsigned>(g.num_heads / g.group), static_cast<unsigned>(g.batch)}, smem,
                          false, k_static || v_static, false, static_cast<unsigned>(32 * shape.warps));
@@ -572,6 +547,5 @@ uint64_t attention_rope_reads() { return g_rope_reads.load(std::memory_order_rel
 uint64_t attention_cluster_merges() { return g_cluster_merges.load(std::memory_order_relaxed); }
 uint64_t attention_kv_smem_copies() { return g_kv_smem.load(std::memory_order_relaxed); }
 uint64_t attention_tc_decodes() { return g_tc_decodes.load(std::memory_order_relaxed); }
-uint64_t attention_flag_handoffs() { return g_flag_handoffs.load(std::memory_order_relaxed); }
 
 }  // namespace rlx::cuda

@@ -266,7 +266,6 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   const size_t pf_arg = k1->arg_count();
   k1->arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{0});  // pf, pf_bytes: set below
   k1->arg(int32_t{0});                                              // early_dependents: likewise
-  k1->arg(static_cast<unsigned*>(nullptr));                          // ready: likewise
   // The weight stream (decode with weights past the L2): each packed GEMV bulk-prefetches the
   // first part of the next packed GEMV's weight into L2, before its wait. After other work (a
   // decode attention: latency-bound, DRAM nearly idle while this GEMV's early loads take only its
@@ -290,10 +289,6 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   cx.add([k1](cudaStream_t s) { k1->launch(s); });
   ws.ops_after_gemv = cx.op_count();
   ws.launch_next_early = [k1, pf_arg] { k1->set_arg(pf_arg + 2, int32_t{1}); };
-  ws.signal_next = [k1, pf_arg, blocks](unsigned* ready) {
-    k1->set_arg(pf_arg + 3, ready);
-    return static_cast<uint32_t>(blocks);
-  };
   return true;
 }
 

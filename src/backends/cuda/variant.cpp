@@ -159,9 +159,6 @@ class CudaVariant final : public Variant, private LowerContext {
     int err = 0;
     std::memcpy(&err, err_host_.data(), sizeof err);
     if (err == 1) throw Error("gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))");
-    if (err == 6)
-      throw Error("decode attention on CUDA: waited over 2 s for the QKV product's blocks to count themselves done "
-                  "(RLX_CUDA_ATTN_DECODE_FLAG=1; an internal error: run with RLX_CUDA_ATTN_DECODE_FLAG=0 and report it)");
     if (err != 0) {
       const std::string msg = select_error_message(err);
       throw Error(msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg);

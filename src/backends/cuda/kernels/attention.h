@@ -33,12 +33,6 @@ struct AttnArgs {
   const void* rope_cos; const void* rope_sin;
   long long rope_rot;
   int rope_per_batch, rope_neox;
-  // attn_decode_tc with READY: instead of the programmatic-launch wait, the block waits until
-  // ready[0] (counted by the preceding packed GEMV's blocks as each finishes) reaches
-  // ready_count; ready[1] counts the blocks that saw it, and the last one zeroes both.
-  unsigned* ready;
-  unsigned ready_count;
-  int* error_flag;
 };
 
 // Merging split-KV partial results (attn_combine, and attn_decode's cluster and ticket merges): a
@@ -247,23 +241,6 @@ __device__ __forceinline__ float ldg_f(const f16_t* p) {
 __device__ __forceinline__ float ldg_f(const bf16_t* p) {
   bf16_t r; r.b = __ldg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
 }
-// What a kernel still running may write (READY: the preceding GEMV signals as its blocks finish
-// instead of completing first) is read through L2 (ld.global.cg), not the read-only path.
-__device__ __forceinline__ float ldcg_f(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ float ldcg_f(const f16_t* p) {
-  f16_t r; r.b = __ldcg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
-}
-__device__ __forceinline__ float ldcg_f(const bf16_t* p) {
-  bf16_t r; r.b = __ldcg(reinterpret_cast<const unsigned short*>(p)); return to_f(r);
-}
-#ifndef READY
-#define READY 0
-#endif
-#if READY
-#define LD_NEW ldcg_f  // q and the new K/V rows, read after the wait
-#else
-#define LD_NEW ldg_f
-#endif
 #if ROPE_Q || ROPE_K
 // Element d of a q or new K row as the Rope step would have stored it (rounded to T), in two
 // steps so that a caller issues every load before using any: rope_load reads the four operands
@@ -285,7 +262,7 @@ __device__ __forceinline__ RopeIn rope_load_table(const AttnArgs& a, int d, long
   o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
   return o;
 }
-__device__ __forceinline__ void rope_load_row(RopeIn& o, const T* row) { o.x1 = LD_NEW(row + o.i1), o.x2 = LD_NEW(row + o.i2); }
+__device__ __forceinline__ void rope_load_row(RopeIn& o, const T* row) { o.x1 = ldg_f(row + o.i1), o.x2 = ldg_f(row + o.i2); }
 __device__ __forceinline__ RopeIn rope_load(const AttnArgs& a, const T* row, int d, long long b, long long s,
                                             long long seq) {
   RopeIn o = rope_load_table(a, d, b, s, seq);

@@ -13,8 +13,7 @@
 // accumulator fragments, an online softmax per row, P rounded to T and O += P V (ldmatrix.trans
 // of V). The warps' (max, sum, O) are merged through shared memory with the split helpers of
 // kAttentionCommon. Compiled per (T, M, TC, BF16, HD a multiple of 16 <= 128, R <= 16, NW, BN,
-// MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC, TC_REGS,
-// READY = wait on the preceding GEMV's counter instead of the programmatic-launch wait).
+// MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC).
 // Shared memory (host: decode_tc_smem): K and V [cap][HD + 8] of T (cap = kv_len rounded up to
 // BN; rows past the keys are zero), Q [16][HD + 8], then [NW][R][HD] + 2 [NW][R] floats for the
 // merge.
@@ -42,43 +41,7 @@ __device__ __forceinline__ void tc_copy_rows(unsigned dst, const T* src, long lo
   }
 }
 
-#if READY
-// The flag handoff instead of the programmatic-launch wait (AttnArgs::ready): thread 0 waits
-// (acquire) until the preceding packed GEMV's blocks have all counted themselves done, the block
-// follows at the barrier, and the grid's last block to see the count zeroes both counters for the
-// next run. After 2 s without it: error code 6 (the run then throws) instead of a hang.
-__device__ __forceinline__ void tc_wait_ready(const AttnArgs& a) {
-  if (threadIdx.x == 0) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-      unsigned v;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.ready) : "memory");
-      if (v >= a.ready_count) break;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      if (t - t0 > 2000000000ull) {
-        atomicCAS(a.error_flag, 0, 6);
-        break;
-      }
-    }
-    if (atomicAdd(a.ready + 1, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-      atomicExch(a.ready, 0u);
-      atomicExch(a.ready + 1, 0u);
-    }
-  }
-  __syncthreads();
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-#endif
-// TC_REGS: a register cap (the host's RLX_CUDA_ATTN_DECODE_TC_REGS); else at most 128 registers.
-#ifdef TC_REGS
-#define TC_BOUNDS __maxnreg__(TC_REGS)
-#else
-#define TC_BOUNDS __launch_bounds__(NT, 512 / NT)
-#endif
-extern "C" __global__ void TC_BOUNDS attn_decode_tc(AttnArgs a) {
+extern "C" __global__ void __launch_bounds__(NT, 512 / NT) attn_decode_tc(AttnArgs a) {  // <= 128 registers
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cap = (int)((a.kv_len + BN - 1) / BN * BN);
   T* sK = reinterpret_cast<T*>(smem_raw);
@@ -138,11 +101,7 @@ extern "C" __global__ void TC_BOUNDS attn_decode_tc(AttnArgs a) {
 #define K_TABLES()
 #endif
   if (ROPE_STATIC) { Q_TABLES(); K_TABLES(); }
-#if READY
-  tc_wait_ready(a);
-#else
   rlx_pdl_begin();
-#endif
   if (!ROPE_STATIC) { Q_TABLES(); K_TABLES(); }
   if (!K_STATIC) tc_copy_rows(uK, a.k, a.ks_b, a.ks_s, a.ks_h, b, kvh, lo, kc_end, 0, lo);
   if (!V_STATIC) tc_copy_rows(uV, a.v, a.vs_b, a.vs_s, a.vs_h, b, kvh, lo, vc_end, 0, lo);
@@ -159,7 +118,7 @@ extern "C" __global__ void TC_BOUNDS attn_decode_tc(AttnArgs a) {
 #if ROPE_Q
     rope_load_row(qin[j], qrow);
 #else
-    qv[j] = LD_NEW(qrow + i % HD);
+    qv[j] = ldg_f(qrow + i % HD);
 #endif
   }
 #if ROPE_K

@@ -16,7 +16,7 @@
 // with the L2 evict-first policy, see the prelude). pf/pf_bytes: the next packed GEMV's weight,
 // whose first pf_bytes (a multiple of 16; 0: none) this launch prefetches into L2 (the weight
 // stream, LowerContext::WeightStream); early_dependents: let the next kernel launch before this
-// one's wait; ready: a counter each block increments when done (null: none).
+// one's wait.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
@@ -33,7 +33,7 @@ extern "C" __global__ void PACKED_BOUNDS
     gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
                 T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
                 const T* __restrict__ pg, const T* __restrict__ pb, float eps, const char* __restrict__ pf,
-                long long pf_bytes, int early_dependents, unsigned* ready) {
+                long long pf_bytes, int early_dependents) {
   extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
   T* xs = reinterpret_cast<T*>(xs4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -236,16 +236,6 @@ extern "C" __global__ void PACKED_BOUNDS
     c[(long long)lane * n + r0] = from_f<T>(ACT(s + bv) + rv);
   }
 #endif
-  // ready: the next kernel waits on this count instead of this grid's completion (the flag
-  // handoff, LowerContext::WeightStream::signal_next): each block adds one once all its outputs
-  // are stored and every load of its own is done.
-  if (ready != nullptr) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(ready, 1u);
-    }
-  }
 }
 )CUDA";
 
