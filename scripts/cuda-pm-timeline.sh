@@ -9,7 +9,9 @@
 # sample, from scripts/cuda-trace/pm_dump.py) and prints the DRAM-throughput rows binned to
 # $PM_BIN_NS (default 1000 ns). Needs ncu with the PmSampling section (Nsight Compute 2024.3+)
 # and hardware counters (see the device notes: Firecracker machines have them). Clocks are left
-# alone (--clock-control none).
+# alone (--clock-control none). Measured on the H100 (session 14): Nsight Compute 2025.3.1 profiles
+# the replay as one graph workload, but the report keeps no sampled series for it, so pm_dump.py
+# stops with that message; kept for a Nsight Compute that does.
 set -euo pipefail
 [[ $# -ge 2 ]] || { echo "usage: $0 OUT_PREFIX COMMAND [ARGS...]" >&2; exit 2; }
 out=$1; shift

@@ -35,9 +35,7 @@ void compiles(const std::string& entry, const std::string& src) {
 }
 
 TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16})
-    compiles("rows", kernel_source(ksrc::kRows, {{"T", storage_type(t)}},
-                                   "#define VV " + std::to_string(16 / dtype_size(t)) + "\n"));
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64}) compiles("rows", rows_source(t));
 }
 
 GemvConfig gemv_config(DType t, int64_t rows) {
@@ -199,8 +197,7 @@ TEST(CudaKernelSources, SelectScanRandomScatterKernelsCompile) {
                                    "#define RAW_KEY(v) float_key(to_f(v))\n" + common32));
     compiles("sample", kernel_source(ksrc::kSample, {{"T", t}, {"KT", "unsigned"}}, common32 + ksrc::kPhilox));
     compiles("rng", kernel_source(ksrc::kRng, {{"T", t}}, ksrc::kPhilox));
-    compiles("cumsum", kernel_source(ksrc::kScan, {{"T", t}, {"A", "float"}},
-                                     "#define LOAD_A(v) to_f(v)\n#define STORE_T(a) from_f<T>(a)\n"));
+
     compiles("scatter_add", kernel_source(ksrc::kScatterAdd, {{"T", t}, {"I", "i64_t"}}));
     for (int vw : {1, 4, 8})
       compiles("grouped_matmul", kernel_source(ksrc::kGroupedMatMul, {{"T", t}, {"I", "i32_t"}},
@@ -211,13 +208,11 @@ TEST(CudaKernelSources, SelectScanRandomScatterKernelsCompile) {
   compiles("topk i64", kernel_source(ksrc::kTopK, {{"T", "i64_t"}, {"KT", "unsigned long long"}},
                                      std::string("#define KBITS 64\n#define RAW_KEY(v) ((unsigned long long)(v))\n") +
                                          ksrc::kSelectCommon));
-  compiles("cumsum f32", kernel_source(ksrc::kScan, {{"T", "float"}, {"A", "double"}},
-                                       "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((float)(a))\n"));
-  for (const char* t : {"i8_t", "u8_t", "i16_t", "i32_t", "u32_t", "i64_t"}) {
+  for (const char* t : {"i8_t", "u8_t", "i16_t", "i32_t", "u32_t", "i64_t"})
     compiles("scatter_add int", kernel_source(ksrc::kScatterAdd, {{"T", t}, {"I", "u8_t"}}));
-    compiles("cumsum int", kernel_source(ksrc::kScan, {{"T", t}, {"A", "unsigned long long"}},
-                                         "#define LOAD_A(v) ((unsigned long long)(v))\n#define STORE_T(a) ((T)(a))\n"));
-  }
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I16, DType::I32,
+                  DType::U32, DType::I64})
+    compiles(std::string("cumsum ") + dtype_name(t), scan_source(t));
 }
 
 plan::ElementwiseGeom geom(std::vector<int64_t> out, std::vector<std::vector<int64_t>> strides) {
@@ -276,12 +271,61 @@ TEST(CudaKernelSources, VectorWidthFollowsAlignmentAndSize) {
 
 TEST(CudaKernelSources, UnsupportedChainsAreRejectedWithAReason) {
   std::string why;
+  const std::vector<RegionStep> add{{RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {0, 1}}};
+  EXPECT_FALSE(elementwise_supported(add, {DType::Bool, DType::Bool}, &why));
+  EXPECT_NE(why.find("add"), std::string::npos) << why;
+  EXPECT_NE(why.find("bool"), std::string::npos) << why;
+  const std::vector<RegionStep> exp{{RegionStepKind::Activation, static_cast<int32_t>(ActKind::Exp), DType::F32, {0}}};
+  EXPECT_FALSE(elementwise_supported(exp, {DType::I32}, &why));
+  EXPECT_NE(why.find("exp"), std::string::npos) << why;
+  EXPECT_TRUE(elementwise_supported(exp, {DType::F64}, &why));
   const std::vector<RegionStep> div{{RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Div), DType::F32, {0, 1}}};
-  EXPECT_FALSE(elementwise_supported(div, {DType::I32, DType::I32}, &why));
-  EXPECT_NE(why.find("div"), std::string::npos) << why;
-  EXPECT_TRUE(elementwise_supported(div, {DType::F16, DType::F16}, &why));
-  EXPECT_FALSE(elementwise_supported(div, {DType::F64, DType::F64}, &why));
-  EXPECT_NE(why.find("f64"), std::string::npos) << why;
+  EXPECT_TRUE(elementwise_supported(div, {DType::I32, DType::I32}, &why));
+  EXPECT_TRUE(elementwise_supported(div, {DType::F64, DType::F64}, &why));
+}
+
+// f64 chains compute in double: double math functions and literals, no f32 rounding step.
+TEST(CudaKernelSources, F64ChainsComputeInDouble) {
+  for (int k = 0; k <= static_cast<int>(ActKind::Acos); ++k) {
+    if (static_cast<ActKind>(k) == ActKind::Not) continue;
+    const std::vector<RegionStep> chain{{RegionStepKind::Activation, k, DType::F32, {0}}};
+    const auto kern = make_elementwise_kernel(chain, {DType::F64}, DType::F64, geom({8, 4}, {{4, 1}}), 4);
+    compiles(std::string("f64 act ") + enum_name(static_cast<ActKind>(k)), kern.source);
+    const std::string body = kern.source.substr(kern.source.find("rlx_elementwise"));
+    for (const char* f32_only : {"expf(", "erff(", "tanhf(", "logf(", "sqrtf(", "0.5f", "1.f"})
+      EXPECT_EQ(body.find(f32_only), std::string::npos) << enum_name(static_cast<ActKind>(k)) << ": " << f32_only;
+    EXPECT_NE(body.find("const double v0"), std::string::npos) << body;
+  }
+  for (int k = 0; k <= static_cast<int>(BinaryKind::FMod); ++k) {
+    const std::vector<RegionStep> chain{{RegionStepKind::Binary, k, DType::F32, {0, 1}}};
+    compiles(std::string("f64 binary ") + enum_name(static_cast<BinaryKind>(k)),
+             make_elementwise_kernel(chain, {DType::F64, DType::F64}, DType::F64, geom({16}, {{1}, {1}}), 8).source);
+  }
+  // Casts into and out of f64, a compare and a where on f64.
+  const std::vector<RegionStep> casts{
+      {RegionStepKind::Cast, 0, DType::F64, {0}},
+      {RegionStepKind::Compare, static_cast<int32_t>(CompareKind::Gt), DType::F32, {-1, 1}},
+      {RegionStepKind::Where, 0, DType::F32, {-2, -1, 1}},
+      {RegionStepKind::Cast, 0, DType::F16, {-3}},
+  };
+  compiles("f64 casts", make_elementwise_kernel(casts, {DType::F32, DType::F64}, DType::F16,
+                                                geom({4, 4}, {{4, 1}, {0, 1}}), 8).source);
+}
+
+// Integer Div / Mod / FMod / Pow take the run's error flag (zero divisors); nothing else does.
+TEST(CudaKernelSources, IntegerDivisionChainsTakeTheErrorFlag) {
+  for (DType t : {DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64})
+    for (BinaryKind k : {BinaryKind::Div, BinaryKind::Mod, BinaryKind::FMod, BinaryKind::Pow}) {
+      const std::vector<RegionStep> chain{{RegionStepKind::Binary, static_cast<int32_t>(k), DType::F32, {0, 1}}};
+      const auto kern = make_elementwise_kernel(chain, {t, t}, t, geom({16}, {{1}, {0}}), 8);
+      EXPECT_TRUE(kern.error_flag) << dtype_name(t) << " " << enum_name(k);
+      EXPECT_NE(kern.source.find("int* err"), std::string::npos);
+      compiles(std::string("int ") + dtype_name(t) + " " + enum_name(k), kern.source);
+    }
+  const std::vector<RegionStep> fdiv{{RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Div), DType::F32, {0, 1}}};
+  EXPECT_FALSE(make_elementwise_kernel(fdiv, {DType::F32, DType::F32}, DType::F32, geom({16}, {{1}, {1}}), 8).error_flag);
+  EXPECT_EQ(elementwise_error_message(kErrIntDivZero).find("division by zero") == std::string::npos, false);
+  EXPECT_EQ(elementwise_error_message(1), "");
 }
 
 TEST(CudaKernelSources, CompileErrorNamesTheKernelAndCarriesTheLog) {

@@ -402,9 +402,11 @@ TEST(CudaOps, AttentionDecodePathEveryMask) {
 TEST(CudaOps, UnsupportedOpIsReportedAtCompile) {
   RLX_REQUIRE_CUDA();
   Graph g;
-  g.add_output(g.add(g.input("a", Shape::of({4}, DType::F64)), g.input("b", Shape::of({4}, DType::F64))));
+  // A bool reduce: the row kernels take floats, and no decomposition applies.
+  g.add_output(g.reduce(ReduceKind::Min, g.input("a", Shape::of({4, 2}, DType::Bool)), {1}));
   const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g); });
   EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reduce"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -33,10 +33,7 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
   if (!cuda_claims_kind(name)) return fail(why, "the CUDA backend has no kernel for '" + name + "'");
   std::vector<DType> in;
   for (const Value& v : n.inputs) in.push_back(g.shape(v).dtype);
-  for (DType t : in)
-    if (!cuda_dtype_supported(t)) return fail(why, std::string("dtype ") + dtype_name(t) + " is not supported on CUDA");
   for (const Shape& s : n.outputs) {
-    if (!cuda_dtype_supported(s.dtype)) return fail(why, std::string("dtype ") + dtype_name(s.dtype) + " is not supported on CUDA");
     if (s.rank() > 8) return fail(why, "the CUDA backend supports tensors of rank <= 8");
   }
   if (claims_kind_select(name)) return claims_node_select(g, n, why);
@@ -59,11 +56,17 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
                       std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::ElementwiseRegion>) {
           return elementwise_supported(single_step_chain(n.op), in, why);
         } else if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::FusedMatMulBiasAct>) {
-          if (!all_float() || !same_dtype()) return fail(why, "CUDA matmul needs f32/f16/bf16 operands of one dtype");
+          if (!(all_float() || out == DType::F64) || !same_dtype())
+            return fail(why, "CUDA matmul needs f32/f16/bf16/f64 operands of one dtype");
           if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1) return fail(why, "rank-0 matmul operand");
           return true;
         } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
-                             std::is_same_v<T, ops::Reduce> || std::is_same_v<T, ops::FusedSwiGLU>) {
+                             std::is_same_v<T, ops::Reduce>) {
+          (void)op;
+          // f64 rows accumulate in double.
+          return all_float() || (out == DType::F64 && same_dtype()) ? true
+                                                                    : fail(why, "CUDA " + name + " needs f32/f16/bf16/f64");
+        } else if constexpr (std::is_same_v<T, ops::FusedSwiGLU>) {
           (void)op;
           return all_float() ? true : fail(why, "CUDA " + name + " needs f32/f16/bf16");
         } else if constexpr (std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm> ||

@@ -40,6 +40,12 @@ std::string store_expr(DType t, const std::string& e) {
 
 bool is_unsigned(DType t) { return t == DType::U8 || t == DType::U32 || t == DType::Bool; }
 
+// The CUDA math function `name` (double version) for a float dtype's compute type: f64 computes
+// in double, the others in f32 (`expf`, ...).
+std::string fn(DType t, const char* name) { return t == DType::F64 ? std::string(name) : std::string(name) + "f"; }
+// A floating literal in the compute type of `t` (an f32 literal would round f64 constants).
+std::string lit(DType t, const char* v) { return t == DType::F64 ? std::string(v) : std::string(v) + "f"; }
+
 std::string binary_expr(BinaryKind k, DType t, const std::string& a, const std::string& b) {
   const std::string C = compute_type(t);
   if (t == DType::Bool) {
@@ -59,9 +65,9 @@ std::string binary_expr(BinaryKind k, DType t, const std::string& a, const std::
       case BinaryKind::Div: return "(" + a + " / " + b + ")";
       case BinaryKind::Max: return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
       case BinaryKind::Min: return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
-      case BinaryKind::Pow: return "powf(" + a + ", " + b + ")";
+      case BinaryKind::Pow: return fn(t, "pow") + "(" + a + ", " + b + ")";
       case BinaryKind::Mod: return "rlx_mod_floor(" + a + ", " + b + ")";
-      case BinaryKind::FMod: return "fmodf(" + a + ", " + b + ")";
+      case BinaryKind::FMod: return fn(t, "fmod") + "(" + a + ", " + b + ")";
       default: break;
     }
   } else {
@@ -72,6 +78,11 @@ std::string binary_expr(BinaryKind k, DType t, const std::string& a, const std::
       case BinaryKind::Mul: return "(" + C + ")(" + W + a + " * " + W + b + ")";
       case BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
       case BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+      // Zero divisors (and 0 to a negative power) set the run's error flag (the CPU's errors).
+      case BinaryKind::Div: return "rlx_int_div<" + C + ">(" + a + ", " + b + ", err)";
+      case BinaryKind::Mod: return "rlx_int_mod<" + C + ">(" + a + ", " + b + ", err)";
+      case BinaryKind::FMod: return "rlx_int_fmod<" + C + ">(" + a + ", " + b + ", err)";
+      case BinaryKind::Pow: return "rlx_int_pow<" + C + ">(" + a + ", " + b + ", err)";
       default: break;
     }
   }
@@ -87,34 +98,37 @@ std::string act_expr(ActKind k, DType t, const std::string& x) {
   if (t == DType::Bool) {
     if (k == ActKind::Not) return "(u8_t)(" + x + " == 0)";
   } else if (is_float(t)) {
+    auto f = [&](const char* name) { return fn(t, name) + "(" + x + ")"; };
+    auto c = [&](const char* v) { return lit(t, v); };
     switch (k) {
-      case ActKind::Gelu: return "(0.5f * " + x + " * (1.f + erff(" + x + " * 0.70710678118654752f)))";
+      case ActKind::Gelu: return "(" + c("0.5") + " * " + x + " * (" + c("1.") + " + " + fn(t, "erf") + "(" + x + " * " + c("0.70710678118654752") + ")))";
       case ActKind::GeluApprox:
-        return "(0.5f * " + x + " * (1.f + tanhf(0.79788456080286536f * (" + x + " + 0.044715f * " + x + " * " + x +
-               " * " + x + "))))";
-      case ActKind::Silu: return "(" + x + " / (1.f + expf(-" + x + ")))";
-      case ActKind::Relu: return "(" + x + " < 0.f ? 0.f : " + x + ")";
-      case ActKind::Sigmoid: return "(1.f / (1.f + expf(-" + x + ")))";
-      case ActKind::Tanh: return "tanhf(" + x + ")";
-      case ActKind::Exp: return "expf(" + x + ")";
-      case ActKind::Log: return "logf(" + x + ")";
-      case ActKind::Sqrt: return "sqrtf(" + x + ")";
-      case ActKind::Rsqrt: return "(1.f / sqrtf(" + x + "))";
+        return "(" + c("0.5") + " * " + x + " * (" + c("1.") + " + " + fn(t, "tanh") + "(" + c("0.79788456080286536") + " * (" + x +
+               " + " + c("0.044715") + " * " + x + " * " + x + " * " + x + "))))";
+      case ActKind::Silu: return "(" + x + " / (" + c("1.") + " + " + fn(t, "exp") + "(-" + x + ")))";
+      case ActKind::Relu: return "(" + x + " < " + c("0.") + " ? " + c("0.") + " : " + x + ")";
+      case ActKind::Sigmoid: return "(" + c("1.") + " / (" + c("1.") + " + " + fn(t, "exp") + "(-" + x + ")))";
+      case ActKind::Tanh: return f("tanh");
+      case ActKind::Exp: return f("exp");
+      case ActKind::Log: return f("log");
+      case ActKind::Sqrt: return f("sqrt");
+      case ActKind::Rsqrt: return "(" + c("1.") + " / " + f("sqrt") + ")";
       case ActKind::Neg: return "(-" + x + ")";
-      case ActKind::Abs: return "fabsf(" + x + ")";
-      case ActKind::Sin: return "sinf(" + x + ")";
-      case ActKind::Cos: return "cosf(" + x + ")";
-      case ActKind::Tan: return "tanf(" + x + ")";
-      case ActKind::Atan: return "atanf(" + x + ")";
-      case ActKind::Round: return "rintf(" + x + ")";
-      case ActKind::Erf: return "erff(" + x + ")";
-      case ActKind::Floor: return "floorf(" + x + ")";
-      case ActKind::Ceil: return "ceilf(" + x + ")";
-      case ActKind::Reciprocal: return "(1.f / " + x + ")";
-      case ActKind::Sign: return "(" + x + " > 0.f ? 1.f : (" + x + " < 0.f ? -1.f : " + x + "))";
-      case ActKind::Softplus: return "(fmaxf(" + x + ", 0.f) + log1pf(expf(-fabsf(" + x + "))))";
-      case ActKind::Asin: return "asinf(" + x + ")";
-      case ActKind::Acos: return "acosf(" + x + ")";
+      case ActKind::Abs: return f("fabs");
+      case ActKind::Sin: return f("sin");
+      case ActKind::Cos: return f("cos");
+      case ActKind::Tan: return f("tan");
+      case ActKind::Atan: return f("atan");
+      case ActKind::Round: return f("rint");
+      case ActKind::Erf: return f("erf");
+      case ActKind::Floor: return f("floor");
+      case ActKind::Ceil: return f("ceil");
+      case ActKind::Reciprocal: return "(" + c("1.") + " / " + x + ")";
+      case ActKind::Sign: return "(" + x + " > " + c("0.") + " ? " + c("1.") + " : (" + x + " < " + c("0.") + " ? " + c("-1.") + " : " + x + "))";
+      case ActKind::Softplus:
+        return "(" + fn(t, "fmax") + "(" + x + ", " + c("0.") + ") + " + fn(t, "log1p") + "(" + fn(t, "exp") + "(-" + fn(t, "fabs") + "(" + x + "))))";
+      case ActKind::Asin: return f("asin");
+      case ActKind::Acos: return f("acos");
       case ActKind::Not: break;
     }
   } else {
@@ -177,12 +191,9 @@ std::vector<RegionStep> single_step_chain(const Op& op) {
 
 bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes, std::string* why) {
   try {
-    for (DType t : in_dtypes)
-      if (!cuda_dtype_supported(t)) throw Error(std::string("dtype ") + dtype_name(t) + " is not supported on CUDA");
     const auto dts = step_dtypes(steps, in_dtypes);
     for (size_t i = 0; i < steps.size(); ++i) {
       const auto& st = steps[i];
-      if (!cuda_dtype_supported(dts[i])) throw Error(std::string("dtype ") + dtype_name(dts[i]) + " is not supported on CUDA");
       const DType a0 = st.args.empty() ? DType::F32
                                        : (st.args[0] >= 0 ? in_dtypes.at(static_cast<size_t>(st.args[0]))
                                                           : dts.at(static_cast<size_t>(-st.args[0] - 1)));
@@ -227,9 +238,22 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
         wide = true;
   const std::string I = wide ? "unsigned long long" : "unsigned int";
 
+  // Integer Div/Mod/FMod/Pow report zero divisors through the run's error flag.
+  bool error_flag = false;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const auto& st = steps[s];
+    if (st.kind != RegionStepKind::Binary) continue;
+    const auto k = static_cast<BinaryKind>(st.op);
+    const DType a0 = st.args[0] >= 0 ? in_dtypes.at(static_cast<size_t>(st.args[0])) : dts.at(static_cast<size_t>(-st.args[0] - 1));
+    if (!is_float(a0) && a0 != DType::Bool &&
+        (k == BinaryKind::Div || k == BinaryKind::Mod || k == BinaryKind::FMod || k == BinaryKind::Pow))
+      error_flag = true;
+  }
+
   std::ostringstream body;
   body << "extern \"C\" __global__ void rlx_elementwise(" << storage_type(out_dtype) << "* out";
   for (size_t k = 0; k < n_in; ++k) body << ", const " << storage_type(in_dtypes[k]) << "* in" << k;
+  if (error_flag) body << ", int* err";
   body << ") {\n";
   body << "  rlx_pdl_begin();\n";
   body << "  const " << I << " items = " << geom.numel / vec << "ull;\n";
@@ -302,12 +326,22 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
 
   ElementwiseKernel k;
   k.entry = "rlx_elementwise";
-  k.source = std::string(kernel_prelude()) + kElementwiseHelpers + body.str();
+  k.source = std::string(kernel_prelude()) + "#define RLX_ERR_INT_DIV_ZERO " + std::to_string(kErrIntDivZero) +
+             "\n#define RLX_ERR_INT_POW_ZERO " + std::to_string(kErrIntPowZero) + "\n" + kElementwiseHelpers + body.str();
+  k.error_flag = error_flag;
   k.vec = vec;
   k.items = geom.numel / vec;
   return k;
 }
 
 std::string float_activation_expr(ActKind k, const std::string& x) { return act_expr(k, DType::F32, x); }
+
+std::string elementwise_error_message(int code) {
+  if (code == kErrIntDivZero)
+    return "integer division by zero on CUDA: a Div, Mod or FMod divisor has a 0 (the CPU backend names the element; "
+           "guard the divisor, e.g. Where(b == 0, 1, b))";
+  if (code == kErrIntPowZero) return "integer pow on CUDA: 0 raised to a negative power has no integer value";
+  return "";
+}
 
 }  // namespace rlx::cuda

@@ -17,13 +17,20 @@ struct ElementwiseKernel {
   std::string entry, source;
   int vec = 1;          // elements per thread (vector width)
   int64_t items = 0;    // threads' work items (numel / vec)
+  bool error_flag = false;  // the kernel takes the run's error flag last (integer Div/Mod/FMod/Pow)
 };
+
+// Codes the elementwise kernels write to the run's error flag, and their rlx::Error text ("" for
+// any other code).
+inline constexpr int kErrIntDivZero = 6;  // an integer Div/Mod/FMod divisor is 0
+inline constexpr int kErrIntPowZero = 7;  // an integer 0 raised to a negative power
+std::string elementwise_error_message(int code);
 
 // The op of a single elementwise node as a one-step chain over inputs 0..n-1.
 std::vector<RegionStep> single_step_chain(const Op& op);
 
-// True when the chain has a CUDA implementation for these input dtypes (every dtype except f64;
-// no integer Div/Mod/FMod/Pow, whose zero-divisor errors only the CPU reports).
+// True when the chain has a CUDA implementation for these input dtypes (every dtype; f64 computes
+// in double, f16/bf16 in f32).
 bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                            std::string* why = nullptr);
 

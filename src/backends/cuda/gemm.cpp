@@ -14,12 +14,14 @@ cudaDataType_t data_type(DType t) {
     case DType::F32: return CUDA_R_32F;
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
+    case DType::F64: return CUDA_R_64F;
     default: break;
   }
-  throw Error(std::string("CUDA matmul: dtype ") + dtype_name(t) + " is not supported (use f32, f16 or bf16)");
+  throw Error(std::string("CUDA matmul: dtype ") + dtype_name(t) + " is not supported (use f32, f16, bf16 or f64)");
 }
 
 cublasComputeType_t compute_type(DType t, Precision p) {
+  if (t == DType::F64) return CUBLAS_COMPUTE_64F;  // whatever the policy: it is for f32 graphs
   if (t != DType::F32) return CUBLAS_COMPUTE_32F;  // half storage: f32 accumulation
   switch (p) {
     case Precision::Fp32: return CUBLAS_COMPUTE_32F;
@@ -88,7 +90,10 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   if (p.add_c && p.epilogue != GemmEpilogue::None && p.epilogue != GemmEpilogue::Bias)
     throw Error("internal: cuBLASLt would apply the activation after the residual for " + what);
   const cudaDataType_t t = data_type(p.dtype), tab = data_type(p.ab_dtype);
-  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision), CUDA_R_32F));
+  if (p.dtype == DType::F64 && (p.ab_dtype != DType::F64 || p.epilogue != GemmEpilogue::None))
+    throw Error("internal: an f64 product takes f64 operands and no cuBLASLt epilogue (" + what + ")");
+  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision),
+                                            p.dtype == DType::F64 ? CUDA_R_64F : CUDA_R_32F));
   // Column-major view: C^T (n x m) = op(B)^T (n x k) @ op(A)^T (k x m).
   const cublasOperation_t ta = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // "A" of cuBLASLt is our B
   const cublasOperation_t tb = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -139,10 +144,15 @@ void GemmPlan::run(cudaStream_t s, const void* a, const void* b, void* c, const 
                    const void* cin) const {
   if (has_bias(p_.epilogue))
     RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  // The scale type is the compute type's: double for f64 products, float otherwise.
   const float alpha = 1.0f, beta = p_.add_c ? 1.0f : 0.0f;
+  const double alpha64 = 1.0, beta64 = p_.add_c ? 1.0 : 0.0;
+  const bool f64 = p_.dtype == DType::F64;
   const void* c_in = p_.add_c ? cin : c;
-  const cublasStatus_t st = cublasLtMatmul(cublaslt_handle(), op_, &alpha, b, la_, a, lb_, &beta, c_in, lc_, c, lc_,
-                                           &algo_, workspace, workspace_bytes_, s);
+  const cublasStatus_t st =
+      cublasLtMatmul(cublaslt_handle(), op_, f64 ? static_cast<const void*>(&alpha64) : &alpha, b, la_, a, lb_,
+                     f64 ? static_cast<const void*>(&beta64) : &beta, c_in, lc_, c, lc_, &algo_, workspace,
+                     workspace_bytes_, s);
   if (st != CUBLAS_STATUS_SUCCESS)
     throw Error("cuBLASLt matmul failed for " + what_ + ": " + cublasLtGetStatusName(st) + " (" +
                 cublasLtGetStatusString(st) + ")");

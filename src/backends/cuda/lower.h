@@ -156,6 +156,11 @@ uint64_t gemv_weight_prefetches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 
+// The row kernels' source (kernels/rows.h) for rows of dtype t: f64 computes in double.
+std::string rows_source(DType t);
+// The Cumsum kernels' source (kernels/scan.h) with dtype t's accumulator.
+std::string scan_source(DType t);
+
 // True when two arena operands share bytes (leaves never do).
 bool arena_overlap(const plan::TensorRef& a, const plan::TensorRef& b);
 

@@ -24,6 +24,7 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
   launch->pdl();
   launch->arg(out);
   for (const uint8_t* p : ins) launch->arg(p);
+  if (k.error_flag) launch->arg(cx.error_flag());
   cx.add([launch](cudaStream_t s) { launch->launch(s); });
 }
 

@@ -70,6 +70,19 @@ Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act
   return e;
 }
 
+// f64 products: no cuBLASLt epilogue; a residual alone is C, anything else the chain.
+Epilogue f64_epilogue(int64_t bias_len, std::optional<ActKind> act, bool residual) {
+  Epilogue e;
+  if (bias_len == 0 && !act) {
+    e.add_c = residual;
+    return e;
+  }
+  e.chain = chain_epilogue(bias_len > 0, act, residual);
+  e.chain_uses_bias = bias_len > 0;
+  e.chain_uses_residual = residual;
+  return e;
+}
+
 }  // namespace
 
 namespace {
@@ -374,7 +387,10 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   } else if (cx.absorbed_producer(st)) {
     throw Error(step_label(st) + ": internal: a GEMV prologue on a non-GEMV product");
   }
-  const Epilogue epi = choose_epilogue(bias_len, g.n, g.activation, residual != nullptr);
+  // f64: cuBLASLt's epilogues are for the other types, so bias and activation run as the
+  // elementwise chain (in double) and a residual as C (beta = 1).
+  const Epilogue epi = c.dtype == DType::F64 ? f64_epilogue(bias_len, g.activation, residual != nullptr)
+                                             : choose_epilogue(bias_len, g.n, g.activation, residual != nullptr);
   uint8_t* pa = cx.ptr(a);
   uint8_t* pb = cx.ptr(b);
   DType ab = a.dtype;
@@ -456,7 +472,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     std::vector<DType> dts{c.dtype};
     std::vector<const uint8_t*> ins{pc};
     if (epi.chain_uses_bias) {
-      eg.in_strides.push_back({0, 0});
+      eg.in_strides.push_back({0, bias_len == g.n ? 1 : 0});  // a vector bias only in f64's chain
       dts.push_back(st.in.at(2).dtype);
       ins.push_back(pbias);
       eg.contiguous = false;

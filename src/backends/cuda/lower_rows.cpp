@@ -12,10 +12,7 @@ namespace {
 // Rows up to this many elements are held in shared memory (48 KB without an opt-in).
 constexpr int64_t kCachedRow = 11264;
 
-CUfunction row_kernel(const char* entry, DType t) {
-  return get_kernel(entry, kernel_source(ksrc::kRows, {{"T", storage_type(t)}},
-                                         "#define VV " + std::to_string(16 / dtype_size(t)) + "\n"));
-}
+CUfunction row_kernel(const char* entry, DType t) { return get_kernel(entry, rows_source(t)); }
 
 // Vector loads/stores: every row starts 16-byte aligned (row bytes and base pointers).
 int vector_rows(int64_t len, DType t, std::initializer_list<const uint8_t*> ptrs) {
@@ -44,6 +41,15 @@ unsigned row_grid(int64_t rows) {
 
 }  // namespace
 
+// f64 rows compute in double (A), the others in f32.
+std::string rows_source(DType t) {
+  const bool f64 = t == DType::F64;
+  std::string defs = "#define VV " + std::to_string(16 / dtype_size(t)) + "\n";
+  defs += f64 ? "#define TO_A(x) ((A)(x))\n#define FROM_A(v) ((T)(v))\n#define A_EXP exp\n#define A_LOG log\n"
+              : "#define TO_A(x) to_f(x)\n#define FROM_A(v) from_f<T>(v)\n#define A_EXP expf\n#define A_LOG logf\n";
+  return kernel_source(ksrc::kRows, {{"T", storage_type(t)}, {"A", f64 ? "double" : "float"}}, defs);
+}
+
 void lower_rows(LowerContext& cx, const plan::Step& st) {
   const DType t = st.out.at(0).dtype;
   uint8_t* y = cx.ptr(st.out.at(0));
@@ -55,7 +61,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
     const auto& g = std::get<plan::AxisGeom>(st.geom);
     const int log_out = std::holds_alternative<ops::LogSoftmax>(st.op) ? 1 : 0;
     if (g.inner == 1) {
-      const bool cached = g.axis <= kCachedRow;
+      const bool cached = g.axis <= kCachedRow && t != DType::F64;  // the cached row is f32
       auto l = std::make_shared<KernelLaunch>(what, row_kernel(cached ? "softmax_rows_cached" : "softmax_rows", t),
                                               row_grid(g.outer), row_block(g.axis),
                                               cached ? static_cast<unsigned>(g.axis * 4) : 0u);

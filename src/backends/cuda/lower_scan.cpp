@@ -16,21 +16,21 @@ constexpr int64_t kColumnThreads = 1024;
 // Elements per tile of the block scans (SCAN_TILE in kernels/scan.h).
 constexpr int64_t kScanTile = 2048;
 
-// The accumulator of dtype t (the CPU's: double for f32, float for f16/bf16, 64-bit wrapping
+}  // namespace
+
+// The accumulator of dtype t (the CPU's: double for f32 and f64, float for f16/bf16, 64-bit wrapping
 // integers) and its conversions.
 std::string scan_source(DType t) {
   const std::string T = storage_type(t);
-  if (t == DType::F32)
+  if (t == DType::F32 || t == DType::F64)
     return kernel_source(ksrc::kScan, {{"T", T}, {"A", "double"}},
-                         "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((float)(a))\n");
+                         "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((T)(a))\n");
   if (cuda_float(t))
     return kernel_source(ksrc::kScan, {{"T", T}, {"A", "float"}},
                          "#define LOAD_A(v) to_f(v)\n#define STORE_T(a) from_f<T>(a)\n");
   return kernel_source(ksrc::kScan, {{"T", T}, {"A", "unsigned long long"}},
                        "#define LOAD_A(v) ((unsigned long long)(v))\n#define STORE_T(a) ((T)(a))\n");
 }
-
-}  // namespace
 
 void lower_cumsum(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);

@@ -65,9 +65,13 @@ uint64_t pad_fill_bits(DType t, double v) {
     case DType::U8: return static_cast<uint8_t>(v);
     case DType::U32: return static_cast<uint32_t>(v);
     case DType::Bool: return v != 0.0 ? 1 : 0;
-    case DType::F64: break;
+    case DType::F64: {
+      uint64_t u = 0;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
   }
-  throw Error("pad on CUDA: dtype f64 is not supported");
+  throw Error("pad on CUDA: corrupt dtype value " + std::to_string(static_cast<int>(t)));
 }
 
 // Pad: the input index feeding each output index per axis (-1: the constant), resolved here

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backends/cuda/device.h"
+#include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/launch.h"
@@ -160,7 +161,8 @@ class CudaVariant final : public Variant, private LowerContext {
     std::memcpy(&err, err_host_.data(), sizeof err);
     if (err == 1) throw Error("gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))");
     if (err != 0) {
-      const std::string msg = select_error_message(err);
+      std::string msg = select_error_message(err);
+      if (msg.empty()) msg = elementwise_error_message(err);
       throw Error(msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg);
     }
     std::vector<Tensor> outs;

@@ -24,6 +24,7 @@ __device__ __forceinline__ float to_f(f16_t x) {
 __device__ __forceinline__ float to_f(bf16_t x) { return __uint_as_float(((unsigned)x.b) << 16); }
 template <class T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ double from_f<double>(float v) { return v; }
 template <> __device__ __forceinline__ f16_t from_f<f16_t>(float v) {
   f16_t r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.b) : "f"(v)); return r;
 }
@@ -39,31 +40,34 @@ template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float v) {
 // A run of V elements loaded/stored with one vector access (the pointer must be aligned).
 template <class T, int V> struct __align__(sizeof(T) * V) Vec { T v[V]; };
 
-__device__ __forceinline__ float warp_sum(float v) {
+// Warp and block reductions over f32 (or f64: the rows of f64 tensors) values.
+__device__ __forceinline__ float rlx_fmax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double rlx_fmax(double a, double b) { return fmax(a, b); }
+template <class V> __device__ __forceinline__ V warp_sum(V v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+template <class V> __device__ __forceinline__ V warp_max(V v) {
+  for (int o = 16; o > 0; o >>= 1) v = rlx_fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-// Block-wide reductions; every thread of the block must call them (scratch: 32 floats).
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Block-wide reductions; every thread of the block must call them (scratch: 32 values).
+template <class V> __device__ __forceinline__ V block_sum(V v, V* scratch) {
   v = warp_sum(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < nw ? scratch[lane] : 0.f;
+  v = lane < nw ? scratch[lane] : (V)0;
   return warp_sum(v);
 }
-__device__ __forceinline__ float block_max(float v, float* scratch) {
+template <class V> __device__ __forceinline__ V block_max(V v, V* scratch) {
   v = warp_max(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < nw ? scratch[lane] : RLX_NEG_INF;
+  v = lane < nw ? scratch[lane] : (V)RLX_NEG_INF;
   return warp_max(v);
 }
 

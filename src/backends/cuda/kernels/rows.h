@@ -1,29 +1,31 @@
 #pragma once
 // Row kernels (compiled per storage type T, with `typedef <type> T;` in front): softmax and
 // log-softmax, LayerNorm / RmsNorm (+ fused residual), SwiGLU, and reductions. Statistics are
-// accumulated in f32; one block per row with warp-shuffle + shared-memory block reductions.
+// accumulated in f32; one block per row with warp-shuffle + shared-memory block reductions. The
+// softmax (uncached) and reduce kernels compute in the type A with TO_A / FROM_A / A_EXP /
+// A_LOG, all defined by the lowering: f32 for f32/f16/bf16, double for f64 rows.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kRows = R"CUDA(
 // y = softmax(x) (or log-softmax) over rows of `len` contiguous elements; one block per row.
 extern "C" __global__ void softmax_rows(const T* x, T* y, long long rows, long long len, int log_out) {
   rlx_pdl_begin();
-  __shared__ float scratch[32];
+  __shared__ A scratch[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
-    float m = RLX_NEG_INF;
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, to_f(xr[j]));
+    A m = RLX_NEG_INF;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) m = rlx_fmax(m, TO_A(xr[j]));
     m = block_max(m, scratch);
-    float s = 0.f;
-    for (long long j = threadIdx.x; j < len; j += blockDim.x) s += expf(to_f(xr[j]) - m);
+    A s = 0;
+    for (long long j = threadIdx.x; j < len; j += blockDim.x) s += A_EXP(TO_A(xr[j]) - m);
     s = block_sum(s, scratch);
     if (log_out) {
-      const float ls = logf(s);
-      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(to_f(xr[j]) - m - ls);
+      const A ls = A_LOG(s);
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = FROM_A(TO_A(xr[j]) - m - ls);
     } else {
-      const float inv = 1.f / s;
-      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f<T>(expf(to_f(xr[j]) - m) * inv);
+      const A inv = (A)1 / s;
+      for (long long j = threadIdx.x; j < len; j += blockDim.x) yr[j] = FROM_A(A_EXP(TO_A(xr[j]) - m) * inv);
     }
   }
 }
@@ -89,14 +91,14 @@ extern "C" __global__ void softmax_cols(const T* x, T* y, long long outer, long 
     const long long o = c / inner, i = c % inner;
     const T* xc = x + o * axis * inner + i;
     T* yc = y + o * axis * inner + i;
-    float m = RLX_NEG_INF;
-    for (long long a = 0; a < axis; ++a) m = fmaxf(m, to_f(xc[a * inner]));
-    float s = 0.f;
-    for (long long a = 0; a < axis; ++a) s += expf(to_f(xc[a * inner]) - m);
-    const float ls = logf(s), inv = 1.f / s;
+    A m = RLX_NEG_INF;
+    for (long long a = 0; a < axis; ++a) m = rlx_fmax(m, TO_A(xc[a * inner]));
+    A s = 0;
+    for (long long a = 0; a < axis; ++a) s += A_EXP(TO_A(xc[a * inner]) - m);
+    const A ls = A_LOG(s), inv = (A)1 / s;
     for (long long a = 0; a < axis; ++a) {
-      const float v = to_f(xc[a * inner]) - m;
-      yc[a * inner] = from_f<T>(log_out ? v - ls : expf(v) * inv);
+      const A v = TO_A(xc[a * inner]) - m;
+      yc[a * inner] = FROM_A(log_out ? v - ls : A_EXP(v) * inv);
     }
   }
 }
@@ -210,10 +212,10 @@ extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n,
 }
 
 // kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod (the ReduceKind order).
-__device__ __forceinline__ float reduce_init(int kind) {
-  return kind == 2 ? RLX_NEG_INF : (kind == 3 ? RLX_INF : (kind == 4 ? 1.f : 0.f));
+__device__ __forceinline__ A reduce_init(int kind) {
+  return kind == 2 ? RLX_NEG_INF : (kind == 3 ? RLX_INF : (kind == 4 ? (A)1 : (A)0));
 }
-__device__ __forceinline__ float reduce_step(int kind, float a, float v) {
+__device__ __forceinline__ A reduce_step(int kind, A a, A v) {
   switch (kind) {
     case 2: return (v > a || v != v) ? v : a;
     case 3: return (v < a || v != v) ? v : a;
@@ -221,18 +223,18 @@ __device__ __forceinline__ float reduce_step(int kind, float a, float v) {
     default: return a + v;
   }
 }
-__device__ __forceinline__ float reduce_final(int kind, float a, long long count) {
-  return kind == 1 ? (count == 0 ? __int_as_float(0x7fc00000) : a / (float)count) : a;
+__device__ __forceinline__ A reduce_final(int kind, A a, long long count) {
+  return kind == 1 ? (count == 0 ? __int_as_float(0x7fc00000) : a / (A)count) : a;
 }
 // [outer, red] -> [outer]: one block per output.
 extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long long red, int kind) {
   rlx_pdl_begin();
-  __shared__ float scratch[32];
-  __shared__ float part[1024];
+  __shared__ A scratch[32];
+  __shared__ A part[1024];
   for (long long o = blockIdx.x; o < outer; o += gridDim.x) {
-    float a = reduce_init(kind);
-    for (long long j = threadIdx.x; j < red; j += blockDim.x) a = reduce_step(kind, a, to_f(x[o * red + j]));
-    float r;
+    A a = reduce_init(kind);
+    for (long long j = threadIdx.x; j < red; j += blockDim.x) a = reduce_step(kind, a, TO_A(x[o * red + j]));
+    A r;
     if (kind == 0 || kind == 1) {
       r = block_sum(a, scratch);
     } else {
@@ -242,7 +244,7 @@ extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long l
       r = part[0];
       for (unsigned t = 1; t < blockDim.x; ++t) r = reduce_step(kind, r, part[t]);
     }
-    if (threadIdx.x == 0) y[o] = from_f<T>(reduce_final(kind, r, red));
+    if (threadIdx.x == 0) y[o] = FROM_A(reduce_final(kind, r, red));
   }
 }
 // [outer, red, inner] -> [outer, inner]: one thread per output column.
@@ -251,9 +253,9 @@ extern "C" __global__ void reduce_cols(const T* x, T* y, long long outer, long l
   const long long total = outer * inner;
   for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < total; c += (long long)gridDim.x * blockDim.x) {
     const long long o = c / inner, i = c % inner;
-    float a = reduce_init(kind);
-    for (long long j = 0; j < red; ++j) a = reduce_step(kind, a, to_f(x[(o * red + j) * inner + i]));
-    y[c] = from_f<T>(reduce_final(kind, a, red));
+    A a = reduce_init(kind);
+    for (long long j = 0; j < red; ++j) a = reduce_step(kind, a, TO_A(x[(o * red + j) * inner + i]));
+    y[c] = FROM_A(reduce_final(kind, a, red));
   }
 }
 // Any axes: dims (coalesced, row-major) alternate kept / reduced groups; one thread per output.
@@ -267,14 +269,14 @@ extern "C" __global__ void reduce_general(const T* x, T* y, ReduceDims g, long l
     for (int d = g.rank - 1; d >= 0; --d) { strides[d] = stride; stride *= g.dims[d]; }
     for (int d = g.rank - 1; d >= 0; --d)
       if (!g.reduced[d]) { base += (t % g.dims[d]) * strides[d]; t /= g.dims[d]; }
-    float a = reduce_init(kind);
+    A a = reduce_init(kind);
     for (long long r = 0; r < count; ++r) {
       long long off = base, u = r;
       for (int d = g.rank - 1; d >= 0; --d)
         if (g.reduced[d]) { off += (u % g.dims[d]) * strides[d]; u /= g.dims[d]; }
-      a = reduce_step(kind, a, to_f(x[off]));
+      a = reduce_step(kind, a, TO_A(x[off]));
     }
-    y[o] = from_f<T>(reduce_final(kind, a, count));
+    y[o] = FROM_A(reduce_final(kind, a, count));
   }
 }
 )CUDA";
