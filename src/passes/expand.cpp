@@ -288,6 +288,16 @@ bool expand_node(Rewriter& rw, const Node& n) {
       const Value t = g.transpose(in[0], {0, 2, 3, 1});
       return done(g.transpose(g.layer_norm(t, in[1], in[2], op.eps, -1), {0, 3, 1, 2}));
     } else if constexpr (std::is_same_v<T, ops::Reduce>) {
+      // First as one last-axis reduction. One that is already that and still not run, an integer
+      // or bool Max / Min, runs in a float type that holds every value exactly (f32 up to 16-bit
+      // integers, f64 for 32-bit ones), then back.
+      const Shape xs = g.shape(in[0]);
+      const DType t = xs.dtype;
+      const bool small = t == DType::Bool || t == DType::I8 || t == DType::U8 || t == DType::I16;
+      const bool last_only = op.axes.size() == 1 && is_last_axis(op.axes[0], xs.rank()) && !op.keep_dims;
+      if (last_only && (small || t == DType::I32 || t == DType::U32) &&
+          (op.kind == ReduceKind::Max || op.kind == ReduceKind::Min))
+        return done(g.cast(g.reduce(op.kind, g.cast(in[0], small ? DType::F32 : DType::F64), op.axes, op.keep_dims), t));
       return done(expand_reduce(g, op, in[0]));
     } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax>) {
       const int64_t axis = normalize_axis(op.axis, g.shape(in[0]).rank(), op.kName);
@@ -329,6 +339,8 @@ bool expand_node(Rewriter& rw, const Node& n) {
     } else if constexpr (std::is_same_v<T, ops::Conv>) {
       auto v = expand_conv(g, op, in, n.outputs.at(0));
       return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::ConvTranspose>) {
+      return done(expand_conv_transpose(g, op, in));
     } else if constexpr (std::is_same_v<T, ops::Pool>) {
       auto v = expand_pool(g, op, in[0], n.outputs.at(0));
       return v ? done(*v) : false;

@@ -168,6 +168,49 @@ std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vecto
   return g.reshape(y, out.dims);
 }
 
+Value expand_conv_transpose(Graph& g, const ops::ConvTranspose& op, const std::vector<Value>& in) {
+  const Shape xs = g.shape(in[0]), ws = g.shape(in[1]);
+  const Dim n = xs[0];
+  const int64_t cin = ws[0].value, cout_g = ws[1].value, groups = op.groups;
+  const int64_t k[2] = {ws[2].value, ws[3].value};
+  auto attr = [](const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; };
+  int64_t s[2], d[2];
+  for (size_t i = 0; i < 2; ++i) s[i] = attr(op.stride, i, 1), d[i] = attr(op.dilation, i, 1);
+  // Zeros between the input's elements: (N, C, H, 1, W, 1) padded to (N, C, H, sh, W, sw); the
+  // s - 1 zeros after the last element are taken back by the end pads below.
+  Value x = in[0];
+  if (s[0] > 1 || s[1] > 1) {
+    const Dim h = xs[2], w = xs[3];
+    x = g.reshape(x, {n, xs[1], h, Dim(1), w, Dim(1)});
+    ops::Pad z;
+    z.pads = {0, 0, 0, 0, 0, 0, 0, 0, 0, s[0] - 1, 0, s[1] - 1};
+    x = g.apply(z, {x});
+    // An axis with stride > 1 is static (shape inference); a symbolic one keeps its dim.
+    x = g.reshape(x, {n, xs[1], s[0] == 1 ? h : Dim(h.value * s[0]), s[1] == 1 ? w : Dim(w.value * s[1])});
+  }
+  // Each output position sees the kernel's full reach: d (k - 1) - pads before, plus the
+  // output padding after (negative: a crop).
+  std::vector<int64_t> pads(4);
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t reach = d[i] * (k[i] - 1);
+    pads[i] = reach - attr(op.pads, i, 0);
+    pads[2 + i] = reach - attr(op.pads, 2 + i, 0) + attr(op.output_padding, i, 0) - (s[i] - 1);
+  }
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; })) x = pad_spatial(g, x, pads, 0.0);
+  // The kernel flipped on both spatial axes, input and output channels swapped in each group:
+  // (Cin, Cout/G, kh, kw) -> (G, Cin/G, Cout/G, kh, kw) -> (G, Cout/G, Cin/G, kh, kw).
+  Value wt = g.reshape(in[1], {Dim(groups), Dim(cin / groups), Dim(cout_g), Dim(k[0]), Dim(k[1])});
+  wt = g.transpose(wt, {0, 2, 1, 3, 4});
+  wt = g.reshape(wt, {Dim(groups * cout_g), Dim(cin / groups), Dim(k[0]), Dim(k[1])});
+  wt = g.reverse(wt, {2, 3});
+  ops::Conv c;
+  c.dilation = {d[0], d[1]};
+  c.groups = groups;
+  std::vector<Value> args{x, wt};
+  if (in.size() > 2) args.push_back(in[2]);
+  return g.apply(c, args);
+}
+
 std::optional<Value> expand_pool(Graph& g, const ops::Pool& op, Value x, const Shape& out) {
   const Shape xs = g.shape(x);
   const DType dt = xs.dtype;

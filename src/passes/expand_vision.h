@@ -23,6 +23,13 @@ Value expand_im2col(Graph& g, const ops::Im2Col& op, Value x);
 // nullopt otherwise (3-d, symbolic spatial dims).
 std::optional<Value> expand_conv(Graph& g, const ops::Conv& op, const std::vector<Value>& in, const Shape& out);
 
+// ConvTranspose [x, w, bias?] (2-d) as a Conv of stride 1: zeros inserted between x's elements
+// (a Reshape, a Pad of the new unit axes, a Reshape), a Pad (or crop, for pads larger than the
+// kernel's reach) by dilation * (k - 1) - pads, plus output_padding at the end, and the kernel
+// flipped with its channels swapped per group. The Conv is then what the backend runs (cuDNN with
+// no pads, or Im2Col + MatMul).
+Value expand_conv_transpose(Graph& g, const ops::ConvTranspose& op, const std::vector<Value>& in);
+
 // Pool with pads or ceil_mode (which cuDNN cannot always count as the op does): a Pad that holds
 // every window (zeros; -inf for max) and the plain Pool, for averages times a constant (kernel
 // size / the taps the op counts at each output). A max pool of u8/i8/i16 runs in f32 between two

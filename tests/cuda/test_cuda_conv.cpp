@@ -354,6 +354,10 @@ TEST(CudaConv, WithoutCudnnConvRunsAsIm2ColAndMatMul) {
                          {x, g.param("w", Shape::of({6, 2, 3, 3}, t)), g.param("b", Shape::of({6}, t))}));
     const Value x1 = g.input("x1", Shape::of({2, 3, 17}, t));
     g.add_output(g.apply(conv_op({2}, {1, 1}), {x1, g.param("w1", Shape::of({5, 3, 4}, t))}));
+    // ConvTranspose: zeros between the elements, a Pad and the flipped kernel's Conv (then Im2Col).
+    g.add_output(g.apply(convt_op({2, 3}, {1, 0, 2, 1}, {1, 2}, {1, 1}, 2),
+                         {g.input("x2", Shape::of({2, 4, 5, 4}, t)), g.param("w2", Shape::of({4, 3, 3, 2}, t)),
+                          g.param("b2", Shape::of({6}, t))}));
     expect_cuda_parity(g);
   }
 }

@@ -267,6 +267,84 @@ TEST(Legalize, ConvAndPoolBeyondWhatALibraryRuns) {
   EXPECT_NE(msg.find("(conv)"), std::string::npos) << msg;
 }
 
+// ConvTranspose on a backend without it: a Conv of stride 1 over the input with zeros between its
+// elements, padded (or cropped) by the kernel's reach, with the kernel flipped; the Conv then
+// takes cuDNN's path (no pads) or, with no conv either, Im2Col + MatMul.
+bool no_conv_transpose(const Graph& g, const Node& n) {
+  return !std::holds_alternative<ops::ConvTranspose>(n.op) && symmetric_window_ops(g, n);
+}
+
+TEST(Legalize, ConvTransposeAsAConvOfStrideOne) {
+  auto with = [](const passes::ClaimFn& claims) {
+    return [claims](const Graph& g) { return legalize(g, claims, "test"); };
+  };
+  struct Case {
+    std::vector<int64_t> x, w, stride, pads, dilation, output_padding;
+    int64_t groups;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 3, 3}, {1, 2, 3, 3}, {}, {}, {}, {}, 1, false},                 // ONNX's basic case
+      {{1, 1, 3, 3}, {1, 2, 3, 3}, {2, 2}, {0, 0, 1, 1}, {}, {}, 1, true},     // autopad SAME: asymmetric
+      {{2, 4, 5, 4}, {4, 3, 3, 2}, {3, 2}, {1, 0, 2, 1}, {1, 2}, {1, 1}, 1, true},
+      {{1, 4, 4, 5}, {4, 1, 3, 3}, {2, 1}, {1, 1, 1, 1}, {2, 1}, {1, 0}, 2, false},  // groups, dilation
+      {{2, 6, 5, 5}, {6, 1, 2, 2}, {1, 1}, {2, 1, 1, 2}, {}, {}, 6, true},    // pads beyond the reach: a crop
+      {{1, 2, 4, 3}, {2, 3, 1, 1}, {2, 3}, {}, {}, {1, 2}, 1, false}};        // 1x1 kernel, output padding
+  for (const Case& c : cases) {
+    Graph g;
+    std::vector<Value> ins{g.input("x", Shape(dims_of(c.x))), g.input("w", Shape(dims_of(c.w)))};
+    if (c.bias) ins.push_back(g.input("b", Shape::of({c.w[1] * c.groups})));
+    ops::ConvTranspose op;
+    op.stride = c.stride, op.pads = c.pads, op.dilation = c.dilation, op.output_padding = c.output_padding;
+    op.groups = c.groups;
+    g.add_output(g.apply(op, ins));
+    const std::string what = dims_str(c.x) + " stride " + dims_str(c.stride) + " pads " + dims_str(c.pads);
+    const Graph lib = legalize(g, no_conv_transpose, "test");
+    EXPECT_EQ(count_op(lib, "conv_transpose"), 0u) << what;
+    EXPECT_EQ(count_op(lib, "conv"), 1u) << what;
+    EXPECT_TRUE(same_numbers(g, with(no_conv_transpose), 1e-4)) << what;
+    EXPECT_TRUE(same_numbers(g, with(no_conv), 1e-4)) << what;  // and on through Im2Col + MatMul
+  }
+  // A backend that runs ConvTranspose keeps it (the near miss of the decomposition).
+  Graph g = one_op(ops::ConvTranspose{}, {Shape::of({1, 2, 3, 3}), Shape::of({2, 2, 3, 3})});
+  EXPECT_EQ(count_op(legalize(g, primitives_only, "test"), "conv_transpose"), 1u);
+}
+
+// Integer and bool Max / Min on a backend whose reductions take floats only: moved to the last
+// axis first, then through an exact float type and back.
+bool float_reduces(const Graph& g, const Node& n) {
+  if (std::holds_alternative<ops::Reduce>(n.op) && !is_float(g.shape(n.inputs[0]).dtype)) return false;
+  return primitives_only(g, n);
+}
+
+TEST(Legalize, IntegerMaxMinThroughAnExactFloat) {
+  auto with = [](const Graph& g) { return legalize(g, float_reduces, "test"); };
+  for (DType t : {DType::Bool, DType::U8, DType::I16, DType::I32, DType::U32}) {
+    for (ReduceKind k : {ReduceKind::Max, ReduceKind::Min}) {
+      Graph g;
+      const Value x = g.input("x", Shape::of({3, 4, 5}, t));
+      g.add_output(g.reduce(k, x, {-1}));
+      g.add_output(g.reduce(k, x, {0, 2}, true));  // other axes: to the last axis first
+      const Graph l = with(g);
+      EXPECT_EQ(count_op(l, "reduce"), 2u) << dtype_name(t);
+      const DType exact = t == DType::I32 || t == DType::U32 ? DType::F64 : DType::F32;
+      for (const Node& n : l.nodes())
+        if (std::holds_alternative<ops::Reduce>(n.op)) EXPECT_EQ(l.shape(n.inputs[0]).dtype, exact) << dtype_name(t);
+      testing::ParityOptions o;
+      o.int_hi = t == DType::Bool ? 2 : 2000000000;  // 32-bit values an f32 would round
+      EXPECT_TRUE(same_numbers(g, with, 1e-5, o)) << dtype_name(t) << " " << enum_name(k);
+    }
+  }
+  // Near misses: a sum (no exact float for a wrapping i32 sum) and i64 (beyond f64's 53 bits)
+  // stay unsupported, and the report names them.
+  for (auto [t, k] : {std::pair{DType::I32, ReduceKind::Sum}, std::pair{DType::I64, ReduceKind::Max}}) {
+    Graph g;
+    g.add_output(g.reduce(k, g.input("x", Shape::of({3, 4}, t)), {-1}));
+    const std::string msg = testing::error_message([&] { with(g); });
+    EXPECT_NE(msg.find("(reduce)"), std::string::npos) << msg;
+  }
+}
+
 // Pools with pads or ceil_mode on a backend that runs only plain float pools: a Pad that holds
 // every window and the plain pool, averages rescaled by the taps the op counts; small-integer max
 // pools through f32.
