@@ -402,8 +402,8 @@ TEST(CudaOps, AttentionDecodePathEveryMask) {
 TEST(CudaOps, UnsupportedOpIsReportedAtCompile) {
   RLX_REQUIRE_CUDA();
   Graph g;
-  // A bool reduce: the row kernels take floats, and no decomposition applies.
-  g.add_output(g.reduce(ReduceKind::Min, g.input("a", Shape::of({4, 2}, DType::Bool)), {1}));
+  // An i64 max: the row kernels take floats, and no float holds every i64 exactly.
+  g.add_output(g.reduce(ReduceKind::Max, g.input("a", Shape::of({4, 2}, DType::I64)), {1}));
   const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g); });
   EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reduce"), std::string::npos) << msg;
