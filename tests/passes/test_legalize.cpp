@@ -328,8 +328,11 @@ TEST(Legalize, IntegerMaxMinThroughAnExactFloat) {
       const Graph l = with(g);
       EXPECT_EQ(count_op(l, "reduce"), 2u) << dtype_name(t);
       const DType exact = t == DType::I32 || t == DType::U32 ? DType::F64 : DType::F32;
-      for (const Node& n : l.nodes())
-        if (std::holds_alternative<ops::Reduce>(n.op)) EXPECT_EQ(l.shape(n.inputs[0]).dtype, exact) << dtype_name(t);
+      for (const Node& n : l.nodes()) {
+        if (std::holds_alternative<ops::Reduce>(n.op)) {
+          EXPECT_EQ(l.shape(n.inputs[0]).dtype, exact) << dtype_name(t);
+        }
+      }
       testing::ParityOptions o;
       o.int_hi = t == DType::Bool ? 2 : 2000000000;  // 32-bit values an f32 would round
       EXPECT_TRUE(same_numbers(g, with, 1e-5, o)) << dtype_name(t) << " " << enum_name(k);
