@@ -165,7 +165,7 @@ TEST(CudaDecodeQkv, MatchesTheCpu) {
     d.heads = 4, d.kv_heads = 4, d.hd = 128, d.past = 600;  // one query head per KV head
     expect_fused(d);
     d = c;
-    d.heads = 16, d.kv_heads = 2, d.hd = 32, d.hidden = 512, d.past = 2047;  // 8 per KV head (the concats' limit)
+    d.heads = 32, d.kv_heads = 2, d.hd = 32, d.hidden = 512, d.past = 2047;  // 16 per KV head
     expect_fused(d);
     d = c;
     d.heads = 24, d.kv_heads = 3, d.hd = 96, d.past = 5;  // some blocks without keys

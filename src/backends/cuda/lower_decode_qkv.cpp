@@ -116,8 +116,7 @@ std::string decode_qkv_source(const GemvConfig& cfg, const DecodeQkvShape& s) {
                            def("KPC", s.keys_per_block) + def("KN", s.k) + def("LDK", s.k) +
                            def("XS_BYTES", decode_qkv_xs_bytes(cfg, s.k)) + def("MASK", s.mask) +
                            def("SOFTCAP", s.softcap) + def("ROPE", s.rope) + def("ROPE_Q", s.rope) +
-                           def("ROPE_K", s.rope) + def("ROPE_STATIC", s.rope_static) + ksrc::kTensorCoreHelpers +
-                           (getenv("RLX_QKV_PROBE") ? "#define QKV_PROBE 1\n" : "");
+                           def("ROPE_K", s.rope) + def("ROPE_STATIC", s.rope_static) + ksrc::kTensorCoreHelpers;
   const std::string body = std::string(ksrc::kGemvPackedStage) + ksrc::kAttentionCommon + ksrc::kAttentionDecodeLoads +
                            ksrc::kClusterHelpers + ksrc::kDecodeCopyRows + ksrc::kAttentionDecodeQkv;
   return kernel_source(body.c_str(),
@@ -211,14 +210,7 @@ bool lower_decode_qkv(LowerContext& cx, const plan::Step& st, const plan::Step& 
   a.k = ks.first, a.v = vs.first, a.k_split = ks.split, a.v_split = vs.split;
   a.ks_b = ks.first_strides.batch, a.ks_s = ks.first_strides.seq, a.ks_h = ks.first_strides.head;
   a.vs_b = vs.first_strides.batch, a.vs_s = vs.first_strides.seq, a.vs_h = vs.first_strides.head;
-  if (parts->rope_q) {
-    // The kernel copies the tables' row in 16-byte pieces (at most 256 bytes each).
-    set_rope_args(cx, a, *parts->rope_q);
-    const int64_t row_bytes = a.rope_rot / 2 * static_cast<int64_t>(dtype_size(parts->rope_q->in.at(1).dtype));
-    if (row_bytes % 16 != 0 || row_bytes > 256 || pointer_alignment(a.rope_cos) < 16 ||
-        pointer_alignment(a.rope_sin) < 16)
-      return false;
-  }
+  if (parts->rope_q) set_rope_args(cx, a, *parts->rope_q);
   const bool rope_static = parts->rope_q && parts->rope_q->in.at(1).loc.kind == plan::Location::Kind::Leaf &&
                            parts->rope_q->in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const DType tc = parts->rope_q ? parts->rope_q->in.at(1).dtype : t;
@@ -226,9 +218,9 @@ bool lower_decode_qkv(LowerContext& cx, const plan::Step& st, const plan::Step& 
   const int64_t visible = g.mask == MaskKind::SlidingWindow ? std::min(g.kv_len, g.window) : g.kv_len;
   const int64_t xs_bytes = decode_qkv_xs_bytes(cfg, mg.k);
   auto smem_for = [&](int64_t c) {
-    const int64_t kpc = (visible + c - 1) / c, epc = (grp * hd + c - 1) / c, parts = c * (knobs.warps / grp);
-    return static_cast<size_t>(xs_bytes + ((grp + 2) * hd + grp * hd) * 4 + 512 + 2 * kpc * (hd + 8) * es +
-                               parts * epc * 4 + parts * grp * 2 * 4);
+    const int64_t kpc = (visible + c - 1) / c, epc = (grp * hd + c - 1) / c;
+    return static_cast<size_t>(xs_bytes + ((grp + 2) * hd + grp * hd) * 4 + 2 * kpc * (hd + 8) * es +
+                               c * epc * 4 + c * grp * 2 * 4);
   };
   DecodeQkvShape shape;
   shape.t = t, shape.tc = tc, shape.head_dim = hd, shape.group = grp, shape.warps = knobs.warps, shape.k = mg.k;

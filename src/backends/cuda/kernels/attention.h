@@ -249,9 +249,8 @@ __device__ __forceinline__ float ldg_f(const bf16_t* p) {
 // rope_load_table / rope_load_row: the same in two halves, the tables' (which a kernel may read
 // before its wait when they are leaves) and the row's (i1, i2: the row elements it reads).
 struct RopeIn { float x1, x2, c, sn; bool rot, first; int i1, i2; };
-// The rotation of element d (rot, first, i1, i2 of `o`); returns its table column (0 when d is
-// not rotated).
-__device__ __forceinline__ int rope_setup(const AttnArgs& a, int d, RopeIn& o) {
+__device__ __forceinline__ RopeIn rope_load_table(const AttnArgs& a, int d, long long b, long long s, long long seq) {
+  RopeIn o;
   o.rot = d < a.rope_rot;
   const int half = (int)(a.rope_rot / 2);
   o.first = a.rope_neox ? d < half : (d & 1) == 0;
@@ -259,12 +258,7 @@ __device__ __forceinline__ int rope_setup(const AttnArgs& a, int d, RopeIn& o) {
   int r1, r2;
   rope_pair(a.rope_neox != 0, p, half, r1, r2);
   o.i1 = o.rot ? r1 : d, o.i2 = o.rot ? r2 : d;
-  return o.rot ? p : 0;
-}
-__device__ __forceinline__ RopeIn rope_load_table(const AttnArgs& a, int d, long long b, long long s, long long seq) {
-  RopeIn o;
-  const int p = rope_setup(a, d, o);
-  const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * (a.rope_rot / 2) + p : 0;
+  const long long t = o.rot ? (a.rope_per_batch ? b * seq + s : s) * half + p : 0;
   o.c = ldg_f(reinterpret_cast<const TC*>(a.rope_cos) + t), o.sn = ldg_f(reinterpret_cast<const TC*>(a.rope_sin) + t);
   return o;
 }

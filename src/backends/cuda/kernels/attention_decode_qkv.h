@@ -31,13 +31,8 @@ inline constexpr const char* kAttentionDecodeQkv = R"CUDA(
 #define NR ((G + 2) * HD)
 #define EPC ((G * HD + C - 1) / C)
 #define DPL (HD / 32)
-#define QS (NW / G)                         // key chunks per query row (a warp each)
-#define KPW ((KPC + QS - 1) / QS)             // at most keys per warp
-#define KPL ((KPW + 31) / 32)
-#define TAB_BYTES 512                       // the RoPE tables' row: cos, then sin (at most 64 TC each)
-#ifdef QKV_PROBE
-__device__ unsigned qkv_probe_count;
-#endif
+#define KPL ((KPC + 31) / 32)
+#define RE (((G + 1) * HD + NT - 1) / NT)
 struct QkvArgs {
   const T* a; const T* w; const B* bias; const T* px; const T* pg; const T* pb; float eps;
   long long col_q, col_k, col_v, q_h, k_h, v_h;
@@ -50,32 +45,17 @@ __device__ __forceinline__ long long qkv_column(const QkvArgs& f, long long kvh,
   return f.col_v + kvh * f.v_h + (i - (G + 1) * HD);
 }
 
-// At most 64 registers per thread below 32 warps, as gemv_packed: a block of 8 warps fits beside
-// a 24-warp GEMV block (the previous product's, or the next one's launched early).
-#if NW == 32
-#define QKV_BOUNDS __launch_bounds__(1024, 1)
-#else
-#define QKV_BOUNDS __maxnreg__(64)
-#endif
-extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, const char* __restrict__ pf,
+extern "C" __global__ void __launch_bounds__(NT, 1) attn_decode_qkv(QkvArgs f, AttnArgs a, const char* __restrict__ pf,
                                                                 long long pf_bytes) {
   extern __shared__ __align__(16) uint4 smem4[];
   unsigned char* sm = reinterpret_cast<unsigned char*>(smem4);
   float* sR = reinterpret_cast<float*>(sm + XS_BYTES);  // [NR] the cluster's columns
   float* sQ = sR + NR;                                  // [G][HD] q rotated, as T
-  TC* sTab = reinterpret_cast<TC*>(sQ + G * HD);        // the RoPE tables' row: [2][TAB_BYTES / 2]
-  T* sK = reinterpret_cast<T*>(sm + XS_BYTES + (NR + G * HD) * 4 + TAB_BYTES);  // [KPC][KST] this block's keys
+  T* sK = reinterpret_cast<T*>(sQ + G * HD);            // [KPC][KST] this block's keys
   T* sV = sK + KPC * KST;
-  float* inbox = reinterpret_cast<float*>(sV + KPC * KST);  // [C QS][EPC] the partials this block merges
-  float* ml = inbox + C * QS * EPC;                          // [C QS][G][2] every warp's row max and sum
+  float* inbox = reinterpret_cast<float*>(sV + KPC * KST);  // [C][EPC] the partials this block merges
+  float* ml = inbox + C * EPC;                              // [C][G][2] every block's row max and sum
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-#ifdef QKV_PROBE
-  unsigned long long ts[9];
-#define STAMP(i) if (tid == 0 && blockIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ts[i]));
-#else
-#define STAMP(i)
-#endif
-  STAMP(0)
   const unsigned rank = cluster_rank();
   const long long kvh = blockIdx.x / C;
   const long long pos = a.kv_len - 1;  // the query row's position
@@ -107,16 +87,12 @@ extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, con
   packed_stage_gain(reinterpret_cast<T*>(smem4), f.pg, f.pb, KN, LDK);
 #endif
 #if ROPE
-  // The tables' row (position 0 of this decode step's tables: 16-byte pieces, host-checked) into
-  // shared memory: before the wait when they are leaves, else right after it.
-  const int tab_pieces = (int)(a.rope_rot / 2 * sizeof(TC) / 16);
-#define QKV_TABLES()                                                                         \
-  if (tid < 2 * tab_pieces) {                                                                \
-    const char* src = reinterpret_cast<const char*>(tid < tab_pieces ? a.rope_cos : a.rope_sin); \
-    const int piece = tid % tab_pieces;                                                      \
-    cp_async16(smem_addr(sTab) + (tid < tab_pieces ? 0 : TAB_BYTES / 2) + piece * 16, src + piece * 16, true); \
-  }                                                                                          \
-  cp_async_commit();
+  RopeIn rin[RE];
+#define QKV_TABLES()                                                          \
+  _Pragma("unroll") for (int j = 0; j < RE; ++j) {                            \
+    const int e = min(j * NT + tid, (G + 1) * HD - 1);                        \
+    rin[j] = rope_load_table(a, e % HD, 0, 0, 1);                             \
+  }
 #if ROPE_STATIC
   QKV_TABLES();
 #endif
@@ -128,15 +104,12 @@ extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, con
     for (long long o = share * blockIdx.x + 32768ll * lane; o < p1; o += 32768ll * 32)
       rlx_prefetch_l2(pf + o, (unsigned)min(32768ll, p1 - o));
   }
-  STAMP(1)
   rlx_pdl_begin();
-  STAMP(2)
 #if ROPE && !ROPE_STATIC
   QKV_TABLES();
 #endif
   packed_stage_a(smem4, f.a, f.px, f.pg, f.pb, f.eps, KN, LDK);
 
-  STAMP(3)
   // The product: each finished column goes to every block of the cluster (lane r to block r).
   float acc = 0.f;
   while (have) {
@@ -168,21 +141,20 @@ extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, con
       acc = 0.f;
     }
   }
-  STAMP(4)
   cp_async_wait<0>();
   cluster_sync_all();  // every column is in every block; this block's cached rows have landed
 
-  STAMP(5)
   // q rotated (rounded to T, as the Rope step stores it), and the new K / V rows when this block
   // holds the new key.
   const long long knew = a.k_split;
   const bool own_new = knew >= k0 && knew < k1;
-  for (int e = tid; e < (G + 1) * HD; e += NT) {
+#pragma unroll
+  for (int j = 0; j < RE; ++j) {
+    const int e = j * NT + tid;
+    if (e >= (G + 1) * HD) break;
     const int r = e / HD, d = e % HD;
 #if ROPE
-    RopeIn o;
-    const int p = rope_setup(a, d, o);
-    o.c = to_f(sTab[p]), o.sn = to_f(sTab[TAB_BYTES / 2 / sizeof(TC) + p]);
+    RopeIn o = rin[j];
     o.x1 = sR[r * HD + o.i1], o.x2 = sR[r * HD + o.i2];
     const float val = rope_value(o);
 #else
@@ -195,23 +167,20 @@ extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, con
     for (int d = tid; d < HD; d += NT) sV[(knew - k0) * KST + d] = from_f<T>(sR[(G + 1) * HD + d]);
   __syncthreads();
 
-  STAMP(6)
-  // Warp w: query row w % G over the (w / G)-th of QS chunks of this block's keys (lane j: keys
-  // j, j + 32, ... of the chunk): scores, softmax and P @ V (lane: dims lane + 32 e) in f32.
-  const int row = warp % G, sub = warp / G;
+  // Warp r: query row r's scores (lane j: keys j, j + 32, ...), softmax and P @ V (lane: dims
+  // lane + 32 e).
   float m = RLX_NEG_INF, l = 0.f, o[DPL];
 #pragma unroll
   for (int e = 0; e < DPL; ++e) o[e] = 0.f;
-  if (sub < QS) {
-    const int ck = (nk + QS - 1) / QS, j0 = min(nk, sub * ck), j1 = min(nk, j0 + ck);
-    const float* qr = sQ + row * HD;
+  if (warp < G) {
+    const float* qr = sQ + warp * HD;
     float s[KPL];
     float mx = RLX_NEG_INF;
 #pragma unroll
     for (int t = 0; t < KPL; ++t) {
-      const int j = j0 + t * 32 + lane;
+      const int j = t * 32 + lane;
       s[t] = RLX_NEG_INF;
-      if (j < j1) {
+      if (j < nk) {
         float dot = 0.f;
 #pragma unroll
         for (int c = 0; c < HD / 8; ++c) {
@@ -239,49 +208,39 @@ extern "C" __global__ void QKV_BOUNDS attn_decode_qkv(QkvArgs f, AttnArgs a, con
     m = mx, l = warp_sum(sum);
 #pragma unroll
     for (int t = 0; t < KPL; ++t)
-      for (int jj = 0; jj < 32 && j0 + t * 32 + jj < j1; ++jj) {
+      for (int jj = 0; jj < 32 && t * 32 + jj < nk; ++jj) {
         const float p = __shfl_sync(0xffffffffu, s[t], jj);
-        const T* vr = sV + (j0 + t * 32 + jj) * KST;
+        const T* vr = sV + (t * 32 + jj) * KST;
 #pragma unroll
         for (int e = 0; e < DPL; ++e) o[e] = fmaf(p, to_f(vr[lane + 32 * e]), o[e]);
       }
-    // Into the blocks that merge them: element el of the G x HD result goes to block el / EPC, as
-    // partial rank * QS + sub of it.
-    const int pi = (int)rank * QS + sub;
+    // Into the blocks that merge them: element el of the G x HD result goes to block el / EPC.
 #pragma unroll
     for (int e = 0; e < DPL; ++e) {
-      const int el = row * HD + lane + 32 * e, owner = el / EPC;
-      st_cluster_f(inbox + pi * EPC + (el - owner * EPC), (unsigned)owner, o[e]);
+      const int el = warp * HD + lane + 32 * e, owner = el / EPC;
+      st_cluster_f(inbox + rank * EPC + (el - owner * EPC), (unsigned)owner, o[e]);
     }
     if (lane < C) {
-      st_cluster_f(ml + (pi * G + row) * 2, (unsigned)lane, m);
-      st_cluster_f(ml + (pi * G + row) * 2 + 1, (unsigned)lane, l);
+      st_cluster_f(ml + (rank * G + warp) * 2, (unsigned)lane, m);
+      st_cluster_f(ml + (rank * G + warp) * 2 + 1, (unsigned)lane, l);
     }
   }
-  STAMP(7)
   cluster_sync_all();
-  STAMP(8)
   for (int e = tid; e < EPC; e += NT) {
     const int el = (int)rank * EPC + e;
     if (el >= G * HD) break;
     const int r = el / HD, d = el % HD;
     float mx = RLX_NEG_INF;
-    for (int q = 0; q < C * QS; ++q) mx = fmaxf(mx, ml[(q * G + r) * 2]);
+#pragma unroll
+    for (int q = 0; q < C; ++q) mx = fmaxf(mx, ml[(q * G + r) * 2]);
     float sum = 0.f, val = 0.f;
-    for (int q = 0; q < C * QS; ++q) {
+#pragma unroll
+    for (int q = 0; q < C; ++q) {
       const float c = split_weight(ml[(q * G + r) * 2], mx);
       sum += ml[(q * G + r) * 2 + 1] * c, val += inbox[q * EPC + e] * c;
     }
     reinterpret_cast<T*>(a.out)[(kvh * G + r) * a.os_h + d] = from_f<T>(val * split_inv_sum(sum));
   }
-#ifdef QKV_PROBE
-  if (tid == 0 && blockIdx.x == 0) {
-    const unsigned n = atomicAdd(&qkv_probe_count, 1u);
-    if (n >= 320 && n < 336)
-      printf("probe %u: wait %llu stage %llu gemv %llu tables %llu rope %llu attn %llu barrier2 %llu (ns)\n", n,
-             ts[2] - ts[1], ts[3] - ts[2], ts[4] - ts[3], ts[5] - ts[4], ts[6] - ts[5], ts[7] - ts[6], ts[8] - ts[7]);
-  }
-#endif
 }
 )CUDA";
 
