@@ -107,7 +107,7 @@ TEST(CudaKernelSources, DataMovementKernelsCompile) {
 
 TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
   const std::string prefill = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
-  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kClusterHelpers + ksrc::kAttentionDecode;
+  const std::string decode = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
   for (int hd : {4, 36, 64, 128, 256})
     for (const char* t : {"float", "bf16_t", "f16_t"}) {
       const std::string defs = "#define HD " + std::to_string(hd) + "\n";
@@ -149,12 +149,11 @@ TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
   auto src = [](const char* t, int hd, int rows, int mask, int cap, int statics, int rope, int warps = 8) {
     auto def = [](const char* n, int v) { return "#define " + std::string(n) + " " + std::to_string(v) + "\n"; };
     const std::string defs = def("BF16", std::string(t) == "bf16_t") + def("HD", hd) + def("R", rows) +
-                             def("NW", warps) + def("NT", 32 * warps) + def("BN", hd <= 64 ? 64 : 32) + def("MASK", mask) + def("SOFTCAP", cap) +
+                             def("NW", warps) + def("BN", hd <= 64 ? 64 : 32) + def("MASK", mask) + def("SOFTCAP", cap) +
                              def("ROPE_STATIC", statics) +
                              def("K_STATIC", statics) + def("V_STATIC", statics) + def("ROPE_Q", rope) +
                              def("ROPE_K", rope) + def("NK", rope ? 2 : 0) + ksrc::kTensorCoreHelpers;
-    const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kDecodeCopyRows +
-                             ksrc::kAttentionDecodeTc;
+    const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
     return kernel_source(body.c_str(), {{"T", t}, {"M", "u8_t"}, {"TC", "float"}}, defs);
   };
   for (int hd : {16, 64, 96, 128})

@@ -22,7 +22,6 @@
 namespace rlx::cuda {
 
 using DeviceOp = std::function<void(cudaStream_t)>;
-class KernelLaunch;
 
 class LowerContext {
  public:
@@ -134,20 +133,6 @@ struct GemvConfig {
   bool evict_first = true;    // W loaded with the L2 evict-first policy (see gemv_evict_first)
 };
 std::string gemv_source(const GemvConfig& c);
-// The #defines every GEMV kernel takes for `c`: element and row counts, epilogue, prologue.
-std::string gemv_common_defines(const GemvConfig& c);
-// A's producer computed in a GEMV's prologue (when the variant absorbed it).
-struct GemvPrologue {
-  const uint8_t *px = nullptr, *pg = nullptr, *pb = nullptr;
-  float eps = 0.f;
-};
-// The configuration of the GEMV of step `st` (rows of A, `bias_len` bias elements, the residual
-// or null) that both GEMV kernels share: types, rows, epilogue, and the prologue of the producer
-// the variant absorbed into it (its operands into `pro`).
-GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows,
-                       int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro);
-// Rows of A of a skinny product the GEMV kernels take (1 to 4), 0 when they do not.
-int64_t gemv_rows(const plan::Step& st, Precision precision);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
 // w_static and stage_rows do not apply) with `warps` (1 to 32) warps per block, `wpr` of them per
 // row (a power of two dividing `warps`); rlx::Error otherwise.
@@ -168,11 +153,6 @@ uint64_t gemv_evict_first_launches();
 size_t gemv_prefetch_budget(bool after_other, int64_t knob_mb, size_t l2_bytes);
 // Packed GEMV launches lowered in this process that prefetch the next one's weight (for tests).
 uint64_t gemv_weight_prefetches();
-// Joins launch `k` (a kernel whose parameters `pf_arg` and `pf_arg + 1` are the next weight's
-// address and bytes to prefetch into L2) to the weight stream as a packed GEMV of weight `pw`
-// (`bytes`): the previous one is told to prefetch `pw`, and `k` will be told the next one's.
-void join_weight_stream(LowerContext& cx, const std::shared_ptr<KernelLaunch>& k, size_t pf_arg, const uint8_t* pw,
-                        size_t bytes, bool evict_first);
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 
@@ -237,41 +217,6 @@ std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s);
 // True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
 // or per batch and position), the same style and rotated dims (their heads and rows may differ).
 bool same_rotation(const plan::Step& a, const plan::Step& b);
-
-// Decode attention steps (batch 1, one query row, f16/bf16, K and V concats of a leaf cache and
-// one new row absorbed, q's and k's RoPEs absorbed or absent) whose q, new K row and new V row
-// are views of one single-row product against a param weight (the QKV product) that nothing else
-// reads: attn_decode_qkv runs the product itself (lower_decode_qkv), so the product step is not
-// run. `taken`: each attention step's absorbed concats and ropes; `prologues`: the GEMV prologue
-// plan (the product's absorbed RmsNorm). Returns attention step -> product step, only where the
-// product's inputs and its prologue's survive until the attention (also against its result).
-std::map<size_t, size_t> plan_decode_qkv(const plan::Schedule& s, const std::map<size_t, std::vector<size_t>>& taken,
-                                         const std::map<size_t, size_t>& prologues, Precision precision);
-// RLX_CUDA_DECODE_QKV (default 1): whether the variant plans it at all.
-bool decode_qkv_enabled();
-// Lowers attention step `st` together with the product `mm` it absorbed (`absorbed`: its concats
-// and ropes) as one attn_decode_qkv launch; false (nothing lowered) where the kernel does not fit
-// (no sm_90, a cluster the device cannot place, shared memory, alignment): the caller then runs
-// the product and the attention as usual.
-bool lower_decode_qkv(LowerContext& cx, const plan::Step& st, const plan::Step& mm,
-                      const std::vector<const plan::Step*>& absorbed);
-// The attn_decode_qkv kernel's shape: dtypes (t: q/k/v, tc: the RoPE tables), head_dim (32, 64,
-// 96 or 128), query heads per KV head (at most `warps`), blocks per cluster (1-16), warps per
-// block, keys per block (at least), the product's K (a multiple of 8), the mask code, and whether
-// it has a softcap, RoPEs (their tables leaves).
-struct DecodeQkvShape {
-  DType t = DType::BF16, tc = DType::BF16;
-  int64_t head_dim = 64, group = 4, cluster = 16, warps = 24, keys_per_block = 32, k = 2048;
-  int mask = 1;
-  bool softcap = false, rope = true, rope_static = false;
-};
-// Its source for the product configuration `cfg` (as gemv_common gives it); rlx::Error for a
-// shape it does not take.
-std::string decode_qkv_source(const GemvConfig& cfg, const DecodeQkvShape& s);
-// Bytes of its shared memory before the columns: A (and the RmsNorm's gain and bias).
-int64_t decode_qkv_xs_bytes(const GemvConfig& cfg, int64_t k);
-// attn_decode_qkv launches lowered in this process (for tests).
-uint64_t attention_qkv_decodes();
 
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();

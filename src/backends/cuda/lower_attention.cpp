@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 
-#include "backends/cuda/attn_args.h"
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
@@ -26,10 +25,45 @@ namespace {
 constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
 std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0}, g_tc_decodes{0};
 
-}  // namespace
+struct AttnArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  const void* mask;
+  float* part;
+  int64_t qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
+  int64_t batch, q_len, kv_len, heads, group;
+  float scale, softcap;
+  int32_t mask_kind;
+  int64_t window, mask_batch;
+  int64_t bias_s[4];
+  int64_t split_len;
+  const void* k2 = nullptr;
+  const void* v2 = nullptr;
+  int64_t k2s_b = 0, k2s_s = 0, k2s_h = 0, v2s_b = 0, v2s_s = 0, v2s_h = 0;
+  int64_t k_split = INT64_MAX, v_split = INT64_MAX;  // no second part
+  unsigned* tickets = nullptr;
+  const void* rope_cos = nullptr;
+  const void* rope_sin = nullptr;
+  int64_t rope_rot = 0;
+  int32_t rope_per_batch = 0, rope_neox = 0;
+};
 
+// A KV operand read in place from two parts (what an absorbed concat would have joined): rows
+// [0, split) of `first`, the rest of `second`, each with its own (batch, seq, head) strides.
+struct SplitKv {
+  const void* first = nullptr;
+  const void* second = nullptr;
+  plan::AttnStrides first_strides, second_strides;
+  int64_t split = 0;
+  bool first_static = false;  // the first part is a leaf (a param: no kernel writes it)
+};
+
+// The seq axis of a rank-4 attention operand in this layout.
 int64_t seq_axis(AttnLayout layout) { return layout == AttnLayout::BSHD ? 1 : 2; }
 
+// The concat `c` (two dense parts along the seq axis) as a SplitKv.
 SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
   SplitKv s;
   s.first = cx.ptr(c.in.at(0));
@@ -44,39 +78,6 @@ SplitKv split_kv(LowerContext& cx, const plan::Step& c, AttnLayout layout) {
   s.first_static = c.in[0].loc.kind == plan::Location::Kind::Leaf;
   return s;
 }
-
-void set_rope_args(LowerContext& cx, AttnArgs& a, const plan::Step& rope) {
-  const auto& rg = std::get<plan::RopeGeom>(rope.geom);
-  a.rope_cos = cx.ptr(rope.in.at(1)), a.rope_sin = cx.ptr(rope.in.at(2));
-  a.rope_rot = rg.n_rot, a.rope_per_batch = rg.per_batch ? 1 : 0;
-  a.rope_neox = std::get<ops::Rope>(rope.op).style == RopeStyle::NeoX ? 1 : 0;
-}
-
-AttnArgs attention_args(LowerContext& cx, const plan::Step& st) {
-  const auto& g = std::get<plan::AttentionGeom>(st.geom);
-  const plan::TensorRef& out = st.out.at(0);
-  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
-  AttnArgs a{};
-  a.q = cx.ptr(st.in.at(0));
-  a.k = cx.ptr(st.in.at(1));
-  a.v = cx.ptr(st.in.at(2));
-  a.out = cx.ptr(out);
-  a.mask = has_mask ? cx.ptr(st.in.at(3)) : nullptr;
-  a.qs_b = g.q.batch, a.qs_s = g.q.seq, a.qs_h = g.q.head;
-  a.ks_b = g.k.batch, a.ks_s = g.k.seq, a.ks_h = g.k.head;
-  a.vs_b = g.v.batch, a.vs_s = g.v.seq, a.vs_h = g.v.head;
-  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
-  a.batch = g.batch, a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group;
-  a.scale = static_cast<float>(g.scale);
-  a.softcap = static_cast<float>(g.softcap);
-  a.mask_kind = attention_mask_code(g.mask);
-  a.window = g.window;
-  a.mask_batch = g.mask_batch_stride;
-  for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];
-  return a;
-}
-
-namespace {
 
 // The attention kernel `fn` over `grid` (blocks of `threads`), then, when the keys are split, the
 // combine kernel of the same source merging the splits' partials (allocated here). With
@@ -222,12 +223,12 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
   const size_t smem = decode_tc_smem(g, rows, shape);
   auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
   const std::string defs = def("BF16", t == DType::BF16) + def("HD", g.head_dim) + def("R", rows) +
-                           def("NW", shape.warps) + def("NT", 32 * shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
+                           def("NW", shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
                            def("SOFTCAP", g.softcap > 0) + def("K_STATIC", k_static) + def("V_STATIC", v_static) +
                            def("ROPE_Q", rope_q) + def("ROPE_K", rope_k) + def("NK", rope_k ? new_k : 0) +
                            def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers;
   const std::string body =
-      std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kDecodeCopyRows + ksrc::kAttentionDecodeTc;
+      std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
   const std::string src =
       kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc)}}, defs);
   const CUfunction fn = get_kernel("attn_decode_tc", src);
@@ -321,7 +322,10 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   if (rope_q) a.q = cx.ptr(rope_q->in.at(0));
   if (rope_k) a.k2 = cx.ptr(rope_k->in.at(0));
   if (rope) {
-    set_rope_args(cx, a, *rope);
+    const auto& rg = std::get<plan::RopeGeom>(rope->geom);
+    a.rope_cos = cx.ptr(rope->in.at(1)), a.rope_sin = cx.ptr(rope->in.at(2));
+    a.rope_rot = rg.n_rot, a.rope_per_batch = rg.per_batch ? 1 : 0;
+    a.rope_neox = std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0;
     g_rope_reads.fetch_add((rope_q ? 1 : 0) + (rope_k ? 1 : 0), std::memory_order_relaxed);
   }
   const DType tc_type = rope ? rope->in.at(1).dtype : t;
@@ -332,7 +336,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
                   v_static, knobs);
     return true;
   }
-  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kClusterHelpers + ksrc::kAttentionDecode;
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
   auto compile = [&](const DecodeSplits& d) {
     auto def = [](const char* name, int64_t v) { return "#define " + std::string(name) + " " + std::to_string(v) + "\n"; };
     const std::string defs = def("HD", g.head_dim) + def("R", rows) + def("K_STATIC", k_static) +
@@ -382,26 +386,29 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   // but the decode kernel runs them first, as the schedule would have.
   // Likewise the RoPEs of q and of the new K rows (plan_attention_ropes).
   std::vector<const plan::Step*> concats, ropes;
-  const plan::Step* product = nullptr;  // the QKV product (plan_decode_qkv)
-  for (const plan::Step* p : cx.absorbed_producers(st)) {
-    if (std::holds_alternative<ops::MatMul>(p->op) || std::holds_alternative<ops::FusedMatMulBiasAct>(p->op)) product = p;
-    else (std::holds_alternative<ops::Rope>(p->op) ? ropes : concats).push_back(p);
-  }
-  if (product) {
-    std::vector<const plan::Step*> parts = concats;
-    parts.insert(parts.end(), ropes.begin(), ropes.end());
-    if (lower_decode_qkv(cx, st, *product, parts)) {
-      g_concat_reads.fetch_add(concats.size(), std::memory_order_relaxed);
-      g_rope_reads.fetch_add(ropes.size(), std::memory_order_relaxed);
-      return;
-    }
-    lower_step(cx, *product);  // with its own absorbed prologue; then the attention as usual
-  }
+  for (const plan::Step* p : cx.absorbed_producers(st))
+    (std::holds_alternative<ops::Rope>(p->op) ? ropes : concats).push_back(p);
   if (concats.empty() && ropes.empty() && lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   const DType mt = has_mask ? st.in.at(3).dtype : t;
 
-  AttnArgs a = attention_args(cx, st);
+  AttnArgs a{};
+  a.q = cx.ptr(st.in.at(0));
+  a.k = cx.ptr(st.in.at(1));
+  a.v = cx.ptr(st.in.at(2));
+  a.out = cx.ptr(out);
+  a.mask = has_mask ? cx.ptr(st.in.at(3)) : nullptr;
+  a.qs_b = g.q.batch, a.qs_s = g.q.seq, a.qs_h = g.q.head;
+  a.ks_b = g.k.batch, a.ks_s = g.k.seq, a.ks_h = g.k.head;
+  a.vs_b = g.v.batch, a.vs_s = g.v.seq, a.vs_h = g.v.head;
+  a.os_b = g.out.batch, a.os_s = g.out.seq, a.os_h = g.out.head;
+  a.batch = g.batch, a.q_len = g.q_len, a.kv_len = g.kv_len, a.heads = g.num_heads, a.group = g.group;
+  a.scale = static_cast<float>(g.scale);
+  a.softcap = static_cast<float>(g.softcap);
+  a.mask_kind = attention_mask_code(g.mask);
+  a.window = g.window;
+  a.mask_batch = g.mask_batch_stride;
+  for (int i = 0; i < 4; ++i) a.bias_s[i] = g.bias_strides[i];
 
   std::optional<SplitKv> ks, vs;
   for (const plan::Step* c : concats) {

@@ -111,8 +111,7 @@ std::atomic<uint64_t> g_weight_prefetches{0};
 
 std::string flag(bool b) { return b ? "1" : "0"; }
 
-}  // namespace
-
+// The #defines both GEMV kernels take: element and row counts, epilogue and prologue.
 std::string gemv_common_defines(const GemvConfig& c) {
   const std::string a = c.act ? float_activation_expr(*c.act, "(x)") : "(x)";
   return "#define VW " + std::to_string(16 / dtype_size(c.t)) + "\n#define MR " + std::to_string(c.rows) +
@@ -121,6 +120,8 @@ std::string gemv_common_defines(const GemvConfig& c) {
          std::to_string(c.prologue) + "\n#define HAS_PB " + flag(c.has_beta) + "\n#define GATE_FIRST " +
          flag(c.gate_first) + "\n#define EVF " + flag(c.evict_first) + "\n";
 }
+
+}  // namespace
 
 std::string gemv_source(const GemvConfig& c) {
   if (c.lanes_per_row < 1 || c.lanes_per_row > 32 || (c.lanes_per_row & (c.lanes_per_row - 1)) != 0)
@@ -141,8 +142,7 @@ std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) 
   const std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
                            std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n#define VEC_A " +
                            flag(c.vec_a) + "\n";
-  const std::string body = std::string(ksrc::kGemvPackedStage) + ksrc::kGemvPacked;
-  return kernel_source(body.c_str(), {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
+  return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
 
 uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
@@ -173,8 +173,6 @@ namespace {
 // before waiting for the previous kernel; default 0).
 int64_t gemv_blocks_per_sm() { return env_int("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
 
-}  // namespace
-
 // Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
 // weight) that the GEMV kernels take, or 0 when the step does not qualify. N must be a whole
 // number of 16-byte vectors, except for a leaf weight, which the packed kernel may take at any N
@@ -199,32 +197,13 @@ int64_t gemv_rows(const plan::Step& st, Precision precision) {
   return rows;
 }
 
-void join_weight_stream(LowerContext& cx, const std::shared_ptr<KernelLaunch>& k1, size_t pf_arg, const uint8_t* pw,
-                        size_t bytes, bool evict_first) {
-  // The weight stream (decode with weights past the L2): each packed GEMV bulk-prefetches the
-  // first part of the next packed GEMV's weight into L2, before its wait. After other work (a
-  // decode attention: latency-bound, DRAM nearly idle while this GEMV's early loads take only its
-  // own weight) a large part (RLX_GEMV_PREFETCH_MB); right after another GEMV, whose stream
-  // keeps DRAM busy, a little (RLX_GEMV_PREFETCH_CHAINED_MB), which hides part of the boundary
-  // between the two. Measured on the H100 in docs/benchmarks.md (session 10).
-  const DeviceInfo& dev = device();
-  LowerContext::WeightStream& ws = cx.weight_stream();
-  if (ws.tell_next) ws.tell_next(pw, bytes);
-  ws.tell_next = nullptr;
-  ws.launch_next_early = nullptr;
-  const bool after_other = cx.op_count() != ws.ops_after_gemv;
-  const int64_t knob_other = env_int("RLX_GEMV_PREFETCH_MB", -1, 0, 1 << 20);
-  const int64_t knob_chained = env_int("RLX_GEMV_PREFETCH_CHAINED_MB", -1, 0, 1 << 20);
-  const size_t budget =
-      gemv_prefetch_budget(after_other, after_other ? knob_other : knob_chained, dev.l2_bytes) / 16 * 16;
-  if (evict_first && budget > 0 && dev.cc_major >= 9)
-    ws.tell_next = [k1, budget, pf_arg](const uint8_t* next, size_t next_bytes) {
-      k1->set_arg(pf_arg, next);
-      k1->set_arg(pf_arg + 1, static_cast<int64_t>(std::min(budget, next_bytes / 16 * 16)));
-      g_weight_prefetches.fetch_add(1, std::memory_order_relaxed);
-    };
-}
+// A's producer computed in the GEMV's prologue (when the variant absorbed it).
+struct GemvPrologue {
+  const uint8_t *px = nullptr, *pg = nullptr, *pb = nullptr;
+  float eps = 0.f;
+};
 
+// The configuration both GEMV kernels share: types, rows, epilogue and prologue.
 GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, int64_t rows,
                        int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro) {
   GemvConfig cfg;
@@ -253,8 +232,6 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
   }
   return cfg;
 }
-
-namespace {
 
 // Skinny products against a param or constant weight (RLX_GEMV_PACKED=0: off) run on the
 // packed-weight kernel: the variant keeps the weight transposed, so each output column is one
@@ -302,9 +279,27 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   const size_t pf_arg = k1->arg_count();
   k1->arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{0});  // pf, pf_bytes: set below
   k1->arg(int32_t{0});                                              // early_dependents: likewise
-  join_weight_stream(cx, k1, pf_arg, pw, static_cast<size_t>(g.n * ldk * es), cfg.evict_first);
-  cx.add([k1](cudaStream_t s) { k1->launch(s); });
+  // The weight stream (decode with weights past the L2): each packed GEMV bulk-prefetches the
+  // first part of the next packed GEMV's weight into L2, before its wait. After other work (a
+  // decode attention: latency-bound, DRAM nearly idle while this GEMV's early loads take only its
+  // own weight) a large part (RLX_GEMV_PREFETCH_MB); right after another GEMV, whose stream
+  // keeps DRAM busy, a little (RLX_GEMV_PREFETCH_CHAINED_MB), which hides part of the boundary
+  // between the two. Measured on the H100 in docs/benchmarks.md (session 10).
   LowerContext::WeightStream& ws = cx.weight_stream();
+  if (ws.tell_next) ws.tell_next(pw, static_cast<size_t>(g.n * ldk * es));
+  ws.tell_next = nullptr;
+  const bool after_other = cx.op_count() != ws.ops_after_gemv;
+  const int64_t knob_other = env_int("RLX_GEMV_PREFETCH_MB", -1, 0, 1 << 20);
+  const int64_t knob_chained = env_int("RLX_GEMV_PREFETCH_CHAINED_MB", -1, 0, 1 << 20);
+  const size_t budget =
+      gemv_prefetch_budget(after_other, after_other ? knob_other : knob_chained, dev.l2_bytes) / 16 * 16;
+  if (cfg.evict_first && budget > 0 && dev.cc_major >= 9)
+    ws.tell_next = [k1, budget, pf_arg](const uint8_t* next, size_t bytes) {
+      k1->set_arg(pf_arg, next);
+      k1->set_arg(pf_arg + 1, static_cast<int64_t>(std::min(budget, bytes / 16 * 16)));
+      g_weight_prefetches.fetch_add(1, std::memory_order_relaxed);
+    };
+  cx.add([k1](cudaStream_t s) { k1->launch(s); });
   ws.ops_after_gemv = cx.op_count();
   ws.launch_next_early = [k1, pf_arg] { k1->set_arg(pf_arg + 2, int32_t{1}); };
   return true;

@@ -76,26 +76,17 @@ class CudaVariant final : public Variant, private LowerContext {
       producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
       absorbed.insert(producer);
     };
-    std::map<size_t, size_t> prologues;
-    if (!env_off("RLX_CUDA_GEMV_PROLOGUE")) prologues = plan_gemv_prologues(sched_, options_.precision);
-    for (const auto& [consumer, producer] : prologues) take(consumer, producer);
-    std::map<size_t, std::vector<size_t>> attn_taken;  // attention step -> its concats and ropes
+    if (!env_off("RLX_CUDA_GEMV_PROLOGUE"))
+      for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) take(consumer, producer);
     auto absorb = [&](const std::map<size_t, std::vector<size_t>>& plan) {
       for (const auto& [consumer, producers] : plan)
-        for (size_t producer : producers) {
-          take(consumer, producer);
-          attn_taken[consumer].push_back(producer);
-        }
+        for (size_t producer : producers) take(consumer, producer);
     };
     if (!env_off("RLX_CUDA_ATTN_CONCAT")) {
       const auto concats = plan_attention_concats(sched_);
       absorb(concats);
       // ... and rotates q and the new K rows itself (RLX_CUDA_ATTN_ROPE=0: off), given the concats.
       if (!env_off("RLX_CUDA_ATTN_ROPE")) absorb(plan_attention_ropes(sched_, concats));
-      // ... and runs the QKV product too (RLX_CUDA_DECODE_QKV=0: off), given those.
-      if (decode_qkv_enabled())
-        for (const auto& [attn, product] : plan_decode_qkv(sched_, attn_taken, prologues, options_.precision))
-          take(attn, product);
     }
     // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off), unless absorbed above.
     if (!env_off("RLX_CUDA_ROPE_PAIRS"))

@@ -276,30 +276,6 @@ __device__ __forceinline__ float rope_value(const RopeIn& o) {
 #endif
 )CUDA";
 
-// Thread-block cluster helpers (sm_90+) of the decode kernels that merge through distributed
-// shared memory (attn_decode with CL > 1, attn_decode_qkv).
-inline constexpr const char* kClusterHelpers = R"CUDA(
-#if __CUDA_ARCH__ >= 900
-// Every thread of every block of the cluster arrives; shared-memory writes before it are visible
-// to the cluster's blocks after it.
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// Stores v into block `rank`'s shared memory at the place of `p` in this block's.
-__device__ __forceinline__ void st_cluster_f(float* p, unsigned rank, float v) {
-  unsigned addr;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-#endif
-)CUDA";
-
 // Decode attention: few query rows per KV head (R = q_len * group <= 8) against a long KV cache.
 // One block of 4 warps per (key split, kv head, batch) serves every query head of the group, so
 // each K/V row is read once. Its keys go in chunks of KC, each in three short passes so that the
@@ -334,6 +310,17 @@ __device__ __forceinline__ void kv_cp_async16(void* dst, const void* src) {
 }
 #endif
 #if CL > 1
+// Every thread of every block of the cluster arrives; shared-memory writes before it are visible
+// to the cluster's blocks after it.
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Stores v into block `rank`'s shared memory at the place of `p` in this block's.
+__device__ __forceinline__ void st_cluster_f(float* p, unsigned rank, float v) {
+  unsigned addr;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
 #define EPO ((R * HD + CL - 1) / CL)  // result elements each block of the cluster merges
 #endif
 #define NW 4
@@ -364,7 +351,8 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
   float* rc = rl + R;
 #if CL > 1
   float* mg = rc + R;  // [CL][EPO] the partials of the elements this block merges, then [CL][R][2] every split's row max and sum
-  const unsigned crank = cluster_rank();  // this block's rank in the cluster (its split)
+  unsigned crank;  // this block's rank in the cluster (its split)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
 #endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long b = blockIdx.z, kvh = blockIdx.y;

@@ -12,21 +12,21 @@
 // (ldmatrix of K), the score pipeline of attn_score (scale, softcap, masks, bias) on the
 // accumulator fragments, an online softmax per row, P rounded to T and O += P V (ldmatrix.trans
 // of V). The warps' (max, sum, O) are merged through shared memory with the split helpers of
-// kAttentionCommon. Compiled per (T, M, TC, BF16, HD a multiple of 16 <= 128, R <= 16, NW, NT = 32 NW, BN,
+// kAttentionCommon. Compiled per (T, M, TC, BF16, HD a multiple of 16 <= 128, R <= 16, NW, BN,
 // MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC).
 // Shared memory (host: decode_tc_smem): K and V [cap][HD + 8] of T (cap = kv_len rounded up to
 // BN; rows past the keys are zero), Q [16][HD + 8], then [NW][R][HD] + 2 [NW][R] floats for the
 // merge.
 namespace rlx::cuda::ksrc {
 
-// The decode kernels' cached-row copy into shared memory (attn_decode_tc, attn_decode_qkv): rows
-// of HD elements at a stride of KST, NT threads (defined by the host).
-inline constexpr const char* kDecodeCopyRows = R"CUDA(
+inline constexpr const char* kAttentionDecodeTc = R"CUDA(
 #ifndef ROPE_STATIC
 #define ROPE_STATIC 0  // the RoPE tables are leaves: read before the wait
 #endif
+#define NT (NW * 32)
 #define KST (HD + 8)  // shared-memory row stride in elements: ldmatrix rows hit distinct banks
 #define NC (HD / 8)   // 16-byte pieces of a row
+#define RH (R > 8 ? 2 : 1)  // accumulator row halves holding real rows (rows lane / 4 + 8 hf)
 
 // Copies keys [k0, k1) (their rows k - first of `src`, strides sb / ss / sh) into shared rows
 // k - lo of `dst`, 16 bytes per cp.async.
@@ -40,11 +40,6 @@ __device__ __forceinline__ void tc_copy_rows(unsigned dst, const T* src, long lo
     cp_async16(dst + (unsigned)(((key - lo) * KST + c * 8) * 2), src + b * sb + (key - first) * ss + kvh * sh + c * 8, true);
   }
 }
-
-)CUDA";
-
-inline constexpr const char* kAttentionDecodeTc = R"CUDA(
-#define RH (R > 8 ? 2 : 1)  // accumulator row halves holding real rows (rows lane / 4 + 8 hf)
 
 extern "C" __global__ void __launch_bounds__(NT, 512 / NT) attn_decode_tc(AttnArgs a) {  // <= 128 registers
   extern __shared__ __align__(16) unsigned char smem_raw[];

@@ -19,35 +19,85 @@
 // one's wait.
 namespace rlx::cuda::ksrc {
 
-// The packed GEMV's A rows in shared memory as it multiplies them (xs4: [MR][ld / VW] words of
-// 16 bytes, zero padded): A as stored, or computed by the prologue (PRO 1 RmsNorm of px with the
-// gain and bias staged at xs + MR * ld, PRO 2 FusedSwiGLU of px). Ends with a block barrier.
-// Shared by gemv_packed and the decode kernels that run the QKV product themselves.
-inline constexpr const char* kGemvPackedStage = R"CUDA(
+inline constexpr const char* kGemvPacked = R"CUDA(
+#define GROUPS (WARPS / WPR)
+#define U 8
+// At most 64 registers per thread: a block of fewer than 32 warps leaves room on its
+// multiprocessor for another kernel's small blocks (the next launch's early loads).
+#if WARPS == 32
+#define PACKED_BOUNDS __launch_bounds__(1024, 1)
+#else
+#define PACKED_BOUNDS __maxnreg__(64)
+#endif
+extern "C" __global__ void PACKED_BOUNDS
+    gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
+                T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
+                const T* __restrict__ pg, const T* __restrict__ pb, float eps, const char* __restrict__ pf,
+                long long pf_bytes, int early_dependents) {
+  extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
+  T* xs = reinterpret_cast<T*>(xs4);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = warp / WPR, slice = warp % WPR;
+  const long long kv = ldk / VW;  // 16-byte words per row of Wt
+  const long long per = (kv + WPR - 1) / WPR;
+  const long long cb = slice * per, ce = min(kv, cb + per);  // this warp's words of each row
+  const long long stride = (long long)gridDim.x * GROUPS;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
+  bool have = row < n && cb < ce;
+  uint4 wr[U];
+  const unsigned long long wpol = rlx_weight_policy(EVF);  // Wt streams through L2 (prelude)
+#define PACKED_LOAD_BATCH()                                                                  \
+  _Pragma("unroll") for (int j = 0; j < U; ++j) {                                          \
+    const long long q = q0 + j * 32 + lane;                                                \
+    if (q < ce) wr[j] = rlx_ld_weight(w4 + row * kv + q, wpol, EVF);                       \
+  }
+  // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
+  // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
+  // gain and bias when they are leaves too (G_STATIC), into shared memory after A.
+  if (have) { PACKED_LOAD_BATCH(); }
+  // early_dependents: the next kernel may start now (before this one's wait), so that its own
+  // loads before its wait overlap this product (LowerContext::WeightStream::launch_next_early).
+#if __CUDA_ARCH__ >= 900
+  if (early_dependents) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const int kn = (int)k, ld = (int)ldk;  // A fits in shared memory: int indices
+#if PRO == 1
+  T* gs = xs + MR * ld;  // [2][k]: the gain, then the bias (HAS_PB)
+#define STAGE_GAIN() \
+  for (int j = threadIdx.x; j < kn; j += blockDim.x) { \
+    gs[j] = pg[j]; \
+    if (HAS_PB) gs[kn + j] = pb[j]; \
+  }
+#if G_STATIC
+  STAGE_GAIN();
+#endif
+#endif
+#if WPR > 1
+  __shared__ float red[WARPS * MR];  // each warp's slice sums
+#endif
+  // The next product's weight, after this one's first words: each block sends its share to L2
+  // from its last warp, a lane per piece of up to 32 KB, and waits for none of it.
+  if (pf_bytes > 0 && warp == WARPS - 1) {
+    const long long share = ((pf_bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+    const long long p1 = min(pf_bytes, share * (blockIdx.x + 1));
+    for (long long o = share * blockIdx.x + 32768ll * lane; o < p1; o += 32768ll * 32)
+      rlx_prefetch_l2(pf + o, (unsigned)min(32768ll, p1 - o));
+  }
+  rlx_pdl_begin();
+  // The epilogue's per-output operands of this warp's first row, loaded now (lane r: A row r)
+  // so that finishing a row waits for none of them.
+  float bv = 0.f, rv = 0.f;
+#define PACKED_EPI_LOAD(col)                                   \
+  if (lane < MR && (col) < n) {                                \
+    if (HAS_BIAS) bv = to_f(bias[BIAS_SCALAR ? 0 : (col)]);    \
+    if (HAS_RES) rv = to_f(res[(long long)lane * n + (col)]); \
+  }
+  PACKED_EPI_LOAD(row);
+  const T zero = from_f<T>(0.f);
 #ifndef VEC_A
 #define VEC_A 0
 #endif
-#ifndef G_STATIC
-#define G_STATIC 0
-#endif
-#if PRO == 1
-// The RmsNorm's gain, then its bias (HAS_PB), into shared memory after A's rows: [2][kn].
-__device__ __forceinline__ void packed_stage_gain(T* xs, const T* __restrict__ pg, const T* __restrict__ pb, int kn,
-                                                  int ld) {
-  T* gs = xs + MR * ld;
-  for (int j = threadIdx.x; j < kn; j += blockDim.x) {
-    gs[j] = pg[j];
-    if (HAS_PB) gs[kn + j] = pb[j];
-  }
-}
-#endif
-__device__ __forceinline__ void packed_stage_a(uint4* xs4, const T* __restrict__ a, const T* __restrict__ px,
-                                               const T* __restrict__ pg, const T* __restrict__ pb, float eps,
-                                               long long k, int ld) {
-  T* xs = reinterpret_cast<T*>(xs4);
-  const int kn = (int)k;
-  (void)a, (void)px, (void)pg, (void)pb, (void)eps;
-  const T zero = from_f<T>(0.f);
   // VEC_A: K is a multiple of VW, so ldk == k (no padding) and A's rows are read as 16-byte
   // words, every load of the prologue in one round; else element by element.
 #if VEC_A
@@ -55,9 +105,8 @@ __device__ __forceinline__ void packed_stage_a(uint4* xs4, const T* __restrict__
 #endif
 #if PRO == 1
 #if !G_STATIC
-  packed_stage_gain(xs, pg, pb, kn, ld);
+  STAGE_GAIN();
 #endif
-  const T* gs = xs + MR * ld;
   // RmsNorm: the raw rows first (and their statistic), then normalized in place below, rounded
   // to T as the norm would store them.
   __shared__ float scratch[32], inv[MR];
@@ -130,77 +179,6 @@ __device__ __forceinline__ void packed_stage_a(uint4* xs4, const T* __restrict__
   }
 #endif
   __syncthreads();
-}
-)CUDA";
-
-inline constexpr const char* kGemvPacked = R"CUDA(
-#define GROUPS (WARPS / WPR)
-#define U 8
-// At most 64 registers per thread: a block of fewer than 32 warps leaves room on its
-// multiprocessor for another kernel's small blocks (the next launch's early loads).
-#if WARPS == 32
-#define PACKED_BOUNDS __launch_bounds__(1024, 1)
-#else
-#define PACKED_BOUNDS __maxnreg__(64)
-#endif
-extern "C" __global__ void PACKED_BOUNDS
-    gemv_packed(const T* __restrict__ a, const T* __restrict__ w, const B* __restrict__ bias, const T* __restrict__ res,
-                T* __restrict__ c, long long k, long long ldk, long long n, const T* __restrict__ px,
-                const T* __restrict__ pg, const T* __restrict__ pb, float eps, const char* __restrict__ pf,
-                long long pf_bytes, int early_dependents) {
-  extern __shared__ uint4 xs4[];  // A: [MR][ldk / VW] words of 16 bytes
-  T* xs = reinterpret_cast<T*>(xs4);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int group = warp / WPR, slice = warp % WPR;
-  const long long kv = ldk / VW;  // 16-byte words per row of Wt
-  const long long per = (kv + WPR - 1) / WPR;
-  const long long cb = slice * per, ce = min(kv, cb + per);  // this warp's words of each row
-  const long long stride = (long long)gridDim.x * GROUPS;
-  const uint4* w4 = reinterpret_cast<const uint4*>(w);
-  long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
-  bool have = row < n && cb < ce;
-  uint4 wr[U];
-  const unsigned long long wpol = rlx_weight_policy(EVF);  // Wt streams through L2 (prelude)
-#define PACKED_LOAD_BATCH()                                                                  \
-  _Pragma("unroll") for (int j = 0; j < U; ++j) {                                          \
-    const long long q = q0 + j * 32 + lane;                                                \
-    if (q < ce) wr[j] = rlx_ld_weight(w4 + row * kv + q, wpol, EVF);                       \
-  }
-  // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
-  // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
-  // gain and bias when they are leaves too (G_STATIC), into shared memory after A.
-  if (have) { PACKED_LOAD_BATCH(); }
-  // early_dependents: the next kernel may start now (before this one's wait), so that its own
-  // loads before its wait overlap this product (LowerContext::WeightStream::launch_next_early).
-#if __CUDA_ARCH__ >= 900
-  if (early_dependents) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  const int kn = (int)k, ld = (int)ldk;  // A fits in shared memory: int indices
-#if PRO == 1 && G_STATIC
-  packed_stage_gain(xs, pg, pb, kn, ld);
-#endif
-#if WPR > 1
-  __shared__ float red[WARPS * MR];  // each warp's slice sums
-#endif
-  // The next product's weight, after this one's first words: each block sends its share to L2
-  // from its last warp, a lane per piece of up to 32 KB, and waits for none of it.
-  if (pf_bytes > 0 && warp == WARPS - 1) {
-    const long long share = ((pf_bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
-    const long long p1 = min(pf_bytes, share * (blockIdx.x + 1));
-    for (long long o = share * blockIdx.x + 32768ll * lane; o < p1; o += 32768ll * 32)
-      rlx_prefetch_l2(pf + o, (unsigned)min(32768ll, p1 - o));
-  }
-  rlx_pdl_begin();
-  // The epilogue's per-output operands of this warp's first row, loaded now (lane r: A row r)
-  // so that finishing a row waits for none of them.
-  float bv = 0.f, rv = 0.f;
-#define PACKED_EPI_LOAD(col)                                   \
-  if (lane < MR && (col) < n) {                                \
-    if (HAS_BIAS) bv = to_f(bias[BIAS_SCALAR ? 0 : (col)]);    \
-    if (HAS_RES) rv = to_f(res[(long long)lane * n + (col)]); \
-  }
-  PACKED_EPI_LOAD(row);
-  packed_stage_a(xs4, a, px, pg, pb, eps, k, ld);
 
   float acc[MR];
 #pragma unroll
