@@ -236,52 +236,6 @@ TEST(CudaGemvPacked, MatchesTheCpu) {
   }
 }
 
-// W streamed through shared memory by bulk copies (RLX_GEMV_TMA=1): every dtype, 1-4 rows, the
-// epilogue and both prologues, rings of 2 to many stages and chunks that split rows unevenly
-// (a last partial chunk), against the CPU and bit-equal on a rerun; the launches are counted.
-TEST(CudaGemvPacked, BulkCopyStreamingMatchesTheCpu) {
-  RLX_REQUIRE_CUDA();
-  ScopedEnv tma("RLX_GEMV_TMA", "1");
-  for (const auto& [kb, chunk] : std::vector<std::pair<const char*, const char*>>{{"160", "2048"}, {"16", "512"},
-                                                                                  {"200", "8192"}})
-    for (DType t : {DType::F32, DType::BF16})
-      for (int64_t rows : {1, 4})
-        for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {1001, 48}, {5632, 300}}) {
-          SCOPED_TRACE(std::string("ring ") + kb + " KB chunk " + chunk + " " + dtype_name(t) +
-                       " rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
-          ScopedEnv ring("RLX_GEMV_TMA_KB", kb), ch("RLX_GEMV_TMA_CHUNK", chunk);
-          Graph g;
-          const Value x = g.input("x", Shape::of({rows, k}, t));
-          const Value mm = g.matmul(x, g.param("w", Shape::of({k, n}, t)));
-          g.add_output(g.add(g.input("r", Shape::of({rows, n}, t)), g.relu(g.add(mm, g.param("b", Shape::of({n}, t))))));
-          const double ws = std::sqrt(3.0 / static_cast<double>(k));
-          rlx::testing::ParityOptions opts;
-          opts.fixed_params = {{"w", rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws)}};
-          const uint64_t before = cuda::gemv_tma_launches();
-          rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
-          EXPECT_GT(cuda::gemv_tma_launches(), before);
-          expect_bit_equal_reruns(g, t, rows, k, n);
-        }
-  for (DType t : {DType::F16, DType::BF16})
-    for (int64_t rows : {1, 3}) {
-      SCOPED_TRACE(std::string("prologues ") + dtype_name(t) + " rows=" + std::to_string(rows));
-      NormGemv n = norm_gemv(rows, t, true);
-      n.g.add_output(n.g.relu(n.mm));
-      const uint64_t before = cuda::gemv_tma_launches();
-      rlx::testing::expect_cuda_parity(n.g);
-      Graph g;
-      const Value u = g.input("u", Shape::of({rows, 2 * 2000}, t));
-      const Value h = g.apply(ops::FusedSwiGLU{false}, {u});
-      g.add_output(g.matmul(h, g.param("w", Shape::of({2000, 48}, t))));
-      rlx::testing::expect_cuda_parity(g);
-      EXPECT_EQ(cuda::gemv_tma_launches(), before + 2);
-    }
-  ScopedEnv bad("RLX_GEMV_TMA_CHUNK", "1000");
-  Graph g;
-  g.add_output(g.matmul(g.input("x", Shape::of({1, 64}, DType::BF16)), g.param("w", Shape::of({64, 32}, DType::BF16))));
-  EXPECT_THROW(Session(Device::Cuda).compile(g), Error);
-}
-
 // A new param value is packed again before the next run, also when the weight is larger than
 // the staging buffer (its rows go up in pieces) and its stored layout is not kept.
 TEST(CudaGemvPacked, NewParamValuesArePackedAgain) {

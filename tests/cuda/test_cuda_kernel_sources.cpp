@@ -93,14 +93,6 @@ TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
   for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e));
   GemvConfig c;
   compiles("gemv_packed 28 warps", gemv_packed_source(c, 28, 4));
-  for (DType t : {DType::F32, DType::BF16})
-    for (int pro : {0, 1, 2}) {
-      GemvConfig b = c;
-      b.t = b.bias_t = t, b.rows = pro == 0 ? 4 : 1, b.prologue = pro, b.vec_a = pro != 1;
-      b.tma_stages = 3, b.tma_chunk = 2048, b.tma_ring_offset = 4096;
-      compiles("gemv_packed bulk copies", gemv_packed_source(b, 24, 1));
-      EXPECT_THROW(gemv_packed_source(b, 24, 2), Error);  // one warp per row only
-    }
   EXPECT_THROW(gemv_packed_source(c, 12, 8), Error);
   EXPECT_THROW(gemv_packed_source(c, 8, 16), Error);
   EXPECT_THROW(gemv_packed_source(c, 33, 1), Error);

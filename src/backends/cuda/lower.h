@@ -131,17 +131,12 @@ struct GemvConfig {
   bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
   bool vec_a = false;         // packed kernel: K a multiple of 16 bytes and A's source 16-byte aligned
   bool evict_first = true;    // W loaded with the L2 evict-first policy (see gemv_evict_first)
-  // Packed kernel, one warp per row (sm_90+): W streams through shared memory by bulk copies, a
-  // ring of tma_stages stages of tma_chunk bytes per warp at byte tma_ring_offset (0: registers).
-  int64_t tma_stages = 0, tma_chunk = 0, tma_ring_offset = 0;
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
 // w_static and stage_rows do not apply) with `warps` (1 to 32) warps per block, `wpr` of them per
 // row (a power of two dividing `warps`); rlx::Error otherwise.
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
-// Packed GEMV launches lowered in this process that stream W by bulk copies (for tests).
-uint64_t gemv_tma_launches();
 // Packed GEMV launches lowered in this process that read A in 16-byte words (for tests).
 uint64_t gemv_vec_a_launches();
 // Whether GEMV weights are loaded with the L2 evict-first policy: `knob` 0 or 1 forces it

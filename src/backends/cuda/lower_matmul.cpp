@@ -108,7 +108,6 @@ namespace {
 std::atomic<uint64_t> g_vec_a{0};
 std::atomic<uint64_t> g_evict_first{0};
 std::atomic<uint64_t> g_weight_prefetches{0};
-std::atomic<uint64_t> g_tma{0};
 
 std::string flag(bool b) { return b ? "1" : "0"; }
 
@@ -140,21 +139,13 @@ std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) 
   if (warps < 1 || warps > 32 || !wpr_pow2 || warps % wpr != 0)
     throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a power of two dividing it per row, got " +
                 std::to_string(warps) + " and " + std::to_string(wpr));
-  std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
+  const std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
                            std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n#define VEC_A " +
                            flag(c.vec_a) + "\n";
-  if (c.tma_stages > 0) {
-    if (wpr != 1 || c.tma_chunk < 16 || c.tma_chunk % 16 != 0 || c.tma_ring_offset % 128 != 0)
-      throw Error("CUDA packed GEMV: bulk-copy streaming needs one warp per row, a chunk of a multiple of 16 bytes and "
-                  "a 128-byte aligned ring");
-    defs += "#define TMA 1\n#define NS " + std::to_string(c.tma_stages) + "\n#define CH " + std::to_string(c.tma_chunk) +
-            "\n#define RING_OFF " + std::to_string(c.tma_ring_offset) + "\n";
-  }
   return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
 
 uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
-uint64_t gemv_tma_launches() { return g_tma.load(std::memory_order_relaxed); }
 
 bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes) {
   return knob >= 0 ? knob == 1 : weight_bytes > l2_bytes;
@@ -275,27 +266,11 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   const void* a_src = cfg.prologue ? static_cast<const void*>(pro.px) : static_cast<const void*>(cx.ptr(st.in.at(0)));
   cfg.vec_a = g.k % vw == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
   if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
-  // W through shared memory by bulk copies (RLX_GEMV_TMA=1, sm_90+, one warp per row): a ring of
-  // about RLX_GEMV_TMA_KB KB per block (default 160) in chunks of RLX_GEMV_TMA_CHUNK bytes
-  // (default 2048), at least two per warp.
-  size_t total_smem = smem;
-  if (env_int("RLX_GEMV_TMA", 0, 0, 1) == 1 && wpr == 1 && dev.cc_major >= 9) {
-    const int64_t kb = env_int("RLX_GEMV_TMA_KB", 160, 8, 224), chunk = env_int("RLX_GEMV_TMA_CHUNK", 2048, 256, 16384);
-    if (chunk % 16 != 0) throw Error("RLX_GEMV_TMA_CHUNK=" + std::to_string(chunk) + ": expected a multiple of 16");
-    const int64_t off = (static_cast<int64_t>(smem) + 127) / 128 * 128;
-    int64_t ns = kb * 1024 / (warps * chunk);
-    while (ns >= 2 && static_cast<size_t>(off + warps * ns * (chunk + 8)) + 16 * 1024 > dev.smem_per_block_optin) --ns;
-    if (ns >= 2) {
-      cfg.tma_stages = ns, cfg.tma_chunk = chunk, cfg.tma_ring_offset = off;
-      total_smem = static_cast<size_t>(off + warps * ns * (chunk + 8));
-      g_tma.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
   if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
-  allow_dynamic_smem(fn, total_smem, 16 * 1024);  // up to 16 KB of static shared memory beside it
+  allow_dynamic_smem(fn, smem, 16 * 1024);  // up to 16 KB of static shared memory beside it
   auto k1 = std::make_shared<KernelLaunch>(what + " gemv_packed", fn, static_cast<unsigned>(blocks),
-                                           static_cast<unsigned>(warps * 32), static_cast<unsigned>(total_smem));
+                                           static_cast<unsigned>(warps * 32), static_cast<unsigned>(smem));
   k1->pdl_prefetch();  // its first weight loads go before the wait
   k1->arg(static_cast<const uint8_t*>(cx.ptr(st.in.at(0)))).arg(static_cast<const uint8_t*>(pw))
       .arg(static_cast<const uint8_t*>(cfg.bias > 0 ? cx.ptr(st.in.at(2)) : nullptr))

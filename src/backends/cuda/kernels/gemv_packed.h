@@ -55,38 +55,7 @@ extern "C" __global__ void PACKED_BOUNDS
   // Wt is a leaf that no kernel writes: the first words go out before waiting for the previous
   // kernel (under programmatic dependent launch they overlap its tail). So do the RmsNorm's
   // gain and bias when they are leaves too (G_STATIC), into shared memory after A.
-#ifndef TMA
-#define TMA 0
-#endif
-#if TMA
-  // TMA: the warp's rows stream through its ring of NS stages of CH bytes in shared memory (at
-  // RING_OFF, after A; then the stages' mbarriers), each stage filled by one bulk copy of the copy
-  // engine, so the bytes in flight are bounded by shared memory, not registers. Item i of the
-  // warp's stream is chunk i % nch of its row i / nch; lane 0 issues item i + NS once the warp
-  // has read item i's stage.
-  const unsigned ring = (unsigned)__cvta_generic_to_shared(xs4) + RING_OFF + warp * (NS * CH);
-  const unsigned bars = (unsigned)__cvta_generic_to_shared(xs4) + RING_OFF + WARPS * NS * CH + warp * NS * 8;
-  const long long rowb = kv * 16, row0 = row;
-  const int nch = (int)((rowb + CH - 1) / CH);
-  const long long items = (row < n ? (n - row + stride - 1) / stride : 0) * nch;
-#define TMA_ISSUE(item)                                                                          \
-  {                                                                                              \
-    const long long it_ = (item), off_ = (it_ % nch) * (long long)CH;                             \
-    const unsigned st_ = (unsigned)(it_ % NS), by_ = (unsigned)min((long long)CH, rowb - off_);  \
-    mbar_expect_tx(bars + 8 * st_, by_);                                                         \
-    rlx_bulk_copy(ring + st_ * CH, reinterpret_cast<const char*>(w) + (row0 + stride * (it_ / nch)) * rowb + off_, \
-                  by_, bars + 8 * st_, wpol);                                                    \
-  }
-  if (lane == 0) {
-    for (int st = 0; st < NS; ++st) mbar_init(bars + 8 * st, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (long long it = 0; it < min((long long)NS, items); ++it) TMA_ISSUE(it);
-  }
-  __syncwarp();
-  (void)w4, (void)have, (void)wr;
-#else
   if (have) { PACKED_LOAD_BATCH(); }
-#endif
   // early_dependents: the next kernel may start now (before this one's wait), so that its own
   // loads before its wait overlap this product (LowerContext::WeightStream::launch_next_early).
 #if __CUDA_ARCH__ >= 900
@@ -214,45 +183,6 @@ extern "C" __global__ void PACKED_BOUNDS
   float acc[MR];
 #pragma unroll
   for (int r = 0; r < MR; ++r) acc[r] = 0.f;
-#if TMA
-  for (long long it = 0; it < items; ++it) {
-    const unsigned st = (unsigned)(it % NS);
-    const int ch = (int)(it % nch);
-    const long long cur = row0 + stride * (it / nch);
-    if (ch == 0 && it > 0) { PACKED_EPI_LOAD(cur); }  // this row's epilogue operands (lane r: A row r)
-    mbar_wait(bars + 8 * st, (unsigned)((it / NS) & 1));
-    const uint4* src = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(xs4) + RING_OFF +
-                                                      warp * (NS * CH) + st * CH);
-    const long long qw = (long long)ch * (CH / 16);
-    const int words = (int)min((long long)(CH / 16), kv - qw);
-    for (int j = lane; j < words; j += 32) {
-      const uint4 wraw = src[j];
-      const Vec<T, VW> wv = *reinterpret_cast<const Vec<T, VW>*>(&wraw);
-#pragma unroll
-      for (int r = 0; r < MR; ++r) {
-        const Vec<T, VW> xv = *reinterpret_cast<const Vec<T, VW>*>(&xs4[r * kv + qw + j]);
-#pragma unroll
-        for (int v = 0; v < VW; ++v) acc[r] = fmaf(to_f(wv.v[v]), to_f(xv.v[v]), acc[r]);
-      }
-    }
-    __syncwarp();
-    if (lane == 0 && it + NS < items) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our reads before the refill
-      TMA_ISSUE(it + NS);
-    }
-    if (ch == nch - 1) {
-#pragma unroll
-      for (int r = 0; r < MR; ++r) acc[r] = warp_sum(acc[r]);
-      float v = acc[0];
-#pragma unroll
-      for (int r = 1; r < MR; ++r)
-        if (lane == r) v = acc[r];
-      if (lane < MR) c[(long long)lane * n + cur] = from_f<T>(ACT(v + bv) + rv);
-#pragma unroll
-      for (int r = 0; r < MR; ++r) acc[r] = 0.f;
-    }
-  }
-#else
   while (have) {
 #pragma unroll
     for (int j = 0; j < U; ++j) {
@@ -294,7 +224,6 @@ extern "C" __global__ void PACKED_BOUNDS
       for (int r = 0; r < MR; ++r) acc[r] = 0.f;
     }
   }
-#endif  // TMA
 #if WPR > 1
   // One round: the group's first warp adds its slices in order (each warp stored its sums,
   // or nothing when its slice or row was empty).

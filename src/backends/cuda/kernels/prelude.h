@@ -139,37 +139,6 @@ __device__ __forceinline__ float rope_rotate(bool first, float x1, float x2, flo
   return first ? x1 * c - x2 * s : x2 * c + x1 * s;
 }
 
-#if __CUDA_ARCH__ >= 900
-// mbarriers in shared memory (sm_90+: transaction counts for the asynchronous copies).
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
-}
-// `bytes` (a multiple of 16) from global `src` into shared memory at `dst` by the copy engine,
-// completing on mbarrier `bar`; `policy`: an L2 cache policy (rlx_evict_first_policy) or 0.
-__device__ __forceinline__ void rlx_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar,
-                                              unsigned long long policy) {
-  if (policy)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
-        ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
-  else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-#endif
-
 // Kernels that detect bad data (an index out of range) record the first error code here; the
 // host checks it after the run and raises rlx::Error.
 __device__ __forceinline__ void report_error(int* flag, int code) { atomicCAS(flag, 0, code); }
