@@ -6,7 +6,9 @@
 # kernel's end: negative when a programmatic dependent launch overlapped them), then every kernel
 # (name, grid, block) with its mean duration and gap.
 # usage: summary.py trace.csv [FIRST LAST]
-import sys, collections
+import collections, signal, sys
+# Piped into head, stop quietly when the reader goes away.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 rows = []
 for line in open(sys.argv[1]):
     p = line.strip().split(',')
