@@ -381,6 +381,8 @@ TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   expect_knob_rejected("RLX_GEMV_EVICT_FIRST", "2");
   expect_knob_rejected("RLX_GEMV_PREFETCH_MB", "-2");
   expect_knob_rejected("RLX_GEMV_PREFETCH_CHAINED_MB", "x");
+  expect_knob_rejected("RLX_GEMV_CARVEOUT", "101");
+  expect_knob_rejected("RLX_GEMV_CARVEOUT", "-2");
 }
 
 // Weights stream through L2 with the evict-first policy only when the graph's weights do not fit
