@@ -208,6 +208,12 @@ TEST(CudaKernelSources, SelectScanRandomScatterKernelsCompile) {
   compiles("topk i64", kernel_source(ksrc::kTopK, {{"T", "i64_t"}, {"KT", "unsigned long long"}},
                                      std::string("#define KBITS 64\n#define RAW_KEY(v) ((unsigned long long)(v))\n") +
                                          ksrc::kSelectCommon));
+  compiles("arg_reduce f64", kernel_source(ksrc::kArgReduce, {{"T", "double"}, {"C", "double"}},
+                                           "#define LOAD_C(v) ((C)(v))\n"));
+  compiles("topk f64", kernel_source(ksrc::kTopK, {{"T", "double"}, {"KT", "unsigned long long"}},
+                                     std::string("#define KBITS 64\n#define RAW_KEY(v) double_key(v)\n") +
+                                         ksrc::kSelectCommon));
+  compiles("scatter_add f64", kernel_source(ksrc::kScatterAdd, {{"T", "double"}, {"I", "i32_t"}}));
   for (const char* t : {"i8_t", "u8_t", "i16_t", "i32_t", "u32_t", "i64_t"})
     compiles("scatter_add int", kernel_source(ksrc::kScatterAdd, {{"T", t}, {"I", "u8_t"}}));
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I16, DType::I32,

@@ -21,6 +21,7 @@ using rlx::testing::cuda_parity;
 using rlx::testing::ParityOptions;
 
 const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+const DType kFloatsAndF64[] = {DType::F32, DType::F16, DType::BF16, DType::F64};  // ArgMax / TopK
 
 void expect_parity(const Graph& g, const ParityOptions& o = {}) {
   const auto rep = cuda_parity(g, Precision::Fp32, o);
@@ -72,6 +73,11 @@ TEST(CudaSelectClaims, FamilyOpsAreNativeAndLimitsSayWhy) {
   g.add_output(g.apply(rn, {}));
   g.add_output(g.apply(ops::GroupedMatMul{}, {x, w, e}));
   g.add_output(g.apply(ops::GroupedMatMul{}, {xi, wi, e}));
+  // f64: compared as double (argmax, topk), hardware double atomics (scatter_add).
+  const Value xd = g.input("xd", Shape::of({4, 2000}, DType::F64));
+  g.add_output(g.argmax(xd, 1));
+  g.add_output(g.topk(xd, 5, 1).first);
+  g.add_output(g.scatter_add(xd, i, xd, 1));
   std::map<std::string, std::pair<int, int>> seen;  // op -> (claimed, declined)
   std::string why_topk, why_grouped;
   for (const Node& n : g.nodes()) {
@@ -84,11 +90,11 @@ TEST(CudaSelectClaims, FamilyOpsAreNativeAndLimitsSayWhy) {
     if (!ok && name == "topk") why_topk = why;
     if (!ok && name == "grouped_matmul") why_grouped = why;
   }
-  EXPECT_EQ(seen["argmax"], std::make_pair(1, 0));
-  EXPECT_EQ(seen["topk"], std::make_pair(1, 1));
+  EXPECT_EQ(seen["argmax"], std::make_pair(2, 0));
+  EXPECT_EQ(seen["topk"], std::make_pair(2, 1));
   EXPECT_NE(why_topk.find("k <= 1024"), std::string::npos) << why_topk;
   EXPECT_EQ(seen["cumsum"], std::make_pair(1, 0));
-  EXPECT_EQ(seen["scatter_add"], std::make_pair(1, 0));
+  EXPECT_EQ(seen["scatter_add"], std::make_pair(2, 0));
   EXPECT_EQ(seen["sample"], std::make_pair(1, 0));
   EXPECT_EQ(seen["rng_normal"], std::make_pair(1, 0));
   EXPECT_EQ(seen["grouped_matmul"], std::make_pair(1, 1));
@@ -114,7 +120,7 @@ TEST(CudaSelect, ArgMaxArgMinEveryDtypeAxisAndTieRule) {
   };
   const std::vector<Case> cases = {{{7, 150001}, 1}, {{3, 37}, 1}, {{5, 300, 3}, 1}, {{64, 9}, 0},
                                    {{2, 3, 1500}, -1}, {{1}, 0}};
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8, DType::I8})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64, DType::U8, DType::I8})
     for (const Case& c : cases)
       for (bool last : {false, true})
         for (bool keep : {false, true}) {
@@ -141,7 +147,7 @@ TEST(CudaSelect, ArgMaxNaNAndSignedZeroRules) {
   // Row 0: NaN twice; row 1: +0 / -0 ties with the max; row 2: -inf only.
   const std::vector<float> v = {1, nan, 3, nan, -2, 0.f, -0.f, -1, 0.f, -0.f,
                                 -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  for (DType t : kFloats)
+  for (DType t : kFloatsAndF64)
     for (bool last : {false, true}) {
       SCOPED_TRACE(label(t, last ? "last" : "first"));
       Graph g;
@@ -158,6 +164,24 @@ TEST(CudaSelect, ArgMaxNaNAndSignedZeroRules) {
     }
 }
 
+// f64 keys keep every bit: values 2^-40 apart (equal once rounded to f32) still order.
+TEST(CudaSelect, F64ArgMaxAndTopKSeeDifferencesBelowF32) {
+  RLX_REQUIRE_CUDA();
+  const double e = std::ldexp(1.0, -40);
+  const std::vector<double> v = {1.0, 1.0 + e, 1.0 - e, 1.0, 1.0 + 2 * e, 1.0 - 2 * e};
+  Graph g;
+  const Value x = g.input("x", Shape::of({6}, DType::F64));
+  g.add_output(g.argmax(x, 0));
+  g.add_output(g.apply(ops::ArgMin{}, {x}));
+  const auto [vals, idx] = g.topk(x, 3, 0, true);
+  g.add_output(idx);
+  const NamedTensors ins = {{"x", rlx::testing::from_doubles(DType::F64, {6}, v)}};
+  const auto got = run_on(Device::Cuda, g, ins);
+  EXPECT_EQ(got[0].to_i64(), std::vector<int64_t>{4});
+  EXPECT_EQ(got[1].to_i64(), std::vector<int64_t>{5});
+  EXPECT_EQ(got[2].to_i64(), (std::vector<int64_t>{4, 1, 0}));
+}
+
 // ---- TopK ---------------------------------------------------------------------------------
 
 TEST(CudaSelect, TopKEveryDtypeKAndAxis) {
@@ -169,7 +193,7 @@ TEST(CudaSelect, TopKEveryDtypeKAndAxis) {
   const std::vector<Case> cases = {{{3, 150001}, 50, -1}, {{5, 1000}, 1000, 1}, {{4, 777}, 1, 1},
                                    {{2, 3000}, 1024, 1},  {{6, 129, 5}, 17, 1},  {{33, 4}, 33, 0},
                                    {{2, 2049}, 300, -1}};
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64, DType::U8})
     for (const Case& c : cases)
       for (bool largest : {true, false}) {
         SCOPED_TRACE(label(t, dims_str(c.dims) + " k " + std::to_string(c.k) + " axis " + std::to_string(c.axis) +
@@ -201,7 +225,7 @@ TEST(CudaSelect, TopKNaNSignedZeroAndNegativeIntegers) {
   };
   const double nan = std::nan("");
   const std::vector<double> v = {0.0, -0.0, nan, 5, -INFINITY, INFINITY, nan, -0.0, 2, 2, -3, 0.0};
-  for (DType t : kFloats)
+  for (DType t : kFloatsAndF64)
     for (bool largest : {true, false})
       for (int64_t k : {1, 9, 12}) {
         SCOPED_TRACE(label(t, std::string(largest ? "largest" : "smallest") + " k " + std::to_string(k)));
@@ -337,8 +361,8 @@ TEST(CudaSelect, ScatterAddEveryDtypeAxisAndIndexType) {
   const std::vector<int64_t> data_dims = {6, 5, 4}, idx_dims = {4, 3, 4};
   for (int64_t axis = 0; axis < 3; ++axis)
     for (DType it : {DType::I32, DType::I64, DType::I16})
-      for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::I8, DType::U8, DType::I16,
-                      DType::U32}) {
+      for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64, DType::I8, DType::U8,
+                      DType::I16, DType::U32}) {
         SCOPED_TRACE(label(t, "axis " + std::to_string(axis) + " indices " + dtype_name(it)));
         const int64_t n = data_dims[static_cast<size_t>(axis)];
         std::vector<double> ix(48);

@@ -30,6 +30,10 @@ std::string key_defines(DType t, std::string* key_type) {
   std::string bits = "32";
   if (cuda_float(t)) {
     key = "float_key(to_f(v))";
+  } else if (t == DType::F64) {
+    key = "double_key(v)";
+    *key_type = "unsigned long long";
+    bits = "64";
   } else if (t == DType::I8 || t == DType::I16 || t == DType::I32) {
     key = "((unsigned)(int)(v) ^ 0x80000000u)";
   } else if (t == DType::I64) {
@@ -53,8 +57,10 @@ void lower_arg_reduce(LowerContext& cx, const plan::Step& st) {
     throw Error(what + ": " + op_name(st.op) + " over an axis of size 0 of input " + dims_str(st.in.at(0).dims) +
                 " has no element to pick");
   const DType t = st.in.at(0).dtype;
+  // Compared as float (f32/f16/bf16: exact), double (f64) or long long (integers, bool).
   const bool fl = cuda_float(t);
-  const std::string src = kernel_source(ksrc::kArgReduce, {{"T", storage_type(t)}, {"C", fl ? "float" : "long long"}},
+  const char* c = fl ? "float" : t == DType::F64 ? "double" : "long long";
+  const std::string src = kernel_source(ksrc::kArgReduce, {{"T", storage_type(t)}, {"C", c}},
                                         fl ? "#define LOAD_C(v) to_f(v)\n" : "#define LOAD_C(v) ((C)(v))\n");
   const uint8_t* x = cx.ptr(st.in.at(0));
   uint8_t* y = cx.ptr(st.out.at(0));

@@ -36,10 +36,8 @@ bool claims_node_select(const Graph& g, const Node& n, std::string* why) {
       [&]<class T>(const T& op) -> bool {
         if constexpr (std::is_same_v<T, ops::ArgMax> || std::is_same_v<T, ops::ArgMin>) {
           (void)op;
-          // Every dtype but f64, whose keys the f32 comparisons would round.
-          return in(0).dtype != DType::F64 ? true : fail(why, std::string("CUDA ") + op_name(n.op) + " does not take f64 input");
+          return true;  // every dtype (f64 compared in double)
         } else if constexpr (std::is_same_v<T, ops::TopK>) {
-          if (in(0).dtype == DType::F64) return fail(why, "CUDA topk does not take f64 input");
           if (op.k > kCudaTopKMax)
             return fail(why, "CUDA topk supports k <= " + std::to_string(kCudaTopKMax) + " (got k = " +
                                  std::to_string(op.k) + ")");
@@ -60,7 +58,6 @@ bool claims_node_select(const Graph& g, const Node& n, std::string* why) {
         } else if constexpr (std::is_same_v<T, ops::ScatterAdd>) {
           (void)op;
           if (in(0).dtype == DType::Bool) return fail(why, "scatter_add does not take bool data");
-          if (in(0).dtype == DType::F64) return fail(why, "CUDA scatter_add does not take f64 data");
           if (in(2).dtype != in(0).dtype) return fail(why, "CUDA scatter_add needs updates in data's dtype");
           return is_integer(in(1).dtype) ? true : fail(why, "scatter_add needs integer indices");
         } else if constexpr (std::is_same_v<T, ops::RngUniform> || std::is_same_v<T, ops::RngNormal>) {

@@ -8,6 +8,7 @@ inline constexpr const char* kScatterAdd = R"CUDA(
 // compare-and-swap loop that rounds every addition to the dtype for f16/bf16 (like the CPU),
 // and a CAS on the enclosing aligned 32-bit word for 8/16-bit integers (wrapping).
 __device__ __forceinline__ void atomic_add_elem(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add_elem(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add_elem(i32_t* p, i32_t v) { atomicAdd((unsigned*)p, (unsigned)v); }
 __device__ __forceinline__ void atomic_add_elem(u32_t* p, u32_t v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add_elem(i64_t* p, i64_t v) {

@@ -19,6 +19,13 @@ __device__ __forceinline__ unsigned float_key(float v) {
   const unsigned u = __float_as_uint(v);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+// The same order for doubles, as a 64-bit key (KBITS 64).
+__device__ __forceinline__ unsigned long long double_key(double v) {
+  if (v != v) return 0xffffffffffffffffull;
+  if (v == 0.0) v = 0.0;
+  const unsigned long long u = (unsigned long long)__double_as_longlong(v);
+  return (u & 0x8000000000000000ull) ? ~u : (u | 0x8000000000000000ull);
+}
 // The float of a key made by float_key (not NaN).
 __device__ __forceinline__ float key_float(unsigned k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
@@ -171,7 +178,7 @@ __device__ long long nth_index(const Pred& pred, long long len, long long r, Sel
 }
 )CUDA";
 
-// ArgMax / ArgMin: typedef T (storage) and C (compare type: float or long long); LOAD_C(v).
+// ArgMax / ArgMin: typedef T (storage) and C (compare type: float, double or long long); LOAD_C(v).
 inline constexpr const char* kArgReduce = R"CUDA(
 // Whether (v, i) is the scan's result over (b, bi): NaN ranks above every number for both
 // argmax and argmin; ties (and NaN vs NaN) go to the first index, or the last with `last`.
