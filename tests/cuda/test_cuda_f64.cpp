@@ -111,7 +111,6 @@ TEST(CudaF64, MatMulThroughCublasLtWithTheEpilogueInDouble) {
   }
 }
 
-// f64 ops the CUDA kernels do not take are refused at compile time with the node named.
 // f64 attention is the op CUDA still declines in f64 (no decomposition either).
 Graph f64_attention_graph() {
   Graph g;
@@ -135,6 +134,7 @@ TEST(CudaF64Claims, AttentionIsDeclinedWithAReason) {
   EXPECT_EQ(declined, 1);
 }
 
+// f64 ops the CUDA kernels do not take are refused at compile time with the node named.
 TEST(CudaF64, UnclaimedOpsAreCompileErrors) {
   RLX_REQUIRE_CUDA();
   const Graph g = f64_attention_graph();
