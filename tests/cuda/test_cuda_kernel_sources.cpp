@@ -38,6 +38,10 @@ TEST(CudaKernelSources, RowKernelsCompileForEveryFloatType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64}) compiles("rows", rows_source(t));
 }
 
+TEST(CudaKernelSources, ReduceKernelsCompileForEveryDtype) {
+  for (DType t : kAllDTypes) compiles(std::string("reduce ") + dtype_name(t), reduce_source(t));
+}
+
 GemvConfig gemv_config(DType t, int64_t rows) {
   GemvConfig c;
   c.t = c.bias_t = t;

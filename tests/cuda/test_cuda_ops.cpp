@@ -402,11 +402,11 @@ TEST(CudaOps, AttentionDecodePathEveryMask) {
 TEST(CudaOps, UnsupportedOpIsReportedAtCompile) {
   RLX_REQUIRE_CUDA();
   Graph g;
-  // An i64 max: the row kernels take floats, and no float holds every i64 exactly.
-  g.add_output(g.reduce(ReduceKind::Max, g.input("a", Shape::of({4, 2}, DType::I64)), {1}));
+  // Sampling from f64 logits: the CUDA sampler takes f32/f16/bf16, and nothing decomposes it.
+  g.add_output(g.apply(ops::Sample{.top_k = 2}, {g.input("logits", Shape::of({2, 8}, DType::F64))}));
   const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g); });
-  EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("reduce"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CUDA sample needs f32/f16/bf16 logits"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(sample)"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -60,8 +60,12 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
             return fail(why, "CUDA matmul needs f32/f16/bf16/f64 operands of one dtype");
           if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1) return fail(why, "rank-0 matmul operand");
           return true;
-        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
-                             std::is_same_v<T, ops::Reduce>) {
+        } else if constexpr (std::is_same_v<T, ops::Reduce>) {
+          // Every dtype the CPU reduces: floats (f64 in double), integers in 64 bits, bool Max /
+          // Min (the graph refuses the other bool kinds).
+          (void)op;
+          return same_dtype() ? true : fail(why, "CUDA reduce needs its input and output of one dtype");
+        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax>) {
           (void)op;
           // f64 rows accumulate in double.
           return all_float() || (out == DType::F64 && same_dtype()) ? true

@@ -158,6 +158,9 @@ std::string gemv_pack_source(size_t elem_bytes);
 
 // The row kernels' source (kernels/rows.h) for rows of dtype t: f64 computes in double.
 std::string rows_source(DType t);
+// Source of the reduce kernels (kernels/rows.h: kReduce) for input / output dtype t: any float
+// dtype, or an integer / bool one (64-bit accumulation, as the CPU).
+std::string reduce_source(DType t);
 // The Cumsum kernels' source (kernels/scan.h) with dtype t's accumulator.
 std::string scan_source(DType t);
 

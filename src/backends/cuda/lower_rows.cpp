@@ -50,6 +50,22 @@ std::string rows_source(DType t) {
   return kernel_source(ksrc::kRows, {{"T", storage_type(t)}, {"A", f64 ? "double" : "float"}}, defs);
 }
 
+std::string reduce_source(DType t) {
+  const std::string ty = storage_type(t);
+  if (cuda_float(t) || t == DType::F64) {
+    const bool f64 = t == DType::F64;
+    const std::string defs = f64 ? "#define LOAD_A(x) ((A)(x))\n#define STORE_A(v) ((T)(v))\n"
+                                 : "#define LOAD_A(x) to_f(x)\n#define STORE_A(v) from_f<T>(v)\n";
+    return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", f64 ? "double" : "float"}}, defs + ksrc::kReduceFloat);
+  }
+  const bool is_signed = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+  const std::string defs = is_signed
+                               ? "#define A_LOWEST (-0x7fffffffffffffffLL - 1)\n#define A_HIGHEST 0x7fffffffffffffffLL\n"
+                               : "#define A_LOWEST 0ULL\n#define A_HIGHEST 0xffffffffffffffffULL\n";
+  return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", is_signed ? "long long" : "unsigned long long"}},
+                       defs + ksrc::kReduceInt);
+}
+
 void lower_rows(LowerContext& cx, const plan::Step& st) {
   const DType t = st.out.at(0).dtype;
   uint8_t* y = cx.ptr(st.out.at(0));
@@ -117,13 +133,21 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
   if (std::holds_alternative<ops::Reduce>(st.op)) {
     const auto& g = std::get<plan::ReduceGeom>(st.geom);
     const int kind = static_cast<int>(g.kind);
+    const DType xt = st.in.at(0).dtype;
+    // As the CPU: Max / Min of nothing has no value, nor has an integer mean of nothing.
+    const bool minmax = g.kind == ReduceKind::Max || g.kind == ReduceKind::Min;
+    if (g.count == 0 && st.out.at(0).numel() > 0 &&
+        (minmax || (g.kind == ReduceKind::Mean && !cuda_float(xt) && xt != DType::F64)))
+      throw Error(what + ": " + enum_name(g.kind) + " reduces zero elements (an empty reduced axis); only sum, prod "
+                  "and float mean allow that");
+    auto reduce_kernel = [&](const char* entry) { return get_kernel(entry, reduce_source(t)); };
     if (g.simple && g.inner == 1) {
-      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_rows", t), row_grid(g.outer), row_block(g.reduce));
+      auto l = std::make_shared<KernelLaunch>(what, reduce_kernel("reduce_rows"), row_grid(g.outer), row_block(g.reduce));
       l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(kind);
       push(cx, l);
     } else if (g.simple) {
-      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_cols", t), grid_for(g.outer * g.inner, 256), 256);
+      auto l = std::make_shared<KernelLaunch>(what, reduce_kernel("reduce_cols"), grid_for(g.outer * g.inner, 256), 256);
       l->pdl();
       l->arg(x).arg(y).arg(g.outer).arg(g.reduce).arg(g.inner).arg(kind);
       push(cx, l);
@@ -140,7 +164,7 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
         rd.reduced[i] = g.reduced[i];
       }
       const int64_t outputs = st.out.at(0).numel();
-      auto l = std::make_shared<KernelLaunch>(what, row_kernel("reduce_general", t), grid_for(outputs, 256), 256);
+      auto l = std::make_shared<KernelLaunch>(what, reduce_kernel("reduce_general"), grid_for(outputs, 256), 256);
       l->pdl();
       l->arg(x).arg(y).arg(rd).arg(outputs).arg(g.count).arg(kind);
       push(cx, l);

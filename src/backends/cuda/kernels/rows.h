@@ -1,9 +1,14 @@
 #pragma once
 // Row kernels (compiled per storage type T, with `typedef <type> T;` in front): softmax and
-// log-softmax, LayerNorm / RmsNorm (+ fused residual), SwiGLU, and reductions. Statistics are
-// accumulated in f32; one block per row with warp-shuffle + shared-memory block reductions. The
-// softmax (uncached) and reduce kernels compute in the type A with TO_A / FROM_A / A_EXP /
-// A_LOG, all defined by the lowering: f32 for f32/f16/bf16, double for f64 rows.
+// log-softmax, LayerNorm / RmsNorm (+ fused residual) and SwiGLU. Statistics are accumulated in
+// f32; one block per row with warp-shuffle + shared-memory block reductions. The softmax
+// (uncached) computes in the type A with TO_A / FROM_A / A_EXP / A_LOG, all defined by the
+// lowering: f32 for f32/f16/bf16, double for f64 rows.
+//
+// Reductions (kReduce) are a separate source compiled for every dtype the backend reduces: the
+// kernels combine values with reduce_init / reduce_step / reduce_final over the accumulator
+// type A, which kReduceFloat (NaN-propagating Max / Min, f32 or double) or kReduceInt (64-bit
+// integers, sums and products modulo 2^64 as the CPU computes them) defines.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kRows = R"CUDA(
@@ -210,8 +215,12 @@ extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n,
     y[i] = from_f<T>(g / (1.f + expf(-g)) * u);
   }
 }
+)CUDA";
 
-// kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod (the ReduceKind order).
+// Float accumulation (A = float for f32/f16/bf16, double for f64). kind: 0 sum, 1 mean, 2 max,
+// 3 min, 4 prod (the ReduceKind order). Max / Min propagate NaN, as the CPU does.
+inline constexpr const char* kReduceFloat = R"CUDA(
+#define TO_A(x) LOAD_A(x)
 __device__ __forceinline__ A reduce_init(int kind) {
   return kind == 2 ? RLX_NEG_INF : (kind == 3 ? RLX_INF : (kind == 4 ? (A)1 : (A)0));
 }
@@ -223,28 +232,57 @@ __device__ __forceinline__ A reduce_step(int kind, A a, A v) {
     default: return a + v;
   }
 }
-__device__ __forceinline__ A reduce_final(int kind, A a, long long count) {
-  return kind == 1 ? (count == 0 ? __int_as_float(0x7fc00000) : a / (A)count) : a;
+__device__ __forceinline__ T reduce_final(int kind, A a, long long count) {
+  return STORE_A(kind == 1 ? (count == 0 ? (A)__int_as_float(0x7fc00000) : a / (A)count) : a);
+}
+)CUDA";
+
+// Integer accumulation, as the CPU reduces integers: A is the 64-bit type of T's signedness
+// (bool: unsigned); sums and products wrap modulo 2^64 (computed unsigned, so never signed
+// overflow) and narrow to T modulo its width; a mean divides the 64-bit sum truncating toward
+// zero. An empty Max / Min / integer Mean is rejected by the lowering.
+inline constexpr const char* kReduceInt = R"CUDA(
+#define TO_A(x) ((A)(x))
+__device__ __forceinline__ A reduce_init(int kind) {
+  return kind == 2 ? A_LOWEST : (kind == 3 ? A_HIGHEST : (kind == 4 ? (A)1 : (A)0));
+}
+__device__ __forceinline__ A reduce_step(int kind, A a, A v) {
+  typedef unsigned long long U;
+  switch (kind) {
+    case 2: return v > a ? v : a;
+    case 3: return v < a ? v : a;
+    case 4: return (A)((U)a * (U)v);
+    default: return (A)((U)a + (U)v);
+  }
+}
+__device__ __forceinline__ T reduce_final(int kind, A a, long long count) {
+  return (T)(kind == 1 ? a / (A)count : a);
+}
+)CUDA";
+
+// The reduce kernels, after kReduceFloat or kReduceInt. Blocks combine their threads' values
+// with reduce_step through warp shuffles, then shared memory.
+inline constexpr const char* kReduce = R"CUDA(
+// Every thread of the block must call it; the result is valid in every thread.
+__device__ __forceinline__ A block_reduce(int kind, A v, A* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = reduce_step(kind, v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < nw; ++w) v = reduce_step(kind, v, scratch[w]);
+  return v;
 }
 // [outer, red] -> [outer]: one block per output.
 extern "C" __global__ void reduce_rows(const T* x, T* y, long long outer, long long red, int kind) {
   rlx_pdl_begin();
   __shared__ A scratch[32];
-  __shared__ A part[1024];
   for (long long o = blockIdx.x; o < outer; o += gridDim.x) {
     A a = reduce_init(kind);
     for (long long j = threadIdx.x; j < red; j += blockDim.x) a = reduce_step(kind, a, TO_A(x[o * red + j]));
-    A r;
-    if (kind == 0 || kind == 1) {
-      r = block_sum(a, scratch);
-    } else {
-      __syncthreads();
-      part[threadIdx.x] = a;
-      __syncthreads();
-      r = part[0];
-      for (unsigned t = 1; t < blockDim.x; ++t) r = reduce_step(kind, r, part[t]);
-    }
-    if (threadIdx.x == 0) y[o] = FROM_A(reduce_final(kind, r, red));
+    a = block_reduce(kind, a, scratch);
+    if (threadIdx.x == 0) y[o] = reduce_final(kind, a, red);
   }
 }
 // [outer, red, inner] -> [outer, inner]: one thread per output column.
@@ -255,7 +293,7 @@ extern "C" __global__ void reduce_cols(const T* x, T* y, long long outer, long l
     const long long o = c / inner, i = c % inner;
     A a = reduce_init(kind);
     for (long long j = 0; j < red; ++j) a = reduce_step(kind, a, TO_A(x[(o * red + j) * inner + i]));
-    y[c] = FROM_A(reduce_final(kind, a, red));
+    y[c] = reduce_final(kind, a, red);
   }
 }
 // Any axes: dims (coalesced, row-major) alternate kept / reduced groups; one thread per output.
@@ -276,7 +314,7 @@ extern "C" __global__ void reduce_general(const T* x, T* y, ReduceDims g, long l
         if (g.reduced[d]) { off += (u % g.dims[d]) * strides[d]; u /= g.dims[d]; }
       a = reduce_step(kind, a, TO_A(x[off]));
     }
-    y[o] = FROM_A(reduce_final(kind, a, count));
+    y[o] = reduce_final(kind, a, count);
   }
 }
 )CUDA";
