@@ -22,15 +22,13 @@ using rlx::testing::ParityOptions;
 constexpr DType kInts[] = {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U32};
 constexpr ReduceKind kKinds[] = {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod};
 
-bool signed_int(DType t) { return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64; }
-
 // Values of x [4, 6, 5, 7] that make sums and products overflow the narrow types, with negative
 // ones for the signed types (so a mean truncates toward zero from both sides).
 std::vector<double> int_values(DType t, size_t n) {
   std::vector<double> v(n);
   for (size_t i = 0; i < n; ++i) {
     const int64_t a = static_cast<int64_t>((i * 37 + 11) % 101);  // 0..100
-    v[i] = static_cast<double>(signed_int(t) ? a - 50 : a);
+    v[i] = static_cast<double>(is_signed_int(t) ? a - 50 : a);
   }
   return v;
 }

@@ -39,29 +39,36 @@ unsigned row_grid(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(device().sm_count) * 16));
 }
 
+// The float accumulator A (double for f64, else f32) and its conversions from and to T, which the
+// row and reduce kernels share.
+std::string float_acc_defines(bool f64) {
+  return f64 ? "#define TO_A(x) ((A)(x))\n#define FROM_A(v) ((T)(v))\n"
+             : "#define TO_A(x) to_f(x)\n#define FROM_A(v) from_f<T>(v)\n";
+}
+
 }  // namespace
 
 // f64 rows compute in double (A), the others in f32.
 std::string rows_source(DType t) {
   const bool f64 = t == DType::F64;
-  std::string defs = "#define VV " + std::to_string(16 / dtype_size(t)) + "\n";
-  defs += f64 ? "#define TO_A(x) ((A)(x))\n#define FROM_A(v) ((T)(v))\n#define A_EXP exp\n#define A_LOG log\n"
-              : "#define TO_A(x) to_f(x)\n#define FROM_A(v) from_f<T>(v)\n#define A_EXP expf\n#define A_LOG logf\n";
+  const std::string defs = "#define VV " + std::to_string(16 / dtype_size(t)) + "\n" + float_acc_defines(f64) +
+                           (f64 ? "#define A_EXP exp\n#define A_LOG log\n" : "#define A_EXP expf\n#define A_LOG logf\n");
   return kernel_source(ksrc::kRows, {{"T", storage_type(t)}, {"A", f64 ? "double" : "float"}}, defs);
 }
 
 std::string reduce_source(DType t) {
   const std::string ty = storage_type(t);
-  if (cuda_float(t) || t == DType::F64) {
+  if (is_float(t)) {
     const bool f64 = t == DType::F64;
-    const std::string defs = f64 ? "#define LOAD_A(x) ((A)(x))\n#define STORE_A(v) ((T)(v))\n"
-                                 : "#define LOAD_A(x) to_f(x)\n#define STORE_A(v) from_f<T>(v)\n";
-    return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", f64 ? "double" : "float"}}, defs + ksrc::kReduceFloat);
+    return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", f64 ? "double" : "float"}},
+                         float_acc_defines(f64) + ksrc::kReduceFloat);
   }
-  const bool is_signed = t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
-  const std::string defs = is_signed
-                               ? "#define A_LOWEST (-0x7fffffffffffffffLL - 1)\n#define A_HIGHEST 0x7fffffffffffffffLL\n"
-                               : "#define A_LOWEST 0ULL\n#define A_HIGHEST 0xffffffffffffffffULL\n";
+  // T (i8-i64, u8, u32, bool) widens to the 64-bit A of its signedness exactly.
+  const bool is_signed = is_signed_int(t);
+  const std::string defs =
+      std::string("#define TO_A(x) ((A)(x))\n") +
+      (is_signed ? "#define A_LOWEST (-0x7fffffffffffffffLL - 1)\n#define A_HIGHEST 0x7fffffffffffffffLL\n"
+                 : "#define A_LOWEST 0ULL\n#define A_HIGHEST 0xffffffffffffffffULL\n");
   return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", is_signed ? "long long" : "unsigned long long"}},
                        defs + ksrc::kReduceInt);
 }
@@ -133,11 +140,9 @@ void lower_rows(LowerContext& cx, const plan::Step& st) {
   if (std::holds_alternative<ops::Reduce>(st.op)) {
     const auto& g = std::get<plan::ReduceGeom>(st.geom);
     const int kind = static_cast<int>(g.kind);
-    const DType xt = st.in.at(0).dtype;
     // As the CPU: Max / Min of nothing has no value, nor has an integer mean of nothing.
     const bool minmax = g.kind == ReduceKind::Max || g.kind == ReduceKind::Min;
-    if (g.count == 0 && st.out.at(0).numel() > 0 &&
-        (minmax || (g.kind == ReduceKind::Mean && !cuda_float(xt) && xt != DType::F64)))
+    if (g.count == 0 && (minmax || (g.kind == ReduceKind::Mean && !is_float(t))))
       throw Error(what + ": " + enum_name(g.kind) + " reduces zero elements (an empty reduced axis); only sum, prod "
                   "and float mean allow that");
     auto reduce_kernel = [&](const char* entry) { return get_kernel(entry, reduce_source(t)); };

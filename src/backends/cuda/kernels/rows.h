@@ -217,10 +217,10 @@ extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n,
 }
 )CUDA";
 
-// Float accumulation (A = float for f32/f16/bf16, double for f64). kind: 0 sum, 1 mean, 2 max,
-// 3 min, 4 prod (the ReduceKind order). Max / Min propagate NaN, as the CPU does.
+// Float accumulation (A = float for f32/f16/bf16, double for f64; the lowering defines TO_A and
+// FROM_A as for the row kernels). kind: 0 sum, 1 mean, 2 max, 3 min, 4 prod (the ReduceKind order). Max / Min
+// propagate NaN, as the CPU does.
 inline constexpr const char* kReduceFloat = R"CUDA(
-#define TO_A(x) LOAD_A(x)
 __device__ __forceinline__ A reduce_init(int kind) {
   return kind == 2 ? RLX_NEG_INF : (kind == 3 ? RLX_INF : (kind == 4 ? (A)1 : (A)0));
 }
@@ -233,16 +233,16 @@ __device__ __forceinline__ A reduce_step(int kind, A a, A v) {
   }
 }
 __device__ __forceinline__ T reduce_final(int kind, A a, long long count) {
-  return STORE_A(kind == 1 ? (count == 0 ? (A)__int_as_float(0x7fc00000) : a / (A)count) : a);
+  return FROM_A(kind == 1 ? (count == 0 ? (A)__int_as_float(0x7fc00000) : a / (A)count) : a);
 }
 )CUDA";
 
 // Integer accumulation, as the CPU reduces integers: A is the 64-bit type of T's signedness
-// (bool: unsigned); sums and products wrap modulo 2^64 (computed unsigned, so never signed
-// overflow) and narrow to T modulo its width; a mean divides the 64-bit sum truncating toward
-// zero. An empty Max / Min / integer Mean is rejected by the lowering.
+// (bool: unsigned), TO_A a plain widening (the lowering defines it); sums and products wrap
+// modulo 2^64 (computed unsigned, so never signed overflow) and narrow to T modulo its width; a
+// mean divides the 64-bit sum truncating toward zero. An empty Max / Min / integer Mean is
+// rejected by the lowering.
 inline constexpr const char* kReduceInt = R"CUDA(
-#define TO_A(x) ((A)(x))
 __device__ __forceinline__ A reduce_init(int kind) {
   return kind == 2 ? A_LOWEST : (kind == 3 ? A_HIGHEST : (kind == 4 ? (A)1 : (A)0));
 }
