@@ -411,6 +411,46 @@ TEST(CudaGemvPacked, EvictFirstOnlyWhenTheWeightsExceedTheL2) {
     }
 }
 
+// Two one-block elementwise kernels before a packed GEMV, as the RoPE tables come before the first
+// QKV product of a decode step: a = x + x (two consumers, its own kernel), then one region for
+// cos(a) + sin(a). Launched early (the default), they let the GEMV launch while they run and load
+// its weight before its wait; what it reads after the wait must still be this run's result: new
+// inputs every run against the CPU, and the same bits as with RLX_CUDA_TINY_EARLY=0.
+TEST(CudaGemvPacked, TinyProducersLetTheProductLaunchFirst) {
+  RLX_REQUIRE_CUDA();
+  const int64_t k = 512, n = 2048;
+  Graph g;
+  const Value x = g.input("x", Shape::of({1, k}));
+  const Value a = g.add(x, x);
+  const Value h = g.add(g.act(ActKind::Cos, a), g.act(ActKind::Sin, a));
+  g.add_output(g.matmul(h, g.param("w", Shape::of({k, n}))));
+  const Tensor w = rlx::testing::random_tensor(DType::F32, {k, n}, 3);
+  auto cpu = Session(Device::Cpu).compile(g);
+  cpu.set_param("w", w);
+  std::vector<Tensor> early_results;
+  for (const char* early : {"1", "0"}) {
+    SCOPED_TRACE(std::string("RLX_CUDA_TINY_EARLY=") + early);
+    ScopedEnv e("RLX_CUDA_TINY_EARLY", early);
+    const uint64_t before = cuda::elementwise_early_launches();
+    auto cg = Session(Device::Cuda).compile(g);
+    cg.set_param("w", w);
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      const NamedTensors ins = {{"x", rlx::testing::random_tensor(DType::F32, {1, k}, seed)}};
+      const Tensor got = cg.run(ins)[0];
+      EXPECT_TRUE(rlx::testing::all_close(got, {1, n}, rlx::testing::to_doubles(cpu.run(ins)[0]),
+                                          rlx::testing::parity_tolerance(DType::F32)))
+          << "seed " << seed;
+      if (std::string(early) == "1") {
+        early_results.push_back(got);
+      } else {
+        const Tensor& want = early_results.at(static_cast<size_t>(seed - 1));
+        EXPECT_EQ(std::memcmp(got.raw(), want.raw(), static_cast<size_t>(want.nbytes())), 0) << "seed " << seed;
+      }
+    }
+    EXPECT_EQ(cuda::elementwise_early_launches() - before, std::string(early) == "1" ? 2u : 0u);
+  }
+}
+
 // The weight stream: a packed GEMV prefetches the next packed GEMV's weight into L2 (a large
 // part after other work, a little after a GEMV), only where the weights are read evict-first. A
 // prefetch moves no data the kernels see: the results are bit-identical to those without it,

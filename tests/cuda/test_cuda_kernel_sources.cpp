@@ -269,6 +269,12 @@ TEST(CudaKernelSources, ElementwiseChainsCompileForEveryKind) {
   const auto kern = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
                                             geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8);
   compiles("region", kern.source);
+  // The same chain in a kernel that lets its dependents launch before its own wait.
+  const auto early = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
+                                             geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8, true);
+  EXPECT_NE(early.source.find("rlx_pdl_begin_after_dependents();"), std::string::npos);
+  EXPECT_EQ(kern.source.find("rlx_pdl_begin_after_dependents();"), std::string::npos);
+  compiles("region, early dependents", early.source);
 }
 
 TEST(CudaKernelSources, VectorWidthFollowsAlignmentAndSize) {

@@ -208,7 +208,8 @@ bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vect
 }
 
 ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
-                                          DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec) {
+                                          DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec,
+                                          bool early_dependents) {
   const auto dts = step_dtypes(steps, in_dtypes);
   if (dts.empty() || dts.back() != out_dtype) throw Error("CUDA elementwise: the chain's result dtype is not the output's");
   const size_t n_in = in_dtypes.size();
@@ -255,7 +256,7 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
   for (size_t k = 0; k < n_in; ++k) body << ", const " << storage_type(in_dtypes[k]) << "* in" << k;
   if (error_flag) body << ", int* err";
   body << ") {\n";
-  body << "  rlx_pdl_begin();\n";
+  body << (early_dependents ? "  rlx_pdl_begin_after_dependents();\n" : "  rlx_pdl_begin();\n");
   body << "  const " << I << " items = " << geom.numel / vec << "ull;\n";
   body << "  for (" << I << " i = blockIdx.x * (" << I << ")blockDim.x + threadIdx.x; i < items; i += (" << I
        << ")gridDim.x * blockDim.x) {\n";

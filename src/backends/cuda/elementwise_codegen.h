@@ -38,7 +38,10 @@ bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vect
 std::string float_activation_expr(ActKind k, const std::string& x);
 
 // `max_vec`: the largest vector width the operands' alignment allows (1, 2, 4, 8 elements).
+// `early_dependents`: the kernel lets the next kernel of the stream launch before its own
+// programmatic-launch wait instead of after it (see add_elementwise).
 ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
-                                          DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec);
+                                          DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec,
+                                          bool early_dependents = false);
 
 }  // namespace rlx::cuda

@@ -153,6 +153,9 @@ uint64_t gemv_evict_first_launches();
 size_t gemv_prefetch_budget(bool after_other, int64_t knob_mb, size_t l2_bytes);
 // Packed GEMV launches lowered in this process that prefetch the next one's weight (for tests).
 uint64_t gemv_weight_prefetches();
+// Elementwise launches lowered in this process that run early and let their dependents launch
+// before their own wait (grids of at most 4 blocks; RLX_CUDA_TINY_EARLY=0: none), for tests.
+uint64_t elementwise_early_launches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 

@@ -1,4 +1,6 @@
 // Binary, Compare, Where, Activation, Cast and ElementwiseRegion steps: one generated kernel each.
+#include <atomic>
+
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/launch.h"
@@ -6,6 +8,13 @@
 #include "rlx/error.h"
 
 namespace rlx::cuda {
+
+namespace {
+constexpr unsigned kTinyGridBlocks = 4;
+std::atomic<uint64_t> g_early{0};
+}  // namespace
+
+uint64_t elementwise_early_launches() { return g_early.load(std::memory_order_relaxed); }
 
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                      DType out_dtype, const plan::ElementwiseGeom& geom, uint8_t* out,
@@ -19,9 +28,22 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
     for (size_t k = 0; k < ins.size(); ++k) ok = ok && fits(ins[k], dtype_size(in_dtypes[k]), max_vec);
     if (ok) break;
   }
-  const ElementwiseKernel k = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec);
-  auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), grid_for(k.items, 256), 256);
-  launch->pdl();
+  // A kernel of a few blocks launches early (after another rlx kernel) and lets the next one
+  // launch before its own wait: it holds at most a few multiprocessors while it waits, and a chain
+  // of such kernels then no longer holds back the next kernel's work before its wait (at the start
+  // of a decode step: the RoPE tables, then the first QKV product, whose weight loads now overlap
+  // the tables; measured in docs/benchmarks.md, session 18). RLX_CUDA_TINY_EARLY=0: off.
+  const ElementwiseKernel probe = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec);
+  const unsigned blocks = grid_for(probe.items, 256);
+  const bool early = blocks <= kTinyGridBlocks && env_int("RLX_CUDA_TINY_EARLY", 1, 0, 1) == 1;
+  const ElementwiseKernel k = early ? make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec, true) : probe;
+  auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), blocks, 256);
+  if (early) {
+    launch->pdl_prefetch();
+    g_early.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    launch->pdl();
+  }
   launch->arg(out);
   for (const uint8_t* p : ins) launch->arg(p);
   if (k.error_flag) launch->arg(cx.error_flag());

@@ -82,6 +82,17 @@ __device__ __forceinline__ void rlx_pdl_begin() {
 #endif
 }
 
+// The same with the next kernel let go first: it may launch (and run its own work before its
+// wait) while this one still waits, for kernels too small to hold the GPU up (a block or a few).
+// Whatever the dependent reads after its own wait is still complete: its wait covers this grid,
+// which completes only after this wait.
+__device__ __forceinline__ void rlx_pdl_begin_after_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Asks the memory system to bring the cache line holding `p` (global) into L2.
 __device__ __forceinline__ void rlx_prefetch_line_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // Asks the memory system to bring `bytes` (a multiple of 16, from a 16-byte aligned global
