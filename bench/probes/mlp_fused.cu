@@ -18,33 +18,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <vector>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe_util.cuh"
 
 constexpr int H = 2048, I = 5632, L = 16, WARPS = 24, NT = WARPS * 32, U = 8;
-typedef __nv_bfloat16 bf;
 
-__device__ __forceinline__ unsigned long long pol_ef() { unsigned long long p; asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
-__device__ __forceinline__ uint4 ld_ef(const uint4* a, unsigned long long pol) {
-  uint4 r; asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a), "l"(pol)); return r; }
 // The same with the L2 fetch-size hint: a miss brings the whole 256-byte block from DRAM.
 __device__ __forceinline__ uint4 ld_ef256(const uint4* a, unsigned long long pol) {
   uint4 r; asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a), "l"(pol)); return r; }
 __device__ __forceinline__ void pf_l2(const void* p, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory"); }
-__device__ __forceinline__ void pdl_begin() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ float wsum(float v) { for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
-__device__ __forceinline__ float dot8(uint4 w, uint4 x) {
-  const bf* a = reinterpret_cast<const bf*>(&w); const bf* b = reinterpret_cast<const bf*>(&x);
-  float s = 0.f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) s = fmaf(__bfloat162float(a[e]), __bfloat162float(b[e]), s);
-  return s;
-}
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
 // Each block's share of pf_bytes, a lane per 32 KB piece from its last warp.
 __device__ __forceinline__ void prefetch_share(const char* pf, long long pfb) {
@@ -190,29 +172,12 @@ __global__ void __maxnreg__(64) mlp(const bf* x, const uint4* wgu, const uint4* 
   if (threadIdx.x == 0) *counter = 0;
 }
 
-__global__ void fill(bf* p, long long n, unsigned seed, float scale) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed; h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16(((h & 0xffff) / 65535.f - 0.5f) * scale);
-  }
-}
 // wf[i][j] = wd[j][i]
 __global__ void transpose(const bf* wd, bf* wf) {
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < (long long)H * I; e += (long long)gridDim.x * blockDim.x) {
     const long long j = e / I, i = e % I;
     wf[i * H + j] = wd[e];
   }
-}
-
-template <class... P, class... A>
-void launch(void (*k)(P...), int blocks, int threads, cudaStream_t s, A... a) {
-  cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(blocks), c.blockDim = dim3(threads), c.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at, c.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&c, k, a...));
 }
 
 int main() {
@@ -256,7 +221,6 @@ int main() {
   };
   constexpr int NC = sizeof(cfgs) / sizeof(cfgs[0]);
   auto capture = [&](const Cfg& c) {
-    cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     const int gb = std::min(sms, (2 * I + c.warps - 1) / c.warps), db = std::min(sms, (H + c.warps - 1) / c.warps);
     for (int l = 0; l < L; ++l) {
@@ -270,10 +234,7 @@ int main() {
                acc[l], ctr + l, (const char*)wgu[l + 1], six, 0);
       }
     }
-    CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    return e;
+    return end_capture(s);
   };
   cudaGraphExec_t ex[NC];
   for (int m = 0; m < NC; ++m) ex[m] = capture(cfgs[m]);
@@ -282,12 +243,7 @@ int main() {
   std::vector<float> t[NC];
   for (int r = 0; r < 25; ++r)
     for (int m = 0; m < NC; ++m) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(ex[m], s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      const float ms = time_on(s, e0, e1, [&] { CK(cudaGraphLaunch(ex[m], s)); });
       if (r >= 5) t[m].push_back(ms);
     }
   for (int m = 0; m < NC; ++m) {

@@ -22,30 +22,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <vector>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe_util.cuh"
 
 constexpr int H = 2048, I = 5632, L = 16;
-typedef __nv_bfloat16 bf;
 
-__device__ __forceinline__ unsigned long long pol_ef() { unsigned long long p; asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
-__device__ __forceinline__ uint4 ld_ef(const uint4* a, unsigned long long pol) {
-  uint4 r; asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a), "l"(pol)); return r; }
 __device__ __forceinline__ uint4 ld_plain(const uint4* a) {
   uint4 r; asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a)); return r; }
-__device__ __forceinline__ void pdl_begin() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ float wsum(float v) { for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
-__device__ __forceinline__ float dot8(uint4 w, uint4 x) {
-  const bf* a = reinterpret_cast<const bf*>(&w); const bf* b = reinterpret_cast<const bf*>(&x);
-  float s = 0.f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) s = fmaf(__bfloat162float(a[e]), __bfloat162float(b[e]), s);
-  return s;
-}
 __device__ __forceinline__ unsigned mix(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
 // rlx's GEMV shape: warp w of block b owns rows b + grid * w, ...; DOT = 0 keeps the loads and
@@ -236,24 +218,6 @@ __global__ void stream(const uint4* w, long long n16, unsigned* sink) {
   if (cs == 0x9e3779b9u) sink[0] = cs;  // practically never; keeps the loads
 }
 
-__global__ void fill(bf* p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed; h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = __float2bfloat16(((h & 0xffff) / 65535.f - 0.5f) * 0.05f);
-  }
-}
-
-template <class... P, class... A>
-void launch(void (*k)(P...), int blocks, int threads, cudaStream_t s, A... a) {
-  cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(blocks), c.blockDim = dim3(threads), c.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at, c.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&c, k, a...));
-}
-
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -261,11 +225,11 @@ int main() {
   const long long per_layer = 3ll * I * H;  // elements: gate+up (2 I H) then down (I H)
   bf* all;
   CK(cudaMalloc(&all, per_layer * L * 2));
-  fill<<<2048, 256>>>(all, per_layer * L, 17);
+  fill<<<2048, 256>>>(all, per_layer * L, 17, 0.05f);
   bf *x, *y;
   CK(cudaMalloc(&x, 2 * I * 2));
   CK(cudaMalloc(&y, 2 * I * 2));
-  fill<<<8, 256>>>(x, 2 * I, 5);
+  fill<<<8, 256>>>(x, 2 * I, 5, 0.05f);
   unsigned* sink;
   CK(cudaMalloc(&sink, 4));
   CK(cudaDeviceSynchronize());
@@ -306,7 +270,6 @@ int main() {
   };
   constexpr int NC = sizeof(cfgs) / sizeof(cfgs[0]);
   auto capture = [&](const Cfg& c) {
-    cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     if (c.whole) {
       launch(c.st, sms * c.per_sm, c.threads, s, reinterpret_cast<const uint4*>(all), per_layer * L / 8, sink);
@@ -328,10 +291,7 @@ int main() {
         }
       }
     }
-    CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    return e;
+    return end_capture(s);
   };
   cudaGraphExec_t ex[NC];
   for (int m = 0; m < NC; ++m) ex[m] = capture(cfgs[m]);
@@ -345,20 +305,10 @@ int main() {
   std::vector<float> t[NC + 1];
   for (int r = 0; r < 25; ++r) {
     for (int m = 0; m < NC; ++m) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(ex[m], s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      const float ms = time_on(s, e0, e1, [&] { CK(cudaGraphLaunch(ex[m], s)); });
       if (r >= 5) t[m].push_back(ms);
     }
-    CK(cudaEventRecord(e0, s));
-    CK(cudaMemcpyAsync(cbuf, ca, cb, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
+    const float ms = time_on(s, e0, e1, [&] { CK(cudaMemcpyAsync(cbuf, ca, cb, cudaMemcpyDeviceToDevice, s)); });
     if (r >= 5) t[NC].push_back(ms);
   }
   const double bytes = L * 3.0 * I * H * 2;
@@ -372,7 +322,7 @@ int main() {
   {
     bf *ya, *yb, *xd;
     CK(cudaMalloc(&ya, 2 * I * 2)); CK(cudaMalloc(&yb, 2 * I * 2)); CK(cudaMalloc(&xd, I * 2));
-    fill<<<8, 256>>>(xd, I, 9);
+    fill<<<8, 256>>>(xd, I, 9, 0.05f);
     std::vector<bf> ha(2 * I), hb(2 * I);
     const Flat fls[] = {gemv_flat<24, 8, 0, 1, 64>, gemv_flat<24, 4, 1, 1, 64>, gemv_flat<24, 6, 1, 1, 80>, gemv_flat<32, 4, 1, 1, 64>};
     const Gemv dbs[] = {gemv_db<24, 4, 1, 64>, gemv_db<24, 6, 1, 80>, gemv_db<32, 4, 1, 64>, gemv_db<16, 4, 1, 64>};
