@@ -269,10 +269,17 @@ TEST(CudaKernelSources, ElementwiseChainsCompileForEveryKind) {
   const auto kern = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
                                             geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8);
   compiles("region", kern.source);
-  // The same chain in a kernel that lets its dependents launch before its own wait.
+  // The same chain in a kernel that lets its dependents launch before its own wait: only when
+  // its 105 work items are within the limit.
   const auto early = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
-                                             geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8, true);
+                                             geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8, 105);
+  const auto over = make_elementwise_kernel(chain, {DType::BF16, DType::BF16}, DType::Bool,
+                                            geom({3, 5, 7}, {{35, 7, 1}, {0, 1, 0}}), 8, 104);
+  EXPECT_TRUE(early.early_dependents);
+  EXPECT_FALSE(over.early_dependents);
+  EXPECT_FALSE(kern.early_dependents);
   EXPECT_NE(early.source.find("rlx_pdl_begin_after_dependents();"), std::string::npos);
+  EXPECT_EQ(over.source.find("rlx_pdl_begin_after_dependents();"), std::string::npos);
   EXPECT_EQ(kern.source.find("rlx_pdl_begin_after_dependents();"), std::string::npos);
   compiles("region, early dependents", early.source);
 }

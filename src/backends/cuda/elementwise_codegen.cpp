@@ -209,7 +209,7 @@ bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vect
 
 ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                                           DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec,
-                                          bool early_dependents) {
+                                          int64_t early_max_items) {
   const auto dts = step_dtypes(steps, in_dtypes);
   if (dts.empty() || dts.back() != out_dtype) throw Error("CUDA elementwise: the chain's result dtype is not the output's");
   const size_t n_in = in_dtypes.size();
@@ -256,8 +256,10 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
   for (size_t k = 0; k < n_in; ++k) body << ", const " << storage_type(in_dtypes[k]) << "* in" << k;
   if (error_flag) body << ", int* err";
   body << ") {\n";
+  const int64_t items = geom.numel / vec;
+  const bool early_dependents = items <= early_max_items;
   body << (early_dependents ? "  rlx_pdl_begin_after_dependents();\n" : "  rlx_pdl_begin();\n");
-  body << "  const " << I << " items = " << geom.numel / vec << "ull;\n";
+  body << "  const " << I << " items = " << items << "ull;\n";
   body << "  for (" << I << " i = blockIdx.x * (" << I << ")blockDim.x + threadIdx.x; i < items; i += (" << I
        << ")gridDim.x * blockDim.x) {\n";
   if (vector_ok) {
@@ -331,7 +333,8 @@ ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, 
              "\n#define RLX_ERR_INT_POW_ZERO " + std::to_string(kErrIntPowZero) + "\n" + kElementwiseHelpers + body.str();
   k.error_flag = error_flag;
   k.vec = vec;
-  k.items = geom.numel / vec;
+  k.items = items;
+  k.early_dependents = early_dependents;
   return k;
 }
 

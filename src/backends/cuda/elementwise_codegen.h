@@ -18,6 +18,7 @@ struct ElementwiseKernel {
   int vec = 1;          // elements per thread (vector width)
   int64_t items = 0;    // threads' work items (numel / vec)
   bool error_flag = false;  // the kernel takes the run's error flag last (integer Div/Mod/FMod/Pow)
+  bool early_dependents = false;  // lets the next kernel launch before its own wait
 };
 
 // Codes the elementwise kernels write to the run's error flag, and their rlx::Error text ("" for
@@ -38,10 +39,11 @@ bool elementwise_supported(const std::vector<RegionStep>& steps, const std::vect
 std::string float_activation_expr(ActKind k, const std::string& x);
 
 // `max_vec`: the largest vector width the operands' alignment allows (1, 2, 4, 8 elements).
-// `early_dependents`: the kernel lets the next kernel of the stream launch before its own
-// programmatic-launch wait instead of after it (see add_elementwise).
+// A kernel of at most `early_max_items` work items (0: none) lets the next kernel of the stream
+// launch before its own programmatic-launch wait instead of after it, and says so in
+// `early_dependents` (see add_elementwise).
 ElementwiseKernel make_elementwise_kernel(const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
                                           DType out_dtype, const plan::ElementwiseGeom& geom, int max_vec,
-                                          bool early_dependents = false);
+                                          int64_t early_max_items = 0);
 
 }  // namespace rlx::cuda

@@ -10,7 +10,8 @@
 namespace rlx::cuda {
 
 namespace {
-constexpr unsigned kTinyGridBlocks = 4;
+constexpr unsigned kBlock = 256;         // threads per block
+constexpr int64_t kTinyGridBlocks = 4;   // grids this small launch early (see add_elementwise)
 std::atomic<uint64_t> g_early{0};
 }  // namespace
 
@@ -33,12 +34,10 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
   // of such kernels then no longer holds back the next kernel's work before its wait (at the start
   // of a decode step: the RoPE tables, then the first QKV product, whose weight loads now overlap
   // the tables; measured in docs/benchmarks.md, session 18). RLX_CUDA_TINY_EARLY=0: off.
-  const ElementwiseKernel probe = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec);
-  const unsigned blocks = grid_for(probe.items, 256);
-  const bool early = blocks <= kTinyGridBlocks && env_int("RLX_CUDA_TINY_EARLY", 1, 0, 1) == 1;
-  const ElementwiseKernel k = early ? make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec, true) : probe;
-  auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), blocks, 256);
-  if (early) {
+  const int64_t early_max_items = env_int("RLX_CUDA_TINY_EARLY", 1, 0, 1) == 1 ? kTinyGridBlocks * kBlock : 0;
+  const ElementwiseKernel k = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec, early_max_items);
+  auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), grid_for(k.items, kBlock), kBlock);
+  if (k.early_dependents) {
     launch->pdl_prefetch();
     g_early.fetch_add(1, std::memory_order_relaxed);
   } else {
