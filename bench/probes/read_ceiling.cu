@@ -24,49 +24,14 @@
 #include <vector>
 #include "probe_util.cuh"
 
-constexpr int H = 2048, I = 5632, L = 16;
-
 __device__ __forceinline__ uint4 ld_plain(const uint4* a) {
   uint4 r; asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a)); return r; }
-__device__ __forceinline__ unsigned mix(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
-// rlx's GEMV shape: warp w of block b owns rows b + grid * w, ...; DOT = 0 keeps the loads and
-// drops the arithmetic (an xor checksum instead).
+// rlx's GEMV shape (probe_util.cuh's gemv_rows), without a prologue, epilogue or prefetch;
+// DOT = 0 keeps the loads and drops the arithmetic.
 template <int W, int U, int DOT>
 __global__ void __maxnreg__(64) gemv(const bf* x, const uint4* w, bf* out, int n, int kw) {
-  constexpr int NT = W * 32;
-  __shared__ uint4 xs4[I / 8];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const unsigned long long pol = pol_ef();
-  int row = blockIdx.x + gridDim.x * warp, q0 = 0;
-  bool have = row < n;
-  uint4 wr[U];
-#define LOADB() _Pragma("unroll") for (int j = 0; j < U; ++j) { const int q = q0 + j * 32 + lane; if (q < kw) wr[j] = ld_ef(w + (long long)row * kw + q, pol); }
-  if (have) { LOADB(); }
-  pdl_begin();
-  const uint4* x4 = reinterpret_cast<const uint4*>(x);
-  for (int i = threadIdx.x; i < kw; i += NT) xs4[i] = __ldcg(x4 + i);
-  __syncthreads();
-  float acc = 0.f;
-  unsigned cs = 0;
-  while (have) {
-#pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const int q = q0 + j * 32 + lane;
-      if (q < kw) { if (DOT) acc += dot8(wr[j], xs4[q]); else cs ^= mix(wr[j]); }
-    }
-    const int cur = row;
-    q0 += U * 32;
-    const bool done = q0 >= kw;
-    if (done) row += gridDim.x * W, q0 = 0;
-    have = row < n;
-    if (have) { LOADB(); }
-    if (done) {
-      acc = DOT ? wsum(acc) : (float)(cs & 1);
-      if (lane == 0) out[cur] = __float2bfloat16(acc);
-      acc = 0.f;
-    }
-  }
+  gemv_rows<W, U, 0, DOT>(x, w, out, n, kw, 0, nullptr, nullptr, 0);
 }
 
 // Flat split: the weight as one stream of 32-word groups (a row is kw / 32 of them), each warp a
