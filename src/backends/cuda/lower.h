@@ -159,6 +159,10 @@ uint64_t elementwise_early_launches();
 // Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
 std::string gemv_pack_source(size_t elem_bytes);
 
+// TO_A(x) / FROM_A(v): the conversions between the storage type T and the accumulator A that the
+// row, reduce and scan sources use: through f32 (to_f / from_f<T>, for an f32 accumulator of any
+// float storage), else plain casts (A double or a 64-bit integer).
+std::string acc_conversion_defines(bool through_f32);
 // The row kernels' source (kernels/rows.h) for rows of dtype t: f64 computes in double.
 std::string rows_source(DType t);
 // Source of the reduce kernels (kernels/rows.h: kReduce) for input / output dtype t: any float

@@ -39,19 +39,17 @@ unsigned row_grid(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(device().sm_count) * 16));
 }
 
-// The float accumulator A (double for f64, else f32) and its conversions from and to T, which the
-// row and reduce kernels share.
-std::string float_acc_defines(bool f64) {
-  return f64 ? "#define TO_A(x) ((A)(x))\n#define FROM_A(v) ((T)(v))\n"
-             : "#define TO_A(x) to_f(x)\n#define FROM_A(v) from_f<T>(v)\n";
-}
-
 }  // namespace
+
+std::string acc_conversion_defines(bool through_f32) {
+  return through_f32 ? "#define TO_A(x) to_f(x)\n#define FROM_A(v) from_f<T>(v)\n"
+                     : "#define TO_A(x) ((A)(x))\n#define FROM_A(v) ((T)(v))\n";
+}
 
 // f64 rows compute in double (A), the others in f32.
 std::string rows_source(DType t) {
   const bool f64 = t == DType::F64;
-  const std::string defs = "#define VV " + std::to_string(16 / dtype_size(t)) + "\n" + float_acc_defines(f64) +
+  const std::string defs = "#define VV " + std::to_string(16 / dtype_size(t)) + "\n" + acc_conversion_defines(!f64) +
                            (f64 ? "#define A_EXP exp\n#define A_LOG log\n" : "#define A_EXP expf\n#define A_LOG logf\n");
   return kernel_source(ksrc::kRows, {{"T", storage_type(t)}, {"A", f64 ? "double" : "float"}}, defs);
 }
@@ -61,12 +59,12 @@ std::string reduce_source(DType t) {
   if (is_float(t)) {
     const bool f64 = t == DType::F64;
     return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", f64 ? "double" : "float"}},
-                         float_acc_defines(f64) + ksrc::kReduceFloat);
+                         acc_conversion_defines(!f64) + ksrc::kReduceFloat);
   }
   // T (i8-i64, u8, u32, bool) widens to the 64-bit A of its signedness exactly.
   const bool is_signed = is_signed_int(t);
   const std::string defs =
-      std::string("#define TO_A(x) ((A)(x))\n") +
+      acc_conversion_defines(false) +
       (is_signed ? "#define A_LOWEST (-0x7fffffffffffffffLL - 1)\n#define A_HIGHEST 0x7fffffffffffffffLL\n"
                  : "#define A_LOWEST 0ULL\n#define A_HIGHEST 0xffffffffffffffffULL\n");
   return kernel_source(ksrc::kReduce, {{"T", ty}, {"A", is_signed ? "long long" : "unsigned long long"}},

@@ -21,15 +21,9 @@ constexpr int64_t kScanTile = 2048;
 // The accumulator of dtype t (the CPU's: double for f32 and f64, float for f16/bf16, 64-bit wrapping
 // integers) and its conversions.
 std::string scan_source(DType t) {
-  const std::string T = storage_type(t);
-  if (t == DType::F32 || t == DType::F64)
-    return kernel_source(ksrc::kScan, {{"T", T}, {"A", "double"}},
-                         "#define LOAD_A(v) ((double)(v))\n#define STORE_T(a) ((T)(a))\n");
-  if (cuda_float(t))
-    return kernel_source(ksrc::kScan, {{"T", T}, {"A", "float"}},
-                         "#define LOAD_A(v) to_f(v)\n#define STORE_T(a) from_f<T>(a)\n");
-  return kernel_source(ksrc::kScan, {{"T", T}, {"A", "unsigned long long"}},
-                       "#define LOAD_A(v) ((unsigned long long)(v))\n#define STORE_T(a) ((T)(a))\n");
+  const bool half = t == DType::F16 || t == DType::BF16;
+  const char* a = half ? "float" : is_float(t) ? "double" : "unsigned long long";
+  return kernel_source(ksrc::kScan, {{"T", storage_type(t)}, {"A", a}}, acc_conversion_defines(half));
 }
 
 void lower_cumsum(LowerContext& cx, const plan::Step& st) {

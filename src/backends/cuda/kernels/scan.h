@@ -1,7 +1,7 @@
 #pragma once
 // Cumsum over the middle axis of [outer, len, inner] (exclusive / reverse). typedef T (storage)
 // and A (accumulator, as on the CPU: double for f32, float for f16/bf16, unsigned long long for
-// integers, which wraps in the dtype's width when stored); LOAD_A(v) and STORE_T(a) convert.
+// integers, which wraps in the dtype's width when stored); TO_A(v) and FROM_A(a) convert.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kScan = R"CUDA(
@@ -53,7 +53,7 @@ __device__ A scan_tile(const T* x, T* y, long long base, long long len, long lon
 #pragma unroll
   for (int e = 0; e < SCAN_ITEMS; ++e) {
     const long long t = tile + (long long)threadIdx.x * SCAN_ITEMS + e;
-    v[e] = t < len ? LOAD_A(x[base + scan_index(t, len, reverse) * inner]) : (A)0;
+    v[e] = t < len ? TO_A(x[base + scan_index(t, len, reverse) * inner]) : (A)0;
     local += v[e];
   }
   A total;
@@ -65,9 +65,9 @@ __device__ A scan_tile(const T* x, T* y, long long base, long long len, long lon
       const long long t = tile + (long long)threadIdx.x * SCAN_ITEMS + e;
       if (t >= len) break;
       const long long off = base + scan_index(t, len, reverse) * inner;
-      if (exclusive) y[off] = STORE_T(run);
+      if (exclusive) y[off] = FROM_A(run);
       run += v[e];
-      if (!exclusive) y[off] = STORE_T(run);
+      if (!exclusive) y[off] = FROM_A(run);
     }
   }
   return total;
@@ -133,10 +133,10 @@ extern "C" __global__ void cumsum_cols(const T* x, T* y, long long outer, long l
     A acc = (A)0;
     for (long long t = 0; t < len; ++t) {
       const long long off = base + (reverse ? len - 1 - t : t) * inner;
-      const A v = LOAD_A(x[off]);
-      if (exclusive) y[off] = STORE_T(acc);
+      const A v = TO_A(x[off]);
+      if (exclusive) y[off] = FROM_A(acc);
       acc += v;
-      if (!exclusive) y[off] = STORE_T(acc);
+      if (!exclusive) y[off] = FROM_A(acc);
     }
   }
 }
