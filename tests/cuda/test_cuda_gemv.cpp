@@ -189,9 +189,9 @@ TEST(CudaGemvLayout, ComputedWeightIsReadAfterItsProducer) {
 
 // Compiling a one-row product against a param with knob `name` set to `value` (the rest of the
 // environment as it is) must fail with an rlx::Error that names the knob.
-void expect_knob_rejected(const char* name, const char* value) {
+void expect_knob_rejected(const char* name, const char* value, DType t = DType::F32) {
   Graph g;
-  g.add_output(g.matmul(g.input("x", Shape::of({1, 64})), g.param("w", Shape::of({64, 32}))));
+  g.add_output(g.matmul(g.input("x", Shape::of({1, 64}, t)), g.param("w", Shape::of({64, 32}, t))));
   ScopedEnv e(name, value);
   try {
     Session(Device::Cuda).compile(g);
@@ -383,6 +383,47 @@ TEST(CudaGemvPacked, BadKnobIsAnErrorNamingIt) {
   expect_knob_rejected("RLX_GEMV_PREFETCH_CHAINED_MB", "x");
   expect_knob_rejected("RLX_GEMV_CARVEOUT", "101");
   expect_knob_rejected("RLX_GEMV_CARVEOUT", "-2");
+  expect_knob_rejected("RLX_GEMV_TC", "2", DType::BF16);
+  expect_knob_rejected("RLX_GEMV_TC_SPLIT", "0", DType::BF16);
+  expect_knob_rejected("RLX_GEMV_TC_SPLIT", "5", DType::F16);  // not a divisor of 32 warps
+  {
+    ScopedEnv w("RLX_GEMV_PACKED_WARPS", "32");
+    expect_knob_rejected("RLX_GEMV_TC_SPLIT", "2", DType::BF16);  // 16 groups
+  }
+}
+
+// The tensor-core kernel (f16 / bf16 over 16 x 16 tiles): one warp per tile row, a few warps per
+// tile row in several groups, or the whole block per tile row (the default), over several rounds;
+// K and N not multiples of 16 (padded tiles), 1 to 4 rows of A, a full epilogue; bit-equal on
+// repeated runs; RLX_GEMV_TC=0 runs the CUDA-core kernel instead.
+TEST(CudaGemvPacked, TensorCoreTilesMatchTheCpu) {
+  RLX_REQUIRE_CUDA();
+  for (const auto& [warps, split] : std::vector<std::pair<const char*, const char*>>{
+           {"32", "32"}, {"32", "1"}, {"28", "7"}, {"24", "8"}})
+    for (const char* tc : {"1", "0"}) {
+      if (std::string(tc) == "0" && std::string(split) != "32") continue;
+      ScopedEnv wp("RLX_GEMV_PACKED_WARPS", warps), sp("RLX_GEMV_TC_SPLIT", split), on("RLX_GEMV_TC", tc);
+      for (DType t : {DType::F16, DType::BF16})
+        for (int64_t rows : std::string(split) == "32" ? std::vector<int64_t>{1, 2, 3, 4} : std::vector<int64_t>{1, 4})
+          for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{
+                   {2048, 1000}, {5632, 48}, {1001, 48}, {24, 17}, {3, 5}, {256, 9000}}) {
+            SCOPED_TRACE(std::string("warps ") + warps + " split " + split + " RLX_GEMV_TC=" + tc + " " + dtype_name(t) +
+                         " rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+            Graph g;
+            const Value x = g.input("x", Shape::of({rows, k}, t));
+            const Value mm = g.matmul(x, g.param("w", Shape::of({k, n}, t)));
+            g.add_output(
+                g.add(g.input("r", Shape::of({rows, n}, t)), g.relu(g.add(mm, g.param("b", Shape::of({n}, t))))));
+            const double ws = std::sqrt(3.0 / static_cast<double>(k));
+            rlx::testing::ParityOptions opts;
+            opts.fixed_params = {{"w", rlx::testing::random_tensor(t, {k, n}, 3, -ws, ws)}};
+            const uint64_t before = cuda::gemv_tensor_core_launches();
+            rlx::testing::expect_cuda_parity(g, Precision::Fp32, opts);
+            const bool on_tc = std::string(tc) == "1" && cuda::device().cc_major >= 8;
+            EXPECT_EQ(cuda::gemv_tensor_core_launches() > before, on_tc);
+            expect_bit_equal_reruns(g, t, rows, k, n);
+          }
+    }
 }
 
 // Weights stream through L2 with the evict-first policy only when the graph's weights do not fit

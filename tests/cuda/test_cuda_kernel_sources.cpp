@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/attention_decode_tc.h"
 #include "backends/cuda/kernels/attention_mma.h"
 #include "backends/cuda/kernels/attention_wgmma.h"
+#include "backends/cuda/kernels/mma.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/random.h"
 #include "backends/cuda/kernels/rows.h"
@@ -94,12 +95,44 @@ TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
       c.prologue = 2, c.gate_first = true;
       compiles("gemv_packed swiglu prologue", gemv_packed_source(c, 8, 8));
     }
-  for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e));
+  for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e, false));
   GemvConfig c;
   compiles("gemv_packed 28 warps", gemv_packed_source(c, 28, 4));
   EXPECT_THROW(gemv_packed_source(c, 12, 8), Error);
   EXPECT_THROW(gemv_packed_source(c, 8, 16), Error);
   EXPECT_THROW(gemv_packed_source(c, 33, 1), Error);
+}
+
+// The tensor-core variant: one warp per tile row or a split one (whole block, or several groups
+// meeting at named barriers), every prologue and epilogue, A rows 1 to 4; its tile packing.
+TEST(CudaKernelSources, TensorCoreGemvCompilesForHalfTypes) {
+  for (DType t : {DType::F16, DType::BF16})
+    for (int64_t rows : {1, 4})
+      for (bool vec_a : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + (vec_a ? " A in 16-byte words" : " A by element"));
+        GemvConfig c = gemv_config(t, rows);
+        c.tensor_cores = true, c.vec_a = vec_a;
+        compiles("tensor-core gemv_packed plain, one warp per tile row", gemv_packed_source(c, 24, 1));
+        compiles("tensor-core gemv_packed plain, the block per tile row", gemv_packed_source(c, 32, 32));
+        c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
+        compiles("tensor-core gemv_packed epilogue, 4 groups", gemv_packed_source(c, 32, 8));
+        compiles("tensor-core gemv_packed epilogue, one warp per tile row", gemv_packed_source(c, 8, 1));
+        c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
+        compiles("tensor-core gemv_packed rms_norm prologue", gemv_packed_source(c, 24, 24));
+        c.gain_static = true;
+        compiles("tensor-core gemv_packed rms_norm prologue, gain staged before waiting", gemv_packed_source(c, 28, 7));
+        c.prologue = 2, c.gate_first = true;
+        compiles("tensor-core gemv_packed swiglu prologue", gemv_packed_source(c, 32, 32));
+      }
+  compiles("gemv_pack tiles", gemv_pack_source(2, true));
+  EXPECT_THROW(gemv_pack_source(4, true), Error);
+  GemvConfig c = gemv_config(DType::F32, 1);
+  c.tensor_cores = true;
+  EXPECT_THROW(gemv_packed_source(c, 32, 32), Error);  // f32 has no such kernel
+  c.t = c.bias_t = DType::BF16;
+  EXPECT_THROW(gemv_packed_source(c, 32, 2), Error);   // 16 groups: more than the named barriers
+  EXPECT_THROW(gemv_packed_source(c, 32, 5), Error);   // not a divisor
+  EXPECT_NO_THROW(gemv_packed_source(c, 30, 2));       // 15 groups
 }
 
 TEST(CudaKernelSources, DataMovementKernelsCompile) {
@@ -137,7 +170,7 @@ TEST(CudaKernelSources, TensorCoreAttentionCompilesForHeadDimsMasksAndTiles) {
                              std::to_string(hd) + "\n#define NW " + std::to_string(nw) + "\n#define MT " +
                              std::to_string(mt) + "\n#define BN " + std::to_string(bn) + "\n#define MASK " +
                              std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) + "\n#define QREG " +
-                             std::to_string(qreg) + "\n" + ksrc::kTensorCoreHelpers;
+                             std::to_string(qreg) + "\n" + ksrc::kTensorCoreHelpers + ksrc::kMma16816;
     return kernel_source(ksrc::kAttentionMma, {{"T", t}}, defs);
   };
   for (int hd : {16, 32, 64, 96, 128, 256}) {
@@ -156,7 +189,7 @@ TEST(CudaKernelSources, TensorCoreDecodeAttentionCompiles) {
                              def("NW", warps) + def("BN", hd <= 64 ? 64 : 32) + def("MASK", mask) + def("SOFTCAP", cap) +
                              def("ROPE_STATIC", statics) +
                              def("K_STATIC", statics) + def("V_STATIC", statics) + def("ROPE_Q", rope) +
-                             def("ROPE_K", rope) + def("NK", rope ? 2 : 0) + ksrc::kTensorCoreHelpers;
+                             def("ROPE_K", rope) + def("NK", rope ? 2 : 0) + ksrc::kTensorCoreHelpers + ksrc::kMma16816;
     const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
     return kernel_source(body.c_str(), {{"T", t}, {"M", "u8_t"}, {"TC", "float"}}, defs);
   };
@@ -177,7 +210,7 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
                              "\n#define STAGES " + std::to_string(stages) + "\n#define MINB " + std::to_string(minb) +
                              "\n#define PIPE " + std::to_string(minb == 1 ? 1 : 0) + "\n#define PREGS 24\n#define CREGS " + std::to_string(minb == 1 ? (nwg == 2 ? 240 : 160) : 0) +
                              "\n#define MASK " + std::to_string(mask) + "\n#define SOFTCAP " + std::to_string(cap) +
-                             "\n" + ksrc::kTensorCoreHelpers + attention_wgmma_wrappers(t, bn, hd);
+                             "\n" + ksrc::kTensorCoreHelpers + ksrc::kMma16816 + attention_wgmma_wrappers(t, bn, hd);
     return kernel_source(ksrc::kAttentionWgmma, {{"T", storage_type(t)}, {"M", mask >= 3 ? "u8_t" : storage_type(t)}}, defs);
   };
   for (int hd : {64, 128})

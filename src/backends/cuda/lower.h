@@ -44,11 +44,14 @@ class LowerContext {
   virtual size_t gemm_workspace_bytes() const = 0;
   virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
   // The weight region `w` (row-major [k, n]) of a param or constant, kept transposed on the
-  // device as [n, ldk] (ldk >= k, the padding zero) and rewritten after every upload of the
-  // param; null when `w` is not a param or constant (the caller reads it as stored). A leaf whose
-  // every reader takes it packed is not kept as stored on the device.
-  virtual uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, const std::string& what) {
-    (void)w, (void)k, (void)n, (void)ldk, (void)what;
+  // device as [n, ldk] (ldk >= k, the padding zero), or with `tiles` in the tensor-core GEMV's
+  // 16 x 16 tiles ([n rounded up to 16, ldk], ldk a multiple of 16; kernels/gemv_packed.h), and
+  // rewritten after every upload of the param; null when `w` is not a param or constant (the
+  // caller reads it as stored). A leaf whose every reader takes it packed is not kept as stored
+  // on the device.
+  virtual uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, bool tiles,
+                                 const std::string& what) {
+    (void)w, (void)k, (void)n, (void)ldk, (void)tiles, (void)what;
     return nullptr;
   }
   // The steps whose work `consumer` absorbs (see plan_gemv_prologues, plan_attention_concats).
@@ -131,14 +134,18 @@ struct GemvConfig {
   bool gain_static = false;   // the RmsNorm gain/bias are leaves (packed kernel: staged before waiting)
   bool vec_a = false;         // packed kernel: K a multiple of 16 bytes and A's source 16-byte aligned
   bool evict_first = true;    // W loaded with the L2 evict-first policy (see gemv_evict_first)
+  bool tensor_cores = false;  // packed kernel, f16 / bf16: mma over a tile-packed W (kernels/gemv_packed.h)
 };
 std::string gemv_source(const GemvConfig& c);
 // Source of the packed-weight GEMV (kernels/gemv_packed.h) for `c` (lanes_per_row, l2_prefetch,
 // w_static and stage_rows do not apply) with `warps` (1 to 32) warps per block, `wpr` of them per
-// row (a power of two dividing `warps`); rlx::Error otherwise.
+// row (a power of two dividing `warps`; with tensor_cores, any divisor leaving at most 15 groups
+// when it is above 1, and c.t f16 or bf16); rlx::Error otherwise.
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr);
 // Packed GEMV launches lowered in this process that read A in 16-byte words (for tests).
 uint64_t gemv_vec_a_launches();
+// Packed GEMV launches lowered in this process on the tensor cores (for tests).
+uint64_t gemv_tensor_core_launches();
 // Whether GEMV weights are loaded with the L2 evict-first policy: `knob` 0 or 1 forces it
 // (RLX_GEMV_EVICT_FIRST), -1 (unset) chooses it when the graph's weights do not fit in the L2, so
 // that a model whose weights do stays resident there from one run to the next.
@@ -156,8 +163,9 @@ uint64_t gemv_weight_prefetches();
 // Elementwise launches lowered in this process that run early and let their dependents launch
 // before their own wait (grids of at most 4 blocks; RLX_CUDA_TINY_EARLY=0: none), for tests.
 uint64_t elementwise_early_launches();
-// Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes.
-std::string gemv_pack_source(size_t elem_bytes);
+// Source of the kernel that packs a weight for it, for elements of `elem_bytes` bytes: rows of
+// Wt, or (`tiles`, 2-byte elements) the tensor-core kernel's 16 x 16 tiles.
+std::string gemv_pack_source(size_t elem_bytes, bool tiles);
 
 // TO_A(x) / FROM_A(v): the conversions between the storage type T and the accumulator A that the
 // row, reduce and scan sources use: through f32 (to_f / from_f<T>, for an f32 accumulator of any

@@ -13,6 +13,7 @@
 #include "backends/cuda/kernels/attention.h"
 #include "backends/cuda/kernels/attention_decode_tc.h"
 #include "backends/cuda/kernels/attention_mma.h"
+#include "backends/cuda/kernels/mma.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/lower_attention_mma.h"
@@ -226,7 +227,7 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
                            def("NW", shape.warps) + def("BN", shape.keys) + def("MASK", attention_mask_code(g.mask)) +
                            def("SOFTCAP", g.softcap > 0) + def("K_STATIC", k_static) + def("V_STATIC", v_static) +
                            def("ROPE_Q", rope_q) + def("ROPE_K", rope_k) + def("NK", rope_k ? new_k : 0) +
-                           def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers;
+                           def("ROPE_STATIC", rope_static) + ksrc::kTensorCoreHelpers + ksrc::kMma16816;
   const std::string body =
       std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
   const std::string src =

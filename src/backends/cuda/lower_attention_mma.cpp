@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention_mma.h"
+#include "backends/cuda/kernels/mma.h"
 #include "backends/cuda/kernels/attention_wgmma.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/status.h"
@@ -226,7 +227,7 @@ bool fits_int32(int64_t x) { return x >= 0 && x <= INT32_MAX; }
 std::string defines(DType t, const plan::AttentionGeom& g) {
   return "#define BF16 " + std::to_string(t == DType::BF16 ? 1 : 0) + "\n#define HD " + std::to_string(g.head_dim) +
          "\n#define MASK " + std::to_string(attention_mask_code(g.mask)) + "\n#define SOFTCAP " + std::to_string(g.softcap > 0 ? 1 : 0) + "\n" +
-         ksrc::kTensorCoreHelpers;
+         ksrc::kTensorCoreHelpers + ksrc::kMma16816;
 }
 
 void check_smem(const std::string& what, size_t smem, const std::string& tile, int64_t head_dim, const char* knob) {

@@ -11,6 +11,7 @@
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/gemv_packed.h"
+#include "backends/cuda/kernels/mma.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
 #include "backends/cuda/status.h"
@@ -106,6 +107,7 @@ int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
 namespace {
 
 std::atomic<uint64_t> g_vec_a{0};
+std::atomic<uint64_t> g_tensor_core{0};
 std::atomic<uint64_t> g_evict_first{0};
 std::atomic<uint64_t> g_weight_prefetches{0};
 
@@ -135,17 +137,27 @@ std::string gemv_source(const GemvConfig& c) {
 }
 
 std::string gemv_packed_source(const GemvConfig& c, int64_t warps, int64_t wpr) {
-  const bool wpr_pow2 = wpr >= 1 && (wpr & (wpr - 1)) == 0;
-  if (warps < 1 || warps > 32 || !wpr_pow2 || warps % wpr != 0)
-    throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a power of two dividing it per row, got " +
-                std::to_string(warps) + " and " + std::to_string(wpr));
-  const std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
-                           std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n#define VEC_A " +
-                           flag(c.vec_a) + "\n";
+  if (c.tensor_cores) {
+    if (c.t != DType::F16 && c.t != DType::BF16)
+      throw Error(std::string("CUDA packed GEMV: the tensor-core kernel takes f16 or bf16, got ") + dtype_name(c.t));
+    if (warps < 1 || warps > 32 || wpr < 1 || warps % wpr != 0 || (wpr > 1 && warps / wpr > 15))
+      throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a divisor of it per tile row (at most 15 "
+                  "groups when above 1), got " + std::to_string(warps) + " and " + std::to_string(wpr));
+  } else {
+    const bool wpr_pow2 = wpr >= 1 && (wpr & (wpr - 1)) == 0;
+    if (warps < 1 || warps > 32 || !wpr_pow2 || warps % wpr != 0)
+      throw Error("CUDA packed GEMV: expected 1 to 32 warps per block and a power of two dividing it per row, got " +
+                  std::to_string(warps) + " and " + std::to_string(wpr));
+  }
+  std::string defs = gemv_common_defines(c) + "#define WARPS " + std::to_string(warps) + "\n#define WPR " +
+                     std::to_string(wpr) + "\n#define G_STATIC " + flag(c.gain_static) + "\n#define VEC_A " +
+                     flag(c.vec_a) + "\n";
+  if (c.tensor_cores) defs += "#define TC 1\n#define BF16 " + flag(c.t == DType::BF16) + "\n" + ksrc::kMma16816;
   return kernel_source(ksrc::kGemvPacked, {{"T", storage_type(c.t)}, {"B", storage_type(c.bias_t)}}, defs);
 }
 
 uint64_t gemv_vec_a_launches() { return g_vec_a.load(std::memory_order_relaxed); }
+uint64_t gemv_tensor_core_launches() { return g_tensor_core.load(std::memory_order_relaxed); }
 
 bool gemv_evict_first(int64_t knob, size_t weight_bytes, size_t l2_bytes) {
   return knob >= 0 ? knob == 1 : weight_bytes > l2_bytes;
@@ -160,8 +172,10 @@ size_t gemv_prefetch_budget(bool after_other, int64_t knob_mb, size_t l2_bytes) 
 
 uint64_t gemv_weight_prefetches() { return g_weight_prefetches.load(std::memory_order_relaxed); }
 
-std::string gemv_pack_source(size_t elem_bytes) {
-  return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}});
+std::string gemv_pack_source(size_t elem_bytes, bool tiles) {
+  if (tiles && elem_bytes != 2)
+    throw Error("CUDA GEMV packing: tensor-core tiles take 2-byte elements, got " + std::to_string(elem_bytes));
+  return kernel_source(ksrc::kGemvPack, {{"E", word_type(elem_bytes)}}, std::string("#define TILES ") + flag(tiles) + "\n");
 }
 
 namespace {
@@ -240,32 +254,53 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
 bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, GemvConfig cfg,
                        const GemvPrologue& pro, const plan::TensorRef* residual) {
   if (env_int("RLX_GEMV_PACKED", 1, 0, 1) == 0) return false;
-  // Default, measured on the H100 (docs/benchmarks.md): 24 warps for 2-byte types, whose blocks
-  // leave room for the previous kernel's small blocks, so the early weight loads start before
-  // those finish (Llama decode bf16 0.950 -> 0.905 ms); 32 for f32, whose longer rows gain more
-  // from the bytes in flight of a whole multiprocessor (1.375 against 1.402 ms with 24).
-  const int64_t warps = env_int("RLX_GEMV_PACKED_WARPS", cfg.t == DType::F32 ? 32 : 24, 1, 32);
-  const int64_t es = static_cast<int64_t>(dtype_size(cfg.t)), vw = 16 / es;
-  const int64_t ldk = (g.k + vw - 1) / vw * vw;
-  // A's rows, and the RmsNorm's gain and bias.
-  const size_t smem = static_cast<size_t>((cfg.rows * ldk + (cfg.prologue == 1 ? 2 * g.k : 0)) * es);
   const DeviceInfo& dev = device();
+  // f16 / bf16 on the tensor cores (RLX_GEMV_TC=0: the CUDA-core kernel), from sm_80 on.
+  const bool tc = (cfg.t == DType::F16 || cfg.t == DType::BF16) && dev.cc_major >= 8 &&
+                  env_int("RLX_GEMV_TC", 1, 0, 1) == 1;
+  cfg.tensor_cores = tc;
+  // Default, measured on the H100 (docs/benchmarks.md): 32 warps for the tensor-core kernel
+  // (session 19) and for f32, whose longer rows gain more from the bytes in flight of a whole
+  // multiprocessor (1.375 against 1.402 ms with 24); 24 for the CUDA-core kernel on 2-byte types,
+  // whose blocks leave room for the previous kernel's small blocks, so the early weight loads
+  // start before those finish (Llama decode bf16 0.950 -> 0.905 ms).
+  const int64_t warps = env_int("RLX_GEMV_PACKED_WARPS", cfg.t == DType::F32 || tc ? 32 : 24, 1, 32);
+  const int64_t es = static_cast<int64_t>(dtype_size(cfg.t)), vw = 16 / es, kq = tc ? 16 : vw;
+  const int64_t ldk = (g.k + kq - 1) / kq * kq;
+  const int64_t sms = dev.sm_count;
+  int64_t wpr = 1, blocks = 1;
+  if (tc) {
+    // Warps per tile row (RLX_GEMV_TC_SPLIT), default the whole block: the block reads one tile
+    // row (a contiguous 16 x ldk piece of the weight) at a time, its warps each a slice of it.
+    wpr = env_int("RLX_GEMV_TC_SPLIT", warps, 1, 32);
+    if (warps % wpr != 0 || (wpr > 1 && warps / wpr > 15))
+      throw Error("RLX_GEMV_TC_SPLIT=" + std::to_string(wpr) + ": expected a divisor of the " + std::to_string(warps) +
+                  " warps per block (RLX_GEMV_PACKED_WARPS) that leaves at most 15 groups of warps");
+    const int64_t groups = warps / wpr;
+    blocks = std::min(sms, ((g.n + 15) / 16 + groups - 1) / groups);
+  } else {
+    // Warps per row: while every warp still gets a row and a slice keeps a word per lane, share
+    // rows so that small products use the whole GPU; then a single round.
+    const int64_t kv = ldk / vw;
+    while (warps % (2 * wpr) == 0 && g.n * 2 * wpr <= sms * warps && kv / (2 * wpr) >= 32) wpr *= 2;
+    const int64_t groups = warps / wpr;
+    blocks = wpr > 1 ? (g.n + groups - 1) / groups : std::min(sms, (g.n + groups - 1) / groups);
+  }
+  // A's rows, and the RmsNorm's gain and bias; with split tile rows, the slices' sums after them
+  // (16-byte aligned; 2 rounds x warps x 16 columns x A's rows, f32).
+  size_t smem = static_cast<size_t>((cfg.rows * ldk + (cfg.prologue == 1 ? 2 * g.k : 0)) * es);
+  if (tc && wpr > 1) smem = (smem + 15) / 16 * 16 + static_cast<size_t>(2 * warps * 16 * cfg.rows) * sizeof(float);
   if (smem + 4096 > dev.smem_per_block_optin) return false;
   const std::string what = step_label(st);
-  uint8_t* pw = cx.packed_weight(st.in.at(1), g.k, g.n, ldk, what);
+  uint8_t* pw = cx.packed_weight(st.in.at(1), g.k, g.n, ldk, tc, what);
   if (!pw) return false;
-  // Warps per row: while every warp still gets a row and a slice keeps a word per lane, share
-  // rows so that small products use the whole GPU; then a single round.
-  const int64_t kv = ldk / vw, sms = dev.sm_count;
-  int64_t wpr = 1;
-  while (warps % (2 * wpr) == 0 && g.n * 2 * wpr <= sms * warps && kv / (2 * wpr) >= 32) wpr *= 2;
-  const int64_t groups = warps / wpr;
-  const int64_t blocks = wpr > 1 ? (g.n + groups - 1) / groups : std::min(sms, (g.n + groups - 1) / groups);
+  const int64_t packed_rows = tc ? (g.n + 15) / 16 * 16 : g.n;
   // A (or the prologue's input) in 16-byte words when its rows allow (RLX_GEMV_VEC_A=0: element by
-  // element).
+  // element); the tensor-core kernel's rows of A are padded to whole tiles otherwise.
   const void* a_src = cfg.prologue ? static_cast<const void*>(pro.px) : static_cast<const void*>(cx.ptr(st.in.at(0)));
-  cfg.vec_a = g.k % vw == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
+  cfg.vec_a = g.k % kq == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
   if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
+  if (tc) g_tensor_core.fetch_add(1, std::memory_order_relaxed);
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
   if (cfg.evict_first) g_evict_first.fetch_add(1, std::memory_order_relaxed);
   allow_dynamic_smem(fn, smem, 16 * 1024);  // up to 16 KB of static shared memory beside it
@@ -294,7 +329,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   // keeps DRAM busy, a little (RLX_GEMV_PREFETCH_CHAINED_MB), which hides part of the boundary
   // between the two. Measured on the H100 in docs/benchmarks.md (session 10).
   LowerContext::WeightStream& ws = cx.weight_stream();
-  if (ws.tell_next) ws.tell_next(pw, static_cast<size_t>(g.n * ldk * es));
+  if (ws.tell_next) ws.tell_next(pw, static_cast<size_t>(packed_rows * ldk * es));
   ws.tell_next = nullptr;
   const bool after_other = cx.op_count() != ws.ops_after_gemv;
   const int64_t knob_other = env_int("RLX_GEMV_PREFETCH_MB", -1, 0, 1 << 20);

@@ -189,7 +189,8 @@ class CudaVariant final : public Variant, private LowerContext {
     return it->second.data() + r.loc.offset;
   }
   size_t weight_bytes() const override { return weight_bytes_; }
-  uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, const std::string& what) override {
+  uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, bool tiles,
+                         const std::string& what) override {
     if (w.loc.kind != plan::Location::Kind::Leaf) return nullptr;
     const Node& leaf = graph_.node(w.loc.leaf);
     if (!std::holds_alternative<ops::Param>(leaf.op) && !std::holds_alternative<ops::Constant>(leaf.op)) return nullptr;
@@ -197,13 +198,17 @@ class CudaVariant final : public Variant, private LowerContext {
     if (static_cast<int64_t>(w.loc.offset) + k * n * static_cast<int64_t>(es) > leaf.outputs.at(0).nbytes())
       throw Error(what + ": internal: the packed weight region runs past " + node_label(leaf));
     for (const auto& p : packed_)
-      if (p->leaf == w.loc.leaf && p->offset == w.loc.offset && p->k == k && p->n == n && p->ldk == ldk && p->es == es)
+      if (p->leaf == w.loc.leaf && p->offset == w.loc.offset && p->k == k && p->n == n && p->ldk == ldk &&
+          p->es == es && p->tiles == tiles)
         return p->buf.data();
+    if (tiles && (es != 2 || ldk % 16 != 0))
+      throw Error(what + ": internal: tensor-core tiles need 2-byte elements and a row length that is a multiple of 16");
     auto p = std::make_unique<PackedWeight>();
-    p->leaf = w.loc.leaf, p->offset = w.loc.offset, p->k = k, p->n = n, p->ldk = ldk, p->es = es;
-    p->buf = DeviceBuffer(static_cast<size_t>(n * ldk) * es, what + " packed weight");
+    p->leaf = w.loc.leaf, p->offset = w.loc.offset, p->k = k, p->n = n, p->ldk = ldk, p->es = es, p->tiles = tiles;
+    const int64_t rows = tiles ? (n + 15) / 16 * 16 : n;
+    p->buf = DeviceBuffer(static_cast<size_t>(rows * ldk) * es, what + " packed weight");
     RLX_CUDA_CHECK(cudaMemset(p->buf.data(), 0, p->buf.size()));  // the padding stays zero
-    p->fn = get_kernel("gemv_pack", gemv_pack_source(es));
+    p->fn = get_kernel("gemv_pack", gemv_pack_source(es, tiles));
     packed_.push_back(std::move(p));
     ++g_packed;
     return packed_.back()->buf.data();
@@ -389,6 +394,7 @@ class CudaVariant final : public Variant, private LowerContext {
     NodeId leaf = 0;
     int64_t offset = 0, k = 0, n = 0, ldk = 0;
     size_t es = 0;
+    bool tiles = false;  // the tensor-core GEMV's 16 x 16 tiles, else rows of Wt
     DeviceBuffer buf;
     CUfunction fn = nullptr;  // gemv_pack for elements of es bytes
   };

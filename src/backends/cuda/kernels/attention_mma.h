@@ -25,7 +25,8 @@
 namespace rlx::cuda::ksrc {
 
 // Helpers of the tensor-core attention kernels (this one, attention_wgmma.h and the decode kernel
-// of attention_decode_tc.h), placed before their bodies by the lowering (BF16 must be defined).
+// of attention_decode_tc.h), placed before their bodies by the lowering (BF16 must be defined),
+// followed by mma16816 (kernels/mma.h).
 inline constexpr const char* kTensorCoreHelpers = R"CUDA(
 // Shared-memory address of a generic pointer.
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -79,18 +80,6 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r
 __device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-// c += a (16x16, row) * b (16x8, col), f32 accumulators.
-__device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-#if BF16
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
 }
 )CUDA";
 

@@ -17,11 +17,24 @@
 // whose first pf_bytes (a multiple of 16; 0: none) this launch prefetches into L2 (the weight
 // stream, LowerContext::WeightStream); early_dependents: let the next kernel launch before this
 // one's wait.
+// TC (f16 / bf16, with kernels/mma.h before it): the products run on the tensor cores. Wt is then
+// packed in tiles of 16 output columns x 16 k (gemv_pack with TILES), 512 contiguous bytes that
+// are one warp's A fragments of mma.m16n8k16: lane l = 4 g + t holds columns g and g + 8 at k
+// 4t .. 4t + 3 (the k order inside a tile permuted so that the lane's B fragment is 4 adjacent
+// elements of A's row). A "row" of the loop is a tile row (16 columns, all of LDK, LDK a multiple
+// of 16): each 16-byte word a lane loads is one mma against A (B column g = A row min(g, MR - 1)),
+// where the CUDA-core loop spends a shared load, 16 conversions and 8 FMAs. The WPR warps of a
+// group each take a contiguous slice of the tile row (whole tiles) over any number of rounds and
+// add their sums in shared memory in slice order (deterministic), meeting at a named barrier of
+// the group (at most 15 groups); the sums' order differs from the CUDA-core kernel's.
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kGemvPacked = R"CUDA(
 #define GROUPS (WARPS / WPR)
 #define U 8
+#ifndef TC
+#define TC 0
+#endif
 // At most 64 registers per thread: a block of fewer than 32 warps leaves room on its
 // multiprocessor for another kernel's small blocks (the next launch's early loads).
 #if WARPS == 32
@@ -38,13 +51,21 @@ extern "C" __global__ void PACKED_BOUNDS
   T* xs = reinterpret_cast<T*>(xs4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int group = warp / WPR, slice = warp % WPR;
+#if TC
+  const long long kv = ldk * 16 / VW;  // 16-byte words per tile row: 32 per tile
+  const long long nrows = (n + 15) / 16;
+  const long long per = (kv / 32 + WPR - 1) / WPR * 32;  // whole tiles
+#else
   const long long kv = ldk / VW;  // 16-byte words per row of Wt
+  const long long nrows = n;
   const long long per = (kv + WPR - 1) / WPR;
+#endif
   const long long cb = slice * per, ce = min(kv, cb + per);  // this warp's words of each row
   const long long stride = (long long)gridDim.x * GROUPS;
   const uint4* w4 = reinterpret_cast<const uint4*>(w);
   long long row = blockIdx.x + (long long)gridDim.x * group, q0 = cb;
-  bool have = row < n && cb < ce;
+  // TC: a warp whose slice is empty still meets its group at every round's barrier.
+  bool have = row < nrows && (TC || cb < ce);
   uint4 wr[U];
   const unsigned long long wpol = rlx_weight_policy(EVF);  // Wt streams through L2 (prelude)
 #define PACKED_LOAD_BATCH()                                                                  \
@@ -73,7 +94,7 @@ extern "C" __global__ void PACKED_BOUNDS
   STAGE_GAIN();
 #endif
 #endif
-#if WPR > 1
+#if WPR > 1 && !TC
   __shared__ float red[WARPS * MR];  // each warp's slice sums
 #endif
   // The next product's weight, after this one's first words: each block sends its share to L2
@@ -87,12 +108,30 @@ extern "C" __global__ void PACKED_BOUNDS
   rlx_pdl_begin();
   // The epilogue's per-output operands of this warp's first row, loaded now (lane r: A row r)
   // so that finishing a row waits for none of them.
+#if TC
+  // Lane 4 g + t finishes columns 16 tile + g + 8 h (h = 0, 1) of A rows 2t + e (e = 0, 1):
+  // accumulator 2 h + e.
+  const int tg = lane >> 2, tt = lane & 3;
+  float tbv[2] = {0.f, 0.f}, trv[4] = {0.f, 0.f, 0.f, 0.f};
+#define PACKED_EPI_LOAD(tile)                                                             \
+  if (WPR == 1 && 2 * tt < MR) {                                                          \
+    _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                       \
+      const long long col = (tile) * 16 + tg + 8 * h;                                     \
+      if (col < n) {                                                                      \
+        if (HAS_BIAS) tbv[h] = to_f(bias[BIAS_SCALAR ? 0 : col]);                         \
+        _Pragma("unroll") for (int e = 0; e < 2; ++e) if (HAS_RES && 2 * tt + e < MR)     \
+          trv[2 * h + e] = to_f(res[(long long)(2 * tt + e) * n + col]);                   \
+      }                                                                                   \
+    }                                                                                     \
+  }
+#else
   float bv = 0.f, rv = 0.f;
 #define PACKED_EPI_LOAD(col)                                   \
   if (lane < MR && (col) < n) {                                \
     if (HAS_BIAS) bv = to_f(bias[BIAS_SCALAR ? 0 : (col)]);    \
     if (HAS_RES) rv = to_f(res[(long long)lane * n + (col)]); \
   }
+#endif
   PACKED_EPI_LOAD(row);
   const T zero = from_f<T>(0.f);
 #ifndef VEC_A
@@ -180,12 +219,30 @@ extern "C" __global__ void PACKED_BOUNDS
 #endif
   __syncthreads();
 
+#if TC
+  // B: A row min(g, MR - 1) at k 4t .. 4t + 3 of each tile; the slices' sums per round in
+  // shared memory after A and the gain ([2 rounds][WARPS][MR][16] floats, 16-byte aligned).
+  const unsigned* xb = reinterpret_cast<const unsigned*>(xs + min(tg, MR - 1) * ld + 4 * tt);
+#if WPR > 1
+  float* tred = reinterpret_cast<float*>(xs4 + ((MR * ld + (PRO == 1 ? 2 * kn : 0)) * (int)sizeof(T) + 15) / 16);
+  int rnd = 0;
+#endif
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+#else
   float acc[MR];
 #pragma unroll
   for (int r = 0; r < MR; ++r) acc[r] = 0.f;
+#endif
   while (have) {
 #pragma unroll
     for (int j = 0; j < U; ++j) {
+#if TC
+      const long long q = q0 + j * 32;  // the warp's tile (whole tiles: the same for every lane)
+      if (q < ce) {
+        const unsigned* xt = xb + (q >> 5) * 8;  // 16 elements of T per tile
+        mma16816(d, reinterpret_cast<const unsigned*>(&wr[j]), xt[0], xt[1]);
+      }
+#else
       const long long q = q0 + j * 32 + lane;
       if (q < ce) {
         const Vec<T, VW> wv = *reinterpret_cast<const Vec<T, VW>*>(&wr[j]);
@@ -196,14 +253,52 @@ extern "C" __global__ void PACKED_BOUNDS
           for (int v = 0; v < VW; ++v) acc[r] = fmaf(to_f(wv.v[v]), to_f(xv.v[v]), acc[r]);
         }
       }
+#endif
     }
     // The next words go out before this row's sum is reduced.
     const long long cur = row;
     q0 += U * 32;
     const bool done = q0 >= ce;
     if (done) row += stride, q0 = cb;
-    have = row < n;
+    have = row < nrows;
     if (have) { PACKED_LOAD_BATCH(); }
+#if TC
+    if (done) {
+#if WPR == 1
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long long col = cur * 16 + tg + 8 * h;
+          if (2 * tt + e < MR && col < n) c[(long long)(2 * tt + e) * n + col] = from_f<T>(ACT(d[2 * h + e] + tbv[h]) + trv[2 * h + e]);
+        }
+      PACKED_EPI_LOAD(row);
+#else
+      float* mine = tred + ((rnd & 1) * WARPS + warp) * (16 * MR);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (2 * tt + e < MR) mine[(2 * tt + e) * 16 + tg + 8 * h] = d[2 * h + e];
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(WPR * 32) : "memory");
+      // The group's first warp adds the slices in order (the other buffer takes the next round,
+      // whose barrier no warp passes before this warp has read this one).
+      if (slice == 0)
+        for (int i = lane; i < 16 * MR; i += 32) {
+          const long long col = cur * 16 + (i & 15);
+          if (col >= n) continue;
+          const int m = i >> 4;
+          float s = 0.f;
+          for (int q = 0; q < WPR; ++q) s += tred[((rnd & 1) * WARPS + warp + q) * (16 * MR) + i];
+          const float b = HAS_BIAS ? to_f(bias[BIAS_SCALAR ? 0 : col]) : 0.f;
+          const float r = HAS_RES ? to_f(res[(long long)m * n + col]) : 0.f;
+          c[(long long)m * n + col] = from_f<T>(ACT(s + b) + r);
+        }
+      ++rnd;
+#endif
+      d[0] = d[1] = d[2] = d[3] = 0.f;
+    }
+#else
     if (done) {
 #pragma unroll
       for (int r = 0; r < MR; ++r) acc[r] = warp_sum(acc[r]);
@@ -223,8 +318,9 @@ extern "C" __global__ void PACKED_BOUNDS
 #pragma unroll
       for (int r = 0; r < MR; ++r) acc[r] = 0.f;
     }
+#endif
   }
-#if WPR > 1
+#if WPR > 1 && !TC
   // One round: the group's first warp adds its slices in order (each warp stored its sums,
   // or nothing when its slice or row was empty).
   __syncthreads();
@@ -240,9 +336,21 @@ extern "C" __global__ void PACKED_BOUNDS
 )CUDA";
 
 // Packs rows [k0, k0 + rows) of a row-major W[K, N] (src points at row k0) into Wt[N, LDK]:
-// dst[j * ldk + k0 + i] = src[i * n + j], through a 32 x 33 tile of shared memory (blocks of
-// 32 x 8 threads; grid: N / 32 x rows / 32). E: the element's word type.
+// dst[at(j, k0 + i)] = src[i * n + j], through a 32 x 33 tile of shared memory (blocks of
+// 32 x 8 threads; grid: N / 32 x rows / 32). E: the element's word type. TILES 0: at(j, k) =
+// j * ldk + k; 1 (2-byte elements, the tensor-core kernel): tile (j / 16, k / 16) is 512 bytes
+// at ((j / 16) * ldk / 16 + k / 16) * 512, column j % 16 = g + 8 h and k % 16 = 4 t + p going
+// to lane 4 g + t, element (p & 1) + 2 h + 4 (p >> 1): that lane's A fragment (gemv_packed).
 inline constexpr const char* kGemvPack = R"CUDA(
+__device__ __forceinline__ long long packed_at(long long j, long long k, long long ldk) {
+#if TILES
+  const int r = (int)(j & 15), kk = (int)(k & 15), p = kk & 3;
+  const int lane = (r & 7) * 4 + (kk >> 2), e = (p & 1) | ((r >> 3) << 1) | ((p >> 1) << 2);
+  return (((j >> 4) * (ldk >> 4) + (k >> 4)) * 32 + lane) * 8 + e;
+#else
+  return j * ldk + k;
+#endif
+}
 extern "C" __global__ void gemv_pack(const E* __restrict__ src, E* __restrict__ dst, long long rows, long long n,
                                      long long ldk, long long k0) {
   __shared__ E tile[32][33];
@@ -254,7 +362,7 @@ extern "C" __global__ void gemv_pack(const E* __restrict__ src, E* __restrict__ 
   __syncthreads();
   for (int y = threadIdx.y; y < 32; y += 8) {
     const long long j = j0 + y, i = i0 + threadIdx.x;
-    if (i < rows && j < n) dst[j * ldk + k0 + i] = tile[threadIdx.x][y];
+    if (i < rows && j < n) dst[packed_at(j, k0 + i, ldk)] = tile[threadIdx.x][y];
   }
 }
 )CUDA";
