@@ -201,16 +201,9 @@ int main() {
     printf("%-40s %8.1f us / layer  %6.0f GB/s  (min %.1f)\n", cfgs[m].name, med * 1000 / L, bytes / (med * 1e6),
            t[m][0] * 1000 / L);
   }
-  std::vector<bf> ha(H), hb(H);
-  double md = 0, mx = 0;
   for (int l : {1, L}) {
-    CK(cudaMemcpy(ha.data(), xa[l], H * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hb.data(), xb[l], H * 2, cudaMemcpyDeviceToHost));
-    md = 0, mx = 0;
-    for (int j = 0; j < H; ++j) {
-      md = std::max(md, (double)fabsf(__bfloat162float(ha[j]) - __bfloat162float(hb[j])));
-      mx = std::max(mx, (double)fabsf(__bfloat162float(ha[j])));
-    }
+    double mx = 0;
+    const double md = max_abs_diff(s, xa[l], xb[l], H, &mx);
     printf("layer %2d output: max |baseline - fused| %.4g (max |x| %.4g)\n", l, md, mx);
   }
   return 0;

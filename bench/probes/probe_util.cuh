@@ -2,11 +2,14 @@
 // L2 evict-first weight loads and bulk L2 prefetches rlx's GEMV uses, programmatic launches,
 // bf16 dot products, the GEMV in rlx's row order, a hash fill, graph capture and event timing. Included by path from the probe's own directory; nothing else builds it.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
@@ -102,6 +105,22 @@ __device__ __forceinline__ void gemv_rows(const bf* x, const uint4* w, bf* out, 
   }
 }
 #undef GEMV_ROWS_LOAD
+
+// Compares two bf16 device vectors of n elements (after `s` is done): the largest |a - b|, and the
+// largest |a| in *amax.
+inline double max_abs_diff(cudaStream_t s, const bf* a, const bf* b, int n, double* amax) {
+  CK(cudaStreamSynchronize(s));
+  std::vector<bf> ha(n), hb(n);
+  CK(cudaMemcpy(ha.data(), a, n * sizeof(bf), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), b, n * sizeof(bf), cudaMemcpyDeviceToHost));
+  double md = 0, mx = 0;
+  for (int j = 0; j < n; ++j) {
+    md = std::max(md, (double)fabsf(__bfloat162float(ha[j]) - __bfloat162float(hb[j])));
+    mx = std::max(mx, (double)fabsf(__bfloat162float(ha[j])));
+  }
+  *amax = mx;
+  return md;
+}
 
 // p[i] uniform in [-scale / 2, scale / 2] from a hash of i and seed.
 __global__ void fill(bf* p, long long n, unsigned seed, float scale) {

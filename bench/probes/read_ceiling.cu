@@ -288,7 +288,6 @@ int main() {
     bf *ya, *yb, *xd;
     CK(cudaMalloc(&ya, 2 * I * 2)); CK(cudaMalloc(&yb, 2 * I * 2)); CK(cudaMalloc(&xd, I * 2));
     fill<<<8, 256>>>(xd, I, 9, 0.05f);
-    std::vector<bf> ha(2 * I), hb(2 * I);
     const Flat fls[] = {gemv_flat<24, 8, 0, 1, 64>, gemv_flat<24, 4, 1, 1, 64>, gemv_flat<24, 6, 1, 1, 80>, gemv_flat<32, 4, 1, 1, 64>};
     const Gemv dbs[] = {gemv_db<24, 4, 1, 64>, gemv_db<24, 6, 1, 80>, gemv_db<32, 4, 1, 64>, gemv_db<16, 4, 1, 64>};
     for (int f = 0; f < 8; ++f)
@@ -299,14 +298,8 @@ int main() {
         for (int rep = 0; rep < 2; ++rep)  // twice: the counts must have been reset
           if (f < 4) launch(fls[f], sms, wps * 32, s, (const bf*)xd, wt, yb, nn, kw, which ? slots_dn : slots_gu, which ? cnt_dn : cnt_gu, maxc);
           else launch(dbs[f - 4], std::min(sms, (nn + wps - 1) / wps), wps * 32, s, (const bf*)xd, wt, yb, nn, kw);
-        CK(cudaStreamSynchronize(s));
-        CK(cudaMemcpy(ha.data(), ya, nn * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(hb.data(), yb, nn * 2, cudaMemcpyDeviceToHost));
-        double md = 0, mx = 0;
-        for (int j = 0; j < nn; ++j) {
-          md = std::max(md, (double)fabsf(__bfloat162float(ha[j]) - __bfloat162float(hb[j])));
-          mx = std::max(mx, (double)fabsf(__bfloat162float(ha[j])));
-        }
+        double mx = 0;
+        const double md = max_abs_diff(s, ya, yb, nn, &mx);
         printf("check %s kernel %d, %s: max |rlx - it| %.4g (max |y| %.4g)\n", f < 4 ? "flat" : "row DB", f, which ? "down" : "gate+up", md, mx);
       }
   }
