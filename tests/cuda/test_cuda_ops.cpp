@@ -243,6 +243,26 @@ TEST(CudaOps, NormsAndFusedResidualNorms) {
   }
 }
 
+// Row lengths around the block-size steps (blocks sized by the row's 16-byte vectors) and the
+// shared-memory row cache's limit (11264), rows in whole 16-byte vectors or not (4098).
+TEST(CudaOps, NormsAndSoftmaxAtEveryRowBlockSize) {
+  RLX_REQUIRE_CUDA();
+  for (DType t : kCudaFloats)
+    for (int64_t len : {int64_t{256}, int64_t{1000}, int64_t{2048}, int64_t{4096}, int64_t{4098}, int64_t{8192},
+                        int64_t{11264}, int64_t{20000}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " len " + std::to_string(len));
+      Graph g;
+      const Value x = g.input("x", Shape::of({5, len}, t));
+      const Value gamma = g.param("gamma", Shape::of({len}, t));
+      g.add_output(g.layer_norm(x, gamma, g.param("beta", Shape::of({len}, t)), 1e-5));
+      g.add_output(g.apply(ops::FusedResidualRmsNorm{false, 1e-6}, {x, g.input("r", Shape::of({5, len}, t)), gamma}));
+      g.add_output(g.softmax(x, -1));
+      rlx::testing::ParityOptions o;
+      o.lo = -4, o.hi = 4;
+      expect_cuda_parity(g, Precision::Fp32, o);
+    }
+}
+
 TEST(CudaOps, ReduceSimpleAndGeneralAxes) {
   RLX_REQUIRE_CUDA();
   const std::vector<std::vector<int64_t>> axes_list = {{-1}, {1}, {0, 2}, {}, {1, 3}};
