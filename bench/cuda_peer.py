@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of bench/bench_cuda.cpp: the same cases on device-resident tensors, timed with
-CUDA events (median), eager and torch.compile. Prints `name,impl,p50_ms,extra` lines."""
+CUDA events (median): eager, eager captured in a CUDA graph (`torch.graph`: replays cost no host
+dispatch, so launch-bound cases show the kernels' own time, as rlx's captured runs do) and
+torch.compile. Prints `name,impl,p50_ms,extra` lines."""
 import math
 import os
 import sys
@@ -42,10 +44,34 @@ def rnd(*shape, dt, amp=0.03):
     return (torch.rand(*shape, device=dev, dtype=torch.float32) * 2 - 1).mul_(amp).to(dt)
 
 
+def graphed(fn):
+    """fn captured in a CUDA graph after a warm-up on a side stream; returns the replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def eager_and_graph(name, fn, iters, extra=lambda ms: ""):
+    """Times fn eagerly, then captured in a CUDA graph (call under inference_mode)."""
+    ms = p50(fn, iters)
+    out(name, "torch", ms, extra(ms))
+    try:
+        ms = p50(graphed(fn), iters)
+        out(name, "torch.graph", ms, extra(ms))
+    except Exception as e:  # report, never hide
+        out(name, "torch.graph", float("nan"), f"failed: {type(e).__name__}")
+
+
 def both(name, fn, iters, extra=lambda ms: ""):
     with torch.inference_mode():
-        ms = p50(fn, iters)
-        out(name, "torch", ms, extra(ms))
+        eager_and_graph(name, fn, iters, extra)
         if time.time() - T0 > BUDGET_S:
             out(name, "torch.compile", float("nan"), "skipped: time budget")
             return
@@ -166,16 +192,17 @@ def gemm(n, dt, tf32=False):
 def gemv(k, n, dt):
     x, w = rnd(1, k, dt=dt, amp=1.0), rnd(k, n, dt=dt)
     with torch.inference_mode():
-        ms = p50(lambda: x @ w, 50)
-    out(f"gemv_1x{k}x{n}_{tag(dt)}", "torch", ms, f"{k * n * x.element_size() / (ms * 1e6):.0f} GB/s")
+        eager_and_graph(f"gemv_1x{k}x{n}_{tag(dt)}", lambda: x @ w, 50,
+                        lambda ms: f"{k * n * x.element_size() / (ms * 1e6):.0f} GB/s")
 
 
 def attention(b, h, s, d, dt):
     q, k, v = (rnd(b, h, s, d, dt=dt, amp=1.0) for _ in range(3))
-    with torch.inference_mode():
-        ms = p50(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 20)
     flops = 4.0 * b * h * s * s * d / 2
-    out(f"attn_causal_b{b}h{h}s{s}d{d}_{tag(dt)}", "torch", ms, f"{flops / (ms * 1e9):.1f} TFLOP/s")
+    with torch.inference_mode():
+        eager_and_graph(f"attn_causal_b{b}h{h}s{s}d{d}_{tag(dt)}",
+                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 20,
+                        lambda ms: f"{flops / (ms * 1e9):.1f} TFLOP/s")
 
 
 def rows(kind, r, c, dt):
@@ -183,8 +210,8 @@ def rows(kind, r, c, dt):
     g, bb = torch.ones(c, device=dev, dtype=dt), torch.zeros(c, device=dev, dtype=dt)
     fn = (lambda: F.layer_norm(x, (c,), g, bb)) if kind == "layernorm" else (lambda: torch.softmax(x, -1))
     with torch.inference_mode():
-        ms = p50(fn, 20)
-    out(f"{kind}_{r}x{c}_{tag(dt)}", "torch", ms, f"{2.0 * r * c * x.element_size() / (ms * 1e6):.0f} GB/s")
+        eager_and_graph(f"{kind}_{r}x{c}_{tag(dt)}", fn, 20,
+                        lambda ms: f"{2.0 * r * c * x.element_size() / (ms * 1e6):.0f} GB/s")
 
 
 if __name__ == "__main__":

@@ -19,15 +19,17 @@ for path in sys.argv[1:]:
             order.append(name)
         rows[name][impl] = (ms, parts[3] if len(parts) > 3 else "")
 
-fmt = "{:<30} {:>10} {:>10} {:>14} {:>9} {:>9}  {}"
-print(fmt.format("case (p50 ms, device time)", "rlx", "torch", "torch.compile", "t/rlx", "tc/rlx", "rlx note"))
+# torch: eager; torch.graph: eager captured in a CUDA graph; torch.compile: default mode.
+fmt = "{:<30} {:>10} {:>10} {:>12} {:>14} {:>9} {:>9} {:>9}  {}"
+print(fmt.format("case (p50 ms, device time)", "rlx", "torch", "torch.graph", "torch.compile", "t/rlx", "tg/rlx",
+                 "tc/rlx", "rlx note"))
 for n in order:
     r = rows[n]
     get = lambda k: r.get(k, (math.nan, ""))[0]
-    rl, te, tc = get("rlx"), get("torch"), get("torch.compile")
+    rl, te, tg, tc = get("rlx"), get("torch"), get("torch.graph"), get("torch.compile")
     if n.startswith("d2d"):
         rl = get("cuda")
     ratio = lambda a: f"{a / rl:.2f}" if rl == rl and a == a and rl > 0 else "-"
     f = lambda v: f"{v:.4f}" if v == v else "-"
     note = r.get("rlx", r.get("cuda", (0, "")))[1]
-    print(fmt.format(n, f(rl), f(te), f(tc), ratio(te), ratio(tc), note))
+    print(fmt.format(n, f(rl), f(te), f(tg), f(tc), ratio(te), ratio(tg), ratio(tc), note))
