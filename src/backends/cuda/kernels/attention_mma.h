@@ -104,7 +104,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
   const unsigned uQ = smem_addr(smem_raw), uK = uQ + BM * KS * 2, uV = uK + 2 * BN * KS * 2;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long bh = blockIdx.y, b = bh / a.heads, h = bh % a.heads, kvh = h / a.group;
-#if MASK
+  // Under a mask the longest blocks go first; under a causal one the blocks are laid from the
+  // last query row back, so a partial block is the first (the one that sees the fewest keys):
+  // q0 may be negative, rows before 0 are not loaded, live or stored.
+#if CAUSAL
+  const long long q0 = a.q_len - (long long)((int)blockIdx.x + 1) * BM;
+#elif MASK
   const long long q0 = (long long)(a.q_blocks - 1 - (int)blockIdx.x) * BM;
 #else
   const long long q0 = (long long)blockIdx.x * BM;
@@ -122,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
     if (c >= BM * NC) break;
     const int r = c / NC, ch = c % NC;
     const long long row = q0 + r;
-    const bool ok = row < a.q_len;
+    const bool ok = row >= 0 && row < a.q_len;
     cp_async16(uQ + (r * KS + ch * 8) * 2, ok ? (const void*)(qg + row * a.qs_s + ch * 8) : (const void*)qg, ok);
   }
   cp_async_commit();
@@ -145,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
   const int wrow0 = warp * 16 * MT;                // the warp's first row in the block
   const long long wpos_lo = offset + q0 + wrow0;   // positions of the warp's first and last rows
   const long long wpos_hi = wpos_lo + 16 * MT - 1;
-  const bool warp_live = q0 + wrow0 < a.q_len;
+  const bool warp_live = q0 + wrow0 < a.q_len && q0 + wrow0 + 16 * MT > 0;
 
   float m[MT][2], l[MT][2], acc[MT][HD / 8][4];
 #pragma unroll
@@ -349,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attention_mma(AttnMmaArgs 
   for (int c = lane; c < 16 * MT * NC; c += 32) {
     const int r = c / NC, ch = c % NC;
     const long long row = q0 + wrow0 + r;
-    if (row < a.q_len) *(uint4*)(og + row * a.os_s + ch * 8) = *(const uint4*)(sQ + (wrow0 + r) * KS + ch * 8);
+    if (row >= 0 && row < a.q_len) *(uint4*)(og + row * a.os_s + ch * 8) = *(const uint4*)(sQ + (wrow0 + r) * KS + ch * 8);
   }
 }
 )CUDA";

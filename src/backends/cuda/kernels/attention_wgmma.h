@@ -120,9 +120,13 @@ extern "C" __global__ void __launch_bounds__(NT, MINB) attention_wgmma(const __g
   const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
   // Grid: x = query blocks (the longest first under a mask), y = batch * heads: blocks of one
   // head run together and share its K/V in L2 (heads first measured slower at head_dim 64).
+  // Under a mask the blocks are laid from the last query row back, so a partial block is the
+  // first (the one that sees the fewest keys), not the longest: q0 may be negative, its rows
+  // before 0 are zero-filled by TMA and not live. (From row 0, 2048 rows in blocks of 192 left
+  // the longest block of every head a third idle.)
   const int bh = blockIdx.y, b = bh / (int)a.heads, h = bh % (int)a.heads, kvh = h / (int)a.group;
 #if CAUSAL
-  const long long q0 = (long long)(a.q_blocks - 1 - (int)blockIdx.x) * BM;
+  const long long q0 = a.q_len - (long long)((int)blockIdx.x + 1) * BM;
 #else
   const long long q0 = (long long)blockIdx.x * BM;
 #endif
@@ -168,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(NT, MINB) attention_wgmma(const __g
   const long long gpos_lo = offset + q0 + grow0;          // positions of its first and last rows
   const long long gpos_hi = gpos_lo + 63;
   const long long wpos_lo = gpos_lo + w4 * 16;            // ... and of this warp's first row
-  const bool group_live = q0 + grow0 < a.q_len;
+  const bool group_live = q0 + grow0 < a.q_len && q0 + grow0 + 64 > 0;
 
   float m[2], l[2], o[HD / 2], s[BN / 2], sn[BN / 2];
   m[0] = m[1] = RLX_NEG_INF;
@@ -355,7 +359,7 @@ extern "C" __global__ void __launch_bounds__(NT, MINB) attention_wgmma(const __g
   for (int c = lane; c < 16 * NC; c += 32) {
     const int r = grow0 + w4 * 16 + c / NC, ch = c % NC;
     const long long row = q0 + r;
-    if (row < a.q_len) *(uint4*)(og + row * a.os_s + ch * 8) = *(const uint4*)(sbase + swz(BM, r, ch));
+    if (row >= 0 && row < a.q_len) *(uint4*)(og + row * a.os_s + ch * 8) = *(const uint4*)(sbase + swz(BM, r, ch));
   }
   }  // consumer
 }
