@@ -78,57 +78,45 @@ TEST(CudaKernelSources, GemvCompilesForEveryFloatType) {
   EXPECT_THROW(gemv_source(bad), Error);
 }
 
+// The packed GEMV on the CUDA cores (every float type) and on the tensor cores (f16 / bf16), A
+// rows 1 and 4, A by element or in 16-byte words, every prologue and epilogue; the (warps, warps
+// per row) of each step: the CUDA-core kernel's rows shared or not, the tensor-core kernel's
+// tile rows taken by one warp, a group of warps meeting at a named barrier, or the whole block.
 TEST(CudaKernelSources, PackedGemvCompilesForEveryFloatType) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16})
-    for (int64_t rows : {1, 4})
-      for (bool vec_a : {false, true}) {  // A element by element, or in 16-byte words
-      SCOPED_TRACE(vec_a ? "A in 16-byte words" : "A by element");
-      GemvConfig c = gemv_config(t, rows);
-      c.vec_a = vec_a;
-      compiles("gemv_packed plain", gemv_packed_source(c, 32, 1));
-      c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
-      compiles("gemv_packed epilogue, rows shared", gemv_packed_source(c, 32, 4));
-      c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
-      compiles("gemv_packed rms_norm prologue", gemv_packed_source(c, 16, 2));
-      c.gain_static = true;
-      compiles("gemv_packed rms_norm prologue, gain staged before waiting", gemv_packed_source(c, 32, 1));
-      c.prologue = 2, c.gate_first = true;
-      compiles("gemv_packed swiglu prologue", gemv_packed_source(c, 8, 8));
-    }
+  struct Split {
+    int64_t warps, wpr;
+  };
+  const Split splits[2][5] = {{{32, 1}, {32, 4}, {16, 2}, {32, 1}, {8, 8}}, {{24, 1}, {32, 8}, {24, 24}, {28, 7}, {32, 32}}};
+  for (bool tc : {false, true})
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t rows : {1, 4})
+        for (bool vec_a : {false, true}) {
+          if (tc && t == DType::F32) continue;
+          SCOPED_TRACE(std::string(dtype_name(t)) + (tc ? " tensor cores" : " CUDA cores") +
+                       (vec_a ? ", A in 16-byte words" : ", A by element"));
+          const Split* sp = splits[tc ? 1 : 0];
+          GemvConfig c = gemv_config(t, rows);
+          c.vec_a = vec_a, c.tensor_cores = tc;
+          compiles("gemv_packed plain", gemv_packed_source(c, sp[0].warps, sp[0].wpr));
+          c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
+          compiles("gemv_packed epilogue, rows shared", gemv_packed_source(c, sp[1].warps, sp[1].wpr));
+          c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
+          compiles("gemv_packed rms_norm prologue", gemv_packed_source(c, sp[2].warps, sp[2].wpr));
+          c.gain_static = true;
+          compiles("gemv_packed rms_norm prologue, gain staged before waiting", gemv_packed_source(c, sp[3].warps, sp[3].wpr));
+          c.prologue = 2, c.gate_first = true;
+          compiles("gemv_packed swiglu prologue", gemv_packed_source(c, sp[4].warps, sp[4].wpr));
+        }
   for (size_t e : {2, 4}) compiles("gemv_pack", gemv_pack_source(e, false));
+  compiles("gemv_pack tiles", gemv_pack_source(2, true));
+  EXPECT_THROW(gemv_pack_source(4, true), Error);
   GemvConfig c;
   compiles("gemv_packed 28 warps", gemv_packed_source(c, 28, 4));
   EXPECT_THROW(gemv_packed_source(c, 12, 8), Error);
   EXPECT_THROW(gemv_packed_source(c, 8, 16), Error);
   EXPECT_THROW(gemv_packed_source(c, 33, 1), Error);
-}
-
-// The tensor-core variant: one warp per tile row or a split one (whole block, or several groups
-// meeting at named barriers), every prologue and epilogue, A rows 1 to 4; its tile packing.
-TEST(CudaKernelSources, TensorCoreGemvCompilesForHalfTypes) {
-  for (DType t : {DType::F16, DType::BF16})
-    for (int64_t rows : {1, 4})
-      for (bool vec_a : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(t)) + (vec_a ? " A in 16-byte words" : " A by element"));
-        GemvConfig c = gemv_config(t, rows);
-        c.tensor_cores = true, c.vec_a = vec_a;
-        compiles("tensor-core gemv_packed plain, one warp per tile row", gemv_packed_source(c, 24, 1));
-        compiles("tensor-core gemv_packed plain, the block per tile row", gemv_packed_source(c, 32, 32));
-        c.bias = 2, c.act = ActKind::Gelu, c.residual = true;
-        compiles("tensor-core gemv_packed epilogue, 4 groups", gemv_packed_source(c, 32, 8));
-        compiles("tensor-core gemv_packed epilogue, one warp per tile row", gemv_packed_source(c, 8, 1));
-        c.bias = 1, c.act = ActKind::Silu, c.residual = false, c.prologue = 1, c.has_beta = true;
-        compiles("tensor-core gemv_packed rms_norm prologue", gemv_packed_source(c, 24, 24));
-        c.gain_static = true;
-        compiles("tensor-core gemv_packed rms_norm prologue, gain staged before waiting", gemv_packed_source(c, 28, 7));
-        c.prologue = 2, c.gate_first = true;
-        compiles("tensor-core gemv_packed swiglu prologue", gemv_packed_source(c, 32, 32));
-      }
-  compiles("gemv_pack tiles", gemv_pack_source(2, true));
-  EXPECT_THROW(gemv_pack_source(4, true), Error);
-  GemvConfig c = gemv_config(DType::F32, 1);
   c.tensor_cores = true;
-  EXPECT_THROW(gemv_packed_source(c, 32, 32), Error);  // f32 has no such kernel
+  EXPECT_THROW(gemv_packed_source(c, 32, 32), Error);  // f32 has no tensor-core kernel
   c.t = c.bias_t = DType::BF16;
   EXPECT_THROW(gemv_packed_source(c, 32, 2), Error);   // 16 groups: more than the named barriers
   EXPECT_THROW(gemv_packed_source(c, 32, 5), Error);   // not a divisor
