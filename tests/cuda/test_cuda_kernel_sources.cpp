@@ -136,7 +136,10 @@ TEST(CudaKernelSources, AttentionCompilesForHeadDims) {
   for (int hd : {4, 36, 64, 128, 256})
     for (const char* t : {"float", "bf16_t", "f16_t"}) {
       const std::string defs = "#define HD " + std::to_string(hd) + "\n";
-      compiles("attention", kernel_source(prefill.c_str(), {{"T", t}, {"M", "u8_t"}}, defs));
+      // the query rows per warp the lowering picks for this head_dim (16 / 8 / 4)
+      const int rpw = hd <= 64 ? 16 : hd <= 128 ? 8 : 4;
+      compiles("attention", kernel_source(prefill.c_str(), {{"T", t}, {"M", "u8_t"}},
+                                          defs + "#define RPW " + std::to_string(rpw) + "\n"));
       const int bytes = hd * (std::string(t) == "float" ? 4 : 2);
       if (bytes % 16 == 0 && bytes / 16 <= 128 && ((bytes / 16) & (bytes / 16 - 1)) == 0)
         for (int rows : {1, 4, 8})

@@ -387,6 +387,12 @@ TEST(CudaOps, AttentionEveryMaskLayoutAndGqa) {
       {AttnLayout::BSHD, MaskKind::None, 1, 16, 16, 2, 2, 80, 0, 5.0},  // softcap, head_dim 80
       {AttnLayout::BSHD, MaskKind::Causal, 1, 1, 700, 8, 2, 128},       // decode: split-KV path
       {AttnLayout::BSHD, MaskKind::Causal, 2, 5, 3, 2, 2, 16},          // rows with no visible key
+      // the CUDA-core kernel's query blocks of 64 / 32 / 16 rows (head_dim <= 64 / 128 / more,
+      // when batch x heads fill two waves of the GPU's multiprocessors; else 16)
+      {AttnLayout::BSHD, MaskKind::Causal, 8, 70, 70, 34, 17, 64},
+      {AttnLayout::BHSD, MaskKind::Causal, 2, 45, 45, 66, 66, 96},
+      {AttnLayout::BHSD, MaskKind::Causal, 1, 45, 45, 2, 2, 256},
+      {AttnLayout::BSHD, MaskKind::None, 2, 200, 131, 2, 2, 64},
   };
   for (DType t : kCudaFloats)
     for (const auto& c : cases) {

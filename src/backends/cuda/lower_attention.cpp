@@ -23,7 +23,19 @@
 namespace rlx::cuda {
 namespace {
 
-constexpr int64_t kQB = 16, kKT = 32;  // must match QB / KT of the kernel source
+constexpr int64_t kKT = 32;  // must match KT of the kernel source
+
+// Query rows per warp of the CUDA-core kernel (RPW; a block has 4 warps): as many as the
+// registers allow (16 accumulators of head_dim / 32 per row), so that a block re-reads the keys
+// for as many rows as it can, while the grid still fills two waves of `sms` multiprocessors
+// (else fewer, down to 4). Measured on the H100 (docs/benchmarks.md, session 19): BERT-base b32
+// fp32 19.84 ms with 16 rows per warp against 20.10 with 4; b1 fp32 (24 blocks at 16 rows)
+// 1.84 against 1.46 ms.
+int64_t attention_rows_per_warp(int64_t head_dim, int64_t q_len, int64_t heads_x_batch, int64_t sms) {
+  int64_t rpw = head_dim <= 64 ? 16 : head_dim <= 128 ? 8 : 4;
+  while (rpw > 4 && (q_len + 4 * rpw - 1) / (4 * rpw) * heads_x_batch < 2 * sms) rpw /= 2;
+  return rpw;
+}
 std::atomic<uint64_t> g_concat_reads{0}, g_rope_reads{0}, g_cluster_merges{0}, g_kv_smem{0}, g_tc_decodes{0};
 
 struct AttnArgs {
@@ -426,7 +438,9 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   for (const plan::Step* c : concats) lower_step(cx, *c);
 
   // Split the keys when the (batch, head, query block) grid is smaller than two waves.
-  const int64_t qblocks = (g.q_len + kQB - 1) / kQB;
+  const int64_t rpw = attention_rows_per_warp(g.head_dim, g.q_len, g.batch * g.num_heads, device().sm_count);
+  const int64_t qb = 4 * rpw;
+  const int64_t qblocks = (g.q_len + qb - 1) / qb;
   const int64_t blocks = qblocks * g.batch * g.num_heads;
   const int64_t target = 2 * static_cast<int64_t>(device().sm_count);
   int64_t splits = 1;
@@ -440,9 +454,12 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
 
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}},
-                                        "#define HD " + std::to_string(g.head_dim) + "\n");
+                                        "#define HD " + std::to_string(g.head_dim) + "\n#define RPW " +
+                                            std::to_string(rpw) + "\n");
   const CUfunction fn = get_kernel("attention", src);
-  const size_t smem = static_cast<size_t>(kQB * g.head_dim + kKT * (g.head_dim + 4) + kKT * g.head_dim) * 4;
+  // Q, K (rows padded by 4 floats), V, and each warp's probabilities of a tile.
+  const size_t smem =
+      static_cast<size_t>(qb * g.head_dim + kKT * (g.head_dim + 4) + kKT * g.head_dim + 4 * rpw * kKT) * 4;
   if (smem > device().smem_per_block_optin)
     throw Error(what + ": attention with head_dim " + std::to_string(g.head_dim) + " needs " + std::to_string(smem) +
                 " bytes of shared memory, the device allows " + std::to_string(device().smem_per_block_optin));

@@ -1,10 +1,12 @@
 #pragma once
 // Flash-style attention (online softmax, K/V tiles in shared memory, f32 accumulation).
-// Compiled per (T = q/k/v/out storage type, M = mask/bias type, HD = head_dim, a multiple of 4).
+// Compiled per (T = q/k/v/out storage type, M = mask/bias type, HD = head_dim, a multiple of 4,
+// RPW = query rows per warp, chosen by the lowering from HD).
 //
-// Grid: x = query blocks of QB rows, y = batch * num_heads, z = KV splits. Each warp owns
-// RPW query rows; lane l scores key (tile + l) against all of the warp's rows, then the lanes
-// split the head dims to accumulate P @ V. With splits > 1 (decode: few query rows, long KV)
+// Grid: x = query blocks of QB = 4 RPW rows, y = batch * num_heads, z = KV splits. Each warp owns
+// RPW query rows; lane l scores key (tile + l) against all of the warp's rows, then the warp
+// stores its probabilities in shared memory and the lanes split the head dims to accumulate
+// P @ V, 4 keys per step (a 16-byte load of P per row). With splits > 1 (decode: few query rows, long KV)
 // every split writes its partial (max, sum, acc) to `part` and attn_combine merges them.
 // Score pipeline (as the CPU oracle): s = q.k * scale; softcap; + bias; masks; softmax.
 namespace rlx::cuda::ksrc {
@@ -63,8 +65,10 @@ __device__ __forceinline__ float attn_score(const AttnArgs& a, float dot, long l
 )CUDA";
 
 inline constexpr const char* kAttention = R"CUDA(
-#define QB 16
+#ifndef RPW
 #define RPW 4
+#endif
+#define QB (4 * RPW)
 #define KT 32
 #define DE ((HD + 31) / 32)
 #define KS (HD + 4)
@@ -75,6 +79,7 @@ extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
   float* sQ = smem;                  // QB x HD
   float* sK = sQ + QB * HD;          // KT x KS (rows padded by 4 floats: conflict-free float4 reads)
   float* sV = sK + KT * KS;          // KT x HD
+  float* sP = sV + KT * HD;          // 4 warps x RPW x KT: each warp's probabilities of a tile
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long bh = blockIdx.y, b = bh / a.heads, h = bh % a.heads, kvh = h / a.group;
   const long long q0 = (long long)blockIdx.x * QB;
@@ -140,18 +145,43 @@ extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
       for (int e = 0; e < DE; ++e) acc[r][e] *= corr;
       p[r] = pv;
     }
+    // P through shared memory, read 4 keys at a time (the last keys of the tile one by one).
+    float* wp = sP + warp * RPW * KT;
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) wp[r * KT + lane] = p[r];
+    __syncwarp();
     const int kmax = (int)min((long long)KT, hi - t0);
-    for (int j = 0; j < kmax; ++j) {
+    int j = 0;
+    for (; j + 4 <= kmax; j += 4) {
+      float vv[4][DE];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int e = 0; e < DE; ++e) vv[jj][e] = (lane + 32 * e < HD) ? sV[(j + jj) * HD + lane + 32 * e] : 0.f;
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        const float4 pj = *(const float4*)&wp[r * KT + j];
+#pragma unroll
+        for (int e = 0; e < DE; ++e) {
+          acc[r][e] = fmaf(pj.x, vv[0][e], acc[r][e]);
+          acc[r][e] = fmaf(pj.y, vv[1][e], acc[r][e]);
+          acc[r][e] = fmaf(pj.z, vv[2][e], acc[r][e]);
+          acc[r][e] = fmaf(pj.w, vv[3][e], acc[r][e]);
+        }
+      }
+    }
+    for (; j < kmax; ++j) {
       float vv[DE];
 #pragma unroll
       for (int e = 0; e < DE; ++e) vv[e] = (lane + 32 * e < HD) ? sV[j * HD + lane + 32 * e] : 0.f;
 #pragma unroll
       for (int r = 0; r < RPW; ++r) {
-        const float pj = __shfl_sync(0xffffffffu, p[r], j);
+        const float pj = wp[r * KT + j];
 #pragma unroll
-        for (int e = 0; e < DE; ++e) acc[r][e] += pj * vv[e];
+        for (int e = 0; e < DE; ++e) acc[r][e] = fmaf(pj, vv[e], acc[r][e]);
       }
     }
+    __syncwarp();  // the next tile rewrites wp
   }
   if (row0 >= a.q_len) return;
 #pragma unroll
