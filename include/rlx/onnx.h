@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/limits.h"
 #include "rlx/tensor.h"
 
 namespace rlx {
@@ -27,6 +28,8 @@ struct OnnxImportOptions {
   std::map<std::string, int64_t> dims;
   // Initializers with at most this many bytes become Constants; larger ones Params.
   int64_t max_constant_bytes = 4096;
+  // The size policy for the import (tensor sizes, subgraph nesting, recurrent unrolling).
+  Limits limits;
 };
 
 // Model-level facts, for `rlx inspect` and `rlx conformance`.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/limits.h"
 #include "rlx/tensor.h"
 
 namespace rlx {
@@ -31,6 +32,8 @@ struct CompileOptions {
   // Pass names to skip (e.g. {"fuse_attention_block"}); an unknown name is an rlx::Error.
   std::vector<std::string> disabled_passes;
   Precision precision = Precision::Fp32;
+  // The size policy for this compile and its runs (tensor sizes, While iterations, ...).
+  Limits limits;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -63,6 +66,7 @@ class CompiledGraph {
   size_t arena_bytes() const;  // bytes of the intermediate-value arena of the last run's plan
 
  private:
+  std::vector<Tensor> run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -74,6 +78,7 @@ class Session {
   Device device() const { return device_; }
 
  private:
+  CompiledGraph compile_checked(const Graph& graph, const CompileOptions& options) const;
   Device device_;
 };
 

@@ -43,9 +43,13 @@ struct Shape {
 
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   bool is_static() const;
-  // Element count; throws rlx::Error when a dim is symbolic.
+  // Element count / byte count; throw rlx::Error when a dim is symbolic or the count overflows
+  // or exceeds the size policy (rlx/limits.h).
   int64_t numel() const;
-  int64_t nbytes() const { return numel() * static_cast<int64_t>(dtype_size(dtype)); }
+  int64_t nbytes() const;
+  // Checks the static part of the shape against the size policy (negative dims, int64
+  // overflow, max elements / bytes); symbolic dims count as 1. `what` names the tensor.
+  void check_size(const std::string& what) const;
   // Static dims as integers; throws rlx::Error when a dim is symbolic.
   std::vector<int64_t> concrete() const;
   const Dim& operator[](int64_t i) const { return dims.at(static_cast<size_t>(i)); }

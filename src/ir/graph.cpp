@@ -79,6 +79,7 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
   std::vector<Shape> outs;
   try {
     outs = infer_op(op, in_shapes);
+    for (size_t i = 0; i < outs.size(); ++i) outs[i].check_size("output " + std::to_string(i));
   } catch (const Error& e) {
     std::string shapes;
     for (size_t i = 0; i < in_shapes.size(); ++i) shapes += (i ? ", " : "") + in_shapes[i].str();

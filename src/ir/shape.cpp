@@ -1,5 +1,7 @@
 #include "rlx/shape.h"
 
+#include "rlx/limits.h"
+
 
 namespace rlx {
 
@@ -21,13 +23,15 @@ bool Shape::is_static() const {
   return true;
 }
 
-int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (const Dim& d : dims) {
-    if (d.is_symbolic()) throw Error("shape " + str() + " has symbolic dim '" + d.sym + "'; a static size is needed here");
-    n *= d.value;
-  }
-  return n;
+int64_t Shape::numel() const { return checked_numel(concrete(), "shape " + str()); }
+
+int64_t Shape::nbytes() const { return checked_nbytes(concrete(), dtype, "shape " + str()); }
+
+void Shape::check_size(const std::string& what) const {
+  std::vector<int64_t> known;
+  known.reserve(dims.size());
+  for (const Dim& d : dims) known.push_back(d.is_static() ? d.value : 1);
+  checked_nbytes(known, dtype, what);
 }
 
 std::vector<int64_t> Shape::concrete() const {
@@ -93,7 +97,7 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
 
 int64_t product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) n = checked_mul(n, d, "element count of " + dims_str(dims));
   return n;
 }
 

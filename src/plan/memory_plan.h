@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/limits.h"
 
 namespace rlx::plan {
 
@@ -32,6 +33,7 @@ struct PlanOptions {
   bool in_place = true;    // elementwise outputs over a dying input (needs reuse)
   bool views = true;       // Reshape / StopGradient / contiguous Narrow as views (else copies)
   int64_t alignment = 256; // slot alignment in bytes (a power of two)
+  Limits limits;           // the compile's size policy (arena size; While iterations at run time)
 };
 
 // Where one value lives.

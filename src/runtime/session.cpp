@@ -172,7 +172,7 @@ void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
     throw Error("set_param('" + name + "'): got shape " + dims_str(value.shape()) + " (" +
                 std::to_string(value.numel()) + " elements), the param is " + p.shape.str() + " (" +
                 std::to_string(p.shape.numel()) + " elements)");
-  impl_->params[name] = value.clone();
+  impl_->params[name] = translate_errors("set_param", [&] { return value.clone(); });
   ++impl_->params_generation;
 }
 
@@ -207,6 +207,11 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs) {
 }
 
 std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
+  ScopedLimits scoped(impl_->options.limits);
+  return translate_errors("run", [&] { return run_checked(inputs, output_indices); });
+}
+
+std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
   Impl& m = *impl_;
   std::map<std::string, const Tensor*> feeds;
   for (const auto& [name, t] : inputs) {
@@ -270,6 +275,11 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
 }
 
 CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options) const {
+  ScopedLimits scoped(options.limits);
+  return translate_errors("compile", [&] { return compile_checked(graph, options); });
+}
+
+CompiledGraph Session::compile_checked(const Graph& graph, const CompileOptions& options) const {
   auto impl = std::make_unique<CompiledGraph::Impl>();
   impl->backend = make_backend(device_, options);
   if (options.verify) graph.verify();

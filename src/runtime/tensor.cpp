@@ -1,5 +1,9 @@
 #include "rlx/tensor.h"
 
+#include <new>
+
+#include "rlx/limits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,17 +12,6 @@
 
 namespace rlx {
 namespace {
-
-int64_t checked_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) throw Error("tensor shape " + dims_str(shape) + " has a negative dim");
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
-      throw Error("tensor shape " + dims_str(shape) + " overflows the element count");
-    n *= d;
-  }
-  return n;
-}
 
 template <class Dst, class Src>
 Dst convert_scalar(Src s) {
@@ -47,19 +40,24 @@ Dst convert_scalar(Src s) {
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype_ = dtype;
-  const int64_t n = checked_numel(shape);
+  const auto bytes = static_cast<size_t>(checked_nbytes(shape, dtype, "tensor"));
   t.shape_ = std::move(shape);
-  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
-  t.storage_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]());
+  try {
+    t.storage_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]());
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory allocating a tensor " + std::string(dtype_name(dtype)) + dims_str(t.shape_) + " of " +
+                std::to_string(bytes) + " bytes; use smaller inputs or free memory");
+  }
   t.data_ = t.storage_.get();
   return t;
 }
 
 Tensor Tensor::from_bytes(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes) {
+  const auto need = static_cast<size_t>(checked_nbytes(shape, dtype, "Tensor::from_bytes"));
+  if (nbytes != need)
+    throw Error("Tensor::from_bytes: got " + std::to_string(nbytes) + " bytes for " + dtype_name(dtype) +
+                dims_str(shape) + " which needs " + std::to_string(need));
   Tensor t = empty(dtype, std::move(shape));
-  if (nbytes != t.nbytes())
-    throw Error("Tensor::from_bytes: got " + std::to_string(nbytes) + " bytes for " + t.shape_info().str() +
-                " which needs " + std::to_string(t.nbytes()));
   if (nbytes) std::memcpy(t.data_, bytes, nbytes);
   return t;
 }
@@ -67,7 +65,7 @@ Tensor Tensor::from_bytes(DType dtype, std::vector<int64_t> shape, const void* b
 Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, void* data) {
   Tensor t;
   t.dtype_ = dtype;
-  checked_numel(shape);
+  checked_nbytes(shape, dtype, "Tensor::borrow");
   t.shape_ = std::move(shape);
   if (!data && t.numel() != 0) throw Error("Tensor::borrow: null data for a non-empty tensor " + t.shape_info().str());
   t.data_ = data;

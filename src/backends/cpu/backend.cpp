@@ -8,7 +8,7 @@ namespace {
 
 class CpuVariant final : public Variant {
  public:
-  explicit CpuVariant(Graph g) : ex_(std::move(g)) {}
+  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan::PlanOptions{.limits = o.limits}) {}
   std::vector<Tensor> run(const RunArgs& a) override { return ex_.run(a.leaves, a.which, a.params); }
   const Graph& graph() const override { return ex_.graph(); }
   size_t arena_bytes() const override { return ex_.arena_bytes(); }
@@ -21,8 +21,8 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::Cpu; }
   bool claims_kind(std::string_view) const override { return true; }  // every op has a kernel
-  std::unique_ptr<Variant> prepare(Graph g, const CompileOptions&) override {
-    return std::make_unique<CpuVariant>(std::move(g));
+  std::unique_ptr<Variant> prepare(Graph g, const CompileOptions& o) override {
+    return std::make_unique<CpuVariant>(std::move(g), o);
   }
 };
 

@@ -37,7 +37,16 @@ Executor::Executor(Graph g, const plan::PlanOptions& options)
     : graph_(std::move(g)), options_(options), schedule_(plan::build_schedule(graph_, options_)) {
   const int64_t align = options_.alignment;
   const int64_t bytes = schedule_.memory.arena_bytes;
-  arena_storage_.reset(new uint8_t[static_cast<size_t>(bytes + align)]());
+  if (bytes > options_.limits.max_tensor_bytes)
+    throw Error("the memory plan needs an arena of " + std::to_string(bytes) + " bytes, more than the size limit of " +
+                std::to_string(options_.limits.max_tensor_bytes) +
+                " (rlx::Limits::max_tensor_bytes; raise it through CompileOptions::limits if intended)");
+  try {
+    arena_storage_.reset(new uint8_t[static_cast<size_t>(checked_add(bytes, align, "arena size"))]());
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory allocating the CPU arena of " + std::to_string(bytes) +
+                " bytes (intermediate values of the graph); use smaller inputs or free memory");
+  }
   const auto base = reinterpret_cast<uintptr_t>(arena_storage_.get());
   const auto aligned = (base + static_cast<uintptr_t>(align) - 1) / static_cast<uintptr_t>(align) * static_cast<uintptr_t>(align);
   arena_ = arena_storage_.get() + (aligned - base);
@@ -89,7 +98,7 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
     outs.clear();
     for (const plan::TensorRef& r : st.in) ins.push_back(view(r));
     for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
-    KernelContext ctx{n, ins, outs, runner, st};
+    KernelContext ctx{n, ins, outs, runner, st, options_.limits};
     try {
       std::visit([&](const auto& o) {
         using T = std::decay_t<decltype(o)>;

@@ -27,6 +27,7 @@ struct KernelContext {
   std::span<Tensor> out;        // preallocated outputs, contiguous
   const SubgraphRunner& run_subgraph;
   const plan::Step& step;       // the node's step: operand locations and resolved geometry
+  const Limits& limits;         // the compile's size policy (While iteration cap, ...)
 };
 
 #define RLX_CPU_KERNEL(T) void kernel(const ops::T& op, KernelContext& ctx);

@@ -2,7 +2,8 @@
 // (provided by the executor); the results are copied into the preallocated outputs.
 //
 // While semantics: before each iteration the cap is checked (max_iterations > 0 and that many
-// body runs done -> stop; max_iterations == 0 means no cap), then cond is evaluated on the
+// body runs done -> stop; max_iterations == 0 means no cap of its own: the size policy's
+// Limits::max_loop_iterations then bounds it, and reaching that is an error), then cond is evaluated on the
 // carried values (false -> stop), then body replaces the carried values. The outputs are the
 // final carried values (the inputs themselves when the loop runs zero times).
 #include <cstring>
@@ -58,6 +59,11 @@ void kernel(const ops::While& op, KernelContext& ctx) {
   std::vector<Tensor> carried(ctx.in.begin(), ctx.in.end());
   for (int64_t iter = 0;; ++iter) {
     if (op.max_iterations > 0 && iter >= op.max_iterations) break;
+    if (op.max_iterations == 0 && iter >= ctx.limits.max_loop_iterations)
+      throw Error("while: the condition was still true after " + std::to_string(iter) +
+                  " iterations, the limit for loops without a trip count of their own "
+                  "(rlx::Limits::max_loop_iterations; set max_iterations on the loop or raise the limit "
+                  "through CompileOptions::limits)");
     std::vector<Tensor> c = ctx.run_subgraph(*op.cond, carried);
     check(c.size() == 1, "while: cond returned " + std::to_string(c.size()) + " values, expected 1");
     if (!read_bool_scalar(c[0], "while: cond's result")) break;
