@@ -1,0 +1,52 @@
+#pragma once
+// Reading files safely, for every reader (ONNX models and external data, graph JSON and its
+// side data, .npy, safetensors, CLI inputs):
+//   - only regular files are read: a FIFO, device, socket or directory is an rlx::Error at
+//     once (opening a FIFO for reading would block forever);
+//   - every failure names the file, what it was for, and the OS reason (strerror);
+//   - a file named by another file (external data, data_file) must stay inside the referring
+//     file's folder after symbolic links are resolved.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace rlx::io {
+
+// An open regular file (read-only, close-on-exec). `what` names it in every error, e.g.
+// "ONNX model 'm.onnx'" or "external data file 'w.bin' of initializer 'w'".
+class RegularFile {
+ public:
+  RegularFile(const std::string& path, const std::string& what);
+  ~RegularFile();
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
+  const std::string& what() const { return what_; }
+  // Reads exactly `length` bytes from `offset` into `dst`; rlx::Error if the range lies
+  // beyond the end or the read fails.
+  void read_at(uint64_t offset, void* dst, uint64_t length) const;
+  // The whole file.
+  std::string read_all() const;
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string what_;
+};
+
+// The whole regular file at `path` (see RegularFile).
+std::string read_regular_file(const std::string& path, const std::string& what);
+
+// Resolves `relative` (a path stored in a file) against `base_dir`: it must be non-empty and
+// relative, and the resolved path, with every symbolic link followed, must lie inside
+// base_dir (also resolved). Returns the resolved path; rlx::Error naming `what` otherwise.
+std::filesystem::path resolve_inside(const std::string& base_dir, const std::string& relative,
+                                     const std::string& what);
+
+// `s` for an error message: control characters (< 0x20, 0x7f) escaped (\n, \x1b, ...),
+// cut to `max_len` characters with "..." (UTF-8 is kept) so hostile names cannot flood or corrupt a terminal.
+std::string printable(const std::string& s, size_t max_len = 200);
+
+}  // namespace rlx::io
