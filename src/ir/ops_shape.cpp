@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/limits.h"
 #include "rlx/error.h"
 #include "rlx/ops.h"
 
@@ -61,12 +62,12 @@ std::vector<Shape> ops::Reshape::infer(std::span<const Shape> in) const {
       throw Error(ctx + ": dim " + std::to_string(i) + " is " + std::to_string(d.value) +
                   "; dims must be >= 0, or -1 (once) to infer");
     } else {
-      tgt_static *= d.value;
+      tgt_static = checked_mul(tgt_static, d.value, ctx + ": target element count");
     }
   }
   for (const Dim& d : x.dims) {
     if (d.is_symbolic()) in_syms.push_back(d.sym);
-    else in_static *= d.value;
+    else in_static = checked_mul(in_static, d.value, ctx + ": input element count");
   }
   // Cancel symbols present on both sides.
   for (auto it = tgt_syms.begin(); it != tgt_syms.end();) {
@@ -141,7 +142,7 @@ std::vector<Shape> ops::Narrow::infer(std::span<const Shape> in) const {
   if (len < 0) throw Error(what + ": len " + std::to_string(len) + " is negative (input " + x.str() + ")");
   if (d.is_static()) {
     const int64_t s = start < 0 ? start + d.value : start;
-    if (s < 0 || s > d.value || s + len > d.value)
+    if (s < 0 || s > d.value || len > d.value - s)
       throw Error(what + ": range " + range + " is out of bounds for axis " + std::to_string(axis) + " of size " +
                   std::to_string(d.value) + " (input " + x.str() + "); need -size <= start, start + len <= size");
   }
@@ -173,7 +174,7 @@ std::vector<Shape> ops::Concat::infer(std::span<const Shape> in) const {
     }
     const Dim& a = s.dims[static_cast<size_t>(ax)];
     if (a.is_symbolic()) sym_inputs.push_back(i);
-    else total += a.value;
+    else total = checked_add(total, a.value, "concat along axis " + std::to_string(ax) + ": output size");
   }
   if (sym_inputs.empty()) {
     out[static_cast<size_t>(ax)] = Dim(total);

@@ -81,7 +81,7 @@ int64_t check_hidden(const char* op, const Shape& hidden, int64_t num_heads, int
   require_positive(op, "head_dim", head_dim);
   require_float(op, "hidden", hidden);
   require_rank(op, "hidden", hidden, 3, "(B, S, E)");
-  const int64_t e = num_heads * head_dim;
+  const int64_t e = infer::mul(num_heads, head_dim, std::string(op) + ": num_heads x head_dim");
   if (!is_static_eq(hidden[2], e))
     throw Error(std::string(op) + ": hidden " + hidden.str() + " must have last dim E = num_heads * head_dim = " +
                 i2s(num_heads) + " * " + i2s(head_dim) + " = " + i2s(e) +

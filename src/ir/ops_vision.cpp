@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rlx/error.h"
+#include "ir/infer_util.h"
 #include "rlx/ops.h"
 
 namespace rlx {
@@ -50,22 +51,23 @@ void check_static_shape(const Shape& s, const std::string& what) {
 Dim window_out(const Shape& x, int64_t axis, int64_t k, int64_t stride, int64_t pb, int64_t pe, int64_t dil,
                bool ceil_mode) {
   const Dim& in = x[2 + axis];
-  const int64_t extent = dil * (k - 1) + 1;
+  const std::string what = "window along spatial dim " + to_string(axis) + " of " + x.str();
+  const int64_t extent = infer::add(infer::mul(dil, k - 1, what + ": dilation x (kernel - 1)"), 1, what);
   if (in.is_symbolic()) {
-    check(stride == 1 && pb + pe == extent - 1,
+    check(stride == 1 && infer::add(pb, pe, what + ": pads") == extent - 1,
           "spatial dim " + to_string(axis) + " of " + x.str() +
               " is symbolic; its output size needs a static value unless stride is 1 and the pads sum to "
               "dilation*(kernel-1) (a same-size window)");
     return in;
   }
-  const int64_t padded = in.value + pb + pe;
+  const int64_t padded = infer::add(infer::add(in.value, pb, what + ": padded size"), pe, what + ": padded size");
   check(padded >= extent, "kernel extent " + to_string(extent) + " (kernel " + to_string(k) + ", dilation " +
                               to_string(dil) + ") is larger than the padded input " + to_string(padded) +
                               " along spatial dim " + to_string(axis) + " of " + x.str() + " (pads " +
                               to_string(pb) + "+" + to_string(pe) + ")");
   const int64_t span = padded - extent;
-  int64_t out = ceil_mode ? (span + stride - 1) / stride + 1 : span / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in.value + pb) --out;
+  int64_t out = ceil_mode ? infer::add(span, stride - 1, what) / stride + 1 : span / stride + 1;
+  if (ceil_mode && infer::mul(out - 1, stride, what) >= infer::add(in.value, pb, what)) --out;
   return Dim(out);
 }
 
@@ -134,7 +136,7 @@ std::vector<Shape> ops::ConvTranspose::infer(std::span<const Shape> in) const {
                                to_string(w[0].value));
   check(cin % groups == 0, "conv_transpose input channels Cin=" + to_string(cin) +
                                " must be divisible by groups=" + to_string(groups));
-  const int64_t cout = w[1].value * groups;
+  const int64_t cout = infer::mul(w[1].value, groups, "conv_transpose output channels (Cout/groups x groups)");
   for (int64_t i = 0; i < 2; ++i)
     check(w[2 + i].value >= 1, "conv_transpose kernel sizes must be >= 1, got weight " + w.str());
   const auto st = spatial_attr(stride, 2, 1, 1, "conv_transpose stride");
@@ -149,7 +151,9 @@ std::vector<Shape> ops::ConvTranspose::infer(std::span<const Shape> in) const {
   std::vector<Dim> out{x[0], Dim(cout)};
   for (int64_t i = 0; i < 2; ++i) {
     const Dim& d = x[2 + i];
-    const int64_t grow = dl[i] * (w[2 + i].value - 1) + op[i] - pd[i] - pd[2 + i];
+    const std::string what = "conv_transpose output size along spatial dim " + to_string(i);
+    const int64_t grow = infer::sub(
+        infer::sub(infer::add(infer::mul(dl[i], w[2 + i].value - 1, what), op[i], what), pd[i], what), pd[2 + i], what);
     if (d.is_symbolic()) {
       check(st[i] == 1 && grow == 0, "spatial dim " + to_string(i) + " of " + x.str() +
                                          " is symbolic; conv_transpose needs it static unless the output has the "
@@ -157,7 +161,7 @@ std::vector<Shape> ops::ConvTranspose::infer(std::span<const Shape> in) const {
       out.push_back(d);
       continue;
     }
-    const int64_t o = (d.value - 1) * st[i] + grow + 1;
+    const int64_t o = infer::add(infer::add(infer::mul(d.value - 1, st[i], what), grow, what), 1, what);
     check(o >= 1, "conv_transpose output size along spatial dim " + to_string(i) + " would be " + to_string(o) +
                       " for x " + x.str() + ", weight " + w.str() + ", pads " + list_str(pd) +
                       "; it must be positive");
@@ -181,7 +185,8 @@ std::vector<Shape> ops::Pool::infer(std::span<const Shape> in) const {
   const auto pd = spatial_attr(pads, 2 * nd, 0, 0, "pool pads ([begins..., ends...])");
   std::vector<Dim> out{x[0], x[1]};
   for (int64_t i = 0; i < nd; ++i) {
-    const int64_t extent = dl[i] * (kernel[i] - 1) + 1;
+    const int64_t extent =
+        infer::add(infer::mul(dl[i], kernel[i] - 1, "pool kernel extent along spatial dim " + to_string(i)), 1, "pool kernel extent");
     check(pd[i] < extent && pd[nd + i] < extent,
           "pool pads must be smaller than the kernel extent " + to_string(extent) + " along spatial dim " +
               to_string(i) + ", got pads " + list_str(pd) + " with kernel " + list_str(kernel));
@@ -258,7 +263,8 @@ std::vector<Shape> ops::Pad::infer(std::span<const Shape> in) const {
     check(x[i].is_static(), "dim " + to_string(i) + " of " + x.str() + " is symbolic; pad needs it static to pad by " +
                                 to_string(pb) + "/" + to_string(pe));
     const int64_t d = x[i].value;
-    const int64_t o = d + pb + pe;
+    const std::string what = "pad of dim " + to_string(i) + " of " + x.str();
+    const int64_t o = infer::add(infer::add(d, pb, what), pe, what);
     check(o >= 0, "pad crops more than dim " + to_string(i) + " of " + x.str() + " holds (pads " + to_string(pb) +
                       "/" + to_string(pe) + " give size " + to_string(o) + ")");
     const int64_t kept = d + std::min<int64_t>(pb, 0) + std::min<int64_t>(pe, 0);  // after cropping
@@ -286,7 +292,9 @@ std::vector<Shape> ops::Im2Col::infer(std::span<const Shape> in) const {
   static_dim(x, 3, "im2col width W");
   const int64_t oh = window_out(x, 0, kernel[0], st[0], pd[0], pd[2], dl[0], false).value;
   const int64_t ow = window_out(x, 1, kernel[1], st[1], pd[1], pd[3], dl[1], false).value;
-  return {Shape({x[0], Dim(c * kernel[0] * kernel[1]), Dim(oh * ow)}, x.dtype)};
+  const std::string what = "im2col of " + x.str();
+  return {Shape({x[0], Dim(infer::mul(infer::mul(c, kernel[0], what), kernel[1], what)), Dim(infer::mul(oh, ow, what))},
+                x.dtype)};
 }
 
 }  // namespace rlx
