@@ -1,5 +1,7 @@
 #include "plan/memory_plan.h"
 
+#include "rlx/limits.h"
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -199,7 +201,10 @@ class Planner {
     int64_t cursor = 0;
     for (Slot& s : mp_.slots) {
       s.offset = cursor;
-      cursor = align_up(cursor + s.bytes, o_.alignment);
+      // Checked with room for align_up's rounding: thousands of huge slots must not wrap.
+      const int64_t end = checked_add(cursor, s.bytes, "memory plan arena size");
+      checked_add(end, o_.alignment, "memory plan arena size");
+      cursor = align_up(end, o_.alignment);
     }
     mp_.arena_bytes = cursor;
     for (const Node& n : g_.nodes()) {
