@@ -55,6 +55,7 @@ Graph fuse_rms_norm_reshape(const Graph& g, const PassContext&) {
     const Shape& os = rs.outputs[0];
     const auto dims = xs.concrete();
     const int64_t h = dims.back();
+    if (h <= 0) return false;  // a zero-size norm axis: nothing to gain, and no row count to divide by
     if (os.rank() != 2 || !os.is_static() || os[1].value != h || os[0].value != product(dims) / h) return false;
     // reshape first (a view), then the norm over the same last axis.
     ops::Reshape flat{.shape = {Dim(os[0].value), Dim(h)}};

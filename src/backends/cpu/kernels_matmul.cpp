@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/util.h"
@@ -216,57 +217,6 @@ void visit_numeric(DType t, const char* what, F&& f) {
   });
 }
 
-// ---- activation epilogue --------------------------------------------------------------
-// Calls f(act) once with a callable for the kind, so the element loop is specialized.
-template <class V, class F>
-void with_act(std::optional<ActKind> kind, F&& f) {
-  if (!kind) return f([](V x) { return x; });
-  if constexpr (std::is_integral_v<V>) {
-    switch (*kind) {
-      case ActKind::Relu: return f([](V x) { return x > 0 ? x : V(0); });
-      case ActKind::Neg: return f([](V x) { return static_cast<V>(0 - static_cast<uint64_t>(x)); });
-      case ActKind::Abs: return f([](V x) { return x < 0 ? static_cast<V>(0 - static_cast<uint64_t>(x)) : x; });
-      case ActKind::Sign: return f([](V x) { return static_cast<V>((x > 0) - (x < 0)); });
-      default: break;
-    }
-  } else {
-    switch (*kind) {
-      case ActKind::Gelu: return f([](V x) { return V(0.5) * x * (V(1) + std::erf(x * V(0.70710678118654752440))); });
-      case ActKind::GeluApprox:
-        return f([](V x) {
-          return V(0.5) * x * (V(1) + std::tanh(V(0.79788456080286535588) * (x + V(0.044715) * x * x * x)));
-        });
-      case ActKind::Silu: return f([](V x) { return x / (V(1) + std::exp(-x)); });
-      case ActKind::Relu: return f([](V x) { return x > V(0) ? x : (x != x ? x : V(0)); });
-      case ActKind::Sigmoid: return f([](V x) { return V(1) / (V(1) + std::exp(-x)); });
-      case ActKind::Tanh: return f([](V x) { return std::tanh(x); });
-      case ActKind::Exp: return f([](V x) { return std::exp(x); });
-      case ActKind::Log: return f([](V x) { return std::log(x); });
-      case ActKind::Sqrt: return f([](V x) { return std::sqrt(x); });
-      case ActKind::Rsqrt: return f([](V x) { return V(1) / std::sqrt(x); });
-      case ActKind::Neg: return f([](V x) { return -x; });
-      case ActKind::Abs: return f([](V x) { return std::fabs(x); });
-      case ActKind::Sin: return f([](V x) { return std::sin(x); });
-      case ActKind::Cos: return f([](V x) { return std::cos(x); });
-      case ActKind::Tan: return f([](V x) { return std::tan(x); });
-      case ActKind::Atan: return f([](V x) { return std::atan(x); });
-      case ActKind::Round: return f([](V x) { return std::nearbyint(x); });
-      case ActKind::Erf: return f([](V x) { return std::erf(x); });
-      case ActKind::Floor: return f([](V x) { return std::floor(x); });
-      case ActKind::Ceil: return f([](V x) { return std::ceil(x); });
-      case ActKind::Reciprocal: return f([](V x) { return V(1) / x; });
-      case ActKind::Sign: return f([](V x) { return x != x ? x : V((x > V(0)) - (x < V(0))); });
-      case ActKind::Softplus:
-        return f([](V x) { return std::max(x, V(0)) + std::log1p(std::exp(-std::fabs(x))); });
-      case ActKind::Asin: return f([](V x) { return std::asin(x); });
-      case ActKind::Acos: return f([](V x) { return std::acos(x); });
-      case ActKind::Not: break;
-    }
-  }
-  throw Error(std::string("fused_matmul_bias_act: activation '") + enum_name(*kind) +
-              "' is not supported for this dtype");
-}
-
 }  // namespace
 
 // ---- MatMul ------------------------------------------------------------------------------
@@ -427,6 +377,12 @@ void kernel(const ops::DotGeneral& op, KernelContext& ctx) {
 }
 
 // ---- FusedMatMulBiasAct ------------------------------------------------------------------
+// Computes exactly what the unfused MatMul -> Add(bias) -> Activation -> Add(residual) chain
+// computes: the product is stored in the output dtype (integers wrap, f16/bf16 round) like the
+// MatMul kernel, then each step runs the same elementwise routine as the standalone Binary /
+// Activation kernel and rounds (or wraps) to the output dtype again. So an integer Relu sees
+// the wrapped sum, an f16 product that overflows is inf before the bias, and NaN / -0.0 go
+// through Relu as the standalone Relu treats them.
 void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
   const Tensor& w = ctx.in[1];
@@ -437,51 +393,52 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   const MatPlan p = plan_from_geom(geom);
   const int64_t total = p.batch * p.m * p.n;
   check_out(out, total, "fused_matmul_bias_act");
-  const int64_t nb = geom.bias_len;
+  const int64_t nb = bias ? geom.bias_len : 0;
   const int64_t last = out.rank() == 0 ? 1 : out.shape().back();
   if (res && res->numel() != total)
     throw Error("fused_matmul_bias_act: residual has " + std::to_string(res->numel()) + " elements, expected " +
                 std::to_string(total));
+  if (bias && bias->numel() != nb)
+    throw Error("fused_matmul_bias_act: bias has " + std::to_string(bias->numel()) + " elements but the plan expects " +
+                std::to_string(nb));
   if (bias && nb != 1 && nb != last)
     throw Error("fused_matmul_bias_act: bias has " + std::to_string(nb) + " elements, expected " +
                 std::to_string(last) + " or 1");
-  visit_numeric(x.dtype(), "fused_matmul_bias_act", [&]<class T>() {
-    using A = acc_t<T>;
+  const DType dt = x.dtype();
+  if (bias && bias->dtype() != dt)
+    throw Error(std::string("fused_matmul_bias_act: bias dtype ") + dtype_name(bias->dtype()) +
+                " differs from the operands' " + dtype_name(dt));
+  if (res && res->dtype() != dt)
+    throw Error(std::string("fused_matmul_bias_act: residual dtype ") + dtype_name(res->dtype()) +
+                " differs from the operands' " + dtype_name(dt));
+  if (total == 0) return;
+  visit_numeric(dt, "fused_matmul_bias_act", [&]<class T>() {
     Operand<T> X(x), W(w);
     T* o = out.data<T>();
-    std::vector<A> tmp;
-    A* acc = nullptr;
-    if constexpr (std::is_same_v<A, T>) {
-      acc = o;
-    } else {
-      tmp.resize(static_cast<size_t>(total));
-      acc = tmp.data();
-    }
-    // The residual may share the output's buffer (in-place planning): read it before the
+    // The residual may share the output's buffer (in-place planning): copy it before the
     // product overwrites it.
-    std::vector<A> rv;
-    if (res) {
-      rv.resize(static_cast<size_t>(total));
-      for (int64_t i = 0; i < total; ++i) rv[static_cast<size_t>(i)] = static_cast<A>(load(res->data<T>()[i]));
+    std::vector<T> res_copy;
+    const T* rv = res ? res->data<T>() : nullptr;
+    if (rv && rv < o + total && o < rv + total) {
+      res_copy.assign(rv, rv + total);
+      rv = res_copy.data();
     }
-    multiply<T>(p, X.ptr, W.ptr, acc);
-    std::vector<A> bv(static_cast<size_t>(nb));
-    for (int64_t j = 0; j < nb; ++j) bv[j] = static_cast<A>(load(bias->data<T>()[j]));
-    with_act<A>(op.activation, [&](auto act) {
-      parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) {
-          A v = acc[i];
-          if (nb == 1) {
-            v = static_cast<A>(v + bv[0]);
-          } else if (nb > 1) {
-            v = static_cast<A>(v + bv[i % nb]);
+    product_into<T>(p, X.ptr, W.ptr, o);
+    const T* bv = bias ? bias->data<T>() : nullptr;
+    parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
+      if (bv) {
+        if (nb == 1) {
+          binary_span(BinaryKind::Add, dt, o + s, 1, bv, 0, o + s, e - s);
+        } else {
+          for (int64_t i = s; i < e;) {  // pieces of one bias row each
+            const int64_t j = i % nb, cnt = std::min(e - i, nb - j);
+            binary_span(BinaryKind::Add, dt, o + i, 1, bv + j, 1, o + i, cnt);
+            i += cnt;
           }
-          A y = act(v);
-          if (res) y = static_cast<A>(y + rv[static_cast<size_t>(i)]);
-          if constexpr (std::is_integral_v<A>) o[i] = static_cast<T>(y);
-          else o[i] = store<T>(y);
         }
-      });
+      }
+      if (op.activation) activation_span(*op.activation, dt, o + s, o + s, e - s);
+      if (rv) binary_span(BinaryKind::Add, dt, o + s, 1, rv + s, 1, o + s, e - s);
     });
   });
 }

@@ -1,7 +1,9 @@
 // CPU kernels: FusedSwiGLU, FusedAttentionBlock, FusedTransformerLayer.
-// f16/bf16 inputs are widened to f32 once; every intermediate (qkv, attention output,
-// residual sums, MLP activations) stays in the compute type and only the final output is
-// rounded to the storage type.
+// f16/bf16 inputs are widened to f32 once and the intermediates live in f32 buffers, but every
+// intermediate is rounded to the storage type where the unfused graph stores it (each product,
+// each bias add, the attention output, the residual sum, the norm outputs, the activation), so
+// the fused op computes what the graph it replaces computes: an f16 product that overflows is
+// inf here too. Activations are the standalone Activation kernel's (NaN stays NaN through Relu).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "backends/cpu/attention_core.h"
 #include "backends/cpu/blas.h"
+#include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 
@@ -19,6 +22,20 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;
 
 int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(row_len, 1)); }
+
+// Rounds n compute-type values to the storage type T in place (a no-op when T is the compute
+// type): the value the unfused graph would have stored in a tensor of dtype T.
+template <class T>
+void round_to(compute_t<T>* x, int64_t n) {
+  if constexpr (!std::is_same_v<T, compute_t<T>>) {
+    parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) x[i] = load(store<T>(x[i]));
+    });
+  } else {
+    (void)x;
+    (void)n;
+  }
+}
 
 // Calls f.template operator()<T>() for the float storage types; throws for the rest.
 template <class F>
@@ -60,19 +77,23 @@ class OutBuf {
   C* ptr_ = nullptr;
 };
 
-// y (m, n) = x (m, k) @ w (k, n) + bias (n)?
-template <class C>
+// y (m, n) = x (m, k) @ w (k, n) + bias (n)?, the product and the sum each rounded to T.
+template <class T, class C = compute_t<T>>
 void linear(const C* x, int64_t m, int64_t k, const C* w, int64_t n, const C* bias, C* y) {
   gemm(false, false, m, n, k, C(1), x, k, w, n, C(0), y, n);
+  round_to<T>(y, m * n);
   if (!bias) return;
   parallel_for(m, row_grain(n), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r)
       for (int64_t j = 0; j < n; ++j) y[r * n + j] += bias[j];
   });
+  round_to<T>(y, m * n);
 }
 
-// y = LayerNorm(x + res) over rows of length n (y may alias x or res). Statistics in double.
-template <class C>
+// y = LayerNorm(x + res) over rows of length n (y may alias x or res). The sum is rounded to T
+// (as the unfused Add stores it), statistics in double, the result rounded to T: the same
+// arithmetic as the FusedResidualLN / LayerNorm kernels.
+template <class T, class C = compute_t<T>>
 void residual_layer_norm(const C* x, const C* res, const C* g, const C* b, double eps, int64_t m, int64_t n,
                          C* y) {
   parallel_for(m, row_grain(n), [&](int64_t lo, int64_t hi) {
@@ -80,7 +101,7 @@ void residual_layer_norm(const C* x, const C* res, const C* g, const C* b, doubl
     for (int64_t r = lo; r < hi; ++r) {
       double mean = 0;
       for (int64_t j = 0; j < n; ++j) {
-        t[static_cast<size_t>(j)] = static_cast<double>(x[r * n + j]) + static_cast<double>(res[r * n + j]);
+        t[static_cast<size_t>(j)] = static_cast<double>(load(store<T>(x[r * n + j] + res[r * n + j])));
         mean += t[static_cast<size_t>(j)];
       }
       mean /= static_cast<double>(n);
@@ -92,8 +113,8 @@ void residual_layer_norm(const C* x, const C* res, const C* g, const C* b, doubl
       var /= static_cast<double>(n);
       const double inv = 1.0 / std::sqrt(var + eps);
       for (int64_t j = 0; j < n; ++j)
-        y[r * n + j] = static_cast<C>((t[static_cast<size_t>(j)] - mean) * inv * static_cast<double>(g[j]) +
-                                      static_cast<double>(b[j]));
+        y[r * n + j] = load(store<T>(static_cast<C>((t[static_cast<size_t>(j)] - mean) * inv *
+                                                        static_cast<double>(g[j]) + static_cast<double>(b[j]))));
     }
   });
 }
@@ -103,31 +124,15 @@ C silu(C x) {
   return x / (C(1) + std::exp(-x));
 }
 
-template <class C>
+// The standalone Activation kernel's arithmetic (activation_span on the compute type, then
+// rounded to T), so NaN, inf and -0.0 come out as the unfused graph's Activation gives them.
+template <class T, class C = compute_t<T>>
 void activate(ActKind kind, C* x, int64_t n) {
-  parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
-    switch (kind) {
-      case ActKind::Gelu:
-        for (int64_t i = lo; i < hi; ++i) x[i] = C(0.5) * x[i] * (C(1) + std::erf(x[i] * C(0.70710678118654752440)));
-        break;
-      case ActKind::GeluApprox: {
-        const C k0 = C(0.7978845608028654);  // sqrt(2/pi)
-        for (int64_t i = lo; i < hi; ++i) {
-          const C v = x[i];
-          x[i] = C(0.5) * v * (C(1) + std::tanh(k0 * (v + C(0.044715) * v * v * v)));
-        }
-        break;
-      }
-      case ActKind::Relu:
-        for (int64_t i = lo; i < hi; ++i) x[i] = x[i] > C(0) ? x[i] : C(0);
-        break;
-      case ActKind::Silu:
-        for (int64_t i = lo; i < hi; ++i) x[i] = silu(x[i]);
-        break;
-      default:
-        throw Error(std::string("fused_transformer_layer: unsupported activation ") + enum_name(kind));
-    }
-  });
+  if (kind != ActKind::Gelu && kind != ActKind::GeluApprox && kind != ActKind::Relu && kind != ActKind::Silu)
+    throw Error(std::string("fused_transformer_layer: unsupported activation ") + enum_name(kind) +
+                " (gelu, gelu_approx, relu or silu)");
+  parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) { activation_span(kind, dtype_of<C>(), x + lo, x + lo, hi - lo); });
+  round_to<T>(x, n);
 }
 
 template <class C>
@@ -139,11 +144,11 @@ struct BlockArgs {
 };
 
 // out (B*S, E) = attention_block(hidden); see ops::FusedAttentionBlock.
-template <class C>
+template <class T, class C = compute_t<T>>
 void attention_block(const BlockArgs<C>& a, C* out) {
   const int64_t d = a.head_dim, e = a.heads * d, m = a.batch * a.seq;
   std::vector<C> qkv(static_cast<size_t>(m * 3 * e));
-  linear(a.hidden, m, e, a.qkv_w, 3 * e, a.qkv_b, qkv.data());
+  linear<T>(a.hidden, m, e, a.qkv_w, 3 * e, a.qkv_b, qkv.data());
 
   if (a.cos) {
     const int64_t half = d / 2;
@@ -157,6 +162,7 @@ void attention_block(const BlockArgs<C>& a, C* out) {
         attn::rotate_head(row, row, a.cos + off, a.sin + off, d, d, RopeStyle::NeoX);
       }
     });
+    round_to<T>(qkv.data(), m * 3 * e);
   }
 
   std::vector<C> ctx_buf(static_cast<size_t>(m * e));
@@ -175,8 +181,9 @@ void attention_block(const BlockArgs<C>& a, C* out) {
   p.keep = a.keep;
   p.keep_batch = a.seq;
   attn::run(p);
+  round_to<T>(ctx_buf.data(), m * e);
 
-  linear(ctx_buf.data(), m, e, a.out_w, e, a.out_b, out);
+  linear<T>(ctx_buf.data(), m, e, a.out_w, e, a.out_b, out);
 }
 
 template <class T>
@@ -196,7 +203,7 @@ void swiglu_typed(const ops::FusedSwiGLU& op, KernelContext& ctx) {
       const T* r = src + row * 2 * n;
       const C g = load(r[gate_off + col]);
       const C u = load(r[up_off + col]);
-      dst[i] = store<T>(silu(g) * u);
+      dst[i] = store<T>(load(store<T>(silu(g))) * u);  // silu stored first, as the unfused graph does
     }
   });
 }
@@ -234,7 +241,7 @@ void kernel(const ops::FusedAttentionBlock& op, KernelContext& ctx) {
     a.keep = keep.data();
     a.batch = in[0].dim(0), a.seq = in[0].dim(1), a.heads = op.num_heads, a.head_dim = op.head_dim;
     OutBuf<T> out(ctx.out[0]);
-    attention_block(a, out.get());
+    attention_block<T>(a, out.get());
     out.finish();
   });
 }
@@ -256,15 +263,15 @@ void kernel(const ops::FusedTransformerLayer& op, KernelContext& ctx) {
     a.out_w = out_w.get(), a.out_b = out_b.get(), a.keep = keep.data();
     a.batch = in[0].dim(0), a.seq = in[0].dim(1), a.heads = op.num_heads, a.head_dim = op.head_dim;
     std::vector<C> h(static_cast<size_t>(m * e));
-    attention_block(a, h.data());
-    residual_layer_norm(hidden.get(), h.data(), ln1_g.get(), ln1_b.get(), op.eps, m, e, h.data());
+    attention_block<T>(a, h.data());
+    residual_layer_norm<T>(hidden.get(), h.data(), ln1_g.get(), ln1_b.get(), op.eps, m, e, h.data());
 
     std::vector<C> f1(static_cast<size_t>(m * f));
-    linear(h.data(), m, e, fc1_w.get(), f, fc1_b.get(), f1.data());
-    activate(op.activation, f1.data(), m * f);
+    linear<T>(h.data(), m, e, fc1_w.get(), f, fc1_b.get(), f1.data());
+    activate<T>(op.activation, f1.data(), m * f);
     OutBuf<T> out(ctx.out[0]);
-    linear(f1.data(), m, f, fc2_w.get(), e, fc2_b.get(), out.get());
-    residual_layer_norm(h.data(), out.get(), ln2_g.get(), ln2_b.get(), op.eps, m, e, out.get());
+    linear<T>(f1.data(), m, f, fc2_w.get(), e, fc2_b.get(), out.get());
+    residual_layer_norm<T>(h.data(), out.get(), ln2_g.get(), ln2_b.get(), op.eps, m, e, out.get());
     out.finish();
   });
 }

@@ -1,8 +1,8 @@
 // MatMul and FusedMatMulBiasAct. Skinny products (decode) run on the split-K GEMV kernel with the
 // whole epilogue (and an absorbed RmsNorm / SwiGLU prologue) fused; the rest on cuBLASLt, whose
-// epilogue takes the bias, ReLU / tanh-GELU and a residual without activation; any other
-// activation (exact-erf GELU, SiLU, ...), a scalar bias or a residual after an activation runs in
-// one fused elementwise kernel over the product, in place.
+// epilogue takes the bias, tanh-GELU and a residual without activation; any other activation
+// (ReLU, whose cuBLASLt form maps NaN to 0; exact-erf GELU, SiLU, ...), a scalar bias or a
+// residual after an activation runs in one fused elementwise kernel over the product, in place.
 #include <atomic>
 #include <cstdlib>
 
@@ -48,21 +48,22 @@ struct Epilogue {
   bool chain_uses_bias = false, chain_uses_residual = false;
 };
 
-// cuBLASLt's epilogue takes a bias vector and ReLU / tanh-GELU, and adds C before it (so a
+// cuBLASLt's epilogue takes a bias vector and tanh-GELU, and adds C before it (so a
 // residual only without an activation); whatever it cannot do runs in one fused kernel after it.
 Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act, bool residual) {
   Epilogue e;
   const bool vec_bias = bias_len > 0 && bias_len == n;
   const bool scalar_bias = bias_len > 0 && !vec_bias;
-  const bool lt_act = !act || *act == ActKind::Relu || *act == ActKind::GeluApprox;
+  // cuBLASLt's ReLU epilogue is max(x, 0), which turns NaN into 0; the standalone Relu keeps
+  // NaN (and -0.0), so ReLU runs in the elementwise chain (float_activation_expr) instead.
+  const bool lt_act = !act || *act == ActKind::GeluApprox;
   if (vec_bias) e.lt = GemmEpilogue::Bias;
   if (!scalar_bias && !act) {
     e.add_c = residual;
     return e;
   }
   if (!scalar_bias && lt_act && !residual) {
-    if (*act == ActKind::Relu) e.lt = vec_bias ? GemmEpilogue::BiasRelu : GemmEpilogue::Relu;
-    else e.lt = vec_bias ? GemmEpilogue::BiasGeluTanh : GemmEpilogue::GeluTanh;
+    e.lt = vec_bias ? GemmEpilogue::BiasGeluTanh : GemmEpilogue::GeluTanh;
     return e;
   }
   e.chain = chain_epilogue(scalar_bias, act, residual);
