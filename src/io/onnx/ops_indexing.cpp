@@ -1,10 +1,12 @@
 // ONNX indexing ops: Gather, GatherElements, GatherND, ScatterElements, ScatterND, OneHot,
 // NonZero and Compress (known operands only). Element-wise gathers and scatters become a
 // linear index into the flattened data (IR Gather / ScatterAdd).
+#include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "io/onnx/importer.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -25,6 +27,22 @@ Value wrap_negative(const NodeCtx& c, Value idx, Value n) {
 }
 
 Value as_i64(const NodeCtx& c, Value v) { return c.cast_to(v, DType::I64); }
+
+// ONNX index operands are int32 or int64: a float index is an error, never truncated.
+void need_index_type(const NodeCtx& c, size_t i, const std::string& what) {
+  const DType t = c.shape(i).dtype;
+  if (t != DType::I32 && t != DType::I64)
+    c.fail("input " + std::to_string(i) + " (" + what + ") must be int32 or int64, got " + c.shape(i).str());
+}
+
+// Element-wise gathers/scatters: indices (and updates) have data's rank and, off the axis,
+// no dim larger than data's (else positions would land in other rows).
+void need_elementwise_fit(const NodeCtx& c, const std::vector<int64_t>& dd, const std::vector<int64_t>& id, int64_t axis) {
+  for (size_t d = 0; d < dd.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && id[d] > dd[d])
+      c.fail("indices " + dims_str(id) + " are larger than data " + dims_str(dd) + " in dim " + std::to_string(d) +
+             " (only the axis " + std::to_string(axis) + " may differ)");
+}
 
 // For a tensor of shape `shape`, the linear offset in a tensor of strides `strides` of every
 // position, skipping dim `skip` (a constant of `shape`).
@@ -47,6 +65,7 @@ Tensor offsets(const std::vector<int64_t>& shape, const std::vector<int64_t>& st
 
 V gather(const NodeCtx& c) {
   c.allow_only({"axis"});
+  need_index_type(c, 1, "indices");
   const Val& x = c.in(0);
   if (x.dims && !x.konst && x.shape.rank() == 1 && c.in(1).konst) {  // picking entries of a symbolic shape
     const auto idx = tensor_ints(*c.in(1).konst);
@@ -75,8 +94,10 @@ V gather_elements(const NodeCtx& c) {
   c.allow_only({"axis"});
   const auto dd = static_dims(c, 0, "GatherElements data");
   const auto id = static_dims(c, 1, "GatherElements indices");
+  need_index_type(c, 1, "indices");
   if (dd.size() != id.size()) c.fail("data and indices must have the same rank");
   const int64_t axis = normalize_axis(c.i("axis", 0), static_cast<int64_t>(dd.size()), "axis");
+  need_elementwise_fit(c, dd, id, axis);
   auto& g = c.g();
   Value lin = elementwise_linear(c, dd, id, axis, c.value(1));
   return {c.out(g.gather(g.reshape(c.value(0), {product(dd)}), lin, 0))};
@@ -93,7 +114,7 @@ Value scatter_flat(const NodeCtx& c, Value flat, Value lin, Value upd, const std
     // Dense form: hit[u, p] = (lin[u] == p); every update folds into its position.
     const Dim& P = n[0];
     const Dim& U = g.shape(upd).dims[0];
-    if (P.is_symbolic() || U.is_symbolic() || P.value * U.value > (int64_t{1} << 22))
+    if (P.is_symbolic() || U.is_symbolic() || (U.value > 0 && P.value > (int64_t{1} << 22) / U.value))
       c.fail("reduction '" + reduction + "' needs static sizes with updates x data at most 2^22");
     std::vector<int64_t> iota(static_cast<size_t>(P.value));
     for (int64_t i = 0; i < P.value; ++i) iota[static_cast<size_t>(i)] = i;
@@ -120,8 +141,12 @@ V scatter_elements(const NodeCtx& c) {
   c.allow_only({"axis", "reduction"});
   const auto dd = static_dims(c, 0, "ScatterElements data");
   const auto id = static_dims(c, 1, "ScatterElements indices");
+  need_index_type(c, 1, "indices");
   if (dd.size() != id.size()) c.fail("data and indices must have the same rank");
   const int64_t axis = normalize_axis(c.i("axis", 0), static_cast<int64_t>(dd.size()), "axis");
+  need_elementwise_fit(c, dd, id, axis);
+  if (c.shape(2).dims != c.shape(1).dims)
+    c.fail("updates " + c.shape(2).str() + " must have the indices' shape " + c.shape(1).str());
   auto& g = c.g();
   const int64_t ni = product(id);
   Value lin = g.reshape(elementwise_linear(c, dd, id, axis, c.value(1)), {ni});
@@ -141,9 +166,19 @@ struct NdIndex {
 
 NdIndex nd_index(const NodeCtx& c, const std::vector<int64_t>& dd, const std::vector<int64_t>& id, int64_t batch) {
   auto& g = c.g();
+  need_index_type(c, 1, "indices");
   if (id.empty()) c.fail("indices must have rank >= 1");
   const int64_t k = id.back();
-  if (batch < 0 || batch + k > static_cast<int64_t>(dd.size())) c.fail("index tuple length does not fit the data");
+  const auto rank = static_cast<int64_t>(dd.size());
+  if (batch < 0 || batch >= std::min<int64_t>(rank, static_cast<int64_t>(id.size())))
+    c.fail("batch_dims " + std::to_string(batch) + " must be in [0, min(data rank " + std::to_string(rank) +
+           ", indices rank " + std::to_string(id.size()) + "))");
+  for (int64_t b = 0; b < batch; ++b)
+    if (dd[static_cast<size_t>(b)] != id[static_cast<size_t>(b)])
+      c.fail("the first batch_dims dims of data " + dims_str(dd) + " and indices " + dims_str(id) + " must be equal");
+  if (k < 1 || batch + k > rank)
+    c.fail("the last indices dim (index tuple length) is " + std::to_string(k) + "; it must be in [1, " +
+           std::to_string(rank - batch) + "] for data " + dims_str(dd) + " with batch_dims " + std::to_string(batch));
   NdIndex r;
   r.num_rows = std::accumulate(dd.begin(), dd.begin() + batch + k, int64_t{1}, std::multiplies<>());
   r.slice = std::accumulate(dd.begin() + batch + k, dd.end(), int64_t{1}, std::multiplies<>());
@@ -189,6 +224,10 @@ V scatter_nd(const NodeCtx& c) {
   const auto id = static_dims(c, 1, "ScatterND indices");
   NdIndex nd = nd_index(c, dd, id, 0);
   auto& g = c.g();
+  std::vector<Dim> want(nd.out_prefix.begin(), nd.out_prefix.end());
+  for (size_t d = static_cast<size_t>(id.back()); d < dd.size(); ++d) want.push_back(dd[d]);
+  if (c.shape(2).dims != want)
+    c.fail("updates " + c.shape(2).str() + " must have shape indices.shape[:-1] + data.shape[k:] = " + dims_str(want));
   const int64_t q = product(nd.out_prefix);
   Value rows = g.reshape(nd.rows, {q, 1});
   Value lin = g.add(g.mul(rows, g.constant(Tensor::scalar_i64(nd.slice))),
@@ -204,10 +243,20 @@ V one_hot(const NodeCtx& c) {
   c.allow_only({"axis"});
   auto& g = c.g();
   const Tensor& dt = c.konst(1, "depth");
-  if (dt.numel() != 1) c.fail("depth must hold one value");
-  const auto depth = static_cast<int64_t>(dt.to_f64()[0]);
-  if (depth <= 0) c.fail("depth must be positive");
+  if (dt.numel() != 1) c.fail("depth must hold one value, got " + dt.shape_info().str());
+  const double depth_f = dt.to_f64()[0];
+  // Checked before the conversion to an integer (NaN, inf or a huge value would be undefined).
+  if (!std::isfinite(depth_f) || depth_f < 1 || depth_f > static_cast<double>(kMaxFoldElements))
+    c.fail("depth " + std::to_string(depth_f) + " must be a finite value in [1, " + std::to_string(kMaxFoldElements) + "]");
+  const auto depth = static_cast<int64_t>(depth_f);
+  const Shape& vs = c.shape(2);
+  if (vs.rank() != 1 || vs.dims[0] != Dim(2)) c.fail("values must be [off, on] (shape [2]), got " + vs.str());
   const auto& id = c.shape(0).dims;
+  if (c.shape(0).is_static()) {
+    std::vector<int64_t> out = c.shape(0).concrete();
+    out.push_back(depth);
+    checked_nbytes(out, vs.dtype, c.where() + " output");
+  }
   const int64_t r = static_cast<int64_t>(id.size()) + 1;
   const int64_t axis = normalize_axis(c.i("axis", -1), r, "axis");
   Value idx = c.cast_to(c.value(0), DType::I64);
@@ -220,8 +269,6 @@ V one_hot(const NodeCtx& c) {
   std::vector<Dim> oshape(static_cast<size_t>(r), Dim(1));
   oshape[static_cast<size_t>(axis)] = depth;
   Value hot = g.compare(CompareKind::Eq, idx, g.reshape(g.constant(Tensor::i64({depth}, iota)), oshape));
-  const Shape& vs = c.shape(2);
-  if (vs.rank() != 1 || vs.dims[0] != Dim(2)) c.fail("values must be [off, on]");
   Value vals = c.value(2);
   Value off = g.reshape(g.narrow(vals, 0, 0, 1), std::vector<Dim>{});
   Value on = g.reshape(g.narrow(vals, 0, 1, 1), std::vector<Dim>{});
@@ -255,7 +302,9 @@ V non_zero(const NodeCtx& c) {
 
 V compress(const NodeCtx& c) {
   c.allow_only({"axis"});
-  const auto cond = c.konst(1, "condition").to_i64();
+  const Tensor& ct = c.konst(1, "condition");
+  if (ct.dtype() != DType::Bool || ct.rank() != 1) c.fail("condition must be a 1-d bool tensor, got " + ct.shape_info().str());
+  const auto cond = ct.to_i64();
   auto& g = c.g();
   Value x = c.value(0);
   int64_t axis = 0;
@@ -265,6 +314,9 @@ V compress(const NodeCtx& c) {
     const auto d = static_dims(c, 0, "Compress without axis");
     x = g.reshape(x, {product(d)});
   }
+  const Dim& len = g.shape(x).dims[static_cast<size_t>(axis)];
+  if (len.is_symbolic() || static_cast<int64_t>(cond.size()) > len.value)
+    c.fail("condition has " + std::to_string(cond.size()) + " entries, more than the " + len.str() + " along the axis");
   std::vector<int64_t> idx;
   for (size_t i = 0; i < cond.size(); ++i)
     if (cond[i]) idx.push_back(static_cast<int64_t>(i));

@@ -98,6 +98,7 @@ V cumprod(const NodeCtx& c) {
 Value per_axis(const NodeCtx& c, Value v, const Shape& xs, int64_t axis_attr, int64_t block) {
   auto& g = c.g();
   const Shape& vs = g.shape(v);
+  if (block < 0) c.fail("block_size is " + std::to_string(block) + "; it must be >= 0");
   if (vs.rank() == 0 || (vs.rank() == 1 && vs.dims[0] == Dim(1) && block == 0)) return v;
   const int64_t axis = normalize_axis(axis_attr, xs.rank(), "axis");
   if (block > 0) {  // same rank as x; repeat each entry `block` times along the axis
@@ -108,7 +109,10 @@ Value per_axis(const NodeCtx& c, Value v, const Shape& xs, int64_t axis_attr, in
     for (int64_t i = 0; i < n.value; ++i) idx[static_cast<size_t>(i)] = i / block;
     return g.gather(v, g.constant(Tensor::i64({n.value}, idx)), axis);
   }
-  if (vs.rank() != 1) c.fail("scale must be a scalar or 1-d");
+  if (vs.rank() != 1) c.fail("scale must be a scalar or 1-d, got " + vs.str());
+  if (vs.dims[0] != xs.dims[static_cast<size_t>(axis)])
+    c.fail("the per-axis scale/zero point " + vs.str() + " must have one entry per element of axis " +
+           std::to_string(axis) + " of " + xs.str());
   std::vector<Dim> shape(static_cast<size_t>(xs.rank()), Dim(1));
   shape[static_cast<size_t>(axis)] = vs.dims[0];
   return g.reshape(v, shape);
@@ -153,19 +157,25 @@ V quantize(const NodeCtx& c) {
   return {c.out(g.cast(q, out))};
 }
 
-// y_scale = (max(0, max x) - min(0, min x)) / 255, zero point = round(-min / scale) in [0, 255].
+// The operator's definition, every step in float32 like the spec (x is float32):
+//   y_scale = (max(0, max x) - min(0, min x)) / 255
+//   y_zero_point = saturate(round(0 - min(0, min x) / y_scale))
+//   y = saturate(round(x / y_scale) + y_zero_point)
+// with round half to even (ActKind::Round) and saturate to [0, 255]. An all-zero x has
+// y_scale 0: y and the zero point are then 0 (dividing by 1 instead of 0).
 V dynamic_quantize(const NodeCtx& c) {
   c.allow_only({});
   auto& g = c.g();
   const DType dt = c.shape(0).dtype;
-  Value x = c.cast_to(c.value(0), DType::F64);
-  const auto w = [&](double v) { return c.scalar_like(v, DType::F64); };
+  if (dt != DType::F32) c.fail("x must be float32 (the only type the operator allows), got " + c.shape(0).str());
+  Value x = c.value(0);
+  const auto w = [&](double v) { return c.scalar_like(v, DType::F32); };
   Value hi = g.max(g.reduce(ReduceKind::Max, x, {}, false), w(0));
   Value lo = g.min(g.reduce(ReduceKind::Min, x, {}, false), w(0));
-  Value scale = c.cast_to(g.div(g.sub(hi, lo), w(255)), dt);
-  Value s64 = c.cast_to(scale, DType::F64);
-  Value zp = g.min(g.max(g.act(ActKind::Round, g.div(g.act(ActKind::Neg, lo), s64)), w(0)), w(255));
-  Value q = g.add(g.act(ActKind::Round, g.div(x, s64)), zp);
+  Value scale = g.div(g.sub(hi, lo), w(255));
+  Value divisor = g.where(g.compare(CompareKind::Eq, scale, w(0)), w(1), scale);
+  Value zp = g.min(g.max(g.act(ActKind::Round, g.sub(w(0), g.div(lo, divisor))), w(0)), w(255));
+  Value q = g.add(g.act(ActKind::Round, g.div(x, divisor)), zp);
   q = g.min(g.max(q, w(0)), w(255));
   return {c.out(g.cast(q, DType::U8)), c.out(scale), c.out(g.cast(zp, DType::U8))};
 }

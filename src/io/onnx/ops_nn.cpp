@@ -13,6 +13,20 @@ namespace {
 
 using V = std::vector<Val>;
 
+// Input i must have rank `r` (before any dims of it are read).
+void need_rank(const NodeCtx& c, size_t i, int64_t r, const std::string& what) {
+  if (c.shape(i).rank() != r)
+    c.fail("input " + std::to_string(i) + " (" + what + ") must have rank " + std::to_string(r) + ", got " +
+           c.shape(i).str());
+}
+
+// Every entry of an integer attribute list is at least `min`.
+void need_at_least(const NodeCtx& c, const std::vector<int64_t>& v, int64_t min, const std::string& what) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] < min)
+      c.fail(what + "[" + std::to_string(i) + "] is " + std::to_string(v[i]) + "; it must be >= " + std::to_string(min));
+}
+
 V matmul(const NodeCtx& c) {
   c.allow_only({});
   return {c.out(c.g().matmul(c.value(0), c.value(1)))};
@@ -21,6 +35,8 @@ V matmul(const NodeCtx& c) {
 V gemm(const NodeCtx& c) {
   c.allow_only({"alpha", "beta", "transA", "transB", "broadcast"});
   auto& g = c.g();
+  need_rank(c, 0, 2, "A");
+  need_rank(c, 1, 2, "B");
   Value a = c.value(0), b = c.value(1);
   if (c.i("transA", 0)) a = g.transpose(a, {1, 0});
   if (c.i("transB", 0)) b = g.transpose(b, {1, 0});
@@ -52,7 +68,13 @@ Window window(const NodeCtx& c, const std::vector<int64_t>& kernel, bool ceil_mo
   w.dilations = c.ints("dilations", std::vector<int64_t>(k, 1));
   w.pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
   if (w.strides.size() != k || w.dilations.size() != k || w.pads.size() != 2 * k)
-    c.fail("strides, dilations and pads must match the " + std::to_string(k) + " spatial dims");
+    c.fail("strides (" + std::to_string(w.strides.size()) + "), dilations (" + std::to_string(w.dilations.size()) +
+           ") and pads (" + std::to_string(w.pads.size()) + ") must match the " + std::to_string(k) +
+           " spatial dims (pads: 2 per dim)");
+  need_at_least(c, kernel, 1, "kernel_shape");
+  need_at_least(c, w.strides, 1, "strides");
+  need_at_least(c, w.dilations, 1, "dilations");
+  need_at_least(c, w.pads, 0, "pads");
   const std::string auto_pad = c.s("auto_pad", "NOTSET");
   if (auto_pad == "NOTSET") return w;
   if (auto_pad == "VALID") {
@@ -78,7 +100,9 @@ Window window(const NodeCtx& c, const std::vector<int64_t>& kernel, bool ceil_mo
 V conv(const NodeCtx& c) {
   c.allow_only({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
   const Shape& ws = c.shape(1);
-  if (ws.rank() < 3) c.fail("weights must have rank >= 3");
+  if (ws.rank() < 3) c.fail("weights must have rank >= 3, got " + ws.str());
+  if (c.shape(0).rank() != ws.rank())
+    c.fail("input " + c.shape(0).str() + " and weights " + ws.str() + " must have the same rank");
   std::vector<int64_t> kernel;
   for (int64_t i = 2; i < ws.rank(); ++i) {
     if (ws.dims[static_cast<size_t>(i)].is_symbolic()) c.fail("symbolic kernel dims");
@@ -86,7 +110,19 @@ V conv(const NodeCtx& c) {
   }
   if (c.has("kernel_shape") && c.ints("kernel_shape") != kernel) c.fail("kernel_shape does not match the weights");
   const Window w = window(c, kernel);
-  ops::Conv op{w.strides, w.pads, w.dilations, c.i("group", 1)};
+  const int64_t group = c.i("group", 1);
+  if (group < 1) c.fail("group is " + std::to_string(group) + "; it must be >= 1");
+  const Dim& cin = c.shape(0).dims[1];
+  const Dim& wc = ws.dims[1];
+  if (cin.is_static() && wc.is_static() && cin.value != wc.value * group)
+    c.fail("input channels " + std::to_string(cin.value) + " != weight channels " + std::to_string(wc.value) +
+           " x group " + std::to_string(group));
+  if (ws.dims[0].is_static() && ws.dims[0].value % group != 0)
+    c.fail("group " + std::to_string(group) + " does not divide the " + std::to_string(ws.dims[0].value) +
+           " output channels");
+  if (c.present(2) && (c.shape(2).rank() != 1 || c.shape(2).dims[0] != ws.dims[0]))
+    c.fail("bias must be 1-d with one entry per output channel (" + ws.dims[0].str() + "), got " + c.shape(2).str());
+  ops::Conv op{w.strides, w.pads, w.dilations, group};
   std::vector<Value> ins{c.value(0), c.value(1)};
   if (c.present(2)) ins.push_back(c.value(2));
   return {c.out(c.g().apply(op, ins))};
@@ -110,8 +146,19 @@ V conv_transpose(const NodeCtx& c) {
   auto pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
   if (strides.size() != k || dil.size() != k || outpad.size() != k || pads.size() != 2 * k)
     c.fail("strides, dilations, output_padding and pads must match the spatial dims");
+  need_at_least(c, kernel, 1, "kernel dims");
+  need_at_least(c, strides, 1, "strides");
+  need_at_least(c, dil, 1, "dilations");
+  need_at_least(c, outpad, 0, "output_padding");
+  need_at_least(c, pads, 0, "pads");
+  const int64_t group = c.i("group", 1);
+  if (group < 1) c.fail("group is " + std::to_string(group) + "; it must be >= 1");
+  if (xd[1] != wd[0]) c.fail("input channels " + std::to_string(xd[1]) + " != weight dim 0 " + std::to_string(wd[0]));
+  if (xd[1] % group != 0) c.fail("group " + std::to_string(group) + " does not divide the input channels");
+  if (c.has("kernel_shape") && c.ints("kernel_shape") != kernel) c.fail("kernel_shape does not match the weights");
   const std::string auto_pad = c.s("auto_pad", "NOTSET");
   std::vector<int64_t> out_shape = c.ints("output_shape");
+  need_at_least(c, out_shape, 0, "output_shape");
   if (out_shape.size() > k) out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<std::ptrdiff_t>(k));
   if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < k; ++i) {
@@ -140,7 +187,7 @@ V conv_transpose(const NodeCtx& c) {
     outpad.insert(outpad.begin(), 0);
     pads = {0, pads[0], 0, pads[1]};
   }
-  ops::ConvTranspose op{strides, pads, dil, outpad, c.i("group", 1)};
+  ops::ConvTranspose op{strides, pads, dil, outpad, group};
   std::vector<Value> ins{x, wv};
   if (c.present(2)) ins.push_back(c.value(2));
   Value y = g.apply(op, ins);
@@ -181,6 +228,7 @@ V lp_pool(const NodeCtx& c) {
   Window w = window(c, kernel, ceil_mode);
   auto& g = c.g();
   const DType dt = c.shape(0).dtype;
+  if (c.i("p", 2) < 1) c.fail("p is " + std::to_string(c.i("p", 2)) + "; it must be >= 1");
   const double p = static_cast<double>(c.i("p", 2));
   ops::Pool op{PoolKind::Avg, w.kernel, w.strides, w.pads, w.dilations, true, ceil_mode};
   Value x = g.pow(g.act(ActKind::Abs, c.value(0)), c.scalar_like(p, dt));
@@ -216,6 +264,7 @@ Moments moments(const NodeCtx& c, Value x, const std::vector<int64_t>& axes, dou
 V batch_norm_training(const NodeCtx& c) {
   auto& g = c.g();
   const Shape& xs = c.shape(0);
+  if (xs.rank() < 2) c.fail("X must have rank >= 2 (N, C, ...), got " + xs.str());
   const DType dt = xs.dtype;
   std::vector<int64_t> axes{0};
   for (int64_t i = 2; i < xs.rank(); ++i) axes.push_back(i);
@@ -243,6 +292,11 @@ V batch_norm(const NodeCtx& c) {
   c.allow_only({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"});
   if (c.i("training_mode", 0) != 0) return batch_norm_training(c);
   if (c.i("spatial", 1) != 1) c.fail("spatial=0 is not supported");
+  if (c.shape(0).rank() < 2) c.fail("X must have rank >= 2 (N, C, ...), got " + c.shape(0).str());
+  for (size_t i = 1; i <= 4; ++i)
+    if (c.shape(i).rank() != 1 || c.shape(i).dims[0] != c.shape(0).dims[1])
+      c.fail("input " + std::to_string(i) + " must be 1-d with one entry per channel (" + c.shape(0).dims[1].str() +
+             "), got " + c.shape(i).str());
   for (size_t i = 1; i < c.num_outputs(); ++i)
     if (!c.node().output(static_cast<int>(i)).empty()) c.fail("the training outputs (running mean/var) are not supported");
   ops::BatchNormInference op{c.f("epsilon", 1e-5)};
@@ -324,7 +378,7 @@ V lp_norm(const NodeCtx& c) {
   auto& g = c.g();
   Value x = c.value(0);
   const int64_t p = c.i("p", 2);
-  const int64_t axis = c.i("axis", -1);
+  const int64_t axis = normalize_axis(c.i("axis", -1), c.shape(0).rank(), "LpNormalization axis");
   Value n;
   if (p == 1) n = g.sum(g.act(ActKind::Abs, x), {axis}, true);
   else if (p == 2) n = g.act(ActKind::Sqrt, g.sum(g.mul(x, x), {axis}, true));
@@ -337,6 +391,7 @@ V mvn(const NodeCtx& c) {
   c.allow_only({"axes"});
   auto& g = c.g();
   const auto axes = c.ints("axes", {0, 2, 3});
+  for (int64_t a : axes) normalize_axis(a, c.shape(0).rank(), "MeanVarianceNormalization axes");
   Moments m = moments(c, c.value(0), axes, 1e-9);
   (void)m.mean;
   Value var = g.mean(g.mul(m.centered, m.centered), axes, true);
@@ -371,6 +426,21 @@ V attention(const NodeCtx& c) {
   auto& g = c.g();
   const Shape& qs = c.shape(0);
   const DType dt = qs.dtype;
+  if (qs.rank() != 3 && qs.rank() != 4) c.fail("Q must be 3-d (B, S, hidden) or 4-d (B, heads, S, D), got " + qs.str());
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (c.shape(i).rank() != qs.rank())
+      c.fail(std::string(i == 1 ? "K" : "V") + " (input " + std::to_string(i) + ") must have Q's rank " +
+             std::to_string(qs.rank()) + ", got " + c.shape(i).str());
+  for (size_t i : {size_t{4}, size_t{5}})
+    if (c.present(i) && c.shape(i).rank() != 4)
+      c.fail(std::string(i == 4 ? "past_key" : "past_value") + " (input " + std::to_string(i) +
+             ") must be 4-d (B, kv_heads, past, D), got " + c.shape(i).str());
+  if (c.present(3) && (c.shape(3).rank() < 2 || c.shape(3).rank() > 4))
+    c.fail("attn_mask (input 3) must have rank 2 to 4 (broadcastable to (B, heads, Sq, Skv)), got " + c.shape(3).str());
+  if (c.present(6) && c.shape(6).rank() != 1)
+    c.fail("nonpad_kv_seqlen (input 6) must be 1-d (B), got " + c.shape(6).str());
+  if (c.present(6) && !is_int(c.shape(6).dtype))
+    c.fail("nonpad_kv_seqlen (input 6) must be an integer tensor, got " + c.shape(6).str());
   const bool three_d = qs.rank() == 3;
   Value q = c.value(0), k = c.value(1), v = c.value(2);
   auto to4 = [&](Value t, int64_t heads, const char* what) {
@@ -397,6 +467,11 @@ V attention(const NodeCtx& c) {
   const int64_t B = qd[0].value, Hq = qd[1].value, Sq = qd[2].value, D = qd[3].value;
   const int64_t Hkv = kd[1].value, Skv = kd[2].value, Dv = vd[3].value;
   if (Hkv <= 0 || Hq % Hkv != 0) c.fail("q heads must be a multiple of kv heads");
+  if (kd[0].value != B || vd[0].value != B || vd[1].value != Hkv || vd[2].value != Skv || kd[3].value != D)
+    c.fail("inconsistent shapes (as 4-d, with any past prepended): Q " + dims_str(qd) + ", K " + dims_str(kd) +
+           ", V " + dims_str(vd) + "; K must be (B, kv_heads, Skv, D) and V (B, kv_heads, Skv, Dv)");
+  if (c.present(6) && c.shape(6).dims[0] != Dim(B))
+    c.fail("nonpad_kv_seqlen must have one entry per batch (" + std::to_string(B) + "), got " + c.shape(6).str());
   const int64_t rep = Hq / Hkv;
   if (rep > 1) {  // GQA: repeat each kv head
     auto repeat = [&](Value t, int64_t dim) {
@@ -415,6 +490,9 @@ V attention(const NodeCtx& c) {
   const double softcap = c.f("softcap", 0.0);
   if (softcap > 0) s = g.mul(g.tanh(g.div(s, c.scalar_like(softcap, dt))), c.scalar_like(softcap, dt));
   const int64_t mode = c.i("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) c.fail("qk_matmul_output_mode " + std::to_string(mode) + " is not one of 0, 1, 2, 3");
+  if (softcap < 0 || !std::isfinite(softcap)) c.fail("softcap must be a finite value >= 0");
+  if (!std::isfinite(scale)) c.fail("scale must be finite");
   std::optional<Value> qk_out;
   if (mode == 0 || mode == 1) qk_out = s;
   const double ninf = -std::numeric_limits<double>::infinity();

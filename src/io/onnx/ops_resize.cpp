@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "io/onnx/importer.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -134,6 +135,10 @@ Value separable(const NodeCtx& c, const ResizeSpec& s) {
   for (int64_t a = r - 1; a >= 0; --a) {  // innermost axis first, like the definition's recursion
     const int64_t n = d[static_cast<size_t>(a)], out = s.sizes[static_cast<size_t>(a)];
     if (out == n && s.scales[static_cast<size_t>(a)] == 1.0 && s.coord != "tf_crop_and_resize") continue;
+    if (n == 0 && out > 0) c.fail("cannot resize the empty dim " + std::to_string(a) + " to " + std::to_string(out));
+    if (out > 0 && n > kMaxFoldElements / out)
+      c.fail("axis " + std::to_string(a) + ": the " + std::to_string(out) + " x " + std::to_string(n) +
+             " interpolation matrix of this mode is larger than rlx builds at import time");
     std::vector<double> w, bias;
     axis_matrix(c, s, a, n, w, bias);
     std::vector<int64_t> perm(static_cast<size_t>(r));
@@ -230,12 +235,48 @@ V resize(const NodeCtx& c, bool upsample) {
     }
   }
   if (s.scales.empty() && s.sizes.empty()) c.fail("needs scales or sizes");
-  if (!s.scales.empty() && static_cast<int64_t>(s.scales.size()) != r) c.fail("scales must have one entry per dim");
-  if (!s.sizes.empty() && static_cast<int64_t>(s.sizes.size()) != r) c.fail("sizes must have one entry per dim");
+  if (!s.scales.empty() && static_cast<int64_t>(s.scales.size()) != r)
+    c.fail("scales has " + std::to_string(s.scales.size()) + " entries; it must have one per dim (" + std::to_string(r) + ")");
+  if (!s.sizes.empty() && static_cast<int64_t>(s.sizes.size()) != r)
+    c.fail("sizes has " + std::to_string(s.sizes.size()) + " entries; it must have one per dim (" + std::to_string(r) + ")");
+  // Every value checked before it becomes a size (NaN, inf, 0 or a huge scale, negative sizes).
+  for (size_t i = 0; i < s.scales.size(); ++i)
+    if (!std::isfinite(s.scales[i]) || s.scales[i] <= 0)
+      c.fail("scales[" + std::to_string(i) + "] is " + std::to_string(s.scales[i]) + "; scales must be finite and > 0");
+  for (size_t i = 0; i < s.sizes.size(); ++i)
+    if (s.sizes[i] < 0) c.fail("sizes[" + std::to_string(i) + "] is " + std::to_string(s.sizes[i]) + "; sizes must be >= 0");
+  if (!s.scales.empty() && xs.is_static()) {
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < r; ++i) {
+      const double o = std::floor(s.scales[static_cast<size_t>(i)] * static_cast<double>(xs.dims[static_cast<size_t>(i)].value));
+      if (!(o <= static_cast<double>(active_limits().max_tensor_elements)))
+        c.fail("scales[" + std::to_string(i) + "] makes an output dim of " + std::to_string(o) + " elements");
+      out.push_back(static_cast<int64_t>(o));
+    }
+    checked_nbytes(out, xs.dtype, c.where() + " output");
+  }
+  if (!s.sizes.empty()) checked_nbytes(s.sizes, xs.dtype, c.where() + " output");
+  if (!std::isfinite(s.cubic_a)) c.fail("cubic_coeff_a must be finite");
+  if (s.nearest != "round_prefer_floor" && s.nearest != "round_prefer_ceil" && s.nearest != "floor" && s.nearest != "ceil")
+    c.fail("nearest_mode '" + s.nearest + "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
+  if (s.coord != "half_pixel" && s.coord != "asymmetric" && s.coord != "align_corners" &&
+      s.coord != "pytorch_half_pixel" && s.coord != "half_pixel_symmetric" && s.coord != "tf_crop_and_resize")
+    c.fail("coordinate_transformation_mode '" + s.coord + "' is not supported");
+  // (extrapolation_value, cubic_coeff_a and nearest_mode have no effect outside their modes,
+  // by the operator's definition; exporters set them regardless.)
+  // align_corners with scales: the operator's length_resized is scale * length (not the
+  // integer output length), which the IR Resize (integer lengths) does not express; such
+  // axes go through the separable form.
+  bool fractional_out = false;
+  if (s.sizes.empty() && s.coord == "align_corners" && xs.is_static())
+    for (int64_t i = 0; i < r; ++i) {
+      const double o = s.scales[static_cast<size_t>(i)] * static_cast<double>(xs.dims[static_cast<size_t>(i)].value);
+      fractional_out = fractional_out || o != std::floor(o);
+    }
 
   const bool ir_coord = s.coord == "half_pixel" || s.coord == "asymmetric" || s.coord == "align_corners" ||
                         s.coord == "pytorch_half_pixel";
-  const bool ir_ok = s.mode != "cubic" && !s.antialias && ir_coord;
+  const bool ir_ok = s.mode != "cubic" && !s.antialias && ir_coord && !fractional_out;
   if (ir_ok) {
     ops::Resize op;
     op.mode = s.mode == "nearest" ? ResizeMode::Nearest : ResizeMode::Linear;
@@ -246,8 +287,7 @@ V resize(const NodeCtx& c, bool upsample) {
     if (s.nearest == "round_prefer_floor") op.nearest = NearestRound::RoundPreferFloor;
     else if (s.nearest == "round_prefer_ceil") op.nearest = NearestRound::RoundPreferCeil;
     else if (s.nearest == "floor") op.nearest = NearestRound::Floor;
-    else if (s.nearest == "ceil") op.nearest = NearestRound::Ceil;
-    else c.fail("nearest_mode '" + s.nearest + "' is not supported");
+    else op.nearest = NearestRound::Ceil;
     op.scales = s.scales;
     op.sizes = s.sizes;
     return {c.out(c.g().apply(op, {c.value(0)}))};
@@ -256,7 +296,7 @@ V resize(const NodeCtx& c, bool upsample) {
   const auto d = xs.concrete();
   if (s.sizes.empty()) {
     for (int64_t i = 0; i < r; ++i)
-      s.sizes.push_back(static_cast<int64_t>(s.scales[static_cast<size_t>(i)] * static_cast<double>(d[static_cast<size_t>(i)])));
+      s.sizes.push_back(static_cast<int64_t>(std::floor(s.scales[static_cast<size_t>(i)] * static_cast<double>(d[static_cast<size_t>(i)]))));
   } else if (s.scales.empty()) {
     for (int64_t i = 0; i < r; ++i)
       s.scales.push_back(static_cast<double>(s.sizes[static_cast<size_t>(i)]) / static_cast<double>(d[static_cast<size_t>(i)]));

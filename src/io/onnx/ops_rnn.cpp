@@ -1,6 +1,9 @@
 // ONNX sequence ops: RotaryEmbedding, and the recurrent RNN, GRU and LSTM unrolled over the (static) sequence at import time
 // into IR matmuls and elementwise ops. The input projection of every step is one matmul.
+#include <cmath>
 #include <limits>
+
+#include "rlx/limits.h"
 
 #include "io/onnx/importer.h"
 
@@ -54,21 +57,74 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
   const auto xd = g.shape(x).concrete();
   const int64_t S = xd[0], B = xd[1], I = xd[2];
   const Shape& ws = c.shape(1);
-  if (!ws.is_static() || ws.rank() != 3) c.fail("W must be a static 3-d tensor");
+  if (!ws.is_static() || ws.rank() != 3) c.fail("W must be a static 3-d tensor, got " + ws.str());
   const int64_t GH = ws.concrete()[1];
   const int64_t H = GH / spec.gates;
+  if (H <= 0 || GH % spec.gates != 0)
+    c.fail("W " + ws.str() + ": dim 1 must be " + std::to_string(spec.gates) + " x hidden_size with hidden_size >= 1");
   if (c.has("hidden_size") && c.i("hidden_size", 0) != H) c.fail("hidden_size does not match W");
+  // Every operand's shape before any of its dims is read (ONNX: W [dirs, G*H, I], R [dirs, G*H, H],
+  // B [dirs, 2*G*H], initial_h / initial_c [dirs, batch, H], P [dirs, 3*H]).
+  auto need_shape = [&](size_t i, const char* what, const std::vector<int64_t>& want) {
+    if (!c.present(i)) return;
+    const Shape& s = c.shape(i);
+    std::vector<Dim> wd(want.begin(), want.end());
+    if (batch_first && (i == 5 || i == 6)) std::swap(wd[0], wd[1]);
+    if (s.dims != wd)
+      c.fail(std::string(what) + " (input " + std::to_string(i) + ") must have shape " + dims_str(wd) + ", got " + s.str());
+    if (s.dtype != xs.dtype) c.fail(std::string(what) + " must have X's type " + dtype_name(xs.dtype) + ", got " + s.str());
+  };
+  need_shape(1, "W", {dirs, GH, I});
+  need_shape(2, "R", {dirs, GH, H});
+  need_shape(3, "B", {dirs, 2 * GH});
+  need_shape(5, "initial_h", {dirs, B, H});
+  if (spec.cell == Cell::Lstm) {
+    need_shape(6, "initial_c", {dirs, B, H});
+    need_shape(7, "P", {dirs, 3 * H});
+  }
+  if (S < 1 || B < 1) c.fail("X " + xs.str() + " has no time steps or no batch; both must be >= 1");
+  const int64_t max_steps = active_limits().max_unroll_steps;
+  if (S > max_steps)
+    c.fail("the sequence has " + std::to_string(S) + " time steps; rlx unrolls " + c.node().op_type() +
+           " at import time and allows at most " + std::to_string(max_steps) +
+           " steps (raise OnnxImportOptions::limits.max_unroll_steps, or Limits::max_unroll_steps of the process defaults)");
   if (c.present(4)) {
+    if (!is_int(c.shape(4).dtype) || c.shape(4).dims != std::vector<Dim>{Dim(B)})
+      c.fail("sequence_lens (input 4) must be an integer tensor of shape [" + std::to_string(B) + "], got " +
+             c.shape(4).str());
     for (int64_t len : c.ints_input(4, "sequence_lens"))
       if (len != S) c.fail("sequence_lens shorter than the sequence are not supported");
   }
   const DType dt = xs.dtype;
+  if (!(clip >= 0) || std::isinf(clip)) c.fail("clip must be a finite value >= 0 (0: none)");
+  // Constants every step uses are made once: per-step copies would all be same-shaped
+  // constants, which the optimizer's CSE compares pairwise (quadratic in the steps).
+  const Value clip_lo = c.scalar_like(-clip, dt), clip_hi = c.scalar_like(clip, dt), one = c.scalar_like(1.0, dt);
   auto clipv = [&](Value v) {
     if (clip <= 0) return v;
-    return g.min(g.max(v, c.scalar_like(-clip, dt)), c.scalar_like(clip, dt));
+    return g.min(g.max(v, clip_lo), clip_hi);
+  };
+  // Splits v (S, ...) into its S steps (1, ...) by halving: every value is narrowed at most
+  // twice. (S narrows of one value, differing only in their start, would make the optimizer's
+  // CSE compare every pair: import + compile time quadratic in the steps.)
+  auto split_steps = [&](Value v) {
+    std::vector<Value> out(static_cast<size_t>(S));
+    auto rec = [&](auto&& self, Value part, int64_t lo, int64_t n) -> void {
+      if (n == 1) {
+        out[static_cast<size_t>(lo)] = part;
+        return;
+      }
+      const int64_t mid = n / 2;
+      self(self, g.narrow(part, 0, 0, mid), lo, mid);
+      self(self, g.narrow(part, 0, mid, n - mid), lo + mid, n - mid);
+    };
+    if (S > 0) rec(rec, v, 0, S);
+    return out;
   };
   auto gate = [&](Value v, int64_t k) { return g.narrow(v, -1, k * H, H); };
 
+  // initial_h / initial_c as (dirs, B, H) whatever the layout.
+  auto state_in = [&](size_t i) { return batch_first ? g.transpose(c.value(i), {1, 0, 2}) : c.value(i); };
   std::vector<Value> ys, hs, cs;
   for (int64_t d = 0; d < dirs; ++d) {
     const bool reverse = dir == "reverse" || d == 1;
@@ -84,16 +140,25 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
     // The input projection of every step at once: (S, B, GH).
     Value xw = g.matmul(x, wt);
     if (wb) xw = g.add(xw, *wb);
-    Value h = c.present(5) ? g.reshape(g.narrow(c.value(5), 0, d, 1), {B, H}) : g.expand(c.scalar_like(0.0, dt), {B, H});
-    Value cell = c.present(6) && spec.cell == Cell::Lstm ? g.reshape(g.narrow(c.value(6), 0, d, 1), {B, H})
+    Value h = c.present(5) ? g.reshape(g.narrow(state_in(5), 0, d, 1), {B, H}) : g.expand(c.scalar_like(0.0, dt), {B, H});
+    Value cell = c.present(6) && spec.cell == Cell::Lstm ? g.reshape(g.narrow(state_in(6), 0, d, 1), {B, H})
                                                          : g.expand(c.scalar_like(0.0, dt), {B, H});
-    std::optional<Value> peep;
-    if (spec.cell == Cell::Lstm && c.present(7)) peep = g.reshape(g.narrow(c.value(7), 0, d, 1), {3 * H});
+    std::optional<Value> peep_i, peep_o, peep_f;
+    if (spec.cell == Cell::Lstm && c.present(7)) {
+      Value peep = g.reshape(g.narrow(c.value(7), 0, d, 1), {3 * H});
+      peep_i = g.narrow(peep, 0, 0, H);
+      peep_o = g.narrow(peep, 0, H, H);
+      peep_f = g.narrow(peep, 0, 2 * H, H);
+    }
+    const Value rt_h = g.narrow(rt, 1, 2 * H, H);
+    std::optional<Value> rb_h;
+    if (rb) rb_h = g.narrow(*rb, 0, 2 * H, H);
+    const std::vector<Value> xsteps = split_steps(xw);
     const auto* a = &acts[static_cast<size_t>(d) * per_dir];
     std::vector<Value> steps(static_cast<size_t>(S));
     for (int64_t k = 0; k < S; ++k) {
       const int64_t t = reverse ? S - 1 - k : k;
-      Value xt = g.reshape(g.narrow(xw, 0, t, 1), {B, GH});
+      Value xt = g.reshape(xsteps[static_cast<size_t>(t)], {B, GH});
       if (spec.cell == Cell::Rnn) {
         Value pre = g.add(xt, g.matmul(h, rt));
         if (rb) pre = g.add(pre, *rb);
@@ -108,27 +173,26 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
         if (lbr) {
           hh = g.add(gate(xt, 2), g.mul(rr, gate(hr, 2)));
         } else {
-          Value rh = g.matmul(g.mul(rr, h), g.narrow(rt, 1, 2 * H, H));
-          if (rb) rh = g.add(rh, g.narrow(*rb, 0, 2 * H, H));
+          Value rh = g.matmul(g.mul(rr, h), rt_h);
+          if (rb_h) rh = g.add(rh, *rb_h);
           hh = g.add(gate(xt, 2), rh);
         }
         hh = activate(c, a[1], clipv(hh));
-        Value one = c.scalar_like(1.0, dt);
         h = g.add(g.mul(g.sub(one, z), hh), g.mul(z, h));
       } else {
         // W/R gate order: i, o, f, c; peepholes: i, o, f.
         Value pre = g.add(xt, g.matmul(h, rt));
         if (rb) pre = g.add(pre, *rb);
         Value pi = gate(pre, 0), po = gate(pre, 1), pf = gate(pre, 2), pc = gate(pre, 3);
-        if (peep) {
-          pi = g.add(pi, g.mul(g.narrow(*peep, 0, 0, H), cell));
-          pf = g.add(pf, g.mul(g.narrow(*peep, 0, 2 * H, H), cell));
+        if (peep_i) {
+          pi = g.add(pi, g.mul(*peep_i, cell));
+          pf = g.add(pf, g.mul(*peep_f, cell));
         }
         Value it = activate(c, a[0], clipv(pi));
         Value ft = activate(c, a[0], clipv(pf));
         Value ct = activate(c, a[1], clipv(pc));
         cell = g.add(g.mul(ft, cell), g.mul(it, ct));
-        if (peep) po = g.add(po, g.mul(g.narrow(*peep, 0, H, H), cell));
+        if (peep_o) po = g.add(po, g.mul(*peep_o, cell));
         Value ot = activate(c, a[0], clipv(po));
         h = g.mul(ot, activate(c, a[2], cell));
       }
@@ -172,9 +236,18 @@ V rotary_embedding(const NodeCtx& c) {
     x = g.reshape(x, {B, S, H, D});
   }
   const int64_t rot = c.i("rotary_embedding_dim", 0) > 0 ? c.i("rotary_embedding_dim", 0) : D;
+  if (c.i("rotary_embedding_dim", 0) < 0) c.fail("rotary_embedding_dim must be >= 0");
   if (rot > D || rot % 2 != 0) c.fail("rotary_embedding_dim must be even and at most the head size");
   const int64_t half = rot / 2;
   Value cosv = c.value(1), sinv = c.value(2);
+  const int64_t want_rank = c.present(3) ? 2 : 3;
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (c.shape(i).rank() != want_rank)
+      c.fail(std::string(i == 1 ? "cos_cache" : "sin_cache") + " (input " + std::to_string(i) + ") must be " +
+             (want_rank == 2 ? "2-d (max_position, rotary_dim/2) with position_ids" : "3-d (B, S, rotary_dim/2) without position_ids") +
+             ", got " + c.shape(i).str());
+  if (c.present(3) && (!is_int(c.shape(3).dtype) || c.shape(3).rank() != 2))
+    c.fail("position_ids (input 3) must be a 2-d (B, S) integer tensor, got " + c.shape(3).str());
   if (c.present(3)) {  // caches (max_pos, rot/2) indexed by position_ids (B, S)
     Value pos = c.cast_to(c.value(3), DType::I64);
     cosv = g.gather(cosv, pos, 0);

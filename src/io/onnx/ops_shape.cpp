@@ -7,6 +7,7 @@
 
 #include "io/onnx/importer.h"
 #include "io/onnx/proto.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -197,6 +198,7 @@ V split(const NodeCtx& c) {
   if (c.opset() >= 13 && c.present(1)) sizes = c.ints_input(1, "split");
   else if (c.opset() < 13 && c.has("split")) sizes = c.ints("split");
   const int64_t n = static_cast<int64_t>(c.num_outputs());
+  if (n < 1) c.fail("the node has no outputs");
   if (sizes.empty()) {
     const int64_t parts = c.has("num_outputs") ? c.i("num_outputs", n) : n;
     if (parts != n) c.fail("num_outputs=" + std::to_string(parts) + " but the node has " + std::to_string(n) + " outputs");
@@ -226,15 +228,22 @@ V split(const NodeCtx& c) {
   return outs;
 }
 
+// The positions start, start + step, ... before end (start/end clamped to [-1, n]), counted
+// first so that no i += step can overflow int64 (steps may be as large as INT64_MAX).
+std::vector<int64_t> slice_positions(int64_t start, int64_t end, int64_t step) {
+  const int64_t span = step > 0 ? end - start : start - end;
+  const int64_t mag = step > 0 ? step : (step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step);
+  const int64_t count = span <= 0 ? 0 : (span - 1) / mag + 1;
+  std::vector<int64_t> idx;
+  for (int64_t k = 0; k < count; ++k) idx.push_back(step > 0 ? start + k * mag : start - k * mag);
+  return idx;
+}
+
 // Slice one axis with a step; start/end already clamped per ONNX rules.
 Value slice_axis(const NodeCtx& c, Value x, int64_t axis, int64_t start, int64_t end, int64_t step) {
   auto& g = c.g();
   if (step == 1) return g.narrow(x, axis, start, std::max<int64_t>(0, end - start));
-  std::vector<int64_t> idx;
-  if (step > 0)
-    for (int64_t i = start; i < end; i += step) idx.push_back(i);
-  else
-    for (int64_t i = start; i > end; i += step) idx.push_back(i);
+  const std::vector<int64_t> idx = slice_positions(start, end, step);
   if (idx.empty()) return g.narrow(x, axis, 0, 0);
   return g.gather(x, g.constant(Tensor::i64({static_cast<int64_t>(idx.size())}, idx)), axis);
 }
@@ -281,16 +290,15 @@ V slice(const NodeCtx& c) {
     if (step > 0) {
       s = clampv(starts[i], 0, n);
       e = clampv(ends[i], 0, n);
+    } else if (n == 0) {  // nothing to take (and clamp's range [0, n - 1] would be empty)
+      s = e = -1;
     } else {
       s = clampv(starts[i], 0, n - 1);
       e = ends[i] < -n ? -1 : clampv(ends[i], -1, n - 1);
     }
     if (sym) {
       std::vector<Dim> picked;
-      if (step > 0)
-        for (int64_t k = s; k < e; k += step) picked.push_back((*sym)[static_cast<size_t>(k)]);
-      else
-        for (int64_t k = s; k > e; k += step) picked.push_back((*sym)[static_cast<size_t>(k)]);
+      for (int64_t k : slice_positions(s, e, step)) picked.push_back((*sym)[static_cast<size_t>(k)]);
       return {shape_val(picked)};
     }
     x = slice_axis(c, x, axis, s, e, step);
@@ -302,6 +310,8 @@ V slice(const NodeCtx& c) {
 V expand(const NodeCtx& c) {
   c.allow_only({});
   const auto target = c.dims_input(1, "shape");
+  for (const Dim& d : target)
+    if (d.is_static() && d.value < 0) c.fail("shape " + dims_str(target) + " has a negative entry");
   const auto b = broadcast_dims(c.shape(0).dims, target);
   if (!b) c.fail("cannot broadcast " + c.shape(0).str() + " to " + dims_str(target));
   return {c.out(c.g().expand(c.value(0), *b))};
@@ -320,8 +330,11 @@ V tile(const NodeCtx& c) {
     inter.push_back(dims[i]);
     big.push_back(reps[i]);
     big.push_back(dims[i]);
-    out.push_back(reps[i] * dims[i].value);
+    out.push_back(checked_mul(reps[i], dims[i].value, c.where() + " output dim " + std::to_string(i)));
   }
+  std::vector<int64_t> out_static;
+  for (const Dim& d : out) out_static.push_back(d.value);
+  checked_nbytes(out_static, c.shape(0).dtype, c.where() + " output");
   auto& g = c.g();
   Value x = g.reshape(c.value(0), inter);
   return {c.out(g.reshape(g.expand(x, big), out))};
@@ -367,12 +380,24 @@ V range(const NodeCtx& c) {
   const Tensor& de = c.konst(2, "delta");
   if (st.numel() != 1 || li.numel() != 1 || de.numel() != 1) c.fail("start, limit and delta must be scalars");
   const DType dt = st.dtype();
+  if (li.dtype() != dt || de.dtype() != dt)
+    c.fail(std::string("start, limit and delta must have one type, got ") + dtype_name(dt) + ", " +
+           dtype_name(li.dtype()) + ", " + dtype_name(de.dtype()));
+  // Range is computed at import time: its element count is capped like any folded constant.
+  const int64_t cap = std::min<int64_t>(kMaxFoldElements, active_limits().max_tensor_elements);
+  auto too_many = [&](const std::string& count) {
+    c.fail("the range has " + count + " elements, more than the " + std::to_string(cap) +
+           " rlx computes at import time");
+  };
   if (is_float(dt)) {
     const double s = st.to_f64()[0], l = li.to_f64()[0], d = de.to_f64()[0];
+    if (!std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+      c.fail("start, limit and delta must be finite, got " + std::to_string(s) + ", " + std::to_string(l) + ", " +
+             std::to_string(d));
     if (d == 0) c.fail("delta is 0");
-    const double count = std::ceil((l - s) / d);
+    const double count = std::ceil((l - s) / d);  // checked before the conversion to an integer
+    if (!(count <= static_cast<double>(cap))) too_many(std::to_string(count));
     const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-    if (n > (int64_t{1} << 31)) c.fail("too many elements");
     std::vector<double> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = s + static_cast<double>(i) * d;
     if (dt == DType::F32) {  // accumulate in the element type like the reference
@@ -384,8 +409,11 @@ V range(const NodeCtx& c) {
   }
   const int64_t s = st.to_i64()[0], l = li.to_i64()[0], d = de.to_i64()[0];
   if (d == 0) c.fail("delta is 0");
-  const int64_t n = std::max<int64_t>(0, (l - s + d + (d > 0 ? -1 : 1)) / d);
-  if (n > (int64_t{1} << 31)) c.fail("too many elements");
+  // In 128 bits: l - s and the rounding cannot overflow.
+  const __int128 span = static_cast<__int128>(l) - s, step = d;
+  const __int128 n128 = std::max<__int128>(0, (span + step + (step > 0 ? -1 : 1)) / step);
+  if (n128 > cap) too_many(n128 > std::numeric_limits<int64_t>::max() ? std::string("more than 2^63") : std::to_string(static_cast<int64_t>(n128)));
+  const auto n = static_cast<int64_t>(n128);
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = s + i * d;
   return {Val::known(Tensor::i64({n}, v).cast(dt))};
@@ -441,6 +469,7 @@ V depth_to_space(const NodeCtx& c, bool to_space) {
   const int64_t b = c.i("blocksize", 0);
   if (b <= 0) c.fail("blocksize must be positive");
   const int64_t N = d[0], C = d[1], H = d[2], W = d[3];
+  if (b > (int64_t{1} << 20)) c.fail("blocksize " + std::to_string(b) + " is larger than any dim can be");
   auto& g = c.g();
   Value x = c.value(0);
   if (to_space) {
@@ -469,6 +498,9 @@ V eye_like(const NodeCtx& c) {
   if (d.size() != 2) c.fail("needs a 2-d input");
   const DType dt = c.has("dtype") ? dtype_from_onnx(static_cast<int32_t>(c.i("dtype", 1)), c.where()) : c.shape(0).dtype;
   const int64_t k = c.i("k", 0);
+  if (checked_numel(d, c.where() + " output") > kMaxFoldElements)
+    c.fail("the output " + dims_str(d) + " is larger than the " + std::to_string(kMaxFoldElements) +
+           " elements rlx builds at import time");
   std::vector<double> v(static_cast<size_t>(d[0] * d[1]), 0.0);
   for (int64_t i = 0; i < d[0]; ++i)
     if (i + k >= 0 && i + k < d[1]) v[static_cast<size_t>(i * d[1] + i + k)] = 1.0;
@@ -485,6 +517,9 @@ V trilu(const NodeCtx& c) {
   const int64_t k = c.present(1) ? c.scalar_input(1, "k") : 0;
   const bool upper = c.i("upper", 1) != 0;
   const int64_t n = dn.value, m = dm.value;
+  if (checked_mul(n, m, c.where() + " mask") > kMaxFoldElements)
+    c.fail("the last two dims " + std::to_string(n) + " x " + std::to_string(m) + " exceed the " +
+           std::to_string(kMaxFoldElements) + "-element mask rlx builds at import time");
   std::vector<uint8_t> mask(static_cast<size_t>(n * m));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) mask[static_cast<size_t>(i * m + j)] = upper ? (j - i >= k) : (j - i <= k);
