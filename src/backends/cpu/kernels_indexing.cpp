@@ -32,11 +32,11 @@ template <class C> bool is_nan(C v) {
 
 // Reads an integer index tensor as int64, wraps negative values and checks the range
 // [-size, size) of the indexed axis.
-std::vector<int64_t> load_indices(const Tensor& idx, int64_t size, int64_t axis, const KernelContext& ctx) {
+std::vector<int64_t> load_indices(const Tensor& idx, int64_t size, int64_t axis) {
   std::vector<int64_t> out(static_cast<size_t>(idx.numel()));
   visit_dtype(idx.dtype(), [&]<DType D>() {
     if constexpr (D == DType::F32 || D == DType::F16 || D == DType::BF16 || D == DType::F64 || D == DType::Bool) {
-      throw Error(node_label(ctx.node) + ": indices must have an integer dtype, got " + dtype_name(D));
+      throw Error(std::string("indices must have an integer dtype, got ") + dtype_name(D));
     } else {
       using T = typename dtype_storage<D>::type;
       const T* p = cptr<T>(idx);
@@ -44,7 +44,7 @@ std::vector<int64_t> load_indices(const Tensor& idx, int64_t size, int64_t axis,
         const int64_t v = static_cast<int64_t>(p[i]);
         const int64_t w = v < 0 ? v + size : v;
         if (w < 0 || w >= size)
-          throw Error(node_label(ctx.node) + ": index " + std::to_string(v) + " is out of range for axis " +
+          throw Error(std::string("index ") + std::to_string(v) + " is out of range for axis " +
                       std::to_string(axis) + " of size " + std::to_string(size) +
                       (size > 0 ? " (valid range [" + std::to_string(-size) + ", " + std::to_string(size - 1) + "])"
                                 : " (the axis is empty, so no index is valid)"));
@@ -63,7 +63,7 @@ void kernel(const ops::Gather& op, KernelContext& ctx) {
   Tensor& out = ctx.out[0];
   const int64_t axis = normalize_axis(op.axis, data.rank(), "gather axis");
   const AxisSplit s = split_at_axis(data.shape(), axis);
-  const std::vector<int64_t> ix = load_indices(ctx.in[1], s.mid, axis, ctx);
+  const std::vector<int64_t> ix = load_indices(ctx.in[1], s.mid, axis);
   const int64_t m = static_cast<int64_t>(ix.size());
   const size_t row = static_cast<size_t>(s.inner) * dtype_size(data.dtype());
   const int64_t rows = s.outer * m;
@@ -99,14 +99,14 @@ void kernel(const ops::ScatterAdd& op, KernelContext& ctx) {
   const int64_t axis = normalize_axis(op.axis, r, "scatter_add axis");
   // Shapes were checked at inference, but symbolic dims are only known now.
   check(idx.rank() == r && upd.shape() == idx.shape(),
-        node_label(ctx.node) + ": indices " + dims_str(idx.shape()) + " and updates " + dims_str(upd.shape()) +
+        std::string("indices ") + dims_str(idx.shape()) + " and updates " + dims_str(upd.shape()) +
             " must have one shape of data's rank (data " + dims_str(data.shape()) + ")");
   for (int64_t d = 0; d < r; ++d)
     check(d == axis || idx.dim(d) <= data.dim(d),
-          node_label(ctx.node) + ": indices " + dims_str(idx.shape()) + " dim " + std::to_string(d) +
+          std::string("indices ") + dims_str(idx.shape()) + " dim " + std::to_string(d) +
               " exceeds data " + dims_str(data.shape()));
   if (out.nbytes() > 0) std::memcpy(out.raw(), data.raw(), out.nbytes());
-  const std::vector<int64_t> ix = load_indices(idx, data.dim(axis), axis, ctx);
+  const std::vector<int64_t> ix = load_indices(idx, data.dim(axis), axis);
   if (ix.empty()) return;
 
   const std::vector<int64_t>& ish = idx.shape();
@@ -134,7 +134,7 @@ void kernel(const ops::ScatterAdd& op, KernelContext& ctx) {
   const int64_t nb = (si.inner + kBlock - 1) / kBlock;
   visit_dtype(data.dtype(), [&]<DType D>() {
     if constexpr (D == DType::Bool) {
-      throw Error(node_label(ctx.node) + ": scatter_add does not take bool data");
+      throw Error("scatter_add does not take bool data");
     } else {
       using T = typename dtype_storage<D>::type;
       T* po = mptr<T>(out);
@@ -175,7 +175,7 @@ template <bool IsMax, class Op> void arg_kernel(const Op& op, KernelContext& ctx
   const int64_t axis = normalize_axis(op.axis, x.rank(), std::string(Op::kName) + " axis");
   const AxisSplit s = split_at_axis(x.shape(), axis);
   if (s.mid == 0)
-    throw Error(node_label(ctx.node) + ": " + Op::kName + " over axis " + std::to_string(axis) + " of input " +
+    throw Error(std::string(Op::kName) + " over axis " + std::to_string(axis) + " of input " +
                 dims_str(x.shape()) + " which has size 0");
   int64_t* po = mptr<int64_t>(ctx.out[0]);
   const bool last = op.select_last;
@@ -232,7 +232,7 @@ void kernel(const ops::TopK& op, KernelContext& ctx) {
   const AxisSplit s = split_at_axis(x.shape(), axis);
   const int64_t k = op.k;
   if (k < 1 || k > s.mid)
-    throw Error(node_label(ctx.node) + ": k = " + std::to_string(k) + " is not in [1, " + std::to_string(s.mid) +
+    throw Error(std::string("k = ") + std::to_string(k) + " is not in [1, " + std::to_string(s.mid) +
                 "] for axis " + std::to_string(axis) + " of input " + dims_str(x.shape()));
   const bool largest = op.largest;
   int64_t* pi = mptr<int64_t>(ctx.out[1]);
@@ -293,7 +293,7 @@ void kernel(const ops::Cumsum& op, KernelContext& ctx) {
   const bool excl = op.exclusive, rev = op.reverse;
   visit_dtype(x.dtype(), [&]<DType D>() {
     if constexpr (D == DType::Bool) {
-      throw Error(node_label(ctx.node) + ": cumsum does not take bool input");
+      throw Error("cumsum does not take bool input");
     } else {
       using T = typename dtype_storage<D>::type;
       using A = typename CumAcc<T>::type;

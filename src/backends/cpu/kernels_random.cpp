@@ -13,9 +13,10 @@
 // RngNormal: z = sqrt(-2 ln u1) * {cos, sin}(2 pi u2) with u1 in (0, 1], u2 in [0, 1);
 // out = mean + stddev * z computed in double, rounded to the output dtype.
 //
-// Sample, per row r: NaN logits -> rlx::Error. temperature 0: first index of the maximum.
+// Sample, per row r: NaN logits -> rlx::Error; a row whose logits are all -inf -> rlx::Error
+// (in every mode, greedy included). temperature 0: first index of the maximum.
 // Otherwise p_j = exp((l_j - max) / temperature) (when the max is +inf, the +inf entries share
-// the mass equally; a row whose logits are all -inf -> rlx::Error); tokens sorted by p
+// the mass equally); tokens sorted by p
 // descending (ties: lower index first); keep the first top_k (top_k 0 or >= V: all); then keep
 // the smallest prefix whose mass >= top_p * (mass kept by top_k) (at least one token); draw
 // u in [0, 1) (53 bits from words 0-1 of block r of the stream) and pick the first token whose
@@ -134,9 +135,10 @@ int64_t sample_row(const T* logits, int64_t V, int64_t row, const ops::Sample& o
       arg = j;
     }
   }
-  if (op.temperature == 0) return arg;
+  // Checked before the greedy return so that every mode treats such a row alike.
   check(mx != -std::numeric_limits<double>::infinity(),
         "sample: every logit of row " + std::to_string(row) + " is -inf; nothing can be sampled");
+  if (op.temperature == 0) return arg;
   const bool inf_max = std::isinf(mx);
   for (int64_t j = 0; j < V; ++j) {
     const double v = to_double(logits[j]);

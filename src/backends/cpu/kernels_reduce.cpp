@@ -201,10 +201,10 @@ void kernel(const ops::Reduce& op, KernelContext& ctx) {
   const ReducePlan p = plan_reduce(g.dims, std::vector<bool>(g.reduced.begin(), g.reduced.end()));
   const bool minmax = op.kind == ReduceKind::Max || op.kind == ReduceKind::Min;
   if (p.count == 0 && out.numel() > 0 && (minmax || (op.kind == ReduceKind::Mean && !is_float(x.dtype()))))
-    throw Error(node_label(ctx.node) + ": " + enum_name(op.kind) + " of input " + dims_str(x.shape()) +
+    throw Error(std::string(enum_name(op.kind)) + " of input " + dims_str(x.shape()) +
                 " reduces zero elements (an empty reduced axis); only sum, prod and float mean allow that");
   if (x.dtype() == DType::Bool && !minmax)
-    throw Error(node_label(ctx.node) + ": " + enum_name(op.kind) + " of bool input is not supported");
+    throw Error(std::string(enum_name(op.kind)) + " of bool input is not supported");
   visit_dtype(x.dtype(), [&]<DType D>() {
     using T = typename dtype_storage<D>::type;
     switch (op.kind) {
@@ -214,7 +214,7 @@ void kernel(const ops::Reduce& op, KernelContext& ctx) {
       case ReduceKind::Min: return reduce_impl<T, ReduceKind::Min>(x, out, p);
       case ReduceKind::Prod: return reduce_impl<T, ReduceKind::Prod>(x, out, p);
     }
-    throw Error(node_label(ctx.node) + ": unknown reduce kind " + std::to_string(static_cast<int>(op.kind)));
+    throw Error(std::string("unknown reduce kind ") + std::to_string(static_cast<int>(op.kind)));
   });
 }
 
@@ -294,7 +294,7 @@ template <bool Log, class Op> void softmax_kernel(const Op&, KernelContext& ctx)
     if constexpr (D == DType::F32 || D == DType::F16 || D == DType::BF16 || D == DType::F64) {
       softmax_impl<typename dtype_storage<D>::type, Log>(x, ctx.out[0], s);
     } else {
-      throw Error(node_label(ctx.node) + ": " + Op::kName + " needs a float input, got " + dtype_name(D));
+      throw Error(std::string(Op::kName) + " needs a float input, got " + dtype_name(D));
     }
   });
 }

@@ -357,7 +357,7 @@ __device__ bool radix_mass(const KeyOf& key_of, const ProbOfKey& prob_of_key, co
 }
 
 // logits [rows, V] -> i64 tokens [rows], the CPU oracle's rules (see kernels_random.cpp):
-// temperature 0 = first argmax; else p_j = exp((l_j - max) / temperature) (+inf max: the +inf
+// NaN or all -inf row: error (every mode); temperature 0 = first argmax; else p_j = exp((l_j - max) / temperature) (+inf max: the +inf
 // logits share the mass); keep the top_k first in rank order (0 = all), then the shortest prefix
 // with mass >= top_p * kept mass; draw u (53 bits of Philox block `row`, words 0-1) and pick
 // the first kept token whose cumulative mass exceeds u * kept mass.
@@ -393,13 +393,13 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     }
     const long long arg = (long long)(unsigned)~(unsigned)(best & 0xffffffffull);
     const float mx = key_float((unsigned)(best >> 32));
-    if (temperature == 0.0) {
-      if (threadIdx.x == 0) out[r] = arg;
+    if (mx == RLX_NEG_INF) {  // before the greedy return: every mode rejects an all -inf row
+      if (threadIdx.x == 0) { report_error(err, 5); out[r] = 0; }
       __syncthreads();
       continue;
     }
-    if (mx == RLX_NEG_INF) {
-      if (threadIdx.x == 0) { report_error(err, 5); out[r] = 0; }
+    if (temperature == 0.0) {
+      if (threadIdx.x == 0) out[r] = arg;
       __syncthreads();
       continue;
     }
