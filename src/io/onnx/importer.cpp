@@ -7,7 +7,9 @@
 #include <limits>
 #include <set>
 
+#include "io/file_access.h"
 #include "io/onnx/proto.h"
+#include "rlx/limits.h"
 #include "rlx/session.h"
 
 namespace rlx::onnx_io {
@@ -20,10 +22,170 @@ const std::set<std::string> kNeverFold = {"RandomNormal", "RandomUniform", "Rand
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
 std::string node_where(const onnx::NodeProto& n, int64_t opset) {
-  std::string s = "ONNX node '" + (n.name().empty() ? (n.output_size() ? n.output(0) : std::string("?")) : n.name()) +
-                  "' (" + (is_default_domain(n.domain()) ? "" : n.domain() + ":") + n.op_type();
+  std::string s = "ONNX node '" +
+                  io::printable(n.name().empty() ? (n.output_size() ? n.output(0) : std::string("?")) : n.name()) +
+                  "' (" + io::printable((is_default_domain(n.domain()) ? "" : n.domain() + ":") + n.op_type());
   if (opset > 0) s += ", opset " + std::to_string(opset);
   return s + ")";
+}
+
+// Attributes whose validity depends on the opset: valid in [since, until) (until 0 = still
+// valid). Mostly attributes that later opsets turned into inputs (ReduceSum's axes at 13,
+// the other reductions' at 18, Squeeze/Unsqueeze/Split at 13, Reshape's shape at 5, ...):
+// one given at an opset where it does not exist would be ignored by the converter, which
+// reads the input instead, so it is rejected before conversion.
+struct AttrSpan {
+  const char* op;
+  const char* attr;
+  int64_t since;
+  int64_t until;
+};
+constexpr AttrSpan kAttrSpans[] = {
+    {"ReduceSum", "axes", 1, 13},
+    {"ReduceSum", "noop_with_empty_axes", 13, 0},
+    {"ReduceMean", "axes", 1, 18},
+    {"ReduceMean", "noop_with_empty_axes", 18, 0},
+    {"ReduceMax", "axes", 1, 18},
+    {"ReduceMax", "noop_with_empty_axes", 18, 0},
+    {"ReduceMin", "axes", 1, 18},
+    {"ReduceMin", "noop_with_empty_axes", 18, 0},
+    {"ReduceProd", "axes", 1, 18},
+    {"ReduceProd", "noop_with_empty_axes", 18, 0},
+    {"ReduceL1", "axes", 1, 18},
+    {"ReduceL1", "noop_with_empty_axes", 18, 0},
+    {"ReduceL2", "axes", 1, 18},
+    {"ReduceL2", "noop_with_empty_axes", 18, 0},
+    {"ReduceLogSum", "axes", 1, 18},
+    {"ReduceLogSum", "noop_with_empty_axes", 18, 0},
+    {"ReduceLogSumExp", "axes", 1, 18},
+    {"ReduceLogSumExp", "noop_with_empty_axes", 18, 0},
+    {"ReduceSumSquare", "axes", 1, 18},
+    {"ReduceSumSquare", "noop_with_empty_axes", 18, 0},
+    {"Squeeze", "axes", 1, 13},
+    {"Unsqueeze", "axes", 1, 13},
+    {"Split", "split", 1, 13},
+    {"Split", "num_outputs", 18, 0},
+    {"Reshape", "shape", 1, 5},
+    {"Reshape", "allowzero", 14, 0},
+    {"Pad", "pads", 2, 11},
+    {"Pad", "paddings", 1, 2},
+    {"Pad", "value", 1, 11},
+    {"Slice", "starts", 1, 10},
+    {"Slice", "ends", 1, 10},
+    {"Slice", "axes", 1, 10},
+    {"TopK", "k", 1, 10},
+    {"TopK", "largest", 11, 0},
+    {"TopK", "sorted", 11, 0},
+    {"Clip", "min", 1, 11},
+    {"Clip", "max", 1, 11},
+    {"Dropout", "ratio", 1, 12},
+    {"Dropout", "is_test", 1, 7},
+    {"Dropout", "seed", 12, 0},
+    {"Upsample", "scales", 1, 9},
+    {"Resize", "coordinate_transformation_mode", 11, 0},
+    {"Resize", "cubic_coeff_a", 11, 0},
+    {"Resize", "exclude_outside", 11, 0},
+    {"Resize", "extrapolation_value", 11, 0},
+    {"Resize", "nearest_mode", 11, 0},
+    {"Resize", "antialias", 18, 0},
+    {"Resize", "axes", 18, 0},
+    {"Resize", "keep_aspect_ratio_policy", 18, 0},
+    {"BatchNormalization", "spatial", 1, 9},
+    {"BatchNormalization", "is_test", 1, 7},
+    {"BatchNormalization", "consumed_inputs", 1, 6},
+    {"BatchNormalization", "training_mode", 14, 0},
+    {"ArgMax", "select_last_index", 12, 0},
+    {"ArgMin", "select_last_index", 12, 0},
+    {"MaxPool", "storage_order", 8, 0},
+    {"MaxPool", "dilations", 10, 0},
+    {"MaxPool", "ceil_mode", 10, 0},
+    {"AveragePool", "count_include_pad", 7, 0},
+    {"AveragePool", "ceil_mode", 10, 0},
+    {"AveragePool", "dilations", 19, 0},
+    {"Shape", "start", 15, 0},
+    {"Shape", "end", 15, 0},
+    {"ScatterElements", "reduction", 16, 0},
+    {"ScatterND", "reduction", 16, 0},
+    {"GatherND", "batch_dims", 12, 0},
+    {"DepthToSpace", "mode", 11, 0},
+    {"Constant", "sparse_value", 11, 0},
+    {"Constant", "value_float", 12, 0},
+    {"Constant", "value_floats", 12, 0},
+    {"Constant", "value_int", 12, 0},
+    {"Constant", "value_ints", 12, 0},
+    {"Constant", "value_string", 12, 0},
+    {"Constant", "value_strings", 12, 0},
+    {"Cast", "saturate", 19, 0},
+    {"CastLike", "saturate", 19, 0},
+    {"DFT", "axis", 1, 20},
+    {"QuantizeLinear", "axis", 13, 0},
+    {"DequantizeLinear", "axis", 13, 0},
+    {"Gemm", "broadcast", 1, 7},
+    {"Add", "broadcast", 1, 7},
+    {"Add", "axis", 1, 7},
+    {"Sub", "broadcast", 1, 7},
+    {"Sub", "axis", 1, 7},
+    {"Mul", "broadcast", 1, 7},
+    {"Mul", "axis", 1, 7},
+    {"Div", "broadcast", 1, 7},
+    {"Div", "axis", 1, 7},
+    {"Pow", "broadcast", 1, 7},
+    {"Pow", "axis", 1, 7},
+    {"RoiAlign", "coordinate_transformation_mode", 16, 0},
+    {"GroupNormalization", "stash_type", 21, 0},
+};
+
+// Inputs a converter may leave unread because they cannot change an inference result.
+struct IgnorableInput {
+  const char* op;
+  size_t index;
+};
+constexpr IgnorableInput kIgnorableInputs[] = {
+    {"Dropout", 1},  // ratio: only used in training mode, which the converter checks itself
+};
+// Ops whose converters check the node's attributes themselves (by position, not by name).
+const std::set<std::string> kConverterChecksAttributes = {"Constant"};
+
+std::string attr_kind_name(int kind) {
+  using A = onnx::AttributeProto;
+  switch (kind) {
+    case A::FLOAT: return "FLOAT";
+    case A::INT: return "INT";
+    case A::STRING: return "STRING";
+    case A::TENSOR: return "TENSOR";
+    case A::GRAPH: return "GRAPH";
+    case A::SPARSE_TENSOR: return "SPARSE_TENSOR";
+    case A::TYPE_PROTO: return "TYPE_PROTO";
+    case A::FLOATS: return "FLOATS";
+    case A::INTS: return "INTS";
+    case A::STRINGS: return "STRINGS";
+    case A::TENSORS: return "TENSORS";
+    case A::GRAPHS: return "GRAPHS";
+    case A::SPARSE_TENSORS: return "SPARSE_TENSORS";
+    case A::TYPE_PROTOS: return "TYPE_PROTOS";
+    default: return "UNDEFINED";
+  }
+}
+
+// The kinds of value an attribute carries (which fields are set), as AttributeType codes.
+std::vector<int> attr_payload_kinds(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  std::vector<int> k;
+  if (a.has_f()) k.push_back(A::FLOAT);
+  if (a.has_i()) k.push_back(A::INT);
+  if (a.has_s()) k.push_back(A::STRING);
+  if (a.has_t()) k.push_back(A::TENSOR);
+  if (a.has_g()) k.push_back(A::GRAPH);
+  if (a.has_sparse_tensor()) k.push_back(A::SPARSE_TENSOR);
+  if (a.has_tp()) k.push_back(A::TYPE_PROTO);
+  if (a.floats_size()) k.push_back(A::FLOATS);
+  if (a.ints_size()) k.push_back(A::INTS);
+  if (a.strings_size()) k.push_back(A::STRINGS);
+  if (a.tensors_size()) k.push_back(A::TENSORS);
+  if (a.graphs_size()) k.push_back(A::GRAPHS);
+  if (a.sparse_tensors_size()) k.push_back(A::SPARSE_TENSORS);
+  if (a.type_protos_size()) k.push_back(A::TYPE_PROTOS);
+  return k;
 }
 
 }  // namespace
@@ -31,7 +193,33 @@ std::string node_where(const onnx::NodeProto& n, int64_t opset) {
 // ---- NodeCtx ----------------------------------------------------------------
 
 NodeCtx::NodeCtx(Importer& im, const onnx::NodeProto& node, int64_t opset, std::vector<Val*> inputs)
-    : im_(im), node_(node), opset_(opset), in_(std::move(inputs)) {}
+    : im_(im), node_(node), opset_(opset), in_(std::move(inputs)), in_used_(in_.size(), false),
+      attr_used_(static_cast<size_t>(node.attribute_size()), false) {}
+
+bool NodeCtx::present(size_t i) const {
+  if (i >= in_.size()) return false;
+  in_used_[i] = true;
+  return in_[i] != nullptr;
+}
+
+void NodeCtx::consume_input(size_t i) const {
+  if (i < in_used_.size()) in_used_[i] = true;
+}
+
+void NodeCtx::consume_attributes() const { attr_used_.assign(attr_used_.size(), true); }
+
+void NodeCtx::check_consumed() const {
+  for (size_t i = 0; i < in_.size(); ++i)
+    if (in_[i] && !in_used_[i])
+      fail("input " + std::to_string(i) + " ('" + io::printable(node_.input(static_cast<int>(i))) + "') is not an input " +
+           node_.op_type() + " takes at opset " + std::to_string(opset_) + " (or rlx does not support it); the node has " +
+           std::to_string(in_.size()) + " inputs. Remove the extra input or check the model's opset");
+  for (int k = 0; k < node_.attribute_size(); ++k)
+    if (!attr_used_[static_cast<size_t>(k)])
+      fail("attribute '" + io::printable(node_.attribute(k).name()) + "' is not an attribute " + node_.op_type() +
+           " takes at opset " + std::to_string(opset_) + " (or rlx does not support it); remove it or check the "
+           "model's opset");
+}
 
 Graph& NodeCtx::g() const { return im_.graph(); }
 
@@ -53,7 +241,7 @@ const Tensor& NodeCtx::konst(size_t i, const std::string& what) const {
   const Val& v = in(i);
   if (v.konst) return *v.konst;
   if (v.hint) return *v.hint;
-  fail("input " + std::to_string(i) + " ('" + node_.input(static_cast<int>(i)) + "', the " + what +
+  fail("input " + std::to_string(i) + " ('" + io::printable(node_.input(static_cast<int>(i))) + "', the " + what +
        ") must be known at import time, but it is computed at run time; rlx needs it to fix the output "
        "shape (pass the value with OnnxImportOptions::known_inputs when it is a graph input)");
 }
@@ -78,12 +266,15 @@ std::vector<Dim> NodeCtx::dims_input(size_t i, const std::string& what) const {
 }
 
 const onnx::AttributeProto* NodeCtx::attr(const std::string& name) const {
-  for (const auto& a : node_.attribute())
+  for (int k = 0; k < node_.attribute_size(); ++k) {
+    const auto& a = node_.attribute(k);
     if (a.name() == name) {
       if (!a.ref_attr_name().empty())
         fail("attribute '" + name + "' refers to a function attribute; only model graphs are supported");
+      attr_used_[static_cast<size_t>(k)] = true;
       return &a;
     }
+  }
   return nullptr;
 }
 
@@ -129,14 +320,17 @@ Tensor NodeCtx::tensor_attr(const std::string& name) const {
 }
 
 void NodeCtx::allow_only(std::initializer_list<const char*> names) const {
-  for (const auto& a : node_.attribute()) {
+  for (int k = 0; k < node_.attribute_size(); ++k) {
+    const auto& a = node_.attribute(k);
     bool ok = false;
     for (const char* n : names) ok = ok || a.name() == n;
     if (!ok) {
       std::string list;
       for (const char* n : names) list += (list.empty() ? "" : ", ") + std::string(n);
-      fail("attribute '" + a.name() + "' is not supported (supported: " + (list.empty() ? "none" : list) + ")");
+      fail("attribute '" + io::printable(a.name()) + "' is not supported by " + node_.op_type() + " at opset " +
+           std::to_string(opset_) + " (supported: " + (list.empty() ? "none" : list) + ")");
     }
+    attr_used_[static_cast<size_t>(k)] = true;
   }
 }
 
@@ -201,7 +395,13 @@ const ConverterTable& converters() {
 Importer::Importer(Graph& g, const OnnxImportOptions& opts, std::map<std::string, int64_t> opsets, std::string base_dir,
                    Importer* parent, bool same_graph)
     : g_(g), opts_(opts), opsets_(std::move(opsets)), base_dir_(std::move(base_dir)), parent_(parent),
-      same_graph_(same_graph) {}
+      same_graph_(same_graph), depth_(parent ? parent->depth_ + 1 : 0) {
+  const int max_depth = active_limits().max_nesting_depth;
+  if (depth_ > max_depth)
+    throw Error("subgraphs (If / Loop / Scan bodies) are nested more than " + std::to_string(max_depth) +
+                " deep; the size policy allows at most " + std::to_string(max_depth) +
+                " (raise Limits::max_nesting_depth in OnnxImportOptions::limits for a model that needs more)");
+}
 
 Val* Importer::lookup(const std::string& name) {
   if (auto it = vals_.find(name); it != vals_.end()) return &it->second;
@@ -219,8 +419,77 @@ Val* Importer::lookup(const std::string& name) {
 }
 
 Val& Importer::define(const std::string& name, Val v) {
+  if (!defined_.insert(name).second)
+    throw Error("the value name '" + io::printable(name) +
+                "' is defined twice (by two nodes, a node and a graph input or initializer, or a node and its own "
+                "input); ONNX graphs define each name once: rename one of them");
   vals_[name] = std::move(v);
   return vals_[name];
+}
+
+void Importer::check_body(const onnx::GraphProto& gp, const std::string& where) const {
+  if (gp.sparse_initializer_size() > 0)
+    throw Error(where + ": sparse initializers are not supported (store them as dense initializers)");
+  std::set<std::string> inits;
+  for (const auto& t : gp.initializer()) {
+    if (t.name().empty()) throw Error(where + ": an initializer has no name");
+    if (!inits.insert(t.name()).second)
+      throw Error(where + ": initializer '" + io::printable(t.name()) + "' is defined twice; rename or remove one");
+  }
+  std::set<std::string> ins;
+  for (const auto& vi : gp.input()) {
+    if (vi.name().empty()) throw Error(where + ": a graph input has no name");
+    if (!ins.insert(vi.name()).second)
+      throw Error(where + ": graph input '" + io::printable(vi.name()) + "' is declared twice; rename or remove one");
+  }
+  std::set<std::string> outs;
+  for (const auto& vi : gp.output()) {
+    if (vi.name().empty()) throw Error(where + ": a graph output has no name");
+    if (!outs.insert(vi.name()).second)
+      throw Error(where + ": graph output '" + io::printable(vi.name()) + "' is declared twice; remove one");
+  }
+}
+
+void Importer::validate_node(const onnx::NodeProto& node, int64_t opset) const {
+  const std::string where = node_where(node, opset);
+  if (node.op_type().empty()) throw Error(where + ": the node has no op_type");
+  std::set<std::string> names;
+  for (const auto& a : node.attribute()) {
+    const std::string an = "attribute '" + io::printable(a.name()) + "'";
+    if (a.name().empty()) throw Error(where + ": an attribute has no name");
+    if (!names.insert(a.name()).second) throw Error(where + ": " + an + " is given twice; keep one");
+    if (!a.ref_attr_name().empty())
+      throw Error(where + ": " + an + " refers to the function attribute '" + io::printable(a.ref_attr_name()) +
+                  "'; references are only valid inside functions, which rlx does not import");
+    const auto kinds = attr_payload_kinds(a);
+    if (a.type() == onnx::AttributeProto::UNDEFINED)
+      throw Error(where + ": " + an + " has no type (AttributeProto.type is UNDEFINED); set its type");
+    for (int k : kinds)
+      if (k != a.type())
+        throw Error(where + ": " + an + " is declared " + attr_kind_name(a.type()) + " but holds a " +
+                    attr_kind_name(k) + " value; fix the attribute's type or value");
+    for (const AttrSpan& sp : kAttrSpans) {
+      if (node.op_type() != sp.op || a.name() != sp.attr) continue;
+      if (opset < sp.since || (sp.until > 0 && opset >= sp.until)) {
+        std::string valid = sp.until > 0 ? "opsets " + std::to_string(sp.since) + " to " + std::to_string(sp.until - 1)
+                                         : "opset " + std::to_string(sp.since) + " and later";
+        std::string hint = sp.until > 0 ? "; at opset " + std::to_string(opset) + " it is an input (or was removed)" : "";
+        throw Error(where + ": " + an + " is not an attribute of " + node.op_type() + " at opset " +
+                    std::to_string(opset) + " (it exists in " + valid + ")" + hint +
+                    "; remove it or set the model's opset to match");
+      }
+    }
+  }
+  std::set<std::string> outs;
+  for (const auto& o : node.output())
+    if (!o.empty() && !outs.insert(o).second)
+      throw Error(where + ": output '" + io::printable(o) + "' is listed twice; each output needs its own name");
+  for (const auto& o : node.output())
+    for (const auto& i : node.input())
+      if (!o.empty() && o == i)
+        throw Error(where + ": output '" + io::printable(o) +
+                    "' is also an input of the node; a node cannot overwrite its own input (ONNX values are "
+                    "defined once)");
 }
 
 Value Importer::materialize(Val& v) {
@@ -236,7 +505,7 @@ Value Importer::materialize(Val& v) {
 }
 
 Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
-  const std::string where = "graph input '" + vi.name() + "'";
+  const std::string where = "graph input '" + io::printable(vi.name()) + "'";
   if (!vi.type().has_tensor_type())
     throw Error(where + ": only tensor inputs are supported (this one is a sequence, map or optional)");
   const auto& tt = vi.type().tensor_type();
@@ -274,7 +543,7 @@ Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
 }
 
 void Importer::add_initializer(const onnx::TensorProto& t) {
-  const std::string where = "initializer '" + t.name() + "'";
+  const std::string where = "initializer '" + io::printable(t.name()) + "'";
   Tensor v = tensor_from_proto(t, base_dir_, where);
   if (top_level() && static_cast<int64_t>(v.nbytes()) > opts_.max_constant_bytes) {
     // A large weight: a Param with its value carried by the graph.
@@ -288,16 +557,13 @@ void Importer::add_initializer(const onnx::TensorProto& t) {
 }
 
 void Importer::import_main(const onnx::GraphProto& gp) {
-  if (gp.sparse_initializer_size() > 0) throw Error("sparse initializers are not supported");
+  check_body(gp, "the model's graph");
   std::set<std::string> init_names;
-  for (const auto& t : gp.initializer()) {
-    if (t.name().empty()) throw Error("an initializer has no name");
-    init_names.insert(t.name());
-  }
+  for (const auto& t : gp.initializer()) init_names.insert(t.name());
   // Graph inputs first (node order = ONNX input order), initializers after.
   for (const auto& vi : gp.input()) {
     if (init_names.count(vi.name())) continue;  // an initializer's default: a weight, not a run-time input
-    if (vals_.count(vi.name())) throw Error("graph input '" + vi.name() + "' is declared twice");
+    if (vals_.count(vi.name())) throw Error("graph input '" + io::printable(vi.name()) + "' is declared twice");
     const Shape s = input_shape(vi);
     Val v = Val::of(g_.input(vi.name(), s), s);
     if (auto it = opts_.known_inputs.find(vi.name()); it != opts_.known_inputs.end()) {
@@ -330,9 +596,10 @@ void Importer::import_main(const onnx::GraphProto& gp) {
   std::vector<std::string> names;
   for (const auto& vi : gp.output()) {
     if (vi.type().has_sequence_type() || vi.type().has_optional_type() || vi.type().has_map_type())
-      throw Error("graph output '" + vi.name() + "': only tensor outputs are supported");
+      throw Error("graph output '" + io::printable(vi.name()) + "': only tensor outputs are supported");
     Val* v = lookup(vi.name());
-    if (!v) throw Error("graph output '" + vi.name() + "' is not produced by any node, input or initializer");
+    if (!v)
+      throw Error("graph output '" + io::printable(vi.name()) + "' is not produced by any node, input or initializer");
     outs.push_back(materialize(*v));
     names.push_back(vi.name());
   }
@@ -347,13 +614,14 @@ std::vector<Val> Importer::inline_body(const onnx::GraphProto& body, const std::
     throw Error(where + ": the body declares " + std::to_string(body.input_size()) + " inputs but gets " +
                 std::to_string(args.size()));
   Importer child(g_, opts_, opsets_, base_dir_, this, true);
+  child.check_body(body, where);
   for (int i = 0; i < body.input_size(); ++i) child.define(body.input(i).name(), args[static_cast<size_t>(i)]);
   for (const auto& t : body.initializer()) child.add_initializer(t);
   for (const auto& n : body.node()) child.import_node(n);
   std::vector<Val> outs;
   for (const auto& vi : body.output()) {
     Val* v = child.lookup(vi.name());
-    if (!v) throw Error(where + ": body output '" + vi.name() + "' is never produced");
+    if (!v) throw Error(where + ": body output '" + io::printable(vi.name()) + "' is never produced");
     outs.push_back(*v);
   }
   return outs;
@@ -366,20 +634,21 @@ std::shared_ptr<Graph> Importer::build_subgraph(const onnx::GraphProto& body, co
                 std::to_string(formal.size()));
   auto sg = std::make_shared<Graph>();
   Importer child(*sg, opts_, opsets_, base_dir_, this, false);
+  child.check_body(body, where);
   for (int i = 0; i < body.input_size(); ++i) {
     const auto& s = formal[static_cast<size_t>(i)];
     child.define(body.input(i).name(), Val::of(sg->input(body.input(i).name(), s), s));
   }
   for (const auto& name : captures) {
     Val* outer = lookup(name);
-    if (!outer) throw Error(where + ": the body reads '" + name + "', which is not defined");
+    if (!outer) throw Error(where + ": the body reads '" + io::printable(name) + "', which is not defined");
     child.define(name, Val::of(sg->input(name, outer->shape), outer->shape));
   }
   for (const auto& t : body.initializer()) child.add_initializer(t);
   for (const auto& n : body.node()) child.import_node(n);
   for (const auto& vi : body.output()) {
     Val* v = child.lookup(vi.name());
-    if (!v) throw Error(where + ": body output '" + vi.name() + "' is never produced");
+    if (!v) throw Error(where + ": body output '" + io::printable(vi.name()) + "' is never produced");
     sg->add_output(child.materialize(*v), vi.name());
   }
   child.compact();
@@ -411,15 +680,21 @@ std::vector<std::string> Importer::free_names(const onnx::GraphProto& body) {
 void Importer::import_node(const onnx::NodeProto& node) {
   if (!is_default_domain(node.domain())) {
     const auto it = opsets_.find(node.domain());
-    throw Error(node_where(node, it == opsets_.end() ? 0 : it->second) + ": operator domain '" + node.domain() +
+    if (it == opsets_.end())
+      throw Error(node_where(node, 0) + ": operator domain '" + io::printable(node.domain()) +
+                  "' is not declared in the model's opset_import (and rlx imports only the default ai.onnx domain)");
+    throw Error(node_where(node, it->second) + ": operator domain '" + io::printable(node.domain()) +
                 "' is not supported (rlx imports the default ai.onnx domain)");
   }
   const auto os = opsets_.find("");
-  const int64_t opset = os == opsets_.end() ? 0 : os->second;
+  if (os == opsets_.end())
+    throw Error(node_where(node, 0) + ": the model imports no opset of the default ai.onnx domain");
+  const int64_t opset = os->second;
+  validate_node(node, opset);
   const auto& table = converters();
   const auto conv = table.find(node.op_type());
   if (conv == table.end())
-    throw Error(node_where(node, opset) + ": unsupported ONNX op '" + node.op_type() + "' (opset " +
+    throw Error(node_where(node, opset) + ": unsupported ONNX op '" + io::printable(node.op_type()) + "' (opset " +
                 std::to_string(opset) + "); see docs/onnx-conformance.md for the supported ops");
   std::vector<Val*> ins;
   bool all_known = true, all_hinted = true;
@@ -429,16 +704,21 @@ void Importer::import_node(const onnx::NodeProto& node) {
       continue;
     }
     Val* v = lookup(name);
-    if (!v) throw Error(node_where(node, opset) + ": input '" + name + "' is not defined before this node");
+    if (!v)
+      throw Error(node_where(node, opset) + ": input '" + io::printable(name) + "' is not defined before this node");
     all_known = all_known && v->konst.has_value();
     all_hinted = all_hinted && (v->konst || v->hint);
     ins.push_back(v);
   }
   const NodeId first_new = static_cast<NodeId>(g_.size());
   NodeCtx ctx(*this, node, opset, ins);
+  for (const IgnorableInput& ig : kIgnorableInputs)
+    if (node.op_type() == ig.op) ctx.consume_input(ig.index);
+  if (kConverterChecksAttributes.count(node.op_type())) ctx.consume_attributes();
   std::vector<Val> outs;
   try {
     outs = conv->second(ctx);
+    ctx.check_consumed();
     if (outs.size() > static_cast<size_t>(node.output_size()))
       throw Error("converter produced " + std::to_string(outs.size()) + " outputs for " +
                   std::to_string(node.output_size()));
@@ -465,12 +745,18 @@ void Importer::import_node(const onnx::NodeProto& node) {
   }
   for (size_t k = 0; k < outs.size(); ++k) {
     const std::string& name = node.output(static_cast<int>(k));
-    if (!name.empty()) define(name, std::move(outs[k]));
+    if (name.empty()) continue;
+    if (defined_.count(name))
+      throw Error(ctx.where() + ": output '" + io::printable(name) +
+                  "' is already defined (by another node, a graph input or an initializer); ONNX graphs define "
+                  "each name once: rename one of them");
+    define(name, std::move(outs[k]));
   }
   for (size_t k = outs.size(); k < static_cast<size_t>(node.output_size()); ++k)
     if (!node.output(static_cast<int>(k)).empty())
-      throw Error(ctx.where() + ": output " + std::to_string(k) + " ('" + node.output(static_cast<int>(k)) +
-                  "') is not supported");
+      throw Error(ctx.where() + ": output " + std::to_string(k) + " ('" +
+                  io::printable(node.output(static_cast<int>(k))) + "') is not an output " + node.op_type() +
+                  " has at opset " + std::to_string(opset) + " (or rlx does not support it)");
 }
 
 void Importer::propagate_hints(NodeId first_new, const std::vector<Val*>& ins, std::vector<Val>& outs) const {
@@ -568,12 +854,36 @@ void Importer::compact() {
 
 namespace {
 
+// The ai.onnx opsets and IR versions rlx imports (the ONNX backend node tests it is checked
+// against go up to these).
+constexpr int64_t kMaxOpset = 28;
+constexpr int64_t kMaxIrVersion = 13;
+
 std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std::string& what) {
+  const std::string ir_range = "rlx imports IR versions 1 to " + std::to_string(kMaxIrVersion);
+  if (m.ir_version() <= 0)
+    throw Error(what + ": IR version " + std::to_string(m.ir_version()) + " is not valid (" + ir_range +
+                "); the file is damaged or was not written by an ONNX exporter");
+  if (m.ir_version() > kMaxIrVersion)
+    throw Error(what + ": IR version " + std::to_string(m.ir_version()) + " is newer than rlx knows (" + ir_range + ")");
   std::map<std::string, int64_t> opsets;
-  for (const auto& o : m.opset_import()) opsets[is_default_domain(o.domain()) ? "" : o.domain()] = o.version();
-  if (m.ir_version() < 3 && opsets.empty()) opsets[""] = 1;
-  if (m.ir_version() > 13)
-    throw Error(what + ": IR version " + std::to_string(m.ir_version()) + " is newer than rlx knows (3 to 13)");
+  for (const auto& o : m.opset_import()) {
+    const std::string domain = is_default_domain(o.domain()) ? "" : o.domain();
+    const std::string name = domain.empty() ? "ai.onnx" : io::printable(domain);
+    if (o.version() <= 0)
+      throw Error(what + ": opset_import of domain '" + name + "' has version " + std::to_string(o.version()) +
+                  ", which is not valid (opset versions start at 1; rlx imports ai.onnx opsets 1 to " +
+                  std::to_string(kMaxOpset) + ")");
+    if (!opsets.emplace(domain, o.version()).second)
+      throw Error(what + ": opset_import lists domain '" + name + "' twice; keep one entry per domain");
+    if (domain.empty() && o.version() > kMaxOpset)
+      throw Error(what + ": ai.onnx opset " + std::to_string(o.version()) + " is newer than rlx knows (rlx imports "
+                  "ai.onnx opsets 1 to " + std::to_string(kMaxOpset) + "); convert the model to a supported opset");
+  }
+  if (m.ir_version() < 3 && opsets.empty()) opsets[""] = 1;  // before IR 3 models had no opset_import
+  if (!opsets.count(""))
+    throw Error(what + ": the model imports no opset of the default ai.onnx domain (its opset_import has no entry "
+                "for '' or 'ai.onnx'); add one (rlx imports opsets 1 to " + std::to_string(kMaxOpset) + ")");
   return opsets;
 }
 
@@ -584,25 +894,34 @@ std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std
 namespace rlx {
 
 Graph import_onnx_bytes(const void* data, size_t size, const std::string& base_dir, const OnnxImportOptions& options) {
-  const std::string what = "ONNX model";
-  const onnx::ModelProto m = onnx_io::parse_model(data, size, what);
-  if (!m.has_graph()) throw Error(what + ": the model has no graph");
-  if (m.functions_size() > 0) throw Error(what + ": model-local functions are not supported");
-  Graph g;
-  onnx_io::Importer im(g, options, onnx_io::model_opsets(m, what), base_dir);
-  im.import_main(m.graph());
-  return g;
+  return translate_errors("import_onnx", [&] {
+    options.limits.validate();
+    ScopedLimits scoped(options.limits);
+    const std::string what = "ONNX model";
+    if (!data && size > 0) throw Error(what + ": no data (null pointer with a size of " + std::to_string(size) + ")");
+    const onnx::ModelProto m = onnx_io::parse_model(data, size, what);
+    if (!m.has_graph()) throw Error(what + ": the model has no graph");
+    if (m.functions_size() > 0) throw Error(what + ": model-local functions are not supported");
+    Graph g;
+    onnx_io::Importer im(g, options, onnx_io::model_opsets(m, what), base_dir);
+    im.import_main(m.graph());
+    return g;
+  });
 }
 
 Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
-  const std::string bytes = onnx_io::read_whole_file(path, "ONNX model");
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  try {
-    return import_onnx_bytes(bytes.data(), bytes.size(), dir, options);
-  } catch (const Error& e) {
-    throw Error("ONNX model '" + path + "': " + e.what());
-  }
+  return translate_errors("import_onnx", [&] {
+    options.limits.validate();
+    ScopedLimits scoped(options.limits);
+    const std::string bytes = onnx_io::read_whole_file(path, "ONNX model");
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    try {
+      return import_onnx_bytes(bytes.data(), bytes.size(), dir, options);
+    } catch (const Error& e) {
+      throw Error("ONNX model '" + io::printable(path) + "': " + e.what());
+    }
+  });
 }
 
 std::string onnx_elem_type_name(int32_t code) {
@@ -644,41 +963,50 @@ OnnxModelInfo::Io io_info(const onnx::ValueInfoProto& vi) {
 }  // namespace
 
 OnnxModelInfo onnx_model_info(const std::string& path) {
-  const std::string bytes = onnx_io::read_whole_file(path, "ONNX model");
-  const onnx::ModelProto m = onnx_io::parse_model(bytes.data(), bytes.size(), "'" + path + "'");
-  OnnxModelInfo info;
-  info.ir_version = m.ir_version();
-  for (const auto& o : m.opset_import()) info.opsets.emplace_back(o.domain(), o.version());
-  info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
-  for (const auto& n : m.graph().node())
-    ++info.op_histogram[(n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + ":") + n.op_type()];
-  std::set<std::string> inits;
-  for (const auto& t : m.graph().initializer()) {
-    inits.insert(t.name());
-    int64_t n = 1;
-    for (int64_t d : t.dims()) n = d > 0 ? n * d : 0;
-    int64_t size = 0;
-    try {
-      size = static_cast<int64_t>(dtype_size(onnx_io::dtype_from_onnx(t.data_type(), "")));
-    } catch (const Error&) {
-      size = 0;
+  return translate_errors("onnx_model_info", [&] {
+    const std::string bytes = onnx_io::read_whole_file(path, "ONNX model");
+    const onnx::ModelProto m = onnx_io::parse_model(bytes.data(), bytes.size(), "'" + io::printable(path) + "'");
+    OnnxModelInfo info;
+    info.ir_version = m.ir_version();
+    for (const auto& o : m.opset_import()) info.opsets.emplace_back(o.domain(), o.version());
+    info.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+    for (const auto& n : m.graph().node())
+      ++info.op_histogram[(n.domain().empty() || n.domain() == "ai.onnx" ? "" : n.domain() + ":") + n.op_type()];
+    std::set<std::string> inits;
+    for (const auto& t : m.graph().initializer()) {
+      inits.insert(t.name());
+      const std::string where = "'" + io::printable(path) + "': initializer '" + io::printable(t.name()) + "'";
+      int64_t n = 1;
+      for (int64_t d : t.dims()) {
+        if (d < 0) throw Error(where + " has a negative dim " + std::to_string(d));
+        n = checked_mul(n, d, where + " element count");
+      }
+      int64_t size = 0;
+      try {
+        size = static_cast<int64_t>(dtype_size(onnx_io::dtype_from_onnx(t.data_type(), "")));
+      } catch (const Error&) {
+        size = 0;
+      }
+      info.initializer_bytes = checked_add(info.initializer_bytes, checked_mul(n, size, where + " byte count"),
+                                           "'" + io::printable(path) + "': total initializer bytes");
     }
-    info.initializer_bytes += n * size;
-  }
-  for (const auto& vi : m.graph().input())
-    if (!inits.count(vi.name())) info.inputs.push_back(io_info(vi));
-  for (const auto& vi : m.graph().output()) info.outputs.push_back(io_info(vi));
-  return info;
+    for (const auto& vi : m.graph().input())
+      if (!inits.count(vi.name())) info.inputs.push_back(io_info(vi));
+    for (const auto& vi : m.graph().output()) info.outputs.push_back(io_info(vi));
+    return info;
+  });
 }
 
 Tensor load_onnx_tensor(const std::string& path) {
-  const std::string bytes = onnx_io::read_whole_file(path, "tensor file");
-  onnx::TensorProto t;
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
-      !t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw Error("'" + path + "' is not a valid onnx.TensorProto");
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  return onnx_io::tensor_from_proto(t, dir.empty() ? "." : dir, "'" + path + "'");
+  return translate_errors("load_onnx_tensor", [&] {
+    const std::string bytes = onnx_io::read_whole_file(path, "tensor file");
+    onnx::TensorProto t;
+    if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+        !t.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      throw Error("'" + io::printable(path) + "' is not a valid onnx.TensorProto");
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    return onnx_io::tensor_from_proto(t, dir.empty() ? "." : dir, "'" + io::printable(path) + "'");
+  });
 }
 
 }  // namespace rlx

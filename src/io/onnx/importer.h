@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,10 @@ class NodeCtx {
   Graph& g() const;
 
   size_t num_inputs() const { return in_.size(); }
-  bool present(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
+  // Input i is given (not omitted). Asking about an input (present, in, value, konst, ...)
+  // marks it as used: after conversion, a given input no converter asked about is an error
+  // (an extra input is never silently dropped).
+  bool present(size_t i) const;
   const Val& in(size_t i) const;                  // required input i
   Value value(size_t i) const;                    // required input i, in the graph
   const Shape& shape(size_t i) const { return in(i).shape; }
@@ -73,8 +77,16 @@ class NodeCtx {
   std::vector<float> floats(const std::string& name) const;
   const onnx::AttributeProto* attr(const std::string& name) const;
   Tensor tensor_attr(const std::string& name) const;
-  // Rejects attributes not listed (an attribute is never silently ignored).
+  // Rejects attributes not listed (an attribute is never silently ignored). Listed
+  // attributes count as consumed; so does every attribute a converter reads.
   void allow_only(std::initializer_list<const char*> names) const;
+  // After conversion: rlx::Error naming the first given input or attribute the converter
+  // neither read nor declared (allow_only).
+  void check_consumed() const;
+  // Marks input i / every attribute as consumed (for inputs that do not change an inference
+  // result, and converters that validate the NodeProto's attributes themselves).
+  void consume_input(size_t i) const;
+  void consume_attributes() const;
 
   // rlx::Error "ONNX node 'name' (Op, opset N): msg".
   [[noreturn]] void fail(const std::string& msg) const;
@@ -90,6 +102,8 @@ class NodeCtx {
   const onnx::NodeProto& node_;
   int64_t opset_;
   std::vector<Val*> in_;
+  mutable std::vector<bool> in_used_;    // per input: asked about by the converter
+  mutable std::vector<bool> attr_used_;  // per attribute (node order): read or declared
 };
 
 using Converter = std::function<std::vector<Val>(const NodeCtx&)>;
@@ -113,6 +127,8 @@ class Importer {
   // the parent's graph (else it builds its own Graph and sees only the parent's known values).
   Importer(Graph& g, const OnnxImportOptions& opts, std::map<std::string, int64_t> opsets, std::string base_dir,
            Importer* parent = nullptr, bool same_graph = false);
+  // Nesting depth of this body (0 = the model's graph).
+  int depth() const { return depth_; }
 
   // Top level: inputs, initializers, nodes, outputs; compacts the graph at the end.
   void import_main(const onnx::GraphProto& gp);
@@ -131,11 +147,19 @@ class Importer {
   const OnnxImportOptions& options() const { return opts_; }
   Val* lookup(const std::string& name);  // nullptr when undefined in every enclosing scope
   Value materialize(Val& v);
+  // Defines a name of this scope; rlx::Error when the name is already defined here or
+  // names a value of an enclosing scope (ONNX graphs are in static single assignment form).
   Val& define(const std::string& name, Val v);
 
  private:
   void import_node(const onnx::NodeProto& node);
   void add_initializer(const onnx::TensorProto& t);
+  // Inputs, outputs and attributes of a node checked against its op's definition at this
+  // opset (counts, attribute names, kinds and opset validity) before conversion.
+  void validate_node(const onnx::NodeProto& node, int64_t opset) const;
+  // Body-level checks shared by the model's graph and subgraph bodies (initializer names,
+  // sparse initializers).
+  void check_body(const onnx::GraphProto& gp, const std::string& where) const;
   // Computes `outs` (values of the nodes added since first_new) on the CPU when every operand
   // from before first_new is a constant, a weight or listed in `known`; nullopt otherwise.
   std::optional<std::vector<Tensor>> try_fold(NodeId first_new, const std::vector<Value>& outs,
@@ -151,7 +175,9 @@ class Importer {
   std::string base_dir_;
   Importer* parent_;
   bool same_graph_;
+  int depth_ = 0;
   std::map<std::string, Val> vals_;
+  std::set<std::string> defined_;  // names defined by this scope (not lookups cached from outer ones)
   std::map<std::string, Tensor> initializers_;  // top level: materialized as Params when large
 };
 

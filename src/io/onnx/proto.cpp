@@ -2,11 +2,14 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+
+#include "io/file_access.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -15,19 +18,45 @@ static_assert(std::endian::native == std::endian::little, "ONNX raw_data is litt
 
 using TP = onnx::TensorProto;
 
-// Size limits that keep a malicious file from asking for absurd allocations.
-constexpr int64_t kMaxElements = int64_t{1} << 34;
-
-std::vector<int64_t> checked_dims(const TP& t, const std::string& where) {
+// The dims of `t`, each >= 0, with the element and byte counts checked against overflow and
+// the size policy (Limits) before anything is allocated.
+std::vector<int64_t> checked_dims(const TP& t, DType dt, const std::string& where) {
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    if (d < 0) throw Error(where + ": tensor has a negative dim " + std::to_string(d) + " in " + dims_str(dims));
-    if (d != 0 && n > kMaxElements / d)
-      throw Error(where + ": tensor dims " + dims_str(dims) + " hold more than 2^34 elements");
-    n *= d;
-  }
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 0)
+      throw Error(where + ": dim " + std::to_string(i) + " is negative (" + std::to_string(dims[i]) + " in " +
+                  dims_str(dims) + "); tensor dims must be >= 0");
+  checked_nbytes(dims, dt, where);
   return dims;
+}
+
+// The inclusive range of values int32_data may hold for a type stored there (the 16-bit
+// floats as their bit patterns), so that an out-of-range value is an error, never wrapped.
+struct IntRange {
+  int64_t lo, hi;
+};
+IntRange int32_data_range(DType dt) {
+  switch (dt) {
+    case DType::I8: return {-128, 127};
+    case DType::U8: return {0, 255};
+    case DType::I16: return {-32768, 32767};
+    case DType::F16:
+    case DType::BF16: return {0, 65535};
+    case DType::Bool: return {0, 1};
+    default: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+  }
+}
+
+template <class Field>
+void check_range(const Field& f, IntRange r, const std::string& type, const std::string& field,
+                 const std::string& where) {
+  for (int i = 0; i < f.size(); ++i) {
+    const auto v = f.Get(i);
+    if (static_cast<int64_t>(v) < r.lo || (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(r.hi)))
+      throw Error(where + ": element " + std::to_string(i) + " of " + field + " is " + std::to_string(v) +
+                  ", which does not fit " + type + " (valid: " + std::to_string(r.lo) + " to " + std::to_string(r.hi) +
+                  "); the tensor is damaged or was written with the wrong type");
+  }
 }
 
 // Copies a repeated proto field of `count` values into `out` converting each with `conv`.
@@ -39,46 +68,53 @@ void copy_field(const Field& f, int64_t count, T* out, Conv conv, const std::str
   for (int64_t i = 0; i < count; ++i) out[i] = conv(f.Get(static_cast<int>(i)));
 }
 
-std::string read_external(const TP& t, const std::string& base_dir, size_t want, const std::string& where) {
+std::string read_external(const TP& t, const std::string& base_dir, int64_t want, const std::string& where) {
   std::string location;
   int64_t offset = 0, length = -1;
+  bool has_location = false, has_offset = false, has_length = false;
   for (const auto& kv : t.external_data()) {
+    const std::string key = io::printable(kv.key());
     auto to_int = [&](const std::string& v) {
       if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
-        throw Error(where + ": external_data '" + kv.key() + "' is not a non-negative integer: '" + v + "'");
+        throw Error(where + ": external_data '" + key + "' is not a non-negative integer: '" + io::printable(v) + "'");
       return std::stoll(v);
     };
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = to_int(kv.value());
-    else if (kv.key() == "length") length = to_int(kv.value());
+    bool* seen = nullptr;
+    if (kv.key() == "location") seen = &has_location, location = kv.value();
+    else if (kv.key() == "offset") seen = &has_offset, offset = to_int(kv.value());
+    else if (kv.key() == "length") seen = &has_length, length = to_int(kv.value());
     else if (kv.key() == "checksum") continue;  // optional SHA-1, not verified
-    else throw Error(where + ": unknown external_data key '" + kv.key() + "'");
+    else throw Error(where + ": unknown external_data key '" + key + "'");
+    if (*seen) throw Error(where + ": external_data key '" + key + "' is given twice; keep one");
+    *seen = true;
   }
   if (location.empty()) throw Error(where + ": external data without a 'location'");
+  const std::string loc = io::printable(location);
   if (base_dir.empty())
-    throw Error(where + ": tensor data is in external file '" + location +
+    throw Error(where + ": tensor data is in external file '" + loc +
                 "' but the model was not loaded from a file; load it with import_onnx(path)");
+  if (location.find('\0') != std::string::npos)
+    throw Error(where + ": external data location '" + loc + "' contains a NUL character");
   const std::filesystem::path rel(location);
   if (rel.is_absolute())
-    throw Error(where + ": external data location '" + location + "' must be relative to the model's folder");
+    throw Error(where + ": external data location '" + loc + "' must be relative to the model's folder");
   for (const auto& part : rel)
-    if (part == "..") throw Error(where + ": external data location '" + location + "' leaves the model's folder");
-  const std::filesystem::path full = std::filesystem::path(base_dir) / rel;
-  std::ifstream f(full, std::ios::binary);
-  if (!f) throw Error(where + ": cannot open external data file '" + full.string() + "'");
-  f.seekg(0, std::ios::end);
-  const auto file_size = static_cast<int64_t>(f.tellg());
-  if (length < 0) length = static_cast<int64_t>(want);
-  if (static_cast<size_t>(length) != want)
+    if (part == "..") throw Error(where + ": external data location '" + loc + "' leaves the model's folder");
+  // Regular files only, inside the model's folder after every symbolic link is resolved.
+  const std::string what = "external data file '" + loc + "' of " + where;
+  const std::filesystem::path full = io::resolve_inside(base_dir, location, what);
+  const io::RegularFile f(full.string(), what);
+  if (length < 0) length = want;
+  if (length != want)
     throw Error(where + ": external data length " + std::to_string(length) + " does not match the " +
                 std::to_string(want) + " bytes the dims and type need");
+  const auto file_size = static_cast<int64_t>(f.size());
   if (offset > file_size || length > file_size - offset)
-    throw Error(where + ": external data [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
-                ") lies beyond the end of '" + full.string() + "' (" + std::to_string(file_size) + " bytes)");
+    throw Error(where + ": external data [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+                std::to_string(length) + ") lies beyond the end of '" + io::printable(full.string()) + "' (" +
+                std::to_string(file_size) + " bytes)");
   std::string bytes(static_cast<size_t>(length), '\0');
-  f.seekg(offset);
-  f.read(bytes.data(), length);
-  if (!f) throw Error(where + ": reading external data from '" + full.string() + "' failed");
+  f.read_at(static_cast<uint64_t>(offset), bytes.data(), static_cast<uint64_t>(length));
   return bytes;
 }
 
@@ -138,15 +174,27 @@ std::string onnx_type_name(int32_t code) {
 
 Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::string& where) {
   const DType dt = dtype_from_onnx(t.data_type(), where);
-  const auto dims = checked_dims(t, where);
+  const auto dims = checked_dims(t, dt, where);
   if (t.has_segment()) throw Error(where + ": segmented tensors are not supported");
-  const int64_t n = product(dims);
-  const size_t want = static_cast<size_t>(n) * dtype_size(dt);
+  const int64_t n = checked_numel(dims, where);
+  const int64_t want_bytes = checked_nbytes(dims, dt, where);
+  const auto want = static_cast<size_t>(want_bytes);
+  if (t.data_location() != TP::DEFAULT && t.data_location() != TP::EXTERNAL)
+    throw Error(where + ": data_location " + std::to_string(static_cast<int>(t.data_location())) + " is not valid "
+                "(DEFAULT or EXTERNAL)");
+  if (t.data_location() == TP::DEFAULT && t.external_data_size() > 0)
+    throw Error(where + ": the tensor has external_data entries but its data_location is not EXTERNAL");
   if (t.data_location() == TP::EXTERNAL) {
-    const std::string bytes = read_external(t, base_dir, want, where);
+    if (t.has_raw_data() || t.float_data_size() || t.int32_data_size() || t.int64_data_size() ||
+        t.double_data_size() || t.uint64_data_size() || t.string_data_size())
+      throw Error(where + ": the tensor's data is EXTERNAL but it also holds data in the model; keep one");
+    const std::string bytes = read_external(t, base_dir, want_bytes, where);
     return Tensor::from_bytes(dt, dims, bytes.data(), bytes.size());
   }
   if (t.has_raw_data()) {
+    if (t.float_data_size() || t.int32_data_size() || t.int64_data_size() || t.double_data_size() ||
+        t.uint64_data_size() || t.string_data_size())
+      throw Error(where + ": the tensor holds both raw_data and a typed data field; keep one");
     if (t.raw_data().size() != want)
       throw Error(where + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but dims " +
                   dims_str(dims) + " of " + onnx_type_name(t.data_type()) + " need " + std::to_string(want));
@@ -169,6 +217,10 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
   if (have != n)
     throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + dims_str(dims) +
                 " need " + std::to_string(n));
+  if (dt == DType::U32)
+    check_range(t.uint64_data(), {0, std::numeric_limits<uint32_t>::max()}, "UINT32", "uint64_data", where);
+  else if (dt != DType::F32 && dt != DType::F64 && dt != DType::I64 && dt != DType::I32)
+    check_range(t.int32_data(), int32_data_range(dt), onnx_type_name(t.data_type()), "int32_data", where);
   Tensor out = Tensor::empty(dt, dims);
   void* p = out.raw();
   auto same = [](auto v) { return v; };
@@ -211,26 +263,25 @@ onnx::ModelProto parse_model(const void* data, size_t size, const std::string& w
     throw Error(what + ": " + std::to_string(size) + " bytes is over protobuf's 2 GiB message limit; "
                 "store the weights as external data");
   google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
-  in.SetRecursionLimit(64);
+  // Each level of subgraph nesting is three message levels (Graph -> Node -> Attribute); allow
+  // somewhat more than the size policy's nesting depth (the importer then reports a model
+  // nested too deep by name), but never so deep that parsing itself could exhaust the stack.
+  const int depth = std::min(active_limits().max_nesting_depth, 1000);
+  const int recursion_limit = std::max(64, 4 * depth + 64);
+  in.SetRecursionLimit(recursion_limit);
   onnx::ModelProto m;
   if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    throw Error(what + ": not a valid ONNX ModelProto (protobuf parsing failed); is it an .onnx file?");
+    throw Error(what + ": not a valid ONNX ModelProto (protobuf parsing failed, or its messages are nested more "
+                "than " + std::to_string(recursion_limit) + " levels deep: subgraphs nested far beyond "
+                "Limits::max_nesting_depth = " + std::to_string(active_limits().max_nesting_depth) +
+                "); is it an .onnx file?");
   return m;
 }
 
 std::string read_whole_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(what + " '" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open " + what + " '" + path + "'");
-  f.seekg(0, std::ios::end);
-  const auto size = f.tellg();
-  if (size < 0) throw Error("cannot read " + what + " '" + path + "'");
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  f.read(bytes.data(), size);
-  if (!f) throw Error("reading " + what + " '" + path + "' failed");
-  return bytes;
+  // A regular file only (a FIFO or device is an error at once, never a hang), with the OS
+  // reason in every failure.
+  return io::read_regular_file(path, what + " '" + io::printable(path) + "'");
 }
 
 }  // namespace rlx::onnx_io
