@@ -1,11 +1,14 @@
 // The `rlx` command-line tool, exercised as a subprocess (path from RLX_CLI_PATH).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -218,7 +221,7 @@ TEST_F(Cli, RunErrors) {
 
   Proc nofile = rlx("run " + path("absent.json") + " --random-inputs");
   EXPECT_EXIT_CODE(nofile, 1);
-  EXPECT_THAT(nofile.err, AllOf(HasSubstr("absent.json"), HasSubstr("no such file")));
+  EXPECT_THAT(nofile.err, AllOf(HasSubstr("absent.json"), HasSubstr("No such file or directory")));
   {
     std::ofstream(path("garbage.json")) << "{\"format\": \"rlx-graph\", \"nodes\": [";
   }
@@ -299,6 +302,183 @@ TEST_F(Cli, ExportErrors) {
   EXPECT_EXIT_CODE(q, 1);
   EXPECT_THAT(q.err, HasSubstr("cannot write"));
   EXPECT_EXIT_CODE(rlx("export-demo"), 2);
+}
+
+// ---- hardening (issue 26) --------------------------------------------------------------
+
+// y = x + x for one input of `dtype` and shape [3].
+void save_doubler(const std::string& file, DType dtype) {
+  Graph g;
+  const Value x = g.input("x", Shape::of({3}, dtype));
+  g.add_output(g.add(x, x), "y");
+  save_graph_json(g, file);
+}
+
+// --input values that do not fit the input's dtype are rejected (not wrapped or turned into
+// inf), naming the input, the element and its value; values that fit are converted.
+TEST_F(Cli, InputConversionsNeverLoseData) {
+  save_doubler(path("i32.json"), DType::I32);
+  save_doubler(path("f32.json"), DType::F32);
+  save_doubler(path("u8.json"), DType::U8);
+  save_npy(Tensor::i64({3}, std::vector<int64_t>{1, (int64_t{1} << 40) + 1, 2}), path("big.npy"));
+  Proc wrap = rlx("run " + path("i32.json") + " -i x=" + path("big.npy") + " --repeat 1");
+  EXPECT_EXIT_CODE(wrap, 1);
+  EXPECT_THAT(wrap.err, AllOf(HasSubstr("--input x"), HasSubstr("element 1 is 1099511627777"),
+                              HasSubstr("outside the range of i32")));
+  save_npy(Tensor::i64({3}, std::vector<int64_t>{0, 255, -1}), path("neg.npy"));
+  Proc neg = rlx("run " + path("u8.json") + " -i x=" + path("neg.npy") + " --repeat 1");
+  EXPECT_EXIT_CODE(neg, 1);
+  EXPECT_THAT(neg.err, AllOf(HasSubstr("element 2 is -1"), HasSubstr("u8")));
+  save_npy(Tensor::f64({3}, std::vector<double>{1, 1e300, 2}), path("huge.npy"));
+  Proc inf = rlx("run " + path("f32.json") + " -i x=" + path("huge.npy") + " --repeat 1");
+  EXPECT_EXIT_CODE(inf, 1);
+  EXPECT_THAT(inf.err, AllOf(HasSubstr("--input x"), HasSubstr("element 1 is 1.0000000000000001e+300"),
+                             HasSubstr("overflows f32")));
+  // A float file for an integer input is not silently truncated either.
+  Proc kind = rlx("run " + path("i32.json") + " -i x=" + path("huge.npy") + " --repeat 1");
+  EXPECT_EXIT_CODE(kind, 1);
+  EXPECT_THAT(kind.err, AllOf(HasSubstr("holds f64 values but the input is i32")));
+  // Values that fit are converted (with a note), and inf / NaN stay what they are.
+  save_npy(Tensor::i64({3}, std::vector<int64_t>{-5, 7, 2147483647}), path("fits.npy"));
+  Proc ok = rlx("run " + path("i32.json") + " -i x=" + path("fits.npy") + " --repeat 1 --save-outputs " + path("o"));
+  EXPECT_EXIT_CODE(ok, 0);
+  EXPECT_THAT(ok.err, HasSubstr("converted from i64 to i32"));
+  EXPECT_EQ(load_npy(path("o/y.npy")).to_i64(), (std::vector<int64_t>{-10, 14, -2}));  // i32 arithmetic wraps
+  save_npy(Tensor::f64({3}, std::vector<double>{1.5, INFINITY, NAN}), path("special.npy"));
+  EXPECT_EXIT_CODE(rlx("run " + path("f32.json") + " -i x=" + path("special.npy") + " --repeat 1"), 0);
+}
+
+// A directory, FIFO or missing file as --input says what it is (no "bad magic string", no hang).
+TEST_F(Cli, InputFilesMustBeRegularFiles) {
+  save_doubler(path("f32.json"), DType::F32);
+  Proc dir = rlx("run " + path("f32.json") + " -i x=" + dir_.string());
+  EXPECT_EXIT_CODE(dir, 1);
+  EXPECT_THAT(dir.err, AllOf(HasSubstr("--input x"), HasSubstr("is a directory"), Not(HasSubstr("magic"))));
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  Proc fifo = rlx("run " + path("f32.json") + " -i x=" + path("fifo.npy"));
+  EXPECT_EXIT_CODE(fifo, 1);
+  EXPECT_THAT(fifo.err, HasSubstr("is a FIFO"));
+  Proc missing = rlx("run " + path("f32.json") + " -i x=" + path("none.npy"));
+  EXPECT_EXIT_CODE(missing, 1);
+  EXPECT_THAT(missing.err, HasSubstr("No such file or directory"));
+  // The graph file itself.
+  Proc graph_dir = rlx("inspect " + dir_.string());
+  EXPECT_EXIT_CODE(graph_dir, 1);
+  EXPECT_THAT(graph_dir.err, HasSubstr("is a directory"));
+  Proc graph_fifo = rlx("run " + path("fifo.npy") + " --random-inputs");
+  EXPECT_EXIT_CODE(graph_fifo, 1);
+  EXPECT_THAT(graph_fifo.err, HasSubstr("is a FIFO"));
+}
+
+// --save-outputs never writes two outputs into one file: "a_2", "a", "a" get three files, the
+// mapping is printed, and names with '/', '..' or control characters stay inside the folder.
+TEST_F(Cli, SaveOutputsNeverOverwritesAndSanitizesNames) {
+  Graph g;
+  const Value x = g.input("x", Shape::of({2}));
+  g.set_outputs({g.add(x, x), g.mul(x, x), g.sub(x, x), g.relu(x), g.exp(x), g.tanh(x)},
+                {"a_2", "a", "a", "../escape", "dir/name", "bell\x07"});
+  save_graph_json(g, path("multi.json"));
+  save_npy(Tensor::f32({2}, std::vector<float>{1, 3}), path("x.npy"));
+  Proc p = rlx("run " + path("multi.json") + " -i x=" + path("x.npy") + " --repeat 1 --save-outputs " + path("outs"));
+  EXPECT_EXIT_CODE(p, 0);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(path("outs"))) {
+    ++files;
+    EXPECT_TRUE(e.is_regular_file()) << e.path();
+  }
+  EXPECT_EQ(files, 6u);
+  EXPECT_EQ(load_npy(path("outs/a_2.npy")).to_f64(), (std::vector<double>{2, 6}));
+  EXPECT_EQ(load_npy(path("outs/a.npy")).to_f64(), (std::vector<double>{1, 9}));
+  EXPECT_EQ(load_npy(path("outs/a_3.npy")).to_f64(), (std::vector<double>{0, 0}));
+  EXPECT_FALSE(fs::exists(path("escape.npy")));
+  EXPECT_FALSE(fs::exists(path("outs/dir")));
+  EXPECT_THAT(p.out, AllOf(HasSubstr("saved output 1 'a' -> " + path("outs/a.npy")),
+                           HasSubstr("saved output 2 'a' -> " + path("outs/a_3.npy")),
+                           HasSubstr("'../escape' -> " + path("outs/.._escape.npy")),
+                           HasSubstr("'dir/name' -> " + path("outs/dir_name.npy")),
+                           HasSubstr("'bell\\x07' -> " + path("outs/bell_.npy")), Not(HasSubstr("\x07"))));
+  // A second run replaces the files and says so.
+  Proc again = rlx("run " + path("multi.json") + " -i x=" + path("x.npy") + " --repeat 1 --save-outputs " + path("outs"));
+  EXPECT_EXIT_CODE(again, 0);
+  EXPECT_THAT(again.out, HasSubstr("(replaced the file that was there)"));
+}
+
+// Control characters in names (inputs, outputs) are escaped in what the CLI prints.
+TEST_F(Cli, ControlCharactersInNamesAreEscaped) {
+  Graph g;
+  const Value x = g.input("in\x1b[2J", Shape::of({2}));
+  g.add_output(g.relu(x), "out\r\n");
+  save_graph_json(g, path("esc.json"));
+  Proc p = rlx("inspect " + path("esc.json") + " --print-graph");
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, AllOf(HasSubstr("in\\x1b[2J"), HasSubstr("out\\r\\n"), Not(HasSubstr("\x1b")),
+                           Not(HasSubstr("\r"))));
+  Proc r = rlx("run " + path("esc.json") + " --random-inputs --repeat 1");
+  EXPECT_EXIT_CODE(r, 0);
+  EXPECT_THAT(r.out + r.err, AllOf(HasSubstr("in\\x1b[2J"), Not(HasSubstr("\x1b")), Not(HasSubstr("\r"))));
+}
+
+// Every subcommand that takes --dim rejects a name that is not a symbolic dim of the graph,
+// naming it and listing the graph's dims; valid names still work.
+TEST_F(Cli, UnknownDimsAreRejectedEverywhere) {
+  const std::string g = export_small("sym.json", "--symbolic-seq");
+  Proc check = rlx("check " + g + " --dim nope=3");
+  EXPECT_EXIT_CODE(check, 1);
+  EXPECT_THAT(check.err, AllOf(HasSubstr("no symbolic dim 'nope'"), HasSubstr("'seq'")));
+  Proc run = rlx("run " + g + " --random-inputs --dim nope=3");
+  EXPECT_EXIT_CODE(run, 1);
+  EXPECT_THAT(run.err, AllOf(HasSubstr("no symbolic dim 'nope'"), HasSubstr("'seq'")));
+  EXPECT_EXIT_CODE(rlx("check " + g + " --dim seq=4"), 0);
+  EXPECT_EXIT_CODE(rlx("check " + g + " --dim seq=4 --dim seq=5"), 2);
+  EXPECT_EXIT_CODE(rlx("check " + g + " --dim seq=1e11"), 2);
+  const std::string fixed = export_small("fixed.json");
+  Proc none = rlx("check " + fixed + " --dim seq=4");
+  EXPECT_EXIT_CODE(none, 1);
+  EXPECT_THAT(none.err, HasSubstr("its symbolic dims: (none)"));
+}
+
+// A huge --dim is an error naming the input, its shape and the limit (not "out of memory").
+TEST_F(Cli, HugeDimsNameTheTensorAndTheSize) {
+  const std::string g = export_small("sym.json", "--symbolic-seq");
+  Proc p = rlx("run " + g + " --random-inputs --dim seq=100000000000 --repeat 1");
+  EXPECT_EXIT_CODE(p, 1);
+  EXPECT_THAT(p.err, AllOf(HasSubstr("input '"), HasSubstr("100000000000"), HasSubstr("limit")));
+  EXPECT_THAT(p.err, Not(HasSubstr("vector::")));
+}
+
+// Writes are checked: export-demo to a full device fails with the OS reason; a failed
+// export leaves no stray .bin or temporary file.
+TEST_F(Cli, ExportFailuresLeaveNoFilesBehind) {
+  const std::string small = " --seq 4 --hidden 16 --heads 2 --kv-heads 1 --llama-layers 1 --bert-layers 0";
+  Proc full = rlx("export-demo /dev/full --inline" + small);
+  EXPECT_EXIT_CODE(full, 1);
+  EXPECT_THAT(full.err, AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  Proc full_side = rlx("export-demo /dev/full" + small);
+  EXPECT_EXIT_CODE(full_side, 1);
+  EXPECT_FALSE(fs::exists("/dev/full.bin"));
+  fs::create_directory(path("taken.json"));
+  Proc taken = rlx("export-demo " + path("taken.json") + small);
+  EXPECT_EXIT_CODE(taken, 1);
+  EXPECT_THAT(taken.err, HasSubstr("is a directory"));
+  EXPECT_FALSE(fs::exists(path("taken.json.bin")));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// inspect of a safetensors file whose tensors are each under the limits but whose totals are
+// large: totals are exact (checked arithmetic), not wrapped.
+TEST_F(Cli, InspectTotalsAreExact) {
+  std::string header = "{";
+  for (int i = 0; i < 3; ++i)
+    header += std::string(i ? "," : "") + "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}";
+  header += "}";
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  { std::ofstream(path("z.safetensors"), std::ios::binary) << bytes + header; }
+  Proc p = rlx("inspect " + path("z.safetensors"));
+  EXPECT_EXIT_CODE(p, 0);
+  EXPECT_THAT(p.out, HasSubstr("parameters: 0 elements"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <atomic>
 
 #include "rlx/error.h"
 
@@ -112,6 +113,103 @@ std::string printable(const std::string& s, size_t max_len) {
     } else out += static_cast<char>(c);  // UTF-8 bytes >= 0x80 stay as they are
   }
   return out;
+}
+
+// ---- writing ---------------------------------------------------------------
+
+StagedFile::StagedFile(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
+  if (path_.empty()) throw Error(what_ + ": cannot write: the path is empty");
+  struct stat st {};
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    throw Error(what_ + " '" + printable(path_) + "': cannot write: it is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device or FIFO: write in place (O_NONBLOCK so a FIFO without a reader fails at once).
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) fail("cannot open it for writing", errno);
+    return;
+  }
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path p(path_);
+  temp_ = (p.parent_path() / ("." + p.filename().string() + ".tmp" + std::to_string(::getpid()) + "_" +
+                              std::to_string(counter++)))
+              .string();
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    const int err = errno;
+    temp_.clear();
+    fail("cannot create a temporary file next to it", err);
+  }
+  // Keep the permissions of a file being replaced.
+  if (exists) (void)::fchmod(fd_, st.st_mode & 07777);
+}
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void StagedFile::fail(const std::string& action, int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+  temp_.clear();
+  committed_ = true;  // nothing left to clean up
+  throw Error(what_ + " '" + printable(path_) + "': cannot write: " + action + ": " + std::strerror(err));
+}
+
+void StagedFile::write(std::string_view bytes) {
+  if (fd_ < 0) throw Error(what_ + " '" + printable(path_) + "': cannot write: the file is closed");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("write failed", errno);
+    if (n == 0) fail("write failed", EIO);
+    done += static_cast<size_t>(n);
+  }
+}
+
+void StagedFile::commit() {
+  if (fd_ < 0) throw Error(what_ + " '" + printable(path_) + "': cannot write: the file is closed");
+  if (!temp_.empty() && ::fsync(fd_) != 0) fail("flushing to disk failed", errno);
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail("closing failed", errno);
+  if (!temp_.empty() && ::rename(temp_.c_str(), path_.c_str()) != 0)
+    fail("renaming the temporary file onto it failed", errno);
+  committed_ = true;
+}
+
+void write_file(const std::string& path, std::initializer_list<std::string_view> parts, const std::string& what) {
+  StagedFile f(path, what);
+  for (std::string_view p : parts) f.write(p);
+  f.commit();
+}
+
+// ---- JSON ------------------------------------------------------------------
+
+void check_json_depth(std::string_view text, int max_depth, const std::string& what) {
+  int depth = 0;
+  bool in_str = false, esc = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') {
+      in_str = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth)
+        throw Error(what + ": JSON nested deeper than " + std::to_string(max_depth) + " levels (at byte " +
+                    std::to_string(i) + "); the limit is Limits::max_nesting_depth");
+    } else if (c == '}' || c == ']') {
+      if (depth > 0) --depth;
+    }
+  }
 }
 
 }  // namespace rlx::io

@@ -8,7 +8,9 @@
 //     file's folder after symbolic links are resolved.
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace rlx::io {
 
@@ -48,5 +50,41 @@ std::filesystem::path resolve_inside(const std::string& base_dir, const std::str
 // `s` for an error message: control characters (< 0x20, 0x7f) escaped (\n, \x1b, ...),
 // cut to `max_len` characters with "..." (UTF-8 is kept) so hostile names cannot flood or corrupt a terminal.
 std::string printable(const std::string& s, size_t max_len = 200);
+
+// ---- writing ---------------------------------------------------------------
+// Every write, flush (fsync) and close is checked; errors name `what`, the path and the OS
+// reason (e.g. "No space left on device" for /dev/full).
+
+// A file written next to its destination under a temporary name and renamed onto it by
+// commit(), so a failure never leaves a partial or stray file: the destructor removes the
+// temporary file unless commit() ran. An existing destination that is not a regular file
+// (a device such as /dev/full or /dev/null, a FIFO) is written in place instead (renaming
+// onto it would replace the device); a directory is an error.
+class StagedFile {
+ public:
+  StagedFile(std::string path, std::string what);
+  ~StagedFile();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+
+  void write(std::string_view bytes);  // appends
+  // Flushes, closes and renames onto the destination.
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& action, int err);
+  std::string path_, what_, temp_;  // temp_ empty: writing in place
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Writes `parts` (concatenated) to `path` through a StagedFile.
+void write_file(const std::string& path, std::initializer_list<std::string_view> parts, const std::string& what);
+
+// ---- JSON ------------------------------------------------------------------
+// Rejects text whose arrays/objects nest deeper than `max_depth` (brackets inside strings do
+// not count), before a recursive parser sees it; `what` names the document in the error.
+void check_json_depth(std::string_view text, int max_depth, const std::string& what);
 
 }  // namespace rlx::io

@@ -3,12 +3,13 @@
 // that name the location ("node 3 (matmul): attribute 'axis'"), shapes, dims, doubles, and
 // tensor data (inline base64 or a side file).
 #include <cstdint>
-#include <fstream>
 #include <initializer_list>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "io/file_access.h"
 #include "rlx/shape.h"
 #include "rlx/tensor.h"
 
@@ -20,6 +21,13 @@ using json = nlohmann::json;
 [[noreturn]] void json_fail(const std::string& where, const std::string& msg);
 // "object", "array", "string", "integer", "number", "boolean", "null".
 std::string json_type(const json& j);
+// At most `max_len` characters of j's JSON text, control characters escaped; never dumps
+// more than that of a large or deep value.
+std::string json_brief(const json& j, size_t max_len = 60);
+// The JSON text of a document, or rlx::Error naming `what`: nesting deeper than
+// active_limits().max_nesting_depth is rejected before parsing, and so is a key that appears
+// twice in one object (nlohmann would keep only the last).
+json parse_json_strict(std::string_view text, const std::string& what);
 // Joins a location and a sub-field: "node 3 (conv)" + "field 'shape'" -> "node 3 (conv): field 'shape'".
 std::string json_at(const std::string& where, const std::string& what);
 
@@ -62,16 +70,15 @@ class TensorWriter {
 
 class TensorReader {
  public:
-  // `side_path` empty: the document names no side file.
+  // `side_path` empty: the document names no side file (already resolved and checked to be
+  // inside the graph's folder).
   explicit TensorReader(std::string side_path) : path_(std::move(side_path)) {}
   Tensor read(const json& j, const std::string& where);
 
  private:
   void open(const std::string& where);
   std::string path_;
-  std::ifstream file_;
-  bool opened_ = false;
-  uint64_t size_ = 0;
+  std::unique_ptr<RegularFile> file_;
 };
 
 }  // namespace rlx::io

@@ -1,6 +1,9 @@
 // Typed access to graph JSON fields with located error messages.
 #include <cmath>
 #include <limits>
+#include <set>
+
+#include "rlx/limits.h"
 
 #include "io/json_detail.h"
 
@@ -14,13 +17,45 @@ std::string json_type(const json& j) {
   switch (j.type()) {
     case json::value_t::object: return "object";
     case json::value_t::array: return "array";
-    case json::value_t::string: return "string '" + j.get_ref<const std::string&>().substr(0, 40) + "'";
+    case json::value_t::string: return "string '" + printable(j.get_ref<const std::string&>(), 40) + "'";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned: return "integer " + j.dump();
     case json::value_t::number_float: return "number " + j.dump();
     case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
     case json::value_t::null: return "null";
     default: return "an unsupported JSON value";
+  }
+}
+
+std::string json_brief(const json& j, size_t max_len) {
+  // Containers: only their kind and size (dumping them could be huge); scalars are short.
+  if (j.is_array()) return "an array of " + std::to_string(j.size()) + " element(s)";
+  if (j.is_object()) return "an object of " + std::to_string(j.size()) + " field(s)";
+  if (j.is_string()) return "\"" + printable(j.get_ref<const std::string&>(), max_len) + "\"";
+  return printable(j.dump(), max_len);
+}
+
+json parse_json_strict(std::string_view text, const std::string& what) {
+  check_json_depth(text, active_limits().max_nesting_depth, what);
+  // Duplicate keys would otherwise be dropped silently (the last one wins): reject them.
+  std::vector<std::set<std::string>> open_objects;
+  const json::parser_callback_t no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second)
+        throw Error(what + ": duplicate key '" + printable(key) + "' in an object at nesting depth " +
+                    std::to_string(depth) + " (each key may appear once)");
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, no_duplicates);
+  } catch (const json::exception& e) {
+    throw Error(what + ": malformed JSON: " + e.what());
   }
 }
 
@@ -42,7 +77,7 @@ void check_keys(const json& obj, std::initializer_list<const char*> allowed, con
     if (!ok) {
       std::string list;
       for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-      json_fail(where, "unknown field '" + it.key() + "' (expected: " + list + ")");
+      json_fail(where, "unknown field '" + printable(it.key()) + "' (expected: " + list + ")");
     }
   }
 }
@@ -57,7 +92,7 @@ int64_t get_i64(const json& j, const std::string& where) {
   if (j.is_number_unsigned()) {
     const auto v = j.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      json_fail(where, "integer " + j.dump() + " does not fit in int64");
+      json_fail(where, "integer " + json_brief(j) + " does not fit in int64");
     return static_cast<int64_t>(v);
   }
   if (!j.is_number_integer()) json_fail(where, "expected an integer, got " + json_type(j));
@@ -66,7 +101,7 @@ int64_t get_i64(const json& j, const std::string& where) {
 
 uint64_t get_u64(const json& j, const std::string& where) {
   if (j.is_number_unsigned()) return j.get<uint64_t>();
-  if (j.is_number_integer()) json_fail(where, "expected a non-negative integer, got " + j.dump());
+  if (j.is_number_integer()) json_fail(where, "expected a non-negative integer, got " + json_brief(j));
   json_fail(where, "expected a non-negative integer, got " + json_type(j));
 }
 

@@ -13,9 +13,7 @@
 // earlier nodes. Nodes are rebuilt through Graph::add_node, so shapes are re-inferred and
 // verified, and then compared with the stored "shapes" (optional when reading).
 #include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
+#include <memory>
 #include <type_traits>
 
 #include "io/json_detail.h"
@@ -47,14 +45,14 @@ template <class E> E get_enum(const json& j, const std::string& where) {
     if (s == names[i]) return static_cast<E>(i);
   std::string list;
   for (const char* n : names) list += std::string(list.empty() ? "" : ", ") + n;
-  json_fail(where, "unknown value '" + s + "' (expected one of: " + list + ")");
+  json_fail(where, "unknown value '" + printable(s) + "' (expected one of: " + list + ")");
 }
 
 json put_value(Value v) { return json::array({v.node, v.port}); }
 
 // [node, port] referring to an existing value of `g` among its first `limit` nodes.
 Value get_value(const json& j, const Graph& g, size_t limit, const std::string& where) {
-  if (!j.is_array() || j.size() != 2) json_fail(where, "expected [node, port], got " + j.dump().substr(0, 60));
+  if (!j.is_array() || j.size() != 2) json_fail(where, "expected [node, port], got " + json_brief(j));
   const int64_t node = get_i64(j[0], where + "[0]");
   const int64_t port = get_i64(j[1], where + "[1]");
   if (node < 0 || static_cast<uint64_t>(node) >= limit)
@@ -274,7 +272,7 @@ void decode_node(const json& jn, size_t k, Graph& g, TensorReader& data, const s
                          " (nodes are listed in id order 0, 1, ...)");
   const std::string name = get_string(require_key(jn, "op", label), json_at(label, "field 'op'"));
   std::optional<Op> op = default_op(name);
-  if (!op) json_fail(label, "unknown op '" + name + "'");
+  if (!op) json_fail(label, "unknown op '" + printable(name) + "'");
   label += " (" + name + ")";
 
   if (auto it = jn.find("attrs"); it != jn.end()) {
@@ -288,7 +286,7 @@ void decode_node(const json& jn, size_t k, Graph& g, TensorReader& data, const s
       if (!ok) {
         std::string list;
         for (const auto& kn : dec.known) list += (list.empty() ? "" : ", ") + kn;
-        json_fail(label, "unknown attribute '" + a.key() + "' for op '" + name + "' (its attributes: " +
+        json_fail(label, "unknown attribute '" + printable(a.key()) + "' for op '" + name + "' (its attributes: " +
                              (list.empty() ? "none" : list) + ")");
       }
     }
@@ -351,7 +349,7 @@ Graph decode_graph(const json& j, TensorReader& data, const std::string& where, 
     const std::string at = json_at(where, "field 'weights'");
     expect_object(*it, at);
     for (auto w = it->begin(); w != it->end(); ++w) {
-      const std::string wat = json_at(where, "weight '" + w.key() + "'");
+      const std::string wat = json_at(where, "weight '" + printable(w.key()) + "'");
       Tensor t = data.read(w.value(), wat);
       try {
         g.set_weight(w.key(), std::move(t));
@@ -364,41 +362,24 @@ Graph decode_graph(const json& j, TensorReader& data, const std::string& where, 
 }
 
 Graph decode_document(const std::string& text, const std::string& base_dir) {
-  json doc;
-  // Duplicate keys would otherwise be dropped silently (the last one wins): reject them.
-  std::vector<std::set<std::string>> open_objects;
-  const json::parser_callback_t no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second)
-        json_fail("", "duplicate key '" + key + "' in an object at nesting depth " + std::to_string(depth));
-    }
-    return true;
-  };
-  try {
-    doc = json::parse(text, no_duplicates);
-  } catch (const json::exception& e) {
-    json_fail("", std::string("malformed JSON: ") + e.what());
-  }
+  // Depth-capped (a document nested 100k deep would overflow the parser's stack) and
+  // without duplicate keys.
+  const json doc = parse_json_strict(text, "graph JSON");
   expect_object(doc, "document");
   const std::string fmt = get_string(require_key(doc, "format", "document"), "field 'format'");
-  if (fmt != "rlx-graph") json_fail("field 'format'", "is '" + fmt + "', expected 'rlx-graph'");
+  if (fmt != "rlx-graph") json_fail("field 'format'", "is '" + printable(fmt) + "', expected 'rlx-graph'");
   const int64_t version = get_i64(require_key(doc, "version", "document"), "field 'version'");
   if (version != 1)
     json_fail("field 'version'", "unsupported version " + std::to_string(version) + " (this build reads version 1)");
   std::string side_path;
   if (auto it = doc.find("data_file"); it != doc.end()) {
     const std::string name = get_string(*it, "field 'data_file'");
-    const std::filesystem::path p(name);
-    bool escapes = name.empty() || p.is_absolute();
-    for (const auto& part : p) escapes = escapes || part == "..";
-    if (escapes)
-      json_fail("field 'data_file'", "'" + name + "' must be a relative path inside the graph's directory");
-    side_path = (std::filesystem::path(base_dir.empty() ? "." : base_dir) / p).string();
+    // Relative, without "..", and inside the graph's folder once symbolic links are resolved.
+    try {
+      side_path = resolve_inside(base_dir.empty() ? "." : base_dir, name, "the side data file").string();
+    } catch (const Error& e) {
+      json_fail("field 'data_file'", e.what());
+    }
   }
   TensorReader data(side_path);
   try {
@@ -423,29 +404,25 @@ Graph graph_from_json(const std::string& json, const std::string& base_dir) {
 void save_graph_json(const Graph& g, const std::string& path, const JsonOptions& opts) {
   io::TensorWriter data(opts.inline_data);
   io::json doc = io::encode_document(g, data);
+  // Both files are written under temporary names and renamed only once both are complete, so
+  // a failure (disk full, no permission) leaves neither a partial file nor a stray side file.
+  std::unique_ptr<io::StagedFile> side;
   if (!opts.inline_data) {
-    const std::string side = path + ".bin";
-    doc["data_file"] = std::filesystem::path(side).filename().string();
-    std::ofstream f(side, std::ios::binary | std::ios::trunc);
-    f.write(data.side_data().data(), static_cast<std::streamsize>(data.side_data().size()));
-    f.close();
-    if (!f) throw Error("save_graph_json: cannot write the side data file '" + side + "'");
+    const std::string side_path = path + ".bin";
+    doc["data_file"] = std::filesystem::path(side_path).filename().string();
+    side = std::make_unique<io::StagedFile>(side_path, "save_graph_json: the side data file");
+    side->write(data.side_data());
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  const std::string text = doc.dump(1);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  if (!f) throw Error("save_graph_json: cannot write '" + path + "'");
+  io::StagedFile f(path, "save_graph_json: the graph JSON file");
+  f.write(doc.dump(1));
+  if (side) side->commit();
+  f.commit();
 }
 
 Graph load_graph_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("load_graph_json: cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error("load_graph_json: error reading '" + path + "'");
+  const std::string text = io::read_regular_file(path, "graph JSON file '" + io::printable(path) + "'");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  return graph_from_json(ss.str(), parent.empty() ? "." : parent.string());
+  return graph_from_json(text, parent.empty() ? "." : parent.string());
 }
 
 }  // namespace rlx

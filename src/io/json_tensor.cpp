@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "io/base64.h"
+#include "rlx/limits.h"
 #include "io/json_detail.h"
 
 namespace rlx::io {
@@ -26,15 +27,13 @@ std::vector<int64_t> get_static_shape(const json& j, const std::string& where) {
   return dims;
 }
 
-// Byte count of a tensor, rejecting overflow.
+// Byte count of a tensor, checked against overflow and the size policy (rlx/limits.h).
 uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& dims, const std::string& where) {
-  uint64_t n = dtype_size(dtype);
-  for (int64_t d : dims) {
-    const auto ud = static_cast<uint64_t>(d);
-    if (ud != 0 && n > (uint64_t{1} << 62) / ud) json_fail(where, "tensor shape " + dims_str(dims) + " is too large");
-    n *= ud;
+  try {
+    return static_cast<uint64_t>(checked_nbytes(dims, dtype, "the tensor"));
+  } catch (const Error& e) {
+    json_fail(where, e.what());
   }
-  return n;
 }
 
 void check_bool_bytes(const Tensor& t, const std::string& where) {
@@ -62,16 +61,14 @@ json TensorWriter::write(const Tensor& t, const std::string& where) {
 }
 
 void TensorReader::open(const std::string& where) {
-  if (opened_) return;
+  if (file_) return;
   if (path_.empty())
     json_fail(where, "tensor data is in a side file (\"offset\"/\"nbytes\") but the document names no \"data_file\"");
-  file_.open(path_, std::ios::binary);
-  if (!file_) json_fail(where, "cannot open the side data file '" + path_ + "'");
-  file_.seekg(0, std::ios::end);
-  const std::streamoff end = file_.tellg();
-  if (end < 0) json_fail(where, "cannot determine the size of the side data file '" + path_ + "'");
-  size_ = static_cast<uint64_t>(end);
-  opened_ = true;
+  try {
+    file_ = std::make_unique<RegularFile>(path_, "the side data file '" + printable(path_) + "'");
+  } catch (const Error& e) {
+    json_fail(where, e.what());
+  }
 }
 
 Tensor TensorReader::read(const json& j, const std::string& where) {
@@ -108,17 +105,17 @@ Tensor TensorReader::read(const json& j, const std::string& where) {
                                                      std::string(dtype_name(dtype)) + dims_str(dims) + " needs " +
                                                      std::to_string(nbytes));
   open(where);
-  if (offset > size_ || nbytes > size_ - offset)
+  const uint64_t size = file_->size();
+  if (offset > size || nbytes > size - offset)
     json_fail(where, "bytes [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" + std::to_string(nbytes) +
-                         ") lie outside the side data file '" + path_ + "' of " + std::to_string(size_) + " bytes");
+                         ") lie outside the side data file '" + printable(path_) + "' of " + std::to_string(size) + " bytes");
   Tensor t = Tensor::empty(dtype, std::move(dims));
   if (nbytes > 0) {
-    file_.clear();
-    file_.seekg(static_cast<std::streamoff>(offset));
-    file_.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(nbytes));
-    if (!file_ || static_cast<uint64_t>(file_.gcount()) != nbytes)
-      json_fail(where, "reading " + std::to_string(nbytes) + " bytes at offset " + std::to_string(offset) + " of '" +
-                           path_ + "' failed");
+    try {
+      file_->read_at(offset, t.raw(), nbytes);
+    } catch (const Error& e) {
+      json_fail(where, e.what());
+    }
   }
   check_bool_bytes(t, where);
   return t;

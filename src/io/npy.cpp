@@ -6,10 +6,11 @@
 // other dtypes are rejected with rlx::Error, as are truncated files and trailing bytes.
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <variant>
 
+#include "io/file_access.h"
+#include "rlx/limits.h"
 #include "rlx/serialize.h"
 
 namespace rlx {
@@ -43,8 +44,8 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& msg) const {
-    throw Error("load_npy('" + path_ + "'): malformed header: " + msg + " at offset " + std::to_string(pos_) +
-                " in \"" + std::string(s_.substr(0, 200)) + "\"");
+    throw Error("load_npy('" + io::printable(path_) + "'): malformed header: " + msg + " at offset " +
+                std::to_string(pos_) + " in \"" + io::printable(std::string(s_.substr(0, 200))) + "\"");
   }
   void skip_ws() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
@@ -119,7 +120,7 @@ class HeaderParser {
       if (pos_ < s_.size() && s_[pos_] == 'L') ++pos_;  // Python 2 long suffix
       v.i = n;
     } else {
-      fail(std::string("unexpected character '") + c + "'");
+      fail("unexpected character '" + io::printable(std::string(1, c)) + "'");
     }
     return v;
   }
@@ -152,7 +153,7 @@ constexpr DescrEntry kDescrs[] = {{"f4", DType::F32}, {"f8", DType::F64}, {"f2",
                                   {"u4", DType::U32}, {"b1", DType::Bool}};
 
 DType parse_descr(const std::string& d, const std::string& path) {
-  const std::string where = "load_npy('" + path + "'): ";
+  const std::string where = "load_npy('" + io::printable(path) + "'): ";
   if (d.size() >= 2) {
     const char order = d[0];
     const std::string code = d.substr(1);
@@ -162,11 +163,11 @@ DType parse_descr(const std::string& d, const std::string& path) {
       if (order == '<' || (order == '=' && std::endian::native == std::endian::little) || (order == '|' && one_byte))
         return e.dtype;
       if (order == '>' && !one_byte)
-        throw Error(where + "big-endian data ('" + d + "') is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))");
+        throw Error(where + "big-endian data ('" + io::printable(d) + "') is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))");
       if (order == '>' && one_byte) return e.dtype;
     }
   }
-  throw Error(where + "unsupported dtype '" + d +
+  throw Error(where + "unsupported dtype '" + io::printable(d) +
               "' (supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u4 |b1)");
 }
 
@@ -196,18 +197,14 @@ uint64_t read_le(const unsigned char* p, int n) {
 }  // namespace
 
 Tensor load_npy(const std::string& path) {
-  const std::string where = "load_npy('" + path + "'): ";
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(where + "cannot open the file");
-  f.seekg(0, std::ios::end);
-  const std::streamoff end = f.tellg();
-  if (end < 0) throw Error(where + "cannot determine the file size");
-  const auto file_size = static_cast<uint64_t>(end);
-  f.seekg(0);
+  const std::string where = "load_npy('" + io::printable(path) + "'): ";
+  // Regular files only: a directory, FIFO or device is named as such (and a FIFO cannot block).
+  const io::RegularFile f(path, ".npy file '" + io::printable(path) + "'");
+  const uint64_t file_size = f.size();
 
   unsigned char pre[12];
   if (file_size < 10) throw Error(where + "file is truncated (" + std::to_string(file_size) + " bytes; not an .npy file)");
-  f.read(reinterpret_cast<char*>(pre), 10);
+  f.read_at(0, pre, 10);
   if (std::memcmp(pre, kMagic, kMagicLen) != 0) throw Error(where + "not an .npy file (bad magic string)");
   const int major = pre[6], minor = pre[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
@@ -218,7 +215,7 @@ Tensor load_npy(const std::string& path) {
     header_len = read_le(pre + 8, 2);
   } else {
     if (file_size < 12) throw Error(where + "file is truncated inside the preamble");
-    f.read(reinterpret_cast<char*>(pre + 10), 2);
+    f.read_at(10, pre + 10, 2);
     header_len = read_le(pre + 8, 4);
     preamble = 12;
   }
@@ -226,8 +223,7 @@ Tensor load_npy(const std::string& path) {
     throw Error(where + "file is truncated: the header needs " + std::to_string(header_len) + " bytes but only " +
                 std::to_string(file_size - preamble) + " remain");
   std::string header(static_cast<size_t>(header_len), '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  if (!f) throw Error(where + "error reading the header");
+  f.read_at(preamble, header.data(), header_len);
   // Versions 1/2 are latin-1, 3 is UTF-8: the keys and values we accept are ASCII either way.
 
   const PyValue dict = HeaderParser(header, path).parse_top();
@@ -237,7 +233,7 @@ Tensor load_npy(const std::string& path) {
     if (k == "descr") descr = &v;
     else if (k == "fortran_order") fortran = &v;
     else if (k == "shape") shape = &v;
-    else throw Error(where + "malformed header: unexpected key '" + k + "'");
+    else throw Error(where + "malformed header: unexpected key '" + io::printable(k) + "'");
   }
   if (!descr || !fortran || !shape) throw Error(where + "malformed header: needs the keys 'descr', 'fortran_order' and 'shape'");
   if (descr->kind != PyValue::Str) throw Error(where + "unsupported dtype: 'descr' must be a string (structured dtypes are not supported)");
@@ -248,14 +244,13 @@ Tensor load_npy(const std::string& path) {
   const DType dtype = parse_descr(descr->str, path);
 
   std::vector<int64_t> dims;
-  uint64_t nbytes = dtype_size(dtype);
   for (const PyValue& d : shape->items) {
     if (d.kind != PyValue::Int) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
-    if (d.i != 0 && nbytes > (uint64_t{1} << 62) / static_cast<uint64_t>(d.i))
-      throw Error(where + "shape is too large");
-    nbytes *= static_cast<uint64_t>(d.i);
-    dims.push_back(d.i);
+    dims.push_back(d.i);  // the parser reads no sign: every dim is >= 0
   }
+  // Element and byte counts checked for overflow and against the size policy.
+  const auto nbytes = static_cast<uint64_t>(
+      checked_nbytes(dims, dtype, where + "the array"));
   const uint64_t data_start = preamble + header_len;
   const uint64_t available = file_size - data_start;
   if (available < nbytes)
@@ -265,10 +260,7 @@ Tensor load_npy(const std::string& path) {
     throw Error(where + "file has " + std::to_string(available - nbytes) + " unexpected bytes after the " +
                 std::to_string(nbytes) + " data bytes");
   Tensor t = Tensor::empty(dtype, std::move(dims));
-  if (nbytes > 0) {
-    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(nbytes));
-    if (!f || static_cast<uint64_t>(f.gcount()) != nbytes) throw Error(where + "error reading the data");
-  }
+  if (nbytes > 0) f.read_at(data_start, t.raw(), nbytes);
   if (dtype == DType::Bool) {
     const auto* p = static_cast<const uint8_t*>(t.raw());
     for (uint64_t i = 0; i < nbytes; ++i)
@@ -278,7 +270,7 @@ Tensor load_npy(const std::string& path) {
 }
 
 void save_npy(const Tensor& t, const std::string& path) {
-  if (!t.defined()) throw Error("save_npy('" + path + "'): the tensor has no data");
+  if (!t.defined()) throw Error("save_npy('" + io::printable(path) + "'): the tensor has no data");
   const Tensor data = t.dtype() == DType::BF16 ? t.cast(DType::F32) : t;  // no NumPy code for bf16
   std::string header = std::string("{'descr': '") + descr_of(data.dtype()) + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < data.shape().size(); ++i) header += (i ? ", " : "") + std::to_string(data.shape()[i]);
@@ -297,11 +289,8 @@ void save_npy(const Tensor& t, const std::string& path) {
   const auto len = static_cast<uint32_t>(header.size());
   for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xFF);
   out += header;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(out.data(), static_cast<std::streamsize>(out.size()));
-  f.write(static_cast<const char*>(data.raw()), static_cast<std::streamsize>(data.nbytes()));
-  f.close();
-  if (!f) throw Error("save_npy('" + path + "'): cannot write the file");
+  io::write_file(path, {out, std::string_view(static_cast<const char*>(data.raw()), data.nbytes())},
+                 "save_npy: the .npy file");
 }
 
 }  // namespace rlx

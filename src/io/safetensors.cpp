@@ -9,9 +9,12 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/file_access.h"
+#include "rlx/limits.h"
 
 namespace rlx {
 namespace {
@@ -35,29 +38,37 @@ const char* st_name(DType t) {
   throw Error(std::string("safetensors: dtype ") + dtype_name(t) + " has no safetensors name");
 }
 
-// Rejects JSON nested deeper than kMaxDepth before the parser sees it.
-void check_depth(std::string_view s, const std::string& what) {
-  int depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth) throw Error(what + ": header JSON is nested deeper than " + std::to_string(kMaxDepth));
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-}
-
 uint64_t checked_u64(const nlohmann::json& v, const std::string& what) {
   if (!v.is_number_unsigned()) throw Error(what + " must be a non-negative integer");
   return v.get<uint64_t>();
+}
+
+// Parses the header: nesting is capped before the parser runs (a header nested 100k deep
+// would overflow its stack) and a key appearing twice in one object is an error (nlohmann
+// would silently keep only the last, dropping a tensor).
+nlohmann::json parse_header(std::string_view text, const std::string& what) {
+  io::check_json_depth(text, std::min(kMaxDepth, active_limits().max_nesting_depth), what + ": header");
+  std::vector<std::set<std::string>> open_objects;
+  const nlohmann::json::parser_callback_t no_duplicates = [&](int depth, nlohmann::json::parse_event_t event,
+                                                              nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      open_objects.emplace_back();
+    } else if (event == E::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == E::key && !open_objects.empty()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second)
+        throw Error(what + ": the header names '" + io::printable(key) + "' twice" +
+                    (depth <= 1 ? " (two tensors with one name)" : "") + "; each name may appear once");
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, no_duplicates);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + ": header is not valid JSON: " + e.what());
+  }
 }
 
 }  // namespace
@@ -80,26 +91,17 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<Storage> storage, const std::st
   parse();
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors file '" + path + "'") {
+SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors file '" + io::printable(path) + "'") {
   storage_ = std::make_unique<Storage>();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + what_ + ": " + std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(what_ + " is not a regular file");
-  }
-  const auto size = static_cast<size_t>(st.st_size);
+  // Regular files only, opened non-blocking (a FIFO would otherwise block in open).
+  const io::RegularFile file(path, what_);
+  const auto size = static_cast<size_t>(file.size());
   if (size > 0) {
-    void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      throw Error("cannot map " + what_ + ": " + std::strerror(errno));
-    }
+    void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    if (m == MAP_FAILED) throw Error("cannot map " + what_ + ": " + std::strerror(errno));
     storage_->map = m;
     storage_->map_size = size;
   }
-  ::close(fd);
   parse();
 }
 
@@ -125,22 +127,16 @@ void SafetensorsFile::parse() {
                 "-byte file (truncated?)");
   const std::string_view text(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(n));
   if (text.empty() || text.front() != '{') throw Error(what_ + ": the header is not a JSON object");
-  check_depth(text, what_);
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what_ + ": header is not valid JSON: " + e.what());
-  }
+  const nlohmann::json h = parse_header(text, what_);
   if (!h.is_object()) throw Error(what_ + ": the header is not a JSON object");
   data_ = p + 8 + n;
   data_size_ = size - 8 - static_cast<size_t>(n);
   for (const auto& [name, v] : h.items()) {
-    const std::string where = what_ + ": tensor '" + name + "'";
+    const std::string where = what_ + ": tensor '" + io::printable(name) + "'";
     if (name == "__metadata__") {
       if (!v.is_object()) throw Error(what_ + ": __metadata__ must be an object of strings");
       for (const auto& [k, s] : v.items()) {
-        if (!s.is_string()) throw Error(what_ + ": __metadata__ value '" + k + "' is not a string");
+        if (!s.is_string()) throw Error(what_ + ": __metadata__ value '" + io::printable(k) + "' is not a string");
         metadata_[k] = s.get<std::string>();
       }
       continue;
@@ -148,7 +144,8 @@ void SafetensorsFile::parse() {
     if (name.empty()) throw Error(what_ + ": a tensor has an empty name");
     if (!v.is_object()) throw Error(where + " must be an object");
     for (const auto& [k, unused] : v.items())
-      if (k != "dtype" && k != "shape" && k != "data_offsets") throw Error(where + ": unknown field '" + k + "'");
+      if (k != "dtype" && k != "shape" && k != "data_offsets")
+        throw Error(where + ": unknown field '" + io::printable(k) + "' (expected: dtype, shape, data_offsets)");
     if (!v.contains("dtype") || !v["dtype"].is_string()) throw Error(where + ": 'dtype' must be a string");
     const std::string dt = v["dtype"].get<std::string>();
     SafetensorsEntry e;
@@ -159,16 +156,16 @@ void SafetensorsFile::parse() {
         e.dtype = kn.dtype;
         known = true;
       }
-    if (!known) throw Error(where + ": dtype '" + dt + "' is not supported (F32, F16, BF16, F64, I8, I16, I32, I64, U8, U32, BOOL)");
+    if (!known) throw Error(where + ": dtype '" + io::printable(dt) + "' is not supported (F32, F16, BF16, F64, I8, I16, I32, I64, U8, U32, BOOL)");
     if (!v.contains("shape") || !v["shape"].is_array()) throw Error(where + ": 'shape' must be an array");
-    uint64_t numel = 1;
     for (const auto& d : v["shape"]) {
       const uint64_t dim = checked_u64(d, where + ": shape entries");
-      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || (dim != 0 && numel > (uint64_t{1} << 48) / dim))
-        throw Error(where + ": shape is too large");
-      numel *= dim;
+      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        throw Error(where + ": shape entry " + std::to_string(dim) + " does not fit in int64");
       e.shape.push_back(static_cast<int64_t>(dim));
     }
+    // Element and byte counts checked for overflow and against the size policy.
+    const auto nbytes = static_cast<uint64_t>(checked_nbytes(e.shape, e.dtype, where));
     if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
       throw Error(where + ": 'data_offsets' must be [begin, end]");
     e.begin = checked_u64(v["data_offsets"][0], where + ": data_offsets");
@@ -177,18 +174,28 @@ void SafetensorsFile::parse() {
     if (e.end > data_size_)
       throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                   ") run past the " + std::to_string(data_size_) + "-byte data section (truncated?)");
-    if (e.end - e.begin != numel * dtype_size(e.dtype))
+    if (e.end - e.begin != nbytes)
       throw Error(where + ": " + std::to_string(e.end - e.begin) + " bytes do not hold " + dt + " " +
-                  dims_str(e.shape) + " (" + std::to_string(numel * dtype_size(e.dtype)) + " bytes)");
+                  dims_str(e.shape) + " (" + std::to_string(nbytes) + " bytes)");
     entries_.push_back(std::move(e));
   }
   std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
+  // Overlap: each non-empty range against the furthest-reaching non-empty range before it (in
+  // begin order), so an empty tensor between two overlapping ones cannot hide the overlap.
+  const SafetensorsEntry* reach = nullptr;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    if (i > 0 && entries_[i].begin < entries_[i - 1].end && entries_[i].begin != entries_[i].end)
-      throw Error(what_ + ": tensors '" + entries_[i - 1].name + "' and '" + entries_[i].name + "' overlap");
-    index_[entries_[i].name] = i;
+    const SafetensorsEntry& e = entries_[i];
+    if (e.begin != e.end) {
+      if (reach && e.begin < reach->end)
+        throw Error(what_ + ": tensors '" + io::printable(reach->name) + "' [" + std::to_string(reach->begin) + ", " +
+                    std::to_string(reach->end) + ") and '" + io::printable(e.name) + "' [" + std::to_string(e.begin) +
+                    ", " + std::to_string(e.end) + ") overlap in the data section");
+      if (!reach || e.end > reach->end) reach = &e;
+    }
+    if (!index_.emplace(e.name, i).second)  // defensive: the parser callback rejects duplicates
+      throw Error(what_ + ": tensor '" + io::printable(e.name) + "' is named twice");
   }
 }
 
@@ -227,8 +234,9 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>&
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    if (name.empty() || name == "__metadata__") throw Error("save_safetensors: invalid tensor name '" + name + "'");
-    if (h.contains(name)) throw Error("save_safetensors: tensor name '" + name + "' is used twice");
+    if (name.empty() || name == "__metadata__")
+      throw Error("save_safetensors: invalid tensor name '" + io::printable(name) + "'");
+    if (h.contains(name)) throw Error("save_safetensors: tensor name '" + io::printable(name) + "' is used twice");
     const uint64_t n = t.nbytes();
     h[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
@@ -248,10 +256,7 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>&
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   const std::string bytes = safetensors_bytes(tensors, metadata);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error("save_safetensors: cannot write '" + path + "'");
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!f) throw Error("save_safetensors: writing '" + path + "' failed");
+  io::write_file(path, {bytes}, "save_safetensors: the safetensors file");
 }
 
 }  // namespace rlx

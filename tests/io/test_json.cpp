@@ -1,5 +1,6 @@
 // Graph JSON: round trip of a graph using every op kind (inline and side-file data), loaded
 // graphs that run, base64, and every rejection path of the reader.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,12 +12,14 @@
 #include <string>
 
 #include "io/base64.h"
+#include "rlx/limits.h"
 #include "io/json_test_graphs.h"
 #include "support/test_util.h"
 
 namespace rlx {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using json = nlohmann::json;
@@ -236,7 +239,8 @@ TEST_F(Json, RejectsMalformedDocuments) {
   ASSERT_NE(at, std::string::npos);
   dup.insert(at, "\"axis\": 0, ");
   EXPECT_THAT(error_message([&] { graph_from_json(dup); }), HasSubstr("duplicate key 'axis'"));
-  EXPECT_THAT(error_message([] { load_graph_json("/nonexistent/dir/g.json"); }), HasSubstr("cannot open"));
+  EXPECT_THAT(error_message([] { load_graph_json("/nonexistent/dir/g.json"); }),
+              AllOf(HasSubstr("cannot open"), HasSubstr("No such file or directory")));
   const json base = json::parse(graph_to_json(small_graph()));
   check_mutations(base, {
       {"format", [](json& d) { d["format"] = "onnx"; }, "is 'onnx', expected 'rlx-graph'"},
@@ -325,7 +329,7 @@ TEST_F(Json, RejectsBadTensors) {
       {"shape", [&](json& d) { value(d)["shape"] = {-3}; }, "field 'shape'[0]: dim -3 is negative"},
       {"shape type", [&](json& d) { value(d)["shape"] = "3"; }, "field 'shape': expected an array"},
       {"symbolic tensor", [&](json& d) { value(d)["shape"] = {"n"}; }, "field 'shape'[0]: expected an integer"},
-      {"huge", [&](json& d) { value(d)["shape"] = {1LL << 40, 1LL << 40}; }, "is too large"},
+      {"huge", [&](json& d) { value(d)["shape"] = {1LL << 40, 1LL << 40}; }, "more elements than a 64-bit count holds"},
       {"tensor field", [&](json& d) { value(d)["layout"] = "nchw"; }, "unknown field 'layout'"},
       {"tensor type", [&](json& d) { value(d) = "AAAA"; }, "attribute 'value': expected an object"},
       {"bool data",
@@ -432,9 +436,9 @@ TEST_F(Json, RejectsBadSideFiles) {
     return load_error(d, dir);
   };
   EXPECT_NO_THROW(graph_from_json(base.dump(), dir));
-  EXPECT_THAT(err([](json& d) { d["data_file"] = "/etc/passwd"; }), HasSubstr("must be a relative path"));
-  EXPECT_THAT(err([](json& d) { d["data_file"] = "../s.json.bin"; }), HasSubstr("must be a relative path"));
-  EXPECT_THAT(err([](json& d) { d["data_file"] = ""; }), HasSubstr("must be a relative path"));
+  EXPECT_THAT(err([](json& d) { d["data_file"] = "/etc/passwd"; }), HasSubstr("must be a path relative"));
+  EXPECT_THAT(err([](json& d) { d["data_file"] = "../s.json.bin"; }), HasSubstr("leaves the folder"));
+  EXPECT_THAT(err([](json& d) { d["data_file"] = ""; }), HasSubstr("the path is empty"));
   EXPECT_THAT(err([](json& d) { d["data_file"] = 3; }), HasSubstr("field 'data_file': expected a string"));
   EXPECT_THAT(err([](json& d) { d["data_file"] = "missing.bin"; }), HasSubstr("cannot open the side data file"));
   EXPECT_THAT(err([&](json& d) { value(d)["offset"] = 64; }), HasSubstr("lie outside the side data file"));
@@ -446,6 +450,149 @@ TEST_F(Json, RejectsBadSideFiles) {
   fs::resize_file(path("s.json.bin"), 6);
   EXPECT_THAT(error_message([&] { load_graph_json(path("s.json")); }),
               HasSubstr("bytes [0, 0+12) lie outside the side data file"));
+}
+
+// ---- hardening (issue 26) --------------------------------------------------------------
+
+// 100k nested brackets must be rejected before the recursive parser (or a dump() in an error
+// message) can overflow the stack; brackets inside strings do not count.
+TEST_F(Json, DeeplyNestedDocumentsAreRejectedBeforeParsing) {
+  const std::string deep_array(100000, '[');
+  EXPECT_THAT(error_message([&] { graph_from_json(deep_array); }),
+              AllOf(HasSubstr("graph JSON"), HasSubstr("nested deeper than 256")));
+  // Deep inside an otherwise valid document (an attribute value, an input reference).
+  std::string doc = graph_to_json(small_graph());
+  const size_t at = doc.find("\"axis\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string deep_attr = doc;
+  deep_attr.insert(at, "\"deep\": " + std::string(100000, '[') + std::string(100000, ']') + ", ");
+  EXPECT_THAT(error_message([&] { graph_from_json(deep_attr); }), HasSubstr("nested deeper than 256"));
+  std::string deep_objects;
+  for (int i = 0; i < 100000; ++i) deep_objects += "{\"a\":";
+  EXPECT_THAT(error_message([&] { graph_from_json(deep_objects); }), HasSubstr("nested deeper than 256"));
+  // The same through a file.
+  std::ofstream(path("deep.json")) << deep_array;
+  EXPECT_THAT(error_message([&] { load_graph_json(path("deep.json")); }), HasSubstr("nested deeper than 256"));
+  // Brackets inside a string are text: the document is parsed and the op name is what is wrong.
+  json base = json::parse(doc);
+  base["nodes"][1]["op"] = std::string(5000, '[');
+  const std::string msg = load_error(base);
+  EXPECT_THAT(msg, HasSubstr("unknown op"));
+  EXPECT_LT(msg.size(), 1000u) << "a 5000-character name must be cut in the message";
+  // The limit is the size policy's: a lower one rejects a normal document, a higher one
+  // accepts deeper (still well-formed) nesting.
+  Limits low;
+  low.max_nesting_depth = 3;
+  {
+    ScopedLimits scoped(low);
+    EXPECT_THAT(error_message([&] { graph_from_json(doc); }), HasSubstr("nested deeper than 3"));
+  }
+  EXPECT_NO_THROW(graph_from_json(doc));
+}
+
+// A bad [node, port] reference that is a huge array must not be dumped into the message.
+TEST_F(Json, MessagesNeverDumpLargeOrControlCharacterValues) {
+  json base = json::parse(graph_to_json(small_graph()));
+  json big = json::array();
+  for (int i = 0; i < 100000; ++i) big.push_back(i);
+  base["outputs"][0] = big;
+  const std::string msg = load_error(base);
+  EXPECT_THAT(msg, HasSubstr("expected [node, port], got an array of 100000 element(s)"));
+  EXPECT_LT(msg.size(), 400u);
+  // Control characters in names are escaped in messages.
+  json esc = json::parse(graph_to_json(small_graph()));
+  esc["nodes"][1]["op"] = "add\x1b[31m\n";
+  EXPECT_THAT(load_error(esc), AllOf(HasSubstr("unknown op 'add\\x1b[31m\\n'"), Not(HasSubstr("\x1b"))));
+  json key = json::parse(graph_to_json(small_graph()));
+  key["nodes"][1]["attrs"]["bad\x07key"] = 1;
+  EXPECT_THAT(load_error(key), AllOf(HasSubstr("bad\\x07key"), Not(HasSubstr("\x07"))));
+  json fld = json::parse(graph_to_json(small_graph()));
+  fld["bogus\x01"] = 1;
+  EXPECT_THAT(load_error(fld), HasSubstr("unknown field 'bogus\\x01'"));
+}
+
+// Shapes of tensors stored in the JSON go through the size policy's checked helpers: a
+// wrapping byte count (2^62 + 1 elements of f32 would be 4 bytes) is an error, not a 4-byte tensor.
+TEST_F(Json, TensorShapesAreCheckedAgainstOverflowAndTheSizePolicy) {
+  json base = json::parse(graph_to_json(small_graph()));
+  json& value = base["nodes"][1]["attrs"]["value"];
+  value["shape"] = json::array({int64_t{4611686018427387905}});
+  EXPECT_THAT(load_error(base), AllOf(HasSubstr("attribute 'value'"), HasSubstr("field 'shape'")));
+  value["shape"] = json::array({int64_t{1} << 32, int64_t{1} << 32});
+  EXPECT_THAT(load_error(base), HasSubstr("field 'shape'"));
+  value["shape"] = json::array({int64_t{1} << 41});  // fits int64, over 2^40 elements
+  EXPECT_THAT(load_error(base), HasSubstr("field 'shape'"));
+  // An input declared with a huge static shape fails shape inference with the node named.
+  json in = json::parse(graph_to_json(small_graph()));
+  in["nodes"][0]["attrs"]["shape"]["dims"] = json::array({int64_t{4611686018427387905}});
+  in["nodes"][0].erase("shapes");
+  const std::string msg = load_error(in);
+  EXPECT_THAT(msg, HasSubstr("graph JSON"));
+  EXPECT_THAT(msg, HasSubstr("input"));
+}
+
+// data_file: symbolic links out of the graph's folder, FIFOs and devices are rejected (a FIFO
+// would block forever in open); a link inside the folder is fine.
+TEST_F(Json, SideFileMustBeARegularFileInsideTheGraphFolder) {
+  const Graph g = small_graph();
+  save_graph_json(g, path("s.json"), {.inline_data = false});
+  std::ifstream f(path("s.json"));
+  const json base = json::parse(f);
+  const std::string dir = dir_.string();
+  const auto err = [&](const std::string& data_file) {
+    json d = base;
+    d["data_file"] = data_file;
+    return load_error(d, dir);
+  };
+  // A secret outside the folder, reached through a link inside it.
+  const fs::path outside = fs::temp_directory_path() / ("rlx_json_secret_" + std::to_string(::getpid()));
+  { std::ofstream(outside) << std::string(64, 'S'); }
+  fs::create_symlink(outside, dir_ / "escape.bin");
+  EXPECT_THAT(err("escape.bin"), AllOf(HasSubstr("field 'data_file'"), HasSubstr("outside the folder")));
+  fs::create_directory_symlink("/etc", dir_ / "etc_link");
+  EXPECT_THAT(err("etc_link/passwd"), HasSubstr("outside the folder"));
+  fs::create_symlink("/dev/zero", dir_ / "zero.bin");
+  EXPECT_THAT(err("zero.bin"), HasSubstr("outside the folder"));
+  fs::remove(outside);
+  // A FIFO inside the folder: an error at once, no hang.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.bin").c_str(), 0600), 0);
+  EXPECT_THAT(err("fifo.bin"), AllOf(HasSubstr("side data file"), HasSubstr("is a FIFO")));
+  fs::create_directory(dir_ / "sub.bin");
+  EXPECT_THAT(err("sub.bin"), HasSubstr("is a directory"));
+  // A link that stays inside the folder is read.
+  fs::create_symlink("s.json.bin", dir_ / "alias.bin");
+  json ok = base;
+  ok["data_file"] = "alias.bin";
+  EXPECT_NO_THROW(graph_from_json(ok.dump(), dir));
+}
+
+// The graph JSON file itself: a FIFO, a directory or a missing file is named with the reason.
+TEST_F(Json, GraphFileMustBeARegularFile) {
+  ASSERT_EQ(::mkfifo(path("g.json").c_str(), 0600), 0);
+  EXPECT_THAT(error_message([&] { load_graph_json(path("g.json")); }), HasSubstr("is a FIFO"));
+  EXPECT_THAT(error_message([&] { load_graph_json(dir_.string()); }), HasSubstr("is a directory"));
+  EXPECT_THAT(error_message([&] { load_graph_json("/dev/null"); }), HasSubstr("is a character device"));
+}
+
+// Writing is checked: a full device is an error with the OS reason, and a failed save leaves
+// neither the JSON nor a stray side file (nor a temporary file) behind.
+TEST_F(Json, SaveReportsWriteFailuresAndLeavesNoStrayFiles) {
+  const Graph g = small_graph();
+  EXPECT_THAT(error_message([&] { save_graph_json(g, "/dev/full"); }),
+              AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  EXPECT_THAT(error_message([&] { save_graph_json(g, path("missing/dir/g.json"), {.inline_data = false}); }),
+              AllOf(HasSubstr("cannot create"), HasSubstr("No such file or directory")));
+  // The side file can be written but the JSON cannot (its name is a directory): nothing is left.
+  fs::create_directory(dir_ / "taken.json");
+  EXPECT_THAT(error_message([&] { save_graph_json(g, path("taken.json"), {.inline_data = false}); }),
+              HasSubstr("is a directory"));
+  EXPECT_FALSE(fs::exists(path("taken.json.bin")));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  // A successful save replaces an existing file completely.
+  { std::ofstream(path("g.json")) << std::string(100000, 'x'); }
+  save_graph_json(g, path("g.json"));
+  EXPECT_NO_THROW(load_graph_json(path("g.json")));
 }
 
 }  // namespace

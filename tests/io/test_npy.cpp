@@ -1,5 +1,6 @@
 // .npy read/write: round trips of every dtype, hand-written files of versions 1.0/2.0/3.0,
 // and every rejection path (corrupt headers, truncation, Fortran order, big-endian, ...).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -13,7 +14,9 @@
 namespace rlx {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::error_message;
 using testing::random_tensor;
 
@@ -160,7 +163,7 @@ TEST_F(Npy, RejectsCorruptHeaders) {
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}"),
               HasSubstr("integer too large"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)}"),
-              HasSubstr("too large"));
+              HasSubstr("more elements than a 64-bit count holds"));
   EXPECT_THAT(with("['descr']"), HasSubstr("structured"));
   EXPECT_THAT(with("7"), HasSubstr("expected a dict"));
 }
@@ -171,9 +174,55 @@ TEST_F(Npy, RejectsTruncatedOrOversizedDataAndBadBools) {
   EXPECT_THAT(load_error(npy(1, header, f32_bytes({1, 2, 3, 4}))), HasSubstr("4 unexpected bytes"));
   EXPECT_THAT(load_error(npy(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (2,)}", std::string("\x01\x02", 2))),
               HasSubstr("bool element 1 is 2"));
-  EXPECT_THAT(error_message([&] { load_npy(path("missing.npy")); }), HasSubstr("cannot open"));
+  EXPECT_THAT(error_message([&] { load_npy(path("missing.npy")); }),
+              AllOf(HasSubstr("cannot open"), HasSubstr("No such file or directory")));
   EXPECT_THAT(error_message([&] { save_npy(Tensor::f32({1}, std::vector<float>{1}), path("no/such/dir/x.npy")); }),
               HasSubstr("cannot write"));
+}
+
+// ---- hardening (issue 26) --------------------------------------------------------------
+
+// Only regular files are read: a directory says so (not "bad magic string"), a FIFO is an
+// error at once instead of blocking in open, a device is named.
+TEST_F(Npy, OnlyRegularFilesAreRead) {
+  EXPECT_THAT(error_message([&] { load_npy(dir_.string()); }),
+              AllOf(HasSubstr("is a directory"), Not(HasSubstr("magic"))));
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  EXPECT_THAT(error_message([&] { load_npy(path("fifo.npy")); }), HasSubstr("is a FIFO"));
+  EXPECT_THAT(error_message([&] { load_npy("/dev/zero"); }), HasSubstr("is a character device"));
+  // A symbolic link to a regular file is fine.
+  save_npy(Tensor::f32({2}, std::vector<float>{1, 2}), path("a.npy"));
+  fs::create_symlink(path("a.npy"), path("link.npy"));
+  EXPECT_EQ(load_npy(path("link.npy")).to_f64(), (std::vector<double>{1, 2}));
+}
+
+// Shapes go through the size policy: 2^41 elements is over the element cap even though the
+// byte count fits int64; the message names the file and the limit.
+TEST_F(Npy, ShapesAreCheckedAgainstTheSizePolicy) {
+  const std::string msg =
+      load_error(npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2199023255552,), }", ""));
+  EXPECT_THAT(msg, AllOf(HasSubstr("bad.npy"), HasSubstr("2199023255552 elements"), HasSubstr("limit")));
+  EXPECT_THAT(load_error(npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (65536, 65536, 65536, 65536), }", "")),
+              HasSubstr("more elements than a 64-bit count holds"));
+  // Zero-size arrays are still fine.
+  const std::string ok = path("empty.npy");
+  write_bytes(ok, npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904), }", ""));
+  EXPECT_EQ(load_npy(ok).numel(), 0);
+}
+
+// Every write is checked: a full device is an error with the OS reason, and a failed save
+// leaves no partial or temporary file.
+TEST_F(Npy, SaveReportsWriteFailures) {
+  const Tensor t = Tensor::f32({3}, std::vector<float>{1, 2, 3});
+  EXPECT_THAT(error_message([&] { save_npy(t, "/dev/full"); }),
+              AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  fs::create_directory(dir_ / "d.npy");
+  EXPECT_THAT(error_message([&] { save_npy(t, path("d.npy")); }), HasSubstr("is a directory"));
+  EXPECT_THAT(error_message([&] { save_npy(t, path("no/such/dir/x.npy")); }), HasSubstr("No such file or directory"));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  save_npy(t, path("ok.npy"));
+  EXPECT_EQ(load_npy(path("ok.npy")).to_f64(), (std::vector<double>{1, 2, 3}));
 }
 
 }  // namespace

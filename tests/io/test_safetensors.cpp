@@ -1,6 +1,7 @@
 // safetensors: round trips for every dtype, and validation of truncated or malicious files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,7 +15,9 @@ namespace rlx {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A file from a hand-written header and data section.
 std::string make_file(const std::string& header, const std::string& data) {
@@ -91,7 +94,7 @@ TEST(Safetensors, RejectsMaliciousHeaders) {
               HasSubstr("not valid JSON"));
   EXPECT_THAT(parse_error(make_file(R"({"w":[[[[[[[[1]]]]]]]]})", data)), HasSubstr("nested deeper"));
   EXPECT_THAT(parse_error(make_file(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]}})", data)),
-              HasSubstr("too large"));
+              HasSubstr("more elements than a 64-bit count holds"));
   EXPECT_THAT(parse_error(make_file(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"extra":1}})", data)),
               HasSubstr("unknown field 'extra'"));
   std::string huge(8, '\0');
@@ -111,6 +114,115 @@ TEST(Safetensors, MissingFileAndBadNames) {
   EXPECT_THAT(testing::error_message([] { SafetensorsFile f("/nonexistent/x.safetensors"); }), HasSubstr("cannot open"));
   EXPECT_THAT(testing::error_message([] { safetensors_bytes({{"a", Tensor::scalar_f32(1)}, {"a", Tensor::scalar_f32(2)}}); }),
               HasSubstr("used twice"));
+}
+
+// ---- hardening (issue 26) --------------------------------------------------------------
+
+// A scratch folder removed afterwards.
+struct TempDir {
+  fs::path dir = fs::temp_directory_path() / ("rlx_st_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempDir() { fs::create_directories(dir); }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// 100k nested brackets (arrays, objects, in a tensor's field or at the top) are rejected
+// before the parser runs; the message is short.
+TEST(Safetensors, DeeplyNestedHeadersAreRejectedBeforeParsing) {
+  const std::string data(16, '\0');
+  const std::string deep = "{\"w\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const std::string msg = parse_error(make_file(deep, data));
+  EXPECT_THAT(msg, HasSubstr("nested deeper than 4"));
+  EXPECT_LT(msg.size(), 300u);
+  std::string objects = "{";
+  for (int i = 0; i < 100000; ++i) objects += "\"a\":{";
+  EXPECT_THAT(parse_error(make_file(objects, data)), HasSubstr("nested deeper"));
+  // Brackets inside a string (here a tensor name) do not count.
+  const std::string name(1000, '[');
+  const std::string ok = make_file("{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", data);
+  const auto f = SafetensorsFile::from_bytes(ok.data(), ok.size());
+  EXPECT_TRUE(f.contains(name));
+}
+
+// A name used twice (nlohmann would keep only the last) is an error, at the top and inside a tensor.
+TEST(Safetensors, DuplicateNamesAreRejected) {
+  const std::string data(16, '\0');
+  EXPECT_THAT(parse_error(make_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                    data)),
+              AllOf(HasSubstr("names 'w' twice"), HasSubstr("two tensors with one name")));
+  EXPECT_THAT(parse_error(make_file(R"({"w":{"dtype":"F32","dtype":"I32","shape":[4],"data_offsets":[0,16]}})", data)),
+              HasSubstr("names 'dtype' twice"));
+  EXPECT_THAT(parse_error(make_file(R"({"__metadata__":{"k":"a","k":"b"}})", data)), HasSubstr("names 'k' twice"));
+}
+
+// Overlap is found whatever lies between: an empty tensor between two overlapping ones, a
+// range inside an earlier long one, equal ranges.
+TEST(Safetensors, OverlapsAreFoundPastEmptyAndNestedRanges) {
+  const std::string data(32, '\0');
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                                    R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                    data)),
+              AllOf(HasSubstr("'a' [0, 8)"), HasSubstr("'b' [4, 12)"), HasSubstr("overlap")));
+  // b lies inside a, c starts after b ends but still inside a.
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},)"
+                                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                                    R"("c":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+                                    data)),
+              HasSubstr("overlap"));
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                    data)),
+              HasSubstr("overlap"));
+  // Adjacent ranges and empty tensors anywhere are fine.
+  const std::string ok = make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                                   R"("b":{"dtype":"F32","shape":[6],"data_offsets":[8,32]}})",
+                                   data);
+  EXPECT_EQ(SafetensorsFile::from_bytes(ok.data(), ok.size()).entries().size(), 3u);
+}
+
+// Shapes go through the size policy (2^41 elements fits int64 but is over the cap).
+TEST(Safetensors, ShapesAreCheckedAgainstTheSizePolicy) {
+  const std::string msg =
+      parse_error(make_file(R"({"w":{"dtype":"U8","shape":[2199023255552],"data_offsets":[0,16]}})", std::string(16, '\0')));
+  EXPECT_THAT(msg, AllOf(HasSubstr("tensor 'w'"), HasSubstr("limit")));
+}
+
+// Only regular files; a FIFO fails at once instead of blocking in open.
+TEST(Safetensors, OnlyRegularFilesAreRead) {
+  TempDir t;
+  const std::string fifo = (t.dir / "w.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(testing::error_message([&] { SafetensorsFile f(fifo); }), HasSubstr("is a FIFO"));
+  EXPECT_THAT(testing::error_message([&] { SafetensorsFile f(t.dir.string()); }), HasSubstr("is a directory"));
+  EXPECT_THAT(testing::error_message([] { SafetensorsFile f("/nonexistent/x.safetensors"); }),
+              HasSubstr("No such file or directory"));
+}
+
+// Control characters in names are escaped in messages.
+TEST(Safetensors, NamesInMessagesAreEscaped) {
+  const std::string msg =
+      parse_error(make_file("{\"w\\u001b[2J\":{\"dtype\":\"Q4\",\"shape\":[4],\"data_offsets\":[0,16]}}", std::string(16, '\0')));
+  EXPECT_THAT(msg, AllOf(HasSubstr("w\\x1b[2J"), Not(HasSubstr("\x1b"))));
+}
+
+// Writing is checked: a full device is an error with the OS reason; nothing is left behind.
+TEST(Safetensors, SaveReportsWriteFailures) {
+  TempDir t;
+  const std::vector<std::pair<std::string, Tensor>> tensors = {{"w", Tensor::f32({2}, std::vector<float>{1, 2})}};
+  EXPECT_THAT(testing::error_message([&] { save_safetensors("/dev/full", tensors); }),
+              AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  EXPECT_THAT(testing::error_message([&] { save_safetensors((t.dir / "no/dir/w.safetensors").string(), tensors); }),
+              HasSubstr("No such file or directory"));
+  save_safetensors((t.dir / "w.safetensors").string(), tensors);
+  EXPECT_EQ(load_safetensors((t.dir / "w.safetensors").string()).at("w").to_f64(), (std::vector<double>{1, 2}));
+  for (const auto& e : fs::directory_iterator(t.dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 }  // namespace

@@ -146,5 +146,66 @@ TEST_F(OnnxCli, InspectASafetensorsFile) {
   EXPECT_THAT(bad.out, HasSubstr("too short"));
 }
 
+// ---- hardening (issue 26) --------------------------------------------------------------
+
+// The report is written with every write, flush and close checked: a full disk is an error
+// (exit 1, the OS reason), never "wrote ...".
+TEST_F(OnnxCli, ConformanceDocWriteFailuresAreErrors) {
+  make_case("test_neg", "Neg", {-1, 2, -3});
+  const Proc full = rlx("conformance " + (dir_ / "cases").string() + " -q --doc /dev/full");
+  EXPECT_EQ(full.code, 1) << full.out;
+  EXPECT_THAT(full.out, ::testing::AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  EXPECT_THAT(full.out, ::testing::Not(HasSubstr("wrote /dev/full")));
+  const Proc nodir = rlx("conformance " + (dir_ / "cases").string() + " -q --doc " + (dir_ / "no/dir/r.md").string());
+  EXPECT_EQ(nodir.code, 1) << nodir.out;
+  EXPECT_THAT(nodir.out, HasSubstr("No such file or directory"));
+  // --floor: a missing or malformed file is an error with the reason.
+  const Proc nofloor = rlx("conformance " + (dir_ / "cases").string() + " -q --floor " + (dir_ / "none.txt").string());
+  EXPECT_EQ(nofloor.code, 1);
+  EXPECT_THAT(nofloor.out, HasSubstr("No such file or directory"));
+  write(dir_ / "floor.txt", "1 banana\n");
+  const Proc badfloor = rlx("conformance " + (dir_ / "cases").string() + " -q --floor " + (dir_ / "floor.txt").string());
+  EXPECT_EQ(badfloor.code, 1);
+  EXPECT_THAT(badfloor.out, HasSubstr("must hold one non-negative integer"));
+}
+
+// A case whose own files cannot be read (a corrupt model, a missing input, a corrupt
+// expected output) is a FAIL with the reason, not UNSUPPORTED.
+TEST_F(OnnxCli, BrokenCasesAreFailures) {
+  make_case("test_neg", "Neg", {-1, 2, -3});
+  make_case("test_bad_model", "Neg", {-1, 2, -3});
+  write(dir_ / "cases" / "test_bad_model" / "model.onnx", "this is not a protobuf");
+  make_case("test_no_input", "Neg", {-1, 2, -3});
+  fs::remove(dir_ / "cases" / "test_no_input" / "test_data_set_0" / "input_0.pb");
+  make_case("test_bad_output", "Neg", {-1, 2, -3});
+  write(dir_ / "cases" / "test_bad_output" / "test_data_set_0" / "output_0.pb", "\xff\xff\xff");
+  make_case("test_unknown", "NoSuchOp", {0, 0, 0});
+  const Proc p = rlx("conformance " + (dir_ / "cases").string() + " -j 2");
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_model: broken case: cannot read model.onnx"));
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_no_input: broken case: cannot read test_data_set_0/input_0.pb"));
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_output: broken case: cannot read test_data_set_0/output_0.pb"));
+  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_unknown"));
+  EXPECT_THAT(p.out, HasSubstr("all cases: 1 pass, 3 fail, 1 unsupported of 5"));
+}
+
+// `check` applies --dim at ONNX import like `run`: an unknown name is rejected.
+TEST_F(OnnxCli, CheckRejectsUnknownDimsOfAnOnnxModel) {
+  OnnxBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 4}, {"batch"}).output("y");
+  b.node("Relu", {"x"}, {"y"});
+  const std::string model = (dir_ / "m.onnx").string();
+  write(model, b.bytes());
+  const Proc bad = rlx("check " + model + " --dim nope=3");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_THAT(bad.out, ::testing::AllOf(HasSubstr("'nope'"), HasSubstr("'batch'")));
+  const Proc ok = rlx("check " + model + " --dim batch=3");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  // A missing model gives the OS reason.
+  const Proc missing = rlx("inspect " + (dir_ / "absent.onnx").string());
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.out, HasSubstr("No such file or directory"));
+}
+
 }  // namespace
 }  // namespace rlx

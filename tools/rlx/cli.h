@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -43,9 +44,18 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 // Parses a non-negative decimal integer; UsageError naming `what` otherwise.
 int64_t parse_count(const std::string& s, const std::string& what);
 // Loads a graph file (rlx graph JSON, or ONNX when it ends in .onnx), with a clear error when it
-// does not exist.
-Graph load_graph_file(const std::string& path);
-// "'a', 'b', 'c'" (at most `limit` names, then "and N more").
+// does not exist, is not a regular file or cannot be read (the OS reason). `onnx_dims` are
+// applied at ONNX import (which rejects names that are not symbolic dims of the model).
+Graph load_graph_file(const std::string& path, const std::map<std::string, int64_t>& onnx_dims = {});
+bool is_onnx_path(const std::string& path);
+// The symbolic dims of a graph's inputs and params.
+std::set<std::string> symbolic_dims(const Graph& g);
+// Parses --dim NAME=VALUE options: bad syntax or a name given twice is a UsageError; with
+// `known`, a name outside it is an rlx::Error naming it and listing the graph's symbolic dims.
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& specs, const std::set<std::string>* known);
+// `name` for a message or listing: control characters escaped, very long names cut.
+std::string shown(const std::string& name);
+// "'a', 'b', 'c'" (at most `limit` names, then "and N more"; names shown escaped).
 std::string quoted_list(const std::vector<std::string>& names, size_t limit = 12);
 // "1,234,567"
 std::string with_commas(int64_t v);
@@ -53,8 +63,13 @@ std::string with_commas(int64_t v);
 std::string format_bytes(int64_t bytes, bool exact = false);
 // Output names of `g`: the graph's names, "output_<i>" where a name is missing or empty.
 std::vector<std::string> output_labels(const Graph& g);
-// Name usable as a file name: characters outside [A-Za-z0-9_.-] become '_'.
+// Name usable as a file name: characters outside [A-Za-z0-9_.-] become '_' (so no '/', no
+// control characters), "", "." and ".." get a '_' prefix, and long names are cut.
 std::string file_safe(const std::string& name);
+// One distinct file name "<base>.<ext>" per name, in order, deterministically: file_safe
+// bases, and "_2", "_3", ... appended where a base is taken already (compared without case,
+// for case-insensitive file systems), so no two names share a file.
+std::vector<std::string> unique_file_names(const std::vector<std::string>& names, const std::string& ext);
 
 // Latency statistics over repeated runs (milliseconds).
 struct Latency {

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "cli.h"
+#include "io/file_access.h"
 #include "rlx/onnx.h"
 
 namespace rlx::cli {
@@ -23,25 +24,55 @@ int64_t parse_count(const std::string& s, const std::string& what) {
   return std::stoll(s);
 }
 
-Graph load_graph_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw Error("cannot open graph file '" + path + "': no such file");
-  if (std::filesystem::is_directory(path, ec))
-    throw Error("cannot open graph file '" + path + "': it is a directory");
+bool is_onnx_path(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0; }
+
+Graph load_graph_file(const std::string& path, const std::map<std::string, int64_t>& onnx_dims) {
+  // Opening it first gives the OS reason (no such file, permission denied) and rejects a
+  // directory, FIFO or device by name.
+  { const io::RegularFile probe(path, "graph file '" + io::printable(path) + "'"); }
   try {
-    if (std::filesystem::path(path).extension() == ".onnx") return import_onnx(path);
+    if (is_onnx_path(path)) {
+      OnnxImportOptions opts;
+      opts.dims = onnx_dims;
+      return import_onnx(path, opts);
+    }
     return load_graph_json(path);
   } catch (const Error& e) {
-    throw Error("cannot load graph file '" + path + "': " + e.what());
+    throw Error("cannot load graph file '" + io::printable(path) + "': " + e.what());
   }
 }
+
+std::set<std::string> symbolic_dims(const Graph& g) {
+  std::set<std::string> out;
+  auto add = [&](const Shape& s) {
+    for (const Dim& d : s.dims)
+      if (d.is_symbolic()) out.insert(d.sym);
+  };
+  for (NodeId id : g.input_nodes()) add(std::get<ops::Input>(g.node(id).op).shape);
+  for (NodeId id : g.param_nodes()) add(std::get<ops::Param>(g.node(id).op).shape);
+  return out;
+}
+
+std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& specs, const std::set<std::string>* known) {
+  std::map<std::string, int64_t> dims;
+  for (const auto& s : specs) {
+    auto [name, value] = split_assignment(s, "--dim");
+    const int64_t v = parse_count(value, "--dim " + shown(name));
+    if (known && !known->count(name))
+      throw Error("--dim " + shown(name) + ": the graph has no symbolic dim '" + shown(name) + "' (its symbolic dims: " +
+                  quoted_list({known->begin(), known->end()}) + ")");
+    if (!dims.emplace(name, v).second) throw UsageError("--dim " + shown(name) + " is given twice");
+  }
+  return dims;
+}
+
+std::string shown(const std::string& name) { return io::printable(name, 120); }
 
 std::string quoted_list(const std::vector<std::string>& names, size_t limit) {
   if (names.empty()) return "(none)";
   std::string s;
   const size_t n = std::min(limit, names.size());
-  for (size_t i = 0; i < n; ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  for (size_t i = 0; i < n; ++i) s += (i ? ", '" : "'") + shown(names[i]) + "'";
   if (names.size() > n) s += " and " + std::to_string(names.size() - n) + " more";
   return s;
 }
@@ -86,8 +117,41 @@ std::string file_safe(const std::string& name) {
                     c == '-' || c == '.';
     if (!ok) c = '_';
   }
+  if (s.size() > 120) s.resize(120);  // file names are limited to 255 bytes
   if (s.empty() || s == "." || s == "..") s = "_" + s;
   return s;
+}
+
+std::vector<std::string> unique_file_names(const std::vector<std::string>& names, const std::string& ext) {
+  auto lower = [](std::string s) {
+    for (char& c : s)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return s;
+  };
+  std::set<std::string> taken;
+  // Reserve every plain base first, so a later name's own base is never taken by an earlier
+  // name's suffixed one ("a", "a", "a_2": "a.npy", "a_3.npy", "a_2.npy").
+  std::vector<std::string> bases;
+  std::map<std::string, int> uses;
+  for (const auto& n : names) {
+    bases.push_back(file_safe(n));
+    ++uses[lower(bases.back())];
+  }
+  std::vector<std::string> out;
+  for (const auto& base : bases) {
+    std::string key = lower(base);
+    std::string file = base;
+    if (taken.count(key)) {
+      for (int k = 2;; ++k) {
+        file = base + "_" + std::to_string(k);
+        key = lower(file);
+        if (!taken.count(key) && !uses.count(key)) break;
+      }
+    }
+    taken.insert(key);
+    out.push_back(file + ext);
+  }
+  return out;
 }
 
 Latency latency_stats(std::vector<double> ms) {

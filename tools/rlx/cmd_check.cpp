@@ -30,13 +30,17 @@ int run_check(const CheckOptions& o) {
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
-  Graph g = load_graph_file(o.path);
-  std::map<std::string, int64_t> binding;
-  for (const auto& d : o.dims) {
-    auto [name, value] = split_assignment(d, "--dim");
-    binding[name] = parse_count(value, "--dim " + name);
+  // As `rlx run`: ONNX models take the dims at import (which rejects unknown names); for graph
+  // JSON every name must be a symbolic dim of the graph's inputs or params.
+  Graph g;
+  if (is_onnx_path(o.path)) {
+    g = load_graph_file(o.path, parse_dims(o.dims, nullptr));
+  } else {
+    g = load_graph_file(o.path);
+    const std::set<std::string> known = symbolic_dims(g);
+    const auto binding = parse_dims(o.dims, &known);
+    if (!binding.empty()) g = passes::specialize(g, binding);
   }
-  if (!binding.empty()) g = passes::specialize(g, binding);
   auto backend = make_backend_for_check(dev);
   CompileOptions co;
   std::vector<passes::PassStat> stats;
@@ -44,7 +48,7 @@ int run_check(const CheckOptions& o) {
   if (o.pass_report && !stats.empty()) std::cout << passes::format_report(stats) << "\n";
   const passes::ClaimFn claims = [&](const Graph& gr, const Node& n) { return backend->claims(gr, n); };
   const auto rows = passes::dispatch_report(opt, claims);
-  std::cout << "graph: " << o.path << "\ndevice: " << device_name(dev) << (o.no_optimize ? " (unoptimized)" : "")
+  std::cout << "graph: " << shown(o.path) << "\ndevice: " << device_name(dev) << (o.no_optimize ? " (unoptimized)" : "")
             << "\nops: " << passes::op_count(g) << " in, " << passes::op_count(opt) << " after optimization\n\n";
   std::cout << std::left << std::setw(28) << "op kind" << std::right << std::setw(8) << "native" << std::setw(12)
             << "decomposed" << std::setw(13) << "unsupported" << "\n";

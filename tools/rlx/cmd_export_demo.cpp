@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli.h"
+#include "rlx/limits.h"
 #include "models/transformer.h"
 
 namespace rlx::cli {
@@ -22,14 +23,15 @@ int run_export(const ExportOptions& o) {
   int64_t bytes = 0;
   const auto weights = models::random_weights(g, o.seed);
   for (const auto& [name, t] : weights) {
-    bytes += static_cast<int64_t>(t.nbytes());
+    bytes = checked_add(bytes, static_cast<int64_t>(t.nbytes()), "the demo model's weight bytes");
     g.set_weight(name, t);
   }
   JsonOptions jo;
   jo.inline_data = o.inline_data;
+  // Written under temporary names and renamed when complete: a failure leaves no file behind.
   save_graph_json(g, o.path, jo);
-  std::cout << "wrote " << o.path;
-  if (!o.inline_data) std::cout << " (weights in " << o.path << ".bin)";
+  std::cout << "wrote " << shown(o.path);
+  if (!o.inline_data) std::cout << " (weights in " << shown(o.path + ".bin") << ")";
   std::cout << ": " << g.size() << " nodes, " << weights.size() << " params, " << format_bytes(bytes) << " of weights\n";
   std::cout << "try: rlx inspect " << o.path << "\n     rlx run " << o.path << " --random-inputs"
             << (o.cfg.symbolic_seq ? " --dim seq=" + std::to_string(o.cfg.seq) : std::string()) << "\n";

@@ -7,8 +7,11 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "cli.h"
+#include "io/file_access.h"
+#include "rlx/limits.h"
 #include "rlx/onnx.h"
 #include "rlx/safetensors.h"
 
@@ -20,6 +23,12 @@ struct InspectOptions {
   bool print_graph = false;
 };
 
+std::vector<int64_t> static_dims(const Shape& s) {
+  std::vector<int64_t> d;
+  for (const Dim& x : s.dims) d.push_back(x.value);
+  return d;
+}
+
 std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -30,23 +39,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 int inspect_safetensors(const std::string& path) {
   const SafetensorsFile f(path);
   std::ostream& os = std::cout;
-  os << "safetensors: " << path << "\n";
+  os << "safetensors: " << shown(path) << "\n";
   int64_t elems = 0;
   size_t width = 4;
-  for (const auto& e : f.entries()) width = std::max(width, e.name.size());
+  for (const auto& e : f.entries()) width = std::max(width, shown(e.name).size());
   std::map<std::string, int64_t> by_dtype;
   os << "tensors (" << f.entries().size() << "):\n";
   for (const auto& e : f.entries()) {
-    const int64_t n = product(e.shape);
-    elems += n;
-    by_dtype[dtype_name(e.dtype)] += static_cast<int64_t>(e.end - e.begin);
-    os << "  " << pad(e.name, width + 2) << Shape::from(e.shape, e.dtype).str() << "  " << format_bytes(static_cast<int64_t>(e.end - e.begin)) << "\n";
+    // Totals with checked arithmetic: the counts come from the file.
+    elems = checked_add(elems, checked_numel(e.shape, "tensor '" + shown(e.name) + "'"), "the total element count");
+    auto& sum = by_dtype[dtype_name(e.dtype)];
+    sum = checked_add(sum, static_cast<int64_t>(e.end - e.begin), "the total byte count");
+    os << "  " << pad(shown(e.name), width + 2) << Shape::from(e.shape, e.dtype).str() << "  " << format_bytes(static_cast<int64_t>(e.end - e.begin)) << "\n";
   }
   os << "parameters: " << with_commas(elems) << " elements, " << format_bytes(f.data_bytes(), true) << "\n";
   for (const auto& [dt, bytes] : by_dtype) os << "  " << dt << ": " << format_bytes(bytes) << "\n";
   if (!f.metadata().empty()) {
     os << "metadata:\n";
-    for (const auto& [k, v] : f.metadata()) os << "  " << k << ": " << v << "\n";
+    for (const auto& [k, v] : f.metadata()) os << "  " << shown(k) << ": " << shown(v) << "\n";
   }
   return 0;
 }
@@ -56,44 +66,46 @@ void print_onnx_info(const std::string& path) {
   const OnnxModelInfo info = onnx_model_info(path);
   std::ostream& os = std::cout;
   os << "onnx: IR version " << info.ir_version;
-  if (!info.producer.empty()) os << ", producer " << info.producer;
+  if (!info.producer.empty()) os << ", producer " << shown(info.producer);
   os << "\nopsets:";
-  for (const auto& [domain, version] : info.opsets) os << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+  for (const auto& [domain, version] : info.opsets) os << " " << (domain.empty() ? "ai.onnx" : shown(domain)) << "=" << version;
   os << "\ndeclared inputs:";
-  for (const auto& io : info.inputs) os << " " << io.name << ":" << io.type << (io.has_shape ? dims_str(io.dims) : "[?]");
+  for (const auto& io : info.inputs) os << " " << shown(io.name) << ":" << shown(io.type) << (io.has_shape ? dims_str(io.dims) : "[?]");
   os << "\nonnx ops (" << info.op_histogram.size() << " kinds):";
-  for (const auto& [op, n] : info.op_histogram) os << " " << op << "=" << n;
+  for (const auto& [op, n] : info.op_histogram) os << " " << shown(op) << "=" << n;
   os << "\ninitializers: " << format_bytes(info.initializer_bytes, true) << "\n\n";
 }
 
 int run_inspect(const InspectOptions& o) {
+  // The OS reason for a missing or unreadable file; a directory, FIFO or device is named.
+  { const io::RegularFile probe(o.path, "file '" + shown(o.path) + "'"); }
   if (ends_with(o.path, ".safetensors")) return inspect_safetensors(o.path);
   if (ends_with(o.path, ".onnx")) print_onnx_info(o.path);
   const Graph g = load_graph_file(o.path);
   std::ostream& os = std::cout;
 
-  os << "graph: " << o.path << "\n";
+  os << "graph: " << shown(o.path) << "\n";
   os << "nodes: " << g.size() << "\n";
 
   // Inputs and the symbolic dims they introduce.
   std::set<std::string> symbols;
   const auto input_ids = g.input_nodes();
   size_t width = 4;
-  for (NodeId id : input_ids) width = std::max(width, std::get<ops::Input>(g.node(id).op).name.size());
+  for (NodeId id : input_ids) width = std::max(width, shown(std::get<ops::Input>(g.node(id).op).name).size());
   const auto outs = output_labels(g);
-  for (const auto& n : outs) width = std::max(width, n.size());
+  for (const auto& n : outs) width = std::max(width, shown(n).size());
   os << "inputs (" << input_ids.size() << "):\n";
   for (NodeId id : input_ids) {
     const auto& in = std::get<ops::Input>(g.node(id).op);
-    os << "  " << pad(in.name, width + 2) << in.shape.str() << "\n";
+    os << "  " << pad(shown(in.name), width + 2) << in.shape.str() << "\n";
     for (const Dim& d : in.shape.dims)
       if (d.is_symbolic()) symbols.insert(d.sym);
   }
   os << "outputs (" << outs.size() << "):\n";
-  for (size_t i = 0; i < outs.size(); ++i) os << "  " << pad(outs[i], width + 2) << g.shape(g.outputs()[i]).str() << "\n";
+  for (size_t i = 0; i < outs.size(); ++i) os << "  " << pad(shown(outs[i]), width + 2) << g.shape(g.outputs()[i]).str() << "\n";
   if (!symbols.empty()) {
     os << "symbolic dims:";
-    for (const auto& s : symbols) os << " " << s;
+    for (const auto& s : symbols) os << " " << shown(s);
     os << "  (set them with 'rlx run --dim NAME=VALUE' or through the input files)\n";
   }
 
@@ -106,8 +118,10 @@ int run_inspect(const InspectOptions& o) {
     if (!p.shape.is_static()) {
       symbolic_params.push_back(p.name);
     } else {
-      param_elems += p.shape.numel();
-      param_bytes += p.shape.nbytes();
+      const std::string what = "param '" + shown(p.name) + "' " + p.shape.str();
+      param_elems = checked_add(param_elems, checked_numel(static_dims(p.shape), what), "the total param element count");
+      param_bytes = checked_add(param_bytes, checked_nbytes(static_dims(p.shape), p.shape.dtype, what),
+                                "the total param byte count");
     }
     if (!g.weights().count(p.name)) missing.push_back(p.name);
   }
@@ -116,7 +130,8 @@ int run_inspect(const InspectOptions& o) {
   if (!symbolic_params.empty())
     os << "  (not counted: params with symbolic shapes " << quoted_list(symbolic_params) << ")\n";
   int64_t weight_bytes = 0;
-  for (const auto& [name, t] : g.weights()) weight_bytes += static_cast<int64_t>(t.nbytes());
+  for (const auto& [name, t] : g.weights())
+    weight_bytes = checked_add(weight_bytes, static_cast<int64_t>(t.nbytes()), "the total weight byte count");
   os << "weights carried: " << g.weights().size() << " of " << param_ids.size() << " params ("
      << format_bytes(weight_bytes) << ")\n";
   if (!missing.empty())
@@ -133,13 +148,17 @@ int run_inspect(const InspectOptions& o) {
   os << "op histogram (" << hist.size() << " kinds):\n";
   for (const auto& [name, c] : hist) os << "  " << pad(name, op_width + 2) << std::setw(6) << c << "\n";
 
-  if (o.print_graph) os << "\n" << g.to_text();
+  if (o.print_graph) {  // line by line, control characters in names escaped
+    os << "\n";
+    std::istringstream text(g.to_text());
+    for (std::string line; std::getline(text, line);) os << io::printable(line, size_t{1} << 20) << "\n";
+  }
 
   const auto problems = g.verify_report();
   if (!problems.empty()) {
     std::cerr << "rlx inspect: the graph is invalid (" << problems.size() << " problem"
               << (problems.size() > 1 ? "s" : "") << "):\n";
-    for (const auto& p : problems) std::cerr << "  " << p << "\n";
+    for (const auto& p : problems) std::cerr << "  " << io::printable(p, 2000) << "\n";
     return 1;
   }
   return 0;

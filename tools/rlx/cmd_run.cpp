@@ -2,6 +2,8 @@
 // print output summaries and latency, optionally save the outputs as .npy.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +12,7 @@
 #include <set>
 
 #include "cli.h"
+#include "rlx/limits.h"
 #include "rlx/onnx.h"
 #include "models/init.h"
 #include "models/transformer.h"
@@ -44,40 +47,72 @@ std::vector<InputInfo> graph_inputs(const Graph& g) {
   return out;
 }
 
-// Loads an input file and converts it to the dtype the graph expects when that is a lossless
-// kind of change (float <-> float, int <-> int); other mismatches are left to the runtime's
-// error. Returns the tensor and a note when it was converted.
+std::string format_value(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Integer range of an integer dtype.
+std::pair<int64_t, int64_t> int_range(DType t) {
+  switch (t) {
+    case DType::I8: return {INT8_MIN, INT8_MAX};
+    case DType::I16: return {INT16_MIN, INT16_MAX};
+    case DType::I32: return {INT32_MIN, INT32_MAX};
+    case DType::U8: return {0, UINT8_MAX};
+    case DType::U32: return {0, UINT32_MAX};
+    default: return {INT64_MIN, INT64_MAX};
+  }
+}
+
+// Loads an input file and converts it to the dtype the graph expects when the kinds agree
+// (float <-> float, int <-> int) and every value fits the target exactly enough: integers
+// must lie in the target's range and finite floats must stay finite. A value that does not
+// fit is an error naming the input and its first such element; other dtype mismatches are
+// errors too.
 Tensor load_input(const std::string& name, const std::string& file, DType want) {
+  const std::string where = "--input " + shown(name) + " (" + shown(file) + ")";
   Tensor t;
   try {
     t = load_npy(file);
   } catch (const Error& e) {
-    throw Error("--input " + name + ": " + e.what());
+    throw Error(where + ": " + e.what());
   }
   if (t.dtype() == want) return t;
+  const std::string from = dtype_name(t.dtype()), to = dtype_name(want);
   const bool both_float = is_float(t.dtype()) && is_float(want);
   const bool both_int = is_int(t.dtype()) && is_int(want);
-  if (both_float || both_int) {
-    std::cerr << "note: input '" << name << "' (" << file << ") converted from " << dtype_name(t.dtype()) << " to "
-              << dtype_name(want) << "\n";
-    return t.cast(want);
+  if (!both_float && !both_int)
+    throw Error(where + ": the file holds " + from + " values but the input is " + to +
+                "; save the array as " + to + " (only float -> float and int -> int conversions are made)");
+  if (both_int) {
+    const auto [lo, hi] = int_range(want);
+    const auto v = t.to_i64();
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] < lo || v[i] > hi)
+        throw Error(where + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) + ", outside the range of " +
+                    to + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]; the input is " + to +
+                    ", so the value cannot be passed without changing it");
   }
-  return t;
+  Tensor out = t.cast(want);
+  if (both_float) {
+    const auto a = t.to_f64(), b = out.to_f64();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::isfinite(a[i]) && !std::isfinite(b[i]))
+        throw Error(where + ": element " + std::to_string(i) + " is " + format_value(a[i]) + ", which overflows " + to +
+                    " (it would become " + format_value(b[i]) + "); the input is " + to);
+  }
+  std::cerr << "note: input '" << shown(name) << "' (" << shown(file) << ") converted from " << from << " to " << to
+            << " (every value fits)\n";
+  return out;
 }
-
-bool is_onnx_path(const std::string& p) { return p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0; }
 
 // ONNX models take --dim values at import, so shape computations over those dims fold.
 Graph load_for_run(const RunOptions& o) {
   if (!is_onnx_path(o.path)) return load_graph_file(o.path);
-  OnnxImportOptions opts;
-  for (const auto& s : o.dims) {
-    auto [name, value] = split_assignment(s, "--dim");
-    if (!opts.dims.emplace(name, parse_count(value, "--dim " + name)).second)
-      throw UsageError("--dim " + name + " is given twice");
-  }
-  std::cerr << "importing " << o.path << "...\n";
-  return import_onnx(o.path, opts);
+  const auto dims = parse_dims(o.dims, nullptr);  // the importer checks the names
+  std::cerr << "importing " << shown(o.path) << "...\n";
+  return load_graph_file(o.path, dims);
 }
 
 int run_run(const RunOptions& o) {
@@ -85,25 +120,13 @@ int run_run(const RunOptions& o) {
   const bool dims_at_import = is_onnx_path(o.path);
   const auto inputs = graph_inputs(g);
   std::map<std::string, const InputInfo*> by_name;
-  std::set<std::string> symbols;
-  for (const auto& in : inputs) {
-    by_name[in.name] = &in;
-    for (const Dim& d : in.shape.dims)
-      if (d.is_symbolic()) symbols.insert(d.sym);
-  }
+  for (const auto& in : inputs) by_name[in.name] = &in;
   std::vector<std::string> input_names;
   for (const auto& in : inputs) input_names.push_back(in.name);
 
   // --dim name=value
-  std::map<std::string, int64_t> dims;
-  for (const auto& s : dims_at_import ? std::vector<std::string>{} : o.dims) {
-    auto [name, value] = split_assignment(s, "--dim");
-    const int64_t v = parse_count(value, "--dim " + name);
-    if (!symbols.count(name))
-      throw Error("--dim " + name + ": the graph's inputs have no symbolic dim '" + name + "' (symbolic dims: " +
-                  quoted_list({symbols.begin(), symbols.end()}) + ")");
-    if (!dims.emplace(name, v).second) throw UsageError("--dim " + name + " is given twice");
-  }
+  const std::set<std::string> symbols = symbolic_dims(g);
+  std::map<std::string, int64_t> dims = parse_dims(dims_at_import ? std::vector<std::string>{} : o.dims, &symbols);
 
   // --input name=file.npy; symbolic dims are also bound from these files' shapes.
   NamedTensors feeds;
@@ -112,9 +135,9 @@ int run_run(const RunOptions& o) {
     auto [name, file] = split_assignment(s, "--input");
     auto it = by_name.find(name);
     if (it == by_name.end())
-      throw Error("--input " + name + ": the graph has no input named '" + name + "' (inputs: " +
+      throw Error("--input " + shown(name) + ": the graph has no input named '" + shown(name) + "' (inputs: " +
                   quoted_list(input_names) + ")");
-    if (source.count(name)) throw UsageError("--input " + name + " is given twice");
+    if (source.count(name)) throw UsageError("--input " + shown(name) + " is given twice");
     Tensor t = load_input(name, file, it->second->shape.dtype);
     const Shape& want = it->second->shape;
     if (t.rank() == want.rank()) {
@@ -122,8 +145,8 @@ int run_run(const RunOptions& o) {
         if (!want.dims[d].is_symbolic()) continue;
         auto [pos, inserted] = dims.emplace(want.dims[d].sym, t.dim(d));
         if (!inserted && pos->second != t.dim(d))
-          throw Error("--input " + name + ": symbolic dim '" + want.dims[d].sym + "' is " + std::to_string(t.dim(d)) +
-                      " in " + file + " (shape " + dims_str(t.shape()) + ") but " + std::to_string(pos->second) +
+          throw Error("--input " + shown(name) + ": symbolic dim '" + shown(want.dims[d].sym) + "' is " +
+                      std::to_string(t.dim(d)) + " in " + shown(file) + " (shape " + dims_str(t.shape()) + ") but " + std::to_string(pos->second) +
                       " elsewhere (--dim or another input)");
       }
     }
@@ -148,12 +171,20 @@ int run_run(const RunOptions& o) {
       }
       auto it = dims.find(d.sym);
       if (it == dims.end())
-        throw Error("cannot generate input '" + name + "' " + s.str() + ": symbolic dim '" + d.sym +
-                    "' has no value; pass --dim " + d.sym + "=N");
+        throw Error("cannot generate input '" + shown(name) + "' " + s.str() + ": symbolic dim '" + shown(d.sym) +
+                    "' has no value; pass --dim " + shown(d.sym) + "=N");
       concrete.push_back(it->second);
     }
-    feeds.emplace_back(name, models::init_tensor(s.dtype, concrete, models::InitKind::Normal, 1.0,
-                                                 models::name_seed(o.seed, "input:" + name)));
+    // The size policy first (a --dim of 1e11 must not become an anonymous allocation failure).
+    const std::string what = "input '" + shown(name) + "' " + dtype_name(s.dtype) + dims_str(concrete) +
+                             " (from " + s.str() + " and --dim)";
+    const int64_t bytes = checked_nbytes(concrete, s.dtype, what);
+    try {
+      feeds.emplace_back(name, models::init_tensor(s.dtype, concrete, models::InitKind::Normal, 1.0,
+                                                   models::name_seed(o.seed, "input:" + name)));
+    } catch (const std::bad_alloc&) {
+      throw Error("out of memory generating " + what + ": " + format_bytes(bytes, true) + "; use smaller --dim values");
+    }
     source[name] = "random";
   }
 
@@ -188,7 +219,8 @@ int run_run(const RunOptions& o) {
   std::cout << "inputs:\n";
   for (const auto& in : inputs)  // in graph order
     for (const auto& [name, t] : feeds)
-      if (name == in.name) std::cout << "  " << name << ": " << t.shape_info().str() << " (" << source[name] << ")\n";
+      if (name == in.name)
+        std::cout << "  " << shown(name) << ": " << t.shape_info().str() << " (" << shown(source[name]) << ")\n";
 
   std::vector<Tensor> outs;
   for (int i = 0; i < o.warmup; ++i) outs = cg.run(feeds);
@@ -207,7 +239,7 @@ int run_run(const RunOptions& o) {
 
   const auto labels = output_labels(g);
   std::cout << "outputs:\n";
-  for (size_t i = 0; i < outs.size(); ++i) std::cout << "  " << labels[i] << ": " << outs[i].summary() << "\n";
+  for (size_t i = 0; i < outs.size(); ++i) std::cout << "  " << shown(labels[i]) << ": " << outs[i].summary() << "\n";
   const Latency l = latency_stats(ms);
   std::snprintf(buf, sizeof buf, "latency over %d runs (%d warm-up): p50 %.3f ms, p90 %.3f ms, min %.3f ms\n",
                 o.repeat, o.warmup, l.p50, l.p90, l.min);
@@ -216,15 +248,16 @@ int run_run(const RunOptions& o) {
   if (!o.save_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.save_dir, ec);
-    if (ec) throw Error("--save-outputs: cannot create directory '" + o.save_dir + "': " + ec.message());
-    std::set<std::string> used;
+    if (ec) throw Error("--save-outputs: cannot create directory '" + shown(o.save_dir) + "': " + ec.message());
+    // One distinct file per output (never two outputs into one file), chosen deterministically
+    // from the names; the mapping is printed.
+    const auto files = unique_file_names(labels, ".npy");
     for (size_t i = 0; i < outs.size(); ++i) {
-      std::string base = file_safe(labels[i]);
-      if (!used.insert(base).second) base += "_" + std::to_string(i);
-      used.insert(base);
-      const std::string file = (std::filesystem::path(o.save_dir) / (base + ".npy")).string();
+      const std::string file = (std::filesystem::path(o.save_dir) / files[i]).string();
+      const bool existed = std::filesystem::exists(file, ec);
       save_npy(outs[i], file);
-      std::cout << "saved " << labels[i] << " -> " << file << "\n";
+      std::cout << "saved output " << i << " '" << shown(labels[i]) << "' -> " << shown(file)
+                << (existed ? " (replaced the file that was there)" : "") << "\n";
     }
   }
   return 0;
