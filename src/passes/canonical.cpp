@@ -1,5 +1,6 @@
 #include "passes/canonical.h"
 
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -15,6 +16,17 @@ bool constant_all(const Tensor& t, double v) {
   if (t.numel() == 0) return false;
   for (double x : t.to_f64())
     if (x != v) return false;
+  return true;
+}
+
+// True when adding (sub = false) or subtracting (sub = true) constant `t` leaves every x
+// unchanged: an integer 0; for floats only -0.0 as an addend (-0.0 + +0.0 is +0.0, so x + 0 is
+// not the identity on x = -0.0) and only +0.0 as a subtrahend.
+bool additive_identity(const Tensor& t, bool sub) {
+  if (t.numel() == 0) return false;
+  const bool fl = is_float(t.dtype());
+  for (double x : t.to_f64())
+    if (x != 0 || (fl && std::signbit(x) == sub)) return false;
   return true;
 }
 
@@ -175,15 +187,19 @@ Graph remove_trivial_ops(const Graph& g, const PassContext&) {
         const auto* k = op_as<ops::Constant>(g, c);
         return k && constant_all(k->value, v);
       };
+      auto additive = [&](Value c, bool sub) {
+        const auto* k = op_as<ops::Constant>(g, c);
+        return k && additive_identity(k->value, sub);
+      };
       const Value a = n.inputs[0], c = n.inputs[1];
       const bool a_keeps = g.shape(a) == out, c_keeps = g.shape(c) == out;
       switch (b->kind) {
         case BinaryKind::Add:
-          if (a_keeps && neutral(c, 0)) return forward(a);
-          if (c_keeps && neutral(a, 0)) return forward(c);
+          if (a_keeps && additive(c, false)) return forward(a);
+          if (c_keeps && additive(a, false)) return forward(c);
           break;
         case BinaryKind::Sub:
-          if (a_keeps && neutral(c, 0)) return forward(a);
+          if (a_keeps && additive(c, true)) return forward(a);
           break;
         case BinaryKind::Mul:
           if (a_keeps && neutral(c, 1)) return forward(a);

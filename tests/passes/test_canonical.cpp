@@ -108,7 +108,8 @@ TEST(RemoveTrivialOps, RemovesIdentitiesOnly) {
   y = g.transpose(g.transpose(y, {1, 0}), {1, 0});
   y = g.cast(y, DType::F32);
   y = g.mul(y, g.constant(Tensor::scalar_f32(1)));
-  y = g.add(y, g.constant(Tensor::scalar_f32(0)));
+  y = g.add(y, g.constant(Tensor::scalar_f32(-0.0f)));  // x + (-0.0) is x, even for x = -0.0
+  y = g.sub(y, g.constant(Tensor::scalar_f32(0)));      // x - (+0.0) is x
   y = g.stop_gradient(y);
   g.add_output(y, "same");
   // near misses: a broadcasting x*1 grows the shape, x*2 is not neutral

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "models/transformer.h"
+#include "passes/canonical.h"
 #include "passes/fusion.h"
 #include "passes/pass_test_util.h"
 #include "support/test_util.h"
@@ -336,6 +337,33 @@ TEST(FusionExactness, ResidualNormsHalf) {
                     {"g", testing::random_tensor(dt, {24}, 3, -2, 2)}});
     }
   }
+}
+
+// ---- remove_trivial_ops: only true identities, -0.0 included ---------------------------------
+
+TEST(FusionExactness, AddingPositiveZeroIsNotRemovedForFloats) {
+  // -0.0 + +0.0 = +0.0, so x + 0 is not the identity on floats; x + (-0.0) and x - (+0.0) are.
+  Graph g;
+  Value x = g.input("x", Shape::of({4}));
+  g.add_output(g.add(x, g.constant(Tensor::scalar_f32(0))), "plus_zero");
+  g.add_output(g.add(g.constant(Tensor::scalar_f32(0)), x), "zero_plus");
+  g.add_output(g.sub(x, g.constant(Tensor::scalar_f32(-0.0f))), "minus_neg_zero");
+  g.add_output(g.add(x, g.constant(Tensor::scalar_f32(-0.0f))), "plus_neg_zero");
+  g.add_output(g.sub(x, g.constant(Tensor::scalar_f32(0))), "minus_zero");
+  const Graph f = dce(remove_trivial_ops(g));
+  EXPECT_EQ(count_op(f, "binary"), 3u);  // the first three stay
+  const auto ref = expect_exact(g, [](const Graph& h) { return dce(remove_trivial_ops(h)); },
+                                {{"x", Tensor::f32({4}, std::vector<float>{-0.0f, 0.0f, 1.0f, -2.0f})}});
+  EXPECT_FALSE(std::signbit(testing::to_doubles(ref[0])[0]));  // -0.0 + 0.0 = +0.0
+  EXPECT_TRUE(std::signbit(testing::to_doubles(ref[3])[0]));   // -0.0 + -0.0 = -0.0
+}
+
+TEST(FusionExactness, IntegerAddZeroIsRemoved) {
+  Graph g;
+  Value x = g.input("x", Shape::of({3}, DType::I32));
+  g.add_output(g.sub(g.add(x, g.constant(Tensor::i32({}, std::vector<int32_t>{0}))),
+                     g.constant(Tensor::i32({}, std::vector<int32_t>{0}))));
+  EXPECT_EQ(count_op(dce(remove_trivial_ops(g)), "binary"), 0u);
 }
 
 // ---- zero-size axes at compile time -----------------------------------------------------------
