@@ -262,13 +262,24 @@ V resize(const NodeCtx& c, bool upsample) {
   if (s.coord != "half_pixel" && s.coord != "asymmetric" && s.coord != "align_corners" &&
       s.coord != "pytorch_half_pixel" && s.coord != "half_pixel_symmetric" && s.coord != "tf_crop_and_resize")
     c.fail("coordinate_transformation_mode '" + s.coord + "' is not supported");
+  if (s.coord == "tf_crop_and_resize" && s.sizes.empty()) {
+    // The output length is floor(length * (roi_end - roi_start) * scale) in the operator's text but
+    // floor(length * scale) in its reference implementation: ambiguous, so not guessed.
+    bool full = true;
+    for (int64_t i = 0; i < r && !s.roi.empty(); ++i)
+      full = full && s.roi[static_cast<size_t>(i)] == 0.0 && s.roi[static_cast<size_t>(i + r)] == 1.0;
+    if (!full)
+      c.fail("tf_crop_and_resize with scales and a roi other than [0, 1] is not supported (give sizes instead)");
+  }
+  for (double v : s.roi)
+    if (!std::isfinite(v)) c.fail("roi values must be finite");
   // (extrapolation_value, cubic_coeff_a and nearest_mode have no effect outside their modes,
   // by the operator's definition; exporters set them regardless.)
-  // align_corners with scales: the operator's length_resized is scale * length (not the
-  // integer output length), which the IR Resize (integer lengths) does not express; such
-  // axes go through the separable form.
+  // align_corners and pytorch_half_pixel with scales: the operator's length_resized is
+  // scale * length (not the integer output length), which the IR Resize (integer lengths)
+  // does not express; such resizes go through the separable form.
   bool fractional_out = false;
-  if (s.sizes.empty() && s.coord == "align_corners" && xs.is_static())
+  if (s.sizes.empty() && (s.coord == "align_corners" || s.coord == "pytorch_half_pixel") && xs.is_static())
     for (int64_t i = 0; i < r; ++i) {
       const double o = s.scales[static_cast<size_t>(i)] * static_cast<double>(xs.dims[static_cast<size_t>(i)].value);
       fractional_out = fractional_out || o != std::floor(o);

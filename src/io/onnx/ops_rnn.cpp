@@ -150,9 +150,12 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
       peep_o = g.narrow(peep, 0, H, H);
       peep_f = g.narrow(peep, 0, 2 * H, H);
     }
-    const Value rt_h = g.narrow(rt, 1, 2 * H, H);
-    std::optional<Value> rb_h;
-    if (rb) rb_h = g.narrow(*rb, 0, 2 * H, H);
+    // GRU's h-gate slices of R and Rb (the other cells have no third gate).
+    std::optional<Value> rt_h, rb_h;
+    if (spec.cell == Cell::Gru) {
+      rt_h = g.narrow(rt, 1, 2 * H, H);
+      if (rb) rb_h = g.narrow(*rb, 0, 2 * H, H);
+    }
     const std::vector<Value> xsteps = split_steps(xw);
     const auto* a = &acts[static_cast<size_t>(d) * per_dir];
     std::vector<Value> steps(static_cast<size_t>(S));
@@ -173,7 +176,7 @@ V recurrent(const NodeCtx& c, const RnnSpec& spec) {
         if (lbr) {
           hh = g.add(gate(xt, 2), g.mul(rr, gate(hr, 2)));
         } else {
-          Value rh = g.matmul(g.mul(rr, h), rt_h);
+          Value rh = g.matmul(g.mul(rr, h), *rt_h);
           if (rb_h) rh = g.add(rh, *rb_h);
           hh = g.add(gate(xt, 2), rh);
         }
