@@ -346,6 +346,48 @@ TEST(OnnxValidation, Int32DataOutOfRangeIsAnError) {
   EXPECT_EQ(testing::run_cpu1(u, {}).to_i64(), (std::vector<int64_t>{0, 200, 255}));
 }
 
+TEST(OnnxValidation, BoolBytesMustBeZeroOrOne) {
+  onnx::TensorProto t;
+  t.set_name("flags");
+  t.set_data_type(onnx::TensorProto::BOOL);
+  t.add_dims(3);
+  t.set_raw_data(std::string("\x01\x00\x02", 3));
+  EXPECT_THAT(import_error(with_initializer(t)),
+              AllOf(HasSubstr("initializer 'flags'"), HasSubstr("element 2"), HasSubstr("not a BOOL")));
+  t.set_raw_data(std::string("\x01\x00\x01", 3));
+  EXPECT_EQ(testing::run_cpu1(import(with_initializer(t)), {}).to_i64(), (std::vector<int64_t>{1, 0, 1}));
+}
+
+TEST(OnnxValidation, InputsMustAgreeWithTheirInitializersAndOptions) {
+  {
+    OnnxBuilder b(17);
+    b.input("w", kI64, {2}).output("y").initializer("w", Tensor::f32({2}, std::vector<float>{1, 2}));
+    b.node("Neg", {"w"}, {"y"});
+    EXPECT_THAT(import_error(b), AllOf(HasSubstr("graph input 'w'"), HasSubstr("INT64"), HasSubstr("FLOAT")));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("w", kF32, {3}).output("y").initializer("w", Tensor::f32({2}, std::vector<float>{1, 2}));
+    b.node("Neg", {"w"}, {"y"});
+    EXPECT_THAT(import_error(b), AllOf(HasSubstr("graph input 'w'"), HasSubstr("shape")));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", kF32, {-1, 2}, {"batch"}).output("y");
+    b.node("Neg", {"x"}, {"y"});
+    OnnxImportOptions o;
+    o.dims["batch"] = -3;
+    EXPECT_THAT(import_error(b, o), AllOf(HasSubstr("'batch'"), HasSubstr("negative")));
+  }
+  {
+    // A graph input whose declared shape is over the size policy.
+    OnnxBuilder b(17);
+    b.input("x", kF32, {int64_t{1} << 40, int64_t{1} << 40}).output("y");
+    b.node("Neg", {"x"}, {"y"});
+    EXPECT_THAT(import_error(b), HasSubstr("graph input 'x'"));
+  }
+}
+
 // ---- opsets and IR versions (item 4) -------------------------------------------
 
 OnnxBuilder neg_model(int64_t opset, int64_t ir = 8) {

@@ -539,6 +539,13 @@ Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
     }
     if (!ok) throw Error(where + ": the known value's shape " + dims_str(ks) + " does not match the declared " + dims_str(dims));
   }
+  bool all_static = true;
+  std::vector<int64_t> sizes;
+  for (const Dim& d : dims) {
+    all_static = all_static && d.is_static();
+    if (d.is_static()) sizes.push_back(d.value);
+  }
+  if (all_static) checked_nbytes(sizes, dt, where);  // the size policy, before anything is planned
   return Shape(std::move(dims), dt);
 }
 
@@ -558,6 +565,10 @@ void Importer::add_initializer(const onnx::TensorProto& t) {
 
 void Importer::import_main(const onnx::GraphProto& gp) {
   check_body(gp, "the model's graph");
+  for (const auto& [name, v] : opts_.dims)
+    if (v < 0)
+      throw Error("dims gives the symbolic dim '" + io::printable(name) + "' the negative size " + std::to_string(v) +
+                  "; dims must be >= 0");
   std::set<std::string> init_names;
   for (const auto& t : gp.initializer()) init_names.insert(t.name());
   // Graph inputs first (node order = ONNX input order), initializers after.
@@ -583,13 +594,38 @@ void Importer::import_main(const onnx::GraphProto& gp) {
         const auto& d = vi.type().tensor_type().shape().dim(i);
         if (!d.has_dim_value()) symbols.insert(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : vi.name() + "_d" + std::to_string(i));
       }
-  for (const auto& [name, v] : opts_.dims)
+  for (const auto& [name, v] : opts_.dims) {
     if (!symbols.count(name)) {
       std::string list;
       for (const auto& s : symbols) list += (list.empty() ? "'" : ", '") + s + "'";
-      throw Error("dims names '" + name + "', which is not a symbolic dim of any graph input (symbolic dims: " +
-                  (list.empty() ? "none" : list) + ")");
+      throw Error("dims names '" + io::printable(name) +
+                  "', which is not a symbolic dim of any graph input (symbolic dims: " + (list.empty() ? "none" : list) +
+                  ")");
     }
+  }
+  // A graph input that is also an initializer (its default value) must agree with it.
+  std::map<std::string, const onnx::TensorProto*> init_by_name;
+  for (const auto& t : gp.initializer()) init_by_name[t.name()] = &t;
+  for (const auto& vi : gp.input()) {
+    if (!init_names.count(vi.name()) || !vi.type().has_tensor_type()) continue;
+    const auto& tt = vi.type().tensor_type();
+    {
+      const onnx::TensorProto& t = *init_by_name.at(vi.name());
+      const std::string where = "graph input '" + io::printable(vi.name()) + "'";
+      if (tt.elem_type() != 0 && tt.elem_type() != t.data_type())
+        throw Error(where + " is declared " + onnx_type_name(tt.elem_type()) + " but its initializer holds " +
+                    onnx_type_name(t.data_type()) + "; fix the declaration or the initializer");
+      if (tt.has_shape()) {
+        bool ok = tt.shape().dim_size() == t.dims_size();
+        for (int i = 0; ok && i < t.dims_size(); ++i)
+          if (tt.shape().dim(i).has_dim_value()) ok = tt.shape().dim(i).dim_value() == t.dims(i);
+        if (!ok)
+          throw Error(where + " is declared with a shape its initializer does not have (initializer dims " +
+                      dims_str(std::vector<int64_t>(t.dims().begin(), t.dims().end())) +
+                      "); fix the declaration or the initializer");
+      }
+    }
+  }
   for (const auto& t : gp.initializer()) add_initializer(t);
   for (const auto& n : gp.node()) import_node(n);
   std::vector<Value> outs;

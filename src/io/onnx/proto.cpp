@@ -118,6 +118,15 @@ std::string read_external(const TP& t, const std::string& base_dir, int64_t want
   return bytes;
 }
 
+// BOOL data is one byte per element, 0 or 1; anything else is damaged data, not "true".
+void check_bool_bytes(const std::string& bytes, const std::string& field, const std::string& where) {
+  for (size_t i = 0; i < bytes.size(); ++i)
+    if (static_cast<unsigned char>(bytes[i]) > 1)
+      throw Error(where + ": element " + std::to_string(i) + " of " + field + " is " +
+                  std::to_string(static_cast<unsigned char>(bytes[i])) +
+                  ", which is not a BOOL (0 or 1); the tensor is damaged or was written with the wrong type");
+}
+
 }  // namespace
 
 DType dtype_from_onnx(int32_t code, const std::string& where) {
@@ -189,6 +198,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
         t.double_data_size() || t.uint64_data_size() || t.string_data_size())
       throw Error(where + ": the tensor's data is EXTERNAL but it also holds data in the model; keep one");
     const std::string bytes = read_external(t, base_dir, want_bytes, where);
+    if (dt == DType::Bool) check_bool_bytes(bytes, "external data", where);
     return Tensor::from_bytes(dt, dims, bytes.data(), bytes.size());
   }
   if (t.has_raw_data()) {
@@ -198,12 +208,8 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
     if (t.raw_data().size() != want)
       throw Error(where + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but dims " +
                   dims_str(dims) + " of " + onnx_type_name(t.data_type()) + " need " + std::to_string(want));
-    Tensor out = Tensor::from_bytes(dt, dims, t.raw_data().data(), want);
-    if (dt == DType::Bool) {  // normalize to 0/1
-      auto* p = static_cast<uint8_t*>(out.raw());
-      for (int64_t i = 0; i < n; ++i) p[i] = p[i] ? 1 : 0;
-    }
-    return out;
+    if (dt == DType::Bool) check_bool_bytes(t.raw_data(), "raw_data", where);
+    return Tensor::from_bytes(dt, dims, t.raw_data().data(), want);
   }
   // Check the typed field's length before allocating (dims alone may ask for anything).
   int64_t have = 0;
