@@ -273,14 +273,9 @@ TEST(FusionExactness, TransformerLayerMatchesTheUnfusedLayer) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + enum_name(act));
       Graph g = bert_layer(dt, act);
       ASSERT_EQ(count_op(layer_passes(g), "fused_transformer_layer"), 1u);
-      const NamedTensors ps = bert_params(g, dt), ins = bert_inputs(dt);
-      const std::vector<Tensor> ref = run_graph(g, false, ins, ps);
-      const std::vector<Tensor> fused = run_graph(layer_passes(g), false, ins, ps);
-      // The products are the same BLAS calls on the same (rounded) operands; only the attention
-      // core's internal order may differ, so allow one storage-type ulp-ish tolerance.
-      const testing::Tolerance tol = dt == DType::F32 ? testing::Tolerance{1e-5, 1e-5}
-                                                      : testing::Tolerance{dt == DType::F16 ? 4e-3 : 3e-2, 1e-2};
-      EXPECT_TRUE(testing::all_close(fused[0], {1, 6, 16}, testing::to_doubles(ref[0]), tol));
+      // Same BLAS calls on the same rounded operands, the attention core and the norm
+      // arithmetic of the standalone kernels: bit for bit, f16/bf16 included.
+      expect_exact(g, layer_passes, bert_inputs(dt), bert_params(g, dt));
     }
   }
 }
