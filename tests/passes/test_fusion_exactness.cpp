@@ -334,6 +334,45 @@ TEST(FusionExactness, ResidualNormsHalf) {
   }
 }
 
+// ---- regrouping products and elementwise regions --------------------------------------------
+
+TEST(FusionExactness, SharedInputMatMulsFireAndStayExact) {
+  for (DType dt : {DType::I8, DType::I32, DType::F16, DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g;
+    Value x = g.input("x", Shape::of({3, 8}, dt));
+    g.add_output(g.relu(g.matmul(x, g.param("wa", Shape::of({8, 4}, dt)))));
+    g.add_output(g.matmul(x, g.param("wb", Shape::of({8, 6}, dt))));
+    // near miss: a computed weight (not a param/constant) stays a separate product
+    g.add_output(g.matmul(x, g.transpose(g.param("wc", Shape::of({5, 8}, dt)), {1, 0})));
+    const Graph f = fuse_shared_input_matmul(g);
+    EXPECT_EQ(count_op(f, "concat"), 1u);
+    EXPECT_EQ(count_op(f, "narrow"), 2u);
+    EXPECT_EQ(count_op(f, "matmul"), 2u);
+    const double hi = is_float_type(dt) ? 2.0 : 100.0;
+    expect_exact(g, pass_fn(fuse_shared_input_matmul), {{"x", testing::random_tensor(dt, {3, 8}, 1, -hi, hi)}},
+                 {{"wa", testing::random_tensor(dt, {8, 4}, 2, -hi, hi)},
+                  {"wb", testing::random_tensor(dt, {8, 6}, 3, -hi, hi)},
+                  {"wc", testing::random_tensor(dt, {5, 8}, 4, -hi, hi)}});
+  }
+}
+
+TEST(FusionExactness, ElementwiseRegionsInHalfAndIntegers) {
+  for (DType dt : {DType::F16, DType::BF16, DType::I8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g;
+    Value x = g.input("x", Shape::of({4, 16}, dt));
+    Value b = g.input("b", Shape::of({16}, dt));
+    Value y = g.relu(g.sub(g.mul(g.add(x, b), x), b));
+    if (dt != DType::I8) y = g.act(ActKind::Tanh, g.cast(g.cast(y, DType::F32), dt));
+    g.add_output(y);
+    EXPECT_EQ(count_op(mark_elementwise_regions(g), "elementwise_region"), 1u);
+    const double hi = dt == DType::I8 ? 100.0 : 300.0;
+    expect_exact(g, pass_fn(mark_elementwise_regions),
+                 {{"x", testing::random_tensor(dt, {4, 16}, 1, -hi, hi)}, {"b", testing::random_tensor(dt, {16}, 2, -hi, hi)}});
+  }
+}
+
 // ---- remove_trivial_ops: only true identities, -0.0 included ---------------------------------
 
 TEST(FusionExactness, AddingPositiveZeroIsNotRemovedForFloats) {
