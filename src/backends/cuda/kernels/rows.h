@@ -204,7 +204,8 @@ extern "C" __global__ void norm_rows_cached(const T* x, const T* res, const T* g
   }
 }
 
-// x (rows, 2n) -> y (rows, n): silu(gate) * up, gate the first half when gate_first.
+// x (rows, 2n) -> y (rows, n): silu(gate) * up, gate the first half when gate_first; silu(gate)
+// is rounded to T before the multiply (the unfused graph's rounding).
 extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n, int gate_first) {
   rlx_pdl_begin();
   const long long total = rows * n;
@@ -212,7 +213,8 @@ extern "C" __global__ void swiglu(const T* x, T* y, long long rows, long long n,
     const long long r = i / n, c = i % n;
     const float a = to_f(x[r * 2 * n + c]), b = to_f(x[r * 2 * n + n + c]);
     const float g = gate_first ? a : b, u = gate_first ? b : a;
-    y[i] = from_f<T>(g / (1.f + expf(-g)) * u);
+    // silu(g) stored to T first, as the unfused graph's Silu does (the CPU kernel does the same)
+    y[i] = from_f<T>(to_f(from_f<T>(g / (1.f + expf(-g)))) * u);
   }
 }
 )CUDA";
