@@ -180,13 +180,21 @@ TEST_F(OnnxCli, BrokenCasesAreFailures) {
   make_case("test_bad_output", "Neg", {-1, 2, -3});
   write(dir_ / "cases" / "test_bad_output" / "test_data_set_0" / "output_0.pb", "\xff\xff\xff");
   make_case("test_unknown", "NoSuchOp", {0, 0, 0});
+  // An element type rlx has no storage for is UNSUPPORTED (the files are fine).
+  make_case("test_uint16", "Neg", {-1, 2, -3});
+  onnx::TensorProto u16;
+  u16.set_data_type(onnx::TensorProto::UINT16);
+  u16.add_dims(1);
+  u16.add_int32_data(7);
+  write(dir_ / "cases" / "test_uint16" / "test_data_set_0" / "input_0.pb", u16.SerializeAsString());
   const Proc p = rlx("conformance " + (dir_ / "cases").string() + " -j 2");
   EXPECT_EQ(p.code, 0) << p.out;
-  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_model: broken case: cannot read model.onnx"));
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_model: broken case: model.onnx is not a valid onnx.ModelProto"));
   EXPECT_THAT(p.out, HasSubstr("FAIL  test_no_input: broken case: cannot read test_data_set_0/input_0.pb"));
-  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_output: broken case: cannot read test_data_set_0/output_0.pb"));
+  EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_output: broken case: test_data_set_0/output_0.pb is not a valid onnx.TensorProto"));
   EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_unknown"));
-  EXPECT_THAT(p.out, HasSubstr("all cases: 1 pass, 3 fail, 1 unsupported of 5"));
+  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_uint16"));
+  EXPECT_THAT(p.out, HasSubstr("all cases: 1 pass, 3 fail, 2 unsupported of 6"));
 }
 
 // `check` applies --dim at ONNX import like `run`: an unknown name is rejected.

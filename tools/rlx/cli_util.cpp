@@ -14,13 +14,16 @@ namespace rlx::cli {
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& what) {
   const auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    throw UsageError(what + " expects NAME=VALUE, got '" + s + "'");
+    throw UsageError(what + " expects NAME=VALUE, got '" + shown(s) + "'");
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
 int64_t parse_count(const std::string& s, const std::string& what) {
-  if (s.empty() || s.size() > 18 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    throw UsageError(what + " expects a non-negative integer, got '" + s + "'");
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw UsageError(what + " expects a non-negative integer, got '" + shown(s) + "'");
+  if (s.size() > 18)
+    throw UsageError(what + ": " + shown(s) + " is too large (at most 18 digits; sizes are also capped by "
+                     "the size policy, rlx::Limits)");
   return std::stoll(s);
 }
 

@@ -4,6 +4,7 @@
 // Prints one line per case and totals by op; optionally writes the Markdown report and
 // enforces a floor of passing cases (for CI).
 #include <CLI/CLI.hpp>
+#include <onnx/onnx_pb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -120,24 +121,32 @@ std::pair<Status, std::string> plan_case(const Graph& g, Device device) {
 
 // Runs one case in this process (or, with plan_only, plans it). Throws rlx::Error for what rlx
 // does not support.
-// A case whose own files cannot be read or parsed (its model, its input or expected output
-// tensors): a FAIL with the reason, never UNSUPPORTED (which means rlx cannot import or run it).
+// A case whose own files cannot be read or parsed (a missing, unreadable or corrupt model or
+// input/expected-output tensor): a FAIL with the reason, never UNSUPPORTED (which means rlx
+// cannot import or run what the files hold, e.g. an element type it has no storage for).
 struct BrokenCase : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-template <class F> auto case_file(const std::string& what, F&& read) {
+// Reads `file` (a regular file) and checks that it parses as the protobuf message `Proto`.
+template <class Proto> void check_case_file(const fs::path& dir, const std::string& name) {
+  std::string bytes;
   try {
-    return read();
+    bytes = io::read_regular_file((dir / name).string(), "the file");
   } catch (const std::exception& e) {
-    throw BrokenCase("broken case: cannot read " + what + ": " + e.what());
+    throw BrokenCase("broken case: cannot read " + name + ": " + e.what());
   }
+  Proto proto;
+  if (!proto.ParseFromString(bytes))
+    throw BrokenCase("broken case: " + name + " is not a valid " + proto.GetTypeName() + " (" +
+                     std::to_string(bytes.size()) + " bytes)");
 }
 
 std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool plan_only) {
   const fs::path model = dir / "model.onnx";
   const fs::path data = dir / "test_data_set_0";
-  const OnnxModelInfo info = case_file("model.onnx", [&] { return onnx_model_info(model.string()); });
+  check_case_file<onnx::ModelProto>(dir, "model.onnx");
+  const OnnxModelInfo info = onnx_model_info(model.string());
   for (const auto& io : info.inputs)
     if (io.type.find('(') != std::string::npos || io.type == "map")
       return {Status::Unsupported, "input '" + io.name + "' is a " + io.type + " (only tensors are supported)"};
@@ -148,7 +157,8 @@ std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool
   NamedTensors feeds;
   for (size_t i = 0; i < info.inputs.size(); ++i) {
     const fs::path f = data / ("input_" + std::to_string(i) + ".pb");
-    Tensor t = case_file("test_data_set_0/" + f.filename().string(), [&] { return load_onnx_tensor(f.string()); });
+    check_case_file<onnx::TensorProto>(dir, "test_data_set_0/" + f.filename().string());
+    Tensor t = load_onnx_tensor(f.string());
     opts.known_inputs[info.inputs[i].name] = t;
     feeds.emplace_back(info.inputs[i].name, t);
   }
@@ -167,7 +177,8 @@ std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool
   std::vector<Tensor> wants;
   for (size_t k = 0; k < info.outputs.size(); ++k) {
     const std::string file = "output_" + std::to_string(k) + ".pb";
-    wants.push_back(case_file("test_data_set_0/" + file, [&] { return load_onnx_tensor((data / file).string()); }));
+    check_case_file<onnx::TensorProto>(dir, "test_data_set_0/" + file);
+    wants.push_back(load_onnx_tensor((data / file).string()));
   }
   const auto outs = cg.run(used);
   if (outs.size() != info.outputs.size())

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <new>
 
 #include "cli.h"
 #include "rlx/limits.h"
@@ -10,6 +11,9 @@
 
 namespace rlx::cli {
 namespace {
+
+struct ExportOptions;
+int export_demo(const ExportOptions& o);
 
 struct ExportOptions {
   std::string path;
@@ -19,6 +23,18 @@ struct ExportOptions {
 };
 
 int run_export(const ExportOptions& o) {
+  try {
+    return export_demo(o);
+  } catch (const std::bad_alloc&) {
+    const auto& c = o.cfg;
+    throw Error("out of memory building the demo model's weights (--hidden " + std::to_string(c.hidden) +
+                ", --intermediate " + std::to_string(c.llama_intermediate) + ", --ffn " + std::to_string(c.bert_ffn) +
+                ", " + std::to_string(c.llama_layers) + " Llama and " + std::to_string(c.bert_layers) +
+                " BERT layers); use smaller sizes. Nothing was written.");
+  }
+}
+
+int export_demo(const ExportOptions& o) {
   Graph g = models::build_transformer_block_graph(o.cfg);
   int64_t bytes = 0;
   const auto weights = models::random_weights(g, o.seed);
