@@ -280,6 +280,50 @@ TEST(FusionExactness, TransformerLayerMatchesTheUnfusedLayer) {
   }
 }
 
+// A post-norm BERT layer written out by hand, so the near misses can change one detail.
+struct HandLayer {
+  double eps1 = 1e-5, eps2 = 1e-5;
+  bool h1_is_output = false;
+};
+Graph hand_layer(const HandLayer& c) {
+  const int64_t b = 1, s = 6, e = 16, heads = 2, d = 8, f = 32;
+  Graph g;
+  Value h = g.input("hidden", Shape::of({b, s, e}));
+  Value m = g.input("mask", Shape::of({b, s}));
+  auto linear = [&](Value x, const std::string& name, int64_t in, int64_t out) {
+    return g.add(g.matmul(x, g.param(name + ".w", Shape::of({in, out}))), g.param(name + ".b", Shape::of({out})));
+  };
+  Value qkv = linear(h, "qkv", e, 3 * e);
+  auto head = [&](int64_t i) { return g.reshape(g.narrow(qkv, 2, i * e, e), {b, s, heads, d}); };
+  ops::Attention at{.num_heads = heads, .num_kv_heads = heads, .head_dim = d, .mask_kind = MaskKind::Custom};
+  Value a = linear(g.reshape(g.attention(head(0), head(1), head(2), m, at), {b, s, e}), "out", e, e);
+  Value h1 = g.layer_norm(g.add(h, a), g.param("ln1.g", Shape::of({e})), g.param("ln1.b", Shape::of({e})), c.eps1);
+  Value ff = linear(g.gelu(linear(h1, "fc1", e, f)), "fc2", f, e);
+  g.add_output(g.layer_norm(g.add(h1, ff), g.param("ln2.g", Shape::of({e})), g.param("ln2.b", Shape::of({e})), c.eps2),
+               "out");
+  if (c.h1_is_output) g.add_output(h1, "h1");
+  return g;
+}
+
+TEST(FusionExactness, TransformerLayerNearMisses) {
+  const NamedTensors ins = bert_inputs(DType::F32);
+  {
+    const Graph g = hand_layer({});
+    ASSERT_EQ(count_op(layer_passes(g), "fused_transformer_layer"), 1u);  // the valid pattern fires
+    expect_exact(g, layer_passes, ins, bert_params(g, DType::F32));
+  }
+  {  // the two LayerNorms disagree on eps: one fused op cannot carry both
+    const Graph g = hand_layer({.eps1 = 1e-5, .eps2 = 1e-3});
+    EXPECT_EQ(count_op(layer_passes(g), "fused_transformer_layer"), 0u);
+    expect_exact(g, layer_passes, ins, bert_params(g, DType::F32));
+  }
+  {  // the first LayerNorm's output is also a graph output: it must not be absorbed
+    const Graph g = hand_layer({.h1_is_output = true});
+    EXPECT_EQ(count_op(layer_passes(g), "fused_transformer_layer"), 0u);
+    expect_exact(g, layer_passes, ins, bert_params(g, DType::F32));
+  }
+}
+
 // ---- the other fused kernels in f16 / bf16 ----------------------------------------------------
 
 TEST(FusionExactness, SwigluRoundsTheSiluLikeTheUnfusedGraph) {
