@@ -206,6 +206,30 @@ TEST(FusionExactness, HalfMatMulEpiloguesOnRandomValues) {
   }
 }
 
+TEST(FusionExactness, EmptyContractionAndEmptyRows) {
+  for (DType dt : {DType::F32, DType::F16, DType::I32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    {  // K = 0: the product is all zeros, the result is relu(bias) broadcast over the rows
+      Graph g = mm_bias_act(dt, 2, 0, 3, ActKind::Relu, /*residual=*/true);
+      ASSERT_EQ(count_op(both_matmul_passes(g), "fused_matmul_bias_act"), 1u);
+      const auto ref = expect_exact(g, both_matmul_passes,
+                                    {{"x", Tensor::zeros(dt, {2, 0})},
+                                     {"w", Tensor::zeros(dt, {0, 3})},
+                                     {"b", testing::from_doubles(dt, {3}, {-1, 0, 2})},
+                                     {"r", testing::from_doubles(dt, {2, 3}, {1, 1, 1, 5, 5, 5})}});
+      EXPECT_EQ(testing::to_doubles(ref[0]), (std::vector<double>{1, 1, 3, 5, 5, 7}));
+    }
+    {  // M = 0: nothing to compute
+      Graph g = mm_bias_act(dt, 0, 4, 3, ActKind::Relu);
+      const auto ref = expect_exact(g, both_matmul_passes,
+                                    {{"x", Tensor::zeros(dt, {0, 4})},
+                                     {"w", Tensor::zeros(dt, {4, 3})},
+                                     {"b", Tensor::zeros(dt, {3})}});
+      EXPECT_EQ(ref[0].numel(), 0);
+    }
+  }
+}
+
 // ---- NaN, inf through fused activations -------------------------------------------------------
 
 TEST(FusionExactness, NanAndInfThroughFusedRelu) {
