@@ -129,6 +129,18 @@ TEST(OnnxValidation, SqueezeUnsqueezeSplitReshapeAttributesAtTheWrongOpset) {
   }
 }
 
+TEST(OnnxValidation, OpsBeforeTheOpsetThatIntroducedThem) {
+  OnnxBuilder b(13);
+  b.input("x", kF32, {2, 3}).output("y");
+  b.node("Gelu", {"x"}, {"y"}, "too_early");
+  EXPECT_THAT(import_error(b), AllOf(HasSubstr("'too_early'"), HasSubstr("does not exist at opset 13"),
+                                     HasSubstr("introduced in opset 20")));
+  OnnxBuilder ok(20);
+  ok.input("x", kF32, {2, 3}).output("y");
+  ok.node("Gelu", {"x"}, {"y"});
+  EXPECT_NO_THROW(import(ok));
+}
+
 TEST(OnnxValidation, AttributesNoConverterReadsAreErrors) {
   // Relu, Add and MatMul have no attributes; Softmax has only axis.
   for (const char* op : {"Relu", "Add", "MatMul", "Softmax", "Transpose", "Concat"}) {

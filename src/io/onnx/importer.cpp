@@ -135,6 +135,29 @@ constexpr AttrSpan kAttrSpans[] = {
     {"GroupNormalization", "stash_type", 21, 0},
 };
 
+// The opset that introduced each op that is not in opset 1 (ops rlx converts): a node of
+// such an op in a model of an older opset is not a valid ONNX node.
+const std::map<std::string, int64_t> kOpSince = {
+    {"Acos", 7}, {"Asin", 7}, {"Atan", 7}, {"Cos", 7}, {"Sin", 7}, {"Tan", 7},
+    {"Acosh", 9}, {"Asinh", 9}, {"Atanh", 9}, {"Cosh", 9}, {"Sinh", 9},
+    {"Expand", 8}, {"Scan", 8},
+    {"Compress", 9}, {"ConstantOfShape", 9}, {"Erf", 9}, {"EyeLike", 9}, {"IsNaN", 9},
+    {"MeanVarianceNormalization", 9}, {"NonZero", 9}, {"OneHot", 9}, {"Shrink", 9}, {"Sign", 9}, {"Where", 9},
+    {"DequantizeLinear", 10}, {"QuantizeLinear", 10}, {"IsInf", 10}, {"Mod", 10}, {"Resize", 10},
+    {"ThresholdedRelu", 10},
+    {"CumSum", 11}, {"DynamicQuantizeLinear", 11}, {"GatherElements", 11}, {"GatherND", 11}, {"Range", 11},
+    {"Round", 11}, {"ScatterElements", 11}, {"ScatterND", 11},
+    {"Celu", 12}, {"Einsum", 12}, {"GreaterOrEqual", 12}, {"LessOrEqual", 12}, {"NegativeLogLikelihoodLoss", 12},
+    {"SoftmaxCrossEntropyLoss", 12},
+    {"HardSwish", 14}, {"Trilu", 14},
+    {"CastLike", 15},
+    {"BlackmanWindow", 17}, {"DFT", 17}, {"HammingWindow", 17}, {"HannWindow", 17}, {"LayerNormalization", 17},
+    {"CenterCropPad", 18}, {"GroupNormalization", 18}, {"Mish", 18},
+    {"Gelu", 20},
+    {"Attention", 23}, {"RMSNormalization", 23}, {"RotaryEmbedding", 23},
+    {"Swish", 24},
+};
+
 // Inputs a converter may leave unread because they cannot change an inference result.
 struct IgnorableInput {
   const char* op;
@@ -453,6 +476,10 @@ void Importer::check_body(const onnx::GraphProto& gp, const std::string& where) 
 void Importer::validate_node(const onnx::NodeProto& node, int64_t opset) const {
   const std::string where = node_where(node, opset);
   if (node.op_type().empty()) throw Error(where + ": the node has no op_type");
+  if (const auto it = kOpSince.find(node.op_type()); it != kOpSince.end() && opset < it->second)
+    throw Error(where + ": " + node.op_type() + " does not exist at opset " + std::to_string(opset) +
+                " (it was introduced in opset " + std::to_string(it->second) +
+                "); the model's opset_import is wrong or the node belongs to another domain");
   std::set<std::string> names;
   for (const auto& a : node.attribute()) {
     const std::string an = "attribute '" + io::printable(a.name()) + "'";
@@ -778,6 +805,13 @@ void Importer::import_node(const onnx::NodeProto& node) {
     const std::string msg = e.what();
     if (msg.rfind("ONNX node", 0) == 0) throw;
     throw Error(ctx.where() + ": " + msg);
+  } catch (const std::bad_alloc&) {
+    throw Error(ctx.where() + ": out of memory while converting the node; the model or its sizes need more memory "
+                "than is available");
+  } catch (const std::exception& e) {
+    // Not an rlx::Error: a converter missed a check. Name the node so the input can be found.
+    throw Error(ctx.where() + ": internal failure (" + io::printable(e.what()) +
+                "); please report it with the model that caused it");
   }
   for (size_t k = 0; k < outs.size(); ++k) {
     const std::string& name = node.output(static_cast<int>(k));
