@@ -52,6 +52,126 @@ Tensor f32(std::vector<int64_t> shape, std::vector<float> v) { return Tensor::f3
 Tensor i64(std::vector<int64_t> shape, std::vector<int64_t> v) { return Tensor::i64(std::move(shape), std::move(v)); }
 Tensor scalar_f32(float v) { return Tensor::scalar_f32(v); }
 
+// ---- item 6: out-of-range indices known at import time name the ONNX node and the index ----
+
+TEST(OnnxConvertersBad, KnownOutOfRangeIndicesNameTheNode) {
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {4, 3}).output("y");
+    b.initializer("i", i64({2, 3}, {0, 1, 2, 3, 3, 0}));
+    auto& n = b.node("GatherElements", {"x", "i"}, {"y"}, "ge");
+    set_attr(n, "axis", int64_t{1});
+    expect_error(b, "ge", {"indices[1,0] = 3", "size 3"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {4, 3}).output("y");
+    b.initializer("i", i64({2, 2}, {0, 1, 1, -4}));
+    b.node("GatherND", {"x", "i"}, {"y"}, "gnd");
+    expect_error(b, "gnd", {"indices[1,1] = -4", "size 3"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {4, 3}).input("u", kF32, {2, 3}).output("y");
+    b.initializer("i", i64({2, 1}, {1, 4}));
+    b.node("ScatterND", {"x", "i", "u"}, {"y"}, "snd");
+    expect_error(b, "snd", {"indices[1,0] = 4", "size 4"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {4, 3}).input("u", kF32, {1, 2}).output("y");
+    b.initializer("i", i64({1, 2}, {0, 9}));
+    b.node("ScatterElements", {"x", "i", "u"}, {"y"}, "se");
+    expect_error(b, "se", {"indices[0,1] = 9"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {4, 3}).output("y");
+    b.initializer("i", i64({3}, {0, -5, 1}));
+    b.node("Gather", {"x", "i"}, {"y"}, "gather");
+    expect_error(b, "gather", {"indices[1] = -5", "size 4"});
+  }
+  // In range (negative ones too): imports and runs.
+  OnnxBuilder ok;
+  ok.input("x", kF32, {2, 3}).output("y");
+  ok.initializer("i", i64({2, 1}, {-1, 0}));
+  ok.node("GatherND", {"x", "i"}, {"y"}, "gnd");
+  const Tensor y = testing::run_cpu1(import(ok), {{"x", f32({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  EXPECT_TRUE(testing::all_close(y, {2, 3}, {4, 5, 6, 1, 2, 3}));
+}
+
+// ---- siblings: control flow bodies, losses, pads ---------------------------------------------
+
+TEST(OnnxConvertersBad, LoopAndScanBodiesOfTheWrongArity) {
+  {
+    // A Loop body with no outputs (not even the condition).
+    onnx::GraphProto body;
+    body.set_name("body");
+    for (const char* nm : {"it", "cond", "v"}) body.add_input()->set_name(nm);
+    OnnxBuilder b;
+    b.input("x", kF32, {2}).output("y");
+    b.initializer("trips", Tensor::scalar_i64(3));
+    auto& n = b.node("Loop", {"trips", "", "x"}, {"y"}, "loop");
+    set_attr(n, "body", body);
+    expect_error(b, "loop", {"the body has 0 outputs"});
+  }
+  {
+    onnx::GraphProto body;
+    body.set_name("body");
+    OnnxBuilder b;
+    b.input("x", kF32, {3, 2}).input("s", kF32, {2}).output("y");
+    auto& n = b.node("Scan", {"s", "x"}, {"y"}, "scan");
+    set_attr(n, "num_scan_inputs", int64_t{1});
+    set_attr(n, "body", body);
+    b.model().mutable_opset_import(0)->set_version(16);
+    expect_error(b, "scan", {"the body has 0 outputs"});
+  }
+  {
+    // A trip count over the unroll cap.
+    onnx::GraphProto body;
+    body.set_name("body");
+    for (const char* nm : {"it", "cond"}) body.add_input()->set_name(nm);
+    body.add_output()->set_name("cond");
+    OnnxBuilder b;
+    b.input("x", kF32, {2}).output("x");
+    b.initializer("trips", Tensor::scalar_i64(100));
+    auto& n = b.node("Loop", {"trips", ""}, {}, "loop");
+    set_attr(n, "body", body);
+    OnnxImportOptions o;
+    o.limits.max_unroll_steps = 10;
+    expect_error(b, "loop", {"more than 10 iterations", "max_unroll_steps"}, o);
+  }
+}
+
+TEST(OnnxConvertersBad, LossTargetsAndPads) {
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {2, 3}).input("t", kF32, {2}).output("y");
+    b.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}, "nll");
+    expect_error(b, "nll", {"target (input 1) must be int32 or int64"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {2, 3}).input("t", kI64, {3}).output("y");
+    b.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"y"}, "nll");
+    expect_error(b, "nll", {"must have shape (N, d...) = [2]"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {2, 3}).output("y");
+    b.initializer("p", i64({4}, {0, std::numeric_limits<int64_t>::max(), 0, 1}));
+    b.node("Pad", {"x", "p"}, {"y"}, "pad");
+    expect_error(b, "pad", {"exceed the tensor size limit"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {2, 3}).output("y");
+    b.initializer("p", i64({4}, {0, -2, 0, -2}));
+    b.node("Pad", {"x", "p"}, {"y"}, "pad");
+    expect_error(b, "pad", {"crop more than the 3 elements of axis 1"});
+  }
+}
+
 // An LSTM over `steps` time steps (batch 1, input 4, hidden 8).
 OnnxBuilder lstm_model(int64_t steps) {
   OnnxBuilder b;

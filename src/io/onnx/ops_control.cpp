@@ -4,13 +4,17 @@
 #include <set>
 
 #include "io/onnx/importer.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
 
 using V = std::vector<Val>;
 
-constexpr int64_t kMaxUnroll = 4096;
+// Loop and Scan are unrolled at import time: at most Limits::max_unroll_steps iterations.
+std::string raise_hint() {
+  return " (raise OnnxImportOptions::limits.max_unroll_steps, or Limits::max_unroll_steps of the process defaults)";
+}
 
 const onnx::GraphProto& body_attr(const NodeCtx& c, const std::string& name) {
   const auto* a = c.attr(name);
@@ -73,7 +77,8 @@ V loop(const NodeCtx& c) {
   c.allow_only({"body"});
   const auto& body = body_attr(c, "body");
   Importer& im = c.importer();
-  int64_t trips = kMaxUnroll + 1;
+  const int64_t max_unroll = active_limits().max_unroll_steps;
+  int64_t trips = max_unroll + 1;
   if (c.present(0)) {
     trips = c.scalar_input(0, "trip count (rlx unrolls Loop at import time)");
   }
@@ -82,11 +87,21 @@ V loop(const NodeCtx& c) {
   const size_t n_carried = c.num_inputs() >= 2 ? c.num_inputs() - 2 : 0;
   V carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(c.in(i + 2));
+  if (static_cast<size_t>(body.output_size()) < 1 + n_carried)
+    c.fail("the body has " + std::to_string(body.output_size()) + " outputs; it needs at least 1 + " +
+           std::to_string(n_carried) + " (the condition and every loop-carried value)");
+  if (body.input_size() != static_cast<int>(2 + n_carried))
+    c.fail("the body has " + std::to_string(body.input_size()) + " inputs; it needs 2 + " + std::to_string(n_carried) +
+           " (iteration number, condition and every loop-carried value)");
   const size_t n_scan = static_cast<size_t>(body.output_size()) - 1 - n_carried;
+  if (c.num_outputs() > n_carried + n_scan)
+    c.fail("the node has " + std::to_string(c.num_outputs()) + " outputs but the body gives " +
+           std::to_string(n_carried + n_scan));
   std::vector<std::vector<Value>> scans(n_scan);
   int64_t it = 0;
   for (; it < trips && cond; ++it) {
-    if (it >= kMaxUnroll) c.fail("more than " + std::to_string(kMaxUnroll) + " iterations");
+    if (it >= max_unroll)
+      c.fail("more than " + std::to_string(max_unroll) + " iterations to unroll at import time" + raise_hint());
     V args{Val::known(Tensor::scalar_i64(it)), Val::known(Tensor::boolean({}, std::vector<uint8_t>{1}))};
     args.insert(args.end(), carried.begin(), carried.end());
     V outs = im.inline_body(body, args, c.where() + " body");
@@ -112,6 +127,11 @@ V scan(const NodeCtx& c) {
   const auto m = static_cast<size_t>(c.i("num_scan_inputs", 0));
   if (m == 0 || m > c.num_inputs()) c.fail("num_scan_inputs must be in [1, inputs]");
   const size_t n = c.num_inputs() - m;
+  if (static_cast<size_t>(body.output_size()) < n)
+    c.fail("the body has " + std::to_string(body.output_size()) + " outputs; it needs at least the " + std::to_string(n) +
+           " state values");
+  if (body.input_size() != static_cast<int>(n + m))
+    c.fail("the body has " + std::to_string(body.input_size()) + " inputs; it needs " + std::to_string(n + m));
   const auto in_axes = c.ints("scan_input_axes", std::vector<int64_t>(m, 0));
   const auto in_dirs = c.ints("scan_input_directions", std::vector<int64_t>(m, 0));
   const size_t k = static_cast<size_t>(body.output_size()) - n;
@@ -129,7 +149,10 @@ V scan(const NodeCtx& c) {
     if (len >= 0 && len != d.value) c.fail("scan inputs have different sequence lengths");
     len = d.value;
   }
-  if (len > kMaxUnroll) c.fail("sequence longer than " + std::to_string(kMaxUnroll));
+  const int64_t max_unroll = active_limits().max_unroll_steps;
+  if (len > max_unroll)
+    c.fail("the sequence has " + std::to_string(len) + " steps, more than the " + std::to_string(max_unroll) +
+           " rlx unrolls at import time" + raise_hint());
   V state;
   for (size_t i = 0; i < n; ++i) state.push_back(c.in(i));
   std::vector<std::vector<Value>> outs(k);

@@ -35,6 +35,34 @@ void need_index_type(const NodeCtx& c, size_t i, const std::string& what) {
     c.fail("input " + std::to_string(i) + " (" + what + ") must be int32 or int64, got " + c.shape(i).str());
 }
 
+// "[1,0]": the position of flat element `flat` in a tensor of shape `dims`.
+std::string position(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> pos(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    pos[d] = dims[d] > 0 ? flat % dims[d] : 0;
+    flat = dims[d] > 0 ? flat / dims[d] : 0;
+  }
+  return dims_str(pos);
+}
+
+// Indices known at import time are checked here, where the error can name the ONNX node and
+// the index as the model wrote it (the lowered IR only sees a flattened linear index).
+// `size_of(flat)` gives the size of the dim that element `flat` of the indices indexes.
+template <class F>
+void check_known_indices(const NodeCtx& c, size_t i, F size_of) {
+  const Val& v = c.in(i);
+  const Tensor* t = v.konst ? &*v.konst : v.hint ? &*v.hint : nullptr;
+  if (!t) return;
+  const auto idx = t->to_i64();
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int64_t n = size_of(static_cast<int64_t>(k));
+    if (idx[k] < -n || idx[k] >= n)
+      c.fail("indices" + position(static_cast<int64_t>(k), t->shape()) + " = " + std::to_string(idx[k]) +
+             " is out of range for a dim of size " + std::to_string(n) + " (valid: " + std::to_string(-n) + " to " +
+             std::to_string(n - 1) + ")");
+  }
+}
+
 // Element-wise gathers/scatters: indices (and updates) have data's rank and, off the axis,
 // no dim larger than data's (else positions would land in other rows).
 void need_elementwise_fit(const NodeCtx& c, const std::vector<int64_t>& dd, const std::vector<int64_t>& id, int64_t axis) {
@@ -77,7 +105,10 @@ V gather(const NodeCtx& c) {
     }
     return {shape_val(picked, c.in(1).konst->rank() == 0)};
   }
-  return {c.out(c.g().gather(c.value(0), as_i64(c, c.value(1)), c.i("axis", 0)))};
+  const int64_t axis = normalize_axis(c.i("axis", 0), c.shape(0).rank(), "Gather axis");
+  const Dim& n = c.shape(0).dims[static_cast<size_t>(axis)];
+  if (n.is_static()) check_known_indices(c, 1, [&](int64_t) { return n.value; });
+  return {c.out(c.g().gather(c.value(0), as_i64(c, c.value(1)), axis))};
 }
 
 // The linear index into flattened data for an element-wise op along `axis`.
@@ -98,6 +129,7 @@ V gather_elements(const NodeCtx& c) {
   if (dd.size() != id.size()) c.fail("data and indices must have the same rank");
   const int64_t axis = normalize_axis(c.i("axis", 0), static_cast<int64_t>(dd.size()), "axis");
   need_elementwise_fit(c, dd, id, axis);
+  check_known_indices(c, 1, [&](int64_t) { return dd[static_cast<size_t>(axis)]; });
   auto& g = c.g();
   Value lin = elementwise_linear(c, dd, id, axis, c.value(1));
   return {c.out(g.gather(g.reshape(c.value(0), {product(dd)}), lin, 0))};
@@ -147,6 +179,7 @@ V scatter_elements(const NodeCtx& c) {
   need_elementwise_fit(c, dd, id, axis);
   if (c.shape(2).dims != c.shape(1).dims)
     c.fail("updates " + c.shape(2).str() + " must have the indices' shape " + c.shape(1).str());
+  check_known_indices(c, 1, [&](int64_t) { return dd[static_cast<size_t>(axis)]; });
   auto& g = c.g();
   const int64_t ni = product(id);
   Value lin = g.reshape(elementwise_linear(c, dd, id, axis, c.value(1)), {ni});
@@ -179,6 +212,7 @@ NdIndex nd_index(const NodeCtx& c, const std::vector<int64_t>& dd, const std::ve
   if (k < 1 || batch + k > rank)
     c.fail("the last indices dim (index tuple length) is " + std::to_string(k) + "; it must be in [1, " +
            std::to_string(rank - batch) + "] for data " + dims_str(dd) + " with batch_dims " + std::to_string(batch));
+  check_known_indices(c, 1, [&](int64_t flat) { return dd[static_cast<size_t>(batch + flat % k)]; });
   NdIndex r;
   r.num_rows = std::accumulate(dd.begin(), dd.begin() + batch + k, int64_t{1}, std::multiplies<>());
   r.slice = std::accumulate(dd.begin() + batch + k, dd.end(), int64_t{1}, std::multiplies<>());

@@ -127,6 +127,16 @@ Value nll(const NodeCtx& c, Value x, Value target, std::optional<Value> weight) 
   if (!xs.is_static() || xs.rank() < 2) c.fail("needs a static (N, C, ...) input, got " + xs.str());
   const auto d = xs.concrete();
   const int64_t C = d[1];
+  if (C < 1) c.fail("the class dim is empty");
+  const DType tt = g.shape(target).dtype;
+  if (tt != DType::I32 && tt != DType::I64)
+    c.fail("target (input 1) must be int32 or int64, got " + g.shape(target).str());
+  std::vector<Dim> want_t{xs.dims[0]};
+  want_t.insert(want_t.end(), xs.dims.begin() + 2, xs.dims.end());
+  if (g.shape(target).dims != want_t)
+    c.fail("target " + g.shape(target).str() + " must have shape (N, d...) = " + dims_str(want_t));
+  if (weight && g.shape(*weight).dims != std::vector<Dim>{Dim(C)})
+    c.fail("weight (input 2) must have shape [" + std::to_string(C) + "], got " + g.shape(*weight).str());
   const int64_t M = product(d) / std::max<int64_t>(C, 1);
   const DType dt = xs.dtype;
   target = c.cast_to(target, DType::I64);

@@ -455,6 +455,18 @@ V pad(const NodeCtx& c) {
   }
   if (static_cast<int64_t>(pads.size()) != 2 * r)
     c.fail("pads has " + std::to_string(pads.size()) + " entries; rank " + std::to_string(r) + " needs " + std::to_string(2 * r));
+  // Each padded length (begin + dim + end, pads may be negative) checked before the IR sees it.
+  for (int64_t i = 0; i < r; ++i) {
+    const Dim& d = c.shape(0).dims[static_cast<size_t>(i)];
+    const int64_t pb = pads[static_cast<size_t>(i)], pe = pads[static_cast<size_t>(i + r)];
+    const int64_t lim = active_limits().max_tensor_elements;
+    if (pb > lim || pe > lim || pb < -lim || pe < -lim)
+      c.fail("pads for axis " + std::to_string(i) + " (" + std::to_string(pb) + ", " + std::to_string(pe) +
+             ") exceed the tensor size limit " + std::to_string(lim));
+    if (d.is_static() && d.value + pb + pe < 0)
+      c.fail("pads (" + std::to_string(pb) + ", " + std::to_string(pe) + ") crop more than the " +
+             std::to_string(d.value) + " elements of axis " + std::to_string(i));
+  }
   ops::Pad p;
   p.mode = m;
   p.pads = pads;
