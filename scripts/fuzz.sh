@@ -89,10 +89,14 @@ run_target() {
   for d in "$ROOT/fuzz/corpus/$t" "$ROOT/fuzz/corpus/regressions/$t"; do
     if [ -d "$d" ] && [ -n "$(ls -A "$d")" ]; then inputs+=("$d"); fi
   done
-  local max_len=65536
+  local max_len=65536 dict=()
   [ "$t" = fuzz_npy ] && max_len=4096
+  case "$t" in
+    fuzz_onnx|fuzz_onnx_run) dict=(-dict="$ROOT/fuzz/onnx.dict") ;;
+    fuzz_json) dict=(-dict="$ROOT/fuzz/json.dict") ;;
+  esac
   local rc=0
-  "$BUILD/$t" "${inputs[@]}" -max_total_time="$SECONDS_EACH" -max_len="$max_len" \
+  "$BUILD/$t" "${inputs[@]}" "${dict[@]}" -max_total_time="$SECONDS_EACH" -max_len="$max_len" \
     -timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb="${FUZZ_RSS_MB:-2560}" -detect_leaks=1 \
     -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || rc=$?
   echo "$rc" >"$BUILD/$t.rc"
