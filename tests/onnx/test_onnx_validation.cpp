@@ -358,6 +358,21 @@ TEST(OnnxValidation, Int32DataOutOfRangeIsAnError) {
   EXPECT_EQ(testing::run_cpu1(u, {}).to_i64(), (std::vector<int64_t>{0, 200, 255}));
 }
 
+TEST(OnnxValidation, ValuesInAFieldTheTypeDoesNotUse) {
+  onnx::TensorProto t;
+  t.set_name("mixed");
+  t.set_data_type(kF32);
+  t.add_dims(2);
+  t.add_float_data(1);
+  t.add_float_data(2);
+  t.add_int64_data(7);
+  EXPECT_THAT(import_error(with_initializer(t)),
+              AllOf(HasSubstr("initializer 'mixed'"), HasSubstr("int64_data"), HasSubstr("float_data")));
+  t.set_raw_data(std::string(8, '\0'));
+  t.clear_int64_data();
+  EXPECT_THAT(import_error(with_initializer(t)), AllOf(HasSubstr("initializer 'mixed'"), HasSubstr("raw_data")));
+}
+
 TEST(OnnxValidation, BoolBytesMustBeZeroOrOne) {
   onnx::TensorProto t;
   t.set_name("flags");

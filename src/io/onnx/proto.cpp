@@ -213,13 +213,23 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
   }
   // Check the typed field's length before allocating (dims alone may ask for anything).
   int64_t have = 0;
+  const char* field = "int32_data";
   switch (dt) {
-    case DType::F32: have = t.float_data_size(); break;
-    case DType::F64: have = t.double_data_size(); break;
-    case DType::I64: have = t.int64_data_size(); break;
-    case DType::U32: have = t.uint64_data_size(); break;
+    case DType::F32: have = t.float_data_size(), field = "float_data"; break;
+    case DType::F64: have = t.double_data_size(), field = "double_data"; break;
+    case DType::I64: have = t.int64_data_size(), field = "int64_data"; break;
+    case DType::U32: have = t.uint64_data_size(), field = "uint64_data"; break;
     default: have = t.int32_data_size(); break;
   }
+  // Values in a field this type does not use would be ignored: an error instead.
+  const std::pair<const char*, int> fields[] = {{"float_data", t.float_data_size()},   {"int32_data", t.int32_data_size()},
+                                                {"int64_data", t.int64_data_size()},   {"double_data", t.double_data_size()},
+                                                {"uint64_data", t.uint64_data_size()}, {"string_data", t.string_data_size()}};
+  for (const auto& [name, size] : fields)
+    if (size > 0 && std::string(name) != field)
+      throw Error(where + ": the tensor holds " + std::to_string(size) + " values in " + name + ", but a " +
+                  onnx_type_name(t.data_type()) + " tensor stores them in " + field +
+                  "; the tensor is damaged or was written with the wrong type");
   if (have != n)
     throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + dims_str(dims) +
                 " need " + std::to_string(n));
