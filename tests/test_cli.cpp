@@ -444,6 +444,12 @@ TEST_F(Cli, HugeDimsNameTheTensorAndTheSize) {
   EXPECT_EXIT_CODE(p, 1);
   EXPECT_THAT(p.err, AllOf(HasSubstr("input '"), HasSubstr("100000000000"), HasSubstr("limit")));
   EXPECT_THAT(p.err, Not(HasSubstr("vector::")));
+  Proc check = rlx("check " + g + " --dim seq=1000000000000");
+  EXPECT_EXIT_CODE(check, 1);
+  EXPECT_THAT(check.err, AllOf(HasSubstr("binding --dim seq=1000000000000"), HasSubstr("limit")));
+  Proc digits = rlx("run " + g + " --random-inputs --dim seq=100000000000000000000");
+  EXPECT_EXIT_CODE(digits, 2);
+  EXPECT_THAT(digits.err, HasSubstr("is too large"));
 }
 
 // Writes are checked: export-demo to a full device fails with the OS reason; a failed

@@ -39,7 +39,15 @@ int run_check(const CheckOptions& o) {
     g = load_graph_file(o.path);
     const std::set<std::string> known = symbolic_dims(g);
     const auto binding = parse_dims(o.dims, &known);
-    if (!binding.empty()) g = passes::specialize(g, binding);
+    if (!binding.empty()) {
+      try {
+        g = passes::specialize(g, binding);
+      } catch (const Error& e) {
+        std::string list;
+        for (const auto& [name, v] : binding) list += (list.empty() ? "" : ", ") + shown(name) + "=" + std::to_string(v);
+        throw Error("binding --dim " + list + ": " + e.what());
+      }
+    }
   }
   auto backend = make_backend_for_check(dev);
   CompileOptions co;

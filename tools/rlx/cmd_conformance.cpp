@@ -392,10 +392,10 @@ int run_conformance(const ConformanceOptions& o) {
   std::error_code ec;
   if (!fs::is_directory(o.dir, ec)) {
     if (o.skip_missing) {
-      std::cout << "rlx conformance: skipped: the case folder '" << o.dir << "' does not exist\n";
+      std::cout << "rlx conformance: skipped: the case folder '" << shown(o.dir) << "' does not exist\n";
       return 77;  // ctest SKIP_RETURN_CODE
     }
-    throw Error("the case folder '" + o.dir + "' does not exist");
+    throw Error("the case folder '" + shown(o.dir) + "' does not exist");
   }
   if (o.plan_only && !o.doc.empty())
     throw UsageError("--doc writes the report of a run; with --plan-only nothing runs (drop one of them)");
@@ -408,7 +408,7 @@ int run_conformance(const ConformanceOptions& o) {
     cases.push_back(e.path());
   }
   std::sort(cases.begin(), cases.end());
-  if (cases.empty()) throw Error("no test_* cases in '" + o.dir + "'" + (o.filter.empty() ? "" : " matching '" + o.filter + "'"));
+  if (cases.empty()) throw Error("no test_* cases in '" + shown(o.dir) + "'" + (o.filter.empty() ? "" : " matching '" + shown(o.filter) + "'"));
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = run_all(cases, o, device);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -438,7 +438,7 @@ int run_conformance(const ConformanceOptions& o) {
             << "time: " << buf << "\n";
   if (!o.doc.empty()) {
     write_doc(o.doc, results, by_op, all, f32, o.device);
-    std::cout << "wrote " << o.doc << "\n";
+    std::cout << "wrote " << shown(o.doc) << "\n";
   }
   if (!o.floor_file.empty()) {
     std::istringstream f(io::read_regular_file(o.floor_file, "--floor: the file '" + shown(o.floor_file) + "'"));
@@ -447,11 +447,11 @@ int run_conformance(const ConformanceOptions& o) {
     if (!(f >> floor) || floor < 0 || (f >> rest))
       throw Error("--floor: '" + shown(o.floor_file) + "' must hold one non-negative integer");
     if (all.pass < floor) {
-      std::cout << "FAILED: " << all.pass << " cases pass, below the floor of " << floor << " in " << o.floor_file
+      std::cout << "FAILED: " << all.pass << " cases pass, below the floor of " << floor << " in " << shown(o.floor_file)
                 << "\n";
       return 1;
     }
-    std::cout << "floor: " << all.pass << " cases pass, floor " << floor << " (" << o.floor_file << ")";
+    std::cout << "floor: " << all.pass << " cases pass, floor " << floor << " (" << shown(o.floor_file) << ")";
     if (all.pass > floor) std::cout << "; raise the floor to " << all.pass;
     std::cout << "\n";
   }

@@ -49,7 +49,7 @@ int export_demo(const ExportOptions& o) {
   std::cout << "wrote " << shown(o.path);
   if (!o.inline_data) std::cout << " (weights in " << shown(o.path + ".bin") << ")";
   std::cout << ": " << g.size() << " nodes, " << weights.size() << " params, " << format_bytes(bytes) << " of weights\n";
-  std::cout << "try: rlx inspect " << o.path << "\n     rlx run " << o.path << " --random-inputs"
+  std::cout << "try: rlx inspect " << shown(o.path) << "\n     rlx run " << shown(o.path) << " --random-inputs"
             << (o.cfg.symbolic_seq ? " --dim seq=" + std::to_string(o.cfg.seq) : std::string()) << "\n";
   return 0;
 }

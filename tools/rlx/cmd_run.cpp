@@ -214,7 +214,7 @@ int run_run(const RunOptions& o) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "device: %s, threads: %s, compile %.2f ms\n", device_name(cg.device()),
                 o.threads == 0 ? "all cores" : std::to_string(o.threads).c_str(), compile_ms);
-  std::cout << "graph: " << o.path << " (" << g.size() << " nodes, " << g.param_nodes().size() << " params)\n" << buf;
+  std::cout << "graph: " << shown(o.path) << " (" << g.size() << " nodes, " << g.param_nodes().size() << " params)\n" << buf;
   if (!unset.empty()) std::cout << "params: " << unset.size() << " filled with random values (--random-inputs)\n";
   std::cout << "inputs:\n";
   for (const auto& in : inputs)  // in graph order
