@@ -704,3 +704,146 @@ TEST(OnnxConvertersBad, RnnUnrollTiming) {
 
 }  // namespace
 }  // namespace rlx
+
+#include "io/onnx/importer.h"
+
+namespace rlx {
+namespace {
+
+// Every converter, fed operands of the wrong rank (0-d, 1-d, 2-d, 5-d), float or integer,
+// known at import time or not: an rlx::Error or a model, never a crash or another exception.
+TEST(OnnxConvertersBad, EveryConverterSurvivesOperandsOfAnyRank) {
+  int errors = 0, imported = 0;
+  for (const auto& [op, conv] : onnx_io::converters()) {
+    (void)conv;
+    if (op == "If" || op == "Loop" || op == "Scan" || op == "Constant") continue;  // need attributes (covered above)
+    for (const std::vector<int64_t>& dims :
+         {std::vector<int64_t>{}, std::vector<int64_t>{2}, std::vector<int64_t>{2, 3}, std::vector<int64_t>{1, 2, 1, 2, 3}})
+      for (int32_t elem : {kF32, kI64})
+        for (bool known : {false, true})
+          for (int nin : {1, 2, 3, 5, 8}) {
+            OnnxBuilder b(23, 10);
+            std::vector<std::string> ins;
+            for (int i = 0; i < nin; ++i) {
+              const std::string nm = "in" + std::to_string(i);
+              if (known) {
+                const DType dt = elem == kF32 ? DType::F32 : DType::I64;
+                b.initializer(nm, testing::random_tensor(dt, dims, static_cast<uint64_t>(i + 1), 0.0, 3.0));
+              } else {
+                b.input(nm, elem, dims);
+              }
+              ins.push_back(nm);
+            }
+            b.output("y");
+            b.node(op, ins, {"y"}, "n");
+            try {
+              import(b);
+              ++imported;
+            } catch (const Error&) {
+              ++errors;
+            } catch (const std::exception& e) {
+              ADD_FAILURE() << op << " with " << nin << " inputs of shape " << dims_str(dims) << (known ? " (known)" : "")
+                            << ": not an rlx::Error: " << e.what();
+            }
+          }
+  }
+  EXPECT_GT(errors, 0);
+  EXPECT_GT(imported, 0);
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// Every converter with one integer (list) attribute set to an out-of-range value, on operands
+// of several ranks: an rlx::Error or a model, never a crash or another exception.
+TEST(OnnxConvertersBad, EveryConverterSurvivesBadIntegerAttributes) {
+  const char* names[] = {"axis", "axes", "perm", "kernel_shape", "strides", "pads", "dilations", "group", "blocksize",
+                         "k", "num_outputs", "batch_dims", "hidden_size", "num_heads", "q_num_heads", "kv_num_heads",
+                         "size", "p", "start", "end", "to", "output_datatype", "dtype", "block_size", "num_groups",
+                         "rotary_embedding_dim", "output_padding", "output_shape", "split", "num_scan_inputs",
+                         "softmax_precision", "qk_matmul_output_mode", "select_last_index", "ignore_index"};
+  int errors = 0;
+  for (const auto& [op, conv] : onnx_io::converters()) {
+    (void)conv;
+    if (op == "If" || op == "Loop" || op == "Scan" || op == "Constant") continue;
+    for (const char* name : names)
+      for (int64_t v : {int64_t{-9}, int64_t{1} << 40})
+        for (const std::vector<int64_t>& dims : {std::vector<int64_t>{}, std::vector<int64_t>{1, 2, 3, 4}})
+          for (int nin : {1, 3}) {
+            OnnxBuilder b(23, 10);
+            std::vector<std::string> ins;
+            for (int i = 0; i < nin; ++i) {
+              b.input("in" + std::to_string(i), kF32, dims);
+              ins.push_back("in" + std::to_string(i));
+            }
+            b.output("y");
+            auto& n = b.node(op, ins, {"y"}, "n");
+            const std::string nm = name;
+            const bool list = nm == "axes" || nm == "perm" || nm == "kernel_shape" || nm == "strides" || nm == "pads" ||
+                              nm == "dilations" || nm == "output_padding" || nm == "output_shape" || nm == "split";
+            if (list) set_attr(n, nm, std::vector<int64_t>(dims.size() < 2 ? 1 : dims.size() - 2, v));
+            else set_attr(n, nm, v);
+            try {
+              import(b);
+            } catch (const Error&) {
+              ++errors;
+            } catch (const std::exception& e) {
+              ADD_FAILURE() << op << " " << nm << "=" << v << " on " << nin << " x " << dims_str(dims)
+                            << ": not an rlx::Error: " << e.what();
+            }
+          }
+  }
+  EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// Every converter whose operands 1.. are known at import time and hold extreme values (int64
+// limits, 2^40, NaN, inf, 1e30): sizes and axes computed from data are checked, never a crash.
+TEST(OnnxConvertersBad, EveryConverterSurvivesExtremeKnownOperands) {
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<Tensor> operands;
+  for (int64_t v : {lo, hi, int64_t{-1}, int64_t{1} << 40})
+    for (int64_t len : {1, 3, 8}) operands.push_back(Tensor::i64({len}, std::vector<int64_t>(static_cast<size_t>(len), v)));
+  operands.push_back(Tensor::scalar_i64(hi));
+  operands.push_back(Tensor::scalar_i64(int64_t{1} << 40));
+  for (float v : {nan, inf, -inf, 1e30f})
+    for (int64_t len : {1, 4}) operands.push_back(Tensor::f32({len}, std::vector<float>(static_cast<size_t>(len), v)));
+  operands.push_back(Tensor::scalar_f32(1e30f));
+  int errors = 0;
+  for (const auto& [op, conv] : onnx_io::converters()) {
+    (void)conv;
+    if (op == "If" || op == "Loop" || op == "Scan" || op == "Constant") continue;
+    for (const Tensor& t : operands)
+      for (int nin : {2, 3, 4}) {
+        OnnxBuilder b(23, 10);
+        b.input("x", kF32, {2, 3, 4}).output("y");
+        std::vector<std::string> ins{"x"};
+        for (int i = 1; i < nin; ++i) {
+          b.initializer("k" + std::to_string(i), t);
+          ins.push_back("k" + std::to_string(i));
+        }
+        b.node(op, ins, {"y"}, "n");
+        try {
+          import(b);
+        } catch (const Error&) {
+          ++errors;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << op << " with " << nin - 1 << " operands " << t.shape_info().str() << " = " << t.to_f64()[0]
+                        << ": not an rlx::Error: " << e.what();
+        }
+      }
+  }
+  EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace rlx

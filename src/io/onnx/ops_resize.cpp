@@ -188,7 +188,9 @@ V resize(const NodeCtx& c, bool upsample) {
     } else {
       if (c.present(1) && c.konst(1, "roi").numel() > 0) roi = tensor_doubles(c.konst(1, "roi"));
       if (c.present(2) && c.konst(2, "scales").numel() > 0) s.scales = tensor_doubles(c.konst(2, "scales"));
-      if (c.present(3) && c.konst(3, "sizes").numel() > 0) s.sizes = tensor_ints(c.konst(3, "sizes"));
+      if (c.present(3) && c.konst(3, "sizes").numel() > 0) s.sizes = c.ints_input(3, "sizes");
+      if (c.present(2) && c.present(3) && !s.scales.empty() && !s.sizes.empty())
+        c.fail("scales and sizes are both given; only one may be");
     }
     std::vector<int64_t> axes = c.ints("axes");
     const bool given_axes = !axes.empty();
@@ -200,6 +202,11 @@ V resize(const NodeCtx& c, bool upsample) {
       if (policy != "not_larger" && policy != "not_smaller") c.fail("keep_aspect_ratio_policy '" + policy + "'");
       if (!xs.is_static()) c.fail("keep_aspect_ratio_policy needs static dims");
       const auto d = xs.concrete();
+      if (s.sizes.size() != axes.size())
+        c.fail("sizes has " + std::to_string(s.sizes.size()) + " entries for " + std::to_string(axes.size()) + " axes");
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (d[static_cast<size_t>(axes[i])] == 0 || s.sizes[i] < 0)
+          c.fail("keep_aspect_ratio_policy needs non-empty input dims and sizes >= 0");
       double f = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
       for (size_t i = 0; i < axes.size(); ++i) {
         const double ratio = static_cast<double>(s.sizes.at(i)) / static_cast<double>(d[static_cast<size_t>(axes[i])]);
