@@ -480,6 +480,10 @@ TEST(OnnxValidation, HugeOrNegativeDimsAreErrorsNotWraps) {
               HasSubstr("initializer 'w'"));
   EXPECT_THAT(import_error(with_initializer(float_tensor_with_dims("w", {-1, -4}))),
               AllOf(HasSubstr("initializer 'w'"), HasSubstr("negative")));
+  // A tensor of 100000 dims: the message stays short.
+  const std::string many = import_error(with_initializer(float_tensor_with_dims("w", std::vector<int64_t>(100000, 1))));
+  EXPECT_THAT(many, AllOf(HasSubstr("initializer 'w'"), HasSubstr("100000 dims")));
+  EXPECT_LT(many.size(), 1000u);
   // The size policy of the import's options is the one in force.
   OnnxImportOptions small;
   small.limits.max_tensor_elements = 3;

@@ -18,6 +18,14 @@ static_assert(std::endian::native == std::endian::little, "ONNX raw_data is litt
 
 using TP = onnx::TensorProto;
 
+// dims for a message, at most 16 of them (a hostile tensor may have millions).
+std::string short_dims(const std::vector<int64_t>& dims) {
+  if (dims.size() <= 16) return dims_str(dims);
+  std::string s = dims_str(std::vector<int64_t>(dims.begin(), dims.begin() + 16));
+  s.pop_back();  // the closing ']'
+  return s + ",... (" + std::to_string(dims.size()) + " dims)]";
+}
+
 // The dims of `t`, each >= 0, with the element and byte counts checked against overflow and
 // the size policy (Limits) before anything is allocated.
 std::vector<int64_t> checked_dims(const TP& t, DType dt, const std::string& where) {
@@ -25,7 +33,7 @@ std::vector<int64_t> checked_dims(const TP& t, DType dt, const std::string& wher
   for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] < 0)
       throw Error(where + ": dim " + std::to_string(i) + " is negative (" + std::to_string(dims[i]) + " in " +
-                  dims_str(dims) + "); tensor dims must be >= 0");
+                  short_dims(dims) + "); tensor dims must be >= 0");
   checked_nbytes(dims, dt, where);
   return dims;
 }
@@ -207,7 +215,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       throw Error(where + ": the tensor holds both raw_data and a typed data field; keep one");
     if (t.raw_data().size() != want)
       throw Error(where + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but dims " +
-                  dims_str(dims) + " of " + onnx_type_name(t.data_type()) + " need " + std::to_string(want));
+                  short_dims(dims) + " of " + onnx_type_name(t.data_type()) + " need " + std::to_string(want));
     if (dt == DType::Bool) check_bool_bytes(t.raw_data(), "raw_data", where);
     return Tensor::from_bytes(dt, dims, t.raw_data().data(), want);
   }
@@ -231,7 +239,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
                   onnx_type_name(t.data_type()) + " tensor stores them in " + field +
                   "; the tensor is damaged or was written with the wrong type");
   if (have != n)
-    throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + dims_str(dims) +
+    throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + short_dims(dims) +
                 " need " + std::to_string(n));
   if (dt == DType::U32)
     check_range(t.uint64_data(), {0, std::numeric_limits<uint32_t>::max()}, "UINT32", "uint64_data", where);
