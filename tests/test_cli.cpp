@@ -471,9 +471,9 @@ TEST_F(Cli, ExportFailuresLeaveNoFilesBehind) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
-// inspect of a safetensors file whose tensors are each under the limits but whose totals are
-// large: totals are exact (checked arithmetic), not wrapped.
-TEST_F(Cli, InspectTotalsAreExact) {
+// inspect totals go through checked arithmetic (an overflow would need millions of tensors at
+// the size cap, so this only checks that the checked path counts empty tensors as 0).
+TEST_F(Cli, InspectTotalsOfEmptyTensors) {
   std::string header = "{";
   for (int i = 0; i < 3; ++i)
     header += std::string(i ? "," : "") + "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}";

@@ -219,6 +219,11 @@ TEST_F(Npy, SaveReportsWriteFailures) {
   fs::create_directory(dir_ / "d.npy");
   EXPECT_THAT(error_message([&] { save_npy(t, path("d.npy")); }), HasSubstr("is a directory"));
   EXPECT_THAT(error_message([&] { save_npy(t, path("no/such/dir/x.npy")); }), HasSubstr("No such file or directory"));
+  // A FIFO without a reader: an error at once, no hang (and the FIFO is not replaced).
+  ASSERT_EQ(::mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  EXPECT_THAT(error_message([&] { save_npy(t, path("fifo.npy")); }),
+              AllOf(HasSubstr("fifo.npy"), HasSubstr("cannot open it for writing")));
+  EXPECT_TRUE(fs::is_fifo(path("fifo.npy")));
   for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   save_npy(t, path("ok.npy"));
