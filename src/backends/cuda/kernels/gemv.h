@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS) gemv(const T* __re
 #elif PRO == 2
     const float g0 = to_f(px[r * 2 * k + j]), g1 = to_f(px[r * 2 * k + k + j]);
     const float g = GATE_FIRST ? g0 : g1, u = GATE_FIRST ? g1 : g0;
-    const float o = g / (1.f + expf(-g)) * u;  // as the swiglu row kernel
+    const float o = to_f(from_f<T>(g / (1.f + expf(-g)))) * u;  // as the swiglu row kernel (silu rounded to T first)
     xs[r * kchunk + kx] = to_f(from_f<T>(o));
 #else
     xs[r * kchunk + kx] = to_f(a[r * k + j]);

@@ -188,7 +188,7 @@ extern "C" __global__ void PACKED_BOUNDS
 #pragma unroll
     for (int e = 0; e < VW; ++e) {
       const float g = to_f(GATE_FIRST ? v0.v[e] : v1.v[e]), u = to_f(GATE_FIRST ? v1.v[e] : v0.v[e]);
-      o.v[e] = from_f<T>(g / (1.f + expf(-g)) * u);  // as the swiglu row kernel
+      o.v[e] = from_f<T>(to_f(from_f<T>(g / (1.f + expf(-g)))) * u);  // as the swiglu row kernel (silu rounded to T first)
     }
     xs4[i] = *reinterpret_cast<const uint4*>(&o);
 #else
@@ -211,7 +211,7 @@ extern "C" __global__ void PACKED_BOUNDS
 #elif PRO == 2
     const float g0 = to_f(px[(long long)r * 2 * k + j]), g1 = to_f(px[(long long)r * 2 * k + k + j]);
     const float g = GATE_FIRST ? g0 : g1, u = GATE_FIRST ? g1 : g0;
-    xs[i] = from_f<T>(g / (1.f + expf(-g)) * u);  // as the swiglu row kernel
+    xs[i] = from_f<T>(to_f(from_f<T>(g / (1.f + expf(-g)))) * u);  // as the swiglu row kernel (silu rounded to T first)
 #else
     xs[i] = a[(long long)r * k + j];
 #endif
