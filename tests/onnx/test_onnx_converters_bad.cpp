@@ -100,6 +100,25 @@ TEST(OnnxConvertersBad, KnownOutOfRangeIndicesNameTheNode) {
   EXPECT_TRUE(testing::all_close(y, {2, 3}, {4, 5, 6, 1, 2, 3}));
 }
 
+TEST(OnnxConvertersBad, ConvTransposeOutputShapeAndSpaceToDepthMode) {
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {1, 2, 5, 5}).output("y");
+    b.initializer("w", testing::random_tensor(DType::F32, {2, 3, 3, 3}, 1));
+    auto& n = b.node("ConvTranspose", {"x", "w"}, {"y"}, "convt");
+    set_attr(n, "output_shape", std::vector<int64_t>{10});
+    expect_error(b, "convt", {"output_shape has 1 entries"});
+  }
+  {
+    OnnxBuilder b;
+    b.input("x", kF32, {1, 1, 4, 4}).output("y");
+    auto& n = b.node("SpaceToDepth", {"x"}, {"y"}, "s2d");
+    set_attr(n, "blocksize", int64_t{2});
+    set_attr(n, "mode", std::string("CRD"));
+    expect_error(b, "s2d", {"attribute 'mode'"});
+  }
+}
+
 // ---- siblings: control flow bodies, losses, pads ---------------------------------------------
 
 TEST(OnnxConvertersBad, LoopAndScanBodiesOfTheWrongArity) {

@@ -110,6 +110,27 @@ TEST(OnnxQuantResizeSpec, DynamicQuantizeLinearRejectsOtherTypes) {
   }
 }
 
+// QuantizeLinear (float32 x and scale, uint8 zero point): y = saturate(round(x / y_scale) + zp)
+// with the division in float32 (y_scale's type) and round half to even.
+TEST(OnnxQuantResizeSpec, QuantizeLinearHalfwayValues) {
+  for (float scale : {1.0f / 255.0f, 0.37f, 3.7f / 255.0f}) {
+    std::vector<float> x;
+    for (int k = -20; k < 300; ++k) x.push_back((static_cast<float>(k) + 0.5f) * scale);
+    const int64_t n = static_cast<int64_t>(x.size());
+    OnnxBuilder b(21);
+    b.input("x", kF32, {n}).output("y", onnx::TensorProto::UINT8);
+    b.initializer("s", Tensor::scalar_f32(scale));
+    b.initializer("z", testing::from_doubles(DType::U8, {}, {7}));
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"y"}, "q");
+    const Tensor y = testing::run_cpu1(import(b), {{"x", Tensor::f32({n}, x)}});
+    const auto yv = y.to_i64();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = std::clamp(round_even(x[i] / scale) + 7.0f, 0.0f, 255.0f);
+      EXPECT_EQ(yv[i], static_cast<int64_t>(want)) << "x=" << x[i] << " scale=" << scale;
+    }
+  }
+}
+
 // ---- Resize --------------------------------------------------------------------------------
 
 struct ResizeCase {

@@ -150,8 +150,16 @@ V quantize(const NodeCtx& c) {
     case DType::I32: lo = -2147483648.0, hi = 2147483647.0; break;
     default: c.fail(std::string("output type ") + dtype_name(out) + " is not supported (uint8, int8, int16, int32)");
   }
+  // The division x / y_scale (and its rounding, half to even) is done in the precision the
+  // operator names: the `precision` attribute, else y_scale's type (a wider type would round
+  // values near halfway points differently); the zero point is added exactly after.
+  const DType scale_t = c.shape(1).dtype;
+  const DType div_t = c.has("precision") ? dtype_from_onnx(static_cast<int32_t>(c.i("precision", 0)), c.where()) : scale_t;
+  if (!is_float(div_t)) c.fail(std::string("the division precision must be a float type, got ") + dtype_name(div_t));
+  if (!is_float(scale_t)) c.fail("y_scale must be a float tensor, got " + c.shape(1).str());
   const DType work = DType::F64;
-  Value q = g.act(ActKind::Round, g.div(g.cast(c.value(0), work), per_axis(c, g.cast(c.value(1), work), xs, axis, block)));
+  Value q = g.act(ActKind::Round, g.div(c.cast_to(c.value(0), div_t), per_axis(c, c.cast_to(c.value(1), div_t), xs, axis, block)));
+  q = c.cast_to(q, work);
   if (c.present(2)) q = g.add(q, per_axis(c, g.cast(c.value(2), work), xs, axis, block));
   q = g.min(g.max(q, c.scalar_like(lo, work)), c.scalar_like(hi, work));
   return {c.out(g.cast(q, out))};

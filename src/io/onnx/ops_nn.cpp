@@ -160,6 +160,9 @@ V conv_transpose(const NodeCtx& c) {
   std::vector<int64_t> out_shape = c.ints("output_shape");
   need_at_least(c, out_shape, 0, "output_shape");
   if (out_shape.size() > k) out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<std::ptrdiff_t>(k));
+  if (!out_shape.empty() && out_shape.size() != k)
+    c.fail("output_shape has " + std::to_string(out_shape.size()) + " entries; it needs one per spatial dim (" +
+           std::to_string(k) + ")");
   if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < k; ++i) {
       const int64_t want = out_shape.empty() ? xd[i + 2] * strides[i] : out_shape[i];

@@ -475,7 +475,8 @@ V pad(const NodeCtx& c) {
 }
 
 V depth_to_space(const NodeCtx& c, bool to_space) {
-  c.allow_only({"blocksize", "mode"});
+  if (to_space) c.allow_only({"blocksize", "mode"});
+  else c.allow_only({"blocksize"});  // SpaceToDepth has no mode
   const auto d = static_dims(c, 0, to_space ? "DepthToSpace" : "SpaceToDepth");
   if (d.size() != 4) c.fail("needs a 4-d input");
   const int64_t b = c.i("blocksize", 0);
