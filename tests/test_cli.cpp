@@ -401,6 +401,12 @@ TEST_F(Cli, SaveOutputsNeverOverwritesAndSanitizesNames) {
   Proc again = rlx("run " + path("multi.json") + " -i x=" + path("x.npy") + " --repeat 1 --save-outputs " + path("outs"));
   EXPECT_EXIT_CODE(again, 0);
   EXPECT_THAT(again.out, HasSubstr("(replaced the file that was there)"));
+  // A folder that cannot be created fails before compiling or running anything.
+  { std::ofstream(path("plainfile")) << "x"; }
+  Proc bad = rlx("run " + path("multi.json") + " -i x=" + path("x.npy") + " --repeat 1 --save-outputs " + path("plainfile/o"));
+  EXPECT_EXIT_CODE(bad, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--save-outputs: cannot create directory"));
+  EXPECT_THAT(bad.out, Not(HasSubstr("latency")));
 }
 
 // Control characters in names (inputs, outputs) are escaped in what the CLI prints.

@@ -239,7 +239,8 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>&
     if (h.contains(name)) throw Error("save_safetensors: tensor name '" + io::printable(name) + "' is used twice");
     const uint64_t n = t.nbytes();
     h[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
+    offset = static_cast<uint64_t>(checked_add(static_cast<int64_t>(offset), static_cast<int64_t>(n),
+                                               "save_safetensors: the data section size"));
   }
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned

@@ -158,7 +158,11 @@ TEST_F(OnnxCli, ConformanceDocWriteFailuresAreErrors) {
   EXPECT_THAT(full.out, ::testing::Not(HasSubstr("wrote /dev/full")));
   const Proc nodir = rlx("conformance " + (dir_ / "cases").string() + " -q --doc " + (dir_ / "no/dir/r.md").string());
   EXPECT_EQ(nodir.code, 1) << nodir.out;
-  EXPECT_THAT(nodir.out, HasSubstr("No such file or directory"));
+  EXPECT_THAT(nodir.out, HasSubstr("does not exist"));
+  EXPECT_THAT(nodir.out, ::testing::Not(HasSubstr("all cases:")));  // found before running the cases
+  const Proc isdir = rlx("conformance " + (dir_ / "cases").string() + " -q --doc " + dir_.string());
+  EXPECT_EQ(isdir.code, 1) << isdir.out;
+  EXPECT_THAT(isdir.out, HasSubstr("is a directory"));
   // --floor: a missing or malformed file is an error with the reason.
   const Proc nofloor = rlx("conformance " + (dir_ / "cases").string() + " -q --floor " + (dir_ / "none.txt").string());
   EXPECT_EQ(nofloor.code, 1);

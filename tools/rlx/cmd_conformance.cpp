@@ -399,6 +399,13 @@ int run_conformance(const ConformanceOptions& o) {
   }
   if (o.plan_only && !o.doc.empty())
     throw UsageError("--doc writes the report of a run; with --plan-only nothing runs (drop one of them)");
+  if (!o.doc.empty()) {  // fail before running every case, not after
+    const fs::path doc(o.doc);
+    const fs::path parent = doc.parent_path().empty() ? fs::path(".") : doc.parent_path();
+    if (fs::is_directory(doc, ec)) throw Error("--doc: '" + shown(o.doc) + "' is a directory");
+    if (!fs::is_directory(parent, ec))
+      throw Error("--doc: the folder of '" + shown(o.doc) + "' does not exist (" + shown(parent.string()) + ")");
+  }
   const Device device = device_from_name(o.device);
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(o.dir)) {

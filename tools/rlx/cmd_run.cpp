@@ -198,6 +198,13 @@ int run_run(const RunOptions& o) {
     throw Error(std::to_string(unset.size()) + " params have no weights in the graph file: " + quoted_list(unset) +
                 "; save the graph with its weights, or pass --random-inputs to use random values");
 
+  // The output folder before the (possibly long) compile and runs, so a bad path fails at once.
+  if (!o.save_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.save_dir, ec);
+    if (ec) throw Error("--save-outputs: cannot create directory '" + shown(o.save_dir) + "': " + ec.message());
+  }
+
   CompileOptions copts;
   copts.num_threads = o.threads;
   std::cerr << "compiling " << g.size() << " nodes for " << o.device << "...\n";
@@ -247,8 +254,6 @@ int run_run(const RunOptions& o) {
 
   if (!o.save_dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(o.save_dir, ec);
-    if (ec) throw Error("--save-outputs: cannot create directory '" + shown(o.save_dir) + "': " + ec.message());
     // One distinct file per output (never two outputs into one file), chosen deterministically
     // from the names; the mapping is printed.
     const auto files = unique_file_names(labels, ".npy");
