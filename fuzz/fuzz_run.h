@@ -133,12 +133,28 @@ inline std::vector<int64_t> bind_dims(const Shape& shape, std::map<std::string, 
   return dims;
 }
 
+// Largest generated input or param, in elements: the graph's own tensors may grow to the size
+// policy's caps, but inputs stay small so that a legal yet enormous computation (a convolution
+// over declared inputs of millions of elements) does not pass for a hang.
+inline constexpr int64_t kMaxGeneratedElements = int64_t{1} << 16;
+
+inline bool small_enough(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || d > kMaxGeneratedElements) return false;
+    n *= d;
+    if (n > kMaxGeneratedElements) return false;
+  }
+  return true;
+}
+
 // Sum of the output bytes of the last run (kept so that reading them is not optimized away).
 inline volatile uint64_t output_checksum = 0;
 
 // Compiles `g` for the CPU under the fuzz limits and runs it once with generated inputs and
 // params. `rng` continues the input-derived sequence; `syms` may carry dims already bound.
-// Throws rlx::Error for anything the library rejects.
+// Throws rlx::Error for anything the library rejects; compiles but does not run when an input
+// or param would have more than kMaxGeneratedElements elements.
 inline void compile_and_run(const Graph& g, Rng& rng, std::map<std::string, int64_t> syms = {}) {
   CompileOptions opts;
   opts.num_threads = 1;
@@ -150,13 +166,17 @@ inline void compile_and_run(const Graph& g, Rng& rng, std::map<std::string, int6
   for (NodeId id : g.param_nodes()) {
     const auto* p = std::get_if<ops::Param>(&g.node(id).op);
     if (p == nullptr || g.weights().count(p->name)) continue;
-    cg.set_param(p->name, make_tensor(rng, p->shape.dtype, bind_dims(p->shape, syms, rng)));
+    const std::vector<int64_t> dims = bind_dims(p->shape, syms, rng);
+    if (!small_enough(dims)) return;
+    cg.set_param(p->name, make_tensor(rng, p->shape.dtype, dims));
   }
   NamedTensors inputs;
   for (NodeId id : g.input_nodes()) {
     const auto* in = std::get_if<ops::Input>(&g.node(id).op);
     if (in == nullptr) continue;
-    inputs.emplace_back(in->name, make_tensor(rng, in->shape.dtype, bind_dims(in->shape, syms, rng)));
+    const std::vector<int64_t> dims = bind_dims(in->shape, syms, rng);
+    if (!small_enough(dims)) return;
+    inputs.emplace_back(in->name, make_tensor(rng, in->shape.dtype, dims));
   }
   const std::vector<Tensor> outs = cg.run(inputs);
   // Touch every output byte, so a bad output view is seen by ASan here.
