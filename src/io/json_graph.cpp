@@ -408,6 +408,13 @@ void save_graph_json(const Graph& g, const std::string& path, const JsonOptions&
   // a failure (disk full, no permission) leaves neither a partial file nor a stray side file.
   std::unique_ptr<io::StagedFile> side;
   if (!opts.inline_data) {
+    // "<path>.bin" next to a device or FIFO (e.g. /dev/null.bin) would be a stray file in /dev.
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_directory(st))
+      throw Error("save_graph_json: '" + io::printable(path) +
+                  "' is not a regular file, so the side data file cannot go next to it; save with inline data");
+
     const std::string side_path = path + ".bin";
     doc["data_file"] = std::filesystem::path(side_path).filename().string();
     side = std::make_unique<io::StagedFile>(side_path, "save_graph_json: the side data file");

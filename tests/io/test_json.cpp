@@ -580,6 +580,9 @@ TEST_F(Json, SaveReportsWriteFailuresAndLeavesNoStrayFiles) {
   const Graph g = small_graph();
   EXPECT_THAT(error_message([&] { save_graph_json(g, "/dev/full"); }),
               AllOf(HasSubstr("/dev/full"), HasSubstr("No space left on device")));
+  EXPECT_THAT(error_message([&] { save_graph_json(g, "/dev/null", {.inline_data = false}); }),
+              HasSubstr("is not a regular file, so the side data file cannot go next to it"));
+  EXPECT_FALSE(fs::exists("/dev/null.bin"));
   EXPECT_THAT(error_message([&] { save_graph_json(g, path("missing/dir/g.json"), {.inline_data = false}); }),
               AllOf(HasSubstr("cannot create"), HasSubstr("No such file or directory")));
   // The side file can be written but the JSON cannot (its name is a directory): nothing is left.
