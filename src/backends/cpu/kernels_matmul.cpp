@@ -377,12 +377,14 @@ void kernel(const ops::DotGeneral& op, KernelContext& ctx) {
 }
 
 // ---- FusedMatMulBiasAct ------------------------------------------------------------------
-// Computes exactly what the unfused MatMul -> Add(bias) -> Activation -> Add(residual) chain
-// computes: the product is stored in the output dtype (integers wrap, f16/bf16 round) like the
-// MatMul kernel, then each step runs the same elementwise routine as the standalone Binary /
-// Activation kernel and rounds (or wraps) to the output dtype again. So an integer Relu sees
-// the wrapped sum, an f16 product that overflows is inf before the bias, and NaN / -0.0 go
-// through Relu as the standalone Relu treats them.
+// Integers, f32 and f64 compute exactly what the unfused MatMul -> Add(bias) -> Activation ->
+// Add(residual) chain computes: the product is stored like the MatMul kernel's (integers wrap),
+// then each step runs the standalone Binary / Activation routine and wraps / rounds to the
+// output dtype again, so an integer Relu sees the wrapped sum and NaN / -0.0 go through Relu
+// as the standalone Relu treats them. f16/bf16: the same steps on the f32 accumulator with one
+// rounding at the end, like the CUDA epilogues (the documented policy: a product that
+// overflows f16 can end finite when the bias brings it back in range, and results may differ
+// from the unfused graph by one rounding).
 void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
   const Tensor& x = ctx.in[0];
   const Tensor& w = ctx.in[1];
@@ -413,32 +415,56 @@ void kernel(const ops::FusedMatMulBiasAct& op, KernelContext& ctx) {
                 " differs from the operands' " + dtype_name(dt));
   if (total == 0) return;
   visit_numeric(dt, "fused_matmul_bias_act", [&]<class T>() {
+    // E: the type the epilogue steps store into. T itself, except f16/bf16, whose epilogue runs
+    // on the f32 accumulator and rounds once (the CUDA backend's policy, docs/passes.md).
+    using E = std::conditional_t<kIsHalf<T>, float, T>;
+    constexpr DType de = dtype_of<E>();
     Operand<T> X(x), W(w);
     T* o = out.data<T>();
-    // The residual may share the output's buffer (in-place planning): copy it before the
-    // product overwrites it.
-    std::vector<T> res_copy;
-    const T* rv = res ? res->data<T>() : nullptr;
-    if (rv && rv < o + total && o < rv + total) {
-      res_copy.assign(rv, rv + total);
-      rv = res_copy.data();
+    // Bias and residual as E; the residual may share the output's buffer (in-place planning),
+    // so it is copied before the product overwrites it.
+    std::vector<E> res_copy, bias_copy;
+    const E* rv = nullptr;
+    const E* bv = nullptr;
+    if constexpr (kIsHalf<T>) {
+      if (res) res_copy = widen(res->data<T>(), total);
+      if (bias) bias_copy = widen(bias->data<T>(), nb);
+      rv = res ? res_copy.data() : nullptr;
+      bv = bias ? bias_copy.data() : nullptr;
+    } else {
+      rv = res ? res->data<T>() : nullptr;
+      bv = bias ? bias->data<T>() : nullptr;
+      if (rv && rv < o + total && o < rv + total) {
+        res_copy.assign(rv, rv + total);
+        rv = res_copy.data();
+      }
     }
-    product_into<T>(p, X.ptr, W.ptr, o);
-    const T* bv = bias ? bias->data<T>() : nullptr;
+    std::vector<E> acc_buf;
+    E* acc = nullptr;
+    if constexpr (kIsHalf<T>) {
+      acc_buf.resize(static_cast<size_t>(total));
+      acc = acc_buf.data();
+      gemm_batched<float>(p, X.ptr, W.ptr, acc);
+    } else {
+      acc = o;
+      product_into<T>(p, X.ptr, W.ptr, o);  // exactly the MatMul kernel's result
+    }
     parallel_for(total, kGrain, [&](int64_t s, int64_t e) {
       if (bv) {
         if (nb == 1) {
-          binary_span(BinaryKind::Add, dt, o + s, 1, bv, 0, o + s, e - s);
+          binary_span(BinaryKind::Add, de, acc + s, 1, bv, 0, acc + s, e - s);
         } else {
           for (int64_t i = s; i < e;) {  // pieces of one bias row each
             const int64_t j = i % nb, cnt = std::min(e - i, nb - j);
-            binary_span(BinaryKind::Add, dt, o + i, 1, bv + j, 1, o + i, cnt);
+            binary_span(BinaryKind::Add, de, acc + i, 1, bv + j, 1, acc + i, cnt);
             i += cnt;
           }
         }
       }
-      if (op.activation) activation_span(*op.activation, dt, o + s, o + s, e - s);
-      if (rv) binary_span(BinaryKind::Add, dt, o + s, 1, rv + s, 1, o + s, e - s);
+      if (op.activation) activation_span(*op.activation, de, acc + s, acc + s, e - s);
+      if (rv) binary_span(BinaryKind::Add, de, acc + s, 1, rv + s, 1, acc + s, e - s);
+      if constexpr (kIsHalf<T>)
+        for (int64_t i = s; i < e; ++i) o[i] = store<T>(acc[i]);
     });
   });
 }
