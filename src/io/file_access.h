@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <initializer_list>
 #include <string>
+
+#include "ir/text.h"
 #include <string_view>
 
 namespace rlx::io {
@@ -47,9 +49,8 @@ std::string read_regular_file(const std::string& path, const std::string& what);
 std::filesystem::path resolve_inside(const std::string& base_dir, const std::string& relative,
                                      const std::string& what);
 
-// `s` for an error message: control characters (< 0x20, 0x7f) escaped (\n, \x1b, ...),
-// cut to `max_len` characters with "..." (UTF-8 is kept) so hostile names cannot flood or corrupt a terminal.
-std::string printable(const std::string& s, size_t max_len = 200);
+// Names and paths in messages are escaped with printable (src/ir/text.h).
+using rlx::text::printable;
 
 // ---- writing ---------------------------------------------------------------
 // Every write, flush (fsync) and close is checked; errors name `what`, the path and the OS

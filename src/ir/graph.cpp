@@ -1,11 +1,24 @@
 #include "rlx/graph.h"
 
+#include "ir/text.h"
+
 #include <set>
 #include <sstream>
 
 namespace rlx {
 
-std::string node_label(const Node& n) { return "node " + std::to_string(n.id) + " (" + op_name(n.op) + ")"; }
+namespace {
+// "node 3 (matmul)"; leaves also name themselves: "node 0 (input 'x')".
+std::string op_label(NodeId id, const Op& op) {
+  std::string name;
+  if (const auto* in = std::get_if<ops::Input>(&op)) name = in->name;
+  else if (const auto* pa = std::get_if<ops::Param>(&op)) name = pa->name;
+  else return "node " + std::to_string(id) + " (" + op_name(op) + ")";
+  return "node " + std::to_string(id) + " (" + op_name(op) + " '" + text::printable(name) + "')";
+}
+}  // namespace
+
+std::string node_label(const Node& n) { return op_label(n.id, n.op); }
 
 std::string Graph::value_str(Value v) {
   return "%" + std::to_string(v.node) + (v.port ? "." + std::to_string(v.port) : "");
@@ -61,7 +74,7 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value v = inputs[i];
     if (v.node >= id)
-      throw Error("node " + std::to_string(id) + " (" + op_name(op) + "): input " + std::to_string(i) +
+      throw Error(op_label(id, op) + ": input " + std::to_string(i) +
                   " refers to " + value_str(v) + " which does not exist yet (graphs are built in topological order)");
     in_shapes.push_back(shape(v));
   }
@@ -83,7 +96,7 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
   } catch (const Error& e) {
     std::string shapes;
     for (size_t i = 0; i < in_shapes.size(); ++i) shapes += (i ? ", " : "") + in_shapes[i].str();
-    throw Error("node " + std::to_string(id) + " (" + op_name(op) + ") with inputs (" + shapes + "): " + e.what());
+    throw Error(op_label(id, op) + " with inputs (" + shapes + "): " + e.what());
   }
   nodes_.push_back(Node{id, std::move(op), std::move(inputs), std::move(outs)});
   index_leaf(nodes_.back());
@@ -99,7 +112,7 @@ NodeId Graph::add_node_with_shapes(Op op, std::vector<Value> inputs, std::vector
   const NodeId id = static_cast<NodeId>(nodes_.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].node >= id)
-      throw Error("node " + std::to_string(id) + " (" + op_name(op) + "): input " + std::to_string(i) + " refers to " +
+      throw Error(op_label(id, op) + ": input " + std::to_string(i) + " refers to " +
                   value_str(inputs[i]) + " which does not exist yet");
   nodes_.push_back(Node{id, std::move(op), std::move(inputs), std::move(outputs)});
   index_leaf(nodes_.back());
