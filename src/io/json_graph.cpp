@@ -398,38 +398,44 @@ std::string graph_to_json(const Graph& g) {
 }
 
 Graph graph_from_json(const std::string& json, const std::string& base_dir) {
-  return io::decode_document(json, base_dir);
+  return translate_errors("graph_from_json", [&] {
+    return io::decode_document(json, base_dir);
+  });
 }
 
 void save_graph_json(const Graph& g, const std::string& path, const JsonOptions& opts) {
-  io::TensorWriter data(opts.inline_data);
-  io::json doc = io::encode_document(g, data);
-  // Both files are written under temporary names and renamed only once both are complete, so
-  // a failure (disk full, no permission) leaves neither a partial file nor a stray side file.
-  std::unique_ptr<io::StagedFile> side;
-  if (!opts.inline_data) {
-    // "<path>.bin" next to a device or FIFO (e.g. /dev/null.bin) would be a stray file in /dev.
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_directory(st))
-      throw Error("save_graph_json: '" + io::printable(path) +
-                  "' is not a regular file, so the side data file cannot go next to it; save with inline data");
+  translate_errors("save_graph_json", [&] {
+    io::TensorWriter data(opts.inline_data);
+    io::json doc = io::encode_document(g, data);
+    // Both files are written under temporary names and renamed only once both are complete, so
+    // a failure (disk full, no permission) leaves neither a partial file nor a stray side file.
+    std::unique_ptr<io::StagedFile> side;
+    if (!opts.inline_data) {
+      // "<path>.bin" next to a device or FIFO (e.g. /dev/null.bin) would be a stray file in /dev.
+      std::error_code ec;
+      const auto st = std::filesystem::status(path, ec);
+      if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_directory(st))
+        throw Error("save_graph_json: '" + io::printable(path) +
+                    "' is not a regular file, so the side data file cannot go next to it; save with inline data");
 
-    const std::string side_path = path + ".bin";
-    doc["data_file"] = std::filesystem::path(side_path).filename().string();
-    side = std::make_unique<io::StagedFile>(side_path, "save_graph_json: the side data file");
-    side->write(data.side_data());
-  }
-  io::StagedFile f(path, "save_graph_json: the graph JSON file");
-  f.write(doc.dump(1));
-  if (side) side->commit();
-  f.commit();
+      const std::string side_path = path + ".bin";
+      doc["data_file"] = std::filesystem::path(side_path).filename().string();
+      side = std::make_unique<io::StagedFile>(side_path, "save_graph_json: the side data file");
+      side->write(data.side_data());
+    }
+    io::StagedFile f(path, "save_graph_json: the graph JSON file");
+    f.write(doc.dump(1));
+    if (side) side->commit();
+    f.commit();
+  });
 }
 
 Graph load_graph_json(const std::string& path) {
-  const std::string text = io::read_regular_file(path, "graph JSON file '" + io::printable(path) + "'");
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  return graph_from_json(text, parent.empty() ? "." : parent.string());
+  return translate_errors("load_graph_json", [&] {
+    const std::string text = io::read_regular_file(path, "graph JSON file '" + io::printable(path) + "'");
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    return graph_from_json(text, parent.empty() ? "." : parent.string());
+  });
 }
 
 }  // namespace rlx

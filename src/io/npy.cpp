@@ -197,100 +197,104 @@ uint64_t read_le(const unsigned char* p, int n) {
 }  // namespace
 
 Tensor load_npy(const std::string& path) {
-  const std::string where = "load_npy('" + io::printable(path) + "'): ";
-  // Regular files only: a directory, FIFO or device is named as such (and a FIFO cannot block).
-  const io::RegularFile f(path, ".npy file '" + io::printable(path) + "'");
-  const uint64_t file_size = f.size();
+  return translate_errors("load_npy", [&] {
+    const std::string where = "load_npy('" + io::printable(path) + "'): ";
+    // Regular files only: a directory, FIFO or device is named as such (and a FIFO cannot block).
+    const io::RegularFile f(path, ".npy file '" + io::printable(path) + "'");
+    const uint64_t file_size = f.size();
 
-  unsigned char pre[12];
-  if (file_size < 10) throw Error(where + "file is truncated (" + std::to_string(file_size) + " bytes; not an .npy file)");
-  f.read_at(0, pre, 10);
-  if (std::memcmp(pre, kMagic, kMagicLen) != 0) throw Error(where + "not an .npy file (bad magic string)");
-  const int major = pre[6], minor = pre[7];
-  if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    throw Error(where + "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
-                " (supported: 1.0, 2.0, 3.0)");
-  uint64_t header_len = 0, preamble = 10;
-  if (major == 1) {
-    header_len = read_le(pre + 8, 2);
-  } else {
-    if (file_size < 12) throw Error(where + "file is truncated inside the preamble");
-    f.read_at(10, pre + 10, 2);
-    header_len = read_le(pre + 8, 4);
-    preamble = 12;
-  }
-  if (header_len > file_size - preamble)
-    throw Error(where + "file is truncated: the header needs " + std::to_string(header_len) + " bytes but only " +
-                std::to_string(file_size - preamble) + " remain");
-  std::string header(static_cast<size_t>(header_len), '\0');
-  f.read_at(preamble, header.data(), header_len);
-  // Versions 1/2 are latin-1, 3 is UTF-8: the keys and values we accept are ASCII either way.
+    unsigned char pre[12];
+    if (file_size < 10) throw Error(where + "file is truncated (" + std::to_string(file_size) + " bytes; not an .npy file)");
+    f.read_at(0, pre, 10);
+    if (std::memcmp(pre, kMagic, kMagicLen) != 0) throw Error(where + "not an .npy file (bad magic string)");
+    const int major = pre[6], minor = pre[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+      throw Error(where + "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                  " (supported: 1.0, 2.0, 3.0)");
+    uint64_t header_len = 0, preamble = 10;
+    if (major == 1) {
+      header_len = read_le(pre + 8, 2);
+    } else {
+      if (file_size < 12) throw Error(where + "file is truncated inside the preamble");
+      f.read_at(10, pre + 10, 2);
+      header_len = read_le(pre + 8, 4);
+      preamble = 12;
+    }
+    if (header_len > file_size - preamble)
+      throw Error(where + "file is truncated: the header needs " + std::to_string(header_len) + " bytes but only " +
+                  std::to_string(file_size - preamble) + " remain");
+    std::string header(static_cast<size_t>(header_len), '\0');
+    f.read_at(preamble, header.data(), header_len);
+    // Versions 1/2 are latin-1, 3 is UTF-8: the keys and values we accept are ASCII either way.
 
-  const PyValue dict = HeaderParser(header, path).parse_top();
-  if (dict.kind != PyValue::Dict) throw Error(where + "malformed header: expected a dict");
-  const PyValue *descr = nullptr, *fortran = nullptr, *shape = nullptr;
-  for (const auto& [k, v] : dict.entries) {
-    if (k == "descr") descr = &v;
-    else if (k == "fortran_order") fortran = &v;
-    else if (k == "shape") shape = &v;
-    else throw Error(where + "malformed header: unexpected key '" + io::printable(k) + "'");
-  }
-  if (!descr || !fortran || !shape) throw Error(where + "malformed header: needs the keys 'descr', 'fortran_order' and 'shape'");
-  if (descr->kind != PyValue::Str) throw Error(where + "unsupported dtype: 'descr' must be a string (structured dtypes are not supported)");
-  if (fortran->kind != PyValue::Bool) throw Error(where + "malformed header: 'fortran_order' must be True or False");
-  if (fortran->b)
-    throw Error(where + "Fortran-ordered arrays are not supported; save a C-ordered copy (np.ascontiguousarray)");
-  if (shape->kind != PyValue::Tuple) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
-  const DType dtype = parse_descr(descr->str, path);
+    const PyValue dict = HeaderParser(header, path).parse_top();
+    if (dict.kind != PyValue::Dict) throw Error(where + "malformed header: expected a dict");
+    const PyValue *descr = nullptr, *fortran = nullptr, *shape = nullptr;
+    for (const auto& [k, v] : dict.entries) {
+      if (k == "descr") descr = &v;
+      else if (k == "fortran_order") fortran = &v;
+      else if (k == "shape") shape = &v;
+      else throw Error(where + "malformed header: unexpected key '" + io::printable(k) + "'");
+    }
+    if (!descr || !fortran || !shape) throw Error(where + "malformed header: needs the keys 'descr', 'fortran_order' and 'shape'");
+    if (descr->kind != PyValue::Str) throw Error(where + "unsupported dtype: 'descr' must be a string (structured dtypes are not supported)");
+    if (fortran->kind != PyValue::Bool) throw Error(where + "malformed header: 'fortran_order' must be True or False");
+    if (fortran->b)
+      throw Error(where + "Fortran-ordered arrays are not supported; save a C-ordered copy (np.ascontiguousarray)");
+    if (shape->kind != PyValue::Tuple) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
+    const DType dtype = parse_descr(descr->str, path);
 
-  std::vector<int64_t> dims;
-  for (const PyValue& d : shape->items) {
-    if (d.kind != PyValue::Int) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
-    dims.push_back(d.i);  // the parser reads no sign: every dim is >= 0
-  }
-  // Element and byte counts checked for overflow and against the size policy.
-  const auto nbytes = static_cast<uint64_t>(
-      checked_nbytes(dims, dtype, where + "the array"));
-  const uint64_t data_start = preamble + header_len;
-  const uint64_t available = file_size - data_start;
-  if (available < nbytes)
-    throw Error(where + "file is truncated: " + std::string(dtype_name(dtype)) + dims_str(dims) + " needs " +
-                std::to_string(nbytes) + " data bytes but only " + std::to_string(available) + " remain");
-  if (available > nbytes)
-    throw Error(where + "file has " + std::to_string(available - nbytes) + " unexpected bytes after the " +
-                std::to_string(nbytes) + " data bytes");
-  Tensor t = Tensor::empty(dtype, std::move(dims));
-  if (nbytes > 0) f.read_at(data_start, t.raw(), nbytes);
-  if (dtype == DType::Bool) {
-    const auto* p = static_cast<const uint8_t*>(t.raw());
-    for (uint64_t i = 0; i < nbytes; ++i)
-      if (p[i] > 1) throw Error(where + "bool element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0 or 1");
-  }
-  return t;
+    std::vector<int64_t> dims;
+    for (const PyValue& d : shape->items) {
+      if (d.kind != PyValue::Int) throw Error(where + "malformed header: 'shape' must be a tuple of integers");
+      dims.push_back(d.i);  // the parser reads no sign: every dim is >= 0
+    }
+    // Element and byte counts checked for overflow and against the size policy.
+    const auto nbytes = static_cast<uint64_t>(
+        checked_nbytes(dims, dtype, where + "the array"));
+    const uint64_t data_start = preamble + header_len;
+    const uint64_t available = file_size - data_start;
+    if (available < nbytes)
+      throw Error(where + "file is truncated: " + std::string(dtype_name(dtype)) + dims_str(dims) + " needs " +
+                  std::to_string(nbytes) + " data bytes but only " + std::to_string(available) + " remain");
+    if (available > nbytes)
+      throw Error(where + "file has " + std::to_string(available - nbytes) + " unexpected bytes after the " +
+                  std::to_string(nbytes) + " data bytes");
+    Tensor t = Tensor::empty(dtype, std::move(dims));
+    if (nbytes > 0) f.read_at(data_start, t.raw(), nbytes);
+    if (dtype == DType::Bool) {
+      const auto* p = static_cast<const uint8_t*>(t.raw());
+      for (uint64_t i = 0; i < nbytes; ++i)
+        if (p[i] > 1) throw Error(where + "bool element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0 or 1");
+    }
+    return t;
+  });
 }
 
 void save_npy(const Tensor& t, const std::string& path) {
-  if (!t.defined()) throw Error("save_npy('" + io::printable(path) + "'): the tensor has no data");
-  const Tensor data = t.dtype() == DType::BF16 ? t.cast(DType::F32) : t;  // no NumPy code for bf16
-  std::string header = std::string("{'descr': '") + descr_of(data.dtype()) + "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < data.shape().size(); ++i) header += (i ? ", " : "") + std::to_string(data.shape()[i]);
-  if (data.shape().size() == 1) header += ",";
-  header += "), }";
-  // Pad with spaces and end with '\n' so the data starts at a multiple of 64 bytes.
-  const bool v2 = header.size() + 1 + 10 > 65535;
-  const size_t preamble = v2 ? 12 : 10;
-  const size_t total = (preamble + header.size() + 1 + 63) / 64 * 64;
-  header.append(total - preamble - header.size() - 1, ' ');
-  header += '\n';
+  translate_errors("save_npy", [&] {
+    if (!t.defined()) throw Error("save_npy('" + io::printable(path) + "'): the tensor has no data");
+    const Tensor data = t.dtype() == DType::BF16 ? t.cast(DType::F32) : t;  // no NumPy code for bf16
+    std::string header = std::string("{'descr': '") + descr_of(data.dtype()) + "', 'fortran_order': False, 'shape': (";
+    for (size_t i = 0; i < data.shape().size(); ++i) header += (i ? ", " : "") + std::to_string(data.shape()[i]);
+    if (data.shape().size() == 1) header += ",";
+    header += "), }";
+    // Pad with spaces and end with '\n' so the data starts at a multiple of 64 bytes.
+    const bool v2 = header.size() + 1 + 10 > 65535;
+    const size_t preamble = v2 ? 12 : 10;
+    const size_t total = (preamble + header.size() + 1 + 63) / 64 * 64;
+    header.append(total - preamble - header.size() - 1, ' ');
+    header += '\n';
 
-  std::string out(kMagic, kMagicLen);
-  out += static_cast<char>(v2 ? 2 : 1);
-  out += '\0';
-  const auto len = static_cast<uint32_t>(header.size());
-  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xFF);
-  out += header;
-  io::write_file(path, {out, std::string_view(static_cast<const char*>(data.raw()), data.nbytes())},
-                 "save_npy: the .npy file");
+    std::string out(kMagic, kMagicLen);
+    out += static_cast<char>(v2 ? 2 : 1);
+    out += '\0';
+    const auto len = static_cast<uint32_t>(header.size());
+    for (size_t i = 0; i < (v2 ? 4u : 2u); ++i) out += static_cast<char>((len >> (8 * i)) & 0xFF);
+    out += header;
+    io::write_file(path, {out, std::string_view(static_cast<const char*>(data.raw()), data.nbytes())},
+                   "save_npy: the .npy file");
+  });
 }
 
 }  // namespace rlx

@@ -88,7 +88,7 @@ struct SafetensorsFile::Storage {
 
 SafetensorsFile::SafetensorsFile(std::unique_ptr<Storage> storage, const std::string& what)
     : storage_(std::move(storage)), what_(what) {
-  parse();
+  translate_errors("safetensors", [&] { parse(); });
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors file '" + io::printable(path) + "'") {
@@ -102,7 +102,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors f
     storage_->map = m;
     storage_->map_size = size;
   }
-  parse();
+  translate_errors("safetensors", [&] { parse(); });
 }
 
 SafetensorsFile SafetensorsFile::from_bytes(const void* data, size_t size, const std::string& what) {
@@ -213,19 +213,23 @@ std::span<const uint8_t> SafetensorsFile::raw(const std::string& name) const {
 }
 
 Tensor SafetensorsFile::tensor(const std::string& name) const {
-  const auto& e = entry(name);
-  const auto bytes = raw(name);
-  if (e.dtype == DType::Bool)
-    for (uint8_t b : bytes)
-      if (b > 1) throw Error(what_ + ": tensor '" + name + "' holds a BOOL byte other than 0 or 1");
-  return Tensor::from_bytes(e.dtype, e.shape, bytes.data(), bytes.size());
+  return translate_errors("SafetensorsFile::tensor", [&] {
+    const auto& e = entry(name);
+    const auto bytes = raw(name);
+    if (e.dtype == DType::Bool)
+      for (uint8_t b : bytes)
+        if (b > 1) throw Error(what_ + ": tensor '" + name + "' holds a BOOL byte other than 0 or 1");
+    return Tensor::from_bytes(e.dtype, e.shape, bytes.data(), bytes.size());
+  });
 }
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path) {
-  const SafetensorsFile f(path);
-  std::map<std::string, Tensor> out;
-  for (const auto& e : f.entries()) out.emplace(e.name, f.tensor(e.name));
-  return out;
+  return translate_errors("load_safetensors", [&] {
+    const SafetensorsFile f(path);
+    std::map<std::string, Tensor> out;
+    for (const auto& e : f.entries()) out.emplace(e.name, f.tensor(e.name));
+    return out;
+  });
 }
 
 std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -256,8 +260,10 @@ std::string safetensors_bytes(const std::vector<std::pair<std::string, Tensor>>&
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  const std::string bytes = safetensors_bytes(tensors, metadata);
-  io::write_file(path, {bytes}, "save_safetensors: the safetensors file");
+  translate_errors("save_safetensors", [&] {
+    const std::string bytes = safetensors_bytes(tensors, metadata);
+    io::write_file(path, {bytes}, "save_safetensors: the safetensors file");
+  });
 }
 
 }  // namespace rlx
