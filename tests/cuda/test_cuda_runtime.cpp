@@ -81,10 +81,18 @@ TEST(CudaRuntime, SetParamIsUploadedBeforeTheNextRun) {
 
 TEST(CudaRuntime, OutOfMemoryNamesTheBytes) {
   RLX_REQUIRE_CUDA();
-  Graph g;  // a 4 TiB intermediate
+  // A 4 TiB intermediate: above the default size policy (1 TiB per tensor), so the policy is
+  // raised for the build and the compile to reach the device allocator.
+  Limits big;
+  big.max_tensor_bytes = int64_t(1) << 50;
+  big.max_tensor_elements = int64_t(1) << 50;
+  ScopedLimits scoped(big);
+  Graph g;
   const Value x = g.input("x", Shape::of({int64_t(1) << 20}));
   g.add_output(g.expand(g.reshape(x, {1, int64_t(1) << 20}), {int64_t(1) << 20, int64_t(1) << 20}));
-  const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g); });
+  CompileOptions options;
+  options.limits = big;
+  const std::string msg = rlx::testing::error_message([&] { Session(Device::Cuda).compile(g, options); });
   EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("4398046511104"), std::string::npos) << msg;
 }
