@@ -56,13 +56,18 @@ Graph dce(const Graph& g, const PassContext&) {
 }
 
 Graph cse(const Graph& g, const PassContext&) {
-  // Bucket by (op name, new operands, output shapes); confirm with op_equal.
+  // Bucket by (op name, attribute summary, new operands, output shapes); confirm with op_equal.
+  // The summary (op_attrs_str: constants' data abbreviated) keeps nodes that differ only in
+  // attributes, such as the thousands of per-step slices of an unrolled RNN, out of one bucket
+  // that would otherwise be compared pairwise.
   struct Key {
     std::string name;
+    std::string attrs;
     std::vector<Value> inputs;
     std::vector<Shape> outputs;
     bool operator<(const Key& o) const {
       if (name != o.name) return name < o.name;
+      if (attrs != o.attrs) return attrs < o.attrs;
       if (inputs != o.inputs) return inputs < o.inputs;
       if (outputs.size() != o.outputs.size()) return outputs.size() < o.outputs.size();
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -75,7 +80,7 @@ Graph cse(const Graph& g, const PassContext&) {
   std::map<Key, std::vector<NodeId>> seen;  // -> source node ids already kept
   return rewrite_each(g, [&](Rewriter& rw, const Node& n) {
     if (std::holds_alternative<ops::Input>(n.op) || std::holds_alternative<ops::Param>(n.op)) return false;
-    Key key{op_name(n.op), rw.map(n.inputs), n.outputs};
+    Key key{op_name(n.op), op_attrs_str(n.op), rw.map(n.inputs), n.outputs};
     auto& bucket = seen[key];
     for (NodeId prev : bucket)
       if (op_equal(g.node(prev).op, n.op)) {
