@@ -27,8 +27,8 @@ struct PyValue {
   std::string str;
   bool b = false;
   int64_t i = 0;
-  std::vector<PyValue> items;                             // Tuple
-  std::vector<std::pair<std::string, PyValue>> entries;  // Dict
+  std::vector<PyValue> items;     // Tuple, or a Dict's values
+  std::vector<std::string> keys;  // Dict: the key of items[i]
 };
 
 class HeaderParser {
@@ -84,7 +84,8 @@ class HeaderParser {
         if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) fail("dict keys must be strings");
         std::string key = string_lit();
         if (!eat(':')) fail("expected ':' after a dict key");
-        v.entries.emplace_back(std::move(key), value(depth + 1));
+        v.keys.push_back(std::move(key));
+        v.items.push_back(value(depth + 1));
         if (!eat(',')) {
           if (!eat('}')) fail("expected ',' or '}' in the dict");
           break;
@@ -230,7 +231,11 @@ Tensor load_npy(const std::string& path) {
     const PyValue dict = HeaderParser(header, path).parse_top();
     if (dict.kind != PyValue::Dict) throw Error(where + "malformed header: expected a dict");
     const PyValue *descr = nullptr, *fortran = nullptr, *shape = nullptr;
-    for (const auto& [k, v] : dict.entries) {
+    for (size_t e = 0; e < dict.keys.size(); ++e) {
+      const std::string& k = dict.keys[e];
+      const PyValue& v = dict.items[e];
+      if ((k == "descr" && descr) || (k == "fortran_order" && fortran) || (k == "shape" && shape))
+        throw Error(where + "malformed header: key '" + k + "' appears twice");
       if (k == "descr") descr = &v;
       else if (k == "fortran_order") fortran = &v;
       else if (k == "shape") shape = &v;

@@ -155,6 +155,9 @@ TEST_F(Npy, RejectsCorruptHeaders) {
   EXPECT_THAT(with("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }"), HasSubstr("structured"));
   EXPECT_THAT(with("{'descr': '<f4', 'shape': (2,), }"), HasSubstr("needs the keys"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}"), HasSubstr("unexpected key 'extra'"));
+  // A repeated key must not silently take the last value.
+  EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'descr': '<i8'}"),
+              HasSubstr("key 'descr' appears twice"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': 2}"), HasSubstr("'shape' must be a tuple"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': ('2',)}"), HasSubstr("'shape' must be a tuple"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}"), HasSubstr("'fortran_order' must be True or False"));
