@@ -77,6 +77,11 @@ onnx::NodeProto& OnnxBuilder::node(const std::string& op, const std::vector<std:
 
 std::string OnnxBuilder::bytes() const { return m_.SerializeAsString(); }
 
+Graph import_built(const OnnxBuilder& b, const OnnxImportOptions& options) {
+  const std::string s = b.bytes();
+  return import_onnx_bytes(s.data(), s.size(), "", options);
+}
+
 onnx::TensorProto to_proto(const Tensor& t, const std::string& name) {
   onnx::TensorProto p;
   p.set_name(name);

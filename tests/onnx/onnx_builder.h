@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/onnx.h"
 #include "rlx/tensor.h"
 
 namespace rlx::testing {
@@ -27,6 +28,9 @@ class OnnxBuilder {
  private:
   onnx::ModelProto m_;
 };
+
+// Imports the built model from its serialized bytes (no folder: external data is refused).
+Graph import_built(const OnnxBuilder& b, const OnnxImportOptions& options = {});
 
 onnx::TensorProto to_proto(const Tensor& t, const std::string& name = "");
 void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v);

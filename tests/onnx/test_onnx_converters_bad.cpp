@@ -23,10 +23,7 @@ using testing::OnnxBuilder;
 using testing::set_attr;
 constexpr int32_t kF32 = onnx::TensorProto::FLOAT;
 
-Graph import(const OnnxBuilder& b, const OnnxImportOptions& o = {}) {
-  const std::string s = b.bytes();
-  return import_onnx_bytes(s.data(), s.size(), "", o);
-}
+Graph import(const OnnxBuilder& b, const OnnxImportOptions& o = {}) { return testing::import_built(b, o); }
 
 constexpr int32_t kI64 = onnx::TensorProto::INT64;
 constexpr int32_t kI32 = onnx::TensorProto::INT32;

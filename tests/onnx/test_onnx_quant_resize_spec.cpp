@@ -21,10 +21,7 @@ using testing::OnnxBuilder;
 using testing::set_attr;
 constexpr int32_t kF32 = onnx::TensorProto::FLOAT;
 
-Graph import(const OnnxBuilder& b) {
-  const std::string s = b.bytes();
-  return import_onnx_bytes(s.data(), s.size(), "", {});
-}
+Graph import(const OnnxBuilder& b) { return testing::import_built(b); }
 
 // ---- DynamicQuantizeLinear ---------------------------------------------------------------
 

@@ -30,10 +30,7 @@ using testing::set_attr;
 constexpr int32_t kF32 = onnx::TensorProto::FLOAT;
 constexpr int32_t kI64 = onnx::TensorProto::INT64;
 
-Graph import(const OnnxBuilder& b, const OnnxImportOptions& o = {}) {
-  const std::string s = b.bytes();
-  return import_onnx_bytes(s.data(), s.size(), "", o);
-}
+Graph import(const OnnxBuilder& b, const OnnxImportOptions& o = {}) { return testing::import_built(b, o); }
 
 std::string import_error(const OnnxBuilder& b, const OnnxImportOptions& o = {}) {
   return testing::error_message([&] { import(b, o); });
