@@ -1,11 +1,12 @@
 // Writes the seed corpora of the fuzz targets (committed under fuzz/corpus/<target>/):
 //   fuzz_onnx, fuzz_onnx_run: small ONNX models built here with the onnx protobuf classes (valid
 //     ones covering control flow, recurrent ops, symbolic dims and fusion patterns, and near-miss
-//     bad ones), plus the smallest model of each op type of the ONNX node cases when given;
+//     bad ones); the ONNX node cases of ../shared/onnx-node are not copied into the repository:
+//     scripts/fuzz.sh adds them to the scratch corpus at run time when the folder is there;
 //   fuzz_json: the rlx graph JSON of every seed model that imports, plus a few built directly and
 //     a few bad documents;
 //   fuzz_safetensors, fuzz_npy: small valid and bad files written byte by byte.
-// Usage: fuzz_make_seeds OUT_DIR [ONNX_NODE_DIR]   (scripts/fuzz.sh --seeds runs it)
+// Usage: fuzz_make_seeds OUT_DIR   (scripts/fuzz.sh --seeds runs it)
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -243,46 +244,6 @@ void generated_onnx() {
   }
 }
 
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) { out.push_back(cur); cur.clear(); }
-    else cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
-
-// The smallest model (<= 2 KiB) of each op-type list of the ONNX node cases.
-void onnx_node_models(const fs::path& dir) {
-  std::ifstream index(dir / "INDEX.csv");
-  if (!index) {
-    std::cerr << "make_seeds: no " << (dir / "INDEX.csv") << "; ONNX node models skipped\n";
-    return;
-  }
-  std::string line;
-  std::getline(index, line);
-  std::map<std::string, std::pair<int64_t, std::string>> best;  // op types -> (bytes, case)
-  while (std::getline(index, line)) {
-    const auto f = split_csv_line(line);
-    if (f.size() < 8) continue;
-    const int64_t bytes = std::atoll(f[7].c_str());
-    if (bytes <= 0 || bytes > 2048) continue;
-    auto it = best.find(f[1]);
-    if (it == best.end() || bytes < it->second.first) best[f[1]] = {bytes, f[0]};
-  }
-  for (const auto& [ops, c] : best) {
-    std::ifstream m(dir / c.second / "model.onnx", std::ios::binary);
-    if (!m) continue;
-    std::stringstream ss;
-    ss << m.rdbuf();
-    onnx_seed("node_" + c.second.substr(std::min<size_t>(5, c.second.size())), ss.str());
-  }
-}
-
 void json_seeds() {
   size_t n = 0;
   for (const auto& [name, bytes] : g_models) {
@@ -405,13 +366,12 @@ void npy_seeds() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: fuzz_make_seeds OUT_DIR [ONNX_NODE_DIR]\n";
+    std::cerr << "usage: fuzz_make_seeds OUT_DIR\n";
     return 2;
   }
   g_out = argv[1];
   try {
     generated_onnx();
-    if (argc > 2) onnx_node_models(argv[2]);
     json_seeds();
     safetensors_seeds();
     npy_seeds();

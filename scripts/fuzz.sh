@@ -65,7 +65,7 @@ done
 if [ "$MODE" = seeds ]; then
   ninja -C "$BUILD" -j"$JOBS" fuzz_make_seeds
   for t in "${ALL_TARGETS[@]}"; do rm -rf "${ROOT:?}/fuzz/corpus/$t"; done
-  ASAN_OPTIONS=detect_leaks=0 "$BUILD/fuzz_make_seeds" "$ROOT/fuzz/corpus" "$ROOT/../shared/onnx-node"
+  ASAN_OPTIONS=detect_leaks=0 "$BUILD/fuzz_make_seeds" "$ROOT/fuzz/corpus"
   du -sh "$ROOT/fuzz/corpus"
   exit 0
 fi
@@ -85,6 +85,14 @@ run_target() {
   local corpus="$BUILD/corpus/$t" crashes="$BUILD/crashes/$t" log="$BUILD/$t.log"
   [ "${FUZZ_FRESH:-0}" = 1 ] && rm -rf "$corpus"
   mkdir -p "$corpus" "$crashes"
+  # The ONNX node cases stay in ../shared (never copied into the repository): when the folder is
+  # there, the small models (<= 2 KiB, at most 300) seed the scratch corpus of the ONNX targets.
+  local node_dir="$ROOT/../shared/onnx-node"
+  if [[ "$t" == fuzz_onnx* ]] && [ -d "$node_dir" ] && [ -z "$(ls -A "$corpus")" ]; then
+    find "$node_dir" -name model.onnx -size -2049c | sort | head -300 | while read -r m; do
+      cp "$m" "$corpus/node_$(basename "$(dirname "$m")").onnx"
+    done
+  fi
   local inputs=("$corpus")
   for d in "$ROOT/fuzz/corpus/$t" "$ROOT/fuzz/corpus/regressions/$t"; do
     if [ -d "$d" ] && [ -n "$(ls -A "$d")" ]; then inputs+=("$d"); fi
