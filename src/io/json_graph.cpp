@@ -30,7 +30,6 @@ template <class T> struct has_enum_names : std::false_type {};
 template <class T>
   requires requires { EnumNames<T>::names; }
 struct has_enum_names<T> : std::true_type {};
-template <class> inline constexpr bool kAlwaysFalse = false;
 
 template <class E> json put_enum(E e, const std::string& where) {
   const auto i = static_cast<size_t>(e);
@@ -128,7 +127,7 @@ struct AttrEncoder {
     } else if constexpr (has_enum_names<T>::value) {
       return put_enum(v, at);
     } else {
-      static_assert(kAlwaysFalse<T>, "graph JSON: unhandled attribute type");
+      static_assert(sizeof(T) == 0, "graph JSON: unhandled attribute type");
     }
   }
 };
@@ -257,7 +256,7 @@ struct AttrDecoder {
     } else if constexpr (has_enum_names<T>::value) {
       v = get_enum<T>(j, at);
     } else {
-      static_assert(kAlwaysFalse<T>, "graph JSON: unhandled attribute type");
+      static_assert(sizeof(T) == 0, "graph JSON: unhandled attribute type");
     }
   }
 };
