@@ -89,9 +89,12 @@ run_target() {
   # there, the small models (<= 2 KiB, at most 300) seed the scratch corpus of the ONNX targets.
   local node_dir="$ROOT/../shared/onnx-node"
   if [[ "$t" == fuzz_onnx* ]] && [ -d "$node_dir" ] && [ -z "$(ls -A "$corpus")" ]; then
-    find "$node_dir" -name model.onnx -size -2049c | sort | head -300 | while read -r m; do
+    local n=0 m
+    while read -r m; do
       cp "$m" "$corpus/node_$(basename "$(dirname "$m")").onnx"
-    done
+      n=$((n + 1))
+      [ "$n" -ge 300 ] && break
+    done < <(find "$node_dir" -name model.onnx -size -2049c | sort)
   fi
   local inputs=("$corpus")
   for d in "$ROOT/fuzz/corpus/$t" "$ROOT/fuzz/corpus/regressions/$t"; do
