@@ -7,6 +7,7 @@
 
 #include "io/onnx/importer.h"
 #include "io/onnx/proto.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -235,8 +236,10 @@ V lp_pool(const NodeCtx& c) {
   const double p = static_cast<double>(c.i("p", 2));
   ops::Pool op{PoolKind::Avg, w.kernel, w.strides, w.pads, w.dilations, true, ceil_mode};
   Value x = g.pow(g.act(ActKind::Abs, c.value(0)), c.scalar_like(p, dt));
-  const double count = static_cast<double>(std::accumulate(kernel.begin(), kernel.end(), int64_t{1}, std::multiplies<>()));
-  Value s = g.mul(g.apply(op, {x}), c.scalar_like(count, dt));
+  // The pool validates the window against the input first, so the kernel's element count is bounded.
+  const Value pooled = g.apply(op, {x});
+  const auto count = static_cast<double>(checked_numel(kernel, "LpPool kernel_shape"));
+  Value s = g.mul(pooled, c.scalar_like(count, dt));
   return {c.out(g.pow(s, c.scalar_like(1.0 / p, dt)))};
 }
 
