@@ -77,6 +77,19 @@ onnx::NodeProto& OnnxBuilder::node(const std::string& op, const std::vector<std:
 
 std::string OnnxBuilder::bytes() const { return m_.SerializeAsString(); }
 
+onnx::TensorProto& external_f32_initializer(OnnxBuilder& b, const std::string& name, int64_t n,
+                                            const std::string& location) {
+  auto* t = b.graph().add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(n);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value(location);
+  return *t;
+}
+
 Graph import_built(const OnnxBuilder& b, const OnnxImportOptions& options) {
   const std::string s = b.bytes();
   return import_onnx_bytes(s.data(), s.size(), "", options);

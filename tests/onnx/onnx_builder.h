@@ -32,6 +32,11 @@ class OnnxBuilder {
 // Imports the built model from its serialized bytes (no folder: external data is refused).
 Graph import_built(const OnnxBuilder& b, const OnnxImportOptions& options = {});
 
+// Adds initializer `name` (f32[n]) whose data is external at `location`; returns it so that
+// callers can add more external_data keys (offset, length, ...).
+onnx::TensorProto& external_f32_initializer(OnnxBuilder& b, const std::string& name, int64_t n,
+                                            const std::string& location);
+
 onnx::TensorProto to_proto(const Tensor& t, const std::string& name = "");
 void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v);
 void set_attr(onnx::NodeProto& n, const std::string& name, float v);

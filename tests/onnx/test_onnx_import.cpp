@@ -344,15 +344,7 @@ class OnnxExternalData : public ::testing::Test {
   std::string write_model(const std::string& location, const std::string& offset) {
     OnnxBuilder b;
     b.input("x", kF32, {4}).output("y");
-    auto* t = b.graph().add_initializer();
-    t->set_name("w");
-    t->set_data_type(kF32);
-    t->add_dims(4);
-    t->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto* kv = t->add_external_data();
-    kv->set_key("location");
-    kv->set_value(location);
-    kv = t->add_external_data();
+    auto* kv = testing::external_f32_initializer(b, "w", 4, location).add_external_data();
     kv->set_key("offset");
     kv->set_value(offset);
     b.node("Mul", {"x", "w"}, {"y"});

@@ -573,14 +573,7 @@ class OnnxValidationFiles : public ::testing::Test {
   std::string write_model(const std::string& location) {
     OnnxBuilder b(17);
     b.input("x", kF32, {4}).output("y");
-    auto* t = b.graph().add_initializer();
-    t->set_name("w");
-    t->set_data_type(kF32);
-    t->add_dims(4);
-    t->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto* kv = t->add_external_data();
-    kv->set_key("location");
-    kv->set_value(location);
+    testing::external_f32_initializer(b, "w", 4, location);
     b.node("Mul", {"x", "w"}, {"y"});
     const std::string path = (dir_ / "model.onnx").string();
     std::ofstream(path, std::ios::binary) << b.bytes();
