@@ -3,6 +3,7 @@
 // that name the location ("node 3 (matmul): attribute 'axis'"), shapes, dims, doubles, and
 // tensor data (inline base64 or a side file).
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,9 +25,13 @@ std::string json_type(const json& j);
 // At most `max_len` characters of j's JSON text, control characters escaped; never dumps
 // more than that of a large or deep value.
 std::string json_brief(const json& j, size_t max_len = 60);
-// The JSON text of a document, or rlx::Error naming `what`: nesting deeper than
-// active_limits().max_nesting_depth is rejected before parsing, and so is a key that appears
-// twice in one object (nlohmann would keep only the last).
+// Parses `text` for a reader: nesting deeper than `max_depth` is rejected before the
+// (recursive) parser runs, and a key that appears twice in one object is an rlx::Error with
+// the message `duplicate(key, depth)` (nlohmann would keep only the last). A syntax error is
+// an rlx::Error "<malformed>: <parser's reason>".
+json parse_json_checked(std::string_view text, int max_depth, const std::string& what, const std::string& malformed,
+                        const std::function<std::string(const std::string& key, int depth)>& duplicate);
+// The graph JSON reader's parse_json_checked: active_limits().max_nesting_depth, messages naming `what`.
 json parse_json_strict(std::string_view text, const std::string& what);
 // Joins a location and a sub-field: "node 3 (conv)" + "field 'shape'" -> "node 3 (conv): field 'shape'".
 std::string json_at(const std::string& where, const std::string& what);

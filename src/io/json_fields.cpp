@@ -35,9 +35,9 @@ std::string json_brief(const json& j, size_t max_len) {
   return printable(j.dump(), max_len);
 }
 
-json parse_json_strict(std::string_view text, const std::string& what) {
-  check_json_depth(text, active_limits().max_nesting_depth, what);
-  // Duplicate keys would otherwise be dropped silently (the last one wins): reject them.
+json parse_json_checked(std::string_view text, int max_depth, const std::string& what, const std::string& malformed,
+                        const std::function<std::string(const std::string& key, int depth)>& duplicate) {
+  check_json_depth(text, max_depth, what);
   std::vector<std::set<std::string>> open_objects;
   const json::parser_callback_t no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) {
@@ -46,17 +46,23 @@ json parse_json_strict(std::string_view text, const std::string& what) {
       if (!open_objects.empty()) open_objects.pop_back();
     } else if (event == json::parse_event_t::key && !open_objects.empty()) {
       const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second)
-        throw Error(what + ": duplicate key '" + printable(key) + "' in an object at nesting depth " +
-                    std::to_string(depth) + " (each key may appear once)");
+      if (!open_objects.back().insert(key).second) throw Error(duplicate(key, depth));
     }
     return true;
   };
   try {
     return json::parse(text, no_duplicates);
   } catch (const json::exception& e) {
-    throw Error(what + ": malformed JSON: " + e.what());
+    throw Error(malformed + ": " + e.what());
   }
+}
+
+json parse_json_strict(std::string_view text, const std::string& what) {
+  return parse_json_checked(text, active_limits().max_nesting_depth, what, what + ": malformed JSON",
+                            [&](const std::string& key, int depth) {
+                              return what + ": duplicate key '" + printable(key) + "' in an object at nesting depth " +
+                                     std::to_string(depth) + " (each key may appear once)";
+                            });
 }
 
 std::string json_at(const std::string& where, const std::string& what) {

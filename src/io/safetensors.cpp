@@ -11,9 +11,9 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "io/file_access.h"
+#include "io/json_detail.h"
 #include "rlx/limits.h"
 
 namespace rlx {
@@ -47,28 +47,12 @@ uint64_t checked_u64(const nlohmann::json& v, const std::string& what) {
 // would overflow its stack) and a key appearing twice in one object is an error (nlohmann
 // would silently keep only the last, dropping a tensor).
 nlohmann::json parse_header(std::string_view text, const std::string& what) {
-  io::check_json_depth(text, std::min(kMaxDepth, active_limits().max_nesting_depth), what + ": header");
-  std::vector<std::set<std::string>> open_objects;
-  const nlohmann::json::parser_callback_t no_duplicates = [&](int depth, nlohmann::json::parse_event_t event,
-                                                              nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == E::key && !open_objects.empty()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second)
-        throw Error(what + ": the header names '" + io::printable(key) + "' twice" +
-                    (depth <= 1 ? " (two tensors with one name)" : "") + "; each name may appear once");
-    }
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, no_duplicates);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what + ": header is not valid JSON: " + e.what());
-  }
+  return io::parse_json_checked(text, std::min(kMaxDepth, active_limits().max_nesting_depth), what + ": header",
+                                what + ": header is not valid JSON", [&](const std::string& key, int depth) {
+                                  return what + ": the header names '" + io::printable(key) + "' twice" +
+                                         (depth <= 1 ? " (two tensors with one name)" : "") +
+                                         "; each name may appear once";
+                                });
 }
 
 }  // namespace
