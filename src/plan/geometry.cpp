@@ -215,6 +215,35 @@ AttentionGeom packed_attention(int64_t b, int64_t s, int64_t heads, int64_t head
   return g;
 }
 
+ScatterAddGeom scatter_add_geom(const ops::ScatterAdd& op, const Dims& data, const Dims& idx, const Dims& upd) {
+  const auto rank = static_cast<int64_t>(data.size());
+  ScatterAddGeom g;
+  g.axis = normalize_axis(op.axis, rank, "scatter_add axis");
+  check(static_cast<int64_t>(idx.size()) == rank && upd == idx,
+        "scatter_add: indices " + dims_str(idx) + " and updates " + dims_str(upd) +
+            " must have one shape of data's rank (data " + dims_str(data) + ")");
+  for (int64_t d = 0; d < rank; ++d)
+    check(d == g.axis || idx[static_cast<size_t>(d)] <= data[static_cast<size_t>(d)],
+          "scatter_add: indices " + dims_str(idx) + " dim " + std::to_string(d) + " exceeds data " + dims_str(data));
+  g.axis_size = data[static_cast<size_t>(g.axis)];
+  g.count = product(idx);
+  g.idx_dims = idx;
+  g.data_strides = contiguous_strides(data);
+  return g;
+}
+
+PadGeom pad_geom(const ops::Pad& op, const Dims& in, const Dims& out) {
+  PadGeom g;
+  g.out_dims = out;
+  g.in_strides = contiguous_strides(in);
+  const std::vector<Dims> src = pad_source_index(op, in, out);
+  for (const Dims& axis : src) {
+    g.source_offset.push_back(static_cast<int64_t>(g.source.size()));
+    g.source.insert(g.source.end(), axis.begin(), axis.end());
+  }
+  return g;
+}
+
 }  // namespace
 
 Geometry node_geometry(const Graph& g, const Node& n) {
@@ -325,6 +354,12 @@ Geometry node_geometry(const Graph& g, const Node& n) {
         f.fc2 = gemm_geom(rows, f.ffn, f.hidden);
       }
       return f;
+    } else if constexpr (std::is_same_v<T, ops::ScatterAdd>) {
+      return scatter_add_geom(op, in[0], in[1], in[2]);
+    } else if constexpr (std::is_same_v<T, ops::Pad>) {
+      return pad_geom(op, in[0], out);
+    } else if constexpr (std::is_same_v<T, ops::Sample>) {
+      return SampleGeom{in[0].size() == 2 ? in[0][0] : 1, in[0].back()};
     } else {
       return GenericGeom{};
     }

@@ -163,12 +163,36 @@ struct FusedBlockGeom {
   AttentionGeom attn;
 };
 
-// Everything else (Conv, Pool, Resize, Pad, Im2Col, Gather/ScatterAdd, random, Sample, If,
-// While, DotGeneral): the step's op attributes and operand dims are all the kernel uses.
+// ScatterAdd: out = data, then for each element i of indices (row-major over idx_dims, `count`
+// elements; updates has the same dims) out[i with its coordinate on `axis` replaced by
+// indices[i]] += updates[i]; an index must be in [-axis_size, axis_size) (a negative one counts
+// from the end), the kernel reports any other. data_strides: data's row-major element strides
+// (one per dim of idx_dims, which has data's rank).
+struct ScatterAddGeom {
+  int64_t axis = 0, axis_size = 0, count = 0;
+  std::vector<int64_t> idx_dims, data_strides;
+};
+
+// Pad: out[o] = in[sum_a source[source_offset[a] + o[a]] * in_strides[a]] over out_dims, or the
+// constant where any axis' source index is -1. `source` holds, per axis a, out_dims[a] input
+// indices from source_offset[a] on (negative pads crop; edge and reflect resolved, as
+// pad_source_index). in_strides: the input's row-major element strides. Rank 0: all empty.
+struct PadGeom {
+  std::vector<int64_t> out_dims, in_strides, source, source_offset;
+};
+
+// Sample: logits viewed as [rows, vocab] (rank-1 logits are one row); one index per row.
+struct SampleGeom {
+  int64_t rows = 1, vocab = 0;
+};
+
+// Everything else (Conv, Pool, Resize, Im2Col, random, If, While, DotGeneral): the step's op
+// attributes and operand dims are all the kernel uses.
 struct GenericGeom {};
 
 using Geometry = std::variant<GenericGeom, MatMulGeom, GroupedMatMulGeom, AttentionGeom, AxisGeom, ReduceGeom,
-                              CopyGeom, ConcatGeom, ElementwiseGeom, ChannelGeom, RopeGeom, FusedBlockGeom>;
+                              CopyGeom, ConcatGeom, ElementwiseGeom, ChannelGeom, RopeGeom, FusedBlockGeom,
+                              ScatterAddGeom, PadGeom, SampleGeom>;
 
 // One executed node.
 struct Step {

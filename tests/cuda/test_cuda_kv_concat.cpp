@@ -11,6 +11,7 @@
 #include "cuda/cuda_test_util.h"
 #include "models/transformer.h"
 #include "passes/pipeline.h"
+#include "plan/absorb.h"
 #include "plan/schedule.h"
 #include "runtime/backend.h"
 #include "support/test_util.h"
@@ -96,11 +97,11 @@ TEST(CudaKvConcat, PlannerTakesBothConcatsWhenOneReusesTheOthersPart) {
   const auto& [attn, concats] = *planned.begin();
   ASSERT_EQ(concats.size(), 2u);
   // The case this covers: one concat's result is placed over the other concat's part.
-  const bool reused = cuda::arena_overlap(s.steps[concats[1]].out.at(0), s.steps[concats[0]].in.at(1)) ||
-                      cuda::arena_overlap(s.steps[concats[0]].out.at(0), s.steps[concats[1]].in.at(1));
+  const bool reused = plan::arena_overlap(s.steps[concats[1]].out.at(0), s.steps[concats[0]].in.at(1)) ||
+                      plan::arena_overlap(s.steps[concats[0]].out.at(0), s.steps[concats[1]].in.at(1));
   EXPECT_TRUE(reused) << "the memory plan changed; this test no longer covers the reuse";
   // Taken alone (the other concat runs), that concat's part would be overwritten.
-  const cuda::AbsorbIndex index(s);
+  const plan::AbsorbIndex index(s);
   EXPECT_FALSE(index.inputs_survive(concats[0], attn) && index.inputs_survive(concats[1], attn));
 }
 
@@ -124,7 +125,7 @@ TEST(CudaAttnRope, QRopeInTheResultsPlaceIsReadInPlaceInEveryMergeMode) {
   size_t in_place = 0;
   for (size_t r : taken) {
     const plan::TensorRef &in = s.steps[r].in.at(0), &out = s.steps[attn].out.at(0);
-    if (cuda::arena_overlap(in, out)) {
+    if (plan::arena_overlap(in, out)) {
       EXPECT_EQ(s.steps[r].out.at(0).value, s.steps[attn].in.at(0).value) << "only q's rope may share the result's place";
       EXPECT_EQ(in.loc.offset, out.loc.offset);
       EXPECT_EQ(in.loc.bytes, out.loc.bytes);

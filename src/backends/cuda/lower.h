@@ -16,6 +16,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/status.h"
+#include "plan/absorb_plans.h"
 #include "plan/schedule.h"
 #include "rlx/session.h"
 
@@ -179,62 +180,27 @@ std::string reduce_source(DType t);
 // The Cumsum kernels' source (kernels/scan.h) with dtype t's accumulator.
 std::string scan_source(DType t);
 
-// True when two arena operands share bytes (leaves never do).
-bool arena_overlap(const plan::TensorRef& a, const plan::TensorRef& b);
+// What the CUDA kernels take, for the shared absorption plans (plan/absorb_plans.h):
+// attn_decode (kernels/attention.h) takes at most 8 query rows per KV head, and rotates at most
+// 8 new K rows (into registers, then shared memory) when it absorbs their RoPE.
+inline constexpr plan::DecodeAttentionLimits kDecodeAttentionLimits{8, 8};
+// Rows of a skinny product (plan::skinny_rows) that the GEMV kernels take (lower_matmul.cpp):
+// at most 4, against a 16-byte aligned weight, f32/f16/bf16 operands of one dtype; 0 otherwise.
+int64_t gemv_rows(const plan::Step& st, Precision precision);
 
-// Use counts and producers of a schedule's values, for planning which step a consumer absorbs
-// (computes itself, so the producer step is not run).
-class AbsorbIndex {
- public:
-  explicit AbsorbIndex(const plan::Schedule& s);
-  // The step producing `r` (port 0 of its root value) when it runs before `consumer` and `r`
-  // has no other use (a graph output always has another).
-  std::optional<size_t> sole_producer(const plan::TensorRef& r, size_t consumer) const;
-  // True when no step after `producer` up to and including `consumer` writes over the
-  // producer's inputs, so the consumer can still read them. Steps in `not_run` (absorbed
-  // themselves) write nothing. `consumer_result` false: the consumer's own result is left out
-  // (a consumer that reads those inputs before any of its result is written checks it itself).
-  bool inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run = {},
-                      bool consumer_result = true) const;
-  // Drops from `taken` (producers that `consumer` absorbs) each one whose inputs do not survive
-  // until it (inputs_survive, the taken ones and `not_run` writing nothing), until every one
-  // kept holds: a dropped producer runs, and may overwrite another's inputs.
-  void keep_surviving(std::set<size_t>& taken, size_t consumer, const std::set<size_t>& not_run = {},
-                      bool consumer_result = true) const;
-
- private:
-  const plan::Schedule& s_;
-  std::map<Value, int> uses_;
-  std::map<NodeId, size_t> step_of_;
-};
-
-// Skinny GEMVs whose A operand is computed by the step just before them (an RmsNorm over rows
-// of k, or a FusedSwiGLU) used by nothing else: the GEMV computes A in its prologue and the
-// producer step is not run. Returns consumer step index -> producer step index. A producer is
-// absorbed only when no step in between (and not the GEMV's result) overwrites its inputs.
-std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision);
-
-// Decode-shaped Attention steps (q_len * group <= 8) whose K and/or V input is a Concat of two
-// tensors along the sequence used by nothing else (a KV cache and the new rows): the decode
-// kernel reads both parts in place and the Concat step is not run. Returns attention step
-// index -> the absorbed concat steps (only when no step in between, nor the attention's result,
-// overwrites the concat's inputs). A lowering that cannot read them in place runs the concats.
-std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s);
-// The Rope steps that decode-shaped BSHD Attention steps absorb, given the planned concats:
-// the RoPE of q and that of the new K rows (the second part of an absorbed K concat), each used
-// only there, with one pair of tables: the decode kernel reads their inputs and rotates on load,
-// and the Rope steps are not run. Returns attention step index -> the absorbed rope steps (only
-// when no step in between overwrites a rope's inputs; where the attention's result does, the
-// lowering runs the rope step unless the kernel writes its result after every read).
-std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule& s,
-                                                          const std::map<size_t, std::vector<size_t>>& concats);
-// Consecutive Rope steps with the same tables and geometry but the head count (the q and k of
-// an attention), neither reading the other's result: both run in the second one's launch.
-// Returns second step index -> first step index.
-std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s);
-// True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
-// or per batch and position), the same style and rotated dims (their heads and rows may differ).
-bool same_rotation(const plan::Step& a, const plan::Step& b);
+// The shared absorption plans with the CUDA kernels' limits (variant.cpp and the tests call
+// these; see plan/absorb_plans.h for what each plans).
+inline std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision) {
+  return plan::plan_gemv_prologues(s, [precision](const plan::Step& st) { return gemv_rows(st, precision); });
+}
+inline std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s) {
+  return plan::plan_attention_concats(s, kDecodeAttentionLimits);
+}
+inline std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule& s,
+                                                                 const std::map<size_t, std::vector<size_t>>& concats) {
+  return plan::plan_attention_ropes(s, concats, kDecodeAttentionLimits);
+}
+using plan::plan_rope_pairs;
 
 // Concats read in place by attention decode launches in this process (for tests).
 uint64_t attention_concat_reads();

@@ -6,7 +6,6 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
-#include <set>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -306,7 +305,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
                       static_cast<size_t>(new_k * (row_bytes + 16) + new_v * row_bytes);
   DecodeSplits sp;
   if (!tc) {
-    if (rows > 8 || ndc > 128 || (ndc & (ndc - 1)) != 0 || smem > 48 * 1024) return false;
+    if (rows > kDecodeAttentionLimits.max_rows_per_kv_head || ndc > 128 || (ndc & (ndc - 1)) != 0 || smem > 48 * 1024)
+      return false;
     // Thread-block clusters (sm_90+) of at most RLX_CUDA_ATTN_CLUSTER blocks (default 16, the
     // largest the H100 schedules; 0 or 1: off, the splits merge through global partials and a
     // ticket).
@@ -322,7 +322,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   // of its own head group, which it (and, with splits, every block of the group before the
   // merge) has read in its prologue.
   for (const plan::Step** r : {&rope_q, &rope_k}) {
-    if (!*r || !arena_overlap((*r)->in.at(0), st.out.at(0))) continue;
+    if (!*r || !plan::arena_overlap((*r)->in.at(0), st.out.at(0))) continue;
     const plan::TensorRef &in = (*r)->in.at(0), &out = st.out.at(0);
     const bool in_place = *r == rope_q && in.loc.offset == out.loc.offset && in.loc.bytes == out.loc.bytes &&
                           a.qs_b == a.os_b && a.qs_s == a.os_s && a.qs_h == a.os_h;
@@ -469,95 +469,6 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
                          {static_cast<unsigned>(qblocks), static_cast<unsigned>(g.batch * g.num_heads),
                           static_cast<unsigned>(splits)},
                          smem);
-}
-
-namespace {
-
-// The decode-shaped Attention steps of `s` (at most 8 query rows per KV head), in order.
-std::vector<size_t> decode_attention_steps(const plan::Schedule& s) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < s.steps.size(); ++i)
-    if (std::holds_alternative<ops::Attention>(s.steps[i].op)) {
-      const auto& g = std::get<plan::AttentionGeom>(s.steps[i].geom);
-      if (g.q_len * g.group <= 8) out.push_back(i);
-    }
-  return out;
-}
-
-}  // namespace
-
-std::map<size_t, std::vector<size_t>> plan_attention_concats(const plan::Schedule& s) {
-  const AbsorbIndex index(s);
-  std::map<size_t, std::vector<size_t>> out;
-  for (size_t ai : decode_attention_steps(s)) {
-    const plan::Step& a = s.steps[ai];
-    const auto& g = std::get<plan::AttentionGeom>(a.geom);
-    const size_t axis = static_cast<size_t>(seq_axis(g.layout));
-    std::set<size_t> taken;
-    for (size_t port : {size_t{1}, size_t{2}}) {
-      const std::optional<size_t> ci = index.sole_producer(a.in.at(port), ai);
-      if (!ci) continue;
-      const plan::Step& c = s.steps[*ci];
-      const auto* cat = std::get_if<ops::Concat>(&c.op);
-      if (cat == nullptr || c.in.size() != 2 || c.out.at(0).dims.size() != 4) continue;
-      const int64_t ax = cat->axis < 0 ? cat->axis + 4 : cat->axis;
-      bool ok = ax == static_cast<int64_t>(axis) && c.out[0].dtype == a.in[port].dtype;
-      for (const plan::TensorRef& r : c.in) {
-        ok = ok && r.dtype == c.out[0].dtype && r.dims.size() == 4;
-        for (size_t d = 0; ok && d < 4; ++d) ok = d == axis || r.dims[d] == c.out[0].dims[d];
-      }
-      // The attention reads the concat's value (not a view of part of it).
-      if (ok && a.in[port].value == c.out[0].value && !a.in[port].loc.is_view) taken.insert(*ci);
-    }
-    // The parts must still be intact when the attention runs. The memory plan may have reused
-    // one concat's part for the other concat's result; a concat that is absorbed writes
-    // nothing, so the check skips the other taken one, and drops candidates until both hold.
-    index.keep_surviving(taken, ai);
-    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());
-  }
-  return out;
-}
-
-std::map<size_t, std::vector<size_t>> plan_attention_ropes(const plan::Schedule& s,
-                                                          const std::map<size_t, std::vector<size_t>>& concats) {
-  const AbsorbIndex index(s);
-  std::map<size_t, std::vector<size_t>> out;
-  for (size_t ai : decode_attention_steps(s)) {
-    const plan::Step& a = s.steps[ai];
-    const auto& g = std::get<plan::AttentionGeom>(a.geom);
-    if (g.layout != AttnLayout::BSHD) continue;  // the rope rows are [b, s, h, d]
-    const auto ci = concats.find(ai);
-    const std::vector<size_t> taken_concats = ci == concats.end() ? std::vector<size_t>{} : ci->second;
-    // The Rope step whose result `r` is (read whole by `consumer`, used nowhere else), rotating
-    // `heads` heads of `seq` rows of the attention's head_dim and dtype.
-    auto rope_of = [&](const plan::TensorRef& r, size_t consumer, int64_t heads, int64_t seq) -> std::optional<size_t> {
-      const std::optional<size_t> ri = index.sole_producer(r, consumer);
-      if (!ri || r.loc.is_view) return std::nullopt;
-      const plan::Step& p = s.steps[*ri];
-      if (!std::holds_alternative<ops::Rope>(p.op) || p.out.at(0).value != r.value) return std::nullopt;
-      const auto& rg = std::get<plan::RopeGeom>(p.geom);
-      const bool ok = rg.batch == g.batch && rg.seq == seq && rg.heads == heads && rg.head_dim == g.head_dim &&
-                      p.in.at(0).dtype == a.out.at(0).dtype && p.out.at(0).dtype == a.out.at(0).dtype &&
-                      p.in.at(1).dtype == p.in.at(2).dtype;
-      return ok ? ri : std::nullopt;
-    };
-    const std::optional<size_t> rq = rope_of(a.in.at(0), ai, g.num_heads, g.q_len);
-    std::set<size_t> taken;
-    if (rq) taken.insert(*rq);
-    for (size_t c : taken_concats) {  // the new K rows: the second part of the absorbed K concat
-      const plan::Step& cat = s.steps[c];
-      if (cat.out.at(0).value != a.in.at(1).value) continue;
-      const int64_t rows = cat.in.at(1).dims.at(1);
-      if (rows > 8) continue;  // the kernel rotates the new rows into registers, then shared memory
-      const auto rk = rope_of(cat.in.at(1), c, g.num_heads / g.group, rows);
-      // One pair of tables and one rotation for both.
-      if (rk && (!rq || same_rotation(s.steps[*rq], s.steps[*rk]))) taken.insert(*rk);
-    }
-    // Their inputs must still hold when the attention runs (its own result: see try_decode).
-    index.keep_surviving(taken, ai, std::set<size_t>(taken_concats.begin(), taken_concats.end()), false);
-    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());  // either rope alone is fine too
-  }
-  return out;
 }
 
 uint64_t attention_concat_reads() { return g_concat_reads.load(std::memory_order_relaxed); }

@@ -188,29 +188,29 @@ namespace {
 // before waiting for the previous kernel; default 0).
 int64_t gemv_blocks_per_sm() { return env_int("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
 
-// Rows of a skinny product (at most 4 rows against one shared, 16-byte aligned row-major
-// weight) that the GEMV kernels take, or 0 when the step does not qualify. N must be a whole
-// number of 16-byte vectors, except for a leaf weight, which the packed kernel may take at any N
-// (lower_gemv falls back to the general path when it cannot).
+}  // namespace
+
+// Rows of a skinny product (plan::skinny_rows, at most 4 rows against one shared, 16-byte
+// aligned row-major weight) that the GEMV kernels take, or 0 when the step does not qualify. N
+// must be a whole number of 16-byte vectors, except for a leaf weight, which the packed kernel
+// may take at any N (lower_gemv falls back to the general path when it cannot).
 int64_t gemv_rows(const plan::Step& st, Precision precision) {
-  const auto* g = std::get_if<plan::MatMulGeom>(&st.geom);
-  if (!g || (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)))
-    return 0;
+  const int64_t rows = plan::skinny_rows(st);
+  if (rows == 0) return 0;
+  const auto& g = std::get<plan::MatMulGeom>(st.geom);
   const plan::TensorRef& c = st.out.at(0);
   const DType t = c.dtype;
   if (st.in.at(0).dtype != t || st.in.at(1).dtype != t || !cuda_float(t) || c.numel() == 0) return 0;
   if (t == DType::F32 && (precision == Precision::Fp16 || precision == Precision::Bf16)) return 0;
-  if (g->trans_a || g->trans_b || g->k == 0 || g->n == 0) return 0;
-  int64_t rows = 0;
-  if (g->batch == 1) rows = g->m;
-  else if (g->b_stride == 0 && g->a_stride == g->m * g->k) rows = g->batch * g->m;
   const int64_t vw = static_cast<int64_t>(16 / dtype_size(t));
   // Arena slots and leaf buffers start 256-byte aligned: the offset decides the alignment.
   const bool leaf_w = st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
-  if (rows < 1 || rows > 4 || (g->n % vw != 0 && !leaf_w) || st.in.at(1).loc.offset % 16 != 0) return 0;
-  if ((g->k + 2047) / 2048 > 65535) return 0;
+  if (rows < 1 || rows > 4 || (g.n % vw != 0 && !leaf_w) || st.in.at(1).loc.offset % 16 != 0) return 0;
+  if ((g.k + 2047) / 2048 > 65535) return 0;
   return rows;
 }
+
+namespace {
 
 // A's producer computed in the GEMV's prologue (when the variant absorbed it).
 struct GemvPrologue {
@@ -528,32 +528,6 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     }
     add_elementwise(cx, epi.chain, dts, c.dtype, eg, pc, ins, step_label(st) + " epilogue");
   }
-}
-
-std::map<size_t, size_t> plan_gemv_prologues(const plan::Schedule& s, Precision precision) {
-  const AbsorbIndex index(s);
-  std::map<size_t, size_t> out;
-  for (size_t ci = 0; ci < s.steps.size(); ++ci) {
-    const plan::Step& c = s.steps[ci];
-    const int64_t rows = gemv_rows(c, precision);
-    if (!rows) continue;
-    const std::optional<size_t> pi = index.sole_producer(c.in.at(0), ci);
-    if (!pi) continue;
-    const plan::Step& p = s.steps[*pi];
-    const int64_t k = std::get<plan::MatMulGeom>(c.geom).k;
-    const DType t = c.out.at(0).dtype;
-    bool ok = false;
-    if (std::holds_alternative<ops::RmsNorm>(p.op)) {
-      const auto& ag = std::get<plan::AxisGeom>(p.geom);
-      ok = ag.outer == rows && ag.axis == k && p.in.at(1).numel() == k && (p.in.size() < 3 || p.in[2].numel() == k);
-    } else if (std::holds_alternative<ops::FusedSwiGLU>(p.op)) {
-      ok = p.out.at(0).numel() == rows * k && !p.in.at(0).dims.empty() && p.in[0].dims.back() == 2 * k;
-    }
-    for (const plan::TensorRef& r : p.in) ok = ok && r.dtype == t;
-    // The producer's inputs must still hold their values when the GEMV reads them.
-    if (ok && index.inputs_survive(*pi, ci)) out[ci] = *pi;
-  }
-  return out;
 }
 
 }  // namespace rlx::cuda

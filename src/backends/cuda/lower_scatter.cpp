@@ -12,16 +12,9 @@ namespace rlx::cuda {
 
 void lower_scatter_add(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
+  const auto& sg = std::get<plan::ScatterAddGeom>(st.geom);
   const plan::TensorRef &data = st.in.at(0), &idx = st.in.at(1), &upd = st.in.at(2);
-  const auto rank = static_cast<int64_t>(data.dims.size());
-  const int64_t axis = normalize_axis(std::get<ops::ScatterAdd>(st.op).axis, rank, "scatter_add axis");
-  if (static_cast<int64_t>(idx.dims.size()) != rank || upd.dims != idx.dims)
-    throw Error(what + ": indices " + dims_str(idx.dims) + " and updates " + dims_str(upd.dims) +
-                " must have one shape of data's rank (data " + dims_str(data.dims) + ")");
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis && idx.dims[static_cast<size_t>(d)] > data.dims[static_cast<size_t>(d)])
-      throw Error(what + ": indices " + dims_str(idx.dims) + " dim " + std::to_string(d) + " exceeds data " +
-                  dims_str(data.dims));
+  const size_t rank = sg.idx_dims.size();
   if (data.dtype == DType::Bool || upd.dtype != data.dtype)
     throw Error(what + ": CUDA scatter_add needs non-bool data and updates of one dtype");
   if (rank > 8) throw Error(what + ": CUDA scatter_add supports rank <= 8");
@@ -34,7 +27,7 @@ void lower_scatter_add(LowerContext& cx, const plan::Step& st) {
     cx.add([src, out, bytes](cudaStream_t s) {
       RLX_CUDA_CHECK(cudaMemcpyAsync(out, src, bytes, cudaMemcpyDeviceToDevice, s));
     });
-  const int64_t n = idx.numel();
+  const int64_t n = sg.count;
   if (n == 0) return;
   struct ScatterDims {
     int64_t idx_dims[8];
@@ -44,13 +37,11 @@ void lower_scatter_add(LowerContext& cx, const plan::Step& st) {
     int64_t axis_size;
   } g{};
   g.rank = static_cast<int32_t>(rank);
-  g.axis = static_cast<int32_t>(axis);
-  g.axis_size = data.dims[static_cast<size_t>(axis)];
-  int64_t stride = 1;
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    g.idx_dims[d] = idx.dims[static_cast<size_t>(d)];
-    g.data_strides[d] = stride;
-    stride *= data.dims[static_cast<size_t>(d)];
+  g.axis = static_cast<int32_t>(sg.axis);
+  g.axis_size = sg.axis_size;
+  for (size_t d = 0; d < rank; ++d) {
+    g.idx_dims[d] = sg.idx_dims[d];
+    g.data_strides[d] = sg.data_strides[d];
   }
   const std::string kernel_src =
       kernel_source(ksrc::kScatterAdd, {{"T", storage_type(data.dtype)}, {"I", storage_type(idx.dtype)}});

@@ -102,8 +102,8 @@ void lower_sample(LowerContext& cx, const plan::Step& st) {
   const auto& op = std::get<ops::Sample>(st.op);
   const plan::TensorRef& logits = st.in.at(0);
   if (!cuda_float(logits.dtype)) throw Error(what + ": CUDA sample needs f32/f16/bf16 logits");
-  const int64_t vocab = logits.dims.back();
-  const int64_t rows = logits.dims.size() == 2 ? logits.dims[0] : 1;
+  const auto& sg = std::get<plan::SampleGeom>(st.geom);
+  const int64_t vocab = sg.vocab, rows = sg.rows;
   if (rows == 0) return;
   if (vocab <= 0) throw Error(what + ": the vocabulary dim is 0; nothing can be sampled");
   if (vocab >= (int64_t{1} << 31)) throw Error(what + ": CUDA sample supports vocabularies below 2^31");

@@ -2,7 +2,6 @@
 // launch for up to 16 inputs), Gather, Pad, and Rope.
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
@@ -74,10 +73,11 @@ uint64_t pad_fill_bits(DType t, double v) {
   throw Error("pad on CUDA: corrupt dtype value " + std::to_string(static_cast<int>(t)));
 }
 
-// Pad: the input index feeding each output index per axis (-1: the constant), resolved here
-// exactly as the CPU kernel does (crops, edge, reflect), uploaded once; one gather launch.
+// Pad: the input index feeding each output index per axis (-1: the constant; PadGeom, resolved
+// as the CPU kernel does), uploaded once; one gather launch.
 void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
   const std::string what = step_label(st);
+  const auto& pg = std::get<plan::PadGeom>(st.geom);
   const plan::TensorRef& x = st.in.at(0);
   const plan::TensorRef& out = st.out.at(0);
   const size_t r = x.dims.size();
@@ -88,23 +88,12 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
     int32_t rank;
   } g{};
   g.rank = static_cast<int32_t>(r);
-  std::vector<int64_t> maps;
-  int64_t stride = 1;
-  for (size_t a = r; a-- > 0;) {
-    g.in_strides[a] = stride;
-    stride *= x.dims[a];
-  }
-  std::vector<std::vector<int64_t>> src;
-  try {
-    src = plan::pad_source_index(op, x.dims, out.dims);
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());  // resolved at compile time here: name the node
-  }
   for (size_t a = 0; a < r; ++a) {
-    g.out_dims[a] = out.dims[a];
-    g.map_off[a] = static_cast<int64_t>(maps.size());
-    maps.insert(maps.end(), src[a].begin(), src[a].end());
+    g.out_dims[a] = pg.out_dims[a];
+    g.in_strides[a] = pg.in_strides[a];
+    g.map_off[a] = pg.source_offset[a];
   }
+  const std::vector<int64_t>& maps = pg.source;
   auto* table = reinterpret_cast<int64_t*>(cx.scratch(maps.size() * 8, what + " index maps"));
   if (!maps.empty()) RLX_CUDA_CHECK(cudaMemcpy(table, maps.data(), maps.size() * 8, cudaMemcpyHostToDevice));
   const size_t elem = dtype_size(out.dtype);
@@ -207,35 +196,6 @@ void lower_shape(LowerContext& cx, const plan::Step& st) {
     return;
   }
   throw Error(what + ": not a data-movement op of the CUDA backend");
-}
-
-bool same_rotation(const plan::Step& a, const plan::Step& b) {
-  const auto& ga = std::get<plan::RopeGeom>(a.geom);
-  const auto& gb = std::get<plan::RopeGeom>(b.geom);
-  return std::get<ops::Rope>(a.op).style == std::get<ops::Rope>(b.op).style && ga.n_rot == gb.n_rot &&
-         ga.per_batch == gb.per_batch && a.in.at(1).value == b.in.at(1).value && a.in.at(2).value == b.in.at(2).value;
-}
-
-std::map<size_t, size_t> plan_rope_pairs(const plan::Schedule& s) {
-  std::map<size_t, size_t> out;
-  for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
-    const plan::Step& a = s.steps[i];
-    const plan::Step& b = s.steps[i + 1];
-    if (!std::holds_alternative<ops::Rope>(a.op) || !std::holds_alternative<ops::Rope>(b.op) || !same_rotation(a, b))
-      continue;
-    const auto& ga = std::get<plan::RopeGeom>(a.geom);
-    const auto& gb = std::get<plan::RopeGeom>(b.geom);
-    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
-              a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
-    // Neither reads what the other writes (both run at once).
-    for (const plan::TensorRef& r : b.in) ok = ok && r.value != a.out[0].value && !arena_overlap(a.out[0], r);
-    for (const plan::TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
-    ok = ok && !arena_overlap(a.out[0], b.out[0]) && a.out[0].numel() > 0 && b.out[0].numel() > 0;
-    if (!ok) continue;
-    out[i + 1] = i;
-    ++i;  // a step is in one pair at most
-  }
-  return out;
 }
 
 }  // namespace rlx::cuda

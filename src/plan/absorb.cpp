@@ -1,38 +1,35 @@
-// Which steps a consumer may absorb (compute itself, so the producer step is not run): the
-// producer's result has no other use, and its inputs still hold their values when the consumer
-// runs. Shared by the GEMV prologues and the attention decode's KV concats.
-#include <optional>
-#include <set>
+// AbsorbIndex and arena_overlap (see absorb.h).
+#include "plan/absorb.h"
 
-#include "backends/cuda/lower.h"
+#include <utility>
 
-namespace rlx::cuda {
+namespace rlx::plan {
 namespace {
 
-Value root_of(const plan::TensorRef& r) { return r.loc.is_view ? r.loc.root : r.value; }
+Value root_of(const TensorRef& r) { return r.loc.is_view ? r.loc.root : r.value; }
 
 // The bytes [offset, offset + bytes) of the arena a result/operand occupies (empty for leaves).
-std::pair<int64_t, int64_t> arena_range(const plan::TensorRef& r) {
-  if (r.loc.kind != plan::Location::Kind::Arena || r.loc.bytes == 0) return {0, 0};
+std::pair<int64_t, int64_t> arena_range(const TensorRef& r) {
+  if (r.loc.kind != Location::Kind::Arena || r.loc.bytes == 0) return {0, 0};
   return {r.loc.offset, r.loc.offset + r.loc.bytes};
 }
 
 }  // namespace
 
-bool arena_overlap(const plan::TensorRef& a, const plan::TensorRef& b) {
+bool arena_overlap(const TensorRef& a, const TensorRef& b) {
   const auto [a0, a1] = arena_range(a);
   const auto [b0, b1] = arena_range(b);
   return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
-AbsorbIndex::AbsorbIndex(const plan::Schedule& s) : s_(s) {
-  for (const plan::Step& st : s.steps)
-    for (const plan::TensorRef& r : st.in) ++uses_[root_of(r)];
-  for (const plan::TensorRef& r : s.outputs) uses_[root_of(r)] += 2;  // a graph output is never absorbed
+AbsorbIndex::AbsorbIndex(const Schedule& s) : s_(s) {
+  for (const Step& st : s.steps)
+    for (const TensorRef& r : st.in) ++uses_[root_of(r)];
+  for (const TensorRef& r : s.outputs) uses_[root_of(r)] += 2;  // a graph output is never absorbed
   for (size_t i = 0; i < s.steps.size(); ++i) step_of_[s.steps[i].node] = i;
 }
 
-std::optional<size_t> AbsorbIndex::sole_producer(const plan::TensorRef& r, size_t consumer) const {
+std::optional<size_t> AbsorbIndex::sole_producer(const TensorRef& r, size_t consumer) const {
   const Value src = root_of(r);
   const auto it = step_of_.find(src.node);
   const auto u = uses_.find(src);
@@ -43,13 +40,13 @@ std::optional<size_t> AbsorbIndex::sole_producer(const plan::TensorRef& r, size_
 
 bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run,
                                  bool consumer_result) const {
-  for (const plan::TensorRef& r : s_.steps[producer].in) {
+  for (const TensorRef& r : s_.steps[producer].in) {
     if (consumer_result)
-      for (const plan::TensorRef& w : s_.steps[consumer].out)
+      for (const TensorRef& w : s_.steps[consumer].out)
         if (arena_overlap(w, r)) return false;
     for (size_t j = producer + 1; j < consumer; ++j) {
       if (not_run.count(j)) continue;
-      for (const plan::TensorRef& w : s_.steps[j].out)
+      for (const TensorRef& w : s_.steps[j].out)
         if (arena_overlap(w, r)) return false;
     }
   }
@@ -71,4 +68,4 @@ void AbsorbIndex::keep_surviving(std::set<size_t>& taken, size_t consumer, const
   }
 }
 
-}  // namespace rlx::cuda
+}  // namespace rlx::plan

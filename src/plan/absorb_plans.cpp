@@ -1,0 +1,168 @@
+// The absorption plans of absorb_plans.h: GEMV prologues, the decode attention's KV concats and
+// RoPEs, and RoPE pairs.
+#include "plan/absorb_plans.h"
+
+#include <optional>
+#include <set>
+
+namespace rlx::plan {
+namespace {
+
+// The seq axis of a rank-4 attention operand in this layout.
+size_t seq_axis(AttnLayout layout) { return layout == AttnLayout::BSHD ? 1 : 2; }
+
+// The decode-shaped Attention steps of `s` (at most limits.max_rows_per_kv_head query rows per
+// KV head), in order.
+std::vector<size_t> decode_attention_steps(const Schedule& s, const DecodeAttentionLimits& limits) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (std::holds_alternative<ops::Attention>(s.steps[i].op)) {
+      const auto& g = std::get<AttentionGeom>(s.steps[i].geom);
+      if (g.q_len * g.group <= limits.max_rows_per_kv_head) out.push_back(i);
+    }
+  return out;
+}
+
+}  // namespace
+
+int64_t skinny_rows(const Step& st) {
+  const auto* g = std::get_if<MatMulGeom>(&st.geom);
+  if (!g || (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)))
+    return 0;
+  if (g->trans_a || g->trans_b || g->k == 0 || g->n == 0) return 0;
+  if (g->batch == 1) return g->m;
+  if (g->b_stride == 0 && g->a_stride == g->m * g->k) return g->batch * g->m;
+  return 0;
+}
+
+std::map<size_t, size_t> plan_gemv_prologues(const Schedule& s, const GemvRowsFn& gemv_rows) {
+  const AbsorbIndex index(s);
+  std::map<size_t, size_t> out;
+  for (size_t ci = 0; ci < s.steps.size(); ++ci) {
+    const Step& c = s.steps[ci];
+    const int64_t rows = gemv_rows(c);
+    if (!rows) continue;
+    const std::optional<size_t> pi = index.sole_producer(c.in.at(0), ci);
+    if (!pi) continue;
+    const Step& p = s.steps[*pi];
+    const int64_t k = std::get<MatMulGeom>(c.geom).k;
+    const DType t = c.out.at(0).dtype;
+    bool ok = false;
+    if (std::holds_alternative<ops::RmsNorm>(p.op)) {
+      const auto& ag = std::get<AxisGeom>(p.geom);
+      ok = ag.outer == rows && ag.axis == k && p.in.at(1).numel() == k && (p.in.size() < 3 || p.in[2].numel() == k);
+    } else if (std::holds_alternative<ops::FusedSwiGLU>(p.op)) {
+      ok = p.out.at(0).numel() == rows * k && !p.in.at(0).dims.empty() && p.in[0].dims.back() == 2 * k;
+    }
+    for (const TensorRef& r : p.in) ok = ok && r.dtype == t;
+    // The producer's inputs must still hold their values when the GEMV reads them.
+    if (ok && index.inputs_survive(*pi, ci)) out[ci] = *pi;
+  }
+  return out;
+}
+
+std::map<size_t, std::vector<size_t>> plan_attention_concats(const Schedule& s, const DecodeAttentionLimits& limits) {
+  const AbsorbIndex index(s);
+  std::map<size_t, std::vector<size_t>> out;
+  for (size_t ai : decode_attention_steps(s, limits)) {
+    const Step& a = s.steps[ai];
+    const auto& g = std::get<AttentionGeom>(a.geom);
+    const size_t axis = seq_axis(g.layout);
+    std::set<size_t> taken;
+    for (size_t port : {size_t{1}, size_t{2}}) {
+      const std::optional<size_t> ci = index.sole_producer(a.in.at(port), ai);
+      if (!ci) continue;
+      const Step& c = s.steps[*ci];
+      const auto* cat = std::get_if<ops::Concat>(&c.op);
+      if (cat == nullptr || c.in.size() != 2 || c.out.at(0).dims.size() != 4) continue;
+      const int64_t ax = cat->axis < 0 ? cat->axis + 4 : cat->axis;
+      bool ok = ax == static_cast<int64_t>(axis) && c.out[0].dtype == a.in[port].dtype;
+      for (const TensorRef& r : c.in) {
+        ok = ok && r.dtype == c.out[0].dtype && r.dims.size() == 4;
+        for (size_t d = 0; ok && d < 4; ++d) ok = d == axis || r.dims[d] == c.out[0].dims[d];
+      }
+      // The attention reads the concat's value (not a view of part of it).
+      if (ok && a.in[port].value == c.out[0].value && !a.in[port].loc.is_view) taken.insert(*ci);
+    }
+    // The parts must still be intact when the attention runs. The memory plan may have reused
+    // one concat's part for the other concat's result; a concat that is absorbed writes
+    // nothing, so the check skips the other taken one, and drops candidates until both hold.
+    index.keep_surviving(taken, ai);
+    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());
+  }
+  return out;
+}
+
+std::map<size_t, std::vector<size_t>> plan_attention_ropes(const Schedule& s,
+                                                          const std::map<size_t, std::vector<size_t>>& concats,
+                                                          const DecodeAttentionLimits& limits) {
+  const AbsorbIndex index(s);
+  std::map<size_t, std::vector<size_t>> out;
+  for (size_t ai : decode_attention_steps(s, limits)) {
+    const Step& a = s.steps[ai];
+    const auto& g = std::get<AttentionGeom>(a.geom);
+    if (g.layout != AttnLayout::BSHD) continue;  // the rope rows are [b, s, h, d]
+    const auto ci = concats.find(ai);
+    const std::vector<size_t> taken_concats = ci == concats.end() ? std::vector<size_t>{} : ci->second;
+    // The Rope step whose result `r` is (read whole by `consumer`, used nowhere else), rotating
+    // `heads` heads of `seq` rows of the attention's head_dim and dtype.
+    auto rope_of = [&](const TensorRef& r, size_t consumer, int64_t heads, int64_t seq) -> std::optional<size_t> {
+      const std::optional<size_t> ri = index.sole_producer(r, consumer);
+      if (!ri || r.loc.is_view) return std::nullopt;
+      const Step& p = s.steps[*ri];
+      if (!std::holds_alternative<ops::Rope>(p.op) || p.out.at(0).value != r.value) return std::nullopt;
+      const auto& rg = std::get<RopeGeom>(p.geom);
+      const bool ok = rg.batch == g.batch && rg.seq == seq && rg.heads == heads && rg.head_dim == g.head_dim &&
+                      p.in.at(0).dtype == a.out.at(0).dtype && p.out.at(0).dtype == a.out.at(0).dtype &&
+                      p.in.at(1).dtype == p.in.at(2).dtype;
+      return ok ? ri : std::nullopt;
+    };
+    const std::optional<size_t> rq = rope_of(a.in.at(0), ai, g.num_heads, g.q_len);
+    std::set<size_t> taken;
+    if (rq) taken.insert(*rq);
+    for (size_t c : taken_concats) {  // the new K rows: the second part of the absorbed K concat
+      const Step& cat = s.steps[c];
+      if (cat.out.at(0).value != a.in.at(1).value) continue;
+      const int64_t rows = cat.in.at(1).dims.at(1);
+      if (rows > limits.max_rotated_k_rows) continue;
+      const auto rk = rope_of(cat.in.at(1), c, g.num_heads / g.group, rows);
+      // One pair of tables and one rotation for both.
+      if (rk && (!rq || same_rotation(s.steps[*rq], s.steps[*rk]))) taken.insert(*rk);
+    }
+    // Their inputs must still hold when the attention runs (its own result: the lowering checks).
+    index.keep_surviving(taken, ai, std::set<size_t>(taken_concats.begin(), taken_concats.end()), false);
+    if (!taken.empty()) out[ai].assign(taken.begin(), taken.end());  // either rope alone is fine too
+  }
+  return out;
+}
+
+bool same_rotation(const Step& a, const Step& b) {
+  const auto& ga = std::get<RopeGeom>(a.geom);
+  const auto& gb = std::get<RopeGeom>(b.geom);
+  return std::get<ops::Rope>(a.op).style == std::get<ops::Rope>(b.op).style && ga.n_rot == gb.n_rot &&
+         ga.per_batch == gb.per_batch && a.in.at(1).value == b.in.at(1).value && a.in.at(2).value == b.in.at(2).value;
+}
+
+std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
+  std::map<size_t, size_t> out;
+  for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
+    const Step& a = s.steps[i];
+    const Step& b = s.steps[i + 1];
+    if (!std::holds_alternative<ops::Rope>(a.op) || !std::holds_alternative<ops::Rope>(b.op) || !same_rotation(a, b))
+      continue;
+    const auto& ga = std::get<RopeGeom>(a.geom);
+    const auto& gb = std::get<RopeGeom>(b.geom);
+    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
+              a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
+    // Neither reads what the other writes (both run at once).
+    for (const TensorRef& r : b.in) ok = ok && r.value != a.out[0].value && !arena_overlap(a.out[0], r);
+    for (const TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
+    ok = ok && !arena_overlap(a.out[0], b.out[0]) && a.out[0].numel() > 0 && b.out[0].numel() > 0;
+    if (!ok) continue;
+    out[i + 1] = i;
+    ++i;  // a step is in one pair at most
+  }
+  return out;
+}
+
+}  // namespace rlx::plan
