@@ -9,6 +9,7 @@
 #include "rlx/graph.h"
 #include "rlx/limits.h"
 #include "rlx/tensor.h"
+#include "rlx/tuning.h"
 
 namespace rlx {
 
@@ -30,10 +31,14 @@ struct CompileOptions {
   // Print one line per pass (time, node counts) to stderr; RLX_PASS_REPORT=1 does the same.
   bool pass_report = false;
   // Pass names to skip (e.g. {"fuse_attention_block"}); an unknown name is an rlx::Error.
+  // The passes named by RLX_DISABLE_PASSES are skipped too.
   std::vector<std::string> disabled_passes;
   Precision precision = Precision::Fp32;
   // The size policy for this compile and its runs (tensor sizes, While iterations, ...).
   Limits limits;
+  // Tuning knobs of the optimizer and the lowering (rlx/tuning.h); unset members fall back to
+  // their environment variables, then to the defaults. set_knob() sets them by name.
+  Tuning tuning;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

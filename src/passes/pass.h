@@ -14,17 +14,18 @@
 
 namespace rlx {
 class Backend;
+class ResolvedKnobs;
 }
 
 namespace rlx::passes {
 
 struct PassContext {
   const Backend* backend = nullptr;  // null: every op kind is claimed
-  // fuse_attention_block fires only when batch * seq <= this (RLX_FUSE_ATTN_THRESHOLD).
+  // fuse_attention_block fires only when batch * seq <= this (knob fuse_attn_threshold).
   int64_t attention_threshold = 64;
   bool claims_kind(std::string_view kind) const;
-  // Defaults: no backend, threshold from RLX_FUSE_ATTN_THRESHOLD (64 when unset).
-  static PassContext from_env(const Backend* backend = nullptr);
+  // The context of one compile: its backend and the knobs' values (runtime/knobs.h).
+  static PassContext from_knobs(const Backend* backend, const ResolvedKnobs& knobs);
 };
 
 struct Pass {

@@ -1,25 +1,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 
 #include "passes/pass.h"
 #include "runtime/backend.h"
+#include "runtime/knobs.h"
 
 namespace rlx::passes {
 
 bool PassContext::claims_kind(std::string_view kind) const { return !backend || backend->claims_kind(kind); }
 
-PassContext PassContext::from_env(const Backend* backend) {
+PassContext PassContext::from_knobs(const Backend* backend, const ResolvedKnobs& knobs) {
   PassContext c;
   c.backend = backend;
-  if (const char* s = std::getenv("RLX_FUSE_ATTN_THRESHOLD")) {
-    char* end = nullptr;
-    const long long v = std::strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || v < 0)
-      throw Error(std::string("RLX_FUSE_ATTN_THRESHOLD must be a non-negative integer (batch*seq), got '") + s + "'");
-    c.attention_threshold = v;
-  }
+  c.attention_threshold = knobs.fuse_attn_threshold();
   return c;
 }
 

@@ -2,13 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "passes/canonical.h"
 #include "passes/fusion.h"
 #include "passes/legalize.h"
 #include "passes/lower.h"
+#include "runtime/knobs.h"
 
 namespace rlx::passes {
 namespace {
@@ -35,11 +34,6 @@ PassManager production_pipeline() {
   return pm;
 }
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 }  // namespace
 
 std::vector<std::string> pipeline_pass_names() {
@@ -58,40 +52,32 @@ void check_pass_names(const std::vector<std::string>& names) {
   pm.disable(names);
 }
 
-// Pass names from RLX_DISABLE_PASSES (comma-separated), for experiments without a rebuild.
-static std::vector<std::string> env_disabled_passes() {
-  std::vector<std::string> out;
-  const char* v = std::getenv("RLX_DISABLE_PASSES");
-  if (!v) return out;
-  std::string cur;
-  for (const char* p = v;; ++p) {
-    if (*p == ',' || *p == '\0') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-      if (*p == '\0') break;
-    } else if (*p != ' ') {
-      cur += *p;
-    }
-  }
-  return out;
-}
+namespace {
 
-Graph optimize(const Graph& g, const Backend& backend, const CompileOptions& options, std::vector<PassStat>* stats) {
-  const PassContext ctx = PassContext::from_env(&backend);
+Graph optimize_with(const Graph& g, const Backend& backend, const CompileOptions& options, const ResolvedKnobs& knobs,
+                    std::vector<PassStat>* stats) {
+  const PassContext ctx = PassContext::from_knobs(&backend, knobs);
   PassManager pm = production_pipeline();
   pm.set_verify(options.verify);
   pm.disable(options.disabled_passes);
   try {
-    pm.disable(env_disabled_passes());
+    pm.disable(knobs.disable_passes());
   } catch (const Error& e) {
-    throw Error(std::string("RLX_DISABLE_PASSES: ") + e.what());
+    throw Error(knobs.origin("disable_passes") + ": " + e.what());
   }
   return pm.run(g, ctx, stats);
 }
 
+}  // namespace
+
+Graph optimize(const Graph& g, const Backend& backend, const CompileOptions& options, std::vector<PassStat>* stats) {
+  return optimize_with(g, backend, options, resolve_knobs(options), stats);
+}
+
 Graph optimize_for_backend(const Graph& g, const Backend& backend, const CompileOptions& options) {
+  const ResolvedKnobs knobs = resolve_knobs(options);
   std::vector<PassStat> stats;
-  Graph cur = options.optimize ? optimize(g, backend, options, &stats) : g;
+  Graph cur = options.optimize ? optimize_with(g, backend, options, knobs, &stats) : g;
   PassStat st;
   st.name = "legalize";
   st.nodes_before = op_count(cur);
@@ -102,7 +88,7 @@ Graph optimize_for_backend(const Graph& g, const Backend& backend, const Compile
   st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   st.nodes_after = op_count(cur);
   stats.push_back(st);
-  if (options.pass_report || env_flag("RLX_PASS_REPORT"))
+  if (knobs.pass_report())
     std::fprintf(stderr, "rlx pass report (%s, %zu ops in):\n%s", device_name(backend.device()), op_count(g),
                  format_report(stats).c_str());
   return cur;

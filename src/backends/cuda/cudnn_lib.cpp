@@ -1,8 +1,9 @@
 // The lazily loaded cuDNN library (see cudnn_lib.h).
 #include "backends/cuda/cudnn_lib.h"
 
-#include <cstdlib>
 #include <type_traits>
+
+#include "runtime/knobs.h"
 
 #ifdef RLX_HAVE_CUDNN
 #include <dlfcn.h>
@@ -20,8 +21,8 @@ namespace rlx::cuda {
 #ifndef RLX_HAVE_CUDNN
 
 std::string cudnn_library_name() {
-  const char* env = std::getenv("RLX_CUDNN_LIB");
-  return env && *env ? env : "libcudnn.so";
+  const std::string name = process_knobs::cudnn_lib();
+  return name.empty() ? "libcudnn.so" : name;
 }
 
 std::string cudnn_unavailable_reason() {
@@ -85,8 +86,8 @@ const Loaded& loaded(const std::string& name) {
 }  // namespace
 
 std::string cudnn_library_name() {
-  const char* env = std::getenv("RLX_CUDNN_LIB");
-  return env && *env ? env : "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+  const std::string name = process_knobs::cudnn_lib();
+  return name.empty() ? "libcudnn.so." + std::to_string(CUDNN_MAJOR) : name;
 }
 
 std::string cudnn_unavailable_reason() { return loaded(cudnn_library_name()).failure; }

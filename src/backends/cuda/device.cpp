@@ -8,6 +8,7 @@
 
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "runtime/knobs.h"
 
 namespace rlx::cuda {
 namespace {
@@ -51,15 +52,17 @@ Probe probe_device() {
     return pr;
   }
   int ordinal = 0;
-  if (const char* env = std::getenv("RLX_CUDA_DEVICE")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 0 || v >= count) {
-      pr.failure = std::string("RLX_CUDA_DEVICE='") + env + "' is not a device ordinal in [0, " +
+  try {
+    const int64_t v = process_knobs::cuda_device();
+    if (v >= count) {
+      pr.failure = "RLX_CUDA_DEVICE='" + std::to_string(v) + "' is not a device ordinal in [0, " +
                    std::to_string(count) + ")";
       return pr;
     }
     ordinal = static_cast<int>(v);
+  } catch (const Error& e) {
+    pr.failure = e.what();
+    return pr;
   }
   cudaDeviceProp prop{};
   if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess || (e = cudaSetDevice(ordinal)) != cudaSuccess ||

@@ -16,6 +16,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "runtime/knobs.h"
 
 namespace rlx::cuda {
 namespace {
@@ -105,10 +106,7 @@ std::vector<char> nvrtc_compile(const std::string& entry, const std::string& sou
 
 
 std::string kernel_cache_dir() {
-  if (const char* d = std::getenv("RLX_CACHE_DIR")) {
-    if (std::string(d) == "off") return "";
-    if (*d) return std::string(d) + "/cuda";
-  }
+  if (const std::string d = process_knobs::cache_dir(); !d.empty()) return d == "off" ? "" : d + "/cuda";
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/rlx/cuda";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/rlx/cuda";
   return "";

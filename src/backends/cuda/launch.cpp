@@ -1,12 +1,12 @@
 #include "backends/cuda/launch.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "runtime/knobs.h"
 
 namespace rlx::cuda {
 
@@ -18,12 +18,9 @@ namespace {
 enum class PdlMode { Off, Prefetch, All };
 PdlMode pdl_mode() {
   static const PdlMode mode = [] {
-    const char* e = std::getenv("RLX_CUDA_PDL");
-    const std::string v = e ? e : "";
+    const std::string v = process_knobs::cuda_pdl();  // "", "0", "1" or "all" (validated)
     if (v == "0" || device().cc_major < 9 || driver().launch_kernel_ex == nullptr) return PdlMode::Off;
     if (v == "all") return PdlMode::All;
-    if (!v.empty() && v != "1")
-      throw Error("RLX_CUDA_PDL=" + v + ": expected 0, 1 (launches that load before waiting) or all");
     return PdlMode::Prefetch;
   }();
   return mode;

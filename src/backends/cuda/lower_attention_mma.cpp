@@ -6,8 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <sstream>
 
@@ -19,6 +17,7 @@
 #include "backends/cuda/launch.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "runtime/knobs.h"
 
 namespace rlx::cuda {
 namespace {
@@ -57,30 +56,34 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-AttnMmaTile attention_mma_tile(int64_t head_dim) {
-  const char* env = std::getenv("RLX_CUDA_ATTN_TILE");
-  if (env == nullptr || *env == '\0') return default_tile(head_dim);
+namespace {
+
+AttnMmaTile mma_tile(int64_t head_dim, const ResolvedKnobs& knobs) {
+  const std::string& spec = knobs.cuda_attn_tile();
+  if (spec.empty()) return default_tile(head_dim);
   AttnMmaTile t;
   int qreg = -1;
   char tail = 0;
-  if (std::sscanf(env, "%d,%d,%d,%d%c", &t.warps, &t.m_tiles, &t.keys, &qreg, &tail) != 4 ||
+  if (std::sscanf(spec.c_str(), "%d,%d,%d,%d%c", &t.warps, &t.m_tiles, &t.keys, &qreg, &tail) != 4 ||
       !one_of(t.warps, {1, 2, 4, 8}) || !one_of(t.m_tiles, {1, 2}) || !one_of(t.keys, {16, 32, 64, 128}) ||
       !one_of(qreg, {0, 1}))
-    throw Error(std::string("RLX_CUDA_ATTN_TILE='") + env +
+    throw Error(knobs.origin("cuda_attn_tile") + "='" + spec +
                 "' is not '<warps>,<m_tiles>,<keys>,<q_in_regs>' with warps 1/2/4/8, m_tiles 1/2, keys "
                 "16/32/64/128 and q_in_regs 0/1 (e.g. '4,2,32,0'); unset it for the default tile");
   t.q_in_regs = qreg == 1;
   return t;
 }
 
-size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim) {
-  return static_cast<size_t>(tile.rows() + 4 * tile.keys) * static_cast<size_t>(head_dim + 8) * 2;
+// "turned off by <where>" when knob `name` is off (`off_member`: the member's value then), else "".
+std::string turned_off(const ResolvedKnobs& knobs, bool on, const char* name, const char* off_member) {
+  if (on) return "";
+  const std::string where = knobs.origin(name);
+  return "turned off by " + where + (where.rfind("RLX_", 0) == 0 ? "=0" : std::string(" = ") + off_member);
 }
 
-std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
-                                    const void* v, const void* out, bool custom_masks) {
-  if (const char* e = std::getenv("RLX_CUDA_ATTN_MMA"); e != nullptr && std::strcmp(e, "0") == 0)
-    return "turned off by RLX_CUDA_ATTN_MMA=0";
+std::string mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k, const void* v,
+                          const void* out, bool custom_masks, const ResolvedKnobs& knobs) {
+  if (std::string off = turned_off(knobs, knobs.cuda_attn_mma(), "cuda_attn_mma", "false"); !off.empty()) return off;
   if (t != DType::F16 && t != DType::BF16) return std::string("dtype ") + dtype_name(t) + " (f16/bf16 only)";
   if (!custom_masks && (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias))
     return std::string("mask ") + enum_name(g.mask) + " (only the Hopper wgmma kernel applies custom masks and biases)";
@@ -96,9 +99,9 @@ std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const
   return "";
 }
 
-AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
-  const char* env = std::getenv("RLX_CUDA_ATTN_WGMMA");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0) {
+AttnWgmmaTile wgmma_tile(int64_t head_dim, const ResolvedKnobs& knobs) {
+  const std::string& spec = knobs.cuda_attn_wgmma();
+  if (spec.empty() || spec == "0" || spec == "1") {
     // The fastest of the H100 sweep (docs/backends/cuda.md); the pipelined variant measured slower.
     AttnWgmmaTile t = head_dim <= 64 ? AttnWgmmaTile{1, 128, 2, 2} : AttnWgmmaTile{3, 64, 3, 1};
     t.pipelined = false;
@@ -107,17 +110,43 @@ AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) {
   AttnWgmmaTile t;
   int pipe = 1;
   char tail = 0;
+  const char* env = spec.c_str();
   const bool five = std::sscanf(env, "%d,%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &pipe, &tail) == 5;
   if ((!five && std::sscanf(env, "%d,%d,%d,%d%c", &t.groups, &t.keys, &t.stages, &t.blocks, &tail) != 4) ||
       !one_of(t.groups, {1, 2, 3}) || !one_of(t.keys, {64, 128}) || !one_of(t.stages, {2, 3}) ||
       !one_of(t.blocks, {1, 2}) || !one_of(pipe, {0, 1}))
-    throw Error(std::string("RLX_CUDA_ATTN_WGMMA='") + env +
+    throw Error(knobs.origin("cuda_attn_wgmma") + "='" + spec +
                 "' is not '0' (off), '1' (the default tile) or '<warpgroups>,<keys>,<stages>,<blocks per SM>"
                 "[,<pipelined>]' with warpgroups 1/2/3, keys 64/128, stages 2/3, blocks 1/2 and pipelined 0/1 "
                 "(e.g. '2,128,2,1')");
   t.pipelined = pipe == 1;
   return t;
 }
+
+std::string wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor, const ResolvedKnobs& knobs) {
+  if (std::string off = turned_off(knobs, knobs.cuda_attn_wgmma() != "0", "cuda_attn_wgmma", "\"0\""); !off.empty())
+    return off;
+  if (cc_major != 9 || cc_minor != 0)
+    return "wgmma needs sm_90, the device is sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (head_dim != 64 && head_dim != 128) return "head_dim " + std::to_string(head_dim) + " (64 or 128 only)";
+  return "";
+}
+
+}  // namespace
+
+// The public forms (tests, tools) read the knobs of a default CompileOptions: the environment.
+AttnMmaTile attention_mma_tile(int64_t head_dim) { return mma_tile(head_dim, resolve_knobs(CompileOptions{})); }
+
+size_t attention_mma_smem(const AttnMmaTile& tile, int64_t head_dim) {
+  return static_cast<size_t>(tile.rows() + 4 * tile.keys) * static_cast<size_t>(head_dim + 8) * 2;
+}
+
+std::string attention_mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, const void* k,
+                                    const void* v, const void* out, bool custom_masks) {
+  return mma_rejection(g, t, q, k, v, out, custom_masks, resolve_knobs(CompileOptions{}));
+}
+
+AttnWgmmaTile attention_wgmma_tile(int64_t head_dim) { return wgmma_tile(head_dim, resolve_knobs(CompileOptions{})); }
 
 int AttnWgmmaTile::consumer_regs() const {
   // At launch every thread gets the same share of the SM's 64K registers (split over `blocks`
@@ -136,12 +165,7 @@ size_t attention_wgmma_smem(const AttnWgmmaTile& tile, int64_t head_dim) {
 }
 
 std::string attention_wgmma_rejection(int64_t head_dim, int cc_major, int cc_minor) {
-  if (const char* e = std::getenv("RLX_CUDA_ATTN_WGMMA"); e != nullptr && std::strcmp(e, "0") == 0)
-    return "turned off by RLX_CUDA_ATTN_WGMMA=0";
-  if (cc_major != 9 || cc_minor != 0)
-    return "wgmma needs sm_90, the device is sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
-  if (head_dim != 64 && head_dim != 128) return "head_dim " + std::to_string(head_dim) + " (64 or 128 only)";
-  return "";
+  return wgmma_rejection(head_dim, cc_major, cc_minor, resolve_knobs(CompileOptions{}));
 }
 
 std::string attention_wgmma_wrappers(DType t, int qk_n, int pv_n) {
@@ -250,7 +274,7 @@ void add_launch(LowerContext& cx, const std::string& what, CUfunction fn, int64_
 // The wgmma kernel; false (nothing appended) when the sequence is too long for TMA coordinates
 // or the driver has no tensor maps.
 bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, DType t, const void* pq,
-                 const void* pk, const void* pv, void* po) {
+                 const void* pk, const void* pv, void* po, const ResolvedKnobs& knobs) {
   // The scale is folded into the exp2, so it must keep the order of the scores (a softcap or a
   // bias converts them before the max instead).
   if (driver().tensor_map_encode_tiled == nullptr || !fits_int32(g.q_len) || !fits_int32(g.kv_len) ||
@@ -258,7 +282,7 @@ bool lower_wgmma(LowerContext& cx, const plan::Step& st, const plan::AttentionGe
       !(g.scale > 0 || g.softcap > 0 || g.mask == MaskKind::Bias))
     return false;
   const std::string what = step_label(st);
-  const AttnWgmmaTile tile = attention_wgmma_tile(g.head_dim);
+  const AttnWgmmaTile tile = wgmma_tile(g.head_dim, knobs);
   const size_t smem = attention_wgmma_smem(tile, g.head_dim);
   const std::string tile_name = std::to_string(tile.groups) + "," + std::to_string(tile.keys) + "," +
                                 std::to_string(tile.stages) + "," + std::to_string(tile.blocks) + "," +
@@ -309,9 +333,10 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const void* pv = cx.ptr(st.in[2]);
   void* po = cx.ptr(out);
   const DeviceInfo& dev = device();
-  const bool wgmma = attention_wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor).empty();
-  if (!attention_mma_rejection(g, t, pq, pk, pv, po, wgmma).empty()) return false;
-  if (wgmma && lower_wgmma(cx, st, g, t, pq, pk, pv, po)) {
+  const ResolvedKnobs knobs = resolve_knobs(cx.options());
+  const bool wgmma = wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor, knobs).empty();
+  if (!mma_rejection(g, t, pq, pk, pv, po, wgmma, knobs).empty()) return false;
+  if (wgmma && lower_wgmma(cx, st, g, t, pq, pk, pv, po, knobs)) {
     g_mma_steps.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -319,7 +344,7 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   g_mma_steps.fetch_add(1, std::memory_order_relaxed);
 
   const std::string what = step_label(st);
-  const AttnMmaTile tile = attention_mma_tile(g.head_dim);
+  const AttnMmaTile tile = mma_tile(g.head_dim, knobs);
   const size_t smem = attention_mma_smem(tile, g.head_dim);
   check_smem(what, smem,
              std::to_string(tile.warps) + "," + std::to_string(tile.m_tiles) + "," + std::to_string(tile.keys),
