@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/transformer.h"
 #include "rlx/rlx.h"
+#include "runtime/knobs.h"
 #ifdef RLX_HAVE_CUDA
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
@@ -69,13 +71,8 @@ double median(std::vector<double> v) {
 // profiler range (cudaProfilerStart / Stop), so `ncu --profile-from-start off` profiles one
 // graph replay rather than the compile-time kernels before it (scripts/cuda-pm-timeline.sh).
 int profile_run() {
-  const char* v = std::getenv("RLX_BENCH_PROFILE_RUN");
-  if (!v || !*v) return -1;
-  char* end = nullptr;
-  const long i = std::strtol(v, &end, 10);
-  if (*end != '\0' || i < 0 || i > 1000)
-    throw Error(std::string("RLX_BENCH_PROFILE_RUN='") + v + "': expected a run index 0..1000");
-  return static_cast<int>(i);
+  const std::optional<int64_t> i = process_knobs::bench_profile_run();  // 0..1000, validated
+  return i ? static_cast<int>(*i) : -1;
 }
 
 Timing time_runs(CompiledGraph& cg, const NamedTensors& ins, int iters) {

@@ -167,6 +167,36 @@ TEST_F(Cli, RunExportedDemo) {
   EXPECT_EQ(outputs_of(p.out), outputs_of(q.out));
 }
 
+TEST_F(Cli, KnobsListAndKnobOption) {
+  Proc list = rlx("knobs");
+  EXPECT_EXIT_CODE(list, 0);
+  EXPECT_THAT(list.out, AllOf(HasSubstr("fuse_attn_threshold  RLX_FUSE_ATTN_THRESHOLD  int"), HasSubstr("default 64"),
+                              HasSubstr("gemv_lpr  RLX_GEMV_LPR  int [1, 32], default auto"),
+                              HasSubstr("process settings"), HasSubstr("RLX_CUDA_DEVICE")));
+  Proc md = rlx("knobs --markdown");
+  EXPECT_EXIT_CODE(md, 0);
+  EXPECT_EQ(md.out, knob_table_markdown());
+
+  // --knob reaches the compile: the report of pass_report, a disabled pass skipped.
+  const std::string g = export_small("k.json");
+  Proc on = rlx("run " + g + " --random-inputs --repeat 1 --knob pass_report=1 --knob disable_passes=cse");
+  EXPECT_EXIT_CODE(on, 0);
+  EXPECT_THAT(on.err, AllOf(HasSubstr("rlx pass report"), HasSubstr("skipped (disabled)")));
+  Proc bad = rlx("run " + g + " --random-inputs --repeat 1 --knob gemv_lpr=99");
+  EXPECT_EXIT_CODE(bad, 1);
+  EXPECT_THAT(bad.err, AllOf(HasSubstr("knob gemv_lpr='99'"), HasSubstr("[1, 32]")));
+  Proc unknown = rlx("run " + g + " --random-inputs --repeat 1 --knob gemv_lrp=8");
+  EXPECT_EXIT_CODE(unknown, 1);
+  EXPECT_THAT(unknown.err, AllOf(HasSubstr("unknown knob 'gemv_lrp'"), HasSubstr("gemv_lpr")));
+  Proc syntax = rlx("run " + g + " --random-inputs --repeat 1 --knob gemv_lpr");
+  EXPECT_EXIT_CODE(syntax, 2);
+  EXPECT_THAT(syntax.err, HasSubstr("NAME=VALUE"));
+  fs::create_directories(path("cases"));
+  Proc conf = rlx("conformance " + path("cases") + " --knob nope=1");  // before looking for cases
+  EXPECT_EXIT_CODE(conf, 1);
+  EXPECT_THAT(conf.err, HasSubstr("unknown knob 'nope'"));
+}
+
 TEST_F(Cli, RunWithInputFilesAndSaveOutputs) {
   const std::string g = export_small("demo.json");
   std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 7};

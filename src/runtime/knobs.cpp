@@ -112,9 +112,9 @@ constexpr KnobInfo kKnobs[] = {
     boolean("cuda_profile", "RLX_CUDA_PROFILE", false, "per-op device times (each op timed on its own, no CUDA graph)",
             kProcess),
     text("cache_dir", "RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx or ~/.cache/rlx", "",
-         "folder of the kernel cache (NVRTC cubins in <dir>/cuda); off: no cache", kProcess),
-    text("cudnn_lib", "RLX_CUDNN_LIB", "libcudnn.so.<major>", "",
-         "the cuDNN library file to load (default: the major version of the cudnn.h rlx was built with)", kProcess),
+         "folder of the kernel cache (NVRTC cubins in DIR/cuda); off: no cache", kProcess),
+    text("cudnn_lib", "RLX_CUDNN_LIB", "libcudnn.so.N", "",
+         "the cuDNN library file to load (default N: the major version of the cudnn.h rlx was built with)", kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };
@@ -187,9 +187,11 @@ std::string range_text(const KnobInfo& k) {
 }
 
 [[noreturn]] void bad_value(const KnobInfo& k, const std::string& where, std::string_view value) {
-  std::string msg = where + "='" + std::string(value) + "': expected " + range_text(k) + " (knob " + k.name + ": " +
-                    k.doc + "; default " + k.default_text + ")";
-  throw Error(msg);
+  // `where` is the variable, the CompileOptions member or "knob <name>": name the knob when it
+  // does not already.
+  const std::string knob = where.find(k.name) == std::string::npos ? std::string("knob ") + k.name + ": " : "";
+  throw Error(where + "='" + std::string(value) + "': expected " + range_text(k) + " (" + knob + k.doc + "; default " +
+              (*k.default_text ? k.default_text : "unset") + ")");
 }
 
 bool parse_bool(const KnobInfo& k, const std::string& where, std::string_view text) {
@@ -205,8 +207,9 @@ std::optional<int64_t> parse_int(const KnobInfo& k, const std::string& where, st
   const std::string s(text);
   char* end = nullptr;
   errno = 0;
-  const long long v = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || end == s.c_str() || *end != '\0' || errno == ERANGE || v < k.lo || v > k.hi)
+  const bool digits = !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+');
+  const long long v = digits ? std::strtoll(s.c_str(), &end, 10) : 0;
+  if (!digits || end == s.c_str() || *end != '\0' || errno == ERANGE || v < k.lo || v > k.hi)
     bad_value(k, where, text);
   return static_cast<int64_t>(v);
 }

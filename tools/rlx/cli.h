@@ -37,10 +37,17 @@ Command add_run_command(CLI::App& parent);
 Command add_export_demo_command(CLI::App& parent);
 Command add_conformance_command(CLI::App& parent);
 Command add_check_command(CLI::App& parent);
+Command add_knobs_command(CLI::App& parent);
 
 // ---- helpers (cli_util.cpp) ----
 // Splits "name=value" at the first '='; `what` names the option in the error (UsageError).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& what);
+// Applies --knob NAME=VALUE options to `options` in order (rlx::set_knob): bad syntax is a
+// UsageError; an unknown knob, a process knob or a bad value an rlx::Error naming it.
+void apply_knobs(CompileOptions& options, const std::vector<std::string>& specs);
+// The help text of the repeatable --knob option.
+inline constexpr const char* kKnobHelp =
+    "Tuning knob NAME=VALUE for the compile, instead of its RLX_* variable (repeatable; 'rlx knobs' lists them)";
 // Parses a non-negative decimal integer; UsageError naming `what` otherwise.
 int64_t parse_count(const std::string& s, const std::string& what);
 // Loads a graph file (rlx graph JSON, or ONNX when it ends in .onnx), with a clear error when it

@@ -18,6 +18,15 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+void apply_knobs(CompileOptions& options, const std::vector<std::string>& specs) {
+  for (const std::string& spec : specs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--knob expects NAME=VALUE, got '" + shown(spec) + "' ('rlx knobs' lists the names)");
+    set_knob(options, spec.substr(0, eq), spec.substr(eq + 1));
+  }
+}
+
 int64_t parse_count(const std::string& s, const std::string& what) {
   if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     throw UsageError(what + " expects a non-negative integer, got '" + shown(s) + "'");

@@ -46,6 +46,7 @@ struct ConformanceOptions {
   bool skip_missing = false;
   bool quiet = false;
   bool plan_only = false;  // import, optimize and legalize for the device; run nothing
+  std::vector<std::string> knobs;  // name=value, applied to every case's CompileOptions
 };
 
 enum class Status { Pass, Fail, Unsupported };
@@ -110,9 +111,9 @@ std::string compare(const Tensor& got, const Tensor& want) {
 // --plan-only: whether every node of the optimized graph runs on `device`, natively or through
 // the shared legalize (as `rlx check`), without the device: PASS, or an rlx::Error naming each
 // node that cannot run.
-std::pair<Status, std::string> plan_case(const Graph& g, Device device) {
+std::pair<Status, std::string> plan_case(const Graph& g, Device device, const CompileOptions& base) {
   const auto backend = make_backend_for_check(device);
-  const Graph opt = passes::optimize(g, *backend, CompileOptions{});
+  const Graph opt = passes::optimize(g, *backend, base);
   const passes::ClaimFn claims = [&](const Graph& gr, const Node& n) { return backend->claims(gr, n); };
   const passes::ReasonFn why = [&](const Graph& gr, const Node& n) { return backend->unclaimed_reason(gr, n); };
   passes::legalize(opt, claims, device_name(device), why);
@@ -142,7 +143,7 @@ template <class Proto> void check_case_file(const fs::path& dir, const std::stri
                      std::to_string(bytes.size()) + " bytes)");
 }
 
-std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool plan_only) {
+std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool plan_only, const CompileOptions& base) {
   const fs::path model = dir / "model.onnx";
   const fs::path data = dir / "test_data_set_0";
   check_case_file<onnx::ModelProto>(dir, "model.onnx");
@@ -163,8 +164,8 @@ std::pair<Status, std::string> run_case(const fs::path& dir, Device device, bool
     feeds.emplace_back(info.inputs[i].name, t);
   }
   const Graph g = import_onnx(model.string(), opts);
-  if (plan_only) return plan_case(g, device);
-  CompileOptions copts;
+  if (plan_only) return plan_case(g, device, base);
+  CompileOptions copts = base;
   copts.num_threads = 1;
   CompiledGraph cg = Session(device).compile(g, copts);
   // Feed only the inputs the compiled graph still reads (folded ones are gone).
@@ -217,10 +218,10 @@ struct Running {
 };
 
 // Child: run the case, write "STATUS\tdetail" to fd, exit.
-[[noreturn]] void child_main(const fs::path& dir, Device device, bool plan_only, int fd) {
+[[noreturn]] void child_main(const fs::path& dir, Device device, bool plan_only, const CompileOptions& base, int fd) {
   std::string line;
   try {
-    auto [st, detail] = run_case(dir, device, plan_only);
+    auto [st, detail] = run_case(dir, device, plan_only, base);
     line = std::string(status_name(st)) + "\t" + one_line(detail);
   } catch (const BrokenCase& e) {
     line = std::string("FAIL\t") + one_line(e.what());
@@ -261,7 +262,8 @@ void finish(Running& r, int wstatus, bool timed_out, double timeout_s, CaseResul
   res.status = st == "PASS" ? Status::Pass : st == "UNSUPPORTED" ? Status::Unsupported : Status::Fail;
 }
 
-std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const ConformanceOptions& o, Device device) {
+std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const ConformanceOptions& o, Device device,
+                                const CompileOptions& base) {
   std::vector<CaseResult> results(cases.size());
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Running> running;
@@ -276,7 +278,7 @@ std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const Confor
       if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
       if (pid == 0) {
         close(fds[0]);
-        child_main(cases[next], device, o.plan_only, fds[1]);
+        child_main(cases[next], device, o.plan_only, base, fds[1]);
       }
       close(fds[1]);
       running.push_back({pid, fds[0], next, std::chrono::steady_clock::now(), {}});
@@ -407,6 +409,8 @@ int run_conformance(const ConformanceOptions& o) {
       throw Error("--doc: the folder of '" + shown(o.doc) + "' does not exist (" + shown(parent.string()) + ")");
   }
   const Device device = device_from_name(o.device);
+  CompileOptions base;  // bad knobs fail here, before any case runs
+  apply_knobs(base, o.knobs);
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(o.dir)) {
     const std::string name = e.path().filename().string();
@@ -417,7 +421,7 @@ int run_conformance(const ConformanceOptions& o) {
   std::sort(cases.begin(), cases.end());
   if (cases.empty()) throw Error("no test_* cases in '" + shown(o.dir) + "'" + (o.filter.empty() ? "" : " matching '" + shown(o.filter) + "'"));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = run_all(cases, o, device);
+  const auto results = run_all(cases, o, device, base);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::map<std::string, std::string> op_by_case;
@@ -486,6 +490,7 @@ Command add_conformance_command(CLI::App& parent) {
                 "Only import, optimize and legalize each case for the device (no device needed, nothing runs): "
                 "PASS means every node runs there, natively or decomposed");
   sub->add_flag("--quiet,-q", o->quiet, "Print only the totals");
+  sub->add_option("--knob", o->knobs, kKnobHelp);
   return {sub, [o] { return run_conformance(*o); }};
 }
 

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string save_dir;
   int threads = 0;
   std::string device = "cpu";
+  std::vector<std::string> knobs;  // name=value
 };
 
 struct InputInfo {
@@ -207,6 +208,7 @@ int run_run(const RunOptions& o) {
 
   CompileOptions copts;
   copts.num_threads = o.threads;
+  apply_knobs(copts, o.knobs);
   std::cerr << "compiling " << g.size() << " nodes for " << o.device << "...\n";
   const auto t_compile = std::chrono::steady_clock::now();
   CompiledGraph cg = Session(device_from_name(o.device)).compile(g, copts);
@@ -289,6 +291,7 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--device", o->device, "Device to compile for")
       ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "webgpu"}))
       ->capture_default_str();
+  sub->add_option("--knob", o->knobs, kKnobHelp);
   return {sub, [o] { return run_run(*o); }};
 }
 

@@ -4,6 +4,7 @@
 //   rlx export-demo out.json       write a demo transformer model with weights
 //   rlx conformance DIR            run the ONNX backend node cases of DIR and report
 //   rlx check graph.json --device  per op kind: native / decomposed / unsupported on a device
+//   rlx knobs                      the tuning knobs: name, variable, type, range, default
 // Exit codes: 0 success, 1 error (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     commands.push_back(rlx::cli::add_export_demo_command(app));
     commands.push_back(rlx::cli::add_conformance_command(app));
     commands.push_back(rlx::cli::add_check_command(app));
+    commands.push_back(rlx::cli::add_knobs_command(app));
   } catch (const std::exception& e) {  // a bug in the option setup; never expected
     std::cerr << "rlx: internal error while setting up options: " << e.what() << "\n";
     return 1;
