@@ -101,6 +101,95 @@ TEST(Session, BindStateCarriesOutputToNextRun) {
   EXPECT_THAT(rlx::testing::error_message([&] { cg.bind_state("acc", 3); }), HasSubstr("out of range"));
 }
 
+TEST(Session, BindStateFollowsShapeChanges) {
+  // acc_next = x + sum(acc) has x's length: the carried value changes length with x, so runs
+  // bind other lengths and run other variants; a carried value moves to another variant
+  // through the host, and stays with the variant while the binding stays.
+  Graph g;
+  auto acc = g.input("acc", Shape({Dim::symbol("n")}));
+  auto x = g.input("x", Shape({Dim::symbol("m")}));
+  g.add_output(g.add(x, g.sum(acc, {0})), "acc_next");
+  g.add_output(g.sum(acc, {0}), "total");
+  Session s;
+  auto cg = s.compile(g);
+  cg.bind_state("acc", 0);
+  auto full = [](int64_t n, float v) { return Tensor::f32({n}, std::vector<float>(static_cast<size_t>(n), v)); };
+  auto r = cg.run({{"acc", full(1, 1)}, {"x", full(2, 1)}});  // n = 1, m = 2
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{2, 2}));
+  r = cg.run({{"x", full(3, 1)}});  // n = 2, m = 3
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{5, 5, 5}));
+  EXPECT_TRUE(cg.run({{"x", full(2, 0)}}, {}).empty());  // n = 3, m = 2: nothing returned
+  r = cg.run({{"x", full(2, 0)}}, {1});                  // n = 2, m = 2
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{30}));
+  r = cg.run({{"x", full(2, 0)}});  // the same binding again: carried within the variant
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{60, 60}));
+  // Back to a binding compiled before (n = 2, m = 3): the carried value, not the stale one that
+  // variant kept from its own last run.
+  r = cg.run({{"x", full(3, 0)}});
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{120, 120, 120}));
+  // A carried value that does not fit the other inputs is reported like an input.
+  Graph same;
+  auto a = same.input("a", Shape({Dim::symbol("n")}));
+  auto b = same.input("b", Shape({Dim::symbol("n")}));
+  same.add_output(same.add(a, b));
+  auto cs = s.compile(same);
+  cs.bind_state("a", 0);
+  EXPECT_EQ(cs.run({{"a", full(2, 1)}, {"b", full(2, 1)}})[0].to_f32(), (std::vector<float>{2, 2}));
+  EXPECT_THAT(rlx::testing::error_message([&] { cs.run({{"b", full(3, 1)}}); }), HasSubstr("symbolic dim 'n'"));
+  EXPECT_EQ(cs.run({{"b", full(2, 1)}})[0].to_f32(), (std::vector<float>{3, 3}));  // still carried
+}
+
+TEST(Session, BindStateFixedShapeWithPassThroughAndSwap) {
+  // a_next = b, b_next = a + 1, y = a * b: two carried values trading places, and an output
+  // that is an input as it came in.
+  Graph g;
+  auto a = g.input("a", Shape::of({3}));
+  auto b = g.input("b", Shape::of({3}));
+  g.add_output(b, "a_next");
+  g.add_output(g.add(a, g.scalar(1.0)), "b_next");
+  g.add_output(g.mul(a, b), "y");
+  Session s;
+  auto cg = s.compile(g);
+  cg.bind_state("a", 0);
+  cg.bind_state("b", 1);
+  auto full = [](float v) { return Tensor::f32({3}, std::vector<float>(3, v)); };
+  float ea = 2, eb = 5;
+  auto r = cg.run({{"a", full(ea)}, {"b", full(eb)}}, {2});
+  EXPECT_EQ(r[0].to_f32()[0], ea * eb);
+  for (int i = 0; i < 5; ++i) {
+    const float na = eb, nb = ea + 1;
+    ea = na, eb = nb;
+    r = cg.run({}, {2, 0});
+    EXPECT_EQ(r[0].to_f32()[0], ea * eb) << i;
+    EXPECT_EQ(r[1].to_f32()[0], eb) << i;  // a_next of this run
+    r[1].data<float>()[0] = -1;              // the caller's copy, not the carried value
+  }
+  // Overriding one of them keeps carrying the other.
+  r = cg.run({{"a", full(10)}}, {2});
+  EXPECT_EQ(r[0].to_f32()[0], 10 * (ea + 1));
+}
+
+TEST(Session, BindStateIsForgottenWhenARunFails) {
+  // A failed run may have overwritten the values its variant kept (on a device): the carried
+  // state is dropped and the next run asks for the input again, never a stale value.
+  Graph g;
+  auto acc = g.input("acc", Shape::of({2}));
+  auto idx = g.input("idx", Shape({Dim(1)}, DType::I64));
+  g.add_output(g.add(acc, g.gather(acc, idx, 0)), "acc_next");
+  Session s;
+  auto cg = s.compile(g);
+  cg.bind_state("acc", 0);
+  const Tensor zero = Tensor::i64({1}, std::vector<int64_t>{0});
+  auto r = cg.run({{"acc", Tensor::f32({2}, std::vector<float>{1, 2})}, {"idx", zero}});
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{2, 3}));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"idx", Tensor::i64({1}, std::vector<int64_t>{5})}}); }),
+              HasSubstr("out of range"));
+  EXPECT_THAT(rlx::testing::error_message([&] { cg.run({{"idx", zero}}); }), HasSubstr("missing inputs 'acc'"));
+  r = cg.run({{"acc", Tensor::f32({2}, std::vector<float>{1, 1})}, {"idx", zero}});
+  EXPECT_EQ(r[0].to_f32(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(cg.run({{"idx", zero}})[0].to_f32(), (std::vector<float>{4, 4}));
+}
+
 TEST(Parity, SameGraphTwoThreadCountsAgree) {
   Graph g;
   auto x = g.input("x", Shape::of({64, 300}));

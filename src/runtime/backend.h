@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -18,9 +19,17 @@
 
 namespace rlx {
 
+// Bound state (CompiledGraph::bind_state): input node `input` of a run takes the value of
+// output `output` of the same variant's previous run, which stays where it is (device memory).
+struct Carry {
+  NodeId input = 0;
+  size_t output = 0;
+};
+
 // Everything a Variant needs for one run.
 struct RunArgs {
-  // A host tensor for every Input and Param node of the variant's graph, by node id (borrowed).
+  // A host tensor for every Input and Param node of the variant's graph, by node id (borrowed),
+  // except the carried inputs.
   const std::unordered_map<NodeId, Tensor>& leaves;
   // Graph outputs to return, by index, in this order.
   const std::vector<size_t>& which;
@@ -29,14 +38,23 @@ struct RunArgs {
   // Increments whenever set_param changes a value: a device backend re-uploads params when it
   // differs from the generation it uploaded last.
   uint64_t params_generation = 0;
+  // Inputs carried from outputs of the previous run; each was listed in that run's `keep`.
+  std::span<const Carry> carry = {};
+  // Outputs that the next run may carry, or kept_outputs return: the variant keeps their values
+  // until its next run (a device variant where the run left them; the CPU one as host copies).
+  std::span<const size_t> keep = {};
 };
 
 // One compiled shape binding of a graph, ready to run on the device.
 class Variant {
  public:
   virtual ~Variant() = default;
-  // Returns host copies of the requested outputs.
+  // Returns host copies of the requested outputs. If it throws, the values it was asked to keep
+  // by its previous run are lost (the run may have overwritten them).
   virtual std::vector<Tensor> run(const RunArgs& args) = 0;
+  // Host copies of outputs that the last run kept (RunArgs::keep): carried state that leaves
+  // this variant, e.g. because the next run has another shape binding.
+  virtual std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) = 0;
   virtual const Graph& graph() const = 0;  // the static, optimized graph it runs
   virtual size_t arena_bytes() const = 0;  // bytes of its intermediate-value arena
 };

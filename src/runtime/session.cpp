@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "passes/hoist.h"
@@ -74,10 +75,45 @@ struct CompiledGraph::Impl {
   std::map<std::string, Tensor> params;  // by name
   uint64_t params_generation = 0;
   std::vector<std::pair<std::string, size_t>> state_bindings;
-  std::map<std::string, Tensor> state;  // carried values, by input name
   using Binding = std::map<std::string, int64_t>;
+  // A carried value (bind_state). Normally it stays where the run that made it left it (device
+  // memory on a GPU): output `output` of the last run, on the variant of `binding`, which kept it
+  // (RunArgs::keep) and hands it to its next run (RunArgs::carry) without a host round trip.
+  // `host` holds it instead once it left that variant (a run on another shape binding).
+  struct Carried {
+    std::optional<Tensor> host;
+    Binding binding;
+    size_t output = 0;
+    DType dtype = DType::F32;
+    std::vector<int64_t> dims;
+  };
+  std::map<std::string, Carried> state;  // by input name
   std::list<std::pair<Binding, CompiledVariant>> variants;  // most recent first
   size_t last_arena = 0;
+
+  // The shape binding runs on another variant than the one holding carried values: they come
+  // to the host (one download each) and are uploaded as inputs. This happens when the carried
+  // state changes shape (e.g. a growing cache with a symbolic length), which also compiles or
+  // picks another variant; a run at a fixed shape never comes here.
+  void carried_to_host_unless(const Binding& b) {
+    std::map<Binding, std::vector<std::pair<std::string, size_t>>> by_binding;
+    for (const auto& [name, c] : state)
+      if (!c.host && c.binding != b) by_binding[c.binding].emplace_back(name, c.output);
+    for (const auto& [from, entries] : by_binding) {
+      auto it = std::find_if(variants.begin(), variants.end(), [&](const auto& v) { return v.first == from; });
+      if (it == variants.end()) throw Error("internal: the variant holding the carried state is gone");
+      std::vector<size_t> which;
+      for (const auto& e : entries) which.push_back(e.second);
+      std::vector<Tensor> got = it->second.variant->kept_outputs(which);
+      for (size_t i = 0; i < entries.size(); ++i) state.at(entries[i].first).host = std::move(got[i]);
+    }
+  }
+
+  // A failed run may have overwritten what its variant kept: carried values not on the host
+  // are forgotten (the next run asks for those inputs).
+  void forget_device_state() {
+    for (auto it = state.begin(); it != state.end();) it = it->second.host ? std::next(it) : state.erase(it);
+  }
 
   CompiledVariant& variant_for(const Binding& b) {
     for (auto it = variants.begin(); it != variants.end(); ++it) {
@@ -108,21 +144,29 @@ struct CompiledGraph::Impl {
     return variants.front().second;
   }
 
-  // Binds symbolic dims from the input tensors; checks every static dim and dtype.
-  Binding bind_dims(const std::map<std::string, const Tensor*>& feeds) const {
+  // The dtype and dims of one input's value for this run (a tensor or a carried value).
+  struct FeedShape {
+    DType dtype = DType::F32;
+    const std::vector<int64_t>* dims = nullptr;
+  };
+
+  // Binds symbolic dims from the inputs' shapes; checks every static dim and dtype.
+  Binding bind_dims(const std::map<std::string, FeedShape>& feeds) const {
     Binding b;
     for (const auto& [name, id] : input_ids) {
       const auto& in = std::get<ops::Input>(graph.node(id).op);
-      const Tensor& t = *feeds.at(name);
-      if (t.dtype() != in.shape.dtype)
-        throw Error("input '" + name + "': got dtype " + dtype_name(t.dtype()) + ", the graph expects " +
+      const FeedShape& t = feeds.at(name);
+      const std::vector<int64_t>& dims = *t.dims;
+      const int64_t rank = static_cast<int64_t>(dims.size());
+      if (t.dtype != in.shape.dtype)
+        throw Error("input '" + name + "': got dtype " + dtype_name(t.dtype) + ", the graph expects " +
                     in.shape.str() + " (cast it before running)");
-      if (t.rank() != in.shape.rank())
-        throw Error("input '" + name + "': got shape " + dims_str(t.shape()) + " (rank " + std::to_string(t.rank()) +
+      if (rank != in.shape.rank())
+        throw Error("input '" + name + "': got shape " + dims_str(dims) + " (rank " + std::to_string(rank) +
                     "), the graph expects " + in.shape.str());
-      for (int64_t d = 0; d < t.rank(); ++d) {
+      for (int64_t d = 0; d < rank; ++d) {
         const Dim& want = in.shape.dims[d];
-        const int64_t got = t.dim(d);
+        const int64_t got = dims[static_cast<size_t>(d)];
         if (want.is_static()) {
           if (want.value != got)
             throw Error("input '" + name + "': dim " + std::to_string(d) + " is " + std::to_string(got) +
@@ -222,12 +266,17 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     }
     if (!feeds.emplace(name, &t).second) throw Error("run: input '" + name + "' is given twice");
   }
+  std::map<std::string, Impl::FeedShape> shapes;
   std::vector<std::string> missing;
   for (const auto& [name, id] : m.input_ids) {
-    if (feeds.count(name)) continue;
+    if (auto f = feeds.find(name); f != feeds.end()) {
+      shapes[name] = {f->second->dtype(), &f->second->shape()};
+      continue;
+    }
     auto st = m.state.find(name);
-    if (st != m.state.end()) feeds[name] = &st->second;
-    else missing.push_back(name);
+    if (st == m.state.end()) missing.push_back(name);
+    else if (st->second.host) shapes[name] = {st->second.host->dtype(), &st->second.host->shape()};
+    else shapes[name] = {st->second.dtype, &st->second.dims};
   }
   if (!missing.empty()) throw Error("run: missing inputs " + names_list(missing) + "; pass them by name");
   std::vector<std::string> missing_params;
@@ -240,7 +289,8 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
       throw Error("run: output index " + std::to_string(k) + " is out of range (the graph has " +
                   std::to_string(m.graph.outputs().size()) + " outputs)");
 
-  auto binding = m.bind_dims(feeds);
+  auto binding = m.bind_dims(shapes);
+  m.carried_to_host_unless(binding);
   CompiledVariant& cv = m.variant_for(binding);
   m.last_arena = cv.variant->arena_bytes();
   if (cv.prologue && cv.derived_generation != m.params_generation) {
@@ -252,25 +302,39 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     for (size_t i = 0; i < vals.size(); ++i) cv.derived[cv.derived_names[i]] = std::move(vals[i]);
     cv.derived_generation = m.params_generation;
   }
+  // Inputs given now override carried values; the others are carried: from the host when they
+  // had to leave their variant, else on the device from this variant's last run.
   std::unordered_map<NodeId, Tensor> leaves;
-  for (const auto& [id, name] : cv.inputs) leaves[id] = *feeds[name];
+  std::vector<Carry> carry;
+  for (const auto& [id, name] : cv.inputs) {
+    if (auto f = feeds.find(name); f != feeds.end()) {
+      leaves[id] = *f->second;
+      continue;
+    }
+    const Impl::Carried& c = m.state.at(name);
+    if (c.host) leaves[id] = *c.host;
+    else carry.push_back({id, c.output});
+  }
   for (const auto& [id, name] : cv.params) {
     auto d = cv.derived.find(name);
     leaves[id] = d != cv.derived.end() ? d->second : m.params[name];
   }
-
-  // Outputs needed: the requested ones plus those carried as state.
-  std::vector<size_t> need = output_indices;
+  // Outputs carried as state stay with the variant (kept); only the requested ones come back.
+  std::vector<size_t> keep;
   for (const auto& [name, k] : m.state_bindings)
-    if (std::find(need.begin(), need.end(), k) == need.end()) need.push_back(k);
-  std::vector<Tensor> got = cv.variant->run(RunArgs{leaves, need, &m.params, m.params_generation});
-  for (const auto& [name, k] : m.state_bindings) {
-    const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
-    // A carried value that is also returned gets its own copy, so callers that modify the
-    // returned tensor cannot change the next run's input.
-    m.state[name] = pos < output_indices.size() ? got[pos].clone() : got[pos];
+    if (std::find(keep.begin(), keep.end(), k) == keep.end()) keep.push_back(k);
+  std::vector<Tensor> got;
+  try {
+    got = cv.variant->run(RunArgs{leaves, output_indices, &m.params, m.params_generation, carry, keep});
+  } catch (...) {
+    m.forget_device_state();
+    throw;
   }
-  got.resize(output_indices.size());
+  const Graph& vg = cv.variant->graph();
+  for (const auto& [name, k] : m.state_bindings) {
+    const Shape& sh = vg.shape(vg.outputs().at(k));
+    m.state[name] = Impl::Carried{std::nullopt, binding, k, sh.dtype, sh.concrete()};
+  }
   return got;
 }
 

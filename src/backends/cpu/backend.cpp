@@ -1,4 +1,7 @@
 // The CPU backend: claims every op and runs variants with the reference executor.
+#include <algorithm>
+#include <map>
+
 #include "backends/cpu/executor.h"
 #include "backends/cpu/parallel.h"
 #include "runtime/backend.h"
@@ -9,12 +12,48 @@ namespace {
 class CpuVariant final : public Variant {
  public:
   CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan::PlanOptions{.limits = o.limits}) {}
-  std::vector<Tensor> run(const RunArgs& a) override { return ex_.run(a.leaves, a.which, a.params); }
+
+  // Bound state stays in host memory: the outputs a run keeps are host copies, and carried
+  // inputs read them.
+  std::vector<Tensor> run(const RunArgs& a) override {
+    std::map<size_t, Tensor> previous = std::move(kept_);
+    kept_.clear();
+    if (a.carry.empty() && a.keep.empty()) return ex_.run(a.leaves, a.which, a.params);
+    std::unordered_map<NodeId, Tensor> leaves = a.leaves;  // copies share storage
+    for (const Carry& c : a.carry) {
+      auto it = previous.find(c.output);
+      if (it == previous.end())
+        throw Error("CPU run: internal: output " + std::to_string(c.output) + " was not kept by the previous run");
+      leaves[c.input] = it->second;
+    }
+    std::vector<size_t> need = a.which;
+    for (size_t k : a.keep)
+      if (std::find(need.begin(), need.end(), k) == need.end()) need.push_back(k);
+    std::vector<Tensor> got = ex_.run(leaves, need, a.params);
+    for (size_t k : a.keep) {
+      const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
+      // A kept value that is also returned gets its own copy: the caller may modify the result.
+      kept_[k] = pos < a.which.size() ? got[pos].clone() : got[pos];
+    }
+    got.resize(a.which.size());
+    return got;
+  }
+  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) override {
+    std::vector<Tensor> out;
+    for (size_t k : which) {
+      auto it = kept_.find(k);
+      if (it == kept_.end())
+        throw Error("CPU variant: internal: output " + std::to_string(k) + " was not kept by the last run");
+      out.push_back(it->second);
+    }
+    return out;
+  }
   const Graph& graph() const override { return ex_.graph(); }
   size_t arena_bytes() const override { return ex_.arena_bytes(); }
 
  private:
   cpu::Executor ex_;
+  std::map<size_t, Tensor> kept_;  // by output index (RunArgs::keep)
 };
 
 class CpuBackend final : public Backend {

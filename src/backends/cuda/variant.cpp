@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/gemm.h"
@@ -20,12 +21,12 @@
 #include "backends/cuda/status.h"
 #include "plan/schedule.h"
 #include "rlx/error.h"
+#include "runtime/device_variant.h"
 
 namespace rlx::cuda {
 namespace {
 
-std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_param_uploads{0}, g_packed{0}, g_dropped{0};
-std::atomic<double> g_last_device_ms{0};
+std::atomic<uint64_t> g_captures{0}, g_replays{0}, g_eager{0}, g_packed{0}, g_dropped{0};
 
 constexpr size_t kGemmWorkspace = size_t(32) << 20;
 // Device staging for packing a weight whose stored layout is not kept: uploaded this many
@@ -48,27 +49,11 @@ bool env_off(const char* name) {
 
 bool graphs_enabled() { return !env_off("RLX_CUDA_GRAPHS"); }
 
-class CudaVariant final : public Variant, private LowerContext {
+class CudaVariant final : public DeviceVariant, private LowerContext {
  public:
-  CudaVariant(Graph g, const CompileOptions& options) : graph_(std::move(g)), options_(options) {
-    device();
-    sched_ = plan::build_schedule(graph_);
-    arena_ = DeviceBuffer(static_cast<size_t>(sched_.memory.arena_bytes), "the arena of a compiled graph");
-    err_ = DeviceBuffer(sizeof(int), "the error flag");
-    err_host_.reserve(sizeof(int));
-    for (const Node& n : graph_.nodes()) {
-      const bool input = std::holds_alternative<ops::Input>(n.op), param = std::holds_alternative<ops::Param>(n.op);
-      const auto* cst = std::get_if<ops::Constant>(&n.op);
-      if (!input && !param && !cst) continue;
-      const int64_t bytes = n.outputs.at(0).nbytes();
-      leaves_.emplace(n.id, DeviceBuffer(static_cast<size_t>(bytes), "leaf " + node_label(n)));
-      if (input) inputs_.push_back(n.id);
-      if (param) params_.push_back(n.id);
-      if (param || cst) weight_bytes_ += static_cast<size_t>(bytes);
-      if (cst && bytes > 0)
-        RLX_CUDA_CHECK(cudaMemcpy(leaves_.at(n.id).data(), cst->value.raw(), static_cast<size_t>(bytes),
-                                  cudaMemcpyHostToDevice));
-    }
+  CudaVariant(Graph g, const CompileOptions& options)
+      : DeviceVariant(std::move(g), std::make_unique<CudaDevice>()), options_(options) {
+    const plan::Schedule& sched_ = schedule();
     // Producers absorbed into a GEMV prologue (RLX_CUDA_GEMV_PROLOGUE=0: off) or read in place
     // by the attention decode (RLX_CUDA_ATTN_CONCAT=0: off) are not lowered on their own.
     std::set<size_t> absorbed;
@@ -109,90 +94,33 @@ class CudaVariant final : public Variant, private LowerContext {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
 
-  const Graph& graph() const override { return graph_; }
-  size_t arena_bytes() const override { return static_cast<size_t>(sched_.memory.arena_bytes); }
-
+  // cudaSetDevice is per host thread: a compiled graph may run on a thread that never set it.
   std::vector<Tensor> run(const RunArgs& args) override {
     device();
-    cudaStream_t s = stream_.get();
-    // Params: once per generation (set_param bumps it).
-    if (!params_uploaded_ || args.params_generation != params_generation_) {
-      for (NodeId id : params_) {
-        upload_leaf(id, args, s);
-        repack(id, leaf_tensor(id, args).raw(), s);
-      }
-      RLX_CUDA_CHECK(cudaStreamSynchronize(s));  // the host tensors may change after set_param
-      params_uploaded_ = true;
-      params_generation_ = args.params_generation;
-      ++g_param_uploads;
-    }
-    // Inputs through pinned staging.
-    size_t in_bytes = 0;
-    for (NodeId id : inputs_) in_bytes += leaf_tensor(id, args).nbytes();
-    in_stage_.reserve(in_bytes);
-    size_t off = 0;
-    for (NodeId id : inputs_) {
-      const Tensor& t = leaf_tensor(id, args);
-      if (t.nbytes() == 0) continue;
-      std::memcpy(in_stage_.data() + off, t.raw(), t.nbytes());
-      RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), in_stage_.data() + off, t.nbytes(), cudaMemcpyHostToDevice, s));
-      off += t.nbytes();
-    }
-    RLX_CUDA_CHECK(cudaEventRecord(ev_start_.get(), s));
-    execute(s);
-    RLX_CUDA_CHECK(cudaEventRecord(ev_stop_.get(), s));
-    // Outputs (and the error flag) back through pinned staging.
-    size_t out_bytes = 0;
-    for (size_t k : args.which) out_bytes += static_cast<size_t>(sched_.outputs.at(k).loc.bytes);
-    out_stage_.reserve(std::max<size_t>(out_bytes, 1));
-    off = 0;
-    for (size_t k : args.which) {
-      const plan::TensorRef& r = sched_.outputs.at(k);
-      const size_t n = static_cast<size_t>(r.numel()) * dtype_size(r.dtype);
-      if (n) RLX_CUDA_CHECK(cudaMemcpyAsync(out_stage_.data() + off, ptr(r), n, cudaMemcpyDeviceToHost, s));
-      off += n;
-    }
-    RLX_CUDA_CHECK(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, s));
-    RLX_CUDA_CHECK(cudaStreamSynchronize(s));
-    float ms = 0;
-    RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start_.get(), ev_stop_.get()));
-    g_last_device_ms = ms;
-    int err = 0;
-    std::memcpy(&err, err_host_.data(), sizeof err);
-    if (err == 1) throw Error("gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))");
-    if (err != 0) {
-      std::string msg = select_error_message(err);
-      if (msg.empty()) msg = elementwise_error_message(err);
-      throw Error(msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg);
-    }
-    std::vector<Tensor> outs;
-    off = 0;
-    for (size_t k : args.which) {
-      const plan::TensorRef& r = sched_.outputs.at(k);
-      Tensor t = Tensor::empty(r.dtype, r.dims);
-      if (t.nbytes()) std::memcpy(t.raw(), out_stage_.data() + off, t.nbytes());
-      off += t.nbytes();
-      outs.push_back(std::move(t));
-    }
-    return outs;
+    return DeviceVariant::run(args);
+  }
+  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) override {
+    device();
+    return DeviceVariant::kept_outputs(which);
   }
 
  private:
   // ---- LowerContext ----
+  CudaDevice& cu() const { return static_cast<CudaDevice&>(dev()); }
+
   uint8_t* ptr(const plan::TensorRef& r) override {
-    if (r.loc.kind == plan::Location::Kind::Arena) return arena_.data() + r.loc.offset;
-    auto it = leaves_.find(r.loc.leaf);
-    if (it == leaves_.end()) throw Error("CUDA variant: value of node " + std::to_string(r.value.node) + " reads a missing leaf");
-    if (dropped_.count(r.loc.leaf))
-      throw Error("CUDA variant: internal: " + node_label(graph_.node(r.loc.leaf)) + " is kept only packed");
+    if (r.loc.kind == plan::Location::Kind::Arena) return cu().address(arena_buf()) + r.loc.offset;
+    if (is_dropped(r.loc.leaf))
+      throw Error("CUDA variant: internal: " + node_label(graph().node(r.loc.leaf)) + " is kept only packed");
+    const DeviceBuf leaf = leaf_buf(r.loc.leaf);
     raw_used_.insert(r.loc.leaf);
-    return it->second.data() + r.loc.offset;
+    return cu().address(leaf) + r.loc.offset;
   }
-  size_t weight_bytes() const override { return weight_bytes_; }
+  size_t weight_bytes() const override { return stored_weight_bytes(); }
   uint8_t* packed_weight(const plan::TensorRef& w, int64_t k, int64_t n, int64_t ldk, bool tiles,
                          const std::string& what) override {
     if (w.loc.kind != plan::Location::Kind::Leaf) return nullptr;
-    const Node& leaf = graph_.node(w.loc.leaf);
+    const Node& leaf = graph().node(w.loc.leaf);
     if (!std::holds_alternative<ops::Param>(leaf.op) && !std::holds_alternative<ops::Constant>(leaf.op)) return nullptr;
     const size_t es = dtype_size(w.dtype);
     if (static_cast<int64_t>(w.loc.offset) + k * n * static_cast<int64_t>(es) > leaf.outputs.at(0).nbytes())
@@ -233,28 +161,20 @@ class CudaVariant final : public Variant, private LowerContext {
     return workspace_.data();
   }
   size_t gemm_workspace_bytes() const override { return kGemmWorkspace; }
-  int* error_flag() override { return reinterpret_cast<int*>(err_.data()); }
+  int* error_flag() override { return reinterpret_cast<int*>(cu().address(flag_buf())); }
   std::vector<const plan::Step*> absorbed_producers(const plan::Step& consumer) const override {
     const auto it = producers_of_.find(&consumer);
     return it == producers_of_.end() ? std::vector<const plan::Step*>{} : it->second;
   }
 
-  // ---- running ----
-  const Tensor& leaf_tensor(NodeId id, const RunArgs& args) const {
-    auto it = args.leaves.find(id);
-    if (it == args.leaves.end())
-      throw Error("CUDA run: no tensor was given for " + node_label(graph_.node(id)));
-    return it->second;
-  }
-
-  void upload_leaf(NodeId id, const RunArgs& args, cudaStream_t s) {
-    const Tensor& t = leaf_tensor(id, args);
-    const int64_t want = graph_.node(id).outputs.at(0).nbytes();
-    if (static_cast<int64_t>(t.nbytes()) != want)
-      throw Error("CUDA run: " + node_label(graph_.node(id)) + " got " + std::to_string(t.nbytes()) + " bytes, expected " +
-                  std::to_string(want));
-    if (want && !dropped_.count(id))
-      RLX_CUDA_CHECK(cudaMemcpyAsync(leaves_.at(id).data(), t.raw(), static_cast<size_t>(want), cudaMemcpyHostToDevice, s));
+  // ---- running (DeviceVariant) ----
+  void submit() override { execute(cu().stream()); }
+  void param_uploaded(NodeId id, const Tensor& value) override { repack(id, value.raw(), cu().stream()); }
+  std::string kernel_error_message(int err) const override {
+    if (err == 1) return "gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))";
+    std::string msg = select_error_message(err);
+    if (msg.empty()) msg = elementwise_error_message(err);
+    return msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg;
   }
 
   // ---- packed weights ----
@@ -263,18 +183,19 @@ class CudaVariant final : public Variant, private LowerContext {
   void finish_packing() {
     if (packed_.empty()) return;
     size_t staging = 0;
+    std::set<NodeId> dropped;
     for (const auto& p : packed_) {
       if (raw_used_.count(p->leaf)) continue;
-      if (dropped_.insert(p->leaf).second) ++g_dropped;
+      if (dropped.insert(p->leaf).second) ++g_dropped;
       staging = std::max(staging, std::min(kPackStaging, static_cast<size_t>(p->k * p->n) * p->es));
       staging = std::max(staging, static_cast<size_t>(p->n) * p->es);  // one row at least
     }
-    if (staging) staging_ = DeviceBuffer(staging, "the weight packing staging buffer");
-    cudaStream_t s = stream_.get();
+    if (staging) staging_ = dev().allocate(staging, "the weight packing staging buffer");
+    for (NodeId id : dropped) drop_leaf(id);
+    cudaStream_t s = cu().stream();
     for (const auto& p : packed_)
-      if (const auto* cst = std::get_if<ops::Constant>(&graph_.node(p->leaf).op)) repack(p->leaf, cst->value.raw(), s);
-    for (NodeId id : dropped_) leaves_.at(id) = DeviceBuffer();
-    RLX_CUDA_CHECK(cudaStreamSynchronize(s));
+      if (const auto* cst = std::get_if<ops::Constant>(&graph().node(p->leaf).op)) repack(p->leaf, cst->value.raw(), s);
+    dev().wait();
   }
 
   // Rewrites the packed regions of leaf `id` from its new value (`host`: its bytes as stored):
@@ -283,20 +204,20 @@ class CudaVariant final : public Variant, private LowerContext {
     for (const auto& p : packed_) {
       if (p->leaf != id) continue;
       const size_t row_bytes = static_cast<size_t>(p->n) * p->es;
-      const bool stored = !dropped_.count(id);
+      const bool stored = !is_dropped(id);
       // Rows per launch: the staging buffer's worth, and at most 65535 tiles of 32.
       const int64_t chunk = std::min<int64_t>(
-          65535 * 32, stored ? p->k : static_cast<int64_t>(std::max<size_t>(1, staging_.size() / row_bytes)));
+          65535 * 32, stored ? p->k : static_cast<int64_t>(std::max<size_t>(1, cu().size(staging_) / row_bytes)));
       for (int64_t k0 = 0; k0 < p->k; k0 += chunk) {
         const int64_t rows = std::min(chunk, p->k - k0);
         const size_t from = static_cast<size_t>(p->offset) + static_cast<size_t>(k0) * row_bytes;
         const uint8_t* src = nullptr;
         if (stored) {
-          src = leaves_.at(id).data() + from;
+          src = cu().address(leaf_buf(id)) + from;
         } else {
-          RLX_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), static_cast<const uint8_t*>(host) + from,
-                                         static_cast<size_t>(rows) * row_bytes, cudaMemcpyHostToDevice, s));
-          src = staging_.data();
+          const HostToDevice c{staging_, 0, static_cast<const uint8_t*>(host) + from, static_cast<size_t>(rows) * row_bytes};
+          dev().upload_borrowed({&c, 1});  // on stream s
+          src = cu().address(staging_);
         }
         const uint8_t* dst = p->buf.data();
         long long r = rows, n = p->n, ldk = p->ldk, kk = k0;
@@ -308,7 +229,7 @@ class CudaVariant final : public Variant, private LowerContext {
   }
 
   void issue(cudaStream_t s) {
-    RLX_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, sizeof(int), s));
+    RLX_CUDA_CHECK(cudaMemsetAsync(cu().address(flag_buf()), 0, sizeof(int), s));
     pdl_chain_break();
     for (const DeviceOp& op : ops_) issue_op(op, s);
   }
@@ -323,7 +244,7 @@ class CudaVariant final : public Variant, private LowerContext {
 
   void execute(cudaStream_t s) {
     if (profiling()) {
-      RLX_CUDA_CHECK(cudaMemsetAsync(err_.data(), 0, sizeof(int), s));
+      RLX_CUDA_CHECK(cudaMemsetAsync(cu().address(flag_buf()), 0, sizeof(int), s));
       std::vector<std::unique_ptr<Event>> ev;
       ev.push_back(std::make_unique<Event>());
       RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));
@@ -379,16 +300,8 @@ class CudaVariant final : public Variant, private LowerContext {
     RLX_CUDA_CHECK(cudaGraphLaunch(exec_, s));
   }
 
-  Graph graph_;
   CompileOptions options_;
-  plan::Schedule sched_;
-  Stream stream_;
-  Event ev_start_, ev_stop_;
-  DeviceBuffer arena_, err_, workspace_;
-  PinnedBuffer in_stage_, out_stage_, err_host_;
-  std::unordered_map<NodeId, DeviceBuffer> leaves_;
-  size_t weight_bytes_ = 0;  // params and constants
-  std::vector<NodeId> inputs_, params_;
+  DeviceBuffer workspace_;
   // A weight region kept transposed for the packed GEMV (LowerContext::packed_weight).
   struct PackedWeight {
     NodeId leaf = 0;
@@ -400,10 +313,7 @@ class CudaVariant final : public Variant, private LowerContext {
   };
   std::vector<std::unique_ptr<PackedWeight>> packed_;
   std::set<NodeId> raw_used_;  // leaves some lowering reads as stored
-  std::set<NodeId> dropped_;   // leaves kept only packed (no stored copy on the device)
-  DeviceBuffer staging_;
-  bool params_uploaded_ = false;
-  uint64_t params_generation_ = 0;
+  DeviceBuf staging_;          // rows of a param kept only packed, on their way to be packed
   std::vector<DeviceOp> ops_;
   std::vector<std::string> labels_;  // op kind of each entry of ops_ (profiling)
   std::string current_label_;
@@ -442,10 +352,11 @@ RunStats run_stats() {
   r.graph_captures = g_captures.load();
   r.graph_replays = g_replays.load();
   r.eager_runs = g_eager.load();
-  r.param_uploads = g_param_uploads.load();
+  const DeviceStats d = device_stats();  // the shared device runtime's counters
+  r.param_uploads = d.param_uploads;
   r.packed_weights = g_packed.load();
   r.dropped_leaves = g_dropped.load();
-  r.last_device_ms = g_last_device_ms.load();
+  r.last_device_ms = d.last_device_ms;
   return r;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// A compiled shape binding on the GPU: its Schedule lowered to fixed launches, one
-// non-blocking stream, a device arena sized by the memory plan, device copies of the leaves
-// (params uploaded once per params generation, constants at prepare, inputs every run through
-// pinned staging), and a CUDA graph captured at the first run and replayed afterwards.
+// A compiled shape binding on the GPU: the shared device runtime (runtime/device_variant.h:
+// arena, leaf buffers, param uploads per generation, input staging, readback of the requested
+// outputs, carried state on the device, the error flag) over CudaDevice (cuda_device.h: one
+// non-blocking stream, pinned staging), with the Schedule lowered to fixed launches that are
+// captured into a CUDA graph at the first run and replayed afterwards.
 #include <memory>
 
 #include "rlx/graph.h"

@@ -1,0 +1,108 @@
+#include "backends/cuda/cuda_device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/status.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+
+CudaDevice::CudaDevice() {
+  device();
+  err_host_.reserve(sizeof(int));
+}
+
+DeviceBuf CudaDevice::allocate(size_t bytes, const std::string& what) {
+  DeviceBuffer b(bytes, what);
+  bufs_.push_back(std::move(b));
+  return DeviceBuf{static_cast<uint32_t>(bufs_.size())};
+}
+
+const DeviceBuffer& CudaDevice::buffer(DeviceBuf b) const {
+  if (!b || b.id > bufs_.size()) throw Error("CUDA device: internal: no buffer " + std::to_string(b.id));
+  return bufs_[b.id - 1];
+}
+
+void CudaDevice::release(DeviceBuf b) {
+  buffer(b);
+  bufs_[b.id - 1] = DeviceBuffer();
+}
+
+uint8_t* CudaDevice::address(DeviceBuf b) const { return buffer(b).data(); }
+size_t CudaDevice::size(DeviceBuf b) const { return buffer(b).size(); }
+
+void CudaDevice::do_upload(std::span<const HostToDevice> copies, bool staged) {
+  cudaStream_t s = stream_.get();
+  if (!staged) {
+    for (const HostToDevice& c : copies)
+      if (c.bytes) RLX_CUDA_CHECK(cudaMemcpyAsync(address(c.dst) + c.offset, c.src, c.bytes, cudaMemcpyHostToDevice, s));
+    return;
+  }
+  size_t total = 0;
+  for (const HostToDevice& c : copies) total += c.bytes;
+  if (in_used_ + total > in_stage_.size()) {
+    if (in_used_) wait();  // the staging buffer is still being read
+    in_stage_.reserve(total);
+  }
+  for (const HostToDevice& c : copies) {
+    if (!c.bytes) continue;
+    uint8_t* stage = in_stage_.data() + in_used_;
+    std::memcpy(stage, c.src, c.bytes);
+    RLX_CUDA_CHECK(cudaMemcpyAsync(address(c.dst) + c.offset, stage, c.bytes, cudaMemcpyHostToDevice, s));
+    in_used_ += c.bytes;
+  }
+}
+
+void CudaDevice::do_download(std::span<const DeviceToHost> copies) {
+  size_t total = 0;
+  for (const DeviceToHost& c : copies) total += c.bytes;
+  if (out_used_ + total > out_stage_.size()) {
+    if (out_used_) wait();  // lands the downloads in flight
+    out_stage_.reserve(std::max<size_t>(total, 1));
+  }
+  for (const DeviceToHost& c : copies) {
+    if (!c.bytes) continue;
+    RLX_CUDA_CHECK(cudaMemcpyAsync(out_stage_.data() + out_used_, address(c.src) + c.offset, c.bytes,
+                                   cudaMemcpyDeviceToHost, stream_.get()));
+    landings_.push_back({c.dst, out_used_, c.bytes});
+    out_used_ += c.bytes;
+  }
+}
+
+void CudaDevice::do_copy(std::span<const DeviceToDevice> copies) {
+  for (const DeviceToDevice& c : copies)
+    if (c.bytes)
+      RLX_CUDA_CHECK(cudaMemcpyAsync(address(c.dst) + c.dst_offset, address(c.src) + c.src_offset, c.bytes,
+                                     cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+void CudaDevice::do_read_error_flag(DeviceBuf flag) {
+  RLX_CUDA_CHECK(cudaMemcpyAsync(err_host_.data(), address(flag), sizeof(int), cudaMemcpyDeviceToHost, stream_.get()));
+}
+
+int CudaDevice::error_flag() const {
+  int err = 0;
+  std::memcpy(&err, err_host_.data(), sizeof err);
+  return err;
+}
+
+void CudaDevice::mark_start() { RLX_CUDA_CHECK(cudaEventRecord(ev_start_.get(), stream_.get())); }
+void CudaDevice::mark_stop() { RLX_CUDA_CHECK(cudaEventRecord(ev_stop_.get(), stream_.get())); }
+
+double CudaDevice::elapsed_ms() {
+  float ms = 0;
+  RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start_.get(), ev_stop_.get()));
+  return ms;
+}
+
+void CudaDevice::wait() {
+  const cudaError_t e = cudaStreamSynchronize(stream_.get());
+  if (e == cudaSuccess)
+    for (const Landing& l : landings_) std::memcpy(l.dst, out_stage_.data() + l.offset, l.bytes);
+  landings_.clear();
+  in_used_ = out_used_ = 0;
+  check_cuda(e, "cudaStreamSynchronize(stream_.get())");
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,189 @@
+#include "runtime/device_variant.h"
+
+#include <algorithm>
+
+#include "rlx/error.h"
+
+namespace rlx {
+
+DeviceVariant::DeviceVariant(Graph g, std::unique_ptr<DeviceApi> dev)
+    : graph_(std::move(g)), sched_(plan::build_schedule(graph_)), dev_(std::move(dev)) {
+  arena_ = dev_->allocate(static_cast<size_t>(sched_.memory.arena_bytes), "the arena of a compiled graph");
+  flag_ = dev_->allocate(sizeof(int), "the error flag");
+  for (const Node& n : graph_.nodes()) {
+    const bool input = std::holds_alternative<ops::Input>(n.op), param = std::holds_alternative<ops::Param>(n.op);
+    const auto* cst = std::get_if<ops::Constant>(&n.op);
+    if (!input && !param && !cst) continue;
+    const size_t bytes = static_cast<size_t>(n.outputs.at(0).nbytes());
+    leaves_.emplace(n.id, dev_->allocate(bytes, "leaf " + node_label(n)));
+    if (input) inputs_.push_back(n.id);
+    if (param) params_.push_back(n.id);
+    if (param || cst) weight_bytes_ += bytes;
+    if (cst && bytes > 0) {
+      const HostToDevice c{leaves_.at(n.id), 0, cst->value.raw(), bytes};
+      dev_->upload_borrowed({&c, 1});
+    }
+  }
+  dev_->wait();  // the constants' bytes belong to the graph, which the subclass may still move
+}
+
+DeviceBuf DeviceVariant::leaf_buf(NodeId id) const {
+  auto it = leaves_.find(id);
+  if (it == leaves_.end()) throw Error("device variant: internal: node " + std::to_string(id) + " is not a leaf");
+  if (dropped_.count(id))
+    throw Error("device variant: internal: " + node_label(graph_.node(id)) + " is not kept as stored");
+  return it->second;
+}
+
+std::pair<DeviceBuf, size_t> DeviceVariant::where(const plan::TensorRef& r) const {
+  if (r.loc.kind == plan::Location::Kind::Arena) return {arena_, static_cast<size_t>(r.loc.offset)};
+  return {leaf_buf(r.loc.leaf), static_cast<size_t>(r.loc.offset)};
+}
+
+void DeviceVariant::drop_leaf(NodeId id) {
+  auto it = leaves_.find(id);
+  if (it == leaves_.end() || dropped_.count(id)) return;
+  dev_->release(it->second);
+  it->second = DeviceBuf{};
+  dropped_.insert(id);
+}
+
+std::string DeviceVariant::kernel_error_message(int code) const {
+  return "a device kernel reported error code " + std::to_string(code);
+}
+
+const Tensor& DeviceVariant::leaf_tensor(NodeId id, const RunArgs& args) const {
+  auto it = args.leaves.find(id);
+  if (it == args.leaves.end()) throw Error("device run: no tensor was given for " + node_label(graph_.node(id)));
+  return it->second;
+}
+
+void DeviceVariant::check_bytes(NodeId id, const Tensor& t) const {
+  const int64_t want = graph_.node(id).outputs.at(0).nbytes();
+  if (static_cast<int64_t>(t.nbytes()) != want)
+    throw Error("device run: " + node_label(graph_.node(id)) + " got " + std::to_string(t.nbytes()) +
+                " bytes, expected " + std::to_string(want));
+}
+
+size_t DeviceVariant::output_bytes(size_t k) const {
+  const plan::TensorRef& r = sched_.outputs.at(k);
+  return static_cast<size_t>(r.numel()) * dtype_size(r.dtype);
+}
+
+// The carried values are outputs of the previous run, still where it left them. They move
+// first, before this run's uploads, since an output may be a view of an input or a param that
+// an upload would overwrite. Each goes into its input's leaf buffer (the recorded work reads
+// the leaves at fixed addresses, e.g. inside a captured CUDA graph, so buffers are not swapped).
+// A source inside another carried input's leaf (state passed through from one input to
+// another, e.g. two inputs that trade places) is double-buffered: it is first copied to that
+// carry's spare buffer, so that no copy reads bytes another one has already overwritten.
+void DeviceVariant::carry_in(std::span<const Carry> carry) {
+  std::set<uint32_t> dests;
+  for (const Carry& c : carry) dests.insert(leaf_buf(c.input).id);
+  std::vector<DeviceToDevice> to_spare, to_leaf;
+  for (const Carry& c : carry) {
+    const size_t bytes = output_bytes(c.output);
+    if (bytes == 0) continue;
+    const auto [src, off] = where(sched_.outputs[c.output]);
+    const DeviceBuf dst = leaf_buf(c.input);
+    if (src == dst && off == 0) continue;  // the output is the input as it came in
+    if (dests.count(src.id)) {
+      DeviceBuf& spare = spares_[c.input];
+      if (!spare) spare = dev_->allocate(bytes, "the double buffer of carried " + node_label(graph_.node(c.input)));
+      to_spare.push_back({spare, 0, src, off, bytes});
+      to_leaf.push_back({dst, 0, spare, 0, bytes});
+    } else {
+      to_leaf.push_back({dst, 0, src, off, bytes});
+    }
+  }
+  dev_->copy(to_spare);
+  dev_->copy(to_leaf);
+}
+
+std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
+  // Every host-side check comes before anything is enqueued.
+  std::set<NodeId> carried;
+  for (const Carry& c : args.carry) {
+    if (!leaves_.count(c.input) || !std::holds_alternative<ops::Input>(graph_.node(c.input).op))
+      throw Error("device run: internal: carried node " + std::to_string(c.input) + " is not an input");
+    if (c.output >= sched_.outputs.size() || std::find(kept_.begin(), kept_.end(), c.output) == kept_.end())
+      throw Error("device run: internal: " + node_label(graph_.node(c.input)) + " carries output " +
+                  std::to_string(c.output) + ", which the previous run did not keep");
+    if (static_cast<int64_t>(output_bytes(c.output)) != graph_.node(c.input).outputs.at(0).nbytes())
+      throw Error("device run: internal: output " + std::to_string(c.output) + " and carried " +
+                  node_label(graph_.node(c.input)) + " differ in size");
+    if (!carried.insert(c.input).second)
+      throw Error("device run: internal: " + node_label(graph_.node(c.input)) + " is carried twice");
+  }
+  for (size_t k : args.which)
+    if (k >= sched_.outputs.size()) throw Error("device run: output index " + std::to_string(k) + " is out of range");
+  for (NodeId id : inputs_)
+    if (!carried.count(id)) check_bytes(id, leaf_tensor(id, args));
+  const bool new_params = !params_uploaded_ || args.params_generation != params_generation_;
+  if (new_params)
+    for (NodeId id : params_) check_bytes(id, leaf_tensor(id, args));
+
+  carry_in(args.carry);
+  kept_.clear();  // from here on a failure leaves nothing kept
+  if (new_params) {
+    for (NodeId id : params_) {
+      const Tensor& t = leaf_tensor(id, args);
+      if (t.nbytes() && !dropped_.count(id)) {
+        const HostToDevice c{leaves_.at(id), 0, t.raw(), t.nbytes()};
+        dev_->upload_borrowed({&c, 1});
+      }
+      param_uploaded(id, t);
+    }
+    dev_->wait();  // the host tensors may change after set_param
+    params_uploaded_ = true;
+    params_generation_ = args.params_generation;
+    detail::note_param_upload();
+  }
+  std::vector<HostToDevice> ups;
+  for (NodeId id : inputs_) {
+    if (carried.count(id)) continue;
+    const Tensor& t = leaf_tensor(id, args);
+    if (t.nbytes()) ups.push_back({leaves_.at(id), 0, t.raw(), t.nbytes()});
+  }
+  dev_->upload(ups);
+
+  dev_->mark_start();
+  submit();
+  dev_->mark_stop();
+
+  std::vector<Tensor> outs;
+  std::vector<DeviceToHost> downs;
+  outs.reserve(args.which.size());
+  for (size_t k : args.which) {
+    const plan::TensorRef& r = sched_.outputs[k];
+    outs.push_back(Tensor::empty(r.dtype, r.dims));
+    const auto [src, off] = where(r);
+    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
+  }
+  dev_->download(downs);
+  dev_->read_error_flag(flag_);
+  dev_->wait();
+  detail::note_device_ms(dev_->elapsed_ms());
+  if (const int err = dev_->error_flag(); err != 0) throw Error(kernel_error_message(err));
+  kept_.assign(args.keep.begin(), args.keep.end());
+  return outs;
+}
+
+std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which) {
+  std::vector<Tensor> outs;
+  std::vector<DeviceToHost> downs;
+  outs.reserve(which.size());
+  for (size_t k : which) {
+    if (std::find(kept_.begin(), kept_.end(), k) == kept_.end())
+      throw Error("device variant: internal: output " + std::to_string(k) + " was not kept by the last run");
+    const plan::TensorRef& r = sched_.outputs.at(k);
+    outs.push_back(Tensor::empty(r.dtype, r.dims));
+    const auto [src, off] = where(r);
+    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
+  }
+  dev_->download(downs);
+  dev_->wait();
+  return outs;
+}
+
+}  // namespace rlx
