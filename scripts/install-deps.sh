@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   python3
+  glslang-dev spirv-tools  # GLSL kernels compiled and validated as SPIR-V (codegen tests)
   clang-16 libclang-rt-16-dev  # the libFuzzer targets (scripts/fuzz.sh): libFuzzer + ASan runtimes
 )
 

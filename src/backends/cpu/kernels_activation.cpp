@@ -1,8 +1,9 @@
 // CPU kernel for Activation (unary elementwise ops).
 //
 // Floats compute in the compute type (f32 for f16/bf16/f32, f64 for f64) and round once on
-// store. Round is half-to-even, Gelu the exact erf form, GeluApprox the tanh form, Softplus the
-// overflow-free max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0.
+// store, with the formulas every GPU printer also uses (codegen/formula.h): Round is
+// half-to-even, Gelu the exact erf form, GeluApprox the tanh form, Softplus the overflow-free
+// max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0.
 // Integer Neg/Abs wrap (Abs(INT_MIN) = INT_MIN, two's complement); on unsigned dtypes Neg is
 // the modular negation and Abs/Relu are the identity. Not works on bool.
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
+#include "codegen/formula.h"
 
 namespace rlx::cpu {
 namespace {
@@ -23,43 +25,10 @@ constexpr bool act_supported() {
   else return is_float_dtype(D);
 }
 
-template <class C>
-inline C round_half_even(C x) {
-  C r = std::round(x);  // half away from zero
-  if (std::fabs(x - r) == C(0.5)) r = C(2) * std::round(x * C(0.5));
-  return r;
-}
-
+// The float math is the shared formula table (codegen/formula.h), evaluated in C.
 template <ActKind K, class C>
 inline C float_act(C x) {
-  if constexpr (K == ActKind::Gelu) return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
-  else if constexpr (K == ActKind::GeluApprox) {
-    const C k = C(0.79788456080286535588);  // sqrt(2/pi)
-    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
-  } else if constexpr (K == ActKind::Silu) return x / (C(1) + std::exp(-x));
-  else if constexpr (K == ActKind::Relu) return x < C(0) ? C(0) : x;
-  else if constexpr (K == ActKind::Sigmoid) return C(1) / (C(1) + std::exp(-x));
-  else if constexpr (K == ActKind::Tanh) return std::tanh(x);
-  else if constexpr (K == ActKind::Exp) return std::exp(x);
-  else if constexpr (K == ActKind::Log) return std::log(x);
-  else if constexpr (K == ActKind::Sqrt) return std::sqrt(x);
-  else if constexpr (K == ActKind::Rsqrt) return C(1) / std::sqrt(x);
-  else if constexpr (K == ActKind::Neg) return -x;
-  else if constexpr (K == ActKind::Abs) return std::fabs(x);
-  else if constexpr (K == ActKind::Sin) return std::sin(x);
-  else if constexpr (K == ActKind::Cos) return std::cos(x);
-  else if constexpr (K == ActKind::Tan) return std::tan(x);
-  else if constexpr (K == ActKind::Atan) return std::atan(x);
-  else if constexpr (K == ActKind::Round) return round_half_even(x);
-  else if constexpr (K == ActKind::Erf) return std::erf(x);
-  else if constexpr (K == ActKind::Floor) return std::floor(x);
-  else if constexpr (K == ActKind::Ceil) return std::ceil(x);
-  else if constexpr (K == ActKind::Reciprocal) return C(1) / x;
-  else if constexpr (K == ActKind::Sign) return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);
-  else if constexpr (K == ActKind::Softplus) return std::max(x, C(0)) + std::log1p(std::exp(-std::fabs(x)));
-  else if constexpr (K == ActKind::Asin) return std::asin(x);
-  else if constexpr (K == ActKind::Acos) return std::acos(x);
-  else static_assert(K == ActKind::Not, "unhandled float activation");
+  return codegen::ActFormula<K>::eval(x);
 }
 
 template <ActKind K, DType D>

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "backends/cuda/kernels/prelude.h"
+#include "codegen/language.h"
 #include "rlx/dtype.h"
 
 namespace rlx::cuda {
@@ -13,22 +14,8 @@ namespace rlx::cuda {
 // data-movement, reduce / softmax, cumsum and matmul paths, computing in double.
 inline bool cuda_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-inline std::string storage_type(DType t) {
-  switch (t) {
-    case DType::F32: return "float";
-    case DType::F16: return "f16_t";
-    case DType::BF16: return "bf16_t";
-    case DType::F64: return "double";
-    case DType::I8: return "i8_t";
-    case DType::I16: return "i16_t";
-    case DType::I32: return "i32_t";
-    case DType::I64: return "i64_t";
-    case DType::U8: return "u8_t";
-    case DType::U32: return "u32_t";
-    case DType::Bool: return "u8_t";
-  }
-  return "?";
-}
+// The prelude's typedef name of dtype t's storage (bool is u8_t), as the CUDA printer spells it.
+inline std::string storage_type(DType t) { return codegen::cuda_language().storage_type(t); }
 
 inline const char* kernel_prelude() { return ksrc::kPrelude; }
 

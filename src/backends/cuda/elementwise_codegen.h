@@ -1,13 +1,14 @@
 #pragma once
-// Generates one straight-line CUDA kernel per elementwise chain (Binary, Compare, Where,
-// Activation, Cast, ElementwiseRegion) and output geometry: the output's coalesced dims and
-// each input's broadcast strides are compile-time constants of the kernel, so broadcasting is
-// index arithmetic by constants; when every input is contiguous or a scalar the kernel moves
-// `vec` elements per thread with vector loads and stores.
+// One straight-line CUDA kernel per elementwise chain (Binary, Compare, Where, Activation, Cast,
+// ElementwiseRegion) and output geometry, from the shared kernel plan and its CUDA printer
+// (codegen/elementwise.h): the output's coalesced dims and each input's broadcast strides are
+// compile-time constants of the kernel; when every input is contiguous or a scalar the kernel
+// moves `vec` elements per thread with vector loads and stores.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "codegen/language.h"
 #include "plan/schedule.h"
 #include "rlx/ops.h"
 
@@ -23,8 +24,8 @@ struct ElementwiseKernel {
 
 // Codes the elementwise kernels write to the run's error flag, and their rlx::Error text ("" for
 // any other code).
-inline constexpr int kErrIntDivZero = 6;  // an integer Div/Mod/FMod divisor is 0
-inline constexpr int kErrIntPowZero = 7;  // an integer 0 raised to a negative power
+using codegen::kErrIntDivZero;
+using codegen::kErrIntPowZero;
 std::string elementwise_error_message(int code);
 
 // The op of a single elementwise node as a one-step chain over inputs 0..n-1.

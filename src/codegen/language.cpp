@@ -1,0 +1,68 @@
+#include "codegen/language.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "rlx/error.h"
+
+namespace rlx::codegen {
+
+const char* lang_name(LangId l) {
+  switch (l) {
+    case LangId::Cuda: return "CUDA";
+    case LangId::Glsl: return "GLSL";
+    case LangId::Wgsl: return "WGSL";
+  }
+  return "?";
+}
+
+void Helpers::add(const std::string& name, const std::string& source) {
+  if (!has(name)) items.emplace_back(name, source);
+}
+
+bool Helpers::has(const std::string& name) const {
+  for (const auto& [n, s] : items)
+    if (n == name) return true;
+  return false;
+}
+
+std::string Helpers::source() const {
+  std::string s;
+  for (const auto& [n, src] : items) s += src;
+  return s;
+}
+
+std::string kernel_error_message(int code, const std::string& device) {
+  if (code == kErrIntDivZero)
+    return "integer division by zero on " + device +
+           ": a Div, Mod or FMod divisor has a 0 (the CPU backend names the element; guard the divisor, e.g. "
+           "Where(b == 0, 1, b))";
+  if (code == kErrIntPowZero) return "integer pow on " + device + ": 0 raised to a negative power has no integer value";
+  return "";
+}
+
+std::string Language::storage_gap(DType t) const {
+  if (storage_dtype(t)) return "";
+  return std::string(name()) + " kernels cannot hold " + dtype_name(t) + " tensors";
+}
+
+const Language& language(LangId id) {
+  switch (id) {
+    case LangId::Cuda: return cuda_language();
+    case LangId::Glsl: return glsl_language();
+    case LangId::Wgsl: return wgsl_language();
+  }
+  throw Error("codegen: unknown language id " + std::to_string(static_cast<int>(id)));
+}
+
+std::string float_literal(double v, DType t, const std::string& suffix) {
+  if (!std::isfinite(v)) throw Error("codegen: a non-finite float literal cannot be spelled");
+  char buf[40];
+  if (t == DType::F64) std::snprintf(buf, sizeof buf, "%.17g", v);
+  else std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s + suffix;
+}
+
+}  // namespace rlx::codegen

@@ -1,0 +1,20 @@
+@group(0) @binding(0) var<storage, read_write> rlx_b0: array<u32>;
+@group(0) @binding(1) var<storage, read> rlx_b1: array<u32>;
+@group(0) @binding(2) var<storage, read> rlx_b2: array<u32>;
+struct RlxOffsets { o0: u32, o1: u32, o2: u32, }
+@group(0) @binding(3) var<uniform> rlx_off: RlxOffsets;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let items = 15u;
+  for (var i = gid.x; i < items; i += nwg.x * 256u) {
+    var off0 = 0u;
+    var off1 = 0u;
+    var t = i;
+    { let c = t % 5u; t = t / 5u; off0 += c * 1u; }
+    { let c = t; off0 += c * 5u; off1 += c * 1u; }
+    let x0 = bitcast<i32>(rlx_b1[rlx_off.o1 + off0]);
+    let x1 = bitcast<i32>(rlx_b2[rlx_off.o2 + off1]);
+    let v0 = (x0 + x1);
+    rlx_b0[rlx_off.o0 + i] = bitcast<u32>(v0);
+  }
+}
