@@ -243,6 +243,64 @@ TEST(ScheduleGeometry, FusedAndChannelOps) {
   EXPECT_EQ(fb.attn.mask_batch_stride, 5);
 }
 
+TEST(ScheduleGeometry, ScatterAddAxisAndStrides) {
+  Graph g;
+  Value data = g.input("data", Shape::of({4, 5, 6}));
+  Value idx = g.input("idx", Shape::of({4, 2, 3}, DType::I64));
+  Value upd = g.input("upd", Shape::of({4, 2, 3}));
+  const auto sg = geom_of<plan::ScatterAddGeom>(g, g.scatter_add(data, idx, upd, -2));
+  EXPECT_EQ(sg.axis, 1);  // -2 of rank 3
+  EXPECT_EQ(sg.axis_size, 5);
+  EXPECT_EQ(sg.count, 24);
+  EXPECT_EQ(sg.idx_dims, (std::vector<int64_t>{4, 2, 3}));
+  EXPECT_EQ(sg.data_strides, (std::vector<int64_t>{30, 6, 1}));  // data's strides, not the indices'
+
+  Graph e;  // empty indices: nothing is scattered
+  const auto se = geom_of<plan::ScatterAddGeom>(
+      e, e.scatter_add(e.input("d", Shape::of({3})), e.input("i", Shape::of({0}, DType::I32)),
+                       e.input("u", Shape::of({0})), 0));
+  EXPECT_EQ(se.count, 0);
+  EXPECT_EQ(se.axis_size, 3);
+}
+
+TEST(ScheduleGeometry, PadSourceMapsPerAxis) {
+  Graph g;
+  ops::Pad p;
+  p.pads = {1, -1, 0, 2};  // axis 0: one before, none after; axis 1: crop one before, two after
+  p.value = 7.0;
+  Value x = g.input("x", Shape::of({2, 3}));
+  const auto pg = geom_of<plan::PadGeom>(g, g.apply(p, {x}));
+  EXPECT_EQ(pg.out_dims, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(pg.in_strides, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(pg.source_offset, (std::vector<int64_t>{0, 3}));
+  // Axis 0: the constant, then rows 0 and 1. Axis 1: columns 1 and 2 (0 cropped), then two constants.
+  EXPECT_EQ(pg.source, (std::vector<int64_t>{-1, 0, 1, 1, 2, -1, -1}));
+
+  p.pads = {0, 2, 0, 2};
+  p.mode = PadMode::Reflect;
+  const auto rg = geom_of<plan::PadGeom>(g, g.apply(p, {g.input("r", Shape::of({1, 4}))}));
+  EXPECT_EQ(rg.source, (std::vector<int64_t>{0, 2, 1, 0, 1, 2, 3, 2, 1}));  // axis 0 (1), axis 1 (8)
+  EXPECT_EQ(rg.source_offset, (std::vector<int64_t>{0, 1}));
+  p.mode = PadMode::Edge;
+  const auto eg = geom_of<plan::PadGeom>(g, g.apply(p, {g.input("e", Shape::of({1, 4}))}));
+  EXPECT_EQ(eg.source, (std::vector<int64_t>{0, 0, 0, 0, 1, 2, 3, 3, 3}));
+
+  ops::Pad none;  // rank 0: nothing to map
+  const auto zg = geom_of<plan::PadGeom>(g, g.apply(none, {g.input("s", Shape::of({}))}));
+  EXPECT_TRUE(zg.out_dims.empty() && zg.in_strides.empty() && zg.source.empty() && zg.source_offset.empty());
+}
+
+TEST(ScheduleGeometry, SampleRowsAndVocab) {
+  Graph g;
+  ops::Sample smp;
+  const auto two = geom_of<plan::SampleGeom>(g, g.apply(smp, {g.input("l", Shape::of({3, 11}))}));
+  EXPECT_EQ(two.rows, 3);
+  EXPECT_EQ(two.vocab, 11);
+  const auto one = geom_of<plan::SampleGeom>(g, g.apply(smp, {g.input("v", Shape::of({11}))}));
+  EXPECT_EQ(one.rows, 1);
+  EXPECT_EQ(one.vocab, 11);
+}
+
 TEST(Schedule, OneStepPerExecutedNodeWithPlanLocations) {
   Graph g;
   Value x = g.input("x", Shape::of({4, 8}));

@@ -1,0 +1,393 @@
+// The absorption plans of plan/absorb_plans.h on hand-built graphs, CPU only: which producer
+// steps a consumer takes (GEMV prologues, the decode attention's KV concats and RoPEs, RoPE
+// pairs) and the near misses that keep the producer: another consumer, a graph output, a step
+// in between writing over the producer's inputs, a shape the plan does not take.
+#include <optional>
+#include <string>
+
+#include "plan/absorb_plans.h"
+#include "plan/plan_test_util.h"
+
+namespace rlx {
+namespace {
+
+// The index of the (first) step of op kind `name`.
+size_t step_of(const plan::Schedule& s, const std::string& name) {
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (op_name(s.steps[i].op) == name) return i;
+  ADD_FAILURE() << "no " << name << " step";
+  return SIZE_MAX;
+}
+
+// A GEMV kernel taking skinny products of up to 4 rows.
+int64_t gemv4(const plan::Step& st) {
+  const int64_t r = plan::skinny_rows(st);
+  return r <= 4 ? r : 0;
+}
+
+std::map<size_t, size_t> gemv_plan(const Graph& g) { return plan::plan_gemv_prologues(plan::build_schedule(g), gemv4); }
+
+// ---- AbsorbIndex ---------------------------------------------------------------------------
+
+TEST(AbsorbIndex, SoleProducerNeedsOneUseBeforeTheConsumer) {
+  Graph g;
+  const Value x = g.input("x", Shape::of({4}));
+  const Value a = g.relu(x);           // used once
+  const Value b = g.exp(x);            // used twice
+  const Value c = g.add(a, b);
+  const Value d = g.mul(b, c);
+  const Value e = g.sigmoid(d);        // a graph output, used again
+  g.add_output(g.tanh(e));
+  g.add_output(e);
+  const plan::Schedule s = plan::build_schedule(g, plantest::no_reuse());
+  const plan::AbsorbIndex index(s);
+  const size_t sa = step_of(s, "activation"), sc = step_of(s, "binary");
+  EXPECT_EQ(index.sole_producer(s.steps[sc].in[0], sc), std::optional<size_t>(sa));
+  EXPECT_EQ(index.sole_producer(s.steps[sc].in[1], sc), std::nullopt);  // b: two uses
+  const size_t last = s.steps.size() - 1;  // tanh(e)
+  EXPECT_EQ(index.sole_producer(s.steps[last].in[0], last), std::nullopt);  // e: also a graph output
+  EXPECT_EQ(index.sole_producer(s.steps[sc].in[0], sa), std::nullopt);      // not before the consumer
+  EXPECT_EQ(index.sole_producer(s.steps[sa].in[0], sa), std::nullopt);      // x: a leaf, no step
+}
+
+TEST(AbsorbIndex, ArenaOverlapIgnoresLeavesAndEmptyValues) {
+  plan::TensorRef a, b;
+  a.loc.kind = b.loc.kind = plan::Location::Kind::Arena;
+  a.loc.offset = 0, a.loc.bytes = 64;
+  b.loc.offset = 32, b.loc.bytes = 64;
+  EXPECT_TRUE(plan::arena_overlap(a, b));
+  b.loc.offset = 64;  // adjacent
+  EXPECT_FALSE(plan::arena_overlap(a, b));
+  b.loc.offset = 0, b.loc.bytes = 0;  // empty
+  EXPECT_FALSE(plan::arena_overlap(a, b));
+  b.loc.bytes = 64, b.loc.kind = plan::Location::Kind::Leaf;
+  EXPECT_FALSE(plan::arena_overlap(a, b));
+}
+
+// ---- GEMV prologues ------------------------------------------------------------------------
+
+struct NormGemv {
+  Graph g;
+  Value norm, mm;
+};
+// A computed x of `rows` rows of 64, its RmsNorm and the product with a [64, 32] weight.
+NormGemv norm_gemv(int64_t rows) {
+  NormGemv n;
+  const Value x = n.g.input("x", Shape::of({rows, 64}));
+  n.norm = n.g.rms_norm(x, n.g.param("gamma", Shape::of({64})), std::nullopt, 1e-5);
+  n.mm = n.g.matmul(n.norm, n.g.param("w", Shape::of({64, 32})));
+  return n;
+}
+
+TEST(GemvProloguePlan, AbsorbsRmsNormAndSwiGLU) {
+  {
+    NormGemv n = norm_gemv(3);
+    n.g.add_output(n.mm);
+    const plan::Schedule s = plan::build_schedule(n.g);
+    const auto p = plan::plan_gemv_prologues(s, gemv4);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->first, step_of(s, "matmul"));
+    EXPECT_EQ(p.begin()->second, step_of(s, "rms_norm"));
+  }
+  {  // batched rows collapse onto A's rows: 2 x 1 rows
+    Graph g;
+    const Value u = g.input("u", Shape::of({2, 1, 128}, DType::BF16));
+    const Value h = g.apply(ops::FusedSwiGLU{true}, {u});
+    g.add_output(g.matmul(h, g.param("w", Shape::of({64, 16}, DType::BF16))));
+    const plan::Schedule s = plan::build_schedule(g);
+    const auto p = plan::plan_gemv_prologues(s, gemv4);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->second, step_of(s, "fused_swiglu"));
+  }
+}
+
+TEST(GemvProloguePlan, NearMissesKeepTheProducer) {
+  {  // the norm is also a graph output
+    NormGemv n = norm_gemv(2);
+    n.g.add_output(n.mm);
+    n.g.add_output(n.norm);
+    EXPECT_TRUE(gemv_plan(n.g).empty());
+  }
+  {  // the norm feeds two products
+    NormGemv n = norm_gemv(2);
+    n.g.add_output(n.mm);
+    n.g.add_output(n.g.matmul(n.norm, n.g.param("w2", Shape::of({64, 8}))));
+    EXPECT_TRUE(gemv_plan(n.g).empty());
+  }
+  {  // five rows: the backend's GEMV does not take the product
+    NormGemv n = norm_gemv(5);
+    n.g.add_output(n.mm);
+    EXPECT_TRUE(gemv_plan(n.g).empty());
+    EXPECT_EQ(plan::plan_gemv_prologues(plan::build_schedule(n.g), plan::skinny_rows).size(), 1u);  // one that does
+  }
+  {  // a norm over a shorter row than the product's K (reshaped in between) is not A's prologue
+    Graph g;
+    const Value x = g.input("x", Shape::of({1, 2, 32}));
+    const Value nrm = g.rms_norm(x, g.param("gamma", Shape::of({32})));
+    g.add_output(g.matmul(g.reshape(nrm, {1, 64}), g.param("w", Shape::of({64, 8}))));
+    EXPECT_TRUE(gemv_plan(g).empty());
+  }
+  {  // a LayerNorm is no prologue
+    Graph g;
+    const Value x = g.input("x", Shape::of({1, 64}));
+    const Value nrm = g.layer_norm(x, g.param("gamma", Shape::of({64})), std::nullopt);
+    g.add_output(g.matmul(nrm, g.param("w", Shape::of({64, 8}))));
+    EXPECT_TRUE(gemv_plan(g).empty());
+  }
+}
+
+// The norm's input is computed (in the arena) and dies at the norm, so the memory plan may give
+// its bytes to a later value: the product's own result, or a step in between. Either would
+// overwrite what the product reads in its prologue: the norm runs.
+TEST(GemvProloguePlan, OverwrittenInputsKeepTheProducer) {
+  auto graph = [](bool in_between) {
+    Graph g;
+    const Value x = g.add(g.input("a", Shape::of({2, 64})), g.input("b", Shape::of({2, 64})));
+    const Value nrm = g.rms_norm(x, g.param("gamma", Shape::of({64})));
+    if (in_between) g.add_output(g.mul(g.input("c", Shape::of({2, 64})), g.input("d", Shape::of({2, 64}))));
+    g.add_output(g.matmul(nrm, g.param("w", Shape::of({64, 8}))));
+    return g;
+  };
+  {  // the product's result over the norm's input
+    const plan::Schedule s = plan::build_schedule(graph(false));
+    const size_t norm = step_of(s, "rms_norm"), mm = step_of(s, "matmul");
+    ASSERT_TRUE(plan::arena_overlap(s.steps[mm].out.at(0), s.steps[norm].in.at(0)))
+        << "the memory plan changed; this test no longer covers the product's result over the input";
+    EXPECT_TRUE(plan::plan_gemv_prologues(s, gemv4).empty());
+    const plan::AbsorbIndex index(s);
+    EXPECT_TRUE(index.inputs_survive(norm, mm, {}, false));  // only the result writes there
+  }
+  {  // a step in between over the norm's input
+    const plan::Schedule s = plan::build_schedule(graph(true));
+    const size_t norm = step_of(s, "rms_norm"), mm = step_of(s, "matmul");
+    ASSERT_EQ(mm, norm + 2);
+    ASSERT_TRUE(plan::arena_overlap(s.steps[norm + 1].out.at(0), s.steps[norm].in.at(0)))
+        << "the memory plan changed; this test no longer covers an overwritten input";
+    EXPECT_TRUE(plan::plan_gemv_prologues(s, gemv4).empty());
+    const plan::AbsorbIndex index(s);
+    EXPECT_FALSE(index.inputs_survive(norm, mm, {}, false));
+    EXPECT_TRUE(index.inputs_survive(norm, mm, {norm + 1}, false));  // unless that step is not run
+  }
+  // Without reuse nothing is overwritten.
+  for (bool in_between : {false, true})
+    EXPECT_EQ(plan::plan_gemv_prologues(plan::build_schedule(graph(in_between), plantest::no_reuse()), gemv4).size(),
+              1u);
+}
+
+TEST(GemvProloguePlan, SkinnyRows) {
+  auto rows = [](const Shape& a, const Shape& b) {
+    Graph g;
+    g.add_output(g.matmul(g.input("a", a), g.param("b", b)));
+    const plan::Schedule s = plan::build_schedule(g);
+    return plan::skinny_rows(s.steps.at(0));
+  };
+  EXPECT_EQ(rows(Shape::of({3, 64}), Shape::of({64, 32})), 3);
+  EXPECT_EQ(rows(Shape::of({2, 3, 64}), Shape::of({64, 32})), 6);  // shared weight: batch onto rows
+  EXPECT_EQ(rows(Shape::of({2, 3, 64}), Shape::of({2, 64, 32})), 0);  // a weight per batch item
+  EXPECT_EQ(rows(Shape::of({3, 0}), Shape::of({0, 32})), 0);           // k = 0
+  Graph g;
+  g.add_output(g.relu(g.input("x", Shape::of({4}))));
+  EXPECT_EQ(plan::skinny_rows(plan::build_schedule(g).steps.at(0)), 0);  // not a product
+}
+
+// ---- the decode attention's KV concats and RoPEs -------------------------------------------
+
+constexpr plan::DecodeAttentionLimits kLimits{8, 8};
+
+struct Decode {
+  Graph g;
+  Value q, k, v, out;
+  Value cos, sin;
+};
+
+ops::Attention gqa(AttnLayout layout) {
+  ops::Attention a;
+  a.num_heads = 4, a.num_kv_heads = 2, a.head_dim = 16, a.mask_kind = MaskKind::Causal, a.layout = layout;
+  return a;
+}
+
+// One decode step: q_len query rows over a cache of 5 rows plus q_len new ones, GQA 4/2; with
+// `rope`, q and the new K rows rotated by one pair of tables (BSHD only).
+Decode decode(AttnLayout layout = AttnLayout::BSHD, int64_t q_len = 1, bool rope = false) {
+  Decode d;
+  const bool bshd = layout == AttnLayout::BSHD;
+  auto shape = [&](int64_t s, int64_t h) { return bshd ? Shape::of({1, s, h, 16}) : Shape::of({1, h, s, 16}); };
+  const int64_t axis = bshd ? 1 : 2;
+  d.q = d.g.input("q", shape(q_len, 4));
+  Value k_new = d.g.input("k_new", shape(q_len, 2));
+  if (rope) {
+    d.cos = d.g.input("cos", Shape::of({q_len, 8}));
+    d.sin = d.g.input("sin", Shape::of({q_len, 8}));
+    d.q = d.g.rope(d.q, d.cos, d.sin, 16, 16);
+    k_new = d.g.rope(k_new, d.cos, d.sin, 16, 16);
+  }
+  d.k = d.g.concat({d.g.param("k_cache", shape(5, 2)), k_new}, axis);
+  d.v = d.g.concat({d.g.param("v_cache", shape(5, 2)), d.g.input("v_new", shape(q_len, 2))}, axis);
+  d.out = d.g.attention(d.q, d.k, d.v, std::nullopt, gqa(layout));
+  return d;
+}
+
+size_t absorbed(const std::map<size_t, std::vector<size_t>>& plan) {
+  size_t n = 0;
+  for (const auto& [consumer, producers] : plan) n += producers.size();
+  return n;
+}
+size_t concats_taken(const Graph& g, const plan::DecodeAttentionLimits& limits = kLimits) {
+  return absorbed(plan::plan_attention_concats(plan::build_schedule(g), limits));
+}
+
+TEST(AttentionConcatPlan, TakesTheCacheConcatsOfDecode) {
+  for (AttnLayout layout : {AttnLayout::BSHD, AttnLayout::BHSD}) {
+    Decode d = decode(layout);
+    d.g.add_output(d.out);
+    const plan::Schedule s = plan::build_schedule(d.g);
+    const auto p = plan::plan_attention_concats(s, kLimits);
+    ASSERT_EQ(p.size(), 1u) << enum_name(layout);
+    EXPECT_EQ(p.begin()->first, step_of(s, "attention"));
+    EXPECT_EQ(p.begin()->second.size(), 2u);
+  }
+}
+
+TEST(AttentionConcatPlan, DecodeShapedByTheLimits) {
+  Decode d = decode(AttnLayout::BSHD, 2);  // 2 query rows x group 2 = 4 rows per KV head
+  d.g.add_output(d.out);
+  EXPECT_EQ(concats_taken(d.g), 2u);
+  EXPECT_EQ(concats_taken(d.g, {4, 8}), 2u);
+  EXPECT_EQ(concats_taken(d.g, {3, 8}), 0u);  // prefill-shaped for a kernel of at most 3 rows
+}
+
+TEST(AttentionConcatPlan, NearMissesKeepTheConcat) {
+  {  // the joined K is also a graph output: only V is read in place
+    Decode d = decode();
+    d.g.add_output(d.out);
+    d.g.add_output(d.k);
+    EXPECT_EQ(concats_taken(d.g), 1u);
+  }
+  {  // the joined V feeds another op too
+    Decode d = decode();
+    d.g.add_output(d.out);
+    d.g.add_output(d.g.relu(d.v));
+    EXPECT_EQ(concats_taken(d.g), 1u);
+  }
+  {  // three parts, or a join along the heads instead of the sequence
+    Graph g;
+    const Value q = g.input("q", Shape::of({1, 1, 4, 16}));
+    auto part = [&](const char* name, int64_t s, int64_t h) { return g.input(name, Shape::of({1, s, h, 16})); };
+    const Value k = g.concat({part("k0", 3, 2), part("k1", 2, 2), part("k2", 1, 2)}, 1);
+    const Value v = g.concat({part("v0", 6, 1), part("v1", 6, 1)}, 2);
+    g.add_output(g.attention(q, k, v, std::nullopt, gqa(AttnLayout::BSHD)));
+    EXPECT_EQ(concats_taken(g), 0u);
+  }
+}
+
+// The new K rows are computed and die at their concat; a step between the concat and the
+// attention takes their bytes: that concat runs (its parts are gone when the attention reads).
+TEST(AttentionConcatPlan, AStepInBetweenOverwritingThePartsKeepsTheConcat) {
+  Graph g;
+  auto shape = [](int64_t s) { return Shape::of({1, s, 2, 16}); };
+  const Value k_new = g.add(g.input("a", shape(1)), g.input("b", shape(1)));
+  const Value k = g.concat({g.param("k_cache", shape(5)), k_new}, 1);
+  g.add_output(g.mul(g.input("c", shape(1)), g.input("d", shape(1))));  // between the concat and the attention
+  const Value v = g.concat({g.param("v_cache", shape(5)), g.input("v_new", shape(1))}, 1);
+  g.add_output(g.attention(g.input("q", Shape::of({1, 1, 4, 16})), k, v, std::nullopt, gqa(AttnLayout::BSHD)));
+  const plan::Schedule s = plan::build_schedule(g);
+  const size_t kc = step_of(s, "concat");
+  ASSERT_TRUE(plan::arena_overlap(s.steps[kc + 1].out.at(0), s.steps[kc].in.at(1)))
+      << "the memory plan changed; this test no longer covers an overwritten part";
+  const auto p = plan::plan_attention_concats(s, kLimits);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p.begin()->second, std::vector<size_t>{step_of(s, "attention") - 1});  // only V's concat
+  EXPECT_EQ(concats_taken(g), 1u);
+  const plan::Schedule all = plan::build_schedule(g, plantest::no_reuse());
+  EXPECT_EQ(absorbed(plan::plan_attention_concats(all, kLimits)), 2u);
+}
+
+size_t ropes_taken(const Graph& g, const plan::DecodeAttentionLimits& limits = kLimits) {
+  const plan::Schedule s = plan::build_schedule(g);
+  return absorbed(plan::plan_attention_ropes(s, plan::plan_attention_concats(s, limits), limits));
+}
+
+TEST(AttentionRopePlan, TakesTheRopesOfQAndTheNewKRows) {
+  Decode d = decode(AttnLayout::BSHD, 1, true);
+  d.g.add_output(d.out);
+  const plan::Schedule s = plan::build_schedule(d.g);
+  const auto ropes = plan::plan_attention_ropes(s, plan::plan_attention_concats(s, kLimits), kLimits);
+  ASSERT_EQ(ropes.size(), 1u);
+  EXPECT_EQ(ropes.begin()->first, step_of(s, "attention"));
+  ASSERT_EQ(ropes.begin()->second.size(), 2u);
+  for (size_t r : ropes.begin()->second) EXPECT_TRUE(std::holds_alternative<ops::Rope>(s.steps[r].op));
+  // Without the K concat planned, only q's RoPE.
+  EXPECT_EQ(absorbed(plan::plan_attention_ropes(s, {}, kLimits)), 1u);
+}
+
+TEST(AttentionRopePlan, NearMissesKeepTheRope) {
+  {  // more new K rows than the kernel rotates: only q's
+    Decode d = decode(AttnLayout::BSHD, 2, true);
+    d.g.add_output(d.out);
+    EXPECT_EQ(ropes_taken(d.g), 2u);
+    EXPECT_EQ(ropes_taken(d.g, {8, 1}), 1u);
+  }
+  {  // q's rotated value is also a graph output: only K's
+    Decode d = decode(AttnLayout::BSHD, 1, true);
+    d.g.add_output(d.out);
+    d.g.add_output(d.q);
+    EXPECT_EQ(ropes_taken(d.g), 1u);
+  }
+  {  // the new K rows rotated by other tables than q: only q's
+    Decode d;
+    auto shape = [](int64_t s, int64_t h) { return Shape::of({1, s, h, 16}); };
+    const Value c1 = d.g.input("c1", Shape::of({1, 8})), s1 = d.g.input("s1", Shape::of({1, 8}));
+    const Value c2 = d.g.input("c2", Shape::of({1, 8}));
+    const Value q = d.g.rope(d.g.input("q", shape(1, 4)), c1, s1, 16, 16);
+    const Value k = d.g.concat({d.g.param("kc", shape(5, 2)), d.g.rope(d.g.input("kn", shape(1, 2)), c2, s1, 16, 16)}, 1);
+    const Value v = d.g.concat({d.g.param("vc", shape(5, 2)), d.g.input("vn", shape(1, 2))}, 1);
+    d.g.add_output(d.g.attention(q, k, v, std::nullopt, gqa(AttnLayout::BSHD)));
+    EXPECT_EQ(ropes_taken(d.g), 1u);
+  }
+}
+
+// ---- RoPE pairs ----------------------------------------------------------------------------
+
+size_t pairs(const Graph& g) { return plan::plan_rope_pairs(plan::build_schedule(g)).size(); }
+
+TEST(RopePairPlan, PairsConsecutiveRopesOfOneRotation) {
+  const Shape tab = Shape::of({3, 8});
+  {  // the same tables: one pair, the second step takes the first
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    h.add_output(h.rope(h.input("k", Shape::of({1, 3, 2, 16})), c, sn, 16, 16));
+    const auto p = plan::plan_rope_pairs(plan::build_schedule(h));
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->first, p.begin()->second + 1);
+  }
+  {  // three in a row: a step is in one pair at most
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    for (const char* name : {"a", "b", "c3"}) h.add_output(h.rope(h.input(name, Shape::of({1, 3, 2, 16})), c, sn, 16, 16));
+    EXPECT_EQ(pairs(h), 1u);
+  }
+  {  // different tables
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab), c2 = h.input("c2", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    h.add_output(h.rope(h.input("k", Shape::of({1, 3, 2, 16})), c2, sn, 16, 16));
+    EXPECT_EQ(pairs(h), 0u);
+  }
+  {  // the second rotates the first's result
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16), c, sn, 16, 16));
+    EXPECT_EQ(pairs(h), 0u);
+  }
+  {  // another style
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    h.add_output(h.rope(h.input("k", Shape::of({1, 3, 2, 16})), c, sn, 16, 16, RopeStyle::GptJ));
+    EXPECT_EQ(pairs(h), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace rlx
