@@ -1,15 +1,18 @@
-// rlx check: how a graph would run on a device after optimization: per op kind, how many nodes
-// the backend runs natively, how many the shared legalize decomposes, and which it cannot run.
+// rlx check: how a graph would run on a device after optimization: per op kind (grouped by kernel
+// family), how many nodes the backend runs natively, how many the shared legalize decomposes,
+// and which it cannot run.
 #include <CLI/CLI.hpp>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "cli.h"
 #include "passes/legalize.h"
 #include "passes/pipeline.h"
 #include "passes/specialize.h"
+#include "plan/step_family.h"
 #include "runtime/backend.h"
 
 namespace rlx::cli {
@@ -58,18 +61,22 @@ int run_check(const CheckOptions& o) {
   const auto rows = passes::dispatch_report(opt, claims);
   std::cout << "graph: " << shown(o.path) << "\ndevice: " << device_name(dev) << (o.no_optimize ? " (unoptimized)" : "")
             << "\nops: " << passes::op_count(g) << " in, " << passes::op_count(opt) << " after optimization\n\n";
-  std::cout << std::left << std::setw(28) << "op kind" << std::right << std::setw(8) << "native" << std::setw(12)
-            << "decomposed" << std::setw(13) << "unsupported" << "\n";
+  // One line per op kind, grouped by kernel family (the families every GPU backend lowers by).
+  std::multimap<std::optional<plan::StepFamily>, const passes::DispatchRow*> by_family;
+  for (const auto& r : rows) by_family.emplace(plan::step_family(r.op), &r);
+  std::cout << std::left << std::setw(13) << "family" << std::setw(28) << "op kind" << std::right << std::setw(8)
+            << "native" << std::setw(12) << "decomposed" << std::setw(13) << "unsupported" << "\n";
   size_t native = 0, decomposed = 0, unsupported = 0;
-  for (const auto& r : rows) {
-    std::cout << std::left << std::setw(28) << r.op << std::right << std::setw(8) << r.native << std::setw(12)
-              << r.decomposed << std::setw(13) << r.unsupported << "\n";
-    native += r.native;
-    decomposed += r.decomposed;
-    unsupported += r.unsupported;
+  for (const auto& [family, r] : by_family) {
+    std::cout << std::left << std::setw(13) << (family ? plan::family_name(*family) : "?") << std::setw(28) << r->op
+              << std::right << std::setw(8) << r->native << std::setw(12) << r->decomposed << std::setw(13)
+              << r->unsupported << "\n";
+    native += r->native;
+    decomposed += r->decomposed;
+    unsupported += r->unsupported;
   }
-  std::cout << std::left << std::setw(28) << "total" << std::right << std::setw(8) << native << std::setw(12)
-            << decomposed << std::setw(13) << unsupported << "\n\n";
+  std::cout << std::left << std::setw(13) << "total" << std::setw(28) << "" << std::right << std::setw(8) << native
+            << std::setw(12) << decomposed << std::setw(13) << unsupported << "\n\n";
   if (unsupported == 0) {
     std::cout << "ok: every node runs on " << device_name(dev) << "\n";
     return 0;

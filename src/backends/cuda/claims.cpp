@@ -5,6 +5,7 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/lower.h"
+#include "plan/step_family.h"
 
 namespace rlx::cuda {
 namespace {
@@ -98,35 +99,31 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
 std::string step_label(const plan::Step& st) { return "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")"; }
 
 void lower_step(LowerContext& cx, const plan::Step& st) {
-  std::visit(
-      [&]<class T>(const T&) {
-        if constexpr (std::is_same_v<T, ops::Binary> || std::is_same_v<T, ops::Compare> ||
-                      std::is_same_v<T, ops::Where> || std::is_same_v<T, ops::Activation> ||
-                      std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::ElementwiseRegion>) {
-          lower_elementwise(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::FusedMatMulBiasAct>) {
-          lower_matmul(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax> ||
-                             std::is_same_v<T, ops::Reduce> || std::is_same_v<T, ops::FusedSwiGLU> ||
-                             std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm> ||
-                             std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
-          lower_rows(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::Attention>) {
-          lower_attention(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::Reshape> || std::is_same_v<T, ops::StopGradient> ||
-                             std::is_same_v<T, ops::Transpose> || std::is_same_v<T, ops::Narrow> ||
-                             std::is_same_v<T, ops::Concat> || std::is_same_v<T, ops::Expand> ||
-                             std::is_same_v<T, ops::Reverse> || std::is_same_v<T, ops::Gather> ||
-                             std::is_same_v<T, ops::Pad> || std::is_same_v<T, ops::Rope>) {
-          lower_shape(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> ||
-                             std::is_same_v<T, ops::Constant>) {
-          // Leaves have no work: their bytes are uploaded by the variant.
-        } else if (!lower_select_family(cx, st) && !lower_conv_family(cx, st)) {
-          throw Error(step_label(st) + ": the CUDA backend has no kernel for this op (it should have been legalized)");
-        }
-      },
-      st.op);
+  if (!cuda_claims_kind(op_name(st.op)))
+    throw Error(step_label(st) + ": the CUDA backend has no kernel for this op (it should have been legalized)");
+  switch (plan::step_family(st.op)) {
+    case plan::StepFamily::Leaf: return;  // no work: their bytes are uploaded by the variant
+    case plan::StepFamily::Elementwise: lower_elementwise(cx, st); return;
+    case plan::StepFamily::Matmul:
+      if (std::holds_alternative<ops::GroupedMatMul>(st.op)) lower_select_family(cx, st);  // select_ops.cpp's
+      else lower_matmul(cx, st);
+      return;
+    case plan::StepFamily::Rows: lower_rows(cx, st); return;
+    case plan::StepFamily::Copy:
+    case plan::StepFamily::Rope: lower_shape(cx, st); return;
+    case plan::StepFamily::Attention: lower_attention(cx, st); return;
+    case plan::StepFamily::Select:
+    case plan::StepFamily::Scan:
+    case plan::StepFamily::Scatter:
+    case plan::StepFamily::Random:
+      if (lower_select_family(cx, st)) return;
+      break;
+    case plan::StepFamily::Spatial:
+      if (lower_conv_family(cx, st)) return;
+      break;
+    case plan::StepFamily::Control: break;
+  }
+  throw Error(step_label(st) + ": the CUDA backend has no kernel for this op (it should have been legalized)");
 }
 
 }  // namespace rlx::cuda
