@@ -78,6 +78,7 @@ size_t DeviceVariant::output_bytes(size_t k) const {
 // another, e.g. two inputs that trade places) is double-buffered: it is first copied to that
 // carry's spare buffer, so that no copy reads bytes another one has already overwritten.
 void DeviceVariant::carry_in(std::span<const Carry> carry) {
+  if (carry.empty()) return;
   std::set<uint32_t> dests;
   for (const Carry& c : carry) dests.insert(leaf_buf(c.input).id);
   std::vector<DeviceToDevice> to_spare, to_leaf;
