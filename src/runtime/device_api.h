@@ -67,7 +67,8 @@ class DeviceApi {
   // unchanged until wait() (large values such as params, not worth a staging copy).
   void upload(std::span<const HostToDevice> copies);
   void upload_borrowed(std::span<const HostToDevice> copies);
-  // Device -> host; the host bytes are valid after wait().
+  // Device -> host; the host bytes are valid after wait(). `dst` must stay valid until then;
+  // when a download, the flag readback or wait() throws, downloads still pending are dropped.
   void download(std::span<const DeviceToHost> copies);
   // Device -> device; source and destination regions must not overlap.
   void copy(std::span<const DeviceToDevice> copies);

@@ -101,6 +101,20 @@ void DeviceVariant::carry_in(std::span<const Carry> carry) {
   dev_->copy(to_leaf);
 }
 
+std::vector<Tensor> DeviceVariant::download_outputs(const std::vector<size_t>& which) {
+  std::vector<Tensor> outs;
+  std::vector<DeviceToHost> downs;
+  outs.reserve(which.size());
+  for (size_t k : which) {
+    const plan::TensorRef& r = sched_.outputs.at(k);
+    outs.push_back(Tensor::empty(r.dtype, r.dims));
+    const auto [src, off] = where(r);
+    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
+  }
+  dev_->download(downs);
+  return outs;
+}
+
 std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   // Every host-side check comes before anything is enqueued.
   std::set<NodeId> carried;
@@ -152,16 +166,7 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   submit();
   dev_->mark_stop();
 
-  std::vector<Tensor> outs;
-  std::vector<DeviceToHost> downs;
-  outs.reserve(args.which.size());
-  for (size_t k : args.which) {
-    const plan::TensorRef& r = sched_.outputs[k];
-    outs.push_back(Tensor::empty(r.dtype, r.dims));
-    const auto [src, off] = where(r);
-    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
-  }
-  dev_->download(downs);
+  std::vector<Tensor> outs = download_outputs(args.which);
   dev_->read_error_flag(flag_);
   dev_->wait();
   detail::note_device_ms(dev_->elapsed_ms());
@@ -171,18 +176,10 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
 }
 
 std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which) {
-  std::vector<Tensor> outs;
-  std::vector<DeviceToHost> downs;
-  outs.reserve(which.size());
-  for (size_t k : which) {
+  for (size_t k : which)
     if (std::find(kept_.begin(), kept_.end(), k) == kept_.end())
       throw Error("device variant: internal: output " + std::to_string(k) + " was not kept by the last run");
-    const plan::TensorRef& r = sched_.outputs.at(k);
-    outs.push_back(Tensor::empty(r.dtype, r.dims));
-    const auto [src, off] = where(r);
-    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
-  }
-  dev_->download(downs);
+  std::vector<Tensor> outs = download_outputs(which);
   dev_->wait();
   return outs;
 }

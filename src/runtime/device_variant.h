@@ -58,6 +58,8 @@ class DeviceVariant : public Variant {
   void check_bytes(NodeId id, const Tensor& t) const;
   void carry_in(std::span<const Carry> carry);
   size_t output_bytes(size_t k) const;
+  // New host tensors for outputs `which`, filled at the next wait().
+  std::vector<Tensor> download_outputs(const std::vector<size_t>& which);
 
   Graph graph_;
   plan::Schedule sched_;

@@ -63,11 +63,20 @@ void CudaDevice::do_download(std::span<const DeviceToHost> copies) {
   }
   for (const DeviceToHost& c : copies) {
     if (!c.bytes) continue;
-    RLX_CUDA_CHECK(cudaMemcpyAsync(out_stage_.data() + out_used_, address(c.src) + c.offset, c.bytes,
-                                   cudaMemcpyDeviceToHost, stream_.get()));
+    check_pending(cudaMemcpyAsync(out_stage_.data() + out_used_, address(c.src) + c.offset, c.bytes,
+                                  cudaMemcpyDeviceToHost, stream_.get()),
+                  "cudaMemcpyAsync(device to pinned staging)");
     landings_.push_back({c.dst, out_used_, c.bytes});
     out_used_ += c.bytes;
   }
+}
+
+// A failed enqueue drops the downloads in flight: their host tensors die with the failing run,
+// so a later wait() must not write into them.
+void CudaDevice::check_pending(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return;
+  landings_.clear();
+  throw_cuda(e, call);
 }
 
 void CudaDevice::do_copy(std::span<const DeviceToDevice> copies) {
@@ -78,7 +87,8 @@ void CudaDevice::do_copy(std::span<const DeviceToDevice> copies) {
 }
 
 void CudaDevice::do_read_error_flag(DeviceBuf flag) {
-  RLX_CUDA_CHECK(cudaMemcpyAsync(err_host_.data(), address(flag), sizeof(int), cudaMemcpyDeviceToHost, stream_.get()));
+  check_pending(cudaMemcpyAsync(err_host_.data(), address(flag), sizeof(int), cudaMemcpyDeviceToHost, stream_.get()),
+                "cudaMemcpyAsync(error flag to pinned memory)");
 }
 
 int CudaDevice::error_flag() const {

@@ -37,6 +37,7 @@ class CudaDevice final : public DeviceApi {
 
  private:
   const DeviceBuffer& buffer(DeviceBuf b) const;
+  void check_pending(cudaError_t e, const char* call);
 
   Stream stream_;
   Event ev_start_, ev_stop_;
