@@ -312,15 +312,6 @@ TEST_F(Knobs, DevelopmentDocHoldsTheTable) {
   }
 }
 
-// Files that still read knobs through their own helper (env_int / env_off / getenv) until they
-// are converted to ResolvedKnobs; remove a file from this list when it is (the test fails while
-// a listed file has nothing left to convert).
-const std::set<std::string> kPendingConversion = {
-    "src/backends/cuda/lower.h",           "src/backends/cuda/lower_matmul.cpp",
-    "src/backends/cuda/lower_attention.cpp", "src/backends/cuda/lower_elementwise.cpp",
-    "src/backends/cuda/variant.cpp",
-};
-
 TEST_F(Knobs, NoOtherCodeReadsAnRlxVariable) {
   namespace fs = std::filesystem;
   const fs::path root(RLX_SOURCE_DIR);
@@ -330,7 +321,6 @@ TEST_F(Knobs, NoOtherCodeReadsAnRlxVariable) {
   const std::regex getenv_call(R"re(getenv\s*\(\s*("([A-Za-z0-9_]*)")?)re");
   const std::regex helper_call(R"re(\b(env_int|env_off|env_flag)\s*\(\s*("(RLX_[A-Z0-9_]*)")?)re");
   std::vector<std::string> violations;
-  std::set<std::string> pending_hit;
   for (const char* dir : {"src", "tools", "bench", "include", "examples"}) {
     if (!fs::exists(root / dir)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
@@ -345,19 +335,11 @@ TEST_F(Knobs, NoOtherCodeReadsAnRlxVariable) {
         for (std::sregex_iterator m(line.begin(), line.end(), getenv_call), stop; m != stop; ++m) {
           const std::string name = (*m)[2].str();
           if ((*m)[1].matched && name.rfind("RLX_", 0) != 0) continue;  // HOME, XDG_CACHE_HOME, ...
-          if (kPendingConversion.count(rel)) {
-            pending_hit.insert(rel);
-          } else {
-            violations.push_back(where);
-          }
+          violations.push_back(where);
           if ((*m)[1].matched && !envs.count(name)) violations.push_back(where + "  (" + name + " is not in the table)");
         }
         for (std::sregex_iterator m(line.begin(), line.end(), helper_call), stop; m != stop; ++m) {
-          if (kPendingConversion.count(rel)) {
-            pending_hit.insert(rel);
-          } else {
-            violations.push_back(where);
-          }
+          violations.push_back(where);
           if ((*m)[2].matched && !envs.count((*m)[3].str()))
             violations.push_back(where + "  (" + (*m)[3].str() + " is not in the table)");
         }
@@ -368,8 +350,6 @@ TEST_F(Knobs, NoOtherCodeReadsAnRlxVariable) {
     ADD_FAILURE() << "an RLX_* variable read outside the knob registry (use ResolvedKnobs / process_knobs, "
                      "src/runtime/knobs.h):\n  "
                   << v;
-  for (const std::string& f : kPendingConversion)
-    EXPECT_TRUE(pending_hit.count(f)) << f << " reads no variable any more: remove it from kPendingConversion";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "backends/cuda/status.h"
 #include "plan/absorb_plans.h"
 #include "plan/schedule.h"
+#include "runtime/knobs.h"
 #include "rlx/session.h"
 
 namespace rlx::cuda {
@@ -29,6 +30,8 @@ class LowerContext {
   virtual ~LowerContext() = default;
   virtual uint8_t* ptr(const plan::TensorRef& r) = 0;  // device address of an operand/result
   virtual const CompileOptions& options() const = 0;
+  // The compile's tuning knobs, resolved once (runtime/knobs.h).
+  virtual const ResolvedKnobs& knobs() const = 0;
   virtual void add(DeviceOp op) = 0;
   virtual size_t op_count() const = 0;  // ops added so far
   // Device scratch owned by the variant (e.g. attention split partials).
@@ -105,10 +108,6 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st);
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);
-
-// An integer tuning knob from the environment: `fallback` when unset or empty, else the value,
-// which must be an integer in [lo, hi] (an rlx::Error naming the variable otherwise).
-int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi);
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom` (out may be ins[0]:
 // every thread reads its elements before writing them). Matmul epilogues use it too.

@@ -144,20 +144,23 @@ struct DecodeKnobs {
   bool tc = true;         // RLX_CUDA_ATTN_DECODE_TC: the tensor-core kernel where it fits
   bool early = true;      // RLX_CUDA_ATTN_DECODE_EARLY: it launches before the QKV product's wait
   DecodeTcShape tc_shape;
+  std::string keys_origin;  // where the keys per chunk came from (for messages)
 };
-DecodeKnobs decode_knobs() {
+DecodeKnobs decode_knobs(const ResolvedKnobs& r) {
   DecodeKnobs k;
-  k.min_keys = env_int("RLX_CUDA_ATTN_DECODE_KEYS", 64, 1, 1 << 20);
-  k.cluster = env_int("RLX_CUDA_ATTN_CLUSTER", 16, 0, 16);
-  k.smkv = env_int("RLX_CUDA_ATTN_SMKV", 1, 0, 1) == 1;
-  k.tc = env_int("RLX_CUDA_ATTN_DECODE_TC", 1, 0, 1) == 1;
-  k.early = env_int("RLX_CUDA_ATTN_DECODE_EARLY", 1, 0, 1) == 1;
-  k.tc_shape.warps = env_int("RLX_CUDA_ATTN_DECODE_TC_WARPS", 8, 1, 16);
-  k.tc_shape.keys = env_int("RLX_CUDA_ATTN_DECODE_TC_KEYS", 0, 16, 64);
+  k.min_keys = r.cuda_attn_decode_keys();
+  k.cluster = r.cuda_attn_cluster();
+  k.smkv = r.cuda_attn_smkv();
+  k.tc = r.cuda_attn_decode_tc();
+  k.early = r.cuda_attn_decode_early();
+  k.tc_shape.warps = r.cuda_attn_decode_tc_warps();
+  k.tc_shape.keys = r.cuda_attn_decode_tc_keys().value_or(0);
+  k.keys_origin = r.origin("cuda_attn_decode_tc_keys");
   const int64_t w = k.tc_shape.warps, n = k.tc_shape.keys;
   if ((w & (w - 1)) != 0 || (n & (n - 1)) != 0)
-    throw Error("RLX_CUDA_ATTN_DECODE_TC_WARPS and RLX_CUDA_ATTN_DECODE_TC_KEYS must be powers of two (warps 1-16, "
-                "keys 16-64), got " + std::to_string(w) + " and " + std::to_string(n));
+    throw Error(r.origin("cuda_attn_decode_tc_warps") + " and " + k.keys_origin +
+                " must be powers of two (warps 1-16, keys 16-64), got " + std::to_string(w) + " and " +
+                std::to_string(n));
   return k;
 }
 
@@ -202,7 +205,7 @@ DecodeTcShape decode_tc_shape(const DecodeKnobs& k, int64_t head_dim) {
   DecodeTcShape s = k.tc_shape;
   if (s.keys == 0) s.keys = head_dim <= 64 ? 64 : 32;
   if (s.keys > 32 && head_dim > 64)
-    throw Error("RLX_CUDA_ATTN_DECODE_TC_KEYS=" + std::to_string(s.keys) + " does not fit in registers at head_dim " +
+    throw Error(k.keys_origin + "=" + std::to_string(s.keys) + " does not fit in registers at head_dim " +
                 std::to_string(head_dim) + "; use 16 or 32 (or unset it)");
   return s;
 }
@@ -295,7 +298,7 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
   const bool k_static = ks ? ks->first_static : st.in.at(1).loc.kind == plan::Location::Kind::Leaf;
   const bool v_static = vs ? vs->first_static : st.in.at(2).loc.kind == plan::Location::Kind::Leaf;
   const std::string what = step_label(st);
-  const DecodeKnobs knobs = decode_knobs();
+  const DecodeKnobs knobs = decode_knobs(cx.knobs());
   const bool tc = decode_tc_fits(g, t, rows, knobs);
   // attn_decode: at most 8 rows; a row is a power-of-two count of 16-byte pieces (which divides
   // its 128 threads); q rows, a chunk's scores, the key groups' partials and three per-row floats,

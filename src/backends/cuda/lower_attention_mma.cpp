@@ -333,7 +333,7 @@ bool lower_attention_mma(LowerContext& cx, const plan::Step& st) {
   const void* pv = cx.ptr(st.in[2]);
   void* po = cx.ptr(out);
   const DeviceInfo& dev = device();
-  const ResolvedKnobs knobs = resolve_knobs(cx.options());
+  const ResolvedKnobs& knobs = cx.knobs();
   const bool wgmma = wgmma_rejection(g.head_dim, dev.cc_major, dev.cc_minor, knobs).empty();
   if (!mma_rejection(g, t, pq, pk, pv, po, wgmma, knobs).empty()) return false;
   if (wgmma && lower_wgmma(cx, st, g, t, pq, pk, pv, po, knobs)) {

@@ -34,7 +34,7 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
   // of such kernels then no longer holds back the next kernel's work before its wait (at the start
   // of a decode step: the RoPE tables, then the first QKV product, whose weight loads now overlap
   // the tables; measured in docs/benchmarks.md, session 18). RLX_CUDA_TINY_EARLY=0: off.
-  const int64_t early_max_items = env_int("RLX_CUDA_TINY_EARLY", 1, 0, 1) == 1 ? kTinyGridBlocks * kBlock : 0;
+  const int64_t early_max_items = cx.knobs().cuda_tiny_early() ? kTinyGridBlocks * kBlock : 0;
   const ElementwiseKernel k = make_elementwise_kernel(steps, in_dtypes, out_dtype, geom, max_vec, early_max_items);
   auto launch = std::make_shared<KernelLaunch>(what, get_kernel(k.entry, k.source), grid_for(k.items, kBlock), kBlock);
   if (k.early_dependents) {

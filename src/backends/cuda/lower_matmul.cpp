@@ -94,17 +94,6 @@ int64_t gemv_tile(const GemvConfig& c) { return c.lanes_per_row * static_cast<in
 
 }  // namespace
 
-int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(e, &end, 10);
-  if (*end != '\0' || x < lo || x > hi)
-    throw Error(std::string(name) + "=" + e + ": expected an integer in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "]");
-  return static_cast<int64_t>(x);
-}
-
 namespace {
 
 std::atomic<uint64_t> g_vec_a{0};
@@ -181,13 +170,6 @@ std::string gemv_pack_source(size_t elem_bytes, bool tiles) {
 
 namespace {
 
-// Tunables of the skinny-GEMM kernel, read at each lowering (for sweeps on the device; defaults
-// measured on the H100): RLX_GEMV_BLOCKS_PER_SM (target resident blocks per SM, default 4),
-// RLX_GEMV_LPR (lanes per W row: 1, 2, 4, 8, 16 or 32; default 64 columns per tile, 32 lanes
-// from 64 MB of weight on), RLX_GEMV_L2PF (1: prefetch each block's later W rows into L2
-// before waiting for the previous kernel; default 0).
-int64_t gemv_blocks_per_sm() { return env_int("RLX_GEMV_BLOCKS_PER_SM", 4, 1, 64); }
-
 }  // namespace
 
 // Rows of a skinny product (plan::skinny_rows, at most 4 rows against one shared, 16-byte
@@ -223,7 +205,7 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
                        int64_t bias_len, const plan::TensorRef* residual, GemvPrologue& pro) {
   GemvConfig cfg;
   cfg.t = st.out.at(0).dtype;
-  cfg.evict_first = gemv_evict_first(env_int("RLX_GEMV_EVICT_FIRST", -1, 0, 1), cx.weight_bytes(), device().l2_bytes);
+  cfg.evict_first = gemv_evict_first(cx.knobs().gemv_evict_first().value_or(-1), cx.weight_bytes(), device().l2_bytes);
   cfg.bias_t = bias_len > 0 ? st.in.at(2).dtype : cfg.t;
   cfg.rows = rows;
   cfg.bias = bias_len == 0 ? 0 : (bias_len == g.n ? 2 : 1);
@@ -254,18 +236,18 @@ GemvConfig gemv_common(LowerContext& cx, const plan::Step& st, const plan::MatMu
 // rows do not fit in shared memory.
 bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, GemvConfig cfg,
                        const GemvPrologue& pro, const plan::TensorRef* residual) {
-  if (env_int("RLX_GEMV_PACKED", 1, 0, 1) == 0) return false;
+  if (!cx.knobs().gemv_packed()) return false;
   const DeviceInfo& dev = device();
   // f16 / bf16 on the tensor cores (RLX_GEMV_TC=0: the CUDA-core kernel), from sm_80 on.
   const bool tc = (cfg.t == DType::F16 || cfg.t == DType::BF16) && dev.cc_major >= 8 &&
-                  env_int("RLX_GEMV_TC", 1, 0, 1) == 1;
+                  cx.knobs().gemv_tc();
   cfg.tensor_cores = tc;
   // Default, measured on the H100 (docs/benchmarks.md): 32 warps for the tensor-core kernel
   // (session 19) and for f32, whose longer rows gain more from the bytes in flight of a whole
   // multiprocessor (1.375 against 1.402 ms with 24); 24 for the CUDA-core kernel on 2-byte types,
   // whose blocks leave room for the previous kernel's small blocks, so the early weight loads
   // start before those finish (Llama decode bf16 0.950 -> 0.905 ms).
-  const int64_t warps = env_int("RLX_GEMV_PACKED_WARPS", cfg.t == DType::F32 || tc ? 32 : 24, 1, 32);
+  const int64_t warps = cx.knobs().gemv_packed_warps().value_or(cfg.t == DType::F32 || tc ? 32 : 24);
   const int64_t es = static_cast<int64_t>(dtype_size(cfg.t)), vw = 16 / es, kq = tc ? 16 : vw;
   const int64_t ldk = (g.k + kq - 1) / kq * kq;
   const int64_t sms = dev.sm_count;
@@ -273,7 +255,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   if (tc) {
     // Warps per tile row (RLX_GEMV_TC_SPLIT), default the whole block: the block reads one tile
     // row (a contiguous 16 x ldk piece of the weight) at a time, its warps each a slice of it.
-    wpr = env_int("RLX_GEMV_TC_SPLIT", warps, 1, 32);
+    wpr = cx.knobs().gemv_tc_split().value_or(warps);
     if (warps % wpr != 0 || (wpr > 1 && warps / wpr > 15))
       throw Error("RLX_GEMV_TC_SPLIT=" + std::to_string(wpr) + ": expected a divisor of the " + std::to_string(warps) +
                   " warps per block (RLX_GEMV_PACKED_WARPS) that leaves at most 15 groups of warps");
@@ -299,7 +281,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   // A (or the prologue's input) in 16-byte words when its rows allow (RLX_GEMV_VEC_A=0: element by
   // element); the tensor-core kernel's rows of A are padded to whole tiles otherwise.
   const void* a_src = cfg.prologue ? static_cast<const void*>(pro.px) : static_cast<const void*>(cx.ptr(st.in.at(0)));
-  cfg.vec_a = g.k % kq == 0 && pointer_alignment(a_src) >= 16 && env_int("RLX_GEMV_VEC_A", 1, 0, 1) == 1;
+  cfg.vec_a = g.k % kq == 0 && pointer_alignment(a_src) >= 16 && cx.knobs().gemv_vec_a();
   if (cfg.vec_a) g_vec_a.fetch_add(1, std::memory_order_relaxed);
   if (tc) g_tensor_core.fetch_add(1, std::memory_order_relaxed);
   const CUfunction fn = get_kernel("gemv_packed", gemv_packed_source(cfg, warps, wpr));
@@ -309,7 +291,7 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   // the driver's choice). Default, measured on the H100 (docs/benchmarks.md, sessions 12 and 16):
   // 80% for f32 (Llama decode fp32 1.079 against 1.092 ms), the driver's choice for 2-byte types
   // (bf16 0.681 at 80% against 0.671 ms).
-  const int64_t carveout = env_int("RLX_GEMV_CARVEOUT", cfg.t == DType::F32 ? 80 : -1, -1, 100);
+  const int64_t carveout = cx.knobs().gemv_carveout().value_or(cfg.t == DType::F32 ? 80 : -1);
   if (carveout >= 0)
     RLX_CU_CHECK(driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                              static_cast<int>(carveout)));
@@ -333,8 +315,8 @@ bool lower_gemv_packed(LowerContext& cx, const plan::Step& st, const plan::MatMu
   if (ws.tell_next) ws.tell_next(pw, static_cast<size_t>(packed_rows * ldk * es));
   ws.tell_next = nullptr;
   const bool after_other = cx.op_count() != ws.ops_after_gemv;
-  const int64_t knob_other = env_int("RLX_GEMV_PREFETCH_MB", -1, 0, 1 << 20);
-  const int64_t knob_chained = env_int("RLX_GEMV_PREFETCH_CHAINED_MB", -1, 0, 1 << 20);
+  const int64_t knob_other = cx.knobs().gemv_prefetch_mb().value_or(-1);
+  const int64_t knob_chained = cx.knobs().gemv_prefetch_chained_mb().value_or(-1);
   const size_t budget =
       gemv_prefetch_budget(after_other, after_other ? knob_other : knob_chained, dev.l2_bytes) / 16 * 16;
   if (cfg.evict_first && budget > 0 && dev.cc_major >= 9)
@@ -369,14 +351,14 @@ bool lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   // f32 16), so a product of a few MB needs few K splits; from 64 MB of weight on, where the
   // streaming rate outweighs the split reduction, whole 512-byte row pieces (32 lanes).
   const double w_bytes = static_cast<double>(g.k) * static_cast<double>(g.n) * static_cast<double>(dtype_size(t));
-  cfg.lanes_per_row = env_int("RLX_GEMV_LPR", w_bytes >= 64.0 * (1 << 20) ? 32 : 64 / vw, 1, 32);
+  cfg.lanes_per_row = cx.knobs().gemv_lpr().value_or(w_bytes >= 64.0 * (1 << 20) ? 32 : 64 / vw);
   if ((cfg.lanes_per_row & (cfg.lanes_per_row - 1)) != 0)
     throw Error("RLX_GEMV_LPR=" + std::to_string(cfg.lanes_per_row) + ": expected 1, 2, 4, 8, 16 or 32");
-  cfg.l2_prefetch = env_int("RLX_GEMV_L2PF", 0, 0, 1) == 1;
+  cfg.l2_prefetch = cx.knobs().gemv_l2pf();
   cfg.w_static = st.in.at(1).loc.kind == plan::Location::Kind::Leaf;  // no kernel writes leaves
   const int64_t tile = gemv_tile(cfg);
   const int64_t col_tiles = (g.n + tile - 1) / tile;
-  const int64_t target = gemv_blocks_per_sm() * device().sm_count;
+  const int64_t target = cx.knobs().gemv_blocks_per_sm() * device().sm_count;
   // K rows per split: a multiple of 32, at most 2048 (its slice of A lives in shared memory).
   int64_t splits = std::clamp<int64_t>((target + col_tiles - 1) / col_tiles, 1, (g.k + 31) / 32);
   int64_t kchunk = std::min<int64_t>(2048, ((g.k + splits - 1) / splits + 31) / 32 * 32);

@@ -36,45 +36,33 @@ constexpr size_t kPackStaging = size_t(16) << 20;
 std::mutex g_profile_mu;
 std::map<std::string, std::pair<double, uint64_t>> g_profile;  // op kind -> (ms, launches)
 
-bool profiling() {
-  const char* e = std::getenv("RLX_CUDA_PROFILE");
-  return e && std::string(e) == "1";
-}
-
-// True when environment variable `name` is "0" (a feature switched off).
-bool env_off(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::string(e) == "0";
-}
-
-bool graphs_enabled() { return !env_off("RLX_CUDA_GRAPHS"); }
 
 class CudaVariant final : public DeviceVariant, private LowerContext {
  public:
   CudaVariant(Graph g, const CompileOptions& options)
-      : DeviceVariant(std::move(g), std::make_unique<CudaDevice>()), options_(options) {
+      : DeviceVariant(std::move(g), std::make_unique<CudaDevice>()), options_(options), knobs_(resolve_knobs(options)) {
     const plan::Schedule& sched_ = schedule();
-    // Producers absorbed into a GEMV prologue (RLX_CUDA_GEMV_PROLOGUE=0: off) or read in place
-    // by the attention decode (RLX_CUDA_ATTN_CONCAT=0: off) are not lowered on their own.
+    // Producers absorbed into a GEMV prologue (knob cuda_gemv_prologue) or read in place by the
+    // attention decode (knob cuda_attn_concat) are not lowered on their own.
     std::set<size_t> absorbed;
     auto take = [&](size_t consumer, size_t producer) {
       producers_of_[&sched_.steps[consumer]].push_back(&sched_.steps[producer]);
       absorbed.insert(producer);
     };
-    if (!env_off("RLX_CUDA_GEMV_PROLOGUE"))
+    if (knobs_.cuda_gemv_prologue())
       for (const auto& [consumer, producer] : plan_gemv_prologues(sched_, options_.precision)) take(consumer, producer);
     auto absorb = [&](const std::map<size_t, std::vector<size_t>>& plan) {
       for (const auto& [consumer, producers] : plan)
         for (size_t producer : producers) take(consumer, producer);
     };
-    if (!env_off("RLX_CUDA_ATTN_CONCAT")) {
+    if (knobs_.cuda_attn_concat()) {
       const auto concats = plan_attention_concats(sched_);
       absorb(concats);
-      // ... and rotates q and the new K rows itself (RLX_CUDA_ATTN_ROPE=0: off), given the concats.
-      if (!env_off("RLX_CUDA_ATTN_ROPE")) absorb(plan_attention_ropes(sched_, concats));
+      // ... and rotates q and the new K rows itself (knob cuda_attn_rope), given the concats.
+      if (knobs_.cuda_attn_rope()) absorb(plan_attention_ropes(sched_, concats));
     }
-    // Consecutive q/k RoPEs in one launch (RLX_CUDA_ROPE_PAIRS=0: off), unless absorbed above.
-    if (!env_off("RLX_CUDA_ROPE_PAIRS"))
+    // Consecutive q/k RoPEs in one launch (knob cuda_rope_pairs), unless absorbed above.
+    if (knobs_.cuda_rope_pairs())
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {
         if (absorbed.count(second) || absorbed.count(first)) continue;
         take(second, first);
@@ -142,6 +130,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
     return packed_.back()->buf.data();
   }
   const CompileOptions& options() const override { return options_; }
+  const ResolvedKnobs& knobs() const override { return knobs_; }
   void add(DeviceOp op) override {
     ops_.push_back(std::move(op));
     labels_.push_back(current_label_);
@@ -243,7 +232,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
   }
 
   void execute(cudaStream_t s) {
-    if (profiling()) {
+    if (process_knobs::cuda_profile()) {
       RLX_CUDA_CHECK(cudaMemsetAsync(cu().address(flag_buf()), 0, sizeof(int), s));
       std::vector<std::unique_ptr<Event>> ev;
       ev.push_back(std::make_unique<Event>());
@@ -266,7 +255,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
       ++g_eager;
       return;
     }
-    if (!graphs_enabled()) {
+    if (!knobs_.cuda_graphs()) {
       issue(s);
       ++g_eager;
       return;
@@ -301,6 +290,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
   }
 
   CompileOptions options_;
+  ResolvedKnobs knobs_;
   DeviceBuffer workspace_;
   // A weight region kept transposed for the packed GEMV (LowerContext::packed_weight).
   struct PackedWeight {
