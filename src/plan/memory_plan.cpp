@@ -1,5 +1,6 @@
 #include "plan/memory_plan.h"
 
+#include "plan/storage.h"
 #include "rlx/limits.h"
 
 #include <algorithm>
@@ -15,8 +16,9 @@ constexpr int64_t kForever = std::numeric_limits<int64_t>::max();
 
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-// Byte offset of a view node's output within its input (0 for Reshape / StopGradient).
-int64_t view_offset(const Graph& g, const Node& n) {
+// Byte offset of a view node's output within its input (0 for Reshape / StopGradient), in
+// elements of `storage` (the dtype the input is held as).
+int64_t view_offset(const Graph& g, const Node& n, DType storage) {
   if (const auto* nr = std::get_if<ops::Narrow>(&n.op)) {
     const Shape& in = g.shape(n.inputs[0]);
     const int64_t ax = normalize_axis(nr->axis, in.rank(), "narrow");
@@ -24,7 +26,7 @@ int64_t view_offset(const Graph& g, const Node& n) {
     const int64_t start = nr->start < 0 ? nr->start + dims[static_cast<size_t>(ax)] : nr->start;
     int64_t inner = 1;
     for (size_t d = static_cast<size_t>(ax) + 1; d < dims.size(); ++d) inner *= dims[d];
-    return start * inner * static_cast<int64_t>(dtype_size(in.dtype));
+    return start * inner * static_cast<int64_t>(dtype_size(storage));
   }
   return 0;
 }
@@ -60,12 +62,15 @@ class Planner {
   MemoryPlan run() {
     if (o_.alignment <= 0 || (o_.alignment & (o_.alignment - 1)) != 0)
       throw Error("memory plan: alignment " + std::to_string(o_.alignment) + " is not a positive power of two");
+    o_.device.validate();
     const size_t n_nodes = g_.size();
     mp_.locations.resize(n_nodes);
     mp_.in_place_input.assign(n_nodes, -1);
     roots_.resize(n_nodes);
     last_.resize(n_nodes);
     slot_of_.resize(n_nodes);
+    storage_.resize(n_nodes);
+    bytes_.resize(n_nodes);
     assign_roots();
     compute_last_uses();
     allocate();
@@ -75,7 +80,41 @@ class Planner {
 
  private:
   const Root& root(Value v) const { return roots_[v.node][v.port]; }
-  int64_t bytes(Value v) const { return g_.shape(v).nbytes(); }
+  // Bytes of value v as the device holds it (its storage dtype).
+  int64_t bytes(Value v) const { return bytes_[v.node][v.port]; }
+
+  // The storage dtype of each output of `n` and its bytes; rlx::Error for a dtype the device
+  // cannot hold or a value larger than one binding / buffer.
+  void assign_storage(const Node& n) {
+    const DeviceLimits& d = o_.device;
+    storage_[n.id].resize(n.outputs.size());
+    bytes_[n.id].resize(n.outputs.size());
+    for (uint32_t p = 0; p < n.outputs.size(); ++p) {
+      const Shape& s = n.outputs[p];
+      const std::string what = node_label(n) + " output " + std::to_string(p);
+      const std::optional<DType> st = d.storage.storage(s.dtype);
+      if (!st)
+        throw Error(what + " is a " + dtype_name(s.dtype) + " tensor, which " + d.device_name() +
+                    " cannot hold (its kernels have no " + dtype_name(s.dtype) + " storage); cast it to " +
+                    (is_float(s.dtype) ? "f32" : "i32") + " before it reaches this node (a Cast in the graph, or " +
+                    (is_leaf_op(n.op) ? "give this input/weight as " + std::string(is_float(s.dtype) ? "f32" : "i32")
+                                      : std::string("cast its inputs")) +
+                    "), or compile for a device that holds " + dtype_name(s.dtype) + " (CPU, CUDA)");
+      storage_[n.id][p] = *st;
+      const int64_t b = storage_bytes(product(s.concrete()), *st, what);
+      bytes_[n.id][p] = b;
+      const int64_t cap = d.max_value_bytes();
+      if (cap > 0 && b > cap) {
+        const bool binding = d.max_binding_bytes > 0 && d.max_binding_bytes == cap;
+        throw Error(what + " (" + dtype_name(s.dtype) + s.str() + ", held as " + dtype_name(*st) + ") takes " +
+                    std::to_string(b) + " bytes, more than " + d.device_name() + " allows in one " +
+                    (binding ? "binding (DeviceLimits::max_binding_bytes " : "buffer (DeviceLimits::max_buffer_bytes ") +
+                    std::to_string(cap) + "); make the tensor smaller (split the weight or the batch/sequence, "
+                    "e.g. shard a large matmul along n) or raise the device limit if the hardware allows it "
+                    "(Vulkan maxStorageBufferRange, WebGPU maxStorageBufferBindingSize / maxBufferSize)");
+      }
+    }
+  }
 
   void assign_roots() {
     for (const Node& n : g_.nodes()) {
@@ -84,13 +123,14 @@ class Planner {
       for (const Shape& s : n.outputs)
         if (!s.is_static())
           throw Error(node_label(n) + ": output shape " + s.str() + " is not static; bind every symbolic dim before planning");
+      assign_storage(n);
       auto& r = roots_[n.id];
       r.resize(n.outputs.size());
       if (is_leaf_op(n.op)) {
         r[0] = Root{true, Value{n.id, 0}, 0};
       } else if (is_view_node(g_, n, o_)) {
         const Root& in = root(n.inputs[0]);
-        r[0] = Root{in.leaf, in.value, in.rel + view_offset(g_, n)};
+        r[0] = Root{in.leaf, in.value, in.rel + view_offset(g_, n, storage_[n.inputs[0].node][n.inputs[0].port])};
         ++mp_.num_views;
       } else {
         for (uint32_t p = 0; p < n.outputs.size(); ++p) r[p] = Root{false, Value{n.id, p}, 0};
@@ -125,13 +165,14 @@ class Planner {
       mp_.slots[static_cast<size_t>(s)].bytes = std::max(mp_.slots[static_cast<size_t>(s)].bytes, need);
       return s;
     }
-    mp_.slots.push_back(Slot{0, need});
+    mp_.slots.push_back(Slot{0, need, 0});
+    slot_used_.push_back(0);
     return static_cast<int32_t>(mp_.slots.size() - 1);
   }
 
   void release(Value r) {
     const int32_t s = slot_of_[r.node][r.port];
-    live_ -= align_up(bytes(r), o_.alignment);
+    live_ -= align_up(bytes(r), align_);
     if (s < 0 || !o_.reuse) return;
     free_.insert({mp_.slots[static_cast<size_t>(s)].bytes, s});
   }
@@ -144,8 +185,9 @@ class Planner {
       const Value v = n.inputs[j];
       const Root& r = root(v);
       const Shape& in = g_.shape(v);
-      if (r.leaf || r.rel != 0 || in.dtype != out.dtype || in.dims != out.dims || out.nbytes() == 0) continue;
-      if (bytes(r.value) != out.nbytes() || slot_of_[r.value.node][r.value.port] < 0) continue;
+      const int64_t out_bytes = bytes(Value{n.id, 0});
+      if (r.leaf || r.rel != 0 || in.dtype != out.dtype || in.dims != out.dims || out_bytes == 0) continue;
+      if (bytes(r.value) != out_bytes || slot_of_[r.value.node][r.value.port] < 0) continue;
       if (last_[r.value.node][r.value.port] != static_cast<int64_t>(n.id)) continue;
       if (!kernel_allows_in_place(g_, n, j)) continue;
       bool clash = false;  // another operand reading the same bytes differently
@@ -153,7 +195,7 @@ class Planner {
         if (k == j) continue;
         const Root& rk = root(n.inputs[k]);
         if (rk.leaf || rk.value != r.value) continue;
-        if (rk.rel != 0 || bytes(n.inputs[k]) != out.nbytes() || g_.shape(n.inputs[k]).dtype != out.dtype) clash = true;
+        if (rk.rel != 0 || bytes(n.inputs[k]) != out_bytes || g_.shape(n.inputs[k]).dtype != out.dtype) clash = true;
       }
       if (!clash) return static_cast<int32_t>(j);
     }
@@ -174,12 +216,16 @@ class Planner {
         ++mp_.num_in_place;
       }
       for (uint32_t p = 0; p < n.outputs.size(); ++p) {
-        const int64_t b = n.outputs[p].nbytes();
-        mp_.no_reuse_bytes += align_up(b, o_.alignment);
+        const int64_t b = bytes(Value{n.id, p});
+        mp_.no_reuse_bytes += align_up(b, align_);
         ++mp_.num_roots;
         if (ip >= 0 && p == 0) continue;  // shares the input's slot (same aligned size)
-        live_ += align_up(b, o_.alignment);
-        if (b > 0) slot_of_[n.id][p] = take_slot(align_up(b, o_.alignment));
+        live_ += align_up(b, align_);
+        if (b > 0) {
+          slot_of_[n.id][p] = take_slot(align_up(b, align_));
+          auto& used = slot_used_[static_cast<size_t>(slot_of_[n.id][p])];
+          used = std::max(used, b);
+        }
       }
       mp_.peak_bytes = std::max(mp_.peak_bytes, live_);
       // Give back the slots of roots whose last reader was this node (each root once).
@@ -197,41 +243,112 @@ class Planner {
     }
   }
 
-  void finalize() {
-    int64_t cursor = 0;
-    for (Slot& s : mp_.slots) {
-      s.offset = cursor;
+  // Places items of `need` bytes (a slot's size; `used` of them ever touched) first-fit into
+  // buffers of at most `cap` bytes (0 = one unbounded buffer); returns (buffer, offset) per item
+  // and the buffer sizes. Offsets are aligned; without a cap this is the plain aligned packing.
+  struct Packed {
+    std::vector<std::pair<int32_t, int64_t>> at;
+    std::vector<int64_t> buffers;
+  };
+  Packed pack(const std::vector<int64_t>& need, const std::vector<int64_t>& used, const char* what) const {
+    const int64_t cap = o_.device.max_buffer_bytes;
+    Packed pk;
+    std::vector<int64_t> cursor{0};  // per buffer: the end of its last item, aligned
+    for (size_t i = 0; i < need.size(); ++i) {
+      size_t b = 0;
+      if (cap > 0)
+        while (b < cursor.size() && cursor[b] + used[i] > cap) ++b;
+      if (b == cursor.size()) cursor.push_back(0);
+      pk.at.emplace_back(static_cast<int32_t>(b), cursor[b]);
       // Checked with room for align_up's rounding: thousands of huge slots must not wrap.
-      const int64_t end = checked_add(cursor, s.bytes, "memory plan arena size");
-      checked_add(end, o_.alignment, "memory plan arena size");
-      cursor = align_up(end, o_.alignment);
+      const int64_t end = checked_add(cursor[b], need[i], what);
+      checked_add(end, align_, what);
+      cursor[b] = align_up(end, align_);
     }
-    mp_.arena_bytes = cursor;
+    for (int64_t c : cursor) pk.buffers.push_back(cap > 0 ? std::min(c, cap) : c);
+    return pk;
+  }
+
+  void place_slots() {
+    std::vector<int64_t> need, used;
+    for (size_t s = 0; s < mp_.slots.size(); ++s) {
+      need.push_back(mp_.slots[s].bytes);
+      used.push_back(slot_used_[s]);
+    }
+    const Packed pk = pack(need, used, "memory plan arena size");
+    for (size_t s = 0; s < mp_.slots.size(); ++s) {
+      mp_.slots[s].buffer = pk.at[s].first;
+      mp_.slots[s].offset = pk.at[s].second;
+    }
+    mp_.arena_buffers = pk.buffers;
+    mp_.arena_bytes = 0;
+    for (int64_t b : pk.buffers) mp_.arena_bytes = checked_add(mp_.arena_bytes, b, "memory plan arena size");
+  }
+
+  // Weights arena: every Param and Constant, in node order, at aligned offsets of weights buffers.
+  std::vector<std::pair<int32_t, int64_t>> place_weights() {
+    std::vector<std::pair<int32_t, int64_t>> at(g_.size(), {-1, 0});
+    if (!o_.device.weights_arena) return at;
+    std::vector<NodeId> ids;
+    std::vector<int64_t> need;
+    for (const Node& n : g_.nodes())
+      if (std::holds_alternative<ops::Param>(n.op) || std::holds_alternative<ops::Constant>(n.op)) {
+        ids.push_back(n.id);
+        need.push_back(bytes(Value{n.id, 0}));
+      }
+    const Packed pk = pack(need, need, "memory plan weights size");
+    for (size_t i = 0; i < ids.size(); ++i) at[ids[i]] = pk.at[i];
+    mp_.weights_buffers = pk.buffers;
+    for (int64_t b : pk.buffers) mp_.weights_bytes = checked_add(mp_.weights_bytes, b, "memory plan weights size");
+    return at;
+  }
+
+  void finalize() {
+    place_slots();
+    const auto weights_at = place_weights();
     for (const Node& n : g_.nodes()) {
       auto& locs = mp_.locations[n.id];
       locs.resize(n.outputs.size());
       for (uint32_t p = 0; p < n.outputs.size(); ++p) {
         const Root& r = roots_[n.id][p];
         Location& l = locs[p];
-        l.bytes = n.outputs[p].nbytes();
+        l.bytes = bytes(Value{n.id, p});
+        l.storage = storage_[n.id][p];
         l.root = r.value;
         l.is_view = r.value != Value{n.id, p};
-        if (r.leaf) {
+        if (r.leaf && weights_at[r.value.node].first >= 0) {
+          l.kind = Location::Kind::Weights;
+          l.leaf = r.value.node;
+          l.buffer = weights_at[r.value.node].first;
+          l.offset = weights_at[r.value.node].second + r.rel;
+        } else if (r.leaf) {
           l.kind = Location::Kind::Leaf;
           l.leaf = r.value.node;
           l.offset = r.rel;
         } else {
           l.kind = Location::Kind::Arena;
           l.slot = slot_of_[r.value.node][r.value.port];
-          l.offset = (l.slot >= 0 ? mp_.slots[static_cast<size_t>(l.slot)].offset : 0) + r.rel;
+          const Slot* sl = l.slot >= 0 ? &mp_.slots[static_cast<size_t>(l.slot)] : nullptr;
+          l.buffer = sl ? sl->buffer : 0;
+          l.offset = (sl ? sl->offset : 0) + r.rel;
         }
       }
+      if (is_leaf_op(n.op) && storage_narrows(n.outputs[0].dtype, storage_[n.id][0]))
+        mp_.narrowed.push_back(Value{n.id, 0});
     }
+    for (Value v : g_.outputs())
+      if (storage_narrows(g_.shape(v).dtype, storage_[v.node][v.port]) &&
+          std::find(mp_.narrowed.begin(), mp_.narrowed.end(), v) == mp_.narrowed.end())
+        mp_.narrowed.push_back(v);
   }
 
   const Graph& g_;
   const PlanOptions& o_;
+  const int64_t align_ = o_.slot_alignment();
   MemoryPlan mp_;
+  std::vector<std::vector<DType>> storage_;    // per value: the dtype the device holds it as
+  std::vector<std::vector<int64_t>> bytes_;    // per value: its bytes in that dtype
+  std::vector<int64_t> slot_used_;             // per slot: the most bytes a value placed in it uses
   std::vector<std::vector<Root>> roots_;
   std::vector<std::vector<int64_t>> last_;
   std::vector<std::vector<int32_t>> slot_of_;
@@ -255,5 +372,15 @@ bool is_view_node(const Graph& g, const Node& n, const PlanOptions& options) {
 }
 
 MemoryPlan plan_memory(const Graph& g, const PlanOptions& options) { return Planner(g, options).run(); }
+
+BindingWindow binding_window(const Location& l, const DeviceLimits& device) {
+  const int64_t a = device.alignment > 0 ? device.alignment : 1;
+  BindingWindow w;
+  w.buffer = l.kind == Location::Kind::Leaf ? 0 : l.buffer;
+  w.offset = l.offset / a * a;
+  w.rel = l.offset - w.offset;
+  w.bytes = w.rel + l.bytes;
+  return w;
+}
 
 }  // namespace rlx::plan

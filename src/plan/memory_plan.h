@@ -20,9 +20,23 @@
 //
 // Never overwritten: Input, Param and Constant bytes (they are not in the arena), and graph
 // outputs (live until the run ends, so their slot is never handed out again).
+//
+// Device limits (PlanOptions::device, plan/device_limits.h; the defaults change nothing):
+//   - Storage dtypes: every value is held as device.storage.storage(its dtype); byte sizes and
+//     view offsets use the storage dtype's size. A dtype the device cannot hold is an rlx::Error
+//     naming the node, the dtype and the device.
+//   - Buffers: slots are placed first-fit, in slot order, into arena buffers of at most
+//     max_buffer_bytes (one buffer, exactly today's layout, without a limit). A slot never
+//     straddles two buffers, so no value (nor any view of it) does. A value larger than
+//     max_binding_bytes / max_buffer_bytes is an rlx::Error naming the node. Every operand of a
+//     step is then addressable by one binding window (binding_window below).
+//   - Weights arena: Params and Constants are packed, in node order at aligned offsets, into
+//     weights buffers of at most max_buffer_bytes (Location::Kind::Weights). Inputs stay
+//     separate tensors (Kind::Leaf): they change every run.
 #include <cstdint>
 #include <vector>
 
+#include "plan/device_limits.h"
 #include "rlx/graph.h"
 #include "rlx/limits.h"
 
@@ -34,34 +48,65 @@ struct PlanOptions {
   bool views = true;       // Reshape / StopGradient / contiguous Narrow as views (else copies)
   int64_t alignment = 256; // slot alignment in bytes (a power of two)
   Limits limits;           // the compile's size policy (arena size; While iterations at run time)
+  DeviceLimits device;     // the backend's buffer limits and storage dtypes (defaults: none)
+
+  // The alignment slots and weights use: max(alignment, device.alignment).
+  int64_t slot_alignment() const { return alignment > device.alignment ? alignment : device.alignment; }
 };
 
 // Where one value lives.
-//   Arena: bytes [offset, offset + bytes) of the arena (offset = slot offset + view offset).
-//   Leaf:  the tensor of Input/Param/Constant node `leaf`, from byte `offset` on.
+//   Arena:   bytes [offset, offset + bytes) of arena buffer `buffer` (offset = slot offset + view
+//            offset; offsets count from the start of that buffer).
+//   Leaf:    the tensor of Input/Param/Constant node `leaf`, from byte `offset` on.
+//   Weights: (DeviceLimits::weights_arena only) bytes [offset, offset + bytes) of weights buffer
+//            `buffer`, owned by Param/Constant node `leaf`. Never written by a step, like Leaf.
+// `bytes` and `offset` count elements of `storage`, the dtype the device holds the value as
+// (the value's own dtype unless DeviceLimits::storage maps it).
 // A view (is_view) shares the bytes of `root`, the value that owns them; a non-view value is
 // its own root.
 struct Location {
-  enum class Kind : uint8_t { Arena, Leaf };
+  enum class Kind : uint8_t { Arena, Leaf, Weights };
   Kind kind = Kind::Arena;
   int64_t offset = 0;
   int64_t bytes = 0;
   NodeId leaf = 0;
-  int32_t slot = -1;  // Arena: slot index (-1 for a value of 0 bytes, which takes no memory)
+  int32_t slot = -1;    // Arena: slot index (-1 for a value of 0 bytes, which takes no memory)
+  int32_t buffer = 0;   // Arena: index into MemoryPlan::arena_buffers; Weights: into weights_buffers
+  DType storage = DType::F32;
   bool is_view = false;
   Value root;
 };
 
 struct Slot {
-  int64_t offset = 0;  // aligned
+  int64_t offset = 0;  // aligned, within its buffer
   int64_t bytes = 0;   // the largest value ever placed in it
+  int32_t buffer = 0;  // the arena buffer holding it
 };
+
+// The range a kernel binds to address a value: [offset, offset + bytes) of buffer `buffer` (of
+// the arena, the weights, or the leaf's own tensor, by the Location's kind), `offset` a multiple
+// of the device alignment at or below the value's first byte; the value starts `rel` bytes into
+// the window (a multiple of its storage element size).
+struct BindingWindow {
+  int32_t buffer = 0;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  int64_t rel = 0;
+};
+BindingWindow binding_window(const Location& l, const DeviceLimits& device);
 
 struct MemoryPlan {
   std::vector<std::vector<Location>> locations;  // per node, per output port
   std::vector<Slot> slots;
   std::vector<int32_t> in_place_input;  // per node: input index whose bytes output 0 reuses, -1 = none
-  int64_t arena_bytes = 0;     // size of the arena (end of the last slot)
+  int64_t arena_bytes = 0;     // size of the arena: the sum of arena_buffers (one buffer without limits)
+  std::vector<int64_t> arena_buffers;    // bytes of each arena buffer (always at least one)
+  std::vector<int64_t> weights_buffers;  // bytes of each weights buffer (weights_arena only)
+  int64_t weights_bytes = 0;             // sum of weights_buffers
+  // Leaves (Input/Param/Constant) and graph outputs whose storage dtype cannot hold every value
+  // of their dtype (e.g. i64 held as i32): the runtime converts them with plan/storage.h, which
+  // checks each element (to_storage on upload, from_storage on readback).
+  std::vector<Value> narrowed;
   int64_t peak_bytes = 0;      // most bytes of roots live at once (aligned sizes): a floor for arena_bytes
   int64_t no_reuse_bytes = 0;  // sum of every root's aligned size: the arena without reuse
   int64_t num_roots = 0;       // values that own arena bytes

@@ -7,9 +7,11 @@
 // Generic steps, on the op). It never has to look at Graph shapes again.
 //
 // Buffers. Every value of the graph has a Location:
-//   - Arena: bytes [offset, offset + bytes) of the one intermediate arena. Slots (the units
-//     the memory plan hands out) start at 256-byte aligned offsets; a view's offset is its
-//     slot's offset plus a byte offset that is a multiple of the element size.
+//   - Arena: bytes [offset, offset + bytes) of arena buffer `buffer` (one buffer unless the
+//     device limits buffer sizes, see memory_plan.h). Slots (the units the memory plan hands
+//     out) start at 256-byte aligned offsets; a view's offset is its slot's offset plus a byte
+//     offset that is a multiple of the element size.
+//   - Weights: (device weights arena only) bytes of a weights buffer holding Params/Constants.
 //   - Leaf:  bytes of the host/device tensor of an Input, Param or Constant node (`leaf`),
 //     starting `offset` bytes in (non-zero only for a view, e.g. a leading-axis Narrow).
 // A view (Reshape, StopGradient, Narrow with everything before the axis of size 1) shares its
@@ -29,13 +31,16 @@
 
 namespace rlx::plan {
 
-// One operand or result of a step.
+// One operand or result of a step. `dtype` is the logical dtype (what the op computes);
+// storage() the dtype its buffer holds (differs only where PlanOptions::device maps it, e.g.
+// i64 held as i32 on WebGPU; loc's bytes and offsets count storage elements).
 struct TensorRef {
   Value value;
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
   Location loc;
   int64_t numel() const;
+  DType storage() const { return loc.storage; }
 };
 
 // ---- per-kind geometry -------------------------------------------------------------------
