@@ -106,7 +106,7 @@ class Planner {
       const int64_t cap = d.max_value_bytes();
       if (cap > 0 && b > cap) {
         const bool binding = d.max_binding_bytes > 0 && d.max_binding_bytes == cap;
-        throw Error(what + " (" + dtype_name(s.dtype) + s.str() + ", held as " + dtype_name(*st) + ") takes " +
+        throw Error(what + " (" + s.str() + ", held as " + dtype_name(*st) + ") takes " +
                     std::to_string(b) + " bytes, more than " + d.device_name() + " allows in one " +
                     (binding ? "binding (DeviceLimits::max_binding_bytes " : "buffer (DeviceLimits::max_buffer_bytes ") +
                     std::to_string(cap) + "); make the tensor smaller (split the weight or the batch/sequence, "
