@@ -3,6 +3,7 @@
 // reason printed), and parity of one graph on CUDA against the CPU oracle.
 #include <string>
 
+#include "parity/attention_graph.h"
 #include "support/parity.h"
 
 namespace rlx::testing {
@@ -24,19 +25,6 @@ ParityReport cuda_parity(const Graph& g, Precision precision = Precision::Fp32, 
 
 // The float dtypes the CUDA kernels are tested in.
 inline constexpr DType kCudaFloats[] = {DType::F32, DType::F16, DType::BF16};
-
-// One Attention step's shapes and attributes, for the attention tests.
-struct AttnCase {
-  AttnLayout layout;
-  MaskKind mask;
-  int64_t b, sq, skv, h, hkv, d;
-  double scale = 0, softcap = 0;
-  int64_t window = 0;
-  DType mask_type = DType::Bool;  // Custom: the keep mask's dtype
-  bool bias_per_row = true;       // Bias: [1, h, sq, skv], else [b, 1, 1, skv]
-};
-// A graph of inputs q, k, v (and "mask" / "bias") running that Attention in dtype t.
-Graph attention_case_graph(const AttnCase& c, DType t);
 
 // EXPECT that `g` matches on CUDA and the CPU (cuda_parity), printing the report and the graph.
 void expect_cuda_parity(const Graph& g, Precision precision = Precision::Fp32, ParityOptions opts = {});

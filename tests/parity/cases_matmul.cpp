@@ -1,0 +1,151 @@
+// MatMul parity cases: shapes with batching and broadcasting, the skinny (decode) products of
+// the split-K GEMV, fused bias / activation / residual epilogues, f64 products under every
+// precision policy (which f64 ignores), and the grouped (mixture-of-experts) product.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parity/parity_cases.h"
+
+namespace rlx::testing {
+
+namespace {
+
+constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+std::string dt(DType t) { return dtype_name(t); }
+
+std::string dims_name(const std::vector<int64_t>& d) {
+  std::string s;
+  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+void add_shapes(CaseList& l) {
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const std::vector<Shapes> cases = {{{33, 65}, {65, 17}},       {{64}, {64, 32}},           {{8, 64}, {64}},
+                                     {{3, 24, 40}, {3, 40, 56}}, {{2, 3, 16, 8}, {8, 24}},  {{4, 1, 5, 8}, {3, 8, 6}},
+                                     {{1, 128, 768}, {768, 768}},
+                                     // skinny (decode) products: the split-K GEMV path
+                                     {{3, 2048}, {2048, 512}},   {{2, 1, 1000}, {1000, 96}}, {{1, 1, 5632}, {5632, 64}}};
+  for (DType t : kFloats)
+    for (const Shapes& c : cases)
+      add_case(l, "matmul", "matmul_" + dims_name(c.a) + "_" + dims_name(c.b) + "_" + dt(t), [t, c] {
+        Graph g;
+        g.add_output(g.matmul(g.input("a", Shape::from(c.a, t)), g.input("b", Shape::from(c.b, t))));
+        return one(std::move(g));
+      });
+}
+
+void add_fused(CaseList& l) {
+  const std::vector<std::optional<ActKind>> acts = {std::nullopt, ActKind::Relu, ActKind::GeluApprox, ActKind::Gelu,
+                                                    ActKind::Silu, ActKind::Tanh};
+  for (DType t : kFloats)
+    for (const auto& act : acts)
+      add_case(l, "matmul", std::string("fused_matmul_") + (act ? enum_name(*act) : "noact") + "_" + dt(t), [t, act] {
+        std::vector<CaseGraph> v;
+        for (int64_t bias_len : {0, 1, 48})
+          for (int64_t rows : {40, 3})  // cuBLASLt epilogues and the GEMV path
+            for (bool residual : {false, true}) {
+              Graph g;
+              const Value x = g.input("x", Shape::of({1, rows, 64}, t));
+              const Value w = g.param("w", Shape::of({64, 48}, t));
+              std::vector<Value> ins{x, w};
+              if (bias_len) ins.push_back(g.param("bias", Shape::of({bias_len}, t)));
+              if (residual) ins.push_back(g.input("res", Shape::of({1, rows, 48}, t)));
+              ops::FusedMatMulBiasAct f{act};
+              f.residual = residual;
+              g.add_output(g.apply(f, ins));
+              v.push_back({"bias=" + std::to_string(bias_len) + " rows=" + std::to_string(rows) +
+                               " residual=" + std::to_string(residual),
+                           std::move(g), {}});
+            }
+        return v;
+      });
+  // The one-launch split-K GEMV: every row count it takes, column tiles cut by N, many K splits.
+  for (DType t : kFloats)
+    for (int64_t rows : {1, 2, 3, 4})
+      add_case(l, "matmul", "skinny_matmul_silu_residual_rows" + std::to_string(rows) + "_" + dt(t), [t, rows] {
+        std::vector<CaseGraph> v;
+        for (const auto& [k, n] : std::vector<std::pair<int64_t, int64_t>>{{4096, 2056}, {5632, 2048}, {96, 8}}) {
+          Graph g;
+          const Value x = g.input("x", Shape::of({rows, k}, t));
+          const Value r = g.input("r", Shape::of({rows, n}, t));
+          ops::FusedMatMulBiasAct f{ActKind::Silu};
+          f.residual = true;
+          g.add_output(g.apply(f, {x, g.param("w", Shape::of({k, n}, t)), g.param("b", Shape::of({n}, t)), r}));
+          v.push_back({"k=" + std::to_string(k) + " n=" + std::to_string(n), std::move(g), {}});
+        }
+        return v;
+      });
+}
+
+void add_f64(CaseList& l) {
+  // The precision policy is for f32 graphs: f64 products and their epilogue stay in double.
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
+    add_case(
+        l, "matmul", std::string("matmul_epilogue_f64_policy_") + precision_name(p),
+        [] {
+          Graph g;
+          const Value a = g.input("a", Shape::of({2, 17, 40}, DType::F64));
+          const Value w = g.param("w", Shape::of({40, 24}, DType::F64));
+          const Value bias = g.param("b", Shape::of({24}, DType::F64));
+          const Value res = g.input("r", Shape::of({2, 17, 24}, DType::F64));
+          g.add_output(g.add(g.gelu(g.add(g.matmul(a, w), bias)), res));  // fused: bias, exact GELU, residual
+          g.add_output(g.add(g.matmul(a, w), res));                        // residual alone
+          g.add_output(g.matmul(g.input("q", Shape::of({3, 5, 8}, DType::F64)),
+                                g.input("k", Shape::of({3, 8, 6}, DType::F64))));
+          return one(std::move(g));
+        },
+        p);
+}
+
+void add_grouped(CaseList& l) {
+  struct Dims {
+    int64_t m, k, n, e;
+  };
+  // Decode (m of a few rows, k split over blocks), odd n (scalar loads), prefill-sized m.
+  const std::vector<Dims> cases = {{1, 1024, 4096, 8}, {3, 129, 100, 4}, {2, 64, 513, 1},
+                                   {300, 256, 96, 8},  {5, 2048, 64, 3}, {17, 1, 8, 2}};
+  for (DType t : kFloats)
+    for (DType it : {DType::I32, DType::I64})
+      add_case(l, "matmul", "grouped_matmul_" + dt(t) + "_idx" + dt(it), [t, it, cases] {
+        std::vector<CaseGraph> v;
+        for (const Dims& c : cases) {
+          Graph g;
+          const Value x = g.input("x", Shape::of({c.m, c.k}, t));
+          const Value w = g.input("w", Shape::of({c.e, c.k, c.n}, t));
+          const Value idx = g.input("idx", Shape::of({c.m}, it));
+          g.add_output(g.apply(ops::GroupedMatMul{}, {x, w, idx}));
+          std::vector<double> ix(static_cast<size_t>(c.m));
+          for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<double>((i * 5 + 3) % static_cast<size_t>(c.e));
+          ParityOptions o;
+          o.fixed_inputs = {{"idx", from_doubles(it, {c.m}, ix)}};
+          // Sums of k products in f32, in another order than the CPU's BLAS: the absolute error
+          // grows like sqrt(k) (a wrong expert or a lost k chunk is off by O(1)).
+          o.tolerance = [k = c.k](DType d) {
+            Tolerance tol = parity_tolerance(d);
+            if (d == DType::F32) tol.atol = 4e-6 * std::sqrt(static_cast<double>(k));
+            return tol;
+          };
+          v.push_back({"m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " n " + std::to_string(c.n) +
+                           " experts " + std::to_string(c.e),
+                       std::move(g), o});
+        }
+        return v;
+      });
+}
+
+}  // namespace
+
+void add_matmul_cases(CaseList& l) {
+  add_shapes(l);
+  add_fused(l);
+  add_f64(l);
+  add_grouped(l);
+}
+
+}  // namespace rlx::testing

@@ -1,0 +1,59 @@
+#include "support/devices.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_test_util.h"
+
+namespace rlx::testing {
+
+namespace {
+
+// The built-in table: one entry per GPU backend under test, plus the CPU with the optimizer off
+// (no GPU needed: it checks the case list itself and every fusion pass against the unfused graph).
+std::vector<TestDevice> builtin_devices() {
+  std::vector<TestDevice> v;
+  {
+    TestDevice d;
+    d.name = "cuda";
+    d.device = Device::Cuda;
+    d.unavailable = cuda_unavailable_reason;
+    d.precisions = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
+    v.push_back(std::move(d));
+  }
+  {
+    TestDevice d;
+    d.name = "cpu-unoptimized";
+    d.device = Device::Cpu;
+    d.unavailable = [] { return std::string(); };
+    d.options.optimize = false;  // the CPU computes in the graph's dtypes: no other precision policy
+    v.push_back(std::move(d));
+  }
+  return v;
+}
+
+std::vector<TestDevice>& registry() {
+  static std::vector<TestDevice> devices = builtin_devices();
+  return devices;
+}
+
+}  // namespace
+
+const std::vector<TestDevice>& test_devices() { return registry(); }
+
+bool register_test_device(TestDevice d) {
+  registry().push_back(std::move(d));
+  return true;
+}
+
+std::string unsupported_reason(const TestDevice& d, const std::vector<DType>& dtypes, Precision precision) {
+  if (std::find(d.precisions.begin(), d.precisions.end(), precision) == d.precisions.end())
+    return d.name + " has no " + precision_name(precision) + " precision policy";
+  if (d.dtypes.empty()) return "";
+  std::string missing;
+  for (DType t : dtypes)
+    if (std::find(d.dtypes.begin(), d.dtypes.end(), t) == d.dtypes.end())
+      missing += std::string(missing.empty() ? "" : ", ") + dtype_name(t);
+  return missing.empty() ? "" : d.name + " does not run " + missing;
+}
+
+}  // namespace rlx::testing
