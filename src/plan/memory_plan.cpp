@@ -101,7 +101,10 @@ class Planner {
                                       : std::string("cast its inputs")) +
                     "), or compile for a device that holds " + dtype_name(s.dtype) + " (CPU, CUDA)");
       storage_[n.id][p] = *st;
-      const int64_t b = storage_bytes(product(s.concrete()), *st, what);
+      // The logical size first (the size policy's check, as before device limits), then the
+      // stored size, which obeys the same policy.
+      const int64_t logical = s.nbytes();
+      const int64_t b = *st == s.dtype ? logical : checked_nbytes(s.concrete(), *st, what + " (held as " + dtype_name(*st) + ")");
       bytes_[n.id][p] = b;
       const int64_t cap = d.max_value_bytes();
       if (cap > 0 && b > cap) {
