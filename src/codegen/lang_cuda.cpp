@@ -84,11 +84,8 @@ class Cuda final : public Language {
         default: break;
       }
     } else if (is_float(t)) {
+      if (std::string e = float_arith(k, a, b); !e.empty()) return e;
       switch (k) {
-        case BinaryKind::Add: return "(" + a + " + " + b + ")";
-        case BinaryKind::Sub: return "(" + a + " - " + b + ")";
-        case BinaryKind::Mul: return "(" + a + " * " + b + ")";
-        case BinaryKind::Div: return "(" + a + " / " + b + ")";
         case BinaryKind::Max: return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
         case BinaryKind::Pow: return (t == DType::F64 ? "pow(" : "powf(") + a + ", " + b + ")";
@@ -98,21 +95,17 @@ class Cuda final : public Language {
       }
     } else {
       const std::string W = "(unsigned long long)";
-      auto checked = [&](const char* fn) {
+      // Zero divisors (and 0 to a negative power) set the run's error flag (the CPU's errors).
+      if (const char* fn = int_checked_helper(k)) {
         if (error_flag) *error_flag = true;
         return std::string(fn) + "<" + C + ">(" + a + ", " + b + ", err)";
-      };
+      }
       switch (k) {
         case BinaryKind::Add: return "(" + C + ")(" + W + a + " + " + W + b + ")";
         case BinaryKind::Sub: return "(" + C + ")(" + W + a + " - " + W + b + ")";
         case BinaryKind::Mul: return "(" + C + ")(" + W + a + " * " + W + b + ")";
         case BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-        // Zero divisors (and 0 to a negative power) set the run's error flag (the CPU's errors).
-        case BinaryKind::Div: return checked("rlx_int_div");
-        case BinaryKind::Mod: return checked("rlx_int_mod");
-        case BinaryKind::FMod: return checked("rlx_int_fmod");
-        case BinaryKind::Pow: return checked("rlx_int_pow");
         default: break;
       }
     }
@@ -120,8 +113,7 @@ class Cuda final : public Language {
   }
 
   std::string compare(CompareKind k, DType, const std::string& a, const std::string& b) const override {
-    static const char* ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    return "(u8_t)(" + a + " " + ops[static_cast<int>(k)] + " " + b + ")";
+    return "(u8_t)" + infix(a, compare_op(k), b);
   }
 
   std::string activation(ActKind k, DType t, const std::string& x, Helpers& h) const override {

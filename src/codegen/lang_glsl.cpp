@@ -120,6 +120,15 @@ std::string int_helper(const char* src, const std::string& T, bool is_signed) {
   return replace_all(s, "(S && ", is_signed ? "(true && " : "(false && ");
 }
 
+const char* int_source(BinaryKind k) {
+  switch (k) {
+    case BinaryKind::Div: return kIntDiv;
+    case BinaryKind::Mod: return kIntMod;
+    case BinaryKind::FMod: return kIntFmod;
+    default: return kIntPow;
+  }
+}
+
 class Glsl final : public Language {
  public:
   LangId id() const override { return LangId::Glsl; }
@@ -180,25 +189,15 @@ class Glsl final : public Language {
   std::string binary(BinaryKind k, DType t, const std::string& a, const std::string& b, Helpers& h,
                      bool* error_flag) const override {
     if (t == DType::Bool) {
-      switch (k) {
-        case BinaryKind::And:
-        case BinaryKind::Min: return "(" + a + " && " + b + ")";
-        case BinaryKind::Or:
-        case BinaryKind::Max: return "(" + a + " || " + b + ")";
-        case BinaryKind::Xor: return "(" + a + " != " + b + ")";
-        default: break;
-      }
+      if (std::string e = logical(k, a, b); !e.empty()) return e;
     } else if (is_float(t)) {
+      if (std::string e = float_arith(k, a, b); !e.empty()) return e;
       const std::string F = compute_type(t);
       auto helper = [&](const char* name, const char* src) {
         h.add(std::string(name) + "_" + F, float_helper(src, F));
         return std::string(name) + "_" + F + "(" + a + ", " + b + ")";
       };
       switch (k) {
-        case BinaryKind::Add: return "(" + a + " + " + b + ")";
-        case BinaryKind::Sub: return "(" + a + " - " + b + ")";
-        case BinaryKind::Mul: return "(" + a + " * " + b + ")";
-        case BinaryKind::Div: return "(" + a + " / " + b + ")";
         case BinaryKind::Max: return "((" + a + " > " + b + " || isnan(" + a + ")) ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "((" + a + " < " + b + " || isnan(" + a + ")) ? " + a + " : " + b + ")";
         case BinaryKind::Pow:
@@ -210,21 +209,17 @@ class Glsl final : public Language {
       }
     } else {
       const std::string T = compute_type(t);
-      auto checked = [&](const char* name, const char* src) {
+      if (const char* name = int_checked_helper(k)) {
         if (error_flag) *error_flag = true;
-        h.add(std::string(name) + "_" + T, int_helper(src, T, is_signed_int(t)));
+        h.add(std::string(name) + "_" + T, int_helper(int_source(k), T, is_signed_int(t)));
         return std::string(name) + "_" + T + "(" + a + ", " + b + ")";
-      };
+      }
       switch (k) {
-        case BinaryKind::Add: return T + "(" + a + " + " + b + ")";
-        case BinaryKind::Sub: return T + "(" + a + " - " + b + ")";
-        case BinaryKind::Mul: return T + "(" + a + " * " + b + ")";
+        case BinaryKind::Add: return T + infix(a, "+", b);
+        case BinaryKind::Sub: return T + infix(a, "-", b);
+        case BinaryKind::Mul: return T + infix(a, "*", b);
         case BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-        case BinaryKind::Div: return checked("rlx_int_div", kIntDiv);
-        case BinaryKind::Mod: return checked("rlx_int_mod", kIntMod);
-        case BinaryKind::FMod: return checked("rlx_int_fmod", kIntFmod);
-        case BinaryKind::Pow: return checked("rlx_int_pow", kIntPow);
         default: break;
       }
     }
@@ -232,9 +227,8 @@ class Glsl final : public Language {
   }
 
   std::string compare(CompareKind k, DType t, const std::string& a, const std::string& b) const override {
-    static const char* ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    if (t == DType::Bool) return "(uint(" + a + ") " + ops[static_cast<int>(k)] + " uint(" + b + "))";
-    return "(" + a + " " + ops[static_cast<int>(k)] + " " + b + ")";
+    if (t == DType::Bool) return infix("uint(" + a + ")", compare_op(k), "uint(" + b + ")");
+    return infix(a, compare_op(k), b);
   }
 
   std::string activation(ActKind k, DType t, const std::string& x, Helpers& h) const override {

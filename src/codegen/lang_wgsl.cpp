@@ -131,6 +131,15 @@ std::string int_helper(const char* src, const std::string& T, bool is_signed) {
   return replace_all(s, "(S && ", is_signed ? "(true && " : "(false && ");
 }
 
+const char* int_source(BinaryKind k) {
+  switch (k) {
+    case BinaryKind::Div: return kIntDiv;
+    case BinaryKind::Mod: return kIntMod;
+    case BinaryKind::FMod: return kIntFmod;
+    default: return kIntPow;
+  }
+}
+
 class WgslFloat final : public ExprPrinter {
  public:
   explicit WgslFloat(Helpers& h) : h_(h) {}
@@ -211,25 +220,15 @@ class Wgsl final : public Language {
   std::string binary(BinaryKind k, DType t, const std::string& a, const std::string& b, Helpers& h,
                      bool* error_flag) const override {
     if (t == DType::Bool) {
-      switch (k) {
-        case BinaryKind::And:
-        case BinaryKind::Min: return "(" + a + " && " + b + ")";
-        case BinaryKind::Or:
-        case BinaryKind::Max: return "(" + a + " || " + b + ")";
-        case BinaryKind::Xor: return "(" + a + " != " + b + ")";
-        default: break;
-      }
+      if (std::string e = logical(k, a, b); !e.empty()) return e;
     } else if (is_float(t)) {
+      if (std::string e = float_arith(k, a, b); !e.empty()) return e;
       auto helper = [&](const char* name, const char* src) {
         if (k == BinaryKind::Pow) h.add("rlx_isnan", kIsNan);
         h.add(name, src);
         return std::string(name) + "(" + a + ", " + b + ")";
       };
       switch (k) {
-        case BinaryKind::Add: return "(" + a + " + " + b + ")";
-        case BinaryKind::Sub: return "(" + a + " - " + b + ")";
-        case BinaryKind::Mul: return "(" + a + " * " + b + ")";
-        case BinaryKind::Div: return "(" + a + " / " + b + ")";
         case BinaryKind::Max:
           h.add("rlx_isnan", kIsNan);
           return "select(" + b + ", " + a + ", " + a + " > " + b + " || rlx_isnan(" + a + "))";
@@ -243,21 +242,17 @@ class Wgsl final : public Language {
       }
     } else {
       const std::string T = compute_type(t);
-      auto checked = [&](const char* name, const char* src) {
+      if (const char* name = int_checked_helper(k)) {
         if (error_flag) *error_flag = true;
-        h.add(std::string(name) + "_" + T, int_helper(src, T, is_signed_int(t)));
+        h.add(std::string(name) + "_" + T, int_helper(int_source(k), T, is_signed_int(t)));
         return std::string(name) + "_" + T + "(" + a + ", " + b + ")";
-      };
+      }
       switch (k) {
-        case BinaryKind::Add: return "(" + a + " + " + b + ")";
-        case BinaryKind::Sub: return "(" + a + " - " + b + ")";
-        case BinaryKind::Mul: return "(" + a + " * " + b + ")";
+        case BinaryKind::Add: return infix(a, "+", b);
+        case BinaryKind::Sub: return infix(a, "-", b);
+        case BinaryKind::Mul: return infix(a, "*", b);
         case BinaryKind::Max: return "max(" + a + ", " + b + ")";
         case BinaryKind::Min: return "min(" + a + ", " + b + ")";
-        case BinaryKind::Div: return checked("rlx_int_div", kIntDiv);
-        case BinaryKind::Mod: return checked("rlx_int_mod", kIntMod);
-        case BinaryKind::FMod: return checked("rlx_int_fmod", kIntFmod);
-        case BinaryKind::Pow: return checked("rlx_int_pow", kIntPow);
         default: break;
       }
     }
@@ -265,9 +260,8 @@ class Wgsl final : public Language {
   }
 
   std::string compare(CompareKind k, DType t, const std::string& a, const std::string& b) const override {
-    static const char* ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    if (t == DType::Bool) return "(u32(" + a + ") " + ops[static_cast<int>(k)] + " u32(" + b + "))";
-    return "(" + a + " " + ops[static_cast<int>(k)] + " " + b + ")";
+    if (t == DType::Bool) return infix("u32(" + a + ")", compare_op(k), "u32(" + b + ")");
+    return infix(a, compare_op(k), b);
   }
 
   std::string activation(ActKind k, DType t, const std::string& x, Helpers& h) const override {

@@ -46,6 +46,42 @@ std::string Language::storage_gap(DType t) const {
   return std::string(name()) + " kernels cannot hold " + dtype_name(t) + " tensors";
 }
 
+const char* Language::compare_op(CompareKind k) {
+  static const char* ops[] = {"==", "!=", "<", "<=", ">", ">="};
+  return ops[static_cast<size_t>(k)];
+}
+
+std::string Language::float_arith(BinaryKind k, const std::string& a, const std::string& b) {
+  switch (k) {
+    case BinaryKind::Add: return infix(a, "+", b);
+    case BinaryKind::Sub: return infix(a, "-", b);
+    case BinaryKind::Mul: return infix(a, "*", b);
+    case BinaryKind::Div: return infix(a, "/", b);
+    default: return "";
+  }
+}
+
+std::string Language::logical(BinaryKind k, const std::string& a, const std::string& b) {
+  switch (k) {
+    case BinaryKind::And:
+    case BinaryKind::Min: return infix(a, "&&", b);
+    case BinaryKind::Or:
+    case BinaryKind::Max: return infix(a, "||", b);
+    case BinaryKind::Xor: return infix(a, "!=", b);
+    default: return "";
+  }
+}
+
+const char* Language::int_checked_helper(BinaryKind k) {
+  switch (k) {
+    case BinaryKind::Div: return "rlx_int_div";
+    case BinaryKind::Mod: return "rlx_int_mod";
+    case BinaryKind::FMod: return "rlx_int_fmod";
+    case BinaryKind::Pow: return "rlx_int_pow";
+    default: return nullptr;
+  }
+}
+
 const Language& language(LangId id) {
   switch (id) {
     case LangId::Cuda: return cuda_language();

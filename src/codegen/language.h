@@ -79,6 +79,20 @@ class Language {
   virtual std::string cast(DType to, DType from, const std::string& x) const = 0;
   // cond (a bool compute value) ? a : b.
   virtual std::string where(const std::string& cond, const std::string& a, const std::string& b) const = 0;
+
+ protected:
+  // Spellings every language shares.
+  static std::string infix(const std::string& a, const char* op, const std::string& b) {
+    return "(" + a + " " + op + " " + b + ")";
+  }
+  static const char* compare_op(CompareKind k);
+  // "(a + b)" ... for the four float arithmetic kinds; "" for the others.
+  static std::string float_arith(BinaryKind k, const std::string& a, const std::string& b);
+  // Bool And/Or/Xor (Max = Or, Min = And) where the truth type has && and ||; "" for the others.
+  static std::string logical(BinaryKind k, const std::string& a, const std::string& b);
+  // The helper of an integer Div/Mod/FMod/Pow ("rlx_int_div", ...), which reports a zero divisor
+  // (or 0 to a negative power) through the run's error flag; nullptr for the other kinds.
+  static const char* int_checked_helper(BinaryKind k);
 };
 
 const Language& cuda_language();

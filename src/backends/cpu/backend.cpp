@@ -9,9 +9,15 @@
 namespace rlx {
 namespace {
 
+plan::PlanOptions plan_options(const CompileOptions& o) {
+  plan::PlanOptions p;
+  p.limits = o.limits;
+  return p;
+}
+
 class CpuVariant final : public Variant {
  public:
-  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan::PlanOptions{.limits = o.limits}) {}
+  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)) {}
 
   // Bound state stays in host memory: the outputs a run keeps are host copies, and carried
   // inputs read them.
