@@ -83,12 +83,24 @@ struct X {
   template <class C> static C eval(C x) { return x; }
   static std::string print(const ExprPrinter&, const std::string& x) { return x; }
 };
-// A constant.
-template <double V>
+// A constant: V::value (a type, since clang 16 takes no floating-point template arguments).
+template <class V>
 struct K {
-  template <class C> static C eval(C) { return C(V); }
-  static std::string print(const ExprPrinter& p, const std::string&) { return p.literal(V); }
+  template <class C> static C eval(C) { return C(V::value); }
+  static std::string print(const ExprPrinter& p, const std::string&) { return p.literal(V::value); }
 };
+#define RLX_FORMULA_CONSTANT(NAME, V) \
+  struct NAME {                      \
+    static constexpr double value = V; \
+  };
+RLX_FORMULA_CONSTANT(CZero, 0.0)
+RLX_FORMULA_CONSTANT(COne, 1.0)
+RLX_FORMULA_CONSTANT(CMinusOne, -1.0)
+RLX_FORMULA_CONSTANT(CHalf, 0.5)
+RLX_FORMULA_CONSTANT(CInvSqrt2, 0.70710678118654752440)     // 1/sqrt(2)
+RLX_FORMULA_CONSTANT(CSqrt2OverPi, 0.79788456080286535588)  // sqrt(2/pi)
+RLX_FORMULA_CONSTANT(CGeluCubic, 0.044715)
+#undef RLX_FORMULA_CONSTANT
 template <char Op, class A, class B>
 struct Arith {
   template <class C> static C eval(C x) {
@@ -145,15 +157,15 @@ namespace formula {
 template <ActKind Kind>
 struct ActFormula;
 
-using One = K<1.0>;
-using Zero = K<0.0>;
+using One = K<COne>;
+using Zero = K<CZero>;
 #define RLX_FORMULA(KIND, ...) \
   template <>                  \
   struct ActFormula<ActKind::KIND> { using type = __VA_ARGS__; };
-RLX_FORMULA(Gelu, Mul<Mul<K<0.5>, X>, Add<One, Call<MathFn::Erf, Mul<X, K<0.70710678118654752440>>>>>)
-RLX_FORMULA(GeluApprox,  // sqrt(2/pi) = 0.79788456080286535588
-            Mul<Mul<K<0.5>, X>, Add<One, Call<MathFn::Tanh, Mul<K<0.79788456080286535588>,
-                                                                 Add<X, Mul<Mul<Mul<K<0.044715>, X>, X>, X>>>>>>)
+RLX_FORMULA(Gelu, Mul<Mul<K<CHalf>, X>, Add<One, Call<MathFn::Erf, Mul<X, K<CInvSqrt2>>>>>)
+RLX_FORMULA(GeluApprox,
+            Mul<Mul<K<CHalf>, X>, Add<One, Call<MathFn::Tanh, Mul<K<CSqrt2OverPi>,
+                                                                 Add<X, Mul<Mul<Mul<K<CGeluCubic>, X>, X>, X>>>>>>)
 RLX_FORMULA(Silu, Div<X, Add<One, Call<MathFn::Exp, Neg<X>>>>)
 RLX_FORMULA(Relu, IfLess<X, Zero, Zero, X>)  // NaN stays NaN
 RLX_FORMULA(Sigmoid, Div<One, Add<One, Call<MathFn::Exp, Neg<X>>>>)
@@ -173,7 +185,7 @@ RLX_FORMULA(Erf, Call<MathFn::Erf, X>)
 RLX_FORMULA(Floor, Call<MathFn::Floor, X>)
 RLX_FORMULA(Ceil, Call<MathFn::Ceil, X>)
 RLX_FORMULA(Reciprocal, Div<One, X>)
-RLX_FORMULA(Sign, IfGreater<X, Zero, One, IfLess<X, Zero, K<-1.0>, X>>)  // keeps NaN and the sign of 0
+RLX_FORMULA(Sign, IfGreater<X, Zero, One, IfLess<X, Zero, K<CMinusOne>, X>>)  // keeps NaN and the sign of 0
 // Overflow-free: max(x, 0) + log1p(exp(-|x|)).
 RLX_FORMULA(Softplus, Add<Call2<MathFn::Max, X, Zero>, Call<MathFn::Log1p, Call<MathFn::Exp, Neg<Call<MathFn::Abs, X>>>>>)
 RLX_FORMULA(Asin, Call<MathFn::Asin, X>)

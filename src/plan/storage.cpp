@@ -85,11 +85,13 @@ void convert(const void* src, DType from, void* dst, DType to, const std::vector
   };
   if (is_intlike(from) && is_intlike(to)) {
     const IntRange r = int_range(to);
+    // The float checks are split per level: clang 16 instantiates a nested generic lambda's
+    // discarded branch when its condition names the outer lambda's parameter.
     visit_dtype(from, [&]<DType F>() {
       using TF = typename dtype_storage<F>::type;
-      visit_dtype(to, [&]<DType T>() {
+      if constexpr (!float_dtype(F)) visit_dtype(to, [&]<DType T>() {
         using TT = typename dtype_storage<T>::type;
-        if constexpr (!float_dtype(F) && !float_dtype(T)) {
+        if constexpr (!float_dtype(T)) {
           const auto* s = static_cast<const TF*>(src);
           auto* d = static_cast<TT*>(dst);
           for (int64_t i = 0; i < n; ++i) {
