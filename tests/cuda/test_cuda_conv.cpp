@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "support/conv_graphs.h"
 #ifdef RLX_HAVE_CUDA
 #include "backends/cuda/conv_ops.h"
 #include "backends/cuda/cudnn_lib.h"
@@ -21,47 +22,12 @@ namespace {
 
 using namespace rlx;
 using rlx::testing::kCudaFloats;
+using rlx::testing::ConvCase;
+using rlx::testing::conv_graph;
+using rlx::testing::conv_op;
+using rlx::testing::convt_op;
 using rlx::testing::expect_cuda_parity;
-
-// Op builders (designated initializers would warn about every member left out).
-ops::Conv conv_op(std::vector<int64_t> stride = {}, std::vector<int64_t> pads = {}, std::vector<int64_t> dilation = {},
-                  int64_t groups = 1) {
-  ops::Conv op;
-  op.stride = std::move(stride), op.pads = std::move(pads), op.dilation = std::move(dilation), op.groups = groups;
-  return op;
-}
-
-ops::ConvTranspose convt_op(std::vector<int64_t> stride = {}, std::vector<int64_t> pads = {},
-                            std::vector<int64_t> dilation = {}, std::vector<int64_t> output_padding = {},
-                            int64_t groups = 1) {
-  ops::ConvTranspose op;
-  op.stride = std::move(stride), op.pads = std::move(pads), op.dilation = std::move(dilation);
-  op.output_padding = std::move(output_padding), op.groups = groups;
-  return op;
-}
-
-ops::Pool pool_op(PoolKind kind, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> pads = {}, bool count_include_pad = false, bool ceil_mode = false,
-                  std::vector<int64_t> dilation = {}) {
-  ops::Pool op;
-  op.kind = kind, op.kernel = std::move(kernel), op.stride = std::move(stride), op.pads = std::move(pads);
-  op.count_include_pad = count_include_pad, op.ceil_mode = ceil_mode, op.dilation = std::move(dilation);
-  return op;
-}
-
-struct ConvCase {
-  std::vector<int64_t> x, w, stride, pads, dilation;
-  int64_t groups = 1;
-  bool bias = false;
-};
-
-Graph conv_graph(const ConvCase& c, DType t) {
-  Graph g;
-  std::vector<Value> in{g.input("x", Shape::from(c.x, t)), g.param("w", Shape::from(c.w, t))};
-  if (c.bias) in.push_back(g.param("b", Shape::of({c.w[0]}, t)));
-  g.add_output(g.apply(conv_op(c.stride, c.pads, c.dilation, c.groups), in));
-  return g;
-}
+using rlx::testing::pool_op;
 
 // One NaN per window that holds one (the parity with the CPU is the shared case pool_max_nan_*).
 TEST(CudaConv, MaxPoolPropagatesNaN) {

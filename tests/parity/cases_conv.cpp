@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "parity/parity_cases.h"
+#include "support/conv_graphs.h"
 
 namespace rlx::testing {
 
@@ -17,36 +18,6 @@ constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 std::string dt(DType t) { return dtype_name(t); }
 
-ops::Conv conv_op(std::vector<int64_t> stride = {}, std::vector<int64_t> pads = {}, std::vector<int64_t> dilation = {},
-                  int64_t groups = 1) {
-  ops::Conv op;
-  op.stride = std::move(stride), op.pads = std::move(pads), op.dilation = std::move(dilation), op.groups = groups;
-  return op;
-}
-
-ops::ConvTranspose convt_op(std::vector<int64_t> stride, std::vector<int64_t> pads, std::vector<int64_t> dilation,
-                            std::vector<int64_t> output_padding, int64_t groups) {
-  ops::ConvTranspose op;
-  op.stride = std::move(stride), op.pads = std::move(pads), op.dilation = std::move(dilation);
-  op.output_padding = std::move(output_padding), op.groups = groups;
-  return op;
-}
-
-ops::Pool pool_op(PoolKind kind, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> pads = {}, bool count_include_pad = false, bool ceil_mode = false,
-                  std::vector<int64_t> dilation = {}) {
-  ops::Pool op;
-  op.kind = kind, op.kernel = std::move(kernel), op.stride = std::move(stride), op.pads = std::move(pads);
-  op.count_include_pad = count_include_pad, op.ceil_mode = ceil_mode, op.dilation = std::move(dilation);
-  return op;
-}
-
-struct ConvCase {
-  std::vector<int64_t> x, w, stride, pads, dilation;
-  int64_t groups = 1;
-  bool bias = false;
-};
-
 std::string label(const ConvCase& c) {
   return "x" + dims_str(c.x) + " w" + dims_str(c.w) + " stride" + dims_str(c.stride) + " pads" + dims_str(c.pads) +
          " dil" + dims_str(c.dilation) + " groups " + std::to_string(c.groups) + (c.bias ? " +bias" : "");
@@ -55,11 +26,7 @@ std::string label(const ConvCase& c) {
 std::vector<CaseGraph> conv_graphs(const std::vector<ConvCase>& cases, DType t) {
   std::vector<CaseGraph> v;
   for (const ConvCase& c : cases) {
-    Graph g;
-    std::vector<Value> in{g.input("x", Shape::from(c.x, t)), g.param("w", Shape::from(c.w, t))};
-    if (c.bias) in.push_back(g.param("b", Shape::of({c.w[0]}, t)));
-    g.add_output(g.apply(conv_op(c.stride, c.pads, c.dilation, c.groups), in));
-    v.push_back({label(c), std::move(g), {}});
+    v.push_back({label(c), conv_graph(c, t), {}});
   }
   return v;
 }
