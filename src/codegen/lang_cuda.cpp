@@ -16,9 +16,7 @@ class CudaFloat final : public ExprPrinter {
   std::string call(MathFn f, const std::vector<std::string>& args) const override {
     static const char* names[] = {"exp",  "log",  "log1p", "tanh",  "erf",  "sqrt", "sin",  "cos", "tan",
                                   "atan", "asin", "acos",  "floor", "ceil", "rint", "fabs", "fmax"};
-    std::string s = std::string(names[static_cast<size_t>(f)]) + (t_ == DType::F64 ? "" : "f") + "(";
-    for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
-    return s + ")";
+    return call_expr(std::string(names[static_cast<size_t>(f)]) + (t_ == DType::F64 ? "" : "f"), args);
   }
   std::string select(const std::string& c, const std::string& a, const std::string& b) const override {
     return "(" + c + " ? " + a + " : " + b + ")";

@@ -12,11 +12,6 @@ namespace rlx::codegen {
 namespace {
 
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
 // Float helpers, written for the type F (float or double).
 const char* kErf = R"(F rlx_erf_F(F x) {
   F a = abs(x);
@@ -286,9 +281,7 @@ class Glsl final : public Language {
         case MathFn::RoundEven: fn = "roundEven"; break;
         default: fn = math_fn_name(f); break;
       }
-      std::string s = fn + "(";
-      for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
-      return s + ")";
+      return call_expr(fn, args);
     }
     std::string select(const std::string& c, const std::string& a, const std::string& b) const override {
       return "(" + c + " ? " + a + " : " + b + ")";

@@ -117,11 +117,6 @@ const char* kIntPow = R"(fn rlx_int_pow_T(base: T, e: T) -> T {
 }
 )";
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
 std::string int_helper(const char* src, const std::string& T, bool is_signed) {
   std::string s = replace_all(src, "_T(", "_" + T + "(");
   s = replace_all(s, "T(-1)", is_signed ? "-1i" : "0xffffffffu");
@@ -153,9 +148,7 @@ class WgslFloat final : public ExprPrinter {
       case MathFn::RoundEven: fn = "round"; break;  // WGSL's round is half to even
       default: fn = math_fn_name(f); break;
     }
-    std::string s = fn + "(";
-    for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
-    return s + ")";
+    return call_expr(fn, args);
   }
   std::string select(const std::string& c, const std::string& a, const std::string& b) const override {
     return "select(" + b + ", " + a + ", " + c + ")";

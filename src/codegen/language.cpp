@@ -91,6 +91,17 @@ const Language& language(LangId id) {
   throw Error("codegen: unknown language id " + std::to_string(static_cast<int>(id)));
 }
 
+std::string call_expr(const std::string& fn, const std::vector<std::string>& args) {
+  std::string s = fn + "(";
+  for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i];
+  return s + ")";
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
 std::string float_literal(double v, DType t, const std::string& suffix) {
   if (!std::isfinite(v)) throw Error("codegen: a non-finite float literal cannot be spelled");
   char buf[40];

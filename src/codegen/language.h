@@ -100,6 +100,11 @@ const Language& glsl_language();
 const Language& wgsl_language();
 const Language& language(LangId id);
 
+// `fn(a, b, ...)`.
+std::string call_expr(const std::string& fn, const std::vector<std::string>& args);
+// `s` with every `from` replaced by `to` (fills the type placeholders of helper sources).
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
+
 // A float literal spelled with enough digits to round-trip in dtype `t` (F32: 9, F64: 17) and
 // always with a '.' or an exponent; `suffix` is appended (e.g. "f").
 std::string float_literal(double v, DType t, const std::string& suffix = "");
