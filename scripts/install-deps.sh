@@ -15,7 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   python3
-  glslang-dev spirv-tools  # GLSL kernels compiled and validated as SPIR-V (codegen tests)
+  glslang-dev spirv-tools  # GLSL kernels compiled to SPIR-V (the Vulkan backend) and validated (codegen tests)
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools  # the Vulkan backend, run on lavapipe in CI
   clang-16 libclang-rt-16-dev  # the libFuzzer targets (scripts/fuzz.sh): libFuzzer + ASan runtimes
 )
 

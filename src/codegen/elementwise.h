@@ -9,6 +9,7 @@
 // print_glsl_elementwise, print_wgsl_elementwise); the chain's statements come from one
 // shared builder (`chain_code`) over the language's spelling (codegen/language.h).
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ std::string print_cuda_elementwise(const ElementwisePlan& plan, bool early_depen
 // binding may start below the tensor at an aligned offset. 32-bit indices (rlx::Error when
 // plan.wide_index).
 std::string print_glsl_elementwise(const ElementwisePlan& plan);
+// The `#extension` lines a GLSL 4.5 kernel needs to hold and compute these logical dtypes
+// (8/16/64-bit types; bf16 is held as uint16_t). Kernel templates of the Vulkan backend use it.
+std::string glsl_extensions(const std::set<DType>& dtypes);
 
 // WGSL compute shader `main`, workgroup 256, grid-stride over items. Every tensor is an
 // array<u32> binding (one word per element, see lang_wgsl.cpp); `binding_of[k]` (size

@@ -48,6 +48,12 @@ std::string input_index(const ElementwisePlan& p, size_t k) {
 std::string glsl_extensions(const ElementwisePlan& p) {
   std::set<DType> ts(p.in_dtypes.begin(), p.in_dtypes.end());
   ts.insert(p.step_dtypes.begin(), p.step_dtypes.end());
+  return codegen::glsl_extensions(ts);
+}
+
+}  // namespace
+
+std::string glsl_extensions(const std::set<DType>& ts) {
   bool b8 = false, b16 = false, wide = false;
   for (DType t : ts) {
     b8 |= t == DType::I8 || t == DType::U8 || t == DType::Bool;
@@ -60,8 +66,6 @@ std::string glsl_extensions(const ElementwisePlan& p) {
   if (b16) s += "#extension GL_EXT_shader_16bit_storage : require\n";
   return s;
 }
-
-}  // namespace
 
 std::string print_glsl_elementwise(const ElementwisePlan& p) {
   check_narrow(p, "GLSL");

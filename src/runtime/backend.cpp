@@ -13,6 +13,11 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
                   "-DRLX_CUDA=ON); compile for Device::Cpu");
 #endif
     case Device::Vulkan:
+#ifdef RLX_HAVE_VULKAN
+      return make_vulkan_backend(options);
+#else
+      break;
+#endif
     case Device::WebGpu: break;
   }
   throw Error(std::string("device '") + device_name(d) +
@@ -20,12 +25,18 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
 #ifdef RLX_HAVE_CUDA
               ", cuda" +
 #endif
+#ifdef RLX_HAVE_VULKAN
+              ", vulkan" +
+#endif
               std::string("); compile for Device::Cpu"));
 }
 
 std::unique_ptr<Backend> make_backend_for_check(Device d) {
 #ifdef RLX_HAVE_CUDA
   if (d == Device::Cuda) return make_cuda_backend_for_check();
+#endif
+#ifdef RLX_HAVE_VULKAN
+  if (d == Device::Vulkan) return make_vulkan_backend_for_check();
 #endif
   return make_backend(d, CompileOptions{});
 }

@@ -91,5 +91,10 @@ std::unique_ptr<Backend> make_cpu_backend(const CompileOptions& options);
 std::unique_ptr<Backend> make_cuda_backend(const CompileOptions& options);
 std::unique_ptr<Backend> make_cuda_backend_for_check();
 #endif
+#ifdef RLX_HAVE_VULKAN
+std::unique_ptr<Backend> make_vulkan_backend(const CompileOptions& options);
+// Claims of the device Vulkan would use, or of one with every optional feature when none.
+std::unique_ptr<Backend> make_vulkan_backend_for_check();
+#endif
 
 }  // namespace rlx

@@ -115,6 +115,12 @@ constexpr KnobInfo kKnobs[] = {
          "folder of the kernel cache (NVRTC cubins in DIR/cuda); off: no cache", kProcess),
     text("cudnn_lib", "RLX_CUDNN_LIB", "libcudnn.so.N", "",
          "the cuDNN library file to load (default N: the major version of the cudnn.h rlx was built with)", kProcess),
+    text("vulkan_device", "RLX_VULKAN_DEVICE", "the first discrete GPU, else integrated, else any", "",
+         "the Vulkan device: an index in the loader's list or a part of its name", kProcess),
+    boolean("vulkan_validation", "RLX_VULKAN_VALIDATION", false,
+            "enables the Khronos validation layer (errors are counted; tests assert none)", kProcess),
+    boolean("vulkan_profile", "RLX_VULKAN_PROFILE", false,
+            "per-step Vulkan device times from timestamp queries (--profile)", kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

@@ -10,6 +10,8 @@
 
 #include "parity/parity_cases.h"
 #include "support/devices.h"
+#include "passes/pipeline.h"
+#include "runtime/backend.h"
 
 namespace {
 
@@ -39,6 +41,16 @@ TEST_P(Devices, MatchTheCpu) {
   if (const std::string why = unsupported_reason(dev, {needed.begin(), needed.end()}, c.precision); !why.empty())
     GTEST_SKIP() << why;
 
+  if (dev.skip_unclaimed) {
+    const auto backend = make_backend_for_check(dev.device);
+    for (const CaseGraph& cg : graphs) {
+      try {
+        passes::check_legalizable(cg.graph, *backend);
+      } catch (const Error& e) {
+        GTEST_SKIP() << dev.name << " does not run this case: " << e.what();
+      }
+    }
+  }
   RunConfig oracle;  // the CPU with the optimizer on
   RunConfig side;
   side.label = dev.name + "/" + precision_name(c.precision);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_test_util.h"
+#include "vulkan/vulkan_test_util.h"
 
 namespace rlx::testing {
 
@@ -18,6 +19,15 @@ std::vector<TestDevice> builtin_devices() {
     d.device = Device::Cuda;
     d.unavailable = cuda_unavailable_reason;
     d.precisions = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
+    v.push_back(std::move(d));
+  }
+  {
+    TestDevice d;
+    d.name = "vulkan";
+    d.device = Device::Vulkan;
+    d.unavailable = vulkan_unavailable_reason;
+    d.precisions = {Precision::Fp32, Precision::Fp16, Precision::Bf16};
+    d.skip_unclaimed = true;  // op families without Vulkan kernels yet are skipped, with the reason
     v.push_back(std::move(d));
   }
   {

@@ -16,24 +16,11 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "runtime/disk_cache.h"
 #include "runtime/knobs.h"
 
 namespace rlx::cuda {
 namespace {
-
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 struct Cache {
   std::mutex mu;
@@ -51,31 +38,6 @@ std::string nvrtc_version() {
   int major = 0, minor = 0;
   RLX_NVRTC_CHECK(nvrtcVersion(&major, &minor));
   return std::to_string(major) + "." + std::to_string(minor);
-}
-
-std::vector<char> read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return {};
-  return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-// Writes through a temporary file and a rename, so concurrent processes never read half a file.
-void write_file_atomic(const std::filesystem::path& p, const std::vector<char>& data) {
-  std::error_code ec;
-  std::filesystem::create_directories(p.parent_path(), ec);
-  if (ec) return;  // an unwritable cache directory only costs recompilation
-  // Unique per process and call: concurrent writers of one key never share a temporary.
-  static std::atomic<uint64_t> counter{0};
-  const auto tmp = p.string() + ".tmp" + std::to_string(static_cast<long long>(::getpid())) + "." +
-                   std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return;
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f) return;
-  }
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
 }
 
 }  // namespace
@@ -105,18 +67,13 @@ std::vector<char> nvrtc_compile(const std::string& entry, const std::string& sou
 }
 
 
-std::string kernel_cache_dir() {
-  if (const std::string d = process_knobs::cache_dir(); !d.empty()) return d == "off" ? "" : d + "/cuda";
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/rlx/cuda";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/rlx/cuda";
-  return "";
-}
+std::string kernel_cache_dir() { return rlx::kernel_cache_dir("cuda"); }
 
 CUfunction get_kernel(const std::string& entry, const std::string& source, const std::string& arch_override) {
   const DeviceInfo& dev = device();
   static const std::string version = nvrtc_version();
   const std::string arch = arch_override.empty() ? dev.arch() : arch_override;
-  const std::string key = hex64(fnv1a(14695981039346656037ull, source)) + "-" + arch + "-nvrtc" + version;
+  const std::string key = hex64(fnv1a64(source)) + "-" + arch + "-nvrtc" + version;
 
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -130,25 +87,14 @@ CUfunction get_kernel(const std::string& entry, const std::string& source, const
     ++c.stats.memory_hits;
   } else {
     const std::string dir = kernel_cache_dir();
-    const std::filesystem::path file =
-        dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / (key + ".cubin");
-    std::vector<char> cubin;
-    // The source is stored beside the cubin: a hash collision (or a stale file) is detected
-    // by comparing it, never silently run.
-    if (!dir.empty()) {
-      const std::vector<char> src = read_file(file.string() + ".cu");
-      if (src.size() == source.size() && std::equal(source.begin(), source.end(), src.begin())) cubin = read_file(file);
-    }
+    std::vector<char> cubin = disk_cache_load(dir, key, ".cubin", source);
     if (!cubin.empty() && driver().module_load_data(&mod, cubin.data()) == CUDA_SUCCESS) {
       ++c.stats.disk_hits;
     } else {
       cubin = nvrtc_compile(entry, source, arch);
       ++c.stats.compiled;
       RLX_CU_CHECK(driver().module_load_data(&mod, cubin.data()));
-      if (!dir.empty()) {
-        write_file_atomic(file.string() + ".cu", std::vector<char>(source.begin(), source.end()));
-        write_file_atomic(file, cubin);
-      }
+      disk_cache_store(dir, key, ".cubin", source, cubin);
     }
     c.by_source.emplace(key, mod);
   }

@@ -1,0 +1,125 @@
+#pragma once
+// Lowering of Schedule steps to Vulkan work. Each step becomes dispatches of GLSL compute kernels
+// (or buffer copies/fills) whose buffers, push constants and workgroup counts are fixed when the
+// variant is prepared; the variant records them once into a command buffer, with a barrier only
+// where a command touches bytes that an earlier command since the last barrier wrote (or writes
+// bytes an earlier one read), and re-submits it every run.
+//
+// The kernel convention (every template follows it):
+//   - set 0, bindings 0.. in the order of the `Operand`s given to dispatch(); each a std430
+//     buffer of one storage type (glsl_buffer below); a binding is a window of a device buffer
+//     starting at an aligned offset at or below the operand;
+//   - push constants: first one `uint` element offset per binding (Operand::elem, in elements
+//     of the binding's type), then the kernel's own parameters (uint/int/float words);
+//   - sizes that change the kernel's structure are baked into the source; a 1-D grid is at most
+//     info().max_groups[0] workgroups (groups_1d), so kernels loop over their work (grid-stride);
+//   - errors on bad data: atomicMax(code) on the error_flag() operand (codes in kernel_error.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vk_context.h"
+#include "plan/schedule.h"
+#include "runtime/knobs.h"
+#include "rlx/session.h"
+
+namespace rlx::vulkan {
+
+// A window of a device buffer bound to one binding, and where the operand starts in it.
+struct Operand {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0;  // of the window in the buffer (a multiple of the storage alignment)
+  uint64_t range = 0;   // bytes of the window
+  uint64_t skip = 0;    // bytes from the window's start to the operand
+  uint64_t bytes = 0;   // the operand's bytes
+  bool write = false;   // the kernel writes it (for barriers)
+  // The operand's first element in the window, in elements of `elem_bytes` (rlx::Error when the
+  // operand does not start on such an element or the index does not fit 32 bits).
+  uint32_t elem(size_t elem_bytes) const;
+};
+
+// A GLSL compute shader; `name` labels errors and profiles.
+struct Kernel {
+  std::string name;
+  std::string source;
+};
+
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  virtual const CompileOptions& options() const = 0;
+  virtual const ResolvedKnobs& knobs() const = 0;
+  virtual const DeviceInfo& info() const = 0;
+  // Operand `r` as a kernel input or output (a window over its storage bytes).
+  virtual Operand in(const plan::TensorRef& r) = 0;
+  virtual Operand out(const plan::TensorRef& r) = 0;
+  // Device scratch owned by the variant (read and written by kernels).
+  virtual Operand scratch(size_t bytes, const std::string& what) = 0;
+  // The run's error flag (one int, 0 at the start of each run).
+  virtual Operand error_flag() = 0;
+  // Appends one dispatch of `k` over (gx, gy, gz) workgroups.
+  virtual void dispatch(const Kernel& k, const std::vector<Operand>& bindings, const std::vector<uint32_t>& push,
+                        uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
+  // Appends a copy of `bytes` from src's operand to dst's (regions must not overlap).
+  virtual void copy(const Operand& dst, const Operand& src, uint64_t bytes) = 0;
+  // Appends a fill of dst's operand with the 32-bit word `word` (bytes a multiple of 4, the
+  // operand 4-byte aligned).
+  virtual void fill(const Operand& dst, uint64_t bytes, uint32_t word) = 0;
+
+  // Workgroups of a grid-stride 1-D dispatch over `items` with `per_group` items per workgroup.
+  uint32_t groups_1d(uint64_t items, uint64_t per_group) const;
+};
+
+// Appends the work of one step; rlx::Error naming the node for anything unsupported.
+void lower_step(LowerContext& cx, const plan::Step& st);
+
+// Per family (one file each).
+void lower_elementwise(LowerContext& cx, const plan::Step& st);   // lower_elementwise.cpp
+void lower_copy(LowerContext& cx, const plan::Step& st);          // lower_copy.cpp: Copy family
+void lower_rope(LowerContext& cx, const plan::Step& st);          // lower_rope.cpp
+void lower_matmul(LowerContext& cx, const plan::Step& st);        // lower_matmul.cpp
+void lower_rows(LowerContext& cx, const plan::Step& st);          // lower_rows.cpp
+void lower_attention(LowerContext& cx, const plan::Step& st);     // lower_attention.cpp
+// Families owned by their files; each returns false for an op it does not own.
+bool lower_select_family(LowerContext& cx, const plan::Step& st);  // lower_select.cpp
+bool lower_spatial_family(LowerContext& cx, const plan::Step& st); // lower_spatial.cpp
+
+// Appends one generated elementwise kernel: out = chain(ins) over `geom` (matmul epilogues use it).
+void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                     DType out_dtype, const plan::ElementwiseGeom& geom, const Operand& out,
+                     const std::vector<Operand>& ins, const std::string& what);
+
+// ---- GLSL helpers for kernel templates ----
+// "#version 450" and the extensions to hold and compute `dtypes` (plus subgroup extensions
+// when `subgroups`).
+std::string glsl_header(const std::vector<DType>& dtypes, bool subgroups = false);
+// `layout(std430, set = 0, binding = b) [readonly] buffer B<b> { T data[]; } name;` for logical dtype t.
+std::string glsl_buffer(int binding, const std::string& name, DType t, bool readonly);
+// Storage element -> compute value (float for f16/bf16/f32, double for f64, the integer type
+// otherwise; bool as bool), and back; helpers they need are in glsl_dtype_helpers(t).
+std::string glsl_load(DType t, const std::string& raw);
+std::string glsl_store(DType t, const std::string& v);
+std::string glsl_compute_type(DType t);
+std::string glsl_dtype_helpers(const std::vector<DType>& dtypes);
+
+// Node label for messages: "node 12 (matmul)".
+std::string step_label(const plan::Step& st);
+
+// What the Vulkan backend runs as is; `why` says what is missing otherwise (claims.cpp). `info`
+// null: a device with every optional feature (`rlx check` without a device).
+bool vulkan_claims_kind(std::string_view op_name);
+bool vulkan_claims_node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why = nullptr);
+
+// The claims of one family, defined in its lowering file: the op kinds it lowers, and whether
+// it runs node `n` as is (dtypes and attributes; every dtype is already known to be held on the
+// device). claims.cpp asks every family.
+struct FamilyClaims {
+  bool (*kind)(std::string_view op_name);
+  bool (*node)(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why);
+};
+extern const FamilyClaims kElementwiseClaims, kCopyClaims, kRopeClaims, kMatmulClaims, kRowsClaims, kAttentionClaims,
+    kSelectClaims, kSpatialClaims;
+// Sets *why (when given) and returns false.
+bool refuse(std::string* why, const std::string& msg);
+
+}  // namespace rlx::vulkan

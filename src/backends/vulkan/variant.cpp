@@ -1,0 +1,353 @@
+#include "backends/vulkan/variant.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "backends/vulkan/lower.h"
+#include "backends/vulkan/pipelines.h"
+#include "backends/vulkan/vk_device.h"
+#include "codegen/language.h"
+#include "rlx/error.h"
+#include "runtime/device_variant.h"
+
+namespace rlx::vulkan {
+namespace {
+
+std::atomic<uint64_t> g_recordings{0}, g_submits{0}, g_dispatches{0}, g_barriers{0};
+std::mutex g_profile_mu;
+std::map<std::string, std::pair<double, uint64_t>> g_profile;  // label -> (ms, dispatches)
+
+// One recorded command of the schedule.
+struct Command {
+  enum class Kind { Dispatch, Copy, Fill } kind = Kind::Dispatch;
+  const Pipeline* pipeline = nullptr;
+  std::vector<Operand> bindings;  // Dispatch; Copy: {dst, src}; Fill: {dst}
+  std::vector<uint32_t> push;
+  uint32_t groups[3] = {1, 1, 1};
+  uint64_t bytes = 0;             // Copy, Fill
+  uint32_t word = 0;              // Fill
+  std::string label;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+};
+
+struct Range {
+  VkBuffer buffer;
+  uint64_t lo, hi;
+  bool overlaps(const Range& o) const { return buffer == o.buffer && lo < o.hi && o.lo < hi; }
+};
+
+class VulkanVariant final : public DeviceVariant, private LowerContext {
+ public:
+  VulkanVariant(Graph g, const CompileOptions& options)
+      : DeviceVariant(std::move(g), std::make_unique<VulkanDevice>()), options_(options), knobs_(resolve_knobs(options)) {
+    for (const plan::Step& st : schedule().steps) {
+      label_ = op_name(st.op);
+      lower_step(*this, st);
+    }
+    build_descriptors();
+    record();
+    save_pipeline_cache();
+  }
+
+  ~VulkanVariant() override {
+    if (pool_) vk().vkDestroyDescriptorPool(vd().cx().device, pool_, nullptr);
+    // The command buffers go with the device's command pool.
+  }
+
+ private:
+  VulkanDevice& vd() const { return static_cast<VulkanDevice&>(dev()); }
+
+  // ---- LowerContext ----
+  const CompileOptions& options() const override { return options_; }
+  const ResolvedKnobs& knobs() const override { return knobs_; }
+  const DeviceInfo& info() const override { return vd().cx().info; }
+
+  Operand window(DeviceBuf buf, uint64_t offset, uint64_t bytes, bool write, const std::string& what) {
+    const DeviceInfo& di = info();
+    Operand o;
+    o.buffer = vd().buffer(buf);
+    o.offset = offset / di.storage_alignment * di.storage_alignment;
+    o.skip = offset - o.offset;
+    o.bytes = bytes;
+    const uint64_t cap = vd().size(buf) > o.offset ? std::max<uint64_t>(vd().size(buf), 16) - o.offset : 16;
+    o.range = std::min<uint64_t>(std::max<uint64_t>(o.skip + bytes, 4), cap);
+    o.write = write;
+    if (o.range > di.max_storage_range)
+      throw Error("Vulkan: " + what + " binds " + std::to_string(o.range) + " bytes, above " + di.name +
+                  "'s maxStorageBufferRange of " + std::to_string(di.max_storage_range) +
+                  " bytes; operands this large are not split over bindings yet: use a smaller batch or the CUDA/CPU "
+                  "backend");
+    return o;
+  }
+  Operand ref(const plan::TensorRef& r, bool write) {
+    const auto [buf, offset] = where(r);
+    return window(buf, offset, static_cast<uint64_t>(r.numel()) * dtype_size(r.storage()), write,
+                  label_ + " operand " + dtype_name(r.dtype));
+  }
+  Operand in(const plan::TensorRef& r) override { return ref(r, false); }
+  Operand out(const plan::TensorRef& r) override { return ref(r, true); }
+  Operand scratch(size_t bytes, const std::string& what) override {
+    scratch_.push_back(dev().allocate(bytes, what));
+    return window(scratch_.back(), 0, bytes, true, what);
+  }
+  Operand error_flag() override { return window(flag_buf(), 0, sizeof(int), true, "the error flag"); }
+
+  void dispatch(const Kernel& k, const std::vector<Operand>& bindings, const std::vector<uint32_t>& push, uint32_t gx,
+                uint32_t gy, uint32_t gz) override {
+    const DeviceInfo& di = info();
+    if (gx == 0 || gy == 0 || gz == 0) return;
+    if (gx > di.max_groups[0] || gy > di.max_groups[1] || gz > di.max_groups[2])
+      throw Error("Vulkan: internal: kernel '" + k.name + "' dispatches " + std::to_string(gx) + "x" + std::to_string(gy) +
+                  "x" + std::to_string(gz) + " workgroups, above the device's limits");
+    Command c;
+    c.kind = Command::Kind::Dispatch;
+    c.pipeline = &pipeline_for(k.name, k.source, static_cast<uint32_t>(bindings.size()), static_cast<uint32_t>(push.size()));
+    c.bindings = bindings;
+    c.push = push;
+    c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
+    c.label = label_;
+    cmds_.push_back(std::move(c));
+  }
+  void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
+    if (bytes == 0) return;
+    Command c;
+    c.kind = Command::Kind::Copy;
+    Operand d = dst;
+    d.write = true;
+    c.bindings = {d, src};
+    c.bytes = bytes;
+    c.label = label_;
+    cmds_.push_back(std::move(c));
+  }
+  void fill(const Operand& dst, uint64_t bytes, uint32_t word) override {
+    if (bytes == 0) return;
+    if (bytes % 4 || (dst.offset + dst.skip) % 4)
+      throw Error("Vulkan: internal: a fill of " + std::to_string(bytes) + " bytes is not 4-byte aligned");
+    Command c;
+    c.kind = Command::Kind::Fill;
+    Operand d = dst;
+    d.write = true;
+    c.bindings = {d};
+    c.bytes = bytes;
+    c.word = word;
+    c.label = label_;
+    cmds_.push_back(std::move(c));
+  }
+
+  // ---- recording ----
+  void build_descriptors() {
+    uint32_t sets = 0, descriptors = 0;
+    for (const Command& c : cmds_)
+      if (c.kind == Command::Kind::Dispatch) ++sets, descriptors += static_cast<uint32_t>(c.bindings.size());
+    if (sets == 0) return;
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(descriptors, 1)};
+    auto pi = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+    pi.maxSets = sets;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    VkDevice d = vd().cx().device;
+    check(vk().vkCreateDescriptorPool(d, &pi, nullptr, &pool_), "vkCreateDescriptorPool");
+    std::vector<VkDescriptorBufferInfo> infos;
+    std::vector<VkWriteDescriptorSet> writes;
+    infos.reserve(descriptors);
+    for (Command& c : cmds_) {
+      if (c.kind != Command::Kind::Dispatch) continue;
+      auto ai = vk_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
+      ai.descriptorPool = pool_;
+      ai.descriptorSetCount = 1;
+      ai.pSetLayouts = &c.pipeline->set_layout;
+      check(vk().vkAllocateDescriptorSets(d, &ai, &c.set), "vkAllocateDescriptorSets");
+      for (size_t i = 0; i < c.bindings.size(); ++i) {
+        const Operand& o = c.bindings[i];
+        infos.push_back({o.buffer, o.offset, o.range});
+        auto w = vk_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+        w.dstSet = c.set;
+        w.dstBinding = static_cast<uint32_t>(i);
+        w.descriptorCount = 1;
+        w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w.pBufferInfo = &infos.back();
+        writes.push_back(w);
+      }
+    }
+    vk().vkUpdateDescriptorSets(d, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  }
+
+  static Range range_of(const Operand& o) { return {o.buffer, o.offset + o.skip, o.offset + o.skip + std::max<uint64_t>(o.bytes, 1)}; }
+
+  VkCommandBuffer new_cb() {
+    auto ai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    ai.commandPool = vd().pool();
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    check(vk().vkAllocateCommandBuffers(vd().cx().device, &ai, &cb), "vkAllocateCommandBuffers");
+    auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    check(vk().vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+    full_barrier(cb);
+    return cb;
+  }
+
+  void record_command(VkCommandBuffer cb, const Command& c) {
+    switch (c.kind) {
+      case Command::Kind::Dispatch:
+        vk().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline->pipeline);
+        vk().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline->layout, 0, 1, &c.set, 0, nullptr);
+        if (!c.push.empty())
+          vk().vkCmdPushConstants(cb, c.pipeline->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                  static_cast<uint32_t>(c.push.size() * 4), c.push.data());
+        vk().vkCmdDispatch(cb, c.groups[0], c.groups[1], c.groups[2]);
+        ++g_dispatches;
+        break;
+      case Command::Kind::Copy: {
+        const Operand &d = c.bindings[0], &s = c.bindings[1];
+        VkBufferCopy region{s.offset + s.skip, d.offset + d.skip, c.bytes};
+        vk().vkCmdCopyBuffer(cb, s.buffer, d.buffer, 1, &region);
+        break;
+      }
+      case Command::Kind::Fill: {
+        const Operand& d = c.bindings[0];
+        vk().vkCmdFillBuffer(cb, d.buffer, d.offset + d.skip, c.bytes, c.word);
+        break;
+      }
+    }
+  }
+
+  // The whole schedule into one command buffer: the error flag zeroed, then every command with
+  // a barrier only before one that touches bytes written (or writes bytes read) since the last.
+  void record() {
+    cb_ = new_cb();
+    const Operand flag = error_flag();
+    vk().vkCmdFillBuffer(cb_, flag.buffer, flag.offset, sizeof(int), 0);
+    full_barrier(cb_);
+    std::vector<Range> written, read;
+    for (const Command& c : cmds_) {
+      std::vector<Range> w, r;
+      for (const Operand& o : c.bindings) {
+        if (o.buffer == flag.buffer) continue;  // atomicMax on the flag commutes: no ordering needed
+        (o.write ? w : r).push_back(range_of(o));
+      }
+      bool hazard = false;
+      for (const Range& x : r)
+        for (const Range& y : written) hazard = hazard || x.overlaps(y);
+      for (const Range& x : w) {
+        for (const Range& y : written) hazard = hazard || x.overlaps(y);
+        for (const Range& y : read) hazard = hazard || x.overlaps(y);
+      }
+      if (hazard) {
+        full_barrier(cb_);
+        ++g_barriers;
+        written.clear(), read.clear();
+      }
+      written.insert(written.end(), w.begin(), w.end());
+      read.insert(read.end(), r.begin(), r.end());
+      record_command(cb_, c);
+    }
+    full_barrier(cb_);
+    check(vk().vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
+    ++g_recordings;
+  }
+
+  // Profiling: each command in its own command buffer between timestamps (no overlap).
+  void submit_profiled() {
+    VkDevice d = vd().cx().device;
+    if (!profile_pool_) {
+      auto qi = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = static_cast<uint32_t>(cmds_.size() + 1);
+      check(vk().vkCreateQueryPool(d, &qi, nullptr, &profile_pool_), "vkCreateQueryPool");
+      profile_cb_ = new_cb();
+      vk().vkCmdResetQueryPool(profile_cb_, profile_pool_, 0, qi.queryCount);
+      const Operand flag = error_flag();
+      vk().vkCmdFillBuffer(profile_cb_, flag.buffer, flag.offset, sizeof(int), 0);
+      full_barrier(profile_cb_);
+      vk().vkCmdWriteTimestamp(profile_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, profile_pool_, 0);
+      for (size_t i = 0; i < cmds_.size(); ++i) {
+        record_command(profile_cb_, cmds_[i]);
+        full_barrier(profile_cb_);
+        vk().vkCmdWriteTimestamp(profile_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, profile_pool_,
+                                 static_cast<uint32_t>(i + 1));
+      }
+      check(vk().vkEndCommandBuffer(profile_cb_), "vkEndCommandBuffer");
+    }
+    vd().enqueue(profile_cb_);
+    profile_pending_ = true;
+  }
+
+  void collect_profile() {
+    if (!profile_pending_) return;
+    profile_pending_ = false;
+    std::vector<uint64_t> t(cmds_.size() + 1);
+    if (vk().vkGetQueryPoolResults(vd().cx().device, profile_pool_, 0, static_cast<uint32_t>(t.size()),
+                                   t.size() * sizeof(uint64_t), t.data(), sizeof(uint64_t),
+                                   VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+      return;
+    std::lock_guard<std::mutex> lock(g_profile_mu);
+    for (size_t i = 0; i < cmds_.size(); ++i) {
+      auto& e = g_profile[cmds_[i].label];
+      e.first += t[i + 1] > t[i] ? static_cast<double>(t[i + 1] - t[i]) * info().timestamp_ns * 1e-6 : 0.0;
+      e.second += 1;
+    }
+  }
+
+  // ---- running (DeviceVariant) ----
+  void submit() override {
+    ++g_submits;
+    if (process_knobs::vulkan_profile() && info().timestamp_ns > 0 && !cmds_.empty()) return submit_profiled();
+    vd().enqueue(cb_);
+  }
+
+ public:
+  std::vector<Tensor> run(const RunArgs& args) override {
+    std::vector<Tensor> out = DeviceVariant::run(args);
+    collect_profile();
+    return out;
+  }
+
+ private:
+  std::string kernel_error_message(int code) const override {
+    std::string msg = codegen::kernel_error_message(code, "Vulkan");
+    return msg.empty() ? DeviceVariant::kernel_error_message(code) : msg;
+  }
+
+  CompileOptions options_;
+  ResolvedKnobs knobs_;
+  std::string label_;
+  std::vector<Command> cmds_;
+  std::vector<DeviceBuf> scratch_;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkQueryPool profile_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer profile_cb_ = VK_NULL_HANDLE;
+  bool profile_pending_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_vulkan_variant(Graph g, const CompileOptions& options) {
+  return std::make_unique<VulkanVariant>(std::move(g), options);
+}
+
+VulkanStats vulkan_stats() {
+  return {g_recordings.load(), g_submits.load(), g_dispatches.load(), g_barriers.load()};
+}
+
+std::string take_vulkan_profile() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(g_profile.begin(), g_profile.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.first;
+  std::string out;
+  char buf[160];
+  for (const auto& [name, v] : rows) {
+    std::snprintf(buf, sizeof buf, "  %-26s %10.3f ms %6.1f%% %8llu dispatches\n", name.c_str(), v.first,
+                  total > 0 ? 100.0 * v.first / total : 0.0, static_cast<unsigned long long>(v.second));
+    out += buf;
+  }
+  g_profile.clear();
+  return out;
+}
+
+}  // namespace rlx::vulkan

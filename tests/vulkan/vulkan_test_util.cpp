@@ -1,0 +1,36 @@
+#include "vulkan/vulkan_test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace rlx::testing {
+
+std::string vulkan_unavailable_reason() {
+  static const std::string reason = [] {
+    try {
+      Graph g;
+      g.add_output(g.relu(g.input("x", Shape::of({4}))));
+      Session(Device::Vulkan).compile(g);
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  }();
+  return reason;
+}
+
+ParityReport vulkan_parity(const Graph& g, Precision precision, ParityOptions opts) {
+  RunConfig cpu;
+  cpu.label = "cpu";
+  RunConfig side;
+  side.label = std::string("vulkan/") + precision_name(precision);
+  side.device = Device::Vulkan;
+  side.options.precision = precision;
+  return compare_configs(g, cpu, side, opts);
+}
+
+void expect_vulkan_parity(const Graph& g, Precision precision, ParityOptions opts) {
+  const auto rep = vulkan_parity(g, precision, opts);
+  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
+}
+
+}  // namespace rlx::testing
