@@ -33,6 +33,17 @@ std::string Helpers::source() const {
 }
 
 std::string kernel_error_message(int code, const std::string& device) {
+  switch (code) {
+    case kErrGatherIndex:
+      return "gather on " + device + ": an index is out of range of the gathered axis (indices must be in [-n, n))";
+    case kErrScatterIndex:
+      return "scatter_add on " + device + ": an index is out of range of the scattered axis (indices must be in [-n, n))";
+    case kErrExpertIndex:
+      return "grouped_matmul on " + device + ": an expert index is out of range (indices must be in [0, experts))";
+    case kErrSampleNaN: return "sample on " + device + ": a logits row has NaN; check the model's logits";
+    case kErrSampleAllNegInf: return "sample on " + device + ": every logit of a row is -inf; nothing can be sampled";
+    default: break;
+  }
   if (code == kErrIntDivZero)
     return "integer division by zero on " + device +
            ": a Div, Mod or FMod divisor has a 0 (the CPU backend names the element; guard the divisor, e.g. "

@@ -34,9 +34,14 @@ struct Helpers {
   std::string source() const;
 };
 
-// Error codes generated kernels write to the run's error flag (first writer wins).
-inline constexpr int kErrIntDivZero = 6;  // an integer Div/Mod/FMod divisor is 0
-inline constexpr int kErrIntPowZero = 7;  // an integer 0 raised to a negative power
+// Error codes kernels of every GPU backend write to the run's error flag (first writer wins).
+inline constexpr int kErrGatherIndex = 1;      // gather: an index outside [-n, n)
+inline constexpr int kErrScatterIndex = 2;     // scatter_add: an index outside [-n, n)
+inline constexpr int kErrExpertIndex = 3;      // grouped_matmul: an expert index outside [0, E)
+inline constexpr int kErrSampleNaN = 4;        // sample: a NaN logit
+inline constexpr int kErrSampleAllNegInf = 5;  // sample: every logit of a row is -inf
+inline constexpr int kErrIntDivZero = 6;       // an integer Div/Mod/FMod divisor is 0
+inline constexpr int kErrIntPowZero = 7;       // an integer 0 raised to a negative power
 // The rlx::Error text of a code on device `device` ("" for an unknown code).
 std::string kernel_error_message(int code, const std::string& device);
 

@@ -7,19 +7,15 @@
 
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lower.h"
+#include "codegen/language.h"
 
 namespace rlx::cuda {
 
-// Codes these kernels write to the device error flag (lower.h's LowerContext::error_flag).
-// Code 1 is Gather's (lower_shape.cpp).
-enum SelectErrorCode : int {
-  kErrScatterIndex = 2,  // scatter_add: an index outside [-n, n)
-  kErrExpertIndex = 3,   // grouped_matmul: an expert index outside [0, E)
-  kErrSampleNaN = 4,     // sample: a NaN logit
-  kErrSampleAllNegInf = 5,  // sample: every logit of a row is -inf
-};
-// The rlx::Error text for one of the codes above ("" for any other code).
-std::string select_error_message(int code);
+// Codes these kernels write to the device error flag: the shared ones of codegen/language.h.
+using codegen::kErrExpertIndex;
+using codegen::kErrSampleAllNegInf;
+using codegen::kErrSampleNaN;
+using codegen::kErrScatterIndex;
 
 void lower_arg_reduce(LowerContext& cx, const plan::Step& st);
 void lower_topk(LowerContext& cx, const plan::Step& st);

@@ -99,19 +99,4 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st) {
   return true;
 }
 
-std::string select_error_message(int code) {
-  switch (code) {
-    case kErrScatterIndex:
-      return "scatter_add on CUDA: an index is out of range of the scattered axis (indices must be in [-n, n))";
-    case kErrExpertIndex:
-      return "grouped_matmul on CUDA: an expert index is out of range (indices must be in [0, experts))";
-    case kErrSampleNaN:
-      return "sample on CUDA: a logits row has NaN; check the model's logits";
-    case kErrSampleAllNegInf:
-      return "sample on CUDA: every logit of a row is -inf; nothing can be sampled";
-    default:
-      return "";
-  }
-}
-
 }  // namespace rlx::cuda

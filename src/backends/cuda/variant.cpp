@@ -160,9 +160,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
   void submit() override { execute(cu().stream()); }
   void param_uploaded(NodeId id, const Tensor& value) override { repack(id, value.raw(), cu().stream()); }
   std::string kernel_error_message(int err) const override {
-    if (err == 1) return "gather on CUDA: an index is out of range of the gathered axis (indices must be in [-n, n))";
-    std::string msg = select_error_message(err);
-    if (msg.empty()) msg = elementwise_error_message(err);
+    const std::string msg = elementwise_error_message(err);  // the shared codes (codegen/language.h)
     return msg.empty() ? "a CUDA kernel reported error code " + std::to_string(err) : msg;
   }
 

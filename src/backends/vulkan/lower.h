@@ -55,6 +55,9 @@ class LowerContext {
   virtual Operand out(const plan::TensorRef& r) = 0;
   // Device scratch owned by the variant (read and written by kernels).
   virtual Operand scratch(size_t bytes, const std::string& what) = 0;
+  // A read-only buffer holding `words`, uploaded once when the variant is prepared (index
+  // tables too large for push constants, e.g. per-axis strides or a Pad's source table).
+  virtual Operand table(const std::vector<uint32_t>& words, const std::string& what) = 0;
   // The run's error flag (one int, 0 at the start of each run).
   virtual Operand error_flag() = 0;
   // Appends one dispatch of `k` over (gx, gy, gz) workgroups.

@@ -46,6 +46,8 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
       label_ = op_name(st.op);
       lower_step(*this, st);
     }
+    dev().wait();  // the tables' uploads
+    tables_host_.clear();
     build_descriptors();
     record();
     save_pipeline_cache();
@@ -91,6 +93,16 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   Operand scratch(size_t bytes, const std::string& what) override {
     scratch_.push_back(dev().allocate(bytes, what));
     return window(scratch_.back(), 0, bytes, true, what);
+  }
+  Operand table(const std::vector<uint32_t>& words, const std::string& what) override {
+    const size_t bytes = std::max<size_t>(words.size(), 1) * 4;
+    scratch_.push_back(dev().allocate(bytes, what));
+    if (!words.empty()) {
+      tables_host_.push_back(words);
+      const HostToDevice c{scratch_.back(), 0, tables_host_.back().data(), words.size() * 4};
+      dev().upload({&c, 1});
+    }
+    return window(scratch_.back(), 0, bytes, false, what);
   }
   Operand error_flag() override { return window(flag_buf(), 0, sizeof(int), true, "the error flag"); }
 
@@ -316,6 +328,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   std::string label_;
   std::vector<Command> cmds_;
   std::vector<DeviceBuf> scratch_;
+  std::vector<std::vector<uint32_t>> tables_host_;  // until the tables are uploaded
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
   VkQueryPool profile_pool_ = VK_NULL_HANDLE;
