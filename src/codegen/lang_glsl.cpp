@@ -25,6 +25,38 @@ const char* kErf = R"(F rlx_erf_F(F x) {
   return x < F(0.0) ? -y : y;
 }
 )";
+// asin on [-0.5, 0.5]: x + x^3 * P(x^2), P the first 8 terms of the Maclaurin series of asin
+// (relative error below 5e-8 there). Vulkan lets asin/acos be as loose as atan (thousands of
+// ulp; lavapipe's differ from libm by 4e-4), so rlx computes them from this and sqrt.
+const char* kAsinSmall = R"(F rlx_asin_small_F(F x) {
+  F t = x * x;
+  F p = F(0.01396484375);
+  p = p * t + F(0.017352764423076924);
+  p = p * t + F(0.022372159090909092);
+  p = p * t + F(0.030381944444444444);
+  p = p * t + F(0.044642857142857144);
+  p = p * t + F(0.075);
+  p = p * t + F(0.16666666666666666);
+  return x + x * t * p;
+}
+)";
+// |x| > 1 is NaN (GLSL's sqrt of a negative number is undefined, so it is not left to sqrt).
+const char* kAsin = R"(F rlx_asin_F(F x) {
+  F a = abs(x);
+  if (a > F(1.0)) return uintBitsToFloat(0x7fc00000u);
+  if (a <= F(0.5)) return rlx_asin_small_F(x);
+  F r = F(1.5707963267948966) - F(2.0) * rlx_asin_small_F(sqrt((F(1.0) - a) * F(0.5)));
+  return x < F(0.0) ? -r : r;
+}
+)";
+const char* kAcos = R"(F rlx_acos_F(F x) {
+  F a = abs(x);
+  if (a > F(1.0)) return uintBitsToFloat(0x7fc00000u);
+  if (a <= F(0.5)) return F(1.5707963267948966) - rlx_asin_small_F(x);
+  F r = F(2.0) * rlx_asin_small_F(sqrt((F(1.0) - a) * F(0.5)));
+  return x < F(0.0) ? F(3.141592653589793) - r : r;
+}
+)";
 const char* kLog1p = R"(F rlx_log1p_F(F x) {
   F u = F(1.0) + x;
   if (u == F(1.0) || isinf(u)) return u == F(1.0) ? x : u;
@@ -278,6 +310,14 @@ class Glsl final : public Language {
         case MathFn::Erf: fn = helper("rlx_erf", kErf); break;
         case MathFn::Log1p: fn = helper("rlx_log1p", kLog1p); break;
         case MathFn::Tanh: fn = helper("rlx_tanh", kTanh); break;
+        case MathFn::Asin:
+          helper("rlx_asin_small", kAsinSmall);
+          fn = helper("rlx_asin", kAsin);
+          break;
+        case MathFn::Acos:
+          helper("rlx_asin_small", kAsinSmall);
+          fn = helper("rlx_acos", kAcos);
+          break;
         case MathFn::RoundEven: fn = "roundEven"; break;
         default: fn = math_fn_name(f); break;
       }

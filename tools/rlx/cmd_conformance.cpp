@@ -411,6 +411,15 @@ int run_conformance(const ConformanceOptions& o) {
   const Device device = device_from_name(o.device);
   CompileOptions base;  // bad knobs fail here, before any case runs
   apply_knobs(base, o.knobs);
+  if (!o.plan_only) {  // a device that cannot run here fails (or skips) once, not once per case
+    try {
+      (void)make_backend(device, base);
+    } catch (const Error& e) {
+      if (!o.skip_missing) throw;
+      std::cout << "rlx conformance: skipped: " << e.what() << "\n";
+      return 77;
+    }
+  }
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(o.dir)) {
     const std::string name = e.path().filename().string();
@@ -485,7 +494,7 @@ Command add_conformance_command(CLI::App& parent) {
       ->capture_default_str();
   sub->add_option("--doc", o->doc, "Write the Markdown report here (docs/onnx-conformance.md)");
   sub->add_option("--floor", o->floor_file, "File with the minimum number of passing cases; fewer fail the run");
-  sub->add_flag("--skip-missing", o->skip_missing, "Exit 77 (a ctest skip) when the folder does not exist");
+  sub->add_flag("--skip-missing", o->skip_missing, "Exit 77 (a ctest skip) when the folder does not exist or the device cannot run here");
   sub->add_flag("--plan-only", o->plan_only,
                 "Only import, optimize and legalize each case for the device (no device needed, nothing runs): "
                 "PASS means every node runs there, natively or decomposed");
