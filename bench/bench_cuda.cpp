@@ -1,7 +1,9 @@
-// CUDA benchmarks of rlx (the peer, PyTorch, is bench/cuda_peer.py; scripts/gpu-check.sh runs
-// both and bench/cuda_summary.py joins them). Prints one CSV line per case:
-//   name,impl,p50_ms,extra
-// p50_ms is the device time of the compiled schedule (CUDA events around its graph launch;
+// GPU benchmarks of rlx on CUDA, or with `--device vulkan` on the Vulkan backend (the peer,
+// PyTorch, is bench/cuda_peer.py; scripts/gpu-check.sh runs them and bench/cuda_summary.py joins
+// them). Prints one CSV line per case:
+//   name,impl,p50_ms,extra          (impl: rlx for CUDA, rlx-vulkan for Vulkan)
+// p50_ms is the device time of the compiled schedule (CUDA events around its graph launch, or
+// Vulkan timestamps around its recorded command buffer;
 // inputs/outputs copies excluded, as for the PyTorch timings of device-resident tensors);
 // `extra` carries a derived rate (TFLOP/s, GB/s, % of the bandwidth bound).
 #include <algorithm>
@@ -15,6 +17,10 @@
 
 #include "models/transformer.h"
 #include "rlx/rlx.h"
+#include "runtime/device_api.h"
+#ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/variant.h"
+#endif
 #include "runtime/knobs.h"
 #ifdef RLX_HAVE_CUDA
 #include <cuda_profiler_api.h>
@@ -26,6 +32,8 @@
 namespace {
 
 using namespace rlx;
+
+Device g_device = Device::Cuda;  // --device vulkan: the Vulkan backend on the same GPU
 
 // Deterministic pseudo-random values in [-amp, amp) (cheap for a billion weights).
 Tensor fill(DType t, std::vector<int64_t> shape, uint64_t seed, float amp) {
@@ -90,9 +98,7 @@ Timing time_runs(CompiledGraph& cg, const NamedTensors& ins, int iters) {
 #endif
     const auto t1 = std::chrono::steady_clock::now();
     wall.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-#ifdef RLX_HAVE_CUDA
-    dev.push_back(cuda::run_stats().last_device_ms);
-#endif
+    dev.push_back(device_stats().last_device_ms);
   }
   return {dev.empty() ? 0 : median(dev), median(wall)};
 }
@@ -100,13 +106,18 @@ Timing time_runs(CompiledGraph& cg, const NamedTensors& ins, int iters) {
 const char* tag(DType t) { return t == DType::BF16 ? "bf16" : (t == DType::F16 ? "fp16" : "fp32"); }
 
 void report(const std::string& name, const Timing& t, const std::string& extra = "") {
-  std::printf("%s,rlx,%.4f,%s\n", name.c_str(), t.device_p50, extra.c_str());
+  std::printf("%s,%s,%.4f,%s\n", name.c_str(), g_device == Device::Vulkan ? "rlx-vulkan" : "rlx", t.device_p50,
+              extra.c_str());
   std::fprintf(stderr, "%-28s device p50 %9.4f ms  wall p50 %9.4f ms  %s\n", name.c_str(), t.device_p50, t.wall_p50,
                extra.c_str());
   std::fflush(stdout);
 #ifdef RLX_HAVE_CUDA
   const std::string prof = cuda::take_profile_report();  // non-empty with RLX_CUDA_PROFILE=1
   if (!prof.empty()) std::fprintf(stderr, "%s", prof.c_str());
+#endif
+#ifdef RLX_HAVE_VULKAN
+  const std::string vprof = vulkan::take_vulkan_profile();  // non-empty with RLX_VULKAN_PROFILE=1
+  if (!vprof.empty()) std::fprintf(stderr, "%s", vprof.c_str());
 #endif
 }
 
@@ -120,7 +131,7 @@ void bench_bert(int64_t batch, DType t) {
   const Value mask = g.input("mask", Shape::of({batch, s}, t));
   for (int l = 0; l < 12; ++l) x = models::build_bert_layer(g, x, mask, cfg, "bert." + std::to_string(l));
   g.add_output(x);
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   std::vector<double> ones(static_cast<size_t>(batch * s), 1.0);
   Tensor m = Tensor::empty(t, {batch, s});
@@ -148,7 +159,7 @@ void bench_llama_prefill(int64_t s, DType t) {
   const auto [cos, sin] = models::build_rope_tables(g, pos, kD, 10000.0, t);
   for (int64_t l = 0; l < kLayers; ++l) x = models::build_llama_block(g, x, cos, sin, cfg, "l" + std::to_string(l));
   g.add_output(g.rms_norm(x, g.param("norm", Shape::of({kE}, t))));
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   std::vector<int64_t> p(static_cast<size_t>(s));
   for (int64_t i = 0; i < s; ++i) p[static_cast<size_t>(i)] = i;
@@ -182,7 +193,7 @@ void bench_llama_decode(int64_t past, DType t, double copy_gbps) {
     x = g.add(x, linear(g, g.mul(gate, linear(g, y, p + ".up", kE, kI, t)), p + ".down", kI, kE, t));
   }
   g.add_output(g.rms_norm(x, g.param("norm", Shape::of({kE}, t))));
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   const NamedTensors ins = {{"hidden", fill(t, {1, 1, kE}, 7, 1.f)}, {"positions", Tensor::i64({1}, std::vector<int64_t>{past})}};
   const Timing tm = time_runs(cg, ins, 30);
@@ -201,7 +212,7 @@ void bench_gemm(int64_t n, DType t, Precision prec) {
   g.add_output(g.matmul(g.param("a", Shape::of({n, n}, t)), g.param("b", Shape::of({n, n}, t))));
   CompileOptions o;
   o.precision = prec;
-  auto cg = Session(Device::Cuda).compile(g, o);
+  auto cg = Session(g_device).compile(g, o);
   set_all_params(cg, g);
   const Timing tm = time_runs(cg, {}, 20);
   char extra[64];
@@ -213,7 +224,7 @@ void bench_gemm(int64_t n, DType t, Precision prec) {
 void bench_gemv(int64_t k, int64_t n, DType t) {
   Graph g;
   g.add_output(g.matmul(g.input("x", Shape::of({1, k}, t)), g.param("w", Shape::of({k, n}, t))));
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   const Timing tm = time_runs(cg, {{"x", fill(t, {1, k}, 5, 1.f)}}, 50);
   char extra[64];
@@ -227,7 +238,7 @@ void bench_attention(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
   a.num_heads = h, a.num_kv_heads = h, a.head_dim = d, a.mask_kind = MaskKind::Causal;
   const Shape sh = Shape::of({b, s, h, d}, t);
   g.add_output(g.attention(g.param("q", sh), g.param("k", sh), g.param("v", sh), std::nullopt, a));
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   const Timing tm = time_runs(cg, {}, 20);
   const double flops = 4.0 * b * h * s * s * d / 2;  // causal: half of QK^T and PV
@@ -244,7 +255,7 @@ void bench_rows(const char* kind, int64_t rows, int64_t cols, DType t) {
     g.add_output(g.layer_norm(x, g.param("g", Shape::of({cols}, t)), g.param("b", Shape::of({cols}, t))));
   else
     g.add_output(g.softmax(x));
-  auto cg = Session(Device::Cuda).compile(g);
+  auto cg = Session(g_device).compile(g);
   set_all_params(cg, g);
   const Timing tm = time_runs(cg, {}, 20);
   const double bytes = 2.0 * rows * cols * static_cast<double>(dtype_size(t));
@@ -261,9 +272,22 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "bench_cuda: this build has no CUDA backend (configure with -DRLX_CUDA=ON)\n");
   return 0;
 #else
-  const std::string only = argc > 1 ? argv[1] : "";
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      if (d != "cuda" && d != "vulkan") {
+        std::fprintf(stderr, "bench_cuda: --device takes cuda or vulkan, not '%s'\n", d.c_str());
+        return 2;
+      }
+      g_device = d == "vulkan" ? Device::Vulkan : Device::Cuda;
+    } else {
+      only = a;
+    }
+  }
   try {
-    Session(Device::Cuda).compile([] {
+    Session(g_device).compile([] {
       Graph g;
       g.add_output(g.relu(g.input("x", Shape::of({1}))));
       return g;

@@ -21,6 +21,11 @@
 #   RLX_GPU_CONFORMANCE=<dir>            also run the ONNX node cases of <dir> (e.g. a copy of
 #                                        ../shared/onnx-node) on CUDA: `rlx conformance --device
 #                                        cuda`, report in onnx-conformance-cuda.md, totals printed
+#   RLX_GPU_VULKAN=1                     also the Vulkan backend on the same GPU: bench_cuda
+#                                        --device vulkan (a second summary table against the CUDA
+#                                        backend and PyTorch) and, with RLX_GPU_CONFORMANCE, the node
+#                                        cases on Vulkan. Needs a Vulkan loader (libvulkan1); the
+#                                        NVIDIA ICD is used when the loader finds no driver.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -72,6 +77,12 @@ else
 fi
 
 export RLX_CACHE_DIR="${RLX_CACHE_DIR:-$OUT/kernel-cache}"
+if [[ "${RLX_GPU_VULKAN:-0}" != "0" && -z "${VK_DRIVER_FILES:-}" && -z "${VK_ICD_FILENAMES:-}" ]]; then
+  for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
+             /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; do
+    [[ -f "$icd" ]] && { export VK_DRIVER_FILES="$icd"; break; }
+  done
+fi
 "$BIN/rlx_tests" --gtest_filter="${RLX_GPU_TESTS:-Cuda*}" --gtest_brief=1 >"$OUT/tests.log" 2>&1
 tests_rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED  \]" "$OUT/tests.log" | tail -40
@@ -82,7 +93,11 @@ if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
   if [[ "${RLX_GPU_PEER:-1}" != "0" ]]; then
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/cuda_peer.py" ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_torch.txt" 2>"$OUT/bench_torch.log" || bench_rc=$?
   fi
-  python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" 2>/dev/null) | tee "$OUT/summary.txt"
+  if [[ "${RLX_GPU_VULKAN:-0}" != "0" ]]; then
+    "$BIN/bench_cuda" --device vulkan ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_vulkan.txt" 2>"$OUT/bench_vulkan.log" || bench_rc=$?
+  fi
+  python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" "$OUT/bench_vulkan.txt" 2>/dev/null) \
+    | tee "$OUT/summary.txt"
   for setting in ${RLX_GPU_SWEEP:-}; do
     echo "== $setting" | tee -a "$OUT/bench_sweep.txt"
     out=$(env ${setting//,/ } "$BIN/bench_cuda" ${RLX_GPU_BENCH_ONLY:-} 2>&1) || bench_rc=1
@@ -96,6 +111,12 @@ if [[ -n "${RLX_GPU_CONFORMANCE:-}" ]]; then
       --doc "$OUT/onnx-conformance-cuda.md" >"$OUT/conformance-cuda.txt" 2>&1; conf_rc=$?
     grep -A4 "^## Totals" "$OUT/onnx-conformance-cuda.md" 2>/dev/null || tail -5 "$OUT/conformance-cuda.txt"
     grep -E "^FAIL" "$OUT/conformance-cuda.txt" | head -20
+    if [[ "${RLX_GPU_VULKAN:-0}" != "0" ]]; then
+      "$BIN/rlx" conformance "$RLX_GPU_CONFORMANCE" --device vulkan -j "${RLX_GPU_CONFORMANCE_JOBS:-8}" \
+        --doc "$OUT/onnx-conformance-vulkan.md" >"$OUT/conformance-vulkan.txt" 2>&1 || conf_rc=$?
+      grep -A4 "^## Totals" "$OUT/onnx-conformance-vulkan.md" 2>/dev/null || tail -5 "$OUT/conformance-vulkan.txt"
+      grep -E "^FAIL" "$OUT/conformance-vulkan.txt" | head -20
+    fi
   else
     echo "conformance: no rlx binary in $BIN"; conf_rc=1
   fi

@@ -262,6 +262,43 @@ void finish(Running& r, int wstatus, bool timed_out, double timeout_s, CaseResul
   res.status = st == "PASS" ? Status::Pass : st == "UNSUPPORTED" ? Status::Unsupported : Status::Fail;
 }
 
+// Why `device` cannot run here ("" when it can), asked in a forked child like the cases: a
+// device runtime started in this process (driver threads, e.g. lavapipe's) would not survive the
+// forks that run the cases.
+std::string device_unavailable(Device device, const CompileOptions& base) {
+  int fds[2];
+  if (pipe(fds) != 0) throw Error(std::string("pipe() failed: ") + std::strerror(errno));
+  std::cout.flush();
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why;
+    try {
+      (void)make_backend(device, base);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    const char* p = why.data();
+    for (size_t left = why.size(); left > 0;) {
+      const ssize_t n = write(fds[1], p, left);
+      if (n <= 0) break;
+      p += n, left -= static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) why.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  if (why.empty() && !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0))
+    why = "the check of device '" + std::string(device_name(device)) + "' crashed";
+  return why;
+}
+
 std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const ConformanceOptions& o, Device device,
                                 const CompileOptions& base) {
   std::vector<CaseResult> results(cases.size());
@@ -412,11 +449,9 @@ int run_conformance(const ConformanceOptions& o) {
   CompileOptions base;  // bad knobs fail here, before any case runs
   apply_knobs(base, o.knobs);
   if (!o.plan_only) {  // a device that cannot run here fails (or skips) once, not once per case
-    try {
-      (void)make_backend(device, base);
-    } catch (const Error& e) {
-      if (!o.skip_missing) throw;
-      std::cout << "rlx conformance: skipped: " << e.what() << "\n";
+    if (const std::string why = device_unavailable(device, base); !why.empty()) {
+      if (!o.skip_missing) throw Error(why);
+      std::cout << "rlx conformance: skipped: " << why << "\n";
       return 77;
     }
   }

@@ -10,6 +10,9 @@ namespace {
 
 constexpr size_t kMinChunk = size_t(4) << 20;    // host staging chunks: at least 4 MiB
 constexpr size_t kKeepChunk = size_t(64) << 20;  // larger ones are freed after each wait
+// Uploads stage at most this much host memory between two waits: a larger upload (a model's
+// weights) goes in pieces, each submitted and waited for before the next is staged.
+constexpr size_t kStageLimit = size_t(256) << 20;
 constexpr uint64_t kWaitNs = 600ull * 1000 * 1000 * 1000;  // a submission not done in 10 min is an error
 
 std::string mib(size_t bytes) {
@@ -195,11 +198,17 @@ void VulkanDevice::enqueue(VkCommandBuffer cb) {
 void VulkanDevice::do_upload(std::span<const HostToDevice> copies, bool staged) {
   (void)staged;  // both are copied into host staging now (device-local memory is not mapped)
   for (const HostToDevice& c : copies) {
-    if (c.bytes == 0) continue;
-    const auto [chunk, off] = stage(up_, c.bytes);
-    std::memcpy(up_[chunk].map + off, c.src, c.bytes);
-    VkBufferCopy region{off, c.offset, c.bytes};
-    vk().vkCmdCopyBuffer(transfer_cb(), up_[chunk].buf.buffer, buffer(c.dst), 1, &region);
+    for (size_t done = 0; done < c.bytes;) {
+      size_t staged_now = 0;
+      for (const HostChunk& h : up_) staged_now += h.used;
+      if (staged_now >= kStageLimit) wait();  // everything enqueued so far runs; staging is free again
+      const size_t piece = std::min(c.bytes - done, kStageLimit);
+      const auto [chunk, off] = stage(up_, piece);
+      std::memcpy(up_[chunk].map + off, static_cast<const uint8_t*>(c.src) + done, piece);
+      VkBufferCopy region{off, c.offset + done, piece};
+      vk().vkCmdCopyBuffer(transfer_cb(), up_[chunk].buf.buffer, buffer(c.dst), 1, &region);
+      done += piece;
+    }
   }
 }
 
