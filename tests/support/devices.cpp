@@ -27,7 +27,8 @@ std::vector<TestDevice> builtin_devices() {
     d.device = Device::Vulkan;
     d.unavailable = vulkan_unavailable_reason;
     d.precisions = {Precision::Fp32, Precision::Fp16, Precision::Bf16};
-    d.skip_unclaimed = true;  // op families without Vulkan kernels yet are skipped, with the reason
+    d.skip_unclaimed = true;
+    d.cpu_adapter = vulkan_is_cpu_adapter;  // op families without Vulkan kernels yet are skipped, with the reason
     v.push_back(std::move(d));
   }
   {

@@ -28,6 +28,8 @@ struct TestDevice {
   std::vector<Precision> precisions = {Precision::Fp32};
   // Default tolerance per output dtype (a case's own override wins); empty = parity_tolerance.
   std::function<Tolerance(DType)> tolerance;
+  // True when the device is a CPU emulating a GPU (lavapipe): timing prints are skipped there.
+  std::function<bool()> cpu_adapter;
   // A graph with an op the device's backend neither runs nor can have decomposed is skipped
   // with the backend's reason (for a backend whose op coverage is still growing), not failed.
   bool skip_unclaimed = false;

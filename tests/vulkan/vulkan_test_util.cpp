@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/vk_context.h"
+#endif
+
 namespace rlx::testing {
 
 std::string vulkan_unavailable_reason() {
@@ -16,6 +20,14 @@ std::string vulkan_unavailable_reason() {
     }
   }();
   return reason;
+}
+
+bool vulkan_is_cpu_adapter() {
+#ifdef RLX_HAVE_VULKAN
+  return vulkan_unavailable_reason().empty() && vulkan::context().info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+#else
+  return false;
+#endif
 }
 
 ParityReport vulkan_parity(const Graph& g, Precision precision, ParityOptions opts) {

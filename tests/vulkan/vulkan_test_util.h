@@ -17,6 +17,9 @@ std::string vulkan_unavailable_reason();
     if (!rlx_reason_.empty()) GTEST_SKIP() << rlx_reason_;                         \
   } while (0)
 
+// True when the Vulkan device is a CPU implementation (lavapipe, SwiftShader).
+bool vulkan_is_cpu_adapter();
+
 ParityReport vulkan_parity(const Graph& g, Precision precision = Precision::Fp32, ParityOptions opts = {});
 void expect_vulkan_parity(const Graph& g, Precision precision = Precision::Fp32, ParityOptions opts = {});
 

@@ -16,6 +16,7 @@
 #include "rlx/onnx.h"
 #include "models/init.h"
 #include "models/transformer.h"
+#include "runtime/device_profile.h"
 
 namespace rlx::cli {
 namespace {
@@ -32,6 +33,7 @@ struct RunOptions {
   int threads = 0;
   std::string device = "cpu";
   std::vector<std::string> knobs;  // name=value
+  bool profile = false;
 };
 
 struct InputInfo {
@@ -209,6 +211,7 @@ int run_run(const RunOptions& o) {
   CompileOptions copts;
   copts.num_threads = o.threads;
   apply_knobs(copts, o.knobs);
+  if (o.profile) enable_device_profile(device_from_name(o.device));
   std::cerr << "compiling " << g.size() << " nodes for " << o.device << "...\n";
   const auto t_compile = std::chrono::steady_clock::now();
   CompiledGraph cg = Session(device_from_name(o.device)).compile(g, copts);
@@ -253,6 +256,12 @@ int run_run(const RunOptions& o) {
   std::snprintf(buf, sizeof buf, "latency over %d runs (%d warm-up): p50 %.3f ms, p90 %.3f ms, min %.3f ms\n",
                 o.repeat, o.warmup, l.p50, l.p90, l.min);
   std::cout << buf;
+  if (o.profile) {
+    const std::string table = take_device_profile(cg.device());
+    std::cout << "device time per op kind, all " << o.warmup + o.repeat
+              << " runs (each step timed on its own, so the sum exceeds a run's time):\n"
+              << (table.empty() ? "  (nothing was timed)\n" : table);
+  }
 
   if (!o.save_dir.empty()) {
     std::error_code ec;
@@ -283,6 +292,7 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
   sub->add_option("--dim,-d", o->dims, "Value of a symbolic dim NAME=VALUE (repeatable)");
   sub->add_option("--repeat,-n", o->repeat, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
+  sub->add_flag("--profile", o->profile, "Per-step device times by op kind (cuda, vulkan)");
   sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   sub->add_option("--save-outputs", o->save_dir, "Write every output as DIR/<name>.npy");
   sub->add_option("--threads,-t", o->threads, "CPU worker threads (0 = all cores)")

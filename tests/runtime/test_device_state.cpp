@@ -1,19 +1,38 @@
-// bind_state on CUDA: carried values stay in device memory (rlx::device_stats counts every copy
-// between host and device) and agree with the CPU, also when two carried values trade places
-// and when the carried value changes shape (then it moves through the host once per change).
+// bind_state on every GPU backend of the parity registry (tests/support/devices.h): carried
+// values stay in device memory (rlx::device_stats counts every copy between host and device) and
+// agree with the CPU, also when two carried values trade places and when the carried value
+// changes shape (then it moves through the host once per change).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 
-#include "cuda/cuda_test_util.h"
-#ifdef RLX_HAVE_CUDA
 #include "runtime/device_api.h"
-#endif
+#include "support/devices.h"
+#include "support/test_util.h"
 
 namespace {
 
 using namespace rlx;
+using rlx::testing::TestDevice;
 
-#ifdef RLX_HAVE_CUDA
+class DeviceState : public ::testing::TestWithParam<std::string> {
+ protected:
+  const TestDevice& dev() const {
+    for (const TestDevice& d : rlx::testing::test_devices())
+      if (d.name == GetParam()) return d;
+    throw Error("no test device " + GetParam());
+  }
+  Device device() const { return dev().device; }
+};
+
+// Skips (printing why) when the device cannot run here.
+#define RLX_REQUIRE_DEVICE()                                                              \
+  do {                                                                                    \
+    const std::string rlx_why_ = dev().unavailable ? dev().unavailable() : std::string(); \
+    if (!rlx_why_.empty()) GTEST_SKIP() << dev().name << " is not available: " << rlx_why_; \
+  } while (0)
+
 // One decode step over a fixed-size cache [t, d]: the new row k = tanh(x @ wk) is written at the
 // one-hot position `pos` ([t, 1]); the output attends from k over the updated cache.
 Graph cache_step(int64_t t, int64_t d) {
@@ -38,11 +57,11 @@ Tensor one_hot(int64_t t, int64_t i) {
 
 constexpr rlx::testing::Tolerance kLoose{1e-3, 1e-4};  // a few steps of f32 products
 
-TEST(CudaState, DecodeLoopMovesNoCarriedStateThroughTheHost) {
-  RLX_REQUIRE_CUDA();
+TEST_P(DeviceState, DecodeLoopMovesNoCarriedStateThroughTheHost) {
+  RLX_REQUIRE_DEVICE();
   const int64_t t = 256, d = 128;
   const Graph g = cache_step(t, d);
-  auto gpu = Session(Device::Cuda).compile(g);
+  auto gpu = Session(device()).compile(g);
   auto cpu = Session(Device::Cpu).compile(g);
   const Tensor wk = rlx::testing::random_tensor(DType::F32, {d, d}, 11, -0.2, 0.2);
   gpu.set_param("wk", wk);
@@ -89,8 +108,8 @@ TEST(CudaState, DecodeLoopMovesNoCarriedStateThroughTheHost) {
   expect_close(cache, cpu.run({{"x", x}, {"pos", one_hot(t, steps + 1)}}, {0})[0], "cache", steps + 1);
 }
 
-TEST(CudaState, CarriedValuesTradingPlacesMatchTheCpu) {
-  RLX_REQUIRE_CUDA();
+TEST_P(DeviceState, CarriedValuesTradingPlacesMatchTheCpu) {
+  RLX_REQUIRE_DEVICE();
   // a_next = b (the input as it came in), b_next = a + 1: a's value sits in b's buffer, which
   // b's own carry overwrites (double-buffered on the device).
   Graph g;
@@ -99,7 +118,7 @@ TEST(CudaState, CarriedValuesTradingPlacesMatchTheCpu) {
   g.add_output(b, "a_next");
   g.add_output(g.add(a, g.scalar(1.0)), "b_next");
   g.add_output(g.mul(a, b), "y");
-  auto gpu = Session(Device::Cuda).compile(g);
+  auto gpu = Session(device()).compile(g);
   auto cpu = Session(Device::Cpu).compile(g);
   for (auto* cg : {&gpu, &cpu}) {
     cg->bind_state("a", 0);
@@ -120,15 +139,15 @@ TEST(CudaState, CarriedValuesTradingPlacesMatchTheCpu) {
   }
 }
 
-TEST(CudaState, ShapeChangesCarryThroughTheHostAndMatchTheCpu) {
-  RLX_REQUIRE_CUDA();
+TEST_P(DeviceState, ShapeChangesCarryThroughTheHostAndMatchTheCpu) {
+  RLX_REQUIRE_DEVICE();
   // acc_next = x + sum(acc) has x's length: with x's length alternating, every run binds
   // another (n, m) than the run before, so the carried value leaves its variant each time.
   Graph g;
   const Value acc = g.input("acc", Shape({Dim::symbol("n")}));
   const Value x = g.input("x", Shape({Dim::symbol("m")}));
   g.add_output(g.add(x, g.sum(acc, {0})), "acc_next");
-  auto gpu = Session(Device::Cuda).compile(g);
+  auto gpu = Session(device()).compile(g);
   auto cpu = Session(Device::Cpu).compile(g);
   gpu.bind_state("acc", 0);
   cpu.bind_state("acc", 0);
@@ -154,11 +173,13 @@ TEST(CudaState, ShapeChangesCarryThroughTheHostAndMatchTheCpu) {
 
 // The per-step time of a decode loop with the cache carried on the device, and with the old
 // protocol (the cache downloaded after every step and passed back in), measured in one run.
-TEST(CudaState, PrintsPerStepTimeWithAndWithoutHostRoundTrip) {
-  RLX_REQUIRE_CUDA();
+TEST_P(DeviceState, PrintsPerStepTimeWithAndWithoutHostRoundTrip) {
+  RLX_REQUIRE_DEVICE();
+  if (dev().cpu_adapter && dev().cpu_adapter())
+    GTEST_SKIP() << dev().name << " runs on a CPU adapter here: its per-step time says nothing about a GPU";
   const int64_t t = 2048, d = 512;  // a 4 MiB cache
   const Graph g = cache_step(t, d);
-  auto gpu = Session(Device::Cuda).compile(g);
+  auto gpu = Session(device()).compile(g);
   gpu.set_param("wk", rlx::testing::random_tensor(DType::F32, {d, d}, 11, -0.2, 0.2));
   const Tensor x = rlx::testing::random_tensor(DType::F32, {1, d}, 5);
   std::vector<Tensor> pos;
@@ -181,6 +202,16 @@ TEST(CudaState, PrintsPerStepTimeWithAndWithoutHostRoundTrip) {
   std::printf("[ decode  ] per step, %lld x %lld f32 cache: %.3f ms through the host, %.3f ms carried on the device\n",
               static_cast<long long>(t), static_cast<long long>(d), host_ms, device_ms);
 }
-#endif  // RLX_HAVE_CUDA
+
+// The GPU backends of the registry (the CPU keeps state on the host: nothing to count).
+std::vector<std::string> gpu_devices() {
+  std::vector<std::string> v;
+  for (const TestDevice& d : rlx::testing::test_devices())
+    if (d.device != Device::Cpu) v.push_back(d.name);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceState, ::testing::ValuesIn(gpu_devices()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
