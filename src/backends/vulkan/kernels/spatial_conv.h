@@ -90,7 +90,9 @@ void main() {
         for (int ky = 0; ky < pc.k1; ++ky)
           for (int kx = 0; kx < pc.k2; ++kx, ++r) {
             ACC v;
-            if (tap(plane, oz, oy, ox, kz, ky, kx, v)) acc += v * weight(g, m, ci, r, ks);
+            // Conv multiplies padding's zeros too (like the CPU's im2col + GEMM: a non-finite
+            // weight poisons its outputs); ConvTranspose only adds the taps that reach an input.
+            if (tap(plane, oz, oy, ox, kz, ky, kx, v) || TRANSPOSED == 0) acc += v * weight(g, m, ci, r, ks);
           }
     }
     y.data[pc.o_y + i] = ST(acc + bias_of(co));
