@@ -17,6 +17,10 @@ namespace {
 
 constexpr uint64_t kWorkgroup = 256;
 constexpr size_t kConcatInputs = 8;  // inputs per concat kernel (bindings baked into the source)
+constexpr int64_t kTileMin = 16;     // the tiled transpose's smallest tiled dims
+// Workgroups of the tiled transpose over its batch (grid z): enough to fill a large GPU with the
+// tiles of x and y; the kernel loops over the rest.
+constexpr uint32_t kBatchGroups = 1024;
 
 bool is_copy_kind(std::string_view n) {
   return n == "reshape" || n == "stop_gradient" || n == "transpose" || n == "narrow" || n == "concat" ||
@@ -115,7 +119,8 @@ void strided_copy(LowerContext& cx, const std::string& what, const Operand& dst,
       if (strides[d] == 1 && dims[d] > 1) axis = d;
   const bool narrow_ok = elem > 2 || (elem == 2 ? cx.info().int16 : cx.info().int8);
   std::vector<uint32_t> push{dst.elem(elem), src.elem(elem)};
-  const bool tiled = axis < r && narrow_ok;
+  // Tiles of 32x32 pay off when both dims fill a good part of one.
+  const bool tiled = axis < r && narrow_ok && dims[axis] >= kTileMin && dims[r - 1] >= kTileMin;
   const int64_t batch = tiled ? total / (dims[axis] * dims[r - 1]) : 0;
   if (tiled) {
     push.insert(push.end(), {static_cast<uint32_t>(batch), static_cast<uint32_t>(r), static_cast<uint32_t>(axis),
@@ -132,7 +137,7 @@ void strided_copy(LowerContext& cx, const std::string& what, const Operand& dst,
     const auto cap = [](uint64_t n, uint32_t limit) { return static_cast<uint32_t>(std::clamp<uint64_t>(n, 1, limit)); };
     cx.dispatch(Kernel{"transpose_tiled_" + elem_name(elem), fill_template(ksrc::kTiledTranspose, subs)}, {dst, src},
                 push, cap(tiles(dims[r - 1]), di.max_groups[0]), cap(tiles(dims[axis]), di.max_groups[1]),
-                cap(static_cast<uint64_t>(batch), di.max_groups[2]));
+                cap(static_cast<uint64_t>(batch), std::min(kBatchGroups, di.max_groups[2])));
     return;
   }
   cx.dispatch(Kernel{"strided_copy_" + elem_name(elem), fill_template(ksrc::kStridedCopy, subs)}, {dst, src}, push,
