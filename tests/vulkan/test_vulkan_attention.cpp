@@ -2,7 +2,8 @@
 // batches masked), broadcast and -inf biases, the split-KV path (splits with no visible key,
 // more query rows than keys, GQA groups over several row blocks), head dims that do not divide
 // the tiles, operands at element offsets (slices of one packed tensor), the dispatch count of
-// the split path, the honest refusals (f64, head_dim > 256), and FusedAttentionBlock decomposed
+// the split path, f64 (exp and tanh in double), the honest refusals (head_dim > 256, f64 tiles
+// beyond the device's shared memory), and FusedAttentionBlock decomposed
 // by the shared legalize into an Attention the backend runs.
 #include <cmath>
 #include <iostream>
@@ -146,17 +147,41 @@ TEST(VulkanAttention, DecodeSplitsTheKeysWithACombineDispatch) {
   EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 64, 64, 300, 8, 8, 64}), 1u); // enough workgroups
 }
 
+TEST(VulkanAttention, F64ComputesInDouble) {
+  RLX_REQUIRE_VULKAN();
+  if (!vulkan::context().info.float64) GTEST_SKIP() << "the Vulkan device has no 64-bit floats";
+  // f64 parity is 1e-9: exp and tanh in double (GLSL has none), the scale and softcap pushed
+  // as doubles (score_scale 0.1 is not a float), every mask kind, prefill and split decode.
+  const std::vector<AttnCase> cases = {
+      {AttnLayout::BSHD, MaskKind::None, 2, 19, 19, 2, 2, 24, 0.1, 0},
+      {AttnLayout::BHSD, MaskKind::Causal, 1, 1, 600, 4, 2, 64, 0, 7.5},  // split keys, softcap
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 30, 30, 2, 1, 16, 0, 0, 6},
+      {AttnLayout::BSHD, MaskKind::Custom, 2, 7, 33, 2, 2, 40},
+      {AttnLayout::BHSD, MaskKind::Bias, 2, 9, 9, 2, 2, 32, 0, 0.3},  // softcap 0.3: tanh of small scores
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(rlx::testing::attention_case_name(c));
+    ParityOptions o;
+    o.lo = -3.0, o.hi = 3.0;  // scores over several units: exp's range reduction at work
+    expect_vulkan_parity(attention_case_graph(c, DType::F64), Precision::Fp32, o);
+  }
+}
+
 TEST(VulkanAttention, RefusesWhatItDoesNotCompute) {
   RLX_REQUIRE_VULKAN();
+  const vulkan::DeviceInfo& info = vulkan::context().info;
   std::string why;
-  const Graph f64 = attention_case_graph({AttnLayout::BSHD, MaskKind::None, 1, 4, 4, 2, 2, 16}, DType::F64);
-  EXPECT_FALSE(vulkan::vulkan_claims_node(f64, attention_node(f64), nullptr, &why));
-  EXPECT_NE(why.find("f32, f16 or bf16"), std::string::npos) << why;
   const Graph wide = attention_case_graph({AttnLayout::BSHD, MaskKind::None, 1, 4, 4, 1, 1, 320}, DType::F32);
   EXPECT_FALSE(vulkan::vulkan_claims_node(wide, attention_node(wide), nullptr, &why));
   EXPECT_NE(why.find("head_dim <= 256"), std::string::npos) << why;
   const Graph ok = attention_case_graph({AttnLayout::BHSD, MaskKind::Bias, 1, 4, 4, 2, 1, 256}, DType::BF16);
-  EXPECT_TRUE(vulkan::vulkan_claims_node(ok, attention_node(ok), &vulkan::context().info, &why)) << why;
+  EXPECT_TRUE(vulkan::vulkan_claims_node(ok, attention_node(ok), &info, &why)) << why;
+  // f64 at head_dim 256: the smallest tiles (8 rows, 16 keys, 128 threads, padded rows of
+  // doubles) take 51456 bytes of shared memory; refused with the reason on smaller devices.
+  const Graph f64 = attention_case_graph({AttnLayout::BSHD, MaskKind::None, 1, 4, 4, 1, 1, 256}, DType::F64);
+  const bool fits = info.max_shared_bytes >= 51456;
+  EXPECT_EQ(vulkan::vulkan_claims_node(f64, attention_node(f64), &info, &why), fits && info.float64) << why;
+  if (!fits && info.float64) EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
 }
 
 TEST(VulkanAttention, FusedAttentionBlockIsDecomposedIntoAttention) {

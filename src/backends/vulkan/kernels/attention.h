@@ -14,33 +14,55 @@
 // unnormalized partial (o[D], row max, row sum) of each row to scratch; attn_combine merges the
 // splits. A row with no kept key (or whose kept keys all score -inf) outputs zeros.
 //
-// Defines: D (head_dim), BR, BC, NT, TPR, MASK (0 none, 1 causal, 2 sliding window, 3 custom keep
-// mask, 4 additive bias), SPLIT. Helpers: ld_q/ld_k/ld_v(uint) -> float, st_o(uint, float),
-// keep_at(uint) -> bool (MASK 3), bias_at(uint) -> float (MASK 4). Push constants `pc`.
+// Defines: F (the compute type: float, or double for f64), D (head_dim), BR, BC, NT, TPR, MASK
+// (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive bias), SPLIT, SCALE and
+// SOFTCAP (the push constants as F), TANH_SMALL. Helpers: ld_q/ld_k/ld_v(uint) -> F,
+// st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F (MASK 4). Push constants
+// `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's batch stride, or the
+// bias strides).
 
 namespace rlx::vulkan::ksrc {
+
+// exp and tanh of the compute type F. GLSL has no double exp: for F = double, exp(x) =
+// 2^k exp(r) with r = x - k ln2 (ln2 split in two, |r| <= ln2 / 2) and exp(r) from its Taylor
+// series to degree 14 (below 2e-16 relative).
+inline constexpr const char* kAttentionMath = R"(
+#define NEG_INF F(uintBitsToFloat(0xff800000u))
+#if F_DOUBLE
+double attn_exp(double x) {
+  if (isnan(x)) return x;
+  if (x < -745.0LF) return 0.0LF;
+  if (x > 709.7LF) return double(uintBitsToFloat(0x7f800000u));
+  double k = roundEven(x * 1.4426950408889634LF);
+  double r = x - k * 6.93147180369123816490e-01LF - k * 1.90821492927058770002e-10LF;
+  double p = 1.0LF;
+  for (int n = 14; n >= 1; --n) p = 1.0LF + r * p / double(n);
+  return ldexp(p, int(k));
+}
+#else
+float attn_exp(float x) { return exp(x); }
+#endif
+F attn_tanh(F x) {
+  F a = abs(x);
+  if (a < TANH_SMALL) return x;
+  F e = attn_exp(F(-2.0) * a);
+  F t = (F(1.0) - e) / (F(1.0) + e);
+  return x < F(0.0) ? -t : t;
+}
+)";
 
 inline constexpr const char* kAttentionFlash = R"(
 layout(local_size_x = NT) in;
 
-#define NEG_INF uintBitsToFloat(0xff800000u)
 const uint DP = D + 1;    // padded row of the Q / K / V tiles (no bank conflicts)
 const uint BP = BC + 1;   // padded row of the P tile
 const uint NS = BC / TPR; // score columns per thread
 const uint NA = (D + TPR - 1) / TPR;  // output dims per thread
 
-shared float Qs[BR * DP];
-shared float KVs[BC * DP];
-shared float Ps[BR * BP];
-shared float Red[NT];
-
-float attn_tanh(float x) {
-  float a = abs(x);
-  if (a < 0.004) return x;
-  float e = exp(-2.0 * a);
-  float t = (1.0 - e) / (1.0 + e);
-  return x < 0.0 ? -t : t;
-}
+shared F Qs[BR * DP];
+shared F KVs[BC * DP];
+shared F Ps[BR * BP];
+shared F Red[NT];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -69,7 +91,7 @@ void main() {
       hi = clamp(kv_len - q_len + int((R1 - 1) / pc.group) + 1, 0, kv_len);
 #endif
 #if MASK == 2
-      lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.window) + 1, 0, kv_len);
+      lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.m0) + 1, 0, kv_len);
 #endif
 #if SPLIT
       lo = max(lo, int(gl_WorkGroupID.y * pc.split_len));
@@ -81,13 +103,13 @@ void main() {
       rhi = clamp(pos + 1, 0, kv_len);
 #endif
 #if MASK == 2
-      rlo = clamp(pos - int(pc.window) + 1, 0, kv_len);
+      rlo = clamp(pos - int(pc.m0) + 1, 0, kv_len);
 #endif
 
       // Q tile.
       for (uint x = tid; x < BR * D; x += NT) {
         const uint qr = x / D, d = x % D, QR = R0 + qr;
-        float v = 0.0;
+        F v = F(0.0);
         if (QR < nrows) {
           const uint i = QR / pc.group, h = kvh * pc.group + QR % pc.group;
           v = ld_q(pc.off_q + b * pc.qsb + i * pc.qss + h * pc.qsh + d);
@@ -95,8 +117,8 @@ void main() {
         Qs[qr * DP + d] = v;
       }
 
-      float m = NEG_INF, l = 0.0;
-      float o[NA];
+      F m = NEG_INF, l = 0.0;
+      F o[NA];
       for (uint k = 0; k < NA; ++k) o[k] = 0.0;
 
       for (int j0 = lo; j0 < hi; j0 += int(BC)) {
@@ -109,25 +131,25 @@ void main() {
         }
         barrier();
 
-        float s[NS];
-        float tmax = NEG_INF;
+        F s[NS];
+        F tmax = NEG_INF;
         for (uint k = 0; k < NS; ++k) s[k] = 0.0;
         if (valid) {
           for (uint d = 0; d < D; ++d) {
-            const float qv = Qs[r * DP + d];
+            const F qv = Qs[r * DP + d];
             for (uint k = 0; k < NS; ++k) s[k] += qv * KVs[(lane + TPR * k) * DP + d];
           }
           for (uint k = 0; k < NS; ++k) {
             const int j = j0 + int(lane + TPR * k);
-            float x = s[k] * pc.scale;
+            F x = s[k] * SCALE;
             bool keep = j < hi && j >= rlo && j < rhi;
 #if MASK == 3
-            keep = keep && keep_at(pc.off_m + b * pc.mask_batch + uint(j));
+            keep = keep && keep_at(pc.off_m + b * pc.m0 + uint(j));
 #endif
             if (keep) {
-              if (pc.softcap > 0.0) x = pc.softcap * attn_tanh(x / pc.softcap);
+              if (SOFTCAP > 0.0) x = SOFTCAP * attn_tanh(x / SOFTCAP);
 #if MASK == 4
-              x += bias_at(pc.off_m + b * pc.bs0 + rh * pc.bs1 + ri * pc.bs2 + uint(j) * pc.bs3);
+              x += bias_at(pc.off_m + b * pc.m0 + rh * pc.m1 + ri * pc.m2 + uint(j) * pc.m3);
 #endif
             } else {
               x = NEG_INF;
@@ -142,14 +164,14 @@ void main() {
         barrier();  // the row maxima are in Red; the K tile is no longer read
 
         for (uint u = 0; u < TPR; ++u) {
-          const float v = Red[r * TPR + u];
+          const F v = Red[r * TPR + u];
           if (v > tmax) tmax = v;
         }
-        const float mnew = tmax > m ? tmax : m;
-        const float alpha = m == mnew ? 1.0 : (m == NEG_INF ? 0.0 : exp(m - mnew));
-        float psum = 0.0;
+        const F mnew = tmax > m ? tmax : m;
+        const F alpha = m == mnew ? 1.0 : (m == NEG_INF ? 0.0 : attn_exp(m - mnew));
+        F psum = 0.0;
         for (uint k = 0; k < NS; ++k) {
-          const float p = s[k] == NEG_INF ? 0.0 : exp(s[k] - mnew);
+          const F p = s[k] == NEG_INF ? 0.0 : attn_exp(s[k] - mnew);
           Ps[r * BP + lane + TPR * k] = p;
           psum += p;
         }
@@ -165,7 +187,7 @@ void main() {
 
         for (uint k = 0; k < NA; ++k) o[k] *= alpha;
         for (uint c = 0; c < BC; ++c) {
-          const float p = Ps[r * BP + c];
+          const F p = Ps[r * BP + c];
           for (uint k = 0; k < NA; ++k) {
             const uint d = lane + TPR * k;
             if (NA * TPR == D || d < D) o[k] += p * KVs[c * DP + d];
@@ -177,7 +199,7 @@ void main() {
       barrier();
       Red[tid] = l;
       barrier();
-      float lsum = 0.0;
+      F lsum = 0.0;
       for (uint u = 0; u < TPR; ++u) lsum += Red[r * TPR + u];
 
 #if SPLIT
@@ -196,7 +218,7 @@ void main() {
       }
 #else
       // Normalized rows through the Q tile, then written with consecutive threads on consecutive dims.
-      const float inv = m == NEG_INF ? 0.0 : 1.0 / lsum;
+      const F inv = m == NEG_INF ? 0.0 : 1.0 / lsum;
       for (uint k = 0; k < NA; ++k) {
         const uint d = lane + TPR * k;
         if (NA * TPR == D || d < D) Qs[r * DP + d] = m == NEG_INF ? 0.0 : o[k] * inv;
@@ -221,7 +243,6 @@ void main() {
 inline constexpr const char* kAttentionCombine = R"(
 layout(local_size_x = 64) in;
 
-#define NEG_INF uintBitsToFloat(0xff800000u)
 
 void main() {
   const uint rows = pc.batch * pc.heads * pc.q_len;
@@ -230,22 +251,22 @@ void main() {
   for (uint row = gl_WorkGroupID.x; row < rows; row += gl_NumWorkGroups.x) {
     const uint i = row % pc.q_len, bh = row / pc.q_len, h = bh % pc.heads, b = bh / pc.heads;
     const uint base = pc.off_p + row * (D + 2);
-    float m = NEG_INF;
+    F m = NEG_INF;
     for (uint s = 0; s < pc.splits; ++s) {
-      const float ms = P.data[base + s * stride + D];
+      const F ms = P.data[base + s * stride + D];
       if (ms > m) m = ms;
     }
-    float l = 0.0;
+    F l = 0.0;
     for (uint s = 0; s < pc.splits; ++s) {
-      const float ms = P.data[base + s * stride + D];
-      if (ms != NEG_INF) l += P.data[base + s * stride + D + 1] * exp(ms - m);
+      const F ms = P.data[base + s * stride + D];
+      if (ms != NEG_INF) l += P.data[base + s * stride + D + 1] * attn_exp(ms - m);
     }
     const uint obase = pc.off_o + b * pc.osb + i * pc.oss + h * pc.osh;
     for (uint d = gl_LocalInvocationID.x; d < D; d += 64) {
-      float acc = 0.0;
+      F acc = 0.0;
       for (uint s = 0; s < pc.splits; ++s) {
-        const float ms = P.data[base + s * stride + D];
-        if (ms != NEG_INF) acc += P.data[base + s * stride + d] * exp(ms - m);
+        const F ms = P.data[base + s * stride + D];
+        if (ms != NEG_INF) acc += P.data[base + s * stride + d] * attn_exp(ms - m);
       }
       st_o(obase + d, m == NEG_INF ? 0.0 : acc / l);
     }
