@@ -181,7 +181,9 @@ TEST(VulkanAttention, RefusesWhatItDoesNotCompute) {
   const Graph f64 = attention_case_graph({AttnLayout::BSHD, MaskKind::None, 1, 4, 4, 1, 1, 256}, DType::F64);
   const bool fits = info.max_shared_bytes >= 51456;
   EXPECT_EQ(vulkan::vulkan_claims_node(f64, attention_node(f64), &info, &why), fits && info.float64) << why;
-  if (!fits && info.float64) EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  if (!fits && info.float64) {
+    EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  }
 }
 
 TEST(VulkanAttention, FusedAttentionBlockIsDecomposedIntoAttention) {
@@ -211,6 +213,32 @@ TEST(VulkanAttention, FusedAttentionBlockIsDecomposedIntoAttention) {
   // The whole block on the device once the other families (matmul, narrow, reshape) run there.
   if (all_claimed) expect_vulkan_parity(g);
   else std::cout << "[ vulkan   ] the decomposed block has nodes other families do not claim yet: parity not run\n";
+}
+
+TEST(VulkanAttention, FusedTransformerLayerIsDecomposedIntoAttention) {
+  RLX_REQUIRE_VULKAN();
+  Graph g;
+  const int64_t b = 1, s = 5, heads = 2, hd = 4, e = heads * hd, f = 16;
+  auto p = [&](const char* name, std::vector<int64_t> dims) { return g.param(name, Shape::from(dims, DType::F32)); };
+  const Value hidden = g.input("hidden", Shape::of({b, s, e}));
+  const Value out = g.apply(ops::FusedTransformerLayer{.num_heads = heads, .head_dim = hd},
+                            {hidden, p("qkv_w", {e, 3 * e}), p("qkv_b", {3 * e}), p("out_w", {e, e}), p("out_b", {e}),
+                             p("ln1_g", {e}), p("ln1_b", {e}), p("fc1_w", {e, f}), p("fc1_b", {f}), p("fc2_w", {f, e}),
+                             p("fc2_b", {e}), p("ln2_g", {e}), p("ln2_b", {e}),
+                             g.input("mask", Shape::of({b, s}, DType::Bool))});
+  g.add_output(out);
+  auto claims = [](const Graph& gg, const Node& n) { return vulkan::vulkan_claims_node(gg, n, &vulkan::context().info); };
+  EXPECT_FALSE(claims(g, g.node(out.node)));
+  const Graph x = passes::expand_unclaimed(g, claims);
+  int attentions = 0;
+  for (const Node& n : x.nodes()) {
+    EXPECT_NE(op_name(n.op), std::string("fused_transformer_layer"));
+    if (std::holds_alternative<ops::Attention>(n.op)) {
+      ++attentions;
+      EXPECT_TRUE(claims(x, n));
+    }
+  }
+  EXPECT_EQ(attentions, 1);
 }
 
 #endif
