@@ -1,15 +1,465 @@
-// PENDING (this session): the matmul family's kernels.
+// MatMul, FusedMatMulBiasAct and GroupedMatMul on Vulkan (kernels/matmul.h).
+//
+// Products of at most 4 rows of A against one shared row-major B (decode) run on the GEMV
+// kernel, split over K when the columns alone give too few workgroups (partial sums, then a
+// second pass); everything else on the tiled shared-memory GEMM. The FusedMatMulBiasAct
+// epilogue (bias, activation, residual) runs inside the kernel that stores the result, as the
+// shared elementwise chain spelled by the GLSL printer, with the CPU oracle's rounding: floats,
+// f64 and integers store the product in their dtype and then run each step in it (integers
+// wrap), f16/bf16 run the steps on the f32 accumulator and round once at the store
+// (docs/passes.md). Accumulation: f32 for f32/f16/bf16, double for f64, 32-bit wrapping for
+// integers up to 32 bits and 64-bit for i64 (the low bits of the CPU's 64-bit wrapping sum).
+// Under the Fp16 / Bf16 precision policy the operands of f32 products are rounded to the half
+// type as they are loaded (f32 accumulation and result, as on CUDA); Tf32 computes in full f32.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/kernels/matmul.h"
 #include "backends/vulkan/lower.h"
+#include "codegen/elementwise.h"
+#include "codegen/language.h"
 #include "rlx/error.h"
 
 namespace rlx::vulkan {
 namespace {
-bool kind(std::string_view) { return false; }
-bool node(const Graph&, const Node&, const DeviceInfo*, std::string* why) { return refuse(why, "pending"); }
+
+constexpr int64_t kIndexLimit = int64_t{1} << 31;
+
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// The accumulation dtype of a product of `t`.
+DType acc_dtype(DType t) {
+  if (t == DType::F64) return DType::F64;
+  if (is_float(t)) return DType::F32;
+  return dtype_size(t) == 8 ? DType::I64 : DType::I32;
+}
+
+// The dtype the epilogue's steps compute in: the f32 accumulator for f16/bf16, else t.
+DType epilogue_dtype(DType t) { return is_half(t) ? DType::F32 : t; }
+
+// The epilogue as an elementwise chain over x0 = the product, then the bias (x1, when `bias`)
+// and the residual (the next input, when `residual`): bias add, activation, residual add.
+std::vector<RegionStep> epilogue_chain(bool bias, std::optional<ActKind> act, bool residual) {
+  std::vector<RegionStep> chain;
+  int32_t x = 0;
+  auto last = [&] { return -static_cast<int32_t>(chain.size()); };
+  if (bias) {
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, 1}});
+    x = last();
+  }
+  if (act) {
+    chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
+    x = last();
+  }
+  if (residual)
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
+  return chain;
+}
+
+std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
+  return std::vector<DType>(1 + (bias ? 1 : 0) + (residual ? 1 : 0), epilogue_dtype(t));
+}
+
+bool product_dtype(DType t) { return is_float(t) || is_int(t); }
+
+// ---- claims ----
+
+bool kind(std::string_view name) {
+  return name == "matmul" || name == "fused_matmul_bias_act" || name == "grouped_matmul";
+}
+
+bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
+  (void)info;
+  const std::string name = op_name(n.op);
+  const DType out = n.outputs.at(0).dtype;
+  auto dt = [&](size_t i) { return g.shape(n.inputs.at(i)).dtype; };
+  if (!product_dtype(out))
+    return refuse(why, "Vulkan " + name + ": " + dtype_name(out) + " products are not supported (floats and integers only)");
+  if (std::holds_alternative<ops::GroupedMatMul>(n.op)) {
+    if (dt(0) != out || dt(1) != out)
+      return refuse(why, "Vulkan grouped_matmul needs x and w in the result's dtype, got " + std::string(dtype_name(dt(0))) +
+                             " and " + dtype_name(dt(1)));
+    if (!is_int(dt(2)))
+      return refuse(why, "Vulkan grouped_matmul needs integer expert indices, got " + std::string(dtype_name(dt(2))));
+    if (g.shape(n.inputs[0]).rank() != 2 || g.shape(n.inputs[1]).rank() != 3 || g.shape(n.inputs[2]).rank() != 1)
+      return refuse(why, "Vulkan grouped_matmul needs x (M, K), w (E, K, N) and idx (M)");
+    return true;
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (dt(i) != out)
+      return refuse(why, "Vulkan " + name + " needs every operand in the result's dtype (" + dtype_name(out) +
+                             "), operand " + std::to_string(i) + " is " + dtype_name(dt(i)));
+  if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1)
+    return refuse(why, "Vulkan " + name + ": rank-0 operand");
+  if (const auto* f = std::get_if<ops::FusedMatMulBiasAct>(&n.op)) {
+    const bool bias = f->has_bias(n.inputs.size());
+    const auto chain = epilogue_chain(bias, f->activation, f->residual);
+    std::string reason;
+    if (!chain.empty() &&
+        !codegen::chain_supported(codegen::glsl_language(), chain, epilogue_inputs(out, bias, f->residual), &reason))
+      return refuse(why, "Vulkan fused_matmul_bias_act epilogue: " + reason);
+  }
+  return true;
+}
+
+// ---- kernel assembly ----
+
+// The bindings and push constants of one kernel in the kernel convention's order: one element
+// offset `pc.o_<NAME>` per binding, then the parameters `pc.<name>`.
+class KernelArgs {
+ public:
+  explicit KernelArgs(std::string what) : what_(std::move(what)) {}
+
+  void buffer(const std::string& name, DType t, const Operand& op, bool readonly) {
+    decl_ += glsl_buffer(static_cast<int>(ops_.size()), name, t, readonly);
+    add(name, op, dtype_size(t));
+  }
+  // A buffer of 32-bit words of GLSL type `type` (the error flag, an offset table).
+  void words(const std::string& name, const std::string& type, const Operand& op, bool readonly) {
+    const std::string b = std::to_string(ops_.size());
+    decl_ += "layout(std430, set = 0, binding = " + b + ") " + (readonly ? "readonly " : "") + "buffer B" + b + " { " +
+             type + " data[]; } " + name + ";\n";
+    add(name, op, 4);
+  }
+  void param(const std::string& name, int64_t v) {
+    if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
+      throw Error(what_ + ": internal: kernel parameter " + name + " = " + std::to_string(v) + " does not fit 32 bits");
+    names_.push_back(name);
+    values_.push_back(static_cast<uint32_t>(v));
+  }
+  std::string source() const {
+    std::string s = decl_ + "layout(push_constant) uniform Push {";
+    for (const std::string& n : names_) s += " uint " + n + ";";
+    return s + " } pc;\n";
+  }
+  std::vector<uint32_t> push(const DeviceInfo& info) const {
+    if (values_.size() * 4 > info.max_push_bytes)
+      throw Error(what_ + ": internal: a matmul kernel needs " + std::to_string(values_.size() * 4) +
+                  " bytes of push constants, above the device's " + std::to_string(info.max_push_bytes));
+    return values_;
+  }
+  const std::vector<Operand>& operands() const { return ops_; }
+
+ private:
+  void add(const std::string& name, const Operand& op, size_t elem_bytes) {
+    ops_.push_back(op);
+    names_.insert(names_.begin() + static_cast<std::ptrdiff_t>(ops_.size() - 1), "o_" + name);
+    values_.insert(values_.begin() + static_cast<std::ptrdiff_t>(ops_.size() - 1), op.elem(elem_bytes));
+  }
+  std::string what_;
+  std::string decl_;
+  std::vector<Operand> ops_;
+  std::vector<std::string> names_;
+  std::vector<uint32_t> values_;
+};
+
+// What every matmul kernel of one step shares: dtypes, operand rounding and the epilogue.
+struct Product {
+  DType t = DType::F32;    // A, B, C (and bias, residual)
+  DType acc = DType::F32;  // accumulation
+  DType round_ab = DType::F32;  // F16 / BF16: f32 operands rounded to it on load (precision policy)
+  int64_t n = 0;
+  int64_t bias_len = 0;  // 0, 1 (scalar) or n (per column)
+  std::optional<ActKind> act;
+  const plan::TensorRef* bias = nullptr;
+  const plan::TensorRef* residual = nullptr;
+};
+
+// `ACC name(uint i)`: element i of buffer `buf` in the accumulation type.
+std::string load_fn(const std::string& name, const std::string& buf, const Product& p) {
+  std::string v = glsl_load(p.t, buf + ".data[i]");
+  if (p.round_ab == DType::F16) v = "unpackHalf2x16(packHalf2x16(vec2(" + v + ", 0.0))).x";
+  else if (p.round_ab == DType::BF16) v = codegen::glsl_language().round(DType::BF16, v);
+  return "ACC " + name + "(uint i) { return ACC(" + v + "); }\n";
+}
+
+// Binds C, the bias and the residual (in this order) and returns `rlx_epilogue`.
+std::string bind_epilogue(LowerContext& cx, const plan::Step& st, const Product& p, KernelArgs& args,
+                          codegen::Helpers& h) {
+  args.buffer("C", p.t, cx.out(st.out.at(0)), false);
+  if (p.bias) args.buffer("BIAS", p.t, cx.in(*p.bias), true);
+  if (p.residual) args.buffer("RES", p.t, cx.in(*p.residual), true);
+  const DType e = epilogue_dtype(p.t);
+  const std::string E = glsl_compute_type(e);
+  std::string s = "void rlx_epilogue(uint o, uint col, ACC acc) {\n";
+  s += "  const " + E + " x0 = " + (is_int(p.t) ? glsl_compute_type(p.t) + "(acc)" : std::string("acc")) + ";\n";
+  std::vector<std::string> ins{"x0"};
+  if (p.bias) {
+    ins.push_back("x" + std::to_string(ins.size()));
+    s += "  const " + E + " " + ins.back() + " = " +
+         glsl_load(p.t, std::string("BIAS.data[pc.o_BIAS + ") + (p.bias_len == 1 ? "0u" : "col") + "]") + ";\n";
+  }
+  if (p.residual) {
+    ins.push_back("x" + std::to_string(ins.size()));
+    s += "  const " + E + " " + ins.back() + " = " + glsl_load(p.t, "RES.data[pc.o_RES + o]") + ";\n";
+  }
+  std::string result = "x0";
+  const auto chain = epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
+  if (!chain.empty()) {
+    codegen::ElementwisePlan plan;
+    plan.steps = chain;
+    plan.in_dtypes = epilogue_inputs(p.t, p.bias != nullptr, p.residual != nullptr);
+    plan.step_dtypes = codegen::chain_step_dtypes(chain, plan.in_dtypes);
+    plan.out_dtype = plan.step_dtypes.back();
+    const codegen::ChainCode code = codegen::chain_code(
+        codegen::glsl_language(), plan, ins,
+        [](const std::string& type, const std::string& name) { return "const " + type + " " + name; }, h);
+    for (const std::string& line : code.lines) s += "  " + line + "\n";
+    result = code.result;
+  }
+  return s + "  C.data[pc.o_C + o] = " + glsl_store(p.t, result) + ";\n}\n";
+}
+
+std::string flag(bool b) { return b ? "1" : "0"; }
+
+// The whole shader: header, defines, bindings and push constants, helpers, functions, body.
+std::string shader(const std::vector<DType>& dtypes, const std::string& defines, const KernelArgs& args,
+                   const codegen::Helpers& h, const std::string& functions, const char* body) {
+  return glsl_header(dtypes) + defines + args.source() + h.source() + functions + body;
+}
+
+std::string acc_defines(DType acc, uint32_t nt) {
+  return "#define ACC " + glsl_compute_type(acc) + "\n#define NT " + std::to_string(nt) + "u\n" +
+         (is_float(acc) ? "#define MAD(c, a, b) fma(a, b, c)\n" : "#define MAD(c, a, b) ((c) + (a) * (b))\n") +
+         "layout(local_size_x = " + std::to_string(nt) + ") in;\n";
+}
+
+void check_index(const plan::TensorRef& r, const std::string& what, const char* which) {
+  if (r.numel() >= kIndexLimit)
+    throw Error(what + ": the Vulkan matmul kernels index with 32 bits; " + which + " has " + std::to_string(r.numel()) +
+                " elements (2^31 or more): split the product or run it on the CPU or CUDA backend");
+}
+
+uint32_t clamp_groups(int64_t g, uint32_t max) { return static_cast<uint32_t>(std::clamp<int64_t>(g, 1, max)); }
+
+// ---- GEMM ----
+
+void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p) {
+  const DeviceInfo& info = cx.info();
+  const std::string what = step_label(st);
+  // 64 x 64 tiles of 256 invocations (4 x 4 outputs each); a side of at most 16 rows or columns
+  // (small batched products) gets tiles of 16 on that side instead of idle rows.
+  const uint32_t full = info.max_invocations >= 256 ? 16 : 8;
+  const uint32_t wx = g.n <= 16 ? 4 : 16, wy = g.m <= 16 ? 4 : full, tm = 4, tn = 4, pad = 1;
+  const uint32_t bm = wy * tm, bn = wx * tn;
+  uint32_t bk = 16;
+  const size_t es = dtype_size(p.acc);
+  while (bk > 4 && 2 * bk * (std::max(bm, bn) + pad) * es > info.max_shared_bytes) bk /= 2;
+  KernelArgs args(what);
+  args.buffer("A", p.t, cx.in(st.in.at(0)), true);
+  args.buffer("B", p.t, cx.in(st.in.at(1)), true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  if (p.round_ab == DType::BF16) codegen::glsl_language().dtype_helpers(DType::BF16, h);
+  const std::string epi = bind_epilogue(cx, st, p, args, h);
+  const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
+  if (!strided) {
+    // Batch dims that do not collapse to one stride: each item's A and B offsets from a table.
+    std::vector<uint32_t> words;
+    words.reserve(static_cast<size_t>(2 * g.batch));
+    for (int64_t i = 0; i < g.batch; ++i) {
+      int64_t t = i, oa = 0, ob = 0;
+      for (size_t d = g.batch_dims.size(); d-- > 0;) {
+        const int64_t idx = t % g.batch_dims[d];
+        t /= g.batch_dims[d];
+        oa += idx * g.a_batch_strides[d];
+        ob += idx * g.b_batch_strides[d];
+      }
+      words.push_back(static_cast<uint32_t>(oa));
+      words.push_back(static_cast<uint32_t>(ob));
+    }
+    args.words("TAB", "uint", cx.table(words, what + " batch offsets"), true);
+  }
+  args.param("m", g.m);
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("batch", g.batch);
+  args.param("lda", g.lda);
+  args.param("ldb", g.ldb);
+  args.param("sa", strided ? g.a_stride : 0);
+  args.param("sb", strided ? g.b_stride : 0);
+  const std::string defines = acc_defines(p.acc, wx * wy) + "#define WX " + std::to_string(wx) + "u\n#define WY " +
+                              std::to_string(wy) + "u\n#define TM " + std::to_string(tm) + "u\n#define TN " +
+                              std::to_string(tn) + "u\n#define BM " + std::to_string(bm) + "u\n#define BN " +
+                              std::to_string(bn) + "u\n#define BK " + std::to_string(bk) + "u\n#define PAD " +
+                              std::to_string(pad) + "u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
+                              flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n";
+  const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
+  const Kernel k{"matmul_gemm", shader({p.t, p.acc}, defines, args, h, fns, ksrc::kGemm)};
+  cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + bn - 1) / bn, info.max_groups[0]),
+              clamp_groups((g.m + bm - 1) / bm, info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
+}
+
+// ---- GEMV ----
+
+struct GemvShape {
+  uint32_t nt = 256, cols = 64, ks = 4, kt = 256;
+};
+
+GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, DType acc) {
+  GemvShape s;
+  if (info.max_invocations < 256) {
+    s.nt = 128;
+    s.ks = 2;
+  }
+  const size_t es = dtype_size(acc);
+  while (s.kt > 32 && (rows * s.kt + s.ks * rows * s.cols) * es > info.max_shared_bytes) s.kt /= 2;
+  return s;
+}
+
+std::string gemv_defines(const GemvShape& s, DType acc, int64_t rows, bool split, bool grouped) {
+  return acc_defines(acc, s.nt) + "#define COLS " + std::to_string(s.cols) + "u\n#define KS " + std::to_string(s.ks) +
+         "u\n#define KT " + std::to_string(s.kt) + "u\n#define R " + std::to_string(rows) + "u\n#define SPLIT " +
+         flag(split) + "\n#define GROUPED " + flag(grouped) + "\n";
+}
+
+// Rows of a skinny product the GEMV kernel takes (A contiguous [rows, k] against one row-major
+// B), or 0.
+int64_t gemv_rows(const plan::MatMulGeom& g) {
+  if (g.trans_a || g.trans_b || g.k == 0 || g.n == 0) return 0;
+  int64_t rows = 0;
+  if (g.batch == 1) rows = g.m;
+  else if (g.b_stride == 0 && g.a_stride == g.m * g.k) rows = g.batch * g.m;
+  return rows >= 1 && rows <= 4 ? rows : 0;
+}
+
+void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
+  const DeviceInfo& info = cx.info();
+  const std::string what = step_label(st);
+  const GemvShape s = gemv_shape(info, rows, p.acc);
+  // Enough workgroups to fill a large GPU: the K range is split when the column tiles are few.
+  constexpr int64_t kTargetGroups = 256;
+  const int64_t tiles = (g.n + s.cols - 1) / s.cols;
+  int64_t splits = 1, kchunk = g.k;
+  if (tiles < kTargetGroups) {
+    splits = std::min<int64_t>((kTargetGroups + tiles - 1) / tiles, (g.k + s.kt - 1) / s.kt);
+    kchunk = ((g.k + splits - 1) / splits + s.kt - 1) / s.kt * s.kt;
+    splits = (g.k + kchunk - 1) / kchunk;
+  }
+  const bool split = splits > 1;
+  KernelArgs args(what);
+  args.buffer("A", p.t, cx.in(st.in.at(0)), true);
+  args.buffer("B", p.t, cx.in(st.in.at(1)), true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  if (p.round_ab == DType::BF16) codegen::glsl_language().dtype_helpers(DType::BF16, h);
+  std::string epi;
+  Operand partials;
+  if (split) {
+    partials = cx.scratch(static_cast<size_t>(splits * rows * g.n) * dtype_size(p.acc), what + " split-K partial sums");
+    partials.write = true;
+    args.buffer("P", p.acc, partials, false);
+  } else {
+    epi = bind_epilogue(cx, st, p, args, h);
+  }
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("kchunk", kchunk);
+  const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
+  const Kernel k{"matmul_gemv", shader({p.t, p.acc}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
+  cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
+              static_cast<uint32_t>(splits));
+  if (!split) return;
+  // Second pass: the partial sums added, through the epilogue.
+  constexpr uint32_t kSumGroup = 256;
+  KernelArgs sum(what);
+  partials.write = false;
+  sum.buffer("P", p.acc, partials, true);
+  codegen::Helpers h2;
+  codegen::glsl_language().dtype_helpers(p.t, h2);
+  const std::string epi2 = bind_epilogue(cx, st, p, sum, h2);
+  sum.param("rows", rows);
+  sum.param("n", g.n);
+  sum.param("splits", splits);
+  const Kernel k2{"matmul_splitk_sum", shader({p.t, p.acc}, acc_defines(p.acc, kSumGroup), sum, h2, epi2, ksrc::kSplitSum)};
+  cx.dispatch(k2, sum.operands(), sum.push(info), cx.groups_1d(static_cast<uint64_t>(rows * g.n), kSumGroup));
+}
+
+// ---- GroupedMatMul ----
+
+void lower_grouped(LowerContext& cx, const plan::Step& st) {
+  const auto& g = std::get<plan::GroupedMatMulGeom>(st.geom);
+  const DeviceInfo& info = cx.info();
+  const std::string what = step_label(st);
+  const DType t = st.out.at(0).dtype;
+  const DType it = st.in.at(2).dtype;
+  check_index(st.in.at(0), what, "x");
+  check_index(st.in.at(1), what, "w");
+  check_index(st.out.at(0), what, "the result");
+  if (g.experts > INT32_MAX) throw Error(what + ": more than 2^31 experts");
+  Product p;
+  p.t = t;
+  p.acc = acc_dtype(t);
+  p.n = g.n;
+  const GemvShape s = gemv_shape(info, 1, p.acc);
+  KernelArgs args(what);
+  args.buffer("A", t, cx.in(st.in.at(0)), true);
+  args.buffer("B", t, cx.in(st.in.at(1)), true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(t, h);
+  const std::string epi = bind_epilogue(cx, st, p, args, h);
+  args.buffer("IDX", it, cx.in(st.in.at(2)), true);
+  args.words("ERR", "int", cx.error_flag(), false);
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("kchunk", g.k);
+  args.param("rows", g.m);
+  args.param("experts", g.experts);
+  const DType wide = it == DType::I64 ? DType::I64 : DType::I32;
+  const std::string defines =
+      gemv_defines(s, p.acc, 1, false, true) + "#define IDX_T " + glsl_compute_type(wide) + "\n";
+  const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
+  const Kernel k{"grouped_matmul", shader({t, p.acc, it, wide}, defines, args, h, fns, ksrc::kGemv)};
+  cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + s.cols - 1) / s.cols, info.max_groups[0]),
+              clamp_groups(g.m, info.max_groups[1]));
+}
+
 }  // namespace
 
 const FamilyClaims kMatmulClaims{kind, node};
 
-void lower_matmul(LowerContext& cx, const plan::Step& st) { (void)cx; throw Error(step_label(st) + ": pending"); }
+void lower_matmul(LowerContext& cx, const plan::Step& st) {
+  if (std::holds_alternative<ops::GroupedMatMul>(st.op)) return lower_grouped(cx, st);
+  const std::string what = step_label(st);
+  const auto* fused = std::get_if<ops::FusedMatMulBiasAct>(&st.op);
+  if (!fused && !std::holds_alternative<ops::MatMul>(st.op))
+    throw Error(what + ": the Vulkan backend has no kernel for this op (it should have been legalized)");
+  const auto& g = std::get<plan::MatMulGeom>(st.geom);
+  const plan::TensorRef& c = st.out.at(0);
+  for (const plan::TensorRef& r : st.in)
+    if (r.dtype != c.dtype) throw Error(what + ": Vulkan matmul needs every operand in the result's dtype");
+  if (!product_dtype(c.dtype))
+    throw Error(what + ": Vulkan matmul: " + dtype_name(c.dtype) + " products are not supported (floats and integers only)");
+  check_index(st.in.at(0), what, "A");
+  check_index(st.in.at(1), what, "B");
+  check_index(c, what, "the result");
+  Product p;
+  p.t = c.dtype;
+  p.acc = acc_dtype(c.dtype);
+  p.n = g.n;
+  const Precision prec = cx.options().precision;
+  if (p.t == DType::F32 && prec == Precision::Fp16) p.round_ab = DType::F16;
+  if (p.t == DType::F32 && prec == Precision::Bf16) p.round_ab = DType::BF16;
+  if (fused) {
+    p.act = g.activation;
+    if (fused->has_bias(st.in.size())) {
+      p.bias = &st.in.at(2);
+      p.bias_len = g.bias_len;
+      if (p.bias_len != 1 && p.bias_len != g.n)
+        throw Error(what + ": the bias has " + std::to_string(p.bias_len) + " elements, expected 1 or " +
+                    std::to_string(g.n) + " (one per column)");
+    }
+    if (fused->residual) {
+      p.residual = &st.in.back();
+      if (p.residual->numel() != c.numel())
+        throw Error(what + ": the residual has " + std::to_string(p.residual->numel()) + " elements, expected " +
+                    std::to_string(c.numel()));
+    }
+  }
+  if (const int64_t rows = gemv_rows(g)) return lower_gemv(cx, st, g, p, rows);
+  lower_gemm(cx, st, g, p);
+}
 
 }  // namespace rlx::vulkan

@@ -1,0 +1,183 @@
+#pragma once
+// GLSL templates of the Vulkan matmul family (lower_matmul.cpp). Each is the body of a compute
+// shader; the lowering prepends the header, the #defines below, the bindings, the push-constant
+// block `pc` (one element offset `o_<NAME>` per binding, then the parameters) and three functions:
+//   ACC load_a(uint i), ACC load_b(uint i)  - an element of A / B in the accumulation type ACC
+//                                              (float for f32/f16/bf16, double, int or int64_t)
+//   void rlx_epilogue(uint o, uint col, ACC acc) - stores output element o (column col) of the
+//                                              product `acc` after the bias/activation/residual
+// and MAD(acc, a, b) (an fma for floats).
+
+namespace rlx::vulkan::ksrc {
+
+// Tiled GEMM: C[b] = op(A)[b] @ op(B)[b]. A workgroup of NT = WX * WY invocations computes
+// BM x BN tiles (BM = WY * TM, BN = WX * TN), each invocation TM x TN outputs strided by WY / WX
+// (so shared-memory reads are conflict-free and stores coalesced); the K loop stages BK-deep
+// slices of A and B in shared memory with loads along each operand's contiguous dim. Tiles and
+// batch items are grid-stride loops over x (columns), y (rows) and z (batch items).
+// Defines: NT WX WY TM TN BM BN BK PAD TRANS_A TRANS_B HAS_TABLE (per-item A/B offsets in TAB,
+// else b * pc.sa / b * pc.sb). Params: m n k batch lda ldb sa sb.
+inline constexpr const char* kGemm = R"(
+shared ACC As[BK * (BM + PAD)];
+shared ACC Bs[BK * (BN + PAD)];
+#define AS(kk, r) As[(kk) * (BM + PAD) + (r)]
+#define BS(kk, c) Bs[(kk) * (BN + PAD) + (c)]
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tx = tid % WX, ty = tid / WX;
+  const uint tiles_m = (pc.m + BM - 1u) / BM, tiles_n = (pc.n + BN - 1u) / BN;
+  for (uint b = gl_WorkGroupID.z; b < pc.batch; b += gl_NumWorkGroups.z) {
+#if HAS_TABLE
+    const uint a0 = pc.o_A + TAB.data[pc.o_TAB + 2u * b], b0 = pc.o_B + TAB.data[pc.o_TAB + 2u * b + 1u];
+#else
+    const uint a0 = pc.o_A + b * pc.sa, b0 = pc.o_B + b * pc.sb;
+#endif
+    for (uint tm = gl_WorkGroupID.y; tm < tiles_m; tm += gl_NumWorkGroups.y) {
+      for (uint tn = gl_WorkGroupID.x; tn < tiles_n; tn += gl_NumWorkGroups.x) {
+        const uint row0 = tm * BM, col0 = tn * BN;
+        ACC acc[TM][TN];
+        for (uint i = 0u; i < TM; ++i)
+          for (uint j = 0u; j < TN; ++j) acc[i][j] = ACC(0);
+        for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+          for (uint e = tid; e < BM * BK; e += NT) {
+#if TRANS_A
+            const uint r = e % BM, kk = e / BM;  // A stored [k, m]: along m
+#else
+            const uint kk = e % BK, r = e / BK;  // A stored [m, k]: along k
+#endif
+            const uint gr = row0 + r, gk = k0 + kk;
+            ACC v = ACC(0);
+#if TRANS_A
+            if (gr < pc.m && gk < pc.k) v = load_a(a0 + gk * pc.lda + gr);
+#else
+            if (gr < pc.m && gk < pc.k) v = load_a(a0 + gr * pc.lda + gk);
+#endif
+            AS(kk, r) = v;
+          }
+          for (uint e = tid; e < BN * BK; e += NT) {
+#if TRANS_B
+            const uint kk = e % BK, c = e / BK;  // B stored [n, k]: along k
+#else
+            const uint c = e % BN, kk = e / BN;  // B stored [k, n]: along n
+#endif
+            const uint gc = col0 + c, gk = k0 + kk;
+            ACC v = ACC(0);
+#if TRANS_B
+            if (gc < pc.n && gk < pc.k) v = load_b(b0 + gc * pc.ldb + gk);
+#else
+            if (gc < pc.n && gk < pc.k) v = load_b(b0 + gk * pc.ldb + gc);
+#endif
+            BS(kk, c) = v;
+          }
+          barrier();
+          for (uint kk = 0u; kk < BK; ++kk) {
+            ACC av[TM];
+            ACC bv[TN];
+            for (uint i = 0u; i < TM; ++i) av[i] = AS(kk, ty + i * WY);
+            for (uint j = 0u; j < TN; ++j) bv[j] = BS(kk, tx + j * WX);
+            for (uint i = 0u; i < TM; ++i)
+              for (uint j = 0u; j < TN; ++j) acc[i][j] = MAD(acc[i][j], av[i], bv[j]);
+          }
+          barrier();
+        }
+        for (uint i = 0u; i < TM; ++i) {
+          const uint r = row0 + ty + i * WY;
+          if (r >= pc.m) continue;
+          for (uint j = 0u; j < TN; ++j) {
+            const uint c = col0 + tx + j * WX;
+            if (c < pc.n) rlx_epilogue((b * pc.m + r) * pc.n + c, c, acc[i][j]);
+          }
+        }
+      }
+    }
+  }
+}
+)";
+
+// Skinny products (decode): R rows of A (contiguous [R, k]) against one row-major B [k, n], or
+// (GROUPED) one row of x against its expert's w[idx[row]]. A workgroup of NT invocations owns
+// COLS output columns: invocation (c, s) reads column c of every KS-th row of B (a subgroup reads
+// consecutive columns of one row: coalesced), with A's rows staged KT elements at a time in
+// shared memory; the KS partial sums of a column are added in shared memory. x: column tiles
+// (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n], added by kSplitSum) or, when
+// GROUPED, rows (grid-stride; an expert index outside [0, experts) raises error 3).
+// Defines: NT COLS KS KT R SPLIT GROUPED [IDX_T: int, or int64_t for i64 indices]. Params: n k kchunk [rows experts].
+inline constexpr const char* kGemv = R"(
+shared ACC xs[R * KT];
+shared ACC red[KS * R * COLS];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint c = tid % COLS, s = tid / COLS;
+  const uint tiles = (pc.n + COLS - 1u) / COLS;
+#if GROUPED
+  for (uint row = gl_WorkGroupID.y; row < pc.rows; row += gl_NumWorkGroups.y) {
+    const IDX_T ex = IDX_T(IDX.data[pc.o_IDX + row]);
+    if (ex < IDX_T(0) || ex >= IDX_T(pc.experts)) {  // the same value in every invocation
+      if (tid == 0u) atomicMax(ERR.data[pc.o_ERR], 3);
+      continue;
+    }
+    const uint a0 = pc.o_A + row * pc.k, b0 = pc.o_B + uint(ex) * pc.k * pc.n;
+    const uint k_begin = 0u, k_end = pc.k;
+#else
+  {
+    const uint split = gl_WorkGroupID.y;
+    const uint a0 = pc.o_A, b0 = pc.o_B;
+    const uint k_begin = split * pc.kchunk, k_end = min(pc.k, k_begin + pc.kchunk);
+#endif
+    for (uint t = gl_WorkGroupID.x; t < tiles; t += gl_NumWorkGroups.x) {
+      const uint col = t * COLS + c;
+      ACC acc[R];
+      for (uint r = 0u; r < R; ++r) acc[r] = ACC(0);
+      for (uint k0 = k_begin; k0 < k_end; k0 += KT) {
+        const uint kn = min(uint(KT), k_end - k0);
+        for (uint e = tid; e < R * KT; e += NT) {
+          const uint r = e / KT, kk = e % KT;
+          xs[e] = kk < kn ? load_a(a0 + r * pc.k + k0 + kk) : ACC(0);
+        }
+        barrier();
+        if (col < pc.n) {
+          for (uint kk = s; kk < kn; kk += KS) {
+            const ACC w = load_b(b0 + (k0 + kk) * pc.n + col);
+            for (uint r = 0u; r < R; ++r) acc[r] = MAD(acc[r], xs[r * KT + kk], w);
+          }
+        }
+        barrier();
+      }
+      for (uint r = 0u; r < R; ++r) red[(s * R + r) * COLS + c] = acc[r];
+      barrier();
+      if (tid < R * COLS) {
+        const uint r = tid / COLS, cc = tid % COLS, gc = t * COLS + cc;
+        if (gc < pc.n) {
+          ACC v = red[r * COLS + cc];
+          for (uint q = 1u; q < KS; ++q) v += red[(q * R + r) * COLS + cc];
+#if SPLIT
+          P.data[pc.o_P + (split * R + r) * pc.n + gc] = v;
+#elif GROUPED
+          rlx_epilogue(row * pc.n + gc, gc, v);
+#else
+          rlx_epilogue(r * pc.n + gc, gc, v);
+#endif
+        }
+      }
+      barrier();
+    }
+  }
+}
+)";
+
+// The split-K GEMV's second pass: output i (of rows * n) is the sum of its `splits` partials
+// P[split * rows * n + i], through the epilogue. 1-D grid-stride. Defines: NT. Params: rows n splits.
+inline constexpr const char* kSplitSum = R"(
+void main() {
+  const uint total = pc.rows * pc.n;
+  for (uint i = gl_GlobalInvocationID.x; i < total; i += gl_NumWorkGroups.x * NT) {
+    ACC v = ACC(0);
+    for (uint q = 0u; q < pc.splits; ++q) v += P.data[pc.o_P + q * total + i];
+    rlx_epilogue(i, i % pc.n, v);
+  }
+}
+)";
+
+}  // namespace rlx::vulkan::ksrc

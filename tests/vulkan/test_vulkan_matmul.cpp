@@ -1,0 +1,251 @@
+// The Vulkan matmul family beyond the shared parity cases: every claimed dtype on the GEMM, the
+// GEMV and its split-K pass (integers wrapping like the CPU), fused epilogues on integers and
+// f64, grids past 65535 workgroups, an empty contracting dim, the Fp16/Bf16 precision policies
+// (operands rounded, f32 accumulation), GroupedMatMul over dtypes and index types, and its bad
+// expert indices reported as errors.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vulkan/vulkan_test_util.h"
+#ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/lower.h"
+#endif
+
+namespace {
+
+using namespace rlx;
+using namespace rlx::testing;
+
+#ifdef RLX_HAVE_VULKAN
+
+constexpr DType kAllProductTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8,
+                                      DType::I16, DType::I32,  DType::I64,  DType::U8,  DType::U32};
+
+// Integer inputs large enough that sums (and for i32/i64 products) wrap.
+ParityOptions wrapping(DType t) {
+  ParityOptions o;
+  switch (t) {
+    case DType::I8: o.int_hi = 100; break;
+    case DType::U8: o.int_hi = 250; break;
+    case DType::I16: o.int_hi = 30000; break;
+    case DType::I32:
+    case DType::U32: o.int_hi = int64_t{1} << 30; break;
+    case DType::I64: o.int_hi = int64_t{1} << 40; break;
+    default: break;
+  }
+  return o;
+}
+
+Graph matmul_graph(const std::vector<int64_t>& a, const std::vector<int64_t>& b, DType t) {
+  Graph g;
+  g.add_output(g.matmul(g.input("a", Shape::from(a, t)), g.input("b", Shape::from(b, t))));
+  return g;
+}
+
+Graph fused_graph(int64_t rows, int64_t k, int64_t n, DType t, std::optional<ActKind> act, int64_t bias_len,
+                  bool residual) {
+  Graph g;
+  std::vector<Value> ins{g.input("x", Shape::of({rows, k}, t)), g.param("w", Shape::of({k, n}, t))};
+  if (bias_len) ins.push_back(g.param("bias", Shape::of({bias_len}, t)));
+  if (residual) ins.push_back(g.input("res", Shape::of({rows, n}, t)));
+  ops::FusedMatMulBiasAct f{act};
+  f.residual = residual;
+  g.add_output(g.apply(f, ins));
+  return g;
+}
+
+struct Dims2 {
+  std::vector<int64_t> a, b;
+};
+
+// GEMM (odd tiles, batched with one stride and with a broadcast table), the split-K GEMV (3 rows,
+// 2 splits; 1 row, 12 splits), the one-pass GEMV (enough column tiles) and a batched skinny product.
+const std::vector<Dims2> kShapes = {{{37, 70}, {70, 45}},    {{2, 5, 9}, {2, 9, 7}},  {{4, 1, 5, 8}, {3, 8, 6}},
+                                    {{3, 300}, {300, 130}},  {{1, 3000}, {3000, 70}}, {{2, 8}, {8, 16400}},
+                                    {{2, 2, 40}, {40, 33}}};
+
+TEST(VulkanMatmul, EveryDtypeOnGemmAndGemv) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : kAllProductTypes)
+    for (const Dims2& s : kShapes) {
+      SCOPED_TRACE(std::string(dtype_name(t)));
+      expect_vulkan_parity(matmul_graph(s.a, s.b, t), Precision::Fp32, wrapping(t));
+    }
+}
+
+TEST(VulkanMatmul, VectorOperands) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::F32, DType::I32}) {
+    expect_vulkan_parity(matmul_graph({70}, {70, 20}, t), Precision::Fp32, wrapping(t));
+    expect_vulkan_parity(matmul_graph({6, 70}, {70}, t), Precision::Fp32, wrapping(t));
+    expect_vulkan_parity(matmul_graph({3, 6, 70}, {70}, t), Precision::Fp32, wrapping(t));
+  }
+}
+
+// Integers: the product wraps to the dtype, then bias, activation and residual each wrap again
+// (the CPU's unfused semantics); f64 stays in double. GEMM (40 rows) and GEMV (3 rows, split).
+TEST(VulkanMatmul, FusedEpilogueOnIntegersAndF64) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::F64})
+    for (auto act : std::vector<std::optional<ActKind>>{std::nullopt, ActKind::Relu, ActKind::Abs, ActKind::Neg})
+      for (int64_t rows : {40, 3})
+        for (int64_t bias_len : {0, 1, 24}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + " bias " + std::to_string(bias_len));
+          ParityOptions o = wrapping(t);
+          if (t == DType::F64) o.lo = -2, o.hi = 2;
+          expect_vulkan_parity(fused_graph(rows, 600, 24, t, act, bias_len, true), Precision::Fp32, o);
+        }
+}
+
+// Signed values: relu(100 + 100) in i8 is relu(-56) = 0, not 200 wrapped.
+TEST(VulkanMatmul, FusedInt8ReluSeesTheWrappedSum) {
+  RLX_REQUIRE_VULKAN();
+  const Graph g = fused_graph(2, 1, 3, DType::I8, ActKind::Relu, 3, false);
+  RunConfig vk;
+  vk.label = "vulkan";
+  vk.device = Device::Vulkan;
+  const NamedTensors ins{{"x", from_doubles(DType::I8, {2, 1}, {10, -10})}};
+  const NamedTensors params{{"w", from_doubles(DType::I8, {1, 3}, {10, 12, -3})},
+                            {"bias", from_doubles(DType::I8, {3}, {100, 7, -100})}};
+  const auto out = run_config(g, vk, ins, params);
+  ASSERT_EQ(out.size(), 1u);
+  // row 0: 100+100 = -56 -> 0; 120+7 = 127; -30-100 = -130 -> 126. row 1: -100+100 = 0; -120+7 = -113 -> 0;
+  // 30-100 = -70 -> 0.
+  const std::vector<int64_t> want{0, 127, 126, 0, 0, 0};
+  EXPECT_EQ(out[0].to_i64(), want);
+}
+
+TEST(VulkanMatmul, F64EpilogueWithoutDoubleMathIsRefused) {
+  RLX_REQUIRE_VULKAN();
+  const Graph g = fused_graph(4, 8, 8, DType::F64, ActKind::Gelu, 8, false);
+  const Node& n = g.nodes().back();
+  std::string why;
+  EXPECT_FALSE(vulkan::vulkan_claims_node(g, n, nullptr, &why));
+  EXPECT_NE(why.find("fused_matmul_bias_act"), std::string::npos) << why;
+  EXPECT_NE(why.find("f64"), std::string::npos) << why;
+  const Graph ok = fused_graph(4, 8, 8, DType::F64, ActKind::Relu, 8, false);
+  EXPECT_TRUE(vulkan::vulkan_claims_node(ok, ok.nodes().back(), nullptr, &why)) << why;
+}
+
+// More than 65535 workgroups on each grid axis the kernels loop over.
+TEST(VulkanMatmul, GemmBatchPastTheWorkgroupLimit) {
+  RLX_REQUIRE_VULKAN();
+  expect_vulkan_parity(matmul_graph({70000, 2, 3}, {70000, 3, 2}, DType::F32));  // z: 70000 batch items
+}
+
+TEST(VulkanMatmul, GemvColumnsPastTheWorkgroupLimit) {
+  RLX_REQUIRE_VULKAN();
+  expect_vulkan_parity(matmul_graph({1, 2}, {2, 64 * 65536 + 100}, DType::F32));  // x: 65537 column tiles
+}
+
+TEST(VulkanMatmul, GroupedRowsPastTheWorkgroupLimit) {
+  RLX_REQUIRE_VULKAN();
+  Graph g;
+  g.add_output(g.apply(ops::GroupedMatMul{}, {g.input("x", Shape::of({70000, 4})), g.input("w", Shape::of({3, 4, 8})),
+                                              g.input("idx", Shape::of({70000}, DType::I32))}));
+  std::vector<double> ix(70000);
+  for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<double>(i % 3);
+  ParityOptions o;
+  o.fixed_inputs = {{"idx", from_doubles(DType::I32, {70000}, ix)}};
+  expect_vulkan_parity(g, Precision::Fp32, o);  // y: 70000 rows
+}
+
+TEST(VulkanMatmul, EmptyContractingDim) {
+  RLX_REQUIRE_VULKAN();
+  expect_vulkan_parity(matmul_graph({3, 0}, {0, 5}, DType::F32));
+  expect_vulkan_parity(matmul_graph({9, 0}, {0, 70}, DType::I32));
+  expect_vulkan_parity(fused_graph(2, 0, 5, DType::F16, ActKind::Silu, 5, true));
+}
+
+// Fp16 / Bf16: f32 operands rounded to the half type, products accumulated in f32. The result
+// matches the CPU product of the rounded operands and differs from the f32 product.
+TEST(VulkanMatmul, HalfPrecisionPoliciesRoundTheOperands) {
+  RLX_REQUIRE_VULKAN();
+  for (Precision p : {Precision::Fp16, Precision::Bf16})
+    for (const Dims2& s : std::vector<Dims2>{{{37, 70}, {70, 45}}, {{2, 3000}, {3000, 20}}}) {
+      SCOPED_TRACE(precision_name(p));
+      const DType h = p == Precision::Fp16 ? DType::F16 : DType::BF16;
+      const Graph plain = matmul_graph(s.a, s.b, DType::F32);
+      Graph rounded;
+      {
+        auto half = [&](Value v) { return rounded.cast(rounded.cast(v, h), DType::F32); };
+        rounded.add_output(rounded.matmul(half(rounded.input("a", Shape::from(s.a, DType::F32))),
+                                          half(rounded.input("b", Shape::from(s.b, DType::F32)))));
+      }
+      const NamedTensors ins{{"a", random_tensor(DType::F32, s.a, 7)}, {"b", random_tensor(DType::F32, s.b, 8)}};
+      RunConfig vk;
+      vk.label = "vulkan";
+      vk.device = Device::Vulkan;
+      vk.options.precision = p;
+      const auto got = run_config(plain, vk, ins, {});
+      const auto want = run_config(rounded, RunConfig{}, ins, {});
+      const auto exact = run_config(plain, RunConfig{}, ins, {});
+      const std::vector<double> g = got.at(0).to_f64(), w = want.at(0).to_f64(), e = exact.at(0).to_f64();
+      double err = 0, off = 0;
+      for (size_t i = 0; i < g.size(); ++i) {
+        err = std::max(err, std::abs(g[i] - w[i]));
+        off = std::max(off, std::abs(g[i] - e[i]));
+      }
+      EXPECT_LT(err, 2e-4);
+      EXPECT_GT(off, 1e-4);
+    }
+}
+
+// Split-K GEMV partial sums under an epilogue with a scalar bias (f16, bf16) and exact integers.
+TEST(VulkanMatmul, SplitGemvEpilogues) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::F16, DType::BF16, DType::F32, DType::I32})
+    for (int64_t rows : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
+      expect_vulkan_parity(fused_graph(rows, 2000, 40, t, ActKind::Relu, 1, true), Precision::Fp32, wrapping(t));
+    }
+}
+
+Graph grouped_graph(int64_t m, int64_t k, int64_t n, int64_t e, DType t, DType it) {
+  Graph g;
+  g.add_output(g.apply(ops::GroupedMatMul{}, {g.input("x", Shape::of({m, k}, t)), g.input("w", Shape::of({e, k, n}, t)),
+                                              g.input("idx", Shape::of({m}, it))}));
+  return g;
+}
+
+TEST(VulkanMatmul, GroupedEveryDtypeAndIndexType) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : kAllProductTypes)
+    for (DType it : {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U32}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " idx " + dtype_name(it));
+      const int64_t m = 7, e = 3;
+      std::vector<double> ix(static_cast<size_t>(m));
+      for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<double>((i * 2 + 1) % e);
+      ParityOptions o = wrapping(t);
+      o.fixed_inputs = {{"idx", from_doubles(it, {m}, ix)}};
+      expect_vulkan_parity(grouped_graph(m, 300, 70, e, t, it), Precision::Fp32, o);
+    }
+}
+
+TEST(VulkanMatmul, GroupedBadExpertIndexIsAnError) {
+  RLX_REQUIRE_VULKAN();
+  for (DType it : {DType::I32, DType::I64})
+    for (double bad : {3.0, -1.0, 1e6}) {
+      const Graph g = grouped_graph(4, 16, 8, 3, DType::F32, it);
+      auto cg = Session(Device::Vulkan).compile(g);
+      const NamedTensors ins{{"x", random_tensor(DType::F32, {4, 16}, 1)},
+                             {"w", random_tensor(DType::F32, {3, 16, 8}, 2)},
+                             {"idx", from_doubles(it, {4}, {0, 2, bad, 1})}};
+      try {
+        cg.run(ins);
+        ADD_FAILURE() << "expert index " << bad << " was not reported";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("expert index"), std::string::npos) << e.what();
+      }
+      // The next run with good indices works.
+      NamedTensors good = ins;
+      good[2].second = from_doubles(it, {4}, {0, 2, 2, 1});
+      EXPECT_NO_THROW(cg.run(good));
+    }
+}
+
+#endif  // RLX_HAVE_VULKAN
+
+}  // namespace
