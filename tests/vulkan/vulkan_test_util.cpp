@@ -8,6 +8,27 @@
 
 namespace rlx::testing {
 
+#ifdef RLX_HAVE_VULKAN
+namespace {
+
+// Under RLX_VULKAN_VALIDATION=1 (every ctest entry sets it), a test process whose Vulkan work
+// drew a validation error fails at its end, whatever test ran (ctest runs each in its own).
+class ValidationCheck final : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (vulkan::validation_error_count() == 0) return;
+    std::string all;
+    for (const auto& m : vulkan::validation_messages()) all += "\n  " + m;
+    ADD_FAILURE() << vulkan::validation_error_count() << " Vulkan validation error(s):" << all;
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const g_validation_check =
+    ::testing::AddGlobalTestEnvironment(new ValidationCheck);
+
+}  // namespace
+#endif
+
 std::string vulkan_unavailable_reason() {
   static const std::string reason = [] {
     try {
