@@ -294,15 +294,17 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
 
 // ---- GEMV ----
 
+// 256 invocations: 32 columns (a 32-wide subgroup reads 32 consecutive elements of a row of
+// B) x 8 slices of K; KT elements of each row of A staged at a time.
 struct GemvShape {
-  uint32_t nt = 256, cols = 64, ks = 4, kt = 256;
+  uint32_t nt = 256, cols = 32, ks = 8, kt = 256;
 };
 
 GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, DType acc) {
   GemvShape s;
   if (info.max_invocations < 256) {
     s.nt = 128;
-    s.ks = 2;
+    s.ks = 4;
   }
   const size_t es = dtype_size(acc);
   while (s.kt > 32 && (rows * s.kt + s.ks * rows * s.cols) * es > info.max_shared_bytes) s.kt /= 2;

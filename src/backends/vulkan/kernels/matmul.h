@@ -71,14 +71,21 @@ void main() {
             BS(kk, c) = v;
           }
           barrier();
+          // Each BK slice summed apart, then added: blocked summation keeps the rounding error of
+          // long K near the BLAS kernels' (a single chain over K loses ~sqrt(K) ulps).
+          ACC part[TM][TN];
+          for (uint i = 0u; i < TM; ++i)
+            for (uint j = 0u; j < TN; ++j) part[i][j] = ACC(0);
           for (uint kk = 0u; kk < BK; ++kk) {
             ACC av[TM];
             ACC bv[TN];
             for (uint i = 0u; i < TM; ++i) av[i] = AS(kk, ty + i * WY);
             for (uint j = 0u; j < TN; ++j) bv[j] = BS(kk, tx + j * WX);
             for (uint i = 0u; i < TM; ++i)
-              for (uint j = 0u; j < TN; ++j) acc[i][j] = MAD(acc[i][j], av[i], bv[j]);
+              for (uint j = 0u; j < TN; ++j) part[i][j] = MAD(part[i][j], av[i], bv[j]);
           }
+          for (uint i = 0u; i < TM; ++i)
+            for (uint j = 0u; j < TN; ++j) acc[i][j] += part[i][j];
           barrier();
         }
         for (uint i = 0u; i < TM; ++i) {
@@ -138,10 +145,24 @@ void main() {
         }
         barrier();
         if (col < pc.n) {
-          for (uint kk = s; kk < kn; kk += KS) {
-            const ACC w = load_b(b0 + (k0 + kk) * pc.n + col);
-            for (uint r = 0u; r < R; ++r) acc[r] = MAD(acc[r], xs[r * KT + kk], w);
+          // Two chains per chunk (two loads of B in flight), summed apart and then added: blocked
+          // summation keeps the rounding error of long K near the BLAS kernels'.
+          ACC p0[R], p1[R];
+          for (uint r = 0u; r < R; ++r) p0[r] = p1[r] = ACC(0);
+          uint kk = s;
+          for (; kk + KS < kn; kk += 2u * KS) {
+            const ACC w0 = load_b(b0 + (k0 + kk) * pc.n + col);
+            const ACC w1 = load_b(b0 + (k0 + kk + KS) * pc.n + col);
+            for (uint r = 0u; r < R; ++r) {
+              p0[r] = MAD(p0[r], xs[r * KT + kk], w0);
+              p1[r] = MAD(p1[r], xs[r * KT + kk + KS], w1);
+            }
           }
+          if (kk < kn) {
+            const ACC w = load_b(b0 + (k0 + kk) * pc.n + col);
+            for (uint r = 0u; r < R; ++r) p0[r] = MAD(p0[r], xs[r * KT + kk], w);
+          }
+          for (uint r = 0u; r < R; ++r) acc[r] += p0[r] + p1[r];
         }
         barrier();
       }
