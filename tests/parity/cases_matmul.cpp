@@ -12,6 +12,18 @@ namespace rlx::testing {
 
 namespace {
 
+// Sums of k products in f32, in another order than the CPU's BLAS: the absolute error grows like
+// sqrt(k) (both sides are off from the exact sum by about that much; a wrong weight or a lost k
+// chunk is off by O(1)).
+std::function<Tolerance(DType)> k_sum_tolerance(int64_t k) {
+  return [k](DType d) {
+    Tolerance tol = parity_tolerance(d);
+    if (d == DType::F32) tol.atol = 4e-6 * std::sqrt(static_cast<double>(k));
+    return tol;
+  };
+}
+
+
 constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 std::string dt(DType t) { return dtype_name(t); }
@@ -77,7 +89,9 @@ void add_fused(CaseList& l) {
           ops::FusedMatMulBiasAct f{ActKind::Silu};
           f.residual = true;
           g.add_output(g.apply(f, {x, g.param("w", Shape::of({k, n}, t)), g.param("b", Shape::of({n}, t)), r}));
-          v.push_back({"k=" + std::to_string(k) + " n=" + std::to_string(n), std::move(g), {}});
+          ParityOptions o;
+          o.tolerance = k_sum_tolerance(k);
+          v.push_back({"k=" + std::to_string(k) + " n=" + std::to_string(n), std::move(g), o});
         }
         return v;
       });
@@ -124,13 +138,7 @@ void add_grouped(CaseList& l) {
           for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<double>((i * 5 + 3) % static_cast<size_t>(c.e));
           ParityOptions o;
           o.fixed_inputs = {{"idx", from_doubles(it, {c.m}, ix)}};
-          // Sums of k products in f32, in another order than the CPU's BLAS: the absolute error
-          // grows like sqrt(k) (a wrong expert or a lost k chunk is off by O(1)).
-          o.tolerance = [k = c.k](DType d) {
-            Tolerance tol = parity_tolerance(d);
-            if (d == DType::F32) tol.atol = 4e-6 * std::sqrt(static_cast<double>(k));
-            return tol;
-          };
+          o.tolerance = k_sum_tolerance(c.k);
           v.push_back({"m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " n " + std::to_string(c.n) +
                            " experts " + std::to_string(c.e),
                        std::move(g), o});
