@@ -41,7 +41,9 @@ TEST(VulkanRuntime, DeviceIsListedWithItsFeatures) {
   EXPECT_GE(info.subgroup_size, 1u);
   std::cout << "[ vulkan   ] " << info.name << ": subgroup " << info.subgroup_size << ", f16 " << info.float16
             << ", int64 " << info.int64 << ", f64 " << info.float64 << ", 8-bit storage " << info.storage8
-            << ", max binding " << info.max_storage_range << " B\n";
+            << ", max binding " << info.max_storage_range << " B, shared " << info.max_shared_bytes
+            << " B, coopmat KHR/NV/NV2 " << info.coopmat_khr << "/" << info.coopmat_nv << "/" << info.coopmat2_nv
+            << ", timestamps " << (info.timestamp_ns > 0) << "\n";
 }
 
 Graph chain_graph() {

@@ -209,6 +209,10 @@ Context* create_context() {
     info.memory_budget = true;
   }
 
+  info.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
+  info.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
+  info.coopmat2_nv = has_extension(exts, "VK_NV_cooperative_matrix2");
+
   uint32_t n_fam = 0;
   vk().vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_fam, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n_fam);

@@ -23,6 +23,8 @@ struct DeviceInfo {
   bool subgroup_arith = false;               // subgroup arithmetic operations in compute shaders
   uint32_t subgroup_size = 1;
   bool memory_budget = false;                // VK_EXT_memory_budget enabled
+  // Cooperative-matrix extensions the device exposes (not enabled yet: kernels do not use them).
+  bool coopmat_khr = false, coopmat_nv = false, coopmat2_nv = false;
   uint64_t max_storage_range = 0;            // maxStorageBufferRange
   uint64_t storage_alignment = 16;           // minStorageBufferOffsetAlignment
   uint64_t max_allocation = 0;               // maxMemoryAllocationSize
