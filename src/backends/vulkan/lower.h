@@ -25,6 +25,8 @@
 
 namespace rlx::vulkan {
 
+inline constexpr uint32_t kMaxGroups1d = 65535;
+
 // A window of a device buffer bound to one binding, and where the operand starts in it.
 struct Operand {
   VkBuffer buffer = VK_NULL_HANDLE;
@@ -69,7 +71,8 @@ class LowerContext {
   // operand 4-byte aligned).
   virtual void fill(const Operand& dst, uint64_t bytes, uint32_t word) = 0;
 
-  // Workgroups of a grid-stride 1-D dispatch over `items` with `per_group` items per workgroup.
+  // Workgroups of a grid-stride 1-D dispatch over `items` with `per_group` items per workgroup
+  // (at most kMaxGroups1d).
   uint32_t groups_1d(uint64_t items, uint64_t per_group) const;
 };
 

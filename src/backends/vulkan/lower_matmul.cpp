@@ -170,8 +170,9 @@ struct Product {
 // `ACC name(uint i)`: element i of buffer `buf` in the accumulation type.
 std::string load_fn(const std::string& name, const std::string& buf, const Product& p) {
   std::string v = glsl_load(p.t, buf + ".data[i]");
-  if (p.round_ab == DType::F16) v = "unpackHalf2x16(packHalf2x16(vec2(" + v + ", 0.0))).x";
-  else if (p.round_ab == DType::BF16) v = codegen::glsl_language().round(DType::BF16, v);
+  // float16_t conversion (round to nearest even on the devices tested); packHalf2x16's rounding
+  // is implementation-defined (NVIDIA truncates: 10x the error of the CPU's rounding).
+  if (p.round_ab != DType::F32) v = codegen::glsl_language().round(p.round_ab, v);
   return "ACC " + name + "(uint i) { return ACC(" + v + "); }\n";
 }
 
@@ -287,7 +288,7 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
                               std::to_string(pad) + "u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
                               flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n";
   const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
-  const Kernel k{"matmul_gemm", shader({p.t, p.acc}, defines, args, h, fns, ksrc::kGemm)};
+  const Kernel k{"matmul_gemm", shader({p.t, p.acc, p.round_ab}, defines, args, h, fns, ksrc::kGemm)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + bn - 1) / bn, info.max_groups[0]),
               clamp_groups((g.m + bm - 1) / bm, info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
 }
@@ -360,7 +361,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   args.param("k", g.k);
   args.param("kchunk", kchunk);
   const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
-  const Kernel k{"matmul_gemv", shader({p.t, p.acc}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
+  const Kernel k{"matmul_gemv", shader({p.t, p.acc, p.round_ab}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
               static_cast<uint32_t>(splits));
   if (!split) return;

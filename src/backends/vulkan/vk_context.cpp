@@ -68,7 +68,11 @@ VkInstance create_instance(bool validation, VkDebugUtilsMessengerEXT* messenger)
   ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   ci.ppEnabledExtensionNames = exts.data();
   VkInstance inst = VK_NULL_HANDLE;
-  check(vk().vkCreateInstance(&ci, nullptr, &inst), "vkCreateInstance");
+  const VkResult r = vk().vkCreateInstance(&ci, nullptr, &inst);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw Error("the Vulkan loader found no driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); install one "
+                "(e.g. Mesa's lavapipe: mesa-vulkan-drivers) or point VK_DRIVER_FILES at a driver's ICD json file");
+  check(r, "vkCreateInstance");
   load_instance_fns(inst);
   if (validation && vk().vkCreateDebugUtilsMessengerEXT) {
     auto mi = vk_struct<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
@@ -290,7 +294,9 @@ Context& context() {
     try {
       h.cx = create_context();
     } catch (const Error& e) {
-      h.error = e.what();
+      // Every reason there is no usable device reads the same way ("no Vulkan device: ...").
+      const std::string what = e.what();
+      h.error = what.rfind("no Vulkan device: ", 0) == 0 ? what : "no Vulkan device: " + what;
     }
   });
   if (!h.cx) throw Error(h.error);
