@@ -99,6 +99,23 @@ const char* kBf16 = R"(uint rlx_bf16_bits(float x) {
 }
 )";
 
+// x rounded to the nearest f16 value (ties to even), as f32, by its bits. Not
+// float(float16_t(x)): NVIDIA's compiler folds that round trip away.
+const char* kRoundF16 = R"(float rlx_round_f16(float x) {
+  uint u = floatBitsToUint(x);
+  uint a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return x;
+  uint s = u & 0x80000000u;
+  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);
+  if (a < 0x38800000u) {
+    float r = roundEven(uintBitsToFloat(a) * 16777216.0) * (1.0 / 16777216.0);
+    return uintBitsToFloat(s | floatBitsToUint(r));
+  }
+  a = (a + 0x0fffu + ((a >> 13) & 1u)) & ~0x1fffu;
+  return uintBitsToFloat(s | a);
+}
+)";
+
 // Integer helpers for the type T (S = true when signed); E(code) reports an error.
 const char* kIntDiv = R"(T rlx_int_div_T(T a, T b) {
   if (b == T(0)) { atomicMax(rlx_err.code, 6); return T(0); }
@@ -206,9 +223,10 @@ class Glsl final : public Language {
   }
   void dtype_helpers(DType t, Helpers& h) const override {
     if (t == DType::BF16) h.add("rlx_bf16_bits", kBf16);
+    if (t == DType::F16) h.add("rlx_round_f16", kRoundF16);
   }
   std::string round(DType t, const std::string& v) const override {
-    if (t == DType::F16) return "float(float16_t(" + v + "))";
+    if (t == DType::F16) return "rlx_round_f16(" + v + ")";
     if (t == DType::BF16) return "uintBitsToFloat(rlx_bf16_bits(" + v + ") << 16)";
     return v;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <limits>
 
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
@@ -138,4 +139,29 @@ TEST(VulkanRuntime, NoValidationErrors) {
 }
 #endif
 
+}  // namespace
+
+namespace {
+using namespace rlx;
+
+// f32 -> f16 -> f32 in one fused kernel at the edges of f16 rounding: ties to even, the
+// largest finite value and the first that rounds to inf, subnormals, signed zeros, NaN.
+TEST(VulkanRuntime, HalfRoundingAtTheEdgesMatchesTheCpu) {
+  RLX_REQUIRE_VULKAN();
+  const std::vector<float> v = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, -65520.0f,
+                                6.0e-8f, 2.98e-8f, 2.99e-8f, 1.0e-5f, -0.0f, 0.0f, 3.0e38f,
+                                std::numeric_limits<float>::quiet_NaN(), 0.1f, -1234.567f};
+  Graph g;
+  const Value x = g.input("x", Shape::of({static_cast<int64_t>(v.size())}));
+  g.add_output(g.mul(g.cast(g.cast(x, DType::F16), DType::F32), g.scalar(1.0)));
+  const NamedTensors in = {{"x", Tensor::f32({static_cast<int64_t>(v.size())}, v)}};
+  const auto got = Session(Device::Vulkan).compile(g).run(in)[0].to_f32();
+  const auto want = Session(Device::Cpu).compile(g).run(in)[0].to_f32();
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t a = 0, b = 0;
+    std::memcpy(&a, &got[i], 4), std::memcpy(&b, &want[i], 4);
+    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << v[i];
+    else EXPECT_EQ(a, b) << "x = " << v[i] << ": vulkan " << got[i] << ", cpu " << want[i];
+  }
+}
 }  // namespace

@@ -170,8 +170,8 @@ struct Product {
 // `ACC name(uint i)`: element i of buffer `buf` in the accumulation type.
 std::string load_fn(const std::string& name, const std::string& buf, const Product& p) {
   std::string v = glsl_load(p.t, buf + ".data[i]");
-  // float16_t conversion (round to nearest even on the devices tested); packHalf2x16's rounding
-  // is implementation-defined (NVIDIA truncates: 10x the error of the CPU's rounding).
+  // By the bits (codegen's rounding helper): packHalf2x16's rounding is implementation-defined,
+  // and NVIDIA's compiler folds float(float16_t(x)) away.
   if (p.round_ab != DType::F32) v = codegen::glsl_language().round(p.round_ab, v);
   return "ACC " + name + "(uint i) { return ACC(" + v + "); }\n";
 }
@@ -253,7 +253,7 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   args.buffer("B", p.t, cx.in(st.in.at(1)), true);
   codegen::Helpers h;
   codegen::glsl_language().dtype_helpers(p.t, h);
-  if (p.round_ab == DType::BF16) codegen::glsl_language().dtype_helpers(DType::BF16, h);
+  if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
   const std::string epi = bind_epilogue(cx, st, p, args, h);
   const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
   if (!strided) {
@@ -288,7 +288,7 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
                               std::to_string(pad) + "u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
                               flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n";
   const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
-  const Kernel k{"matmul_gemm", shader({p.t, p.acc, p.round_ab}, defines, args, h, fns, ksrc::kGemm)};
+  const Kernel k{"matmul_gemm", shader({p.t, p.acc}, defines, args, h, fns, ksrc::kGemm)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + bn - 1) / bn, info.max_groups[0]),
               clamp_groups((g.m + bm - 1) / bm, info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
 }
@@ -347,7 +347,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   args.buffer("B", p.t, cx.in(st.in.at(1)), true);
   codegen::Helpers h;
   codegen::glsl_language().dtype_helpers(p.t, h);
-  if (p.round_ab == DType::BF16) codegen::glsl_language().dtype_helpers(DType::BF16, h);
+  if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
   std::string epi;
   Operand partials;
   if (split) {
@@ -361,7 +361,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   args.param("k", g.k);
   args.param("kchunk", kchunk);
   const std::string fns = load_fn("load_a", "A", p) + load_fn("load_b", "B", p) + epi;
-  const Kernel k{"matmul_gemv", shader({p.t, p.acc, p.round_ab}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
+  const Kernel k{"matmul_gemv", shader({p.t, p.acc}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
               static_cast<uint32_t>(splits));
   if (!split) return;
