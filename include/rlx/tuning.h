@@ -43,7 +43,9 @@ struct CompileOptions;
   BOOL(cuda_attn_mma) STRING(cuda_attn_tile) STRING(cuda_attn_wgmma) BOOL(cuda_attn_concat)       \
   BOOL(cuda_attn_rope) BOOL(cuda_rope_pairs)                                                      \
   /* CUDA: elementwise kernels and launches */                                                    \
-  BOOL(cuda_tiny_early) BOOL(cuda_graphs)
+  BOOL(cuda_tiny_early) BOOL(cuda_graphs)                                                         \
+  /* Vulkan */                                                                                    \
+  BOOL(vulkan_coopmat)
 
 // Per-compile overrides of the compile-scope knobs (`CompileOptions::tuning`): an unset member
 // leaves the knob to its environment variable, then to its default. Set members directly

@@ -103,6 +103,9 @@ constexpr KnobInfo kKnobs[] = {
     boolean("cuda_tiny_early", "RLX_CUDA_TINY_EARLY", true,
             "elementwise kernels of at most 4 blocks launch early and let the next kernel launch before their wait"),
     boolean("cuda_graphs", "RLX_CUDA_GRAPHS", true, "runs replay their launches as a captured CUDA graph"),
+    // Vulkan
+    boolean("vulkan_coopmat", "RLX_VULKAN_COOPMAT", true,
+            "f16 products on cooperative matrices (VK_NV_cooperative_matrix) where the device has them"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

@@ -172,8 +172,10 @@ Context* create_context() {
   info.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   info.max_invocations = p.limits.maxComputeWorkGroupInvocations;
   info.subgroup_size = std::max<uint32_t>(sub.subgroupSize, 1);
-  info.subgroup_arith = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                        (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  const bool compute_subgroups = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  info.subgroup_arith = compute_subgroups && (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.subgroup_shuffle = compute_subgroups && (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  info.subgroup_clustered = compute_subgroups && (sub.supportedOperations & VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
 
   auto f11 = vk_struct<VkPhysicalDeviceVulkan11Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES);
   auto f12 = vk_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
@@ -214,8 +216,23 @@ Context* create_context() {
   }
 
   info.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
-  info.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
   info.coopmat2_nv = has_extension(exts, "VK_NV_cooperative_matrix2");
+  auto coop = vk_struct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+  auto coop_on = vk_struct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+  if (has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    auto q = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    q.pNext = &coop;
+    vk().vkGetPhysicalDeviceFeatures2(pd, &q);
+    if (coop.cooperativeMatrix && info.float16) {
+      enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      coop_on.cooperativeMatrix = VK_TRUE;
+      e12.pNext = &coop_on;
+      e12.vulkanMemoryModel = f12.vulkanMemoryModel;  // coopmat loads/stores use the memory model scopes
+      info.coopmat_nv = true;
+    }
+  }
 
   uint32_t n_fam = 0;
   vk().vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_fam, nullptr);

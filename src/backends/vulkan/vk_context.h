@@ -21,9 +21,12 @@ struct DeviceInfo {
   bool float16 = false, int8 = false, int16 = false, int64 = false, float64 = false;
   bool storage16 = false, storage8 = false;  // 16- / 8-bit storage-buffer access
   bool subgroup_arith = false;               // subgroup arithmetic operations in compute shaders
+  bool subgroup_shuffle = false;             // subgroupShuffle / subgroupShuffleXor
+  bool subgroup_clustered = false;           // clustered subgroup reductions
   uint32_t subgroup_size = 1;
   bool memory_budget = false;                // VK_EXT_memory_budget enabled
-  // Cooperative-matrix extensions the device exposes (not enabled yet: kernels do not use them).
+  // Cooperative matrices: coopmat_nv is VK_NV_cooperative_matrix enabled (the GLSL of Debian's
+  // glslang 12 spells only the NV extension); the KHR and NV2 extensions are only reported.
   bool coopmat_khr = false, coopmat_nv = false, coopmat2_nv = false;
   uint64_t max_storage_range = 0;            // maxStorageBufferRange
   uint64_t storage_alignment = 16;           // minStorageBufferOffsetAlignment
