@@ -232,7 +232,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
     cb_ = new_cb();
     const Operand flag = error_flag();
     vk().vkCmdFillBuffer(cb_, flag.buffer, flag.offset, sizeof(int), 0);
-    full_barrier(cb_);
+    work_barrier(cb_);
     std::vector<Range> written, read;
     for (const Command& c : cmds_) {
       std::vector<Range> w, r;
@@ -248,7 +248,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         for (const Range& y : read) hazard = hazard || x.overlaps(y);
       }
       if (hazard) {
-        full_barrier(cb_);
+        work_barrier(cb_);
         ++g_barriers;
         written.clear(), read.clear();
       }
@@ -277,7 +277,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
       vk().vkCmdWriteTimestamp(profile_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, profile_pool_, 0);
       for (size_t i = 0; i < cmds_.size(); ++i) {
         record_command(profile_cb_, cmds_[i]);
-        full_barrier(profile_cb_);
+        work_barrier(profile_cb_);
         vk().vkCmdWriteTimestamp(profile_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, profile_pool_,
                                  static_cast<uint32_t>(i + 1));
       }

@@ -84,5 +84,8 @@ class VulkanDevice final : public DeviceApi {
 // Records a full memory barrier (all earlier commands' writes visible to all later commands and
 // to the host) into `cb`.
 void full_barrier(VkCommandBuffer cb);
+// Records a barrier between the compute and transfer commands of one schedule: earlier shader
+// and transfer writes visible to later shader and transfer reads and writes (no host stage).
+void work_barrier(VkCommandBuffer cb);
 
 }  // namespace rlx::vulkan
