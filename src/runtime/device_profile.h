@@ -1,11 +1,27 @@
 #pragma once
 // Per-step device times of the GPU backends (`rlx run --profile`): each recorded step timed on
 // its own (CUDA events, Vulkan timestamp queries) and summed per op kind.
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "rlx/session.h"
 
 namespace rlx {
+
+// Device time per op kind, summed over the profiled runs of a backend (thread-safe).
+class StepProfile {
+ public:
+  void add(const std::string& kind, double ms);
+  // One line per kind, slowest first ("  <kind> <ms> ms <share>% <count> <unit>"), then cleared.
+  std::string take(const char* unit);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::pair<double, uint64_t>> rows_;  // kind -> (ms, count)
+};
 
 // Turns the per-step profile of device `d` on for this process (the backend's profile knob,
 // RLX_CUDA_PROFILE / RLX_VULKAN_PROFILE); rlx::Error for a device without one.

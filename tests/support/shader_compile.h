@@ -1,6 +1,6 @@
 #pragma once
-// Compiling GLSL compute shaders to Vulkan SPIR-V in tests (glslang, then the SPIR-V
-// validator of SPIRV-Tools), available when the build found both (RLX_HAVE_GLSLANG).
+// Compiling GLSL compute shaders to Vulkan SPIR-V in tests (the Vulkan backend's glslang
+// compiler, then the SPIR-V validator of SPIRV-Tools), available in builds with both.
 #include <string>
 
 namespace rlx::testing {

@@ -21,6 +21,7 @@
 #include "backends/cuda/status.h"
 #include "plan/schedule.h"
 #include "rlx/error.h"
+#include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
 
 namespace rlx::cuda {
@@ -33,8 +34,7 @@ constexpr size_t kGemmWorkspace = size_t(32) << 20;
 // bytes of rows at a time (at least one row).
 constexpr size_t kPackStaging = size_t(16) << 20;
 
-std::mutex g_profile_mu;
-std::map<std::string, std::pair<double, uint64_t>> g_profile;  // op kind -> (ms, launches)
+StepProfile g_profile;  // op kind -> device time of its launches
 
 
 class CudaVariant final : public DeviceVariant, private LowerContext {
@@ -242,13 +242,10 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
         RLX_CUDA_CHECK(cudaEventRecord(ev.back()->get(), s));
       }
       RLX_CUDA_CHECK(cudaStreamSynchronize(s));
-      std::lock_guard<std::mutex> lock(g_profile_mu);
       for (size_t i = 0; i < ops_.size(); ++i) {
         float ms = 0;
         RLX_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i]->get(), ev[i + 1]->get()));
-        auto& e = g_profile[labels_[i]];
-        e.first += ms;
-        e.second += 1;
+        g_profile.add(labels_[i], ms);
       }
       ++g_eager;
       return;
@@ -318,22 +315,7 @@ std::unique_ptr<Variant> make_cuda_variant(Graph g, const CompileOptions& option
   return std::make_unique<CudaVariant>(std::move(g), options);
 }
 
-std::string take_profile_report() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(g_profile.begin(), g_profile.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  double total = 0;
-  for (const auto& r : rows) total += r.second.first;
-  std::string out;
-  char buf[160];
-  for (const auto& [name, v] : rows) {
-    std::snprintf(buf, sizeof buf, "  %-26s %10.3f ms %6.1f%% %8llu launch groups\n", name.c_str(), v.first,
-                  total > 0 ? 100.0 * v.first / total : 0.0, static_cast<unsigned long long>(v.second));
-    out += buf;
-  }
-  g_profile.clear();
-  return out;
-}
+std::string take_profile_report() { return g_profile.take("launch groups"); }
 
 RunStats run_stats() {
   RunStats r;

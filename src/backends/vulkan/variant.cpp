@@ -10,14 +10,14 @@
 #include "backends/vulkan/vk_device.h"
 #include "codegen/language.h"
 #include "rlx/error.h"
+#include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
 
 namespace rlx::vulkan {
 namespace {
 
 std::atomic<uint64_t> g_recordings{0}, g_submits{0}, g_dispatches{0}, g_barriers{0};
-std::mutex g_profile_mu;
-std::map<std::string, std::pair<double, uint64_t>> g_profile;  // label -> (ms, dispatches)
+StepProfile g_profile;  // op kind -> device time of its dispatches
 
 // One recorded command of the schedule.
 struct Command {
@@ -295,12 +295,9 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
                                    t.size() * sizeof(uint64_t), t.data(), sizeof(uint64_t),
                                    VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
       return;
-    std::lock_guard<std::mutex> lock(g_profile_mu);
-    for (size_t i = 0; i < cmds_.size(); ++i) {
-      auto& e = g_profile[cmds_[i].label];
-      e.first += t[i + 1] > t[i] ? static_cast<double>(t[i + 1] - t[i]) * info().timestamp_ns * 1e-6 : 0.0;
-      e.second += 1;
-    }
+    for (size_t i = 0; i < cmds_.size(); ++i)
+      g_profile.add(cmds_[i].label,
+                    t[i + 1] > t[i] ? static_cast<double>(t[i + 1] - t[i]) * info().timestamp_ns * 1e-6 : 0.0);
   }
 
   // ---- running (DeviceVariant) ----
@@ -346,21 +343,6 @@ VulkanStats vulkan_stats() {
   return {g_recordings.load(), g_submits.load(), g_dispatches.load(), g_barriers.load()};
 }
 
-std::string take_vulkan_profile() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(g_profile.begin(), g_profile.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  double total = 0;
-  for (const auto& r : rows) total += r.second.first;
-  std::string out;
-  char buf[160];
-  for (const auto& [name, v] : rows) {
-    std::snprintf(buf, sizeof buf, "  %-26s %10.3f ms %6.1f%% %8llu dispatches\n", name.c_str(), v.first,
-                  total > 0 ? 100.0 * v.first / total : 0.0, static_cast<unsigned long long>(v.second));
-    out += buf;
-  }
-  g_profile.clear();
-  return out;
-}
+std::string take_vulkan_profile() { return g_profile.take("dispatches"); }
 
 }  // namespace rlx::vulkan
