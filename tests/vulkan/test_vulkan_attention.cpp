@@ -176,10 +176,11 @@ TEST(VulkanAttention, RefusesWhatItDoesNotCompute) {
   EXPECT_NE(why.find("head_dim <= 256"), std::string::npos) << why;
   const Graph ok = attention_case_graph({AttnLayout::BHSD, MaskKind::Bias, 1, 4, 4, 2, 1, 256}, DType::BF16);
   EXPECT_TRUE(vulkan::vulkan_claims_node(ok, attention_node(ok), &info, &why)) << why;
-  // f64 at head_dim 256: the smallest tiles (8 rows, 16 keys, 128 threads, padded rows of
-  // doubles) take 51456 bytes of shared memory; refused with the reason on smaller devices.
+  // f64 at head_dim 256: the prefill kernel's smallest tiles (8 rows, 16 keys, V over K, rows
+  // padded by 4 doubles) take 52228 bytes of shared memory; refused with the reason on smaller
+  // devices.
   const Graph f64 = attention_case_graph({AttnLayout::BSHD, MaskKind::None, 1, 4, 4, 1, 1, 256}, DType::F64);
-  const bool fits = info.max_shared_bytes >= 51456;
+  const bool fits = info.max_shared_bytes >= 52228;
   EXPECT_EQ(vulkan::vulkan_claims_node(f64, attention_node(f64), &info, &why), fits && info.float64) << why;
   if (!fits && info.float64) {
     EXPECT_NE(why.find("shared memory"), std::string::npos) << why;

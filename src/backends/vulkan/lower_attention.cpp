@@ -1,7 +1,8 @@
-// Attention: the flash-style kernel of kernels/attention.h (K/V tiles in shared memory, online
-// softmax in f32, in double for f64 inputs; the output written once), with the keys split over
-// workgroups and a combine dispatch when the query rows alone give too few workgroups (decode
-// with a long KV cache).
+// Attention: the kernels of kernels/attention.h. attn_flash for prefill (register-tiled SIMT
+// flash attention: K/V tiles in shared memory, online softmax in f32, in double for f64 inputs;
+// the output written once), attn_decode for few query rows per KV head (decode: all rows of a
+// GQA group in one workgroup, the keys over its invocations), each with the keys split over
+// workgroups and a combine dispatch when the workgroups are otherwise few (a long KV cache).
 // Every attribute is honoured: mask kinds (causal / sliding window with the KV-cache offset,
 // custom keep mask of any dtype, additive bias with broadcast strides), GQA, softcap,
 // score_scale (resolved in the geometry), BSHD / BHSD (strides from the geometry).
@@ -17,39 +18,59 @@
 namespace rlx::vulkan {
 namespace {
 
-constexpr int64_t kThreads = 128;       // NT of the flash kernel
+constexpr int64_t kThreads = 128;        // NT of both kernels
 constexpr int64_t kMaxHeadDim = 256;
-constexpr int64_t kMaxAccumulators = 32;  // output dims (and score columns) per thread, in registers
-constexpr int64_t kTargetGroups = 256;  // workgroups below which the keys are split
-constexpr int64_t kMinSplitKeys = 128;  // least keys per split
+constexpr int64_t kMaxScores = 32;       // RS x CS scores per invocation (attn_flash)
+constexpr int64_t kMaxAccumulators = 64; // output elements per invocation (attn_flash)
+constexpr int64_t kMaxDecodeRows = 16;   // rows per KV head of attn_decode
+constexpr int64_t kTargetGroups = 264;   // workgroups below which the keys are split (2 per SM of a 132-SM GPU)
+constexpr int64_t kMinSplitKeys = 128;   // least keys per split of attn_flash
+constexpr int64_t kMinDecodeSplitKeys = 64;  // of attn_decode
 constexpr int64_t kMaxSplits = 64;
 constexpr int64_t kMaxIndex = (int64_t{1} << 31) - 1;
 
-// Query rows (BR) and keys (BC) per tile; TPR = threads per row.
+int64_t vec4s(int64_t d) { return (d + 3) / 4; }
+
+// attn_flash's tiles: BR query rows, BC keys, TC invocations per row group (TR = NT / TC row
+// groups), RS = BR / TR rows and CS = BC / TC keys per invocation; alias: V over K.
 struct Tiles {
-  int64_t br = 0, bc = 0, tpr = 0;
+  int64_t br = 0, bc = 0, tc = 0, tr = 0, rs = 0, cs = 0, ds = 0;
+  bool alias = false;
 };
 
-// `es`: bytes of the compute type (4, or 8 for f64).
-uint64_t tile_shared_bytes(int64_t d, int64_t br, int64_t bc, int64_t es) {
-  return static_cast<uint64_t>(br * (d + 1) + bc * (d + 1) + br * (bc + 1) + kThreads) * static_cast<uint64_t>(es);
+// Shared bytes of attn_flash; `es`: bytes of the compute type (4, or 8 for f64).
+uint64_t flash_shared_bytes(int64_t d, const Tiles& t, int64_t es) {
+  const int64_t row = (vec4s(d) + 1) * 4;  // a padded tile row, in elements
+  const int64_t elems = t.br * row + t.bc * row * (t.alias ? 1 : 2) + t.br * (t.bc + 4) + t.br * t.tc;
+  return static_cast<uint64_t>(elems * es + 4);
 }
 
 // The largest tiles that fit `shared` bytes and the register budget, with at most
 // max(8, next power of two of `rows`) query rows (rows: a KV head's query rows, q_len * group).
 std::optional<Tiles> pick_tiles(int64_t d, int64_t rows, uint64_t shared, int64_t es) {
-  static constexpr int64_t kPrefs[][2] = {{64, 32}, {32, 64}, {32, 32}, {16, 64}, {16, 32},
-                                          {16, 16}, {8, 32},  {8, 16}};
+  static constexpr int64_t kPrefs[][3] = {{64, 64, 8}, {64, 32, 8}, {64, 32, 4}, {64, 16, 4}, {32, 32, 8},
+                                          {32, 32, 4}, {32, 16, 4}, {32, 32, 16}, {16, 32, 8}, {16, 16, 8},
+                                          {16, 32, 16}, {8, 16, 16}};
   int64_t cap = 8;
   while (cap < rows && cap < 64) cap *= 2;
   for (const auto& p : kPrefs) {
-    const int64_t br = p[0], bc = p[1], tpr = kThreads / br;
-    if (br > cap || bc % tpr != 0) continue;
-    if ((d + tpr - 1) / tpr > kMaxAccumulators || bc / tpr > kMaxAccumulators) continue;
-    if (tile_shared_bytes(d, br, bc, es) > shared) continue;
-    return Tiles{br, bc, tpr};
+    Tiles t;
+    t.br = p[0], t.bc = p[1], t.tc = p[2], t.tr = kThreads / t.tc;
+    if (t.br > cap || t.br % t.tr != 0 || t.bc % t.tc != 0 || t.bc % 4 != 0) continue;
+    t.rs = t.br / t.tr, t.cs = t.bc / t.tc, t.ds = (vec4s(d) + t.tc - 1) / t.tc;
+    if (t.rs * t.cs > kMaxScores || t.rs * t.ds * 4 > kMaxAccumulators) continue;
+    for (bool alias : {false, true}) {
+      t.alias = alias;
+      if (flash_shared_bytes(d, t, es) <= shared) return t;
+    }
   }
   return std::nullopt;
+}
+
+// Shared bytes of attn_decode for `rows` rows.
+uint64_t decode_shared_bytes(int64_t d, int64_t rows, int64_t es) {
+  const int64_t dv = vec4s(d), ks = kThreads / dv;
+  return static_cast<uint64_t>((rows * dv * 4 + rows * kThreads + ks * dv * 4) * es);
 }
 
 bool float_input(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
@@ -73,14 +94,37 @@ void push_real(std::vector<uint32_t>& push, double v, bool f64) {
 }
 // The compute type's defines and the math helpers (kernels/attention.h).
 std::string math_prelude(bool f64) {
-  std::string s = f64 ? "#define F double\n#define F_DOUBLE 1\n#define TANH_SMALL 1e-5LF\n"
-                      : "#define F float\n#define F_DOUBLE 0\n#define TANH_SMALL 0.004\n";
+  std::string s = f64 ? "#define F double\n#define FV dvec4\n#define F_DOUBLE 1\n#define TANH_SMALL 1e-5LF\n"
+                      : "#define F float\n#define FV vec4\n#define F_DOUBLE 0\n#define TANH_SMALL 0.004\n";
   return s + ksrc::kAttentionMath;
 }
 
-// `float NAME(uint i)` loading element i of buffer BUF of dtype t as float.
+// `F NAME(uint i)` loading element i of buffer BUF of dtype t.
 std::string load_fn(const std::string& name, const std::string& buf, DType t) {
   return "F " + name + "(uint i) { return F(" + glsl_load(t, buf + ".data[i]") + "); }\n";
+}
+// `FV ld4_X(uint row, uint d)` (X: q, k or v): elements d..d+3 of the row starting at element
+// `row` (zeros past D), from ld_X, or from buffer BUF declared as vectors of 4 when `vec` (row
+// and d multiples of 4, D too).
+std::string load4_fn(const std::string& x, const std::string& buf, DType t, bool vec, int64_t d) {
+  const std::string name = "ld_" + x;
+  std::string s = "FV ld4_" + x + "(uint row, uint d) {\n";
+  if (vec) {
+    const std::string raw = buf + ".data[(row + d) >> 2]";
+    if (t == DType::BF16) s += "  return FV(uintBitsToFloat(uvec4(" + raw + ") << 16));\n";
+    else s += "  return FV(" + raw + ");\n";
+  } else {
+    s += "  FV r = FV(0.0);\n  for (uint e = 0u; e < 4u; ++e)\n";
+    s += d % 4 == 0 ? "    r[e] = " + name + "(row + d + e);\n" : "    if (d + e < D) r[e] = " + name + "(row + d + e);\n";
+    s += "  return r;\n";
+  }
+  return s + "}\n";
+}
+// A readonly buffer of 4-vectors of dtype t (f32, f16 or bf16) at `binding`.
+std::string vec_buffer(int binding, const std::string& name, DType t) {
+  const char* type = t == DType::F32 ? "vec4" : t == DType::F16 ? "f16vec4" : "u16vec4";
+  return "layout(std430, set = 0, binding = " + std::to_string(binding) + ") readonly buffer B" +
+         std::to_string(binding) + " { " + type + " data[]; } " + name + ";\n";
 }
 std::string store_fn(DType t) {
   return "void st_o(uint i, F v) { Out.data[i] = " + glsl_store(t, "v") + "; }\n";
@@ -116,6 +160,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (g.batch == 0 || g.q_len == 0 || g.num_heads == 0) return;
   const bool f64 = t == DType::F64;
   const DType ct = f64 ? DType::F64 : DType::F32;  // the partials' type
+  const int64_t es_c = compute_bytes(t);
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
   check_index(st, "q", st.in[0].numel());
   check_index(st, "k", st.in[1].numel());
@@ -124,23 +169,29 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (has_mask) check_index(st, "mask", st.in.at(3).numel());
 
   const int64_t rows = g.q_len * g.group;  // query rows per KV head
-  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, rows, info.max_shared_bytes, compute_bytes(t));
-  if (!tiles)
-    throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) + " in " + dtype_name(t) +
-                " needs more workgroup shared memory than " + info.name + "'s " +
-                std::to_string(info.max_shared_bytes) + " bytes");
-  const int64_t nblk = (rows + tiles->br - 1) / tiles->br;
   const int64_t bh = g.batch * g.num_kv_heads;
   check_index(st, "rows", rows);
   check_index(st, "batch x kv heads", bh);
+  // attn_decode for few rows (all in one workgroup), attn_flash otherwise.
+  const bool decode = rows <= kMaxDecodeRows && decode_shared_bytes(g.head_dim, rows, es_c) <= info.max_shared_bytes;
+  std::optional<Tiles> tiles;
+  if (!decode) {
+    tiles = pick_tiles(g.head_dim, rows, info.max_shared_bytes, es_c);
+    if (!tiles)
+      throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) + " in " + dtype_name(t) +
+                  " needs more workgroup shared memory than " + info.name + "'s " +
+                  std::to_string(info.max_shared_bytes) + " bytes");
+  }
+  const int64_t nblk = decode ? 1 : (rows + tiles->br - 1) / tiles->br;
 
   // Keys split over workgroups when the blocks alone are few.
   int64_t splits = 1, split_len = std::max<int64_t>(g.kv_len, 1);
-  const int64_t base = nblk * bh;
-  if (base < kTargetGroups && g.kv_len >= 2 * kMinSplitKeys) {
-    splits = std::min({(kTargetGroups + base - 1) / base, g.kv_len / kMinSplitKeys, kMaxSplits});
+  const int64_t base = nblk * bh, min_keys = decode ? kMinDecodeSplitKeys : kMinSplitKeys;
+  if (base < kTargetGroups && g.kv_len >= 2 * min_keys) {
+    splits = std::min({(kTargetGroups + base - 1) / base, g.kv_len / min_keys, kMaxSplits});
     split_len = (g.kv_len + splits - 1) / splits;
-    split_len = (split_len + tiles->bc - 1) / tiles->bc * tiles->bc;
+    const int64_t unit = decode ? 16 : tiles->bc;
+    split_len = (split_len + unit - 1) / unit * unit;
     splits = (g.kv_len + split_len - 1) / split_len;
   }
   const bool split = splits > 1;
@@ -178,10 +229,25 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     for (int i = 0; i < 4; ++i) mp[i] = u32(g.bias_strides[i]);
   push.insert(push.end(), {mp[0], mp[1], mp[2], mp[3], u32(split_len)});
 
+  // Q, K and V read as 4-vectors where every row starts on one (offsets, strides and head_dim
+  // multiples of 4 elements, bindings aligned to the vectors).
+  bool vec = !f64 && g.head_dim % 4 == 0 && info.storage_alignment % (4 * es) == 0;
+  for (int i = 0; i < 3; ++i) vec = vec && push[static_cast<size_t>(i)] % 4 == 0;
+  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v}) vec = vec && s->batch % 4 == 0 && s->seq % 4 == 0 && s->head % 4 == 0;
+  // Subgroup operations: attn_decode's reductions (arithmetic), attn_flash's row reductions
+  // (shuffles); not on doubles.
+  const bool sg_arith = decode && !f64 && info.subgroup_arith;
+  const bool shuf = !decode && !f64 && info.subgroup_shuffle && tiles->tc > 1;
+
   std::vector<DType> types{t};
   if (has_mask) types.push_back(mt);
-  std::string src = glsl_header(types) + glsl_buffer(0, "Qb", t, true) + glsl_buffer(1, "Kb", t, true) +
-                    glsl_buffer(2, "Vb", t, true) + glsl_buffer(3, "Out", split ? ct : t, false);
+  std::string src = glsl_header(types, sg_arith);
+  if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
+  if (vec)
+    src += vec_buffer(0, "Qb", t) + vec_buffer(1, "Kb", t) + vec_buffer(2, "Vb", t);
+  else
+    src += glsl_buffer(0, "Qb", t, true) + glsl_buffer(1, "Kb", t, true) + glsl_buffer(2, "Vb", t, true);
+  src += glsl_buffer(3, "Out", split ? ct : t, false);
   if (g.mask == MaskKind::Custom) src += glsl_buffer(4, "Mk", mt, true);
   if (g.mask == MaskKind::Bias) src += glsl_buffer(4, "Bb", mt, true);
   src += "layout(push_constant) uniform PC {\n  uint off_q, off_k, off_v, off_o";
@@ -192,18 +258,28 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   src += f64 ? "#define SCALE packDouble2x32(uvec2(pc.scale_lo, pc.scale_hi))\n"
                "#define SOFTCAP packDouble2x32(uvec2(pc.softcap_lo, pc.softcap_hi))\n"
              : "#define SCALE uintBitsToFloat(pc.scale_lo)\n#define SOFTCAP uintBitsToFloat(pc.softcap_lo)\n";
-  src += def("D", g.head_dim) + def("BR", tiles->br) + def("BC", tiles->bc) + def("NT", kThreads) +
-         def("TPR", tiles->tpr) + def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split);
-  src += math_prelude(f64) + glsl_dtype_helpers(types) + load_fn("ld_q", "Qb", t) + load_fn("ld_k", "Kb", t) +
-         load_fn("ld_v", "Vb", t);
+  src += def("D", g.head_dim) + def("DV", vec4s(g.head_dim)) + def("NT", kThreads) +
+         def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split);
+  if (decode) {
+    src += def("NR", rows) + def("SG", sg_arith);
+  } else {
+    src += def("BR", tiles->br) + def("BC", tiles->bc) + def("TR", tiles->tr) + def("TC", tiles->tc) +
+           def("RS", tiles->rs) + def("CS", tiles->cs) + def("DS", tiles->ds) + def("KV_ALIAS", tiles->alias) +
+           def("SHUF", shuf);
+  }
+  src += math_prelude(f64) + glsl_dtype_helpers(types);
+  if (!vec) src += load_fn("ld_q", "Qb", t) + load_fn("ld_k", "Kb", t) + load_fn("ld_v", "Vb", t);
+  src += load4_fn("q", "Qb", t, vec, g.head_dim) + load4_fn("k", "Kb", t, vec, g.head_dim) +
+         load4_fn("v", "Vb", t, vec, g.head_dim);
   if (!split) src += store_fn(t);
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", "Bb", mt);
-  src += ksrc::kAttentionFlash;
+  src += ksrc::kAttentionScore;
+  src += decode ? ksrc::kAttentionDecode : ksrc::kAttentionFlash;
 
   const auto gx = static_cast<uint32_t>(std::min<int64_t>(nblk, info.max_groups[0]));
   const auto gz = static_cast<uint32_t>(std::min<int64_t>(bh, info.max_groups[2]));
-  cx.dispatch(Kernel{"attention", src}, bind, push, gx, static_cast<uint32_t>(splits), gz);
+  cx.dispatch(Kernel{decode ? "attention decode" : "attention", src}, bind, push, gx, static_cast<uint32_t>(splits), gz);
   if (!split) return;
 
   // The combine: out[b, i, h, :] from the splits' partials.

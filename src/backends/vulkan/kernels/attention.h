@@ -2,24 +2,41 @@
 // GLSL templates of the Vulkan attention kernels (lower_attention.cpp prepends the header, the
 // buffers, the push-constant block, the #defines and the load/store helpers).
 //
-// attn_flash: one workgroup per (block of BR query rows, key split, batch x kv head). A block's
-// rows are (query row i, head of the GQA group) pairs, R = i * GROUP + g, so the heads that share
-// a KV head read each K/V tile once. NT threads; thread t owns row t / TPR and, of that row, the
-// score columns t % TPR + TPR * k and the output dims t % TPR + TPR * k. Per tile of BC keys:
-//   K tile -> shared; scores (scale, softcap, bias, masks) in registers; the tile's row max over
-//   the row's TPR threads through shared memory; online softmax in f32 (each thread keeps its
-//   own part of the row sum, rescaled with the shared max, summed at the end); P -> shared;
-//   V tile -> shared (over the K tile); O += P V.
-// SPLIT: the block only takes keys [split * split_len, (split + 1) * split_len) and writes the
-// unnormalized partial (o[D], row max, row sum) of each row to scratch; attn_combine merges the
-// splits. A row with no kept key (or whose kept keys all score -inf) outputs zeros.
+// Rows: a KV head's query rows are (query row i, head of the GQA group) pairs, R = i * GROUP + g,
+// so the heads that share a KV head read each K/V tile once. Softmax is online in f32 (in double
+// for f64 inputs); a row with no kept key (or whose kept keys all score -inf) outputs zeros; a
+// NaN score does not raise the row max but makes its row NaN (as on the CPU).
+// SPLIT: a workgroup only takes keys [split * split_len, (split + 1) * split_len) and writes the
+// unnormalized partial (o[D], row max, row sum) of each row to scratch; attn_combine merges them.
 //
-// Defines: F (the compute type: float, or double for f64), D (head_dim), BR, BC, NT, TPR, MASK
-// (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive bias), SPLIT, SCALE and
-// SOFTCAP (the push constants as F), TANH_SMALL. Helpers: ld_q/ld_k/ld_v(uint) -> F,
-// st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F (MASK 4). Push constants
-// `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's batch stride, or the
-// bias strides).
+// attn_flash (prefill): one workgroup of NT invocations per (block of BR rows, key split, batch x
+// kv head), blocks walked from the last (the longest under a causal mask). Invocation t is
+// (row group rg = t / TC, key group kg = t % TC); it owns the RS rows rg + TR * i and, per tile
+// of BC keys, the CS score columns kg + TC * j (register tiling: RS x CS scores from vec4 reads
+// of the Q and K tiles in shared memory, rows padded by one vec4 so that reads do not conflict),
+// and the output dims of the vec4 columns kg + TC * u of its rows. A row's max and sum are
+// reduced over its TC invocations with subgroupShuffleXor (SHUF, where the workgroup's subgroups
+// are runs of consecutive invocations of at least TC) or through shared memory. Per tile: the K
+// and V tiles (vec4 global loads) -> shared; scores, masks, online softmax; P -> shared; O += P V.
+// KV_ALIAS: the V tile is loaded over the K tile once the scores are done (small shared memory).
+// Under causal / sliding-window masks the block only walks the key tiles some row sees.
+//
+// attn_decode (few rows, NR <= 16): one workgroup per (key split, batch x kv head) holding all
+// NR rows of the GQA group. Per chunk of NT keys: invocation t scores key t against every row
+// (its K row read as vec4s, Q from shared memory), the chunk's row maxima over the workgroup
+// (subgroupMax and shared memory with SG, else a shared-memory tree), P -> shared; then
+// invocation t accumulates vec4 column t % DV of every row over keys t / DV + KS * k (V read
+// as vec4s, consecutive invocations on consecutive columns); the KS partial rows are summed
+// through shared memory at the end.
+//
+// Defines: F (float, or double for f64), FV (vec4 / dvec4), D (head_dim), DV (vec4 columns,
+// ceil(D / 4)), NT, MASK (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive
+// bias), SPLIT, SCALE and SOFTCAP (the push constants as F), TANH_SMALL; attn_flash: BR, BC, TR,
+// TC, RS, CS, DS (vec4 columns per invocation, ceil(DV / TC)), KV_ALIAS, SHUF; attn_decode: NR,
+// SG. Helpers: ld4_q/ld4_k/ld4_v(uint row, uint d) -> FV (elements d..d+3 of the row starting
+// at `row`, zeros past D), st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F
+// (MASK 4). Push constants `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's
+// batch stride, or the bias strides).
 
 namespace rlx::vulkan::ksrc {
 
@@ -51,188 +68,391 @@ F attn_tanh(F x) {
 }
 )";
 
+// The score of key j for a row (query row ri of head rh, seeing keys [rlo, rhi)) from its raw
+// dot product: scaled, masked (NEG_INF), softcapped, biased. `hi`: the end of the keys loaded.
+inline constexpr const char* kAttentionScore = R"(
+F attn_score(F dot, int j, int hi, uint b, uint ri, uint rh, int rlo, int rhi) {
+  F x = dot * SCALE;
+  bool keep = j < hi && j >= rlo && j < rhi;
+#if MASK == 3
+  keep = keep && keep_at(pc.off_m + b * pc.m0 + uint(j));
+#endif
+  if (!keep) return NEG_INF;
+  if (SOFTCAP > 0.0) x = SOFTCAP * attn_tanh(x / SOFTCAP);
+#if MASK == 4
+  x += bias_at(pc.off_m + b * pc.m0 + rh * pc.m1 + ri * pc.m2 + uint(j) * pc.m3);
+#endif
+  return x;
+}
+// The keys [lo, hi) some row of R0..R1-1 (rows of one KV head) may see, and row R's own range.
+void attn_block_keys(uint R0, uint R1, out int lo, out int hi) {
+  const int q_len = int(pc.q_len), kv_len = int(pc.kv_len);
+  lo = 0;
+  hi = kv_len;
+#if MASK == 1 || MASK == 2
+  hi = clamp(kv_len - q_len + int((R1 - 1u) / pc.group) + 1, 0, kv_len);
+#endif
+#if MASK == 2
+  lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.m0) + 1, 0, kv_len);
+#endif
+#if SPLIT
+  lo = max(lo, int(gl_WorkGroupID.y * pc.split_len));
+  hi = min(hi, int(min(pc.kv_len, (gl_WorkGroupID.y + 1u) * pc.split_len)));
+#endif
+}
+void attn_row_keys(uint ri, out int rlo, out int rhi) {
+  const int pos = int(pc.kv_len) - int(pc.q_len) + int(ri);
+  rlo = 0;
+  rhi = int(pc.kv_len);
+#if MASK == 1 || MASK == 2
+  rhi = clamp(pos + 1, 0, int(pc.kv_len));
+#endif
+#if MASK == 2
+  rlo = clamp(pos - int(pc.m0) + 1, 0, int(pc.kv_len));
+#endif
+}
+)";
+
 inline constexpr const char* kAttentionFlash = R"(
 layout(local_size_x = NT) in;
 
-const uint DP = D + 1;    // padded row of the Q / K / V tiles (no bank conflicts)
-const uint BP = BC + 1;   // padded row of the P tile
-const uint NS = BC / TPR; // score columns per thread
-const uint NA = (D + TPR - 1) / TPR;  // output dims per thread
+const uint QST = DV + 1u;       // row stride of the Q / K / V tiles in vec4s (padded)
+const uint PST = BC / 4u + 1u;  // row stride of the P tile in vec4s (padded)
 
-shared F Qs[BR * DP];
-shared F KVs[BC * DP];
-shared F Ps[BR * BP];
-shared F Red[NT];
+shared FV Qs[BR * QST];
+shared FV Ks[BC * QST];
+#if KV_ALIAS
+#define Vs Ks
+#else
+shared FV Vs[BC * QST];
+#endif
+shared FV Ps[BR * PST];
+shared F Red[BR * TC];
+#if SHUF
+shared uint sh_nonlinear;
+#endif
+
+// Max (MAXR) or sum of v[i] over the TC invocations of each of this invocation's rows.
+void rows_reduce(inout F v[RS], bool use_shuf, bool maxr, uint rg, uint kg) {
+#if SHUF
+  if (use_shuf) {
+    for (uint i = 0u; i < RS; ++i)
+      for (uint w = 1u; w < TC; w <<= 1u) {
+        const F o = subgroupShuffleXor(v[i], w);
+        v[i] = maxr ? (o > v[i] ? o : v[i]) : v[i] + o;
+      }
+    return;
+  }
+#endif
+  for (uint i = 0u; i < RS; ++i) Red[(rg + TR * i) * TC + kg] = v[i];
+  barrier();
+  for (uint i = 0u; i < RS; ++i) {
+    F a = Red[(rg + TR * i) * TC];
+    for (uint u = 1u; u < TC; ++u) {
+      const F o = Red[(rg + TR * i) * TC + u];
+      a = maxr ? (o > a ? o : a) : a + o;
+    }
+    v[i] = a;
+  }
+  barrier();
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint r = tid / TPR;     // this thread's row in the block
-  const uint lane = tid % TPR;  // its place among the row's threads
+  const uint rg = tid / TC, kg = tid % TC;
   const uint nrows = pc.q_len * pc.group;
-  const uint nblk = (nrows + BR - 1) / BR;
+  const uint nblk = (nrows + BR - 1u) / BR;
   const uint heads = pc.kv_heads * pc.group;
-  const int q_len = int(pc.q_len), kv_len = int(pc.kv_len);
+  bool use_shuf = false;
+#if SHUF
+  if (tid == 0u) sh_nonlinear = 0u;
+  barrier();
+  if (gl_SubgroupSize < TC || gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID != tid)
+    atomicOr(sh_nonlinear, 1u);
+  barrier();
+  use_shuf = sh_nonlinear == 0u;
+#endif
 
   for (uint bh = gl_WorkGroupID.z; bh < pc.batch * pc.kv_heads; bh += gl_NumWorkGroups.z) {
     const uint b = bh / pc.kv_heads, kvh = bh % pc.kv_heads;
-    for (uint blk = gl_WorkGroupID.x; blk < nblk; blk += gl_NumWorkGroups.x) {
+    for (uint bi = gl_WorkGroupID.x; bi < nblk; bi += gl_NumWorkGroups.x) {
+      const uint blk = nblk - 1u - bi;
       const uint R0 = blk * BR;
       const uint R1 = min(R0 + BR, nrows);
-      // This thread's row.
-      const uint R = R0 + r;
-      const bool valid = R < nrows;
-      const uint ri = valid ? R / pc.group : 0u;
-      const uint rh = kvh * pc.group + (valid ? R % pc.group : 0u);
-      const int pos = kv_len - q_len + int(ri);
-
-      // Keys the block may see: rows are ordered by position.
-      int lo = 0, hi = kv_len;
-#if MASK == 1 || MASK == 2
-      hi = clamp(kv_len - q_len + int((R1 - 1) / pc.group) + 1, 0, kv_len);
-#endif
-#if MASK == 2
-      lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.m0) + 1, 0, kv_len);
-#endif
-#if SPLIT
-      lo = max(lo, int(gl_WorkGroupID.y * pc.split_len));
-      hi = min(hi, int(min(uint(kv_len), (gl_WorkGroupID.y + 1u) * pc.split_len)));
-#endif
-      // This row's own visible range (causal / window).
-      int rlo = 0, rhi = kv_len;
-#if MASK == 1 || MASK == 2
-      rhi = clamp(pos + 1, 0, kv_len);
-#endif
-#if MASK == 2
-      rlo = clamp(pos - int(pc.m0) + 1, 0, kv_len);
-#endif
+      int lo, hi;
+      attn_block_keys(R0, R1, lo, hi);
+      // This invocation's rows.
+      bool valid[RS];
+      uint ri[RS], rh[RS];
+      int rlo[RS], rhi[RS];
+      for (uint i = 0u; i < RS; ++i) {
+        const uint R = R0 + rg + TR * i;
+        valid[i] = R < nrows;
+        ri[i] = valid[i] ? R / pc.group : 0u;
+        rh[i] = kvh * pc.group + (valid[i] ? R % pc.group : 0u);
+        attn_row_keys(ri[i], rlo[i], rhi[i]);
+      }
 
       // Q tile.
-      for (uint x = tid; x < BR * D; x += NT) {
-        const uint qr = x / D, d = x % D, QR = R0 + qr;
-        F v = F(0.0);
+      for (uint x = tid; x < BR * DV; x += NT) {
+        const uint qr = x / DV, d = x % DV, QR = R0 + qr;
+        FV v = FV(0.0);
         if (QR < nrows) {
           const uint i = QR / pc.group, h = kvh * pc.group + QR % pc.group;
-          v = ld_q(pc.off_q + b * pc.qsb + i * pc.qss + h * pc.qsh + d);
+          v = ld4_q(pc.off_q + b * pc.qsb + i * pc.qss + h * pc.qsh, 4u * d);
         }
-        Qs[qr * DP + d] = v;
+        Qs[qr * QST + d] = v;
       }
 
-      F m = NEG_INF, l = 0.0;
-      F o[NA];
-      for (uint k = 0; k < NA; ++k) o[k] = 0.0;
+      F m[RS], l[RS];
+      FV o[RS][DS];
+      for (uint i = 0u; i < RS; ++i) {
+        m[i] = NEG_INF;
+        l[i] = F(0.0);
+        for (uint u = 0u; u < DS; ++u) o[i][u] = FV(0.0);
+      }
 
       for (int j0 = lo; j0 < hi; j0 += int(BC)) {
-        // K tile (keys past hi as zeros: masked below).
-        barrier();  // the previous tile's V and P reads are done
-        for (uint x = tid; x < BC * D; x += NT) {
-          const uint c = x / D, d = x % D;
+        barrier();  // the previous tile's reads are done (and the Q tile is written)
+        for (uint x = tid; x < BC * DV; x += NT) {
+          const uint c = x / DV, d = x % DV;
           const int j = j0 + int(c);
-          KVs[c * DP + d] = j < hi ? ld_k(pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh + d) : 0.0;
+          Ks[c * QST + d] = j < hi ? ld4_k(pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh, 4u * d) : FV(0.0);
+#if !KV_ALIAS
+          Vs[c * QST + d] = j < hi ? ld4_v(pc.off_v + b * pc.vsb + uint(j) * pc.vss + kvh * pc.vsh, 4u * d) : FV(0.0);
+#endif
         }
         barrier();
 
-        F s[NS];
-        F tmax = NEG_INF;
-        for (uint k = 0; k < NS; ++k) s[k] = 0.0;
-        if (valid) {
-          for (uint d = 0; d < D; ++d) {
-            const F qv = Qs[r * DP + d];
-            for (uint k = 0; k < NS; ++k) s[k] += qv * KVs[(lane + TPR * k) * DP + d];
+        // S = Q K^T: RS x CS scores per invocation.
+        F s[RS][CS];
+        for (uint i = 0u; i < RS; ++i)
+          for (uint j = 0u; j < CS; ++j) s[i][j] = F(0.0);
+        for (uint d = 0u; d < DV; ++d) {
+          FV q[RS];
+          for (uint i = 0u; i < RS; ++i) q[i] = Qs[(rg + TR * i) * QST + d];
+          for (uint j = 0u; j < CS; ++j) {
+            const FV k = Ks[(kg + TC * j) * QST + d];
+            for (uint i = 0u; i < RS; ++i)
+              s[i][j] = fma(q[i].w, k.w, fma(q[i].z, k.z, fma(q[i].y, k.y, fma(q[i].x, k.x, s[i][j]))));
           }
-          for (uint k = 0; k < NS; ++k) {
-            const int j = j0 + int(lane + TPR * k);
-            F x = s[k] * SCALE;
-            bool keep = j < hi && j >= rlo && j < rhi;
-#if MASK == 3
-            keep = keep && keep_at(pc.off_m + b * pc.m0 + uint(j));
+        }
+        F tmax[RS];
+        for (uint i = 0u; i < RS; ++i) {
+          tmax[i] = NEG_INF;
+          for (uint j = 0u; j < CS; ++j) {
+            const int key = j0 + int(kg + TC * j);
+            const F x = valid[i] ? attn_score(s[i][j], key, hi, b, ri[i], rh[i], rlo[i], rhi[i]) : NEG_INF;
+            s[i][j] = x;
+            if (x > tmax[i]) tmax[i] = x;  // NaN scores do not raise the max (as on the CPU)
+          }
+        }
+        rows_reduce(tmax, use_shuf, true, rg, kg);
+        for (uint i = 0u; i < RS; ++i) {
+          const F mnew = tmax[i] > m[i] ? tmax[i] : m[i];
+          const F alpha = m[i] == mnew ? F(1.0) : (m[i] == NEG_INF ? F(0.0) : attn_exp(m[i] - mnew));
+          F psum = F(0.0);
+          for (uint j = 0u; j < CS; ++j) {
+            const F p = s[i][j] == NEG_INF ? F(0.0) : attn_exp(s[i][j] - mnew);
+            const uint c = kg + TC * j;
+            Ps[(rg + TR * i) * PST + c / 4u][c % 4u] = p;
+            psum += p;
+          }
+          l[i] = l[i] * alpha + psum;
+          m[i] = mnew;
+          for (uint u = 0u; u < DS; ++u) o[i][u] *= alpha;
+        }
+#if KV_ALIAS
+        barrier();  // the K tile is no longer read
+        for (uint x = tid; x < BC * DV; x += NT) {
+          const uint c = x / DV, d = x % DV;
+          const int j = j0 + int(c);
+          Vs[c * QST + d] = j < hi ? ld4_v(pc.off_v + b * pc.vsb + uint(j) * pc.vss + kvh * pc.vsh, 4u * d) : FV(0.0);
+        }
 #endif
-            if (keep) {
-              if (SOFTCAP > 0.0) x = SOFTCAP * attn_tanh(x / SOFTCAP);
-#if MASK == 4
-              x += bias_at(pc.off_m + b * pc.m0 + rh * pc.m1 + ri * pc.m2 + uint(j) * pc.m3);
-#endif
-            } else {
-              x = NEG_INF;
+        barrier();  // P (and V) are in shared memory
+
+        // O += P V.
+        for (uint c4 = 0u; c4 < BC / 4u; ++c4) {
+          FV p[RS];
+          for (uint i = 0u; i < RS; ++i) p[i] = Ps[(rg + TR * i) * PST + c4];
+          for (uint e = 0u; e < 4u; ++e)
+            for (uint u = 0u; u < DS; ++u) {
+              const uint dv = kg + TC * u;
+              if (DS * TC == DV || dv < DV) {
+                const FV v = Vs[(4u * c4 + e) * QST + dv];
+                for (uint i = 0u; i < RS; ++i) o[i][u] = fma(FV(p[i][e]), v, o[i][u]);
+              }
             }
-            s[k] = x;
-            if (x > tmax) tmax = x;  // NaN scores do not raise the max (as on the CPU)
-          }
-        } else {
-          for (uint k = 0; k < NS; ++k) s[k] = NEG_INF;
-        }
-        Red[tid] = tmax;
-        barrier();  // the row maxima are in Red; the K tile is no longer read
-
-        for (uint u = 0; u < TPR; ++u) {
-          const F v = Red[r * TPR + u];
-          if (v > tmax) tmax = v;
-        }
-        const F mnew = tmax > m ? tmax : m;
-        const F alpha = m == mnew ? 1.0 : (m == NEG_INF ? 0.0 : attn_exp(m - mnew));
-        F psum = 0.0;
-        for (uint k = 0; k < NS; ++k) {
-          const F p = s[k] == NEG_INF ? 0.0 : attn_exp(s[k] - mnew);
-          Ps[r * BP + lane + TPR * k] = p;
-          psum += p;
-        }
-        l = l * alpha + psum;
-        m = mnew;
-        // V tile over the K tile.
-        for (uint x = tid; x < BC * D; x += NT) {
-          const uint c = x / D, d = x % D;
-          const int j = j0 + int(c);
-          KVs[c * DP + d] = j < hi ? ld_v(pc.off_v + b * pc.vsb + uint(j) * pc.vss + kvh * pc.vsh + d) : 0.0;
-        }
-        barrier();
-
-        for (uint k = 0; k < NA; ++k) o[k] *= alpha;
-        for (uint c = 0; c < BC; ++c) {
-          const F p = Ps[r * BP + c];
-          for (uint k = 0; k < NA; ++k) {
-            const uint d = lane + TPR * k;
-            if (NA * TPR == D || d < D) o[k] += p * KVs[c * DP + d];
-          }
         }
       }
 
-      // The row sum over the row's threads.
-      barrier();
-      Red[tid] = l;
-      barrier();
-      F lsum = 0.0;
-      for (uint u = 0; u < TPR; ++u) lsum += Red[r * TPR + u];
-
+      rows_reduce(l, use_shuf, false, rg, kg);
+      for (uint i = 0u; i < RS; ++i) {
+        if (!valid[i]) continue;
 #if SPLIT
-      // Partials: [split][row][D + 2] with the row (b, h, i) as (b * heads + h) * q_len + i.
-      if (valid) {
-        const uint row = (b * heads + rh) * pc.q_len + ri;
-        const uint base = pc.off_o + ((gl_WorkGroupID.y * pc.batch * heads * pc.q_len) + row) * (D + 2);
-        for (uint k = 0; k < NA; ++k) {
-          const uint d = lane + TPR * k;
-          if (NA * TPR == D || d < D) Out.data[base + d] = o[k];
+        // Partials: [split][row][D + 2] with the row (b, h, i) as (b * heads + h) * q_len + i.
+        const uint row = (b * heads + rh[i]) * pc.q_len + ri[i];
+        const uint base = pc.off_o + ((gl_WorkGroupID.y * pc.batch * heads * pc.q_len) + row) * (D + 2u);
+        for (uint u = 0u; u < DS; ++u)
+          for (uint e = 0u; e < 4u; ++e) {
+            const uint d = 4u * (kg + TC * u) + e;
+            if (d < D) Out.data[base + d] = o[i][u][e];
+          }
+        if (kg == 0u) {
+          Out.data[base + D] = m[i];
+          Out.data[base + D + 1u] = l[i];
         }
-        if (lane == 0) {
-          Out.data[base + D] = m;
-          Out.data[base + D + 1] = lsum;
+#else
+        const F inv = m[i] == NEG_INF ? F(0.0) : F(1.0) / l[i];
+        const uint obase = pc.off_o + b * pc.osb + ri[i] * pc.oss + rh[i] * pc.osh;
+        for (uint u = 0u; u < DS; ++u)
+          for (uint e = 0u; e < 4u; ++e) {
+            const uint d = 4u * (kg + TC * u) + e;
+            if (d < D) st_o(obase + d, m[i] == NEG_INF ? F(0.0) : o[i][u][e] * inv);
+          }
+#endif
+      }
+      barrier();  // the Q tile is free for the next block
+    }
+  }
+}
+)";
+
+inline constexpr const char* kAttentionDecode = R"(
+layout(local_size_x = NT) in;
+
+const uint KS = NT / DV;  // key slices of the P V product
+
+shared FV Qd[NR * DV];
+shared F Pd[NR * NT];     // P of the chunk; also the reductions' scratch
+shared FV Od[KS * DV];    // one row's KS partial outputs
+
+// Max (maxr) or sum of v[r] over the workgroup, for every row.
+void wg_reduce(inout F v[NR], bool maxr) {
+  const uint tid = gl_LocalInvocationID.x;
+#if SG
+  for (uint r = 0u; r < NR; ++r) v[r] = maxr ? subgroupMax(v[r]) : subgroupAdd(v[r]);
+  if (subgroupElect())
+    for (uint r = 0u; r < NR; ++r) Pd[r * NT + gl_SubgroupID] = v[r];
+  barrier();
+  for (uint r = 0u; r < NR; ++r) {
+    F a = Pd[r * NT];
+    for (uint u = 1u; u < gl_NumSubgroups; ++u) {
+      const F o = Pd[r * NT + u];
+      a = maxr ? (o > a ? o : a) : a + o;
+    }
+    v[r] = a;
+  }
+#else
+  for (uint r = 0u; r < NR; ++r) Pd[r * NT + tid] = v[r];
+  barrier();
+  for (uint w = NT / 2u; w > 0u; w >>= 1u) {
+    if (tid < w)
+      for (uint r = 0u; r < NR; ++r) {
+        const F a = Pd[r * NT + tid], o = Pd[r * NT + tid + w];
+        Pd[r * NT + tid] = maxr ? (o > a ? o : a) : a + o;
+      }
+    barrier();
+  }
+  for (uint r = 0u; r < NR; ++r) v[r] = Pd[r * NT];
+#endif
+  barrier();
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint col = tid % DV, ks = tid / DV;  // this invocation's place in the P V product
+  const uint heads = pc.kv_heads * pc.group;
+
+  for (uint bh = gl_WorkGroupID.z; bh < pc.batch * pc.kv_heads; bh += gl_NumWorkGroups.z) {
+    const uint b = bh / pc.kv_heads, kvh = bh % pc.kv_heads;
+    int lo, hi;
+    attn_block_keys(0u, NR, lo, hi);
+    uint ri[NR], rh[NR];
+    int rlo[NR], rhi[NR];
+    for (uint r = 0u; r < NR; ++r) {
+      ri[r] = r / pc.group;
+      rh[r] = kvh * pc.group + r % pc.group;
+      attn_row_keys(ri[r], rlo[r], rhi[r]);
+    }
+    for (uint x = tid; x < NR * DV; x += NT) {
+      const uint r = x / DV, d = x % DV;
+      Qd[x] = ld4_q(pc.off_q + b * pc.qsb + ri[r] * pc.qss + rh[r] * pc.qsh, 4u * d);
+    }
+
+    F m[NR], l[NR];
+    FV o[NR];
+    for (uint r = 0u; r < NR; ++r) {
+      m[r] = NEG_INF;
+      l[r] = F(0.0);
+      o[r] = FV(0.0);
+    }
+    for (int j0 = lo; j0 < hi; j0 += int(NT)) {
+      barrier();  // Q is in shared memory; the previous chunk's P is no longer read
+      const int j = j0 + int(tid);
+      F s[NR], t[NR];
+      for (uint r = 0u; r < NR; ++r) s[r] = F(0.0);
+      if (j < hi) {
+        const uint kb = pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh;
+        for (uint d = 0u; d < DV; ++d) {
+          const FV k = ld4_k(kb, 4u * d);
+          for (uint r = 0u; r < NR; ++r) {
+            const FV q = Qd[r * DV + d];
+            s[r] = fma(q.w, k.w, fma(q.z, k.z, fma(q.y, k.y, fma(q.x, k.x, s[r]))));
+          }
         }
       }
+      for (uint r = 0u; r < NR; ++r) {
+        s[r] = attn_score(s[r], j, hi, b, ri[r], rh[r], rlo[r], rhi[r]);
+        t[r] = s[r] > NEG_INF ? s[r] : NEG_INF;  // NaN scores do not raise the max
+      }
+      wg_reduce(t, true);
+      for (uint r = 0u; r < NR; ++r) {
+        const F mnew = t[r] > m[r] ? t[r] : m[r];
+        const F alpha = m[r] == mnew ? F(1.0) : (m[r] == NEG_INF ? F(0.0) : attn_exp(m[r] - mnew));
+        const F p = s[r] == NEG_INF ? F(0.0) : attn_exp(s[r] - mnew);
+        Pd[r * NT + tid] = p;
+        l[r] = l[r] * alpha + p;
+        m[r] = mnew;
+        o[r] *= alpha;
+      }
+      barrier();  // P is in shared memory
+      if (ks < KS) {
+        const int nk = min(int(NT), hi - j0);
+        for (int c = int(ks); c < nk; c += int(KS)) {
+          const FV v = ld4_v(pc.off_v + b * pc.vsb + uint(j0 + c) * pc.vss + kvh * pc.vsh, 4u * col);
+          for (uint r = 0u; r < NR; ++r) o[r] = fma(FV(Pd[r * NT + uint(c)]), v, o[r]);
+        }
+      }
+    }
+    barrier();  // P is no longer read
+    wg_reduce(l, false);
+
+    // Each row's KS partial outputs summed through shared memory, then written.
+    for (uint r = 0u; r < NR; ++r) {
+      if (ks < KS) Od[ks * DV + col] = o[r];
+      barrier();
+      if (tid < DV) {
+        FV a = Od[tid];
+        for (uint u = 1u; u < KS; ++u) a += Od[u * DV + tid];
+#if SPLIT
+        const uint row = (b * heads + rh[r]) * pc.q_len + ri[r];
+        const uint base = pc.off_o + ((gl_WorkGroupID.y * pc.batch * heads * pc.q_len) + row) * (D + 2u);
+        for (uint e = 0u; e < 4u; ++e)
+          if (4u * tid + e < D) Out.data[base + 4u * tid + e] = a[e];
+        if (tid == 0u) {
+          Out.data[base + D] = m[r];
+          Out.data[base + D + 1u] = l[r];
+        }
 #else
-      // Normalized rows through the Q tile, then written with consecutive threads on consecutive dims.
-      const F inv = m == NEG_INF ? 0.0 : 1.0 / lsum;
-      for (uint k = 0; k < NA; ++k) {
-        const uint d = lane + TPR * k;
-        if (NA * TPR == D || d < D) Qs[r * DP + d] = m == NEG_INF ? 0.0 : o[k] * inv;
+        const F inv = m[r] == NEG_INF ? F(0.0) : F(1.0) / l[r];
+        const uint obase = pc.off_o + b * pc.osb + ri[r] * pc.oss + rh[r] * pc.osh;
+        for (uint e = 0u; e < 4u; ++e)
+          if (4u * tid + e < D) st_o(obase + 4u * tid + e, m[r] == NEG_INF ? F(0.0) : a[e] * inv);
+#endif
       }
       barrier();
-      for (uint x = tid; x < BR * D; x += NT) {
-        const uint qr = x / D, d = x % D, QR = R0 + qr;
-        if (QR < nrows) {
-          const uint i = QR / pc.group, h = kvh * pc.group + QR % pc.group;
-          st_o(pc.off_o + b * pc.osb + i * pc.oss + h * pc.osh + d, Qs[qr * DP + d]);
-        }
-      }
-#endif
-      barrier();  // the Q tile and Red are free for the next block
     }
   }
 }
