@@ -1,7 +1,7 @@
 // Vulkan attention beyond the shared parity cases: keep masks of other dtypes (NaN keeps, whole
 // batches masked), broadcast and -inf biases, the split-KV path (splits with no visible key,
 // more query rows than keys, GQA groups over several row blocks), head dims that do not divide
-// the tiles, operands at element offsets (slices of one packed tensor), the dispatch count of
+// the tiles, the decode kernel's rows and ranges, operands at element offsets (slices of one packed tensor), the dispatch count of
 // the split path, f64 (exp and tanh in double), the honest refusals (head_dim > 256, f64 tiles
 // beyond the device's shared memory), and FusedAttentionBlock decomposed
 // by the shared legalize into an Attention the backend runs.
@@ -107,6 +107,23 @@ TEST(VulkanAttention, SplitKeysEdgeCases) {
     for (DType t : {DType::F32, DType::F16}) {
       SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
       expect_vulkan_parity(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp32 : Precision::Fp16);
+    }
+}
+
+TEST(VulkanAttention, DecodeKernelRowsAndRanges) {
+  RLX_REQUIRE_VULKAN();
+  // The decode kernel takes up to 16 rows per KV head (q_len x group): every row of the group in
+  // one workgroup, each with its own causal / window range, over key chunks of 128 and splits.
+  const std::vector<AttnCase> cases = {
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 4, 600, 16, 4, 64},              // 16 rows, split
+      {AttnLayout::BHSD, MaskKind::SlidingWindow, 2, 3, 300, 6, 2, 40, 0, 0, 2},  // 9 rows, narrow window
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 12, 12, 1, 1, 20},               // every row sees fewer keys than 128
+      {AttnLayout::BSHD, MaskKind::None, 1, 16, 140, 2, 2, 36, 0, 4.0},        // two key chunks, softcap
+  };
+  for (const AttnCase& c : cases)
+    for (DType t : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
+      expect_vulkan_parity(attention_case_graph(c, t), Precision::Fp32);
     }
 }
 
