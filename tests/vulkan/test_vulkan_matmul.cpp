@@ -2,16 +2,23 @@
 // GEMV and its split-K pass (integers wrapping like the CPU), fused epilogues on integers and
 // f64, grids past 65535 workgroups, an empty contracting dim, the Fp16/Bf16 precision policies
 // (operands rounded, f32 accumulation), GroupedMatMul over dtypes and index types, and its bad
-// expert indices reported as errors.
+// expert indices reported as errors; the vector GEMV (16-byte loads of B) over the float dtypes
+// and row counts, with and without its K split; and the cooperative-matrix GEMM's kernels
+// compiled for every configuration (lavapipe has no cooperative matrices: they run on GPUs).
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
 #include "backends/vulkan/vk_context.h"
+#include "plan/schedule.h"
+#include "plan/step_family.h"
 #endif
 
 namespace {
@@ -245,6 +252,130 @@ TEST(VulkanMatmul, GroupedBadExpertIndexIsAnError) {
       good[2].second = from_doubles(it, {4}, {0, 2, 2, 1});
       EXPECT_NO_THROW(cg.run(good));
     }
+}
+
+// The vector GEMV (n a multiple of 16 bytes of elements): f32, f16, bf16 at 1-4 rows, one pass
+// (small B) and split over K (a second pass), with a per-column bias, an activation and a
+// residual; a ragged last column tile (n = 264: 33 vectors of 8 halfs, tiles of 32 vectors).
+TEST(VulkanMatmul, VectorGemv) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 2, 3, 4})
+      for (auto kn : std::vector<std::pair<int64_t, int64_t>>{{70, 264}, {3001, 72}}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + " k " + std::to_string(kn.first));
+        if (rows != 3) expect_vulkan_parity(fused_graph(rows, kn.first, kn.second, t, ActKind::Gelu, kn.second, true));
+        else expect_vulkan_parity(matmul_graph({rows, kn.first}, {kn.first, kn.second}, t));
+      }
+  // A batched skinny product (rows of A from two batch items against one B).
+  expect_vulkan_parity(matmul_graph({2, 2, 300}, {300, 64}, DType::BF16));
+}
+
+// A LowerContext without a device: operands at offset 0, kernels collected (their GLSL compiled by
+// the test). `info` says what the pretended device has.
+class SourceOnlyContext : public vulkan::LowerContext {
+ public:
+  explicit SourceOnlyContext(const CompileOptions& o) : options_(o), knobs_(resolve_knobs(o)) {}
+  vulkan::DeviceInfo dev;
+  std::vector<vulkan::Kernel> kernels;
+  const CompileOptions& options() const override { return options_; }
+  const ResolvedKnobs& knobs() const override { return knobs_; }
+  const vulkan::DeviceInfo& info() const override { return dev; }
+  vulkan::Operand in(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), false); }
+  vulkan::Operand out(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), true); }
+  vulkan::Operand scratch(size_t bytes, const std::string&) override { return window(bytes, true); }
+  vulkan::Operand table(const std::vector<uint32_t>& words, const std::string&) override {
+    return window(words.size() * 4, false);
+  }
+  vulkan::Operand error_flag() override { return window(4, true); }
+  void dispatch(const vulkan::Kernel& k, const std::vector<vulkan::Operand>&, const std::vector<uint32_t>&, uint32_t,
+                uint32_t, uint32_t) override {
+    kernels.push_back(k);
+  }
+  void copy(const vulkan::Operand&, const vulkan::Operand&, uint64_t) override {}
+  void fill(const vulkan::Operand&, uint64_t, uint32_t) override {}
+
+ private:
+  static vulkan::Operand window(uint64_t bytes, bool write) {
+    vulkan::Operand o;
+    o.range = o.bytes = std::max<uint64_t>(bytes, 4);
+    o.write = write;
+    return o;
+  }
+  CompileOptions options_;
+  ResolvedKnobs knobs_;
+};
+
+// The kernels the matmul lowering emits for the matmul step of `g` on a device like NVIDIA's
+// (subgroups of 32, 48 KiB of shared memory, VK_NV_cooperative_matrix when `coopmat`), with
+// the step's operands transposed as asked (the geometry patched: the sources do not depend on
+// where the operands are).
+std::vector<vulkan::Kernel> lowered_kernels(const Graph& g, Precision prec, bool coopmat, bool trans_a = false,
+                                            bool trans_b = false, bool knob = true) {
+  CompileOptions o;
+  o.precision = prec;
+  o.tuning.vulkan_coopmat = knob;
+  SourceOnlyContext cx(o);
+  cx.dev.float16 = cx.dev.storage16 = cx.dev.int16 = true;
+  cx.dev.subgroup_size = 32;
+  cx.dev.max_invocations = 1024;
+  cx.dev.max_shared_bytes = 49152;
+  cx.dev.max_groups[0] = 0x7fffffffu;
+  cx.dev.coopmat_nv = coopmat;
+  plan::Schedule s = plan::build_schedule(g);
+  for (plan::Step& st : s.steps) {
+    if (plan::step_family(st.op) != plan::StepFamily::Matmul) continue;
+    auto& mg = std::get<plan::MatMulGeom>(st.geom);
+    mg.trans_a = trans_a;
+    mg.trans_b = trans_b;
+    if (trans_a) mg.lda = mg.m;
+    if (trans_b) mg.ldb = mg.k;
+    vulkan::lower_matmul(cx, st);
+  }
+  return cx.kernels;
+}
+
+// The cooperative-matrix GEMM cannot run on lavapipe: every configuration's GLSL is compiled here
+// (f16 and f32 under the Fp16 policy; both transposes; 16-byte and element loads; one batch stride
+// and a batch table; no epilogue and bias + activation + residual; 64- and 128-wide tiles).
+TEST(VulkanMatmul, CoopmatKernelsCompile) {
+  struct Dims {
+    int64_t m, k, n;
+  };
+  int compiled = 0;
+  for (DType t : {DType::F16, DType::F32})
+    for (const Dims& d : {Dims{64, 96, 136}, Dims{37, 70, 45}, Dims{2048, 64, 2048}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int form = 0; form < 3; ++form) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " m " + std::to_string(d.m) + " ta " + std::to_string(ta) + " tb " +
+                         std::to_string(tb) + " form " + std::to_string(form));
+            Graph g;
+            if (form == 0) {  // one batch stride
+              g.add_output(g.matmul(g.input("a", Shape::of({2, d.m, d.k}, t)), g.input("b", Shape::of({2, d.k, d.n}, t))));
+            } else if (form == 1) {  // broadcast batch dims: a table of offsets
+              g.add_output(
+                  g.matmul(g.input("a", Shape::of({2, 1, d.m, d.k}, t)), g.input("b", Shape::of({3, d.k, d.n}, t))));
+            } else {
+              g = fused_graph(d.m, d.k, d.n, t, ActKind::Silu, d.n, true);
+            }
+            const Precision prec = t == DType::F32 ? Precision::Fp16 : Precision::Fp32;
+            const auto ks = lowered_kernels(g, prec, true, ta, tb);
+            ASSERT_EQ(ks.size(), 1u);
+            EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat");
+            std::vector<uint32_t> words;
+            std::string error;
+            EXPECT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+            ++compiled;
+          }
+  EXPECT_EQ(compiled, 72);
+  // Not taken without the extension, with the knob off, for bf16, or for f32 under Fp32 / Bf16.
+  const Graph f16 = matmul_graph({64, 64}, {64, 64}, DType::F16);
+  EXPECT_EQ(lowered_kernels(f16, Precision::Fp32, false).at(0).name, "matmul_gemm");
+  EXPECT_EQ(lowered_kernels(f16, Precision::Fp32, true, false, false, false).at(0).name, "matmul_gemm");
+  EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::BF16), Precision::Fp32, true).at(0).name,
+            "matmul_gemm");
+  for (Precision p : {Precision::Fp32, Precision::Bf16})
+    EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F32), p, true).at(0).name, "matmul_gemm");
 }
 
 // Last in this file: under RLX_VULKAN_VALIDATION=1 the tests above ran with the Khronos layer

@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/vulkan/kernels/matmul.h"
+#include "backends/vulkan/kernels/matmul_coopmat.h"
 #include "backends/vulkan/lower.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
@@ -122,6 +124,12 @@ class KernelArgs {
     decl_ += "layout(std430, set = 0, binding = " + b + ") " + (readonly ? "readonly " : "") + "buffer B" + b + " { " +
              type + " data[]; } " + name + ";\n";
     add(name, op, 4);
+  }
+  // B as 16-byte vectors (uvec4): the operand must start on a 16-byte boundary of its window.
+  void vec4_buffer(const std::string& name, const Operand& op) {
+    const std::string b = std::to_string(ops_.size());
+    decl_ += "layout(std430, set = 0, binding = " + b + ") readonly buffer B" + b + " { uvec4 data[]; } " + name + ";\n";
+    add(name, op, 16);
   }
   void param(const std::string& name, int64_t v) {
     if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
@@ -237,7 +245,121 @@ uint32_t clamp_groups(int64_t g, uint32_t max) { return static_cast<uint32_t>(st
 
 // ---- GEMM ----
 
+// Per batch item, the element offsets of its A and B (batch dims that do not collapse to one
+// stride), interleaved.
+std::vector<uint32_t> batch_table(const plan::MatMulGeom& g) {
+  std::vector<uint32_t> words;
+  words.reserve(static_cast<size_t>(2 * g.batch));
+  for (int64_t i = 0; i < g.batch; ++i) {
+    int64_t t = i, oa = 0, ob = 0;
+    for (size_t d = g.batch_dims.size(); d-- > 0;) {
+      const int64_t idx = t % g.batch_dims[d];
+      t /= g.batch_dims[d];
+      oa += idx * g.a_batch_strides[d];
+      ob += idx * g.b_batch_strides[d];
+    }
+    words.push_back(static_cast<uint32_t>(oa));
+    words.push_back(static_cast<uint32_t>(ob));
+  }
+  return words;
+}
+
+void gemm_params(KernelArgs& args, const plan::MatMulGeom& g, bool strided) {
+  args.param("m", g.m);
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("batch", g.batch);
+  args.param("lda", g.lda);
+  args.param("ldb", g.ldb);
+  args.param("sa", strided ? g.a_stride : 0);
+  args.param("sb", strided ? g.b_stride : 0);
+}
+
+// The tile configuration of the cooperative-matrix GEMM: WM x WN subgroups of 32, each TMC x TNC
+// accumulators of 16 x 16.
+struct CoopShape {
+  uint32_t wm, wn, tmc, tnc;
+  uint32_t nt() const { return wm * wn * 32; }
+  uint32_t bm() const { return wm * tmc * 16; }
+  uint32_t bn() const { return wn * tnc * 16; }
+  size_t shared_bytes() const { return (bm() * (32 + 8) + 32 * (bn() + 8)) * 2 + wm * wn * 256 * 4; }
+};
+// 128 x 128 tiles (8 subgroups of 64 x 32); 64 x 64 (4 subgroups of 32 x 32) when the large tiles
+// would leave most of a large GPU's 132 SMs idle.
+constexpr CoopShape kCoopLarge{2, 4, 4, 2}, kCoopSmall{2, 2, 2, 2};
+
+// `void name(uint gi, uint valid, out float16_t h[8])` of kGemmCoopNV for operand `buf`.
+std::string load8_fn(const std::string& name, const std::string& buf, const std::string& load, const Product& p,
+                     bool vec) {
+  std::string s = "void " + name + "(uint gi, uint valid, out float16_t h[8]) {\n";
+  if (!vec)
+    return s + "  for (uint i = 0u; i < 8u; ++i) h[i] = i < valid ? float16_t(" + load + "(pc.o_" + buf +
+           " + gi + i)) : float16_t(0.0);\n}\n";
+  if (p.t == DType::F16)
+    return s + "  uvec4 w = uvec4(0u);\n  if (valid != 0u) w = " + buf + ".data[pc.o_" + buf +
+           " + gi / 8u];\n  for (uint i = 0u; i < 4u; ++i) {\n    const f16vec2 v = unpackFloat2x16(w[i]);\n"
+           "    h[2u * i] = v.x;\n    h[2u * i + 1u] = v.y;\n  }\n}\n";
+  // f32 operands rounded to f16 by the bits (the Fp16 policy), then converted exactly.
+  return s + "  uvec4 w0 = uvec4(0u), w1 = uvec4(0u);\n  if (valid != 0u) {\n    w0 = " + buf + ".data[pc.o_" + buf +
+         " + gi / 4u];\n    w1 = " + buf + ".data[pc.o_" + buf + " + gi / 4u + 1u];\n  }\n" +
+         "  for (uint i = 0u; i < 4u; ++i) {\n    h[i] = float16_t(rlx_round_f16(uintBitsToFloat(w0[i])));\n" +
+         "    h[i + 4u] = float16_t(rlx_round_f16(uintBitsToFloat(w1[i])));\n  }\n}\n";
+}
+
+// The cooperative-matrix GEMM (kGemmCoopNV) for f16 operands: f16 products, and f32 products
+// under the Fp16 policy. False where the device or the product does not allow it.
+bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p) {
+  const DeviceInfo& info = cx.info();
+  if (!info.coopmat_nv || !cx.knobs().vulkan_coopmat() || info.subgroup_size != 32 || !info.float16) return false;
+  if (!(p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
+  const int64_t big_tiles = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
+  const CoopShape cs = big_tiles >= 132 ? kCoopLarge : kCoopSmall;
+  if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) return false;
+  const std::string what = step_label(st);
+  const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
+  const std::vector<uint32_t> table = strided ? std::vector<uint32_t>{} : batch_table(g);
+  // 16-byte vector loads where every chunk of 8 elements along an operand's contiguous dim starts
+  // on a multiple of 8 elements (the extent, ld, batch offsets) and the operand on 16 bytes.
+  auto vec_ok = [&](const Operand& op, int64_t ld, int64_t stride, size_t which) {
+    if (ld % 8 != 0 || op.skip % 16 != 0) return false;
+    if (strided) return stride % 8 == 0;
+    for (size_t i = which; i < table.size(); i += 2)
+      if (table[i] % 8 != 0) return false;
+    return true;
+  };
+  const Operand a = cx.in(st.in.at(0)), b = cx.in(st.in.at(1));
+  const bool vec_a = vec_ok(a, g.lda, g.a_stride, 0), vec_b = vec_ok(b, g.ldb, g.b_stride, 1);
+  KernelArgs args(what);
+  if (vec_a) args.vec4_buffer("A", a);
+  else args.buffer("A", p.t, a, true);
+  if (vec_b) args.vec4_buffer("B", b);
+  else args.buffer("B", p.t, b, true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
+  const std::string epi = bind_epilogue(cx, st, p, args, h);
+  if (!strided) args.words("TAB", "uint", cx.table(table, what + " batch offsets"), true);
+  gemm_params(args, g, strided);
+  auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string defines =
+      "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+      "#extension GL_KHR_shader_subgroup_basic : require\n#define ACC float\nlayout(local_size_x = " +
+      std::to_string(cs.nt()) + ") in;\n#define NT " + u(cs.nt()) + "\n#define WM " + u(cs.wm) + "\n#define WN " +
+      u(cs.wn) + "\n#define TMC " + u(cs.tmc) + "\n#define TNC " + u(cs.tnc) + "\n#define BM " + u(cs.bm()) +
+      "\n#define BN " + u(cs.bn()) + "\n#define BK 32u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
+      flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n";
+  std::string fns = epi;
+  if (!vec_a) fns += load_fn("load_a", "A", p);
+  if (!vec_b) fns += load_fn("load_b", "B", p);
+  fns += load8_fn("load8_a", "A", "load_a", p, vec_a) + load8_fn("load8_b", "B", "load_b", p, vec_b);
+  const Kernel k{"matmul_gemm_coopmat", shader({p.t, p.acc, DType::F16}, defines, args, h, fns, ksrc::kGemmCoopNV)};
+  cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + cs.bn() - 1) / cs.bn(), info.max_groups[0]),
+              clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
+  return true;
+}
+
 void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p) {
+  if (lower_gemm_coop(cx, st, g, p)) return;
   const DeviceInfo& info = cx.info();
   const std::string what = step_label(st);
   // 64 x 64 tiles of 256 invocations (4 x 4 outputs each); a side of at most 16 rows or columns
@@ -256,31 +378,8 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
   const std::string epi = bind_epilogue(cx, st, p, args, h);
   const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
-  if (!strided) {
-    // Batch dims that do not collapse to one stride: each item's A and B offsets from a table.
-    std::vector<uint32_t> words;
-    words.reserve(static_cast<size_t>(2 * g.batch));
-    for (int64_t i = 0; i < g.batch; ++i) {
-      int64_t t = i, oa = 0, ob = 0;
-      for (size_t d = g.batch_dims.size(); d-- > 0;) {
-        const int64_t idx = t % g.batch_dims[d];
-        t /= g.batch_dims[d];
-        oa += idx * g.a_batch_strides[d];
-        ob += idx * g.b_batch_strides[d];
-      }
-      words.push_back(static_cast<uint32_t>(oa));
-      words.push_back(static_cast<uint32_t>(ob));
-    }
-    args.words("TAB", "uint", cx.table(words, what + " batch offsets"), true);
-  }
-  args.param("m", g.m);
-  args.param("n", g.n);
-  args.param("k", g.k);
-  args.param("batch", g.batch);
-  args.param("lda", g.lda);
-  args.param("ldb", g.ldb);
-  args.param("sa", strided ? g.a_stride : 0);
-  args.param("sb", strided ? g.b_stride : 0);
+  if (!strided) args.words("TAB", "uint", cx.table(batch_table(g), what + " batch offsets"), true);
+  gemm_params(args, g, strided);
   const std::string defines = acc_defines(p.acc, wx * wy) + "#define WX " + std::to_string(wx) + "u\n#define WY " +
                               std::to_string(wy) + "u\n#define TM " + std::to_string(tm) + "u\n#define TN " +
                               std::to_string(tn) + "u\n#define BM " + std::to_string(bm) + "u\n#define BN " +
@@ -328,19 +427,116 @@ int64_t gemv_rows(const plan::MatMulGeom& g) {
   return rows >= 1 && rows <= 4 ? rows : 0;
 }
 
+// The second pass of a split-K GEMV: the `splits` partial sums of each of rows * n outputs added,
+// through the epilogue.
+void add_split_sum(LowerContext& cx, const plan::Step& st, const Product& p, Operand partials, int64_t rows,
+                   int64_t n, int64_t splits) {
+  constexpr uint32_t kSumGroup = 256;
+  KernelArgs sum(step_label(st));
+  partials.write = false;
+  sum.buffer("P", p.acc, partials, true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  const std::string epi = bind_epilogue(cx, st, p, sum, h);
+  sum.param("rows", rows);
+  sum.param("n", n);
+  sum.param("splits", splits);
+  const Kernel k{"matmul_splitk_sum", shader({p.t, p.acc}, acc_defines(p.acc, kSumGroup), sum, h, epi, ksrc::kSplitSum)};
+  cx.dispatch(k, sum.operands(), sum.push(cx.info()), cx.groups_1d(static_cast<uint64_t>(rows * n), kSumGroup));
+}
+
+// Splits of K (and rows per split, a multiple of `quantum`) giving about `target` workgroups
+// over `tiles` column tiles.
+std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target) {
+  if (tiles >= target) return {1, k};
+  int64_t splits = std::min<int64_t>((target + tiles - 1) / tiles, (k + quantum - 1) / quantum);
+  const int64_t kchunk = ((k + splits - 1) / splits + quantum - 1) / quantum * quantum;
+  splits = (k + kchunk - 1) / kchunk;
+  return {splits, kchunk};
+}
+
+// `void unpack_b(uvec4 w, out float f[V])` for B's dtype (operands rounded under a precision policy).
+std::string unpack_fn(const Product& p) {
+  std::string s = "void unpack_b(uvec4 w, out float f[V]) {\n";
+  auto rnd = [&](const std::string& v) {
+    return p.round_ab == DType::F32 ? v : codegen::glsl_language().round(p.round_ab, v);
+  };
+  for (int i = 0; i < 4; ++i) {
+    const std::string wi = "w[" + std::to_string(i) + "]";
+    if (p.t == DType::F32) {
+      s += "  f[" + std::to_string(i) + "] = " + rnd("uintBitsToFloat(" + wi + ")") + ";\n";
+    } else if (p.t == DType::BF16) {
+      s += "  f[" + std::to_string(2 * i) + "] = uintBitsToFloat(" + wi + " << 16);\n";
+      s += "  f[" + std::to_string(2 * i + 1) + "] = uintBitsToFloat(" + wi + " & 0xffff0000u);\n";
+    } else {
+      s += "  { const vec2 h = vec2(unpackFloat2x16(" + wi + ")); f[" + std::to_string(2 * i) + "] = h.x; f[" +
+           std::to_string(2 * i + 1) + "] = h.y; }\n";
+    }
+  }
+  return s + "}\n";
+}
+
+// The vector GEMV (kGemvVec) when B can be read as 16-byte vectors: a float dtype, n a multiple
+// of the vector and B starting on a 16-byte boundary of its window. False when it cannot.
+bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p,
+                    int64_t rows) {
+  if (p.t != DType::F32 && p.t != DType::F16 && p.t != DType::BF16) return false;
+  const int64_t v = 16 / static_cast<int64_t>(dtype_size(p.t));
+  const Operand b = cx.in(st.in.at(1));
+  if (g.n % v != 0 || b.skip % 16 != 0) return false;
+  const DeviceInfo& info = cx.info();
+  const std::string what = step_label(st);
+  const uint32_t nt = info.max_invocations >= 256 ? 256 : 128, cg = 32, ks = nt / cg, u = 4;
+  if (static_cast<size_t>(ks * cg * (v + 1) * 4) > info.max_shared_bytes) return false;
+  const int64_t nv = g.n / v;
+  const int64_t tiles = (nv + cg - 1) / cg;
+  // About two workgroups per SM of a large GPU (132 on an H100): K split when the tiles are few,
+  // each split reading at least 64 KiB of B (a second pass costs more than a small product).
+  const int64_t b_bytes = g.k * g.n * static_cast<int64_t>(dtype_size(p.t));
+  const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
+  const auto [splits, kchunk] = k_splits(tiles, g.k, int64_t{ks} * u, target);
+  const bool split = splits > 1;
+  KernelArgs args(what);
+  args.buffer("A", p.t, cx.in(st.in.at(0)), true);
+  args.vec4_buffer("B", b);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
+  std::string epi;
+  Operand partials;
+  if (split) {
+    partials = cx.scratch(static_cast<size_t>(splits * rows * g.n) * dtype_size(p.acc), what + " split-K partial sums");
+    partials.write = true;
+    args.buffer("P", p.acc, partials, false);
+  } else {
+    epi = bind_epilogue(cx, st, p, args, h);
+  }
+  args.param("n", g.n);
+  args.param("nv", nv);
+  args.param("k", g.k);
+  args.param("kchunk", kchunk);
+  const std::string defines = "#define ACC float\nlayout(local_size_x = " + std::to_string(nt) +
+                              ") in;\n#define NT " + std::to_string(nt) + "u\n#define CG " + std::to_string(cg) +
+                              "u\n#define KS " + std::to_string(ks) + "u\n#define U " + std::to_string(u) +
+                              "u\n#define R " + std::to_string(rows) + "u\n#define V " + std::to_string(v) +
+                              "u\n#define SPLIT " + flag(split) + "\n";
+  const std::string fns = load_fn("load_a", "A", p) + unpack_fn(p) + epi;
+  const Kernel k{"matmul_gemv_vec", shader({p.t, p.acc}, defines, args, h, fns, ksrc::kGemvVec)};
+  cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
+              static_cast<uint32_t>(splits));
+  if (split) add_split_sum(cx, st, p, partials, rows, g.n, splits);
+  return true;
+}
+
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
+  if (lower_gemv_vec(cx, st, g, p, rows)) return;
   const DeviceInfo& info = cx.info();
   const std::string what = step_label(st);
   const GemvShape s = gemv_shape(info, rows, p.acc);
   // Enough workgroups to fill a large GPU: the K range is split when the column tiles are few.
   constexpr int64_t kTargetGroups = 256;
   const int64_t tiles = (g.n + s.cols - 1) / s.cols;
-  int64_t splits = 1, kchunk = g.k;
-  if (tiles < kTargetGroups) {
-    splits = std::min<int64_t>((kTargetGroups + tiles - 1) / tiles, (g.k + s.kt - 1) / s.kt);
-    kchunk = ((g.k + splits - 1) / splits + s.kt - 1) / s.kt * s.kt;
-    splits = (g.k + kchunk - 1) / kchunk;
-  }
+  const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, kTargetGroups);
   const bool split = splits > 1;
   KernelArgs args(what);
   args.buffer("A", p.t, cx.in(st.in.at(0)), true);
@@ -364,20 +560,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const Kernel k{"matmul_gemv", shader({p.t, p.acc}, gemv_defines(s, p.acc, rows, split, false), args, h, fns, ksrc::kGemv)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
               static_cast<uint32_t>(splits));
-  if (!split) return;
-  // Second pass: the partial sums added, through the epilogue.
-  constexpr uint32_t kSumGroup = 256;
-  KernelArgs sum(what);
-  partials.write = false;
-  sum.buffer("P", p.acc, partials, true);
-  codegen::Helpers h2;
-  codegen::glsl_language().dtype_helpers(p.t, h2);
-  const std::string epi2 = bind_epilogue(cx, st, p, sum, h2);
-  sum.param("rows", rows);
-  sum.param("n", g.n);
-  sum.param("splits", splits);
-  const Kernel k2{"matmul_splitk_sum", shader({p.t, p.acc}, acc_defines(p.acc, kSumGroup), sum, h2, epi2, ksrc::kSplitSum)};
-  cx.dispatch(k2, sum.operands(), sum.push(info), cx.groups_1d(static_cast<uint64_t>(rows * g.n), kSumGroup));
+  if (split) add_split_sum(cx, st, p, partials, rows, g.n, splits);
 }
 
 // ---- GroupedMatMul ----

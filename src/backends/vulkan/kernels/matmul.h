@@ -188,6 +188,74 @@ void main() {
 }
 )";
 
+// Skinny products of floats (f32, f16, bf16) at DRAM bandwidth: R rows of A (contiguous [R, k])
+// against one row-major B [k, n] read as uvec4 (V = 16 bytes of elements: 8 halfs or 4 floats;
+// n % V == 0 and B 16-byte aligned). A workgroup of NT invocations owns CG * V columns: invocation
+// (c, s) reads vector c of every KS-th row of B (a subgroup of CG = 32 reads 512 consecutive bytes
+// of one row), U rows in flight per iteration; the KS slice sums of a column are added in shared
+// memory. x: column tiles (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n],
+// added by kSplitSum). A's elements come from load_a (L1-resident: one address per subgroup);
+// `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats.
+// Defines: NT CG KS U R V SPLIT. Params: n nv (= n / V) k kchunk.
+inline constexpr const char* kGemvVec = R"(
+shared float red[KS * CG * (V + 1u)];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint c = tid % CG, s = tid / CG;
+  const uint tiles = (pc.nv + CG - 1u) / CG;
+  const uint split = gl_WorkGroupID.y;
+  const uint k_begin = split * pc.kchunk, k_end = min(pc.k, k_begin + pc.kchunk);
+  for (uint t = gl_WorkGroupID.x; t < tiles; t += gl_NumWorkGroups.x) {
+    const uint cv = t * CG + c;
+    float acc[R][V];
+    for (uint r = 0u; r < R; ++r)
+      for (uint v = 0u; v < V; ++v) acc[r][v] = 0.0;
+    if (cv < pc.nv) {
+      uint k = k_begin + s;
+      for (; k + (U - 1u) * KS < k_end; k += U * KS) {
+        uvec4 w[U];
+        for (uint u = 0u; u < U; ++u) w[u] = B.data[pc.o_B + (k + u * KS) * pc.nv + cv];
+        for (uint u = 0u; u < U; ++u) {
+          float f[V];
+          unpack_b(w[u], f);
+          for (uint r = 0u; r < R; ++r) {
+            const float a = load_a(pc.o_A + r * pc.k + k + u * KS);
+            for (uint v = 0u; v < V; ++v) acc[r][v] = fma(a, f[v], acc[r][v]);
+          }
+        }
+      }
+      for (; k < k_end; k += KS) {
+        float f[V];
+        unpack_b(B.data[pc.o_B + k * pc.nv + cv], f);
+        for (uint r = 0u; r < R; ++r) {
+          const float a = load_a(pc.o_A + r * pc.k + k);
+          for (uint v = 0u; v < V; ++v) acc[r][v] = fma(a, f[v], acc[r][v]);
+        }
+      }
+    }
+    // Per row: the KS slice sums of each column (padded rows of V + 1: no bank conflicts).
+    for (uint r = 0u; r < R; ++r) {
+      for (uint v = 0u; v < V; ++v) red[(s * CG + c) * (V + 1u) + v] = acc[r][v];
+      barrier();
+      if (tid < CG * V) {
+        const uint cc = tid / V, v = tid % V, gc = t * CG * V + tid;
+        if (gc < pc.n) {
+          float sum = red[cc * (V + 1u) + v];
+          for (uint q = 1u; q < KS; ++q) sum += red[(q * CG + cc) * (V + 1u) + v];
+#if SPLIT
+          P.data[pc.o_P + (split * R + r) * pc.n + gc] = sum;
+#else
+          rlx_epilogue(r * pc.n + gc, gc, sum);
+#endif
+        }
+      }
+      barrier();
+    }
+  }
+}
+)";
+
 // The split-K GEMV's second pass: output i (of rows * n) is the sum of its `splits` partials
 // P[split * rows * n + i], through the epilogue. 1-D grid-stride. Defines: NT. Params: rows n splits.
 inline constexpr const char* kSplitSum = R"(

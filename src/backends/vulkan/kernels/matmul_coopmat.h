@@ -1,0 +1,152 @@
+#pragma once
+// Tensor-core GEMM of the Vulkan matmul family (lower_matmul.cpp) through VK_NV_cooperative_matrix
+// (GLSL GL_NV_cooperative_matrix: Debian 12's glslang spells only the NV extension): f16 operands
+// (f16 products, and f32 products under the Fp16 precision policy, whose operands are rounded to
+// f16 as they are loaded), 16 x 16 x 16 f16 tiles accumulated in f32, the result through the
+// matmul epilogue. Same batch / tile loops and parameters as kGemm (kernels/matmul.h).
+//
+// A workgroup of NW = WM * WN subgroups (32 invocations each) computes a BM x BN tile (BM = WM *
+// TMC * 16, BN = WN * TNC * 16); subgroup (wm, wn) owns TMC x TNC accumulators of 16 x 16. The K
+// loop stages BK = 32 deep slices: A as As[BM][BK + 8] and B as Bs[BK][BN + 8] (f16, rows padded
+// by 16 bytes: the matrix loads hit distinct banks), whatever the operands' layouts (a transposed
+// operand is transposed on its way to shared memory); the next slice's global loads are issued
+// into registers before the current slice's products. Every invocation loads chunks of 8
+// elements along its operand's contiguous dim: one or two uvec4 loads when VEC_A / VEC_B (the
+// contiguous extent, every batch offset and the operand's start multiples of 8 elements), else
+// 8 bounds-checked element loads. The epilogue: each accumulator stored to the subgroup's 16 x 16
+// f32 patch of Cs, whose elements its invocations pass to rlx_epilogue.
+//
+// The lowering prepends, besides kGemm's: GL_NV_cooperative_matrix, GL_KHR_memory_scope_semantics,
+// GL_KHR_shader_subgroup_basic and 16-bit arithmetic extensions; and
+//   void load8_a(uint gi, uint valid, out float16_t h[8])  - elements gi .. gi + 7 of A (element
+//   void load8_b(uint gi, uint valid, out float16_t h[8])    offsets from the operand's start), the
+//                                                              first `valid` of them, others 0
+// Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE. Params: m n k batch lda ldb sa sb.
+
+namespace rlx::vulkan::ksrc {
+
+inline constexpr const char* kGemmCoopNV = R"(
+#define LDA_S (BK + 8u)
+#define LDB_S (BN + 8u)
+#define CA (BM * BK / 8u / NT)
+#define CB (BK * BN / 8u / NT)
+shared float16_t As[BM * LDA_S];
+shared float16_t Bs[BK * LDB_S];
+shared float Cs[WM * WN * 256u];
+
+// Chunk q of this invocation in the A / B tile at (row0, k0) / (k0, col0): element offset, how
+// many of its 8 elements are in range, and where its first element goes in shared memory with
+// the step between its elements.
+void chunk_a(uint q, uint a0, uint row0, uint k0, out uint gi, out uint valid, out uint s0, out uint ds) {
+  const uint e = gl_LocalInvocationID.x + q * NT;
+#if TRANS_A
+  const uint kk = e / (BM / 8u), rc = (e % (BM / 8u)) * 8u;  // A stored [k, m]
+  const uint gk = k0 + kk, gr = row0 + rc;
+  valid = gk < pc.k && gr < pc.m ? min(8u, pc.m - gr) : 0u;
+  gi = a0 + gk * pc.lda + gr;
+  s0 = rc * LDA_S + kk;
+  ds = LDA_S;
+#else
+  const uint r = e / (BK / 8u), kc = (e % (BK / 8u)) * 8u;  // A stored [m, k]
+  const uint gr = row0 + r, gk = k0 + kc;
+  valid = gr < pc.m && gk < pc.k ? min(8u, pc.k - gk) : 0u;
+  gi = a0 + gr * pc.lda + gk;
+  s0 = r * LDA_S + kc;
+  ds = 1u;
+#endif
+}
+
+void chunk_b(uint q, uint b0, uint col0, uint k0, out uint gi, out uint valid, out uint s0, out uint ds) {
+  const uint e = gl_LocalInvocationID.x + q * NT;
+#if TRANS_B
+  const uint c = e / (BK / 8u), kc = (e % (BK / 8u)) * 8u;  // B stored [n, k]
+  const uint gc = col0 + c, gk = k0 + kc;
+  valid = gc < pc.n && gk < pc.k ? min(8u, pc.k - gk) : 0u;
+  gi = b0 + gc * pc.ldb + gk;
+  s0 = kc * LDB_S + c;
+  ds = LDB_S;
+#else
+  const uint kk = e / (BN / 8u), cc = (e % (BN / 8u)) * 8u;  // B stored [k, n]
+  const uint gk = k0 + kk, gc = col0 + cc;
+  valid = gk < pc.k && gc < pc.n ? min(8u, pc.n - gc) : 0u;
+  gi = b0 + gk * pc.ldb + gc;
+  s0 = kk * LDB_S + cc;
+  ds = 1u;
+#endif
+}
+
+void main() {
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint wm = warp / WN, wn = warp % WN;
+  const uint tiles_m = (pc.m + BM - 1u) / BM, tiles_n = (pc.n + BN - 1u) / BN;
+  for (uint b = gl_WorkGroupID.z; b < pc.batch; b += gl_NumWorkGroups.z) {
+#if HAS_TABLE
+    const uint a0 = TAB.data[pc.o_TAB + 2u * b], b0 = TAB.data[pc.o_TAB + 2u * b + 1u];
+#else
+    const uint a0 = b * pc.sa, b0 = b * pc.sb;
+#endif
+    for (uint tm = gl_WorkGroupID.y; tm < tiles_m; tm += gl_NumWorkGroups.y) {
+      for (uint tn = gl_WorkGroupID.x; tn < tiles_n; tn += gl_NumWorkGroups.x) {
+        const uint row0 = tm * BM, col0 = tn * BN;
+        fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TMC][TNC];
+        for (uint i = 0u; i < TMC; ++i)
+          for (uint j = 0u; j < TNC; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+        float16_t ra[CA][8], rb[CB][8];
+        uint gi, valid, s0, ds;
+        for (uint q = 0u; q < CA; ++q) {
+          chunk_a(q, a0, row0, 0u, gi, valid, s0, ds);
+          load8_a(gi, valid, ra[q]);
+        }
+        for (uint q = 0u; q < CB; ++q) {
+          chunk_b(q, b0, col0, 0u, gi, valid, s0, ds);
+          load8_b(gi, valid, rb[q]);
+        }
+        for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+          for (uint q = 0u; q < CA; ++q) {
+            chunk_a(q, a0, row0, k0, gi, valid, s0, ds);
+            for (uint i = 0u; i < 8u; ++i) As[s0 + i * ds] = ra[q][i];
+          }
+          for (uint q = 0u; q < CB; ++q) {
+            chunk_b(q, b0, col0, k0, gi, valid, s0, ds);
+            for (uint i = 0u; i < 8u; ++i) Bs[s0 + i * ds] = rb[q][i];
+          }
+          barrier();
+          if (k0 + BK < pc.k) {  // the next slice's loads in flight during this slice's products
+            for (uint q = 0u; q < CA; ++q) {
+              chunk_a(q, a0, row0, k0 + BK, gi, valid, s0, ds);
+              load8_a(gi, valid, ra[q]);
+            }
+            for (uint q = 0u; q < CB; ++q) {
+              chunk_b(q, b0, col0, k0 + BK, gi, valid, s0, ds);
+              load8_b(gi, valid, rb[q]);
+            }
+          }
+          for (uint kk = 0u; kk < BK; kk += 16u) {
+            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TMC], fb[TNC];
+            for (uint i = 0u; i < TMC; ++i)
+              coopMatLoadNV(fa[i], As, ((wm * TMC + i) * 16u) * LDA_S + kk, LDA_S, false);
+            for (uint j = 0u; j < TNC; ++j)
+              coopMatLoadNV(fb[j], Bs, kk * LDB_S + (wn * TNC + j) * 16u, LDB_S, false);
+            for (uint i = 0u; i < TMC; ++i)
+              for (uint j = 0u; j < TNC; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+          }
+          barrier();
+        }
+        for (uint i = 0u; i < TMC; ++i)
+          for (uint j = 0u; j < TNC; ++j) {
+            coopMatStoreNV(acc[i][j], Cs, warp * 256u, 16u, false);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
+              const uint r = row0 + (wm * TMC + i) * 16u + e / 16u, c = col0 + (wn * TNC + j) * 16u + e % 16u;
+              if (r < pc.m && c < pc.n) rlx_epilogue((b * pc.m + r) * pc.n + c, c, Cs[warp * 256u + e]);
+            }
+            subgroupBarrier();
+          }
+      }
+    }
+  }
+}
+)";
+
+}  // namespace rlx::vulkan::ksrc
