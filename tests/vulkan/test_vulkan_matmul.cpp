@@ -270,6 +270,21 @@ TEST(VulkanMatmul, VectorGemv) {
   expect_vulkan_parity(matmul_graph({2, 2, 300}, {300, 64}, DType::BF16));
 }
 
+// The 128 x 128 SIMT tiles (f32 accumulation, at least 132 of them): ragged edges over a batch,
+// a transposed B, and the epilogue on a 2-D product.
+TEST(VulkanMatmul, LargeGemmTiles) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    expect_vulkan_parity(matmul_graph({40, 130, 20}, {40, 20, 129}, t));
+    Graph g;
+    g.add_output(g.matmul(g.input("a", Shape::of({40, 129, 24}, t)),
+                          g.transpose(g.input("b", Shape::of({40, 131, 24}, t)), {0, 2, 1})));
+    expect_vulkan_parity(g);
+    expect_vulkan_parity(fused_graph(1500, 9, 1450, t, ActKind::Relu, 1450, true));
+  }
+}
+
 // A LowerContext without a device: operands at offset 0, kernels collected (their GLSL compiled by
 // the test). `info` says what the pretended device has.
 class SourceOnlyContext : public vulkan::LowerContext {

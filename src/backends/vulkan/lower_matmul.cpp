@@ -363,9 +363,13 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const DeviceInfo& info = cx.info();
   const std::string what = step_label(st);
   // 64 x 64 tiles of 256 invocations (4 x 4 outputs each); a side of at most 16 rows or columns
-  // (small batched products) gets tiles of 16 on that side instead of idle rows.
+  // (small batched products) gets tiles of 16 on that side instead of idle rows. Products with f32
+  // accumulation and enough 128 x 128 tiles to fill a large GPU (132 SMs) take those (8 x 8
+  // outputs per invocation: half the shared-memory reads per product).
   const uint32_t full = info.max_invocations >= 256 ? 16 : 8;
-  const uint32_t wx = g.n <= 16 ? 4 : 16, wy = g.m <= 16 ? 4 : full, tm = 4, tn = 4, pad = 1;
+  const bool large = p.acc == DType::F32 && full == 16 && g.m >= 128 && g.n >= 128 &&
+                     ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch >= 132;
+  const uint32_t wx = g.n <= 16 ? 4 : 16, wy = g.m <= 16 ? 4 : full, tm = large ? 8 : 4, tn = tm, pad = 1;
   const uint32_t bm = wy * tm, bn = wx * tn;
   uint32_t bk = 16;
   const size_t es = dtype_size(p.acc);

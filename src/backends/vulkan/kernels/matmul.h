@@ -13,15 +13,62 @@ namespace rlx::vulkan::ksrc {
 // Tiled GEMM: C[b] = op(A)[b] @ op(B)[b]. A workgroup of NT = WX * WY invocations computes
 // BM x BN tiles (BM = WY * TM, BN = WX * TN), each invocation TM x TN outputs strided by WY / WX
 // (so shared-memory reads are conflict-free and stores coalesced); the K loop stages BK-deep
-// slices of A and B in shared memory with loads along each operand's contiguous dim. Tiles and
-// batch items are grid-stride loops over x (columns), y (rows) and z (batch items).
+// slices of A and B in shared memory with loads along each operand's contiguous dim, the next
+// slice's global loads issued into registers (LA / LB per invocation) before the current slice's
+// products. Tiles and batch items are grid-stride loops over x (columns), y (rows) and z (batch).
 // Defines: NT WX WY TM TN BM BN BK PAD TRANS_A TRANS_B HAS_TABLE (per-item A/B offsets in TAB,
 // else b * pc.sa / b * pc.sb). Params: m n k batch lda ldb sa sb.
 inline constexpr const char* kGemm = R"(
+#define LA ((BM * BK + NT - 1u) / NT)
+#define LB ((BN * BK + NT - 1u) / NT)
 shared ACC As[BK * (BM + PAD)];
 shared ACC Bs[BK * (BN + PAD)];
 #define AS(kk, r) As[(kk) * (BM + PAD) + (r)]
 #define BS(kk, c) Bs[(kk) * (BN + PAD) + (c)]
+
+// Element e of the A / B slice at k0: its (row or column, kk) in the tile.
+void slot_a(uint e, out uint r, out uint kk) {
+#if TRANS_A
+  r = e % BM; kk = e / BM;  // A stored [k, m]: along m
+#else
+  kk = e % BK; r = e / BK;  // A stored [m, k]: along k
+#endif
+}
+void slot_b(uint e, out uint c, out uint kk) {
+#if TRANS_B
+  kk = e % BK; c = e / BK;  // B stored [n, k]: along k
+#else
+  c = e % BN; kk = e / BN;  // B stored [k, n]: along n
+#endif
+}
+
+void fetch(uint a0, uint b0, uint row0, uint col0, uint k0, out ACC ra[LA], out ACC rb[LB]) {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint q = 0u; q < LA; ++q) {
+    const uint e = tid + q * NT;
+    uint r, kk;
+    slot_a(e, r, kk);
+    const uint gr = row0 + r, gk = k0 + kk;
+    ra[q] = ACC(0);
+#if TRANS_A
+    if (e < BM * BK && gr < pc.m && gk < pc.k) ra[q] = load_a(a0 + gk * pc.lda + gr);
+#else
+    if (e < BM * BK && gr < pc.m && gk < pc.k) ra[q] = load_a(a0 + gr * pc.lda + gk);
+#endif
+  }
+  for (uint q = 0u; q < LB; ++q) {
+    const uint e = tid + q * NT;
+    uint c, kk;
+    slot_b(e, c, kk);
+    const uint gc = col0 + c, gk = k0 + kk;
+    rb[q] = ACC(0);
+#if TRANS_B
+    if (e < BN * BK && gc < pc.n && gk < pc.k) rb[q] = load_b(b0 + gc * pc.ldb + gk);
+#else
+    if (e < BN * BK && gc < pc.n && gk < pc.k) rb[q] = load_b(b0 + gk * pc.ldb + gc);
+#endif
+  }
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -39,38 +86,23 @@ void main() {
         ACC acc[TM][TN];
         for (uint i = 0u; i < TM; ++i)
           for (uint j = 0u; j < TN; ++j) acc[i][j] = ACC(0);
+        ACC ra[LA], rb[LB];
+        fetch(a0, b0, row0, col0, 0u, ra, rb);
         for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
-          for (uint e = tid; e < BM * BK; e += NT) {
-#if TRANS_A
-            const uint r = e % BM, kk = e / BM;  // A stored [k, m]: along m
-#else
-            const uint kk = e % BK, r = e / BK;  // A stored [m, k]: along k
-#endif
-            const uint gr = row0 + r, gk = k0 + kk;
-            ACC v = ACC(0);
-#if TRANS_A
-            if (gr < pc.m && gk < pc.k) v = load_a(a0 + gk * pc.lda + gr);
-#else
-            if (gr < pc.m && gk < pc.k) v = load_a(a0 + gr * pc.lda + gk);
-#endif
-            AS(kk, r) = v;
+          for (uint q = 0u; q < LA; ++q) {
+            const uint e = tid + q * NT;
+            uint r, kk;
+            slot_a(e, r, kk);
+            if (e < BM * BK) AS(kk, r) = ra[q];
           }
-          for (uint e = tid; e < BN * BK; e += NT) {
-#if TRANS_B
-            const uint kk = e % BK, c = e / BK;  // B stored [n, k]: along k
-#else
-            const uint c = e % BN, kk = e / BN;  // B stored [k, n]: along n
-#endif
-            const uint gc = col0 + c, gk = k0 + kk;
-            ACC v = ACC(0);
-#if TRANS_B
-            if (gc < pc.n && gk < pc.k) v = load_b(b0 + gc * pc.ldb + gk);
-#else
-            if (gc < pc.n && gk < pc.k) v = load_b(b0 + gk * pc.ldb + gc);
-#endif
-            BS(kk, c) = v;
+          for (uint q = 0u; q < LB; ++q) {
+            const uint e = tid + q * NT;
+            uint c, kk;
+            slot_b(e, c, kk);
+            if (e < BN * BK) BS(kk, c) = rb[q];
           }
           barrier();
+          if (k0 + BK < pc.k) fetch(a0, b0, row0, col0, k0 + BK, ra, rb);
           // Each BK slice summed apart, then added: blocked summation keeps the rounding error of
           // long K near the BLAS kernels' (a single chain over K loses ~sqrt(K) ulps).
           ACC part[TM][TN];
