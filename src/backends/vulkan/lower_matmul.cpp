@@ -1,8 +1,11 @@
-// MatMul, FusedMatMulBiasAct and GroupedMatMul on Vulkan (kernels/matmul.h).
+// MatMul, FusedMatMulBiasAct and GroupedMatMul on Vulkan (kernels/matmul.h, matmul_coopmat.h).
 //
-// Products of at most 4 rows of A against one shared row-major B (decode) run on the GEMV
-// kernel, split over K when the columns alone give too few workgroups (partial sums, then a
-// second pass); everything else on the tiled shared-memory GEMM. The FusedMatMulBiasAct
+// Products of at most 4 rows of A against one shared row-major B (decode) run on a GEMV kernel,
+// split over K when the columns alone give too few workgroups (partial sums, then a second
+// pass): the vector GEMV (16-byte loads of B) for f32/f16/bf16 where n and B's offset allow,
+// else the element GEMV. Everything else runs on a tiled GEMM: the cooperative-matrix one
+// (VK_NV_cooperative_matrix, knob vulkan_coopmat) for f16 operands where the device has it,
+// else the shared-memory SIMT GEMM (128 x 128 tiles for large f32-accumulated products). The FusedMatMulBiasAct
 // epilogue (bias, activation, residual) runs inside the kernel that stores the result, as the
 // shared elementwise chain spelled by the GLSL printer, with the CPU oracle's rounding: floats,
 // f64 and integers store the product in their dtype and then run each step in it (integers
