@@ -338,6 +338,8 @@ int main(int argc, char** argv) {
       bench_gemm(8192, DType::BF16, Precision::Fp32);
       bench_gemm(4096, DType::F32, Precision::Fp32);
       bench_gemm(4096, DType::F32, Precision::Tf32);
+      bench_gemm(4096, DType::F16, Precision::Fp32);
+      bench_gemm(8192, DType::F16, Precision::Fp32);
     }
     if (want("gemv"))
       for (DType t : {DType::BF16, DType::F32}) {
@@ -360,13 +362,14 @@ int main(int argc, char** argv) {
       bench_rows("layernorm", 16384, 4096, DType::F32);
     }
     if (want("bert"))
-      for (DType t : {DType::BF16, DType::F32})
+      for (DType t : {DType::BF16, DType::F16, DType::F32})
         for (int64_t b : {1, 32}) bench_bert(b, t);
     // "llama" runs both; "decode" / "prefill" one of them.
     for (DType t : {DType::BF16, DType::F32}) {
       if (want("llama") || want("decode")) bench_llama_decode(511, t, copy_gbps);
       if (want("llama") || want("prefill")) bench_llama_prefill(512, t);
     }
+    if (want("llama") || want("prefill")) bench_llama_prefill(512, DType::F16);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_cuda: %s\n", e.what());
     return 1;
