@@ -319,8 +319,16 @@ TEST_F(Cli, CheckReportsDispatchPerOpKind) {
   EXPECT_THAT(raw.out, AllOf(HasSubstr("(unoptimized)"), Not(HasSubstr("fused_swiglu"))));
   EXPECT_EXIT_CODE(rlx("check " + g + " --device tpu"), 2);
   Proc vk = rlx("check " + g + " --device vulkan");
+#ifdef RLX_HAVE_VULKAN
+  EXPECT_EXIT_CODE(vk, 0);  // claims of the device Vulkan would use (or of a full-featured one)
+  EXPECT_THAT(vk.out, AllOf(HasSubstr("device: vulkan"), HasSubstr("native")));
+#else
   EXPECT_EXIT_CODE(vk, 1);
   EXPECT_THAT(vk.err, HasSubstr("not available in this build"));
+#endif
+  Proc wg = rlx("check " + g + " --device webgpu");
+  EXPECT_EXIT_CODE(wg, 1);
+  EXPECT_THAT(wg.err, HasSubstr("not available in this build"));
   EXPECT_EXIT_CODE(rlx("check " + path("missing.json")), 1);
 }
 

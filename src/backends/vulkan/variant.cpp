@@ -230,6 +230,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   // a barrier only before one that touches bytes written (or writes bytes read) since the last.
   void record() {
     cb_ = new_cb();
+    vd().record_start_timestamp(cb_);
     const Operand flag = error_flag();
     vk().vkCmdFillBuffer(cb_, flag.buffer, flag.offset, sizeof(int), 0);
     work_barrier(cb_);
@@ -256,6 +257,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
       read.insert(read.end(), r.begin(), r.end());
       record_command(cb_, c);
     }
+    vd().record_stop_timestamp(cb_);
     full_barrier(cb_);
     check(vk().vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
     ++g_recordings;

@@ -247,18 +247,32 @@ void VulkanDevice::do_read_error_flag(DeviceBuf flag) {
   readbacks_.push_back({&flag_value_, chunk, off, sizeof(int)});
 }
 
+void VulkanDevice::record_start_timestamp(VkCommandBuffer cb) {
+  if (!queries_) return;
+  vk().vkCmdResetQueryPool(cb, queries_, 0, 2);
+  vk().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+  timed_inside_ = true;
+}
+
+void VulkanDevice::record_stop_timestamp(VkCommandBuffer cb) {
+  if (!queries_) return;
+  vk().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 1);
+}
+
 void VulkanDevice::mark_start() {
   if (!queries_) return;
+  timed_ = false;
+  if (timed_inside_) return;
   VkCommandBuffer cb = transfer_cb();
   vk().vkCmdResetQueryPool(cb, queries_, 0, 2);
   vk().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, queries_, 0);
-  timed_ = false;
 }
 
 void VulkanDevice::mark_stop() {
   if (!queries_) return;
-  vk().vkCmdWriteTimestamp(transfer_cb(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, queries_, 1);
   timed_ = true;
+  if (timed_inside_) return;
+  vk().vkCmdWriteTimestamp(transfer_cb(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, queries_, 1);
 }
 
 double VulkanDevice::elapsed_ms() {

@@ -36,6 +36,11 @@ class VulkanDevice final : public DeviceApi {
   VkCommandPool pool() const { return pool_; }
   // Enqueues a recorded command buffer after everything enqueued so far.
   void enqueue(VkCommandBuffer cb);
+  // Records the run's start / stop timestamps into `cb` (a variant's recorded schedule), so
+  // elapsed_ms() is the device time of that work alone (as CUDA events around a graph launch);
+  // mark_start / mark_stop then only delimit the run.
+  void record_start_timestamp(VkCommandBuffer cb);
+  void record_stop_timestamp(VkCommandBuffer cb);
 
  protected:
   void do_upload(std::span<const HostToDevice> copies, bool staged) override;
@@ -79,6 +84,7 @@ class VulkanDevice final : public DeviceApi {
   VkCommandBuffer open_ = VK_NULL_HANDLE;     // the transfer command buffer being recorded
   int flag_value_ = 0;
   bool timed_ = false;
+  bool timed_inside_ = false;  // the enqueued work writes the timestamps itself
 };
 
 // Records a full memory barrier (all earlier commands' writes visible to all later commands and
