@@ -262,10 +262,10 @@ void finish(Running& r, int wstatus, bool timed_out, double timeout_s, CaseResul
   res.status = st == "PASS" ? Status::Pass : st == "UNSUPPORTED" ? Status::Unsupported : Status::Fail;
 }
 
-// Why `device` cannot run here ("" when it can), asked in a forked child like the cases: a
-// device runtime started in this process (driver threads, e.g. lavapipe's) would not survive the
-// forks that run the cases.
-std::string device_unavailable(Device device, const CompileOptions& base) {
+// A forked child running `body(write_fd)`, then exiting; returns
+// the child's pid and the read end of its pipe.
+template <class Body>
+std::pair<pid_t, int> fork_child(Body&& body) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(std::string("pipe() failed: ") + std::strerror(errno));
   std::cout.flush();
@@ -273,6 +273,18 @@ std::string device_unavailable(Device device, const CompileOptions& base) {
   if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
+    body(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  return {pid, fds[0]};
+}
+
+// Why `device` cannot run here ("" when it can), asked in a forked child like the cases: a
+// device runtime started in this process (driver threads, e.g. lavapipe's) would not survive the
+// forks that run the cases.
+std::string device_unavailable(Device device, const CompileOptions& base) {
+  const auto [pid, fd] = fork_child([&](int out) {
     std::string why;
     try {
       (void)make_backend(device, base);
@@ -281,17 +293,15 @@ std::string device_unavailable(Device device, const CompileOptions& base) {
     }
     const char* p = why.data();
     for (size_t left = why.size(); left > 0;) {
-      const ssize_t n = write(fds[1], p, left);
+      const ssize_t n = write(out, p, left);
       if (n <= 0) break;
       p += n, left -= static_cast<size_t>(n);
     }
-    _exit(0);
-  }
-  close(fds[1]);
+  });
   std::string why;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) why.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) why.append(buf, static_cast<size_t>(n));
+  close(fd);
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
   if (why.empty() && !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0))
@@ -308,17 +318,8 @@ std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const Confor
   std::cout.flush();
   while (done < cases.size()) {
     while (static_cast<int>(running.size()) < jobs && next < cases.size()) {
-      int fds[2];
-      if (pipe(fds) != 0) throw Error(std::string("pipe() failed: ") + std::strerror(errno));
-      std::cout.flush();
-      const pid_t pid = fork();
-      if (pid < 0) throw Error(std::string("fork() failed: ") + std::strerror(errno));
-      if (pid == 0) {
-        close(fds[0]);
-        child_main(cases[next], device, o.plan_only, base, fds[1]);
-      }
-      close(fds[1]);
-      running.push_back({pid, fds[0], next, std::chrono::steady_clock::now(), {}});
+      const auto [pid, fd] = fork_child([&](int out) { child_main(cases[next], device, o.plan_only, base, out); });
+      running.push_back({pid, fd, next, std::chrono::steady_clock::now(), {}});
       ++next;
     }
     std::vector<pollfd> pfds;
