@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backends/vulkan/kernels/attention.h"
+#include "backends/vulkan/kernels/double_math.h"
 #include "backends/vulkan/lower.h"
 #include "rlx/error.h"
 
@@ -96,7 +97,7 @@ void push_real(std::vector<uint32_t>& push, double v, bool f64) {
 std::string math_prelude(bool f64) {
   std::string s = f64 ? "#define F double\n#define FV dvec4\n#define F_DOUBLE 1\n#define TANH_SMALL 1e-5LF\n"
                       : "#define F float\n#define FV vec4\n#define F_DOUBLE 0\n#define TANH_SMALL 0.004\n";
-  return s + ksrc::kAttentionMath;
+  return s + (f64 ? ksrc::kDoubleMath : "") + ksrc::kAttentionMath;
 }
 
 // `F NAME(uint i)` loading element i of buffer BUF of dtype t.

@@ -46,16 +46,7 @@ namespace rlx::vulkan::ksrc {
 inline constexpr const char* kAttentionMath = R"(
 #define NEG_INF F(uintBitsToFloat(0xff800000u))
 #if F_DOUBLE
-double attn_exp(double x) {
-  if (isnan(x)) return x;
-  if (x < -745.0LF) return 0.0LF;
-  if (x > 709.7LF) return double(uintBitsToFloat(0x7f800000u));
-  double k = roundEven(x * 1.4426950408889634LF);
-  double r = x - k * 6.93147180369123816490e-01LF - k * 1.90821492927058770002e-10LF;
-  double p = 1.0LF;
-  for (int n = 14; n >= 1; --n) p = 1.0LF + r * p / double(n);
-  return ldexp(p, int(k));
-}
+double attn_exp(double x) { return rlx_exp_d(x); }  // kDoubleMath (kernels/double_math.h)
 #else
 float attn_exp(float x) { return exp(x); }
 #endif
