@@ -307,6 +307,19 @@ TEST_F(Cli, RunSymbolicDims) {
   EXPECT_THAT(conflict.err, HasSubstr("symbolic dim 'seq' is 5"));
 }
 
+TEST_F(Cli, RunProfilePrintsDeviceTimePerOpKind) {
+  const std::string g = export_small("profile.json");
+  Proc cpu = rlx("run " + g + " --random-inputs -n 1 --profile");
+  EXPECT_EXIT_CODE(cpu, 1);
+  EXPECT_THAT(cpu.err, HasSubstr("has no per-step profile"));
+#ifdef RLX_HAVE_VULKAN
+  Proc vk = rlx("run " + g + " --random-inputs -n 2 --profile --device vulkan");
+  if (vk.code != 0 && vk.err.find("no Vulkan device") != std::string::npos) GTEST_SKIP() << vk.err;
+  EXPECT_EXIT_CODE(vk, 0);
+  EXPECT_THAT(vk.out, AllOf(HasSubstr("device time per op kind"), HasSubstr("matmul"), HasSubstr("dispatches")));
+#endif
+}
+
 TEST_F(Cli, CheckReportsDispatchPerOpKind) {
   const std::string g = export_small("check.json");
   Proc p = rlx("check " + g + " --device cpu --pass-report");

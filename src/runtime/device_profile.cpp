@@ -6,12 +6,6 @@
 #include <vector>
 
 #include "rlx/error.h"
-#ifdef RLX_HAVE_CUDA
-#include "backends/cuda/stats.h"
-#endif
-#ifdef RLX_HAVE_VULKAN
-#include "backends/vulkan/variant.h"
-#endif
 
 namespace rlx {
 
@@ -39,39 +33,31 @@ std::string StepProfile::take(const char* unit) {
   return out;
 }
 
+namespace {
+
+std::map<Device, DeviceProfileHooks>& hooks() {
+  static std::map<Device, DeviceProfileHooks> h;
+  return h;
+}
+
+}  // namespace
+
+bool register_device_profile(Device d, DeviceProfileHooks h) {
+  hooks()[d] = std::move(h);
+  return true;
+}
+
 void enable_device_profile(Device d) {
-  // The knobs are read from the environment at each use (runtime/knobs.h), so setting the
-  // variable before compiling turns the profile on for the variants compiled afterwards.
-  switch (d) {
-    case Device::Cuda:
-#ifdef RLX_HAVE_CUDA
-      setenv("RLX_CUDA_PROFILE", "1", 1);
-      return;
-#else
-      break;
-#endif
-    case Device::Vulkan:
-#ifdef RLX_HAVE_VULKAN
-      setenv("RLX_VULKAN_PROFILE", "1", 1);
-      return;
-#else
-      break;
-#endif
-    default: break;
-  }
-  throw Error(std::string("--profile: device '") + device_name(d) +
-              "' has no per-step profile in this build (cuda and vulkan have one)");
+  const auto it = hooks().find(d);
+  if (it == hooks().end())
+    throw Error(std::string("--profile: device '") + device_name(d) +
+                "' has no per-step profile in this build (cuda and vulkan have one)");
+  it->second.enable();
 }
 
 std::string take_device_profile(Device d) {
-#ifdef RLX_HAVE_CUDA
-  if (d == Device::Cuda) return cuda::take_profile_report();
-#endif
-#ifdef RLX_HAVE_VULKAN
-  if (d == Device::Vulkan) return vulkan::take_vulkan_profile();
-#endif
-  (void)d;
-  return "";
+  const auto it = hooks().find(d);
+  return it == hooks().end() ? std::string() : it->second.take();
 }
 
 }  // namespace rlx

@@ -2,6 +2,7 @@
 // Per-step device times of the GPU backends (`rlx run --profile`): each recorded step timed on
 // its own (CUDA events, Vulkan timestamp queries) and summed per op kind.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,6 +23,15 @@ class StepProfile {
   std::mutex mu_;
   std::map<std::string, std::pair<double, uint64_t>> rows_;  // kind -> (ms, count)
 };
+
+// What a GPU backend registers (from its own translation unit, at static initialization) so
+// that the runtime reaches its profile without depending on the backend: turning the profile
+// on for this process, and taking its table.
+struct DeviceProfileHooks {
+  std::function<void()> enable;
+  std::function<std::string()> take;
+};
+bool register_device_profile(Device d, DeviceProfileHooks hooks);
 
 // Turns the per-step profile of device `d` on for this process (the backend's profile knob,
 // RLX_CUDA_PROFILE / RLX_VULKAN_PROFILE); rlx::Error for a device without one.

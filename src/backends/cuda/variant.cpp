@@ -317,6 +317,12 @@ std::unique_ptr<Variant> make_cuda_variant(Graph g, const CompileOptions& option
 
 std::string take_profile_report() { return g_profile.take("launch groups"); }
 
+namespace {
+// See the Vulkan backend's registration (rlx run --profile).
+[[maybe_unused]] const bool g_profile_registered = register_device_profile(
+    Device::Cuda, {[] { setenv("RLX_CUDA_PROFILE", "1", 1); }, [] { return take_profile_report(); }});
+}  // namespace
+
 RunStats run_stats() {
   RunStats r;
   r.graph_captures = g_captures.load();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -346,5 +347,12 @@ VulkanStats vulkan_stats() {
 }
 
 std::string take_vulkan_profile() { return g_profile.take("dispatches"); }
+
+namespace {
+// The knobs are read from the environment at each use (runtime/knobs.h): setting the variable
+// turns the profile on for the variants compiled afterwards (rlx run --profile).
+[[maybe_unused]] const bool g_profile_registered = register_device_profile(
+    Device::Vulkan, {[] { setenv("RLX_VULKAN_PROFILE", "1", 1); }, [] { return take_vulkan_profile(); }});
+}  // namespace
 
 }  // namespace rlx::vulkan
