@@ -320,6 +320,25 @@ TEST_F(Cli, RunProfilePrintsDeviceTimePerOpKind) {
 #endif
 }
 
+// A Vulkan device name that matches nothing is an error listing the devices (run through `env`
+// so that only the child process sees the variable).
+TEST_F(Cli, UnknownVulkanDeviceListsTheDevices) {
+#ifndef RLX_HAVE_VULKAN
+  GTEST_SKIP() << "this build has no Vulkan backend";
+#else
+  const std::string g = export_small("vkdev.json");
+  Proc any = rlx("run " + g + " --random-inputs -n 1 --device vulkan");
+  if (any.code != 0) GTEST_SKIP() << "no Vulkan device here: " << any.err;
+  const std::string cmd = std::string("env RLX_VULKAN_DEVICE=no-such-gpu-zz '") + RLX_CLI_PATH + "' run " + g +
+                          " --random-inputs -n 1 --device vulkan >'" + path("vk.out") + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_NE(status, 0);
+  std::ifstream f(path("vk.out"));
+  const std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(out, AllOf(HasSubstr("RLX_VULKAN_DEVICE='no-such-gpu-zz' matches no device"), HasSubstr("0: ")));
+#endif
+}
+
 TEST_F(Cli, CheckReportsDispatchPerOpKind) {
   const std::string g = export_small("check.json");
   Proc p = rlx("check " + g + " --device cpu --pass-report");
