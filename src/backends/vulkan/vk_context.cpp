@@ -312,7 +312,8 @@ Context& context() {
       h.cx = create_context();
     } catch (const Error& e) {
       // Every reason there is no usable device reads the same way ("no Vulkan device: ...").
-      const std::string what = e.what();
+      std::string what = e.what();
+      if (what.rfind("Vulkan: ", 0) == 0) what = what.substr(8);
       h.error = what.rfind("no Vulkan device: ", 0) == 0 ? what : "no Vulkan device: " + what;
     }
   });
