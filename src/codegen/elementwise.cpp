@@ -19,6 +19,23 @@ bool int_checked(BinaryKind k, DType t) {
 
 }  // namespace
 
+std::vector<RegionStep> matmul_epilogue_chain(bool bias, std::optional<ActKind> act, bool residual) {
+  std::vector<RegionStep> chain;
+  int32_t x = 0;
+  auto last = [&] { return -static_cast<int32_t>(chain.size()); };
+  if (bias) {
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, 1}});
+    x = last();
+  }
+  if (act) {
+    chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
+    x = last();
+  }
+  if (residual)
+    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
+  return chain;
+}
+
 std::vector<RegionStep> single_step_chain(const Op& op) {
   RegionStep s;
   if (auto* b = std::get_if<ops::Binary>(&op)) s = {RegionStepKind::Binary, static_cast<int32_t>(b->kind), DType::F32, {0, 1}};

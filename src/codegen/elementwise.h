@@ -9,6 +9,7 @@
 // print_glsl_elementwise, print_wgsl_elementwise); the chain's statements come from one
 // shared builder (`chain_code`) over the language's spelling (codegen/language.h).
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ struct ElementwisePlan {
   bool wide_index = false;   // some element index or offset reaches 2^31
   bool error_flag = false;   // the chain reports errors (integer Div/Mod/FMod/Pow)
 };
+
+// A matmul epilogue (FusedMatMulBiasAct) as a chain over x0 = the product, then the bias (when
+// `bias`) and the residual (when `residual`) as the next inputs: bias add, activation, residual add.
+std::vector<RegionStep> matmul_epilogue_chain(bool bias, std::optional<ActKind> act, bool residual);
 
 // The op of a single elementwise node as a one-step chain over inputs 0..n-1.
 std::vector<RegionStep> single_step_chain(const Op& op);

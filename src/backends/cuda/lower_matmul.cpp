@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/elementwise_codegen.h"
+#include "codegen/elementwise.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/gemv_packed.h"
@@ -20,29 +21,10 @@
 namespace rlx::cuda {
 namespace {
 
-// The epilogue as an elementwise chain over x0 = the product, then the bias (when `bias`) and
-// the residual (when `residual`) as the next inputs: bias add, activation, residual add.
-std::vector<RegionStep> chain_epilogue(bool bias, std::optional<ActKind> act, bool residual) {
-  std::vector<RegionStep> chain;
-  int32_t x = 0;
-  auto last = [&] { return -static_cast<int32_t>(chain.size()); };
-  if (bias) {
-    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, 1}});
-    x = last();
-  }
-  if (act) {
-    chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
-    x = last();
-  }
-  if (residual)
-    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
-  return chain;
-}
-
 struct Epilogue {
   GemmEpilogue lt = GemmEpilogue::None;
   bool add_c = false;  // cuBLASLt adds the residual (its C input, beta = 1)
-  // Applied after the GEMM when non-empty (chain_epilogue: x0 = C, then the scalar bias when
+  // Applied after the GEMM when non-empty (codegen::matmul_epilogue_chain: x0 = C, then the scalar bias when
   // chain_uses_bias, then the residual when chain_uses_residual).
   std::vector<RegionStep> chain;
   bool chain_uses_bias = false, chain_uses_residual = false;
@@ -66,7 +48,7 @@ Epilogue choose_epilogue(int64_t bias_len, int64_t n, std::optional<ActKind> act
     e.lt = vec_bias ? GemmEpilogue::BiasGeluTanh : GemmEpilogue::GeluTanh;
     return e;
   }
-  e.chain = chain_epilogue(scalar_bias, act, residual);
+  e.chain = codegen::matmul_epilogue_chain(scalar_bias, act, residual);
   e.chain_uses_bias = scalar_bias;
   e.chain_uses_residual = residual;
   return e;
@@ -79,7 +61,7 @@ Epilogue f64_epilogue(int64_t bias_len, std::optional<ActKind> act, bool residua
     e.add_c = residual;
     return e;
   }
-  e.chain = chain_epilogue(bias_len > 0, act, residual);
+  e.chain = codegen::matmul_epilogue_chain(bias_len > 0, act, residual);
   e.chain_uses_bias = bias_len > 0;
   e.chain_uses_residual = residual;
   return e;

@@ -44,25 +44,6 @@ DType acc_dtype(DType t) {
 // The dtype the epilogue's steps compute in: the f32 accumulator for f16/bf16, else t.
 DType epilogue_dtype(DType t) { return is_half(t) ? DType::F32 : t; }
 
-// The epilogue as an elementwise chain over x0 = the product, then the bias (x1, when `bias`)
-// and the residual (the next input, when `residual`): bias add, activation, residual add.
-std::vector<RegionStep> epilogue_chain(bool bias, std::optional<ActKind> act, bool residual) {
-  std::vector<RegionStep> chain;
-  int32_t x = 0;
-  auto last = [&] { return -static_cast<int32_t>(chain.size()); };
-  if (bias) {
-    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, 1}});
-    x = last();
-  }
-  if (act) {
-    chain.push_back({RegionStepKind::Activation, static_cast<int32_t>(*act), DType::F32, {x}});
-    x = last();
-  }
-  if (residual)
-    chain.push_back({RegionStepKind::Binary, static_cast<int32_t>(BinaryKind::Add), DType::F32, {x, bias ? 2 : 1}});
-  return chain;
-}
-
 std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
   return std::vector<DType>(1 + (bias ? 1 : 0) + (residual ? 1 : 0), epilogue_dtype(t));
 }
@@ -100,7 +81,7 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
     return refuse(why, "Vulkan " + name + ": rank-0 operand");
   if (const auto* f = std::get_if<ops::FusedMatMulBiasAct>(&n.op)) {
     const bool bias = f->has_bias(n.inputs.size());
-    const auto chain = epilogue_chain(bias, f->activation, f->residual);
+    const auto chain = codegen::matmul_epilogue_chain(bias, f->activation, f->residual);
     std::string reason;
     if (!chain.empty() &&
         !codegen::chain_supported(codegen::glsl_language(), chain, epilogue_inputs(out, bias, f->residual), &reason))
@@ -208,7 +189,7 @@ std::string bind_epilogue(LowerContext& cx, const plan::Step& st, const Product&
     s += "  const " + E + " " + ins.back() + " = " + glsl_load(p.t, "RES.data[pc.o_RES + o]") + ";\n";
   }
   std::string result = "x0";
-  const auto chain = epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
+  const auto chain = codegen::matmul_epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
   if (!chain.empty()) {
     codegen::ElementwisePlan plan;
     plan.steps = chain;
