@@ -1,6 +1,7 @@
 // node_geometry: the per-kind geometry of one static node (see schedule.h for each struct).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "plan/schedule.h"
@@ -454,6 +455,32 @@ ResizeAxisTable resize_axis_table(const ops::Resize& op, int64_t axis, int64_t i
 AttnStrides attn_strides(AttnLayout layout, int64_t seq, int64_t heads, int64_t head_dim) {
   if (layout == AttnLayout::BSHD) return AttnStrides{seq * heads * head_dim, heads * head_dim, head_dim};
   return AttnStrides{heads * seq * head_dim, head_dim, seq * head_dim};
+}
+
+uint64_t pad_fill_bits(DType t, double v) {
+  switch (t) {
+    case DType::F32: {
+      const float f = static_cast<float>(v);
+      uint32_t u = 0;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    case DType::F64: {
+      uint64_t u = 0;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
+    case DType::F16: return f32_to_f16_bits(static_cast<float>(v));
+    case DType::BF16: return f32_to_bf16_bits(static_cast<float>(v));
+    case DType::I8: return static_cast<uint8_t>(static_cast<int8_t>(v));
+    case DType::I16: return static_cast<uint16_t>(static_cast<int16_t>(v));
+    case DType::I32: return static_cast<uint32_t>(static_cast<int32_t>(v));
+    case DType::I64: return static_cast<uint64_t>(static_cast<int64_t>(v));
+    case DType::U8: return static_cast<uint8_t>(v);
+    case DType::U32: return static_cast<uint32_t>(v);
+    case DType::Bool: return v != 0.0 ? 1 : 0;
+  }
+  throw Error("pad: corrupt dtype value " + std::to_string(static_cast<int>(t)));
 }
 
 }  // namespace rlx::plan

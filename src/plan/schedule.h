@@ -182,6 +182,10 @@ struct ScatterAddGeom {
 // constant where any axis' source index is -1. `source` holds, per axis a, out_dims[a] input
 // indices from source_offset[a] on (negative pads crop; edge and reflect resolved, as
 // pad_source_index). in_strides: the input's row-major element strides. Rank 0: all empty.
+// The bits of Pad's constant `v` stored as dtype `t` (low bytes; converted as the CPU kernel
+// converts it), for a GPU kernel that writes the constant as raw words.
+uint64_t pad_fill_bits(DType t, double v);
+
 struct PadGeom {
   std::vector<int64_t> out_dims, in_strides, source, source_offset;
 };

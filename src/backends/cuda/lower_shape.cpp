@@ -46,32 +46,6 @@ void add_copy(LowerContext& cx, const std::string& what, const uint8_t* in, uint
   push(cx, l);
 }
 
-// The bits of Pad's constant `v` stored as dtype `t` (converted as the CPU kernel does).
-uint64_t pad_fill_bits(DType t, double v) {
-  switch (t) {
-    case DType::F32: {
-      const float f = static_cast<float>(v);
-      uint32_t u = 0;
-      std::memcpy(&u, &f, 4);
-      return u;
-    }
-    case DType::F16: return f32_to_f16_bits(static_cast<float>(v));
-    case DType::BF16: return f32_to_bf16_bits(static_cast<float>(v));
-    case DType::I8: return static_cast<uint8_t>(static_cast<int8_t>(v));
-    case DType::I16: return static_cast<uint16_t>(static_cast<int16_t>(v));
-    case DType::I32: return static_cast<uint32_t>(static_cast<int32_t>(v));
-    case DType::I64: return static_cast<uint64_t>(static_cast<int64_t>(v));
-    case DType::U8: return static_cast<uint8_t>(v);
-    case DType::U32: return static_cast<uint32_t>(v);
-    case DType::Bool: return v != 0.0 ? 1 : 0;
-    case DType::F64: {
-      uint64_t u = 0;
-      std::memcpy(&u, &v, 8);
-      return u;
-    }
-  }
-  throw Error("pad on CUDA: corrupt dtype value " + std::to_string(static_cast<int>(t)));
-}
 
 // Pad: the input index feeding each output index per axis (-1: the constant; PadGeom, resolved
 // as the CPU kernel does), uploaded once; one gather launch.
@@ -100,7 +74,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
   auto l = std::make_shared<KernelLaunch>(what, copy_kernel("pad", elem), grid_for(out.numel(), 256), 256);
   l->pdl();
   l->arg(static_cast<const uint8_t*>(cx.ptr(x))).arg(cx.ptr(out)).arg(static_cast<const int64_t*>(table)).arg(g);
-  const uint64_t fill = op.mode == PadMode::Constant ? pad_fill_bits(out.dtype, op.value) : 0;
+  const uint64_t fill = op.mode == PadMode::Constant ? plan::pad_fill_bits(out.dtype, op.value) : 0;
   switch (elem) {
     case 1: l->arg(static_cast<uint8_t>(fill)); break;
     case 2: l->arg(static_cast<uint16_t>(fill)); break;

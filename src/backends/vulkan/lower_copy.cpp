@@ -230,32 +230,6 @@ void lower_gather(LowerContext& cx, const plan::Step& st) {
               cx.groups_1d(static_cast<uint64_t>(total), kWorkgroup));
 }
 
-// The bits of Pad's constant stored as dtype `t`, converted as the CPU kernel converts it.
-uint64_t pad_fill_bits(DType t, double v) {
-  switch (t) {
-    case DType::F32: {
-      const float f = static_cast<float>(v);
-      uint32_t u = 0;
-      std::memcpy(&u, &f, 4);
-      return u;
-    }
-    case DType::F64: {
-      uint64_t u = 0;
-      std::memcpy(&u, &v, 8);
-      return u;
-    }
-    case DType::F16: return f32_to_f16_bits(static_cast<float>(v));
-    case DType::BF16: return f32_to_bf16_bits(static_cast<float>(v));
-    case DType::I8: return static_cast<uint8_t>(static_cast<int8_t>(v));
-    case DType::I16: return static_cast<uint16_t>(static_cast<int16_t>(v));
-    case DType::I32: return static_cast<uint32_t>(static_cast<int32_t>(v));
-    case DType::I64: return static_cast<uint64_t>(static_cast<int64_t>(v));
-    case DType::U8: return static_cast<uint8_t>(v);
-    case DType::U32: return static_cast<uint32_t>(v);
-    case DType::Bool: return v != 0.0 ? 1 : 0;
-  }
-  throw Error("pad on Vulkan: corrupt dtype value " + std::to_string(static_cast<int>(t)));
-}
 
 void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
   const std::string what = step_label(st);
@@ -271,7 +245,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
   for (int64_t s : pg.in_strides) words.push_back(i32_bits(s, what));
   for (int64_t o : pg.source_offset) words.push_back(u32(o, what));
   for (int64_t s : pg.source) words.push_back(i32_bits(s, what));
-  const uint64_t fill = op.mode == PadMode::Constant ? pad_fill_bits(out.dtype, op.value) : 0;
+  const uint64_t fill = op.mode == PadMode::Constant ? plan::pad_fill_bits(out.dtype, op.value) : 0;
   const std::string fill_expr =
       elem == 8 ? "uvec2(p.fill_lo, p.fill_hi)" : elem == 4 ? "p.fill_lo" : elem_type(elem) + "(p.fill_lo)";
   const std::string src =
