@@ -136,12 +136,13 @@ GgufValue GgufValue::array_of(GgufValueType t, const std::vector<double>& values
     } else if (t == GgufValueType::F64) {
       std::memcpy(&bits, &values[i], 8);
     } else {
+      // Integers: whole values inside the type's range (2^64 and +-2^63 are exact doubles).
       const double v = values[i];
-      if (!(v == std::trunc(v)) || std::fabs(v) > 9.2e18)
-        throw Error("GgufValue: array element " + std::to_string(i) + " (" + fmt_double(v) + ") is not a " +
-                    gguf_value_type_name(t));
-      if (t == GgufValueType::U64 && v >= 9.2e18) bits = static_cast<uint64_t>(v);
-      else bits = int_bits(t, static_cast<int64_t>(v), i);
+      const bool u64 = t == GgufValueType::U64;
+      if (!(v == std::trunc(v)) || (u64 ? (v < 0 || v >= 0x1p64) : (v < -0x1p63 || v >= 0x1p63)))
+        throw Error("GgufValue: array element " + std::to_string(i) + " (" + fmt_double(v) +
+                    ") is not a whole number in the range of " + gguf_value_type_name(t));
+      bits = u64 ? static_cast<uint64_t>(v) : int_bits(t, static_cast<int64_t>(v), i);
     }
     std::memcpy(out.packed_.data() + i * size, &bits, size);
   }

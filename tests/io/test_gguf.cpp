@@ -122,7 +122,11 @@ TEST(Gguf, EveryMetadataTypeRoundTripsInVersions2And3) {
 TEST(Gguf, ValueConstructorsCheckRanges) {
   EXPECT_THAT(testing::error_message([] { GgufValue::array_of_i64(GgufValueType::U8, {256}); }), HasSubstr("does not fit u8"));
   EXPECT_THAT(testing::error_message([] { GgufValue::array_of_i64(GgufValueType::Bool, {2}); }), HasSubstr("does not fit bool"));
-  EXPECT_THAT(testing::error_message([] { GgufValue::array_of(GgufValueType::I16, {1.5}); }), HasSubstr("is not a i16"));
+  EXPECT_THAT(testing::error_message([] { GgufValue::array_of(GgufValueType::I16, {1.5}); }), HasSubstr("in the range of i16"));
+  EXPECT_THAT(testing::error_message([] { GgufValue::array_of(GgufValueType::I64, {0x1p63}); }), HasSubstr("in the range of i64"));
+  EXPECT_THAT(testing::error_message([] { GgufValue::array_of(GgufValueType::U64, {-1}); }), HasSubstr("in the range of u64"));
+  EXPECT_EQ(GgufValue::array_of(GgufValueType::U64, {0x1p63}).at(0).as_u64(), uint64_t{1} << 63);
+  EXPECT_EQ(GgufValue::array_of(GgufValueType::I8, {-128}).at(0).as_i64(), -128);
   EXPECT_THAT(testing::error_message([] { GgufValue::array(GgufValueType::U8, {GgufValue::i8(1)}); }),
               HasSubstr("element 0 is i8"));
   EXPECT_THAT(testing::error_message([] { GgufValue::string("x").as_u64(); }), HasSubstr("string, not an integer"));
