@@ -62,7 +62,8 @@ GgmlType ggml_type_from_name(std::string_view name);
 int64_t ggml_nbytes(GgmlType type, int64_t elements, const std::string& what);
 
 // Block codecs (reference implementations, src/quant/ggml_blocks.cpp): every type whose info
-// says `dequantize` / `quantize`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
+// says `dequantize` / `quantize`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K
+// both ways; F64, Q2_K and Q3_K are dequantized only.
 // `bytes` holds whole blocks; values.size() is a multiple of the block size. The quantizers
 // reject NaN / inf and values whose scale does not fit the block's f16 scale.
 std::vector<float> ggml_dequantize(GgmlType type, std::span<const uint8_t> bytes);
@@ -187,7 +188,8 @@ class GgufFile {
   // An owning copy, row-major, for types that are rlx dtypes: F32, F16, BF16, F64, I8, I16,
   // I32, I64. A block-quantized tensor is an error pointing at tensor_f32().
   Tensor tensor(const std::string& name) const;
-  // F32 values of any float or dequantizable block type (F32, F16, BF16, F64, Q4_0 ... Q6_K).
+  // F32 values of any float or dequantizable block type (F32, F16, BF16, F64, Q4_0 ... Q8_0,
+  // Q2_K ... Q6_K).
   Tensor tensor_f32(const std::string& name) const;
 
  private:

@@ -16,8 +16,8 @@ constexpr GgmlTypeInfo kTypes[] = {
     {GgmlType::F32, "F32", 1, 4, true, true},          {GgmlType::F16, "F16", 1, 2, true, true},
     {GgmlType::Q4_0, "Q4_0", 32, 18, true, true},      {GgmlType::Q4_1, "Q4_1", 32, 20, true, true},
     {GgmlType::Q5_0, "Q5_0", 32, 22, true, true},      {GgmlType::Q5_1, "Q5_1", 32, 24, true, true},
-    {GgmlType::Q8_0, "Q8_0", 32, 34, true, true},      {GgmlType::Q2_K, "Q2_K", 256, 84, false, false},
-    {GgmlType::Q3_K, "Q3_K", 256, 110, false, false},  {GgmlType::Q4_K, "Q4_K", 256, 144, true, true},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, true, true},      {GgmlType::Q2_K, "Q2_K", 256, 84, true, false},
+    {GgmlType::Q3_K, "Q3_K", 256, 110, true, false},  {GgmlType::Q4_K, "Q4_K", 256, 144, true, true},
     {GgmlType::Q5_K, "Q5_K", 256, 176, true, true},    {GgmlType::Q6_K, "Q6_K", 256, 210, true, true},
     {GgmlType::Q8_K, "Q8_K", 256, 292, false, false},  {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, false, false},
     {GgmlType::IQ2_XS, "IQ2_XS", 256, 74, false, false}, {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98, false, false},
@@ -282,6 +282,36 @@ void quant_qk(const float* x, uint8_t* b, int64_t blk, bool five) {
 void q_q4_k(const float* x, uint8_t* b, int64_t blk) { quant_qk(x, b, blk, false); }
 void q_q5_k(const float* x, uint8_t* b, int64_t blk) { quant_qk(x, b, blk, true); }
 
+// Q2_K / Q3_K: 2-bit values, value i = 128c + 32s + l (c < 2, s < 4, l < 32) in bits 2s..2s+1
+// of qs[32c + l]; 16 sub-blocks of 16 values.
+int two_bits(const uint8_t* qs, int i) {
+  const int c = i / 128, s = (i % 128) / 32, l = i % 32;
+  return (qs[32 * c + l] >> (2 * s)) & 3;
+}
+// Q2_K: scales[16] at 0 (low nibble scale, high nibble min), qs[64] at 16, d at 80, dmin at 82.
+void deq_q2_k(const uint8_t* b, float* y) {
+  const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+  for (int i = 0; i < 256; ++i) {
+    const uint8_t sc = b[i / 16];
+    y[i] = d * static_cast<float>(sc & 0xF) * static_cast<float>(two_bits(b + 16, i)) - dmin * static_cast<float>(sc >> 4);
+  }
+}
+// Q3_K: hmask[32] at 0 (bit k of hmask[l] for value 32k + l; a clear bit subtracts 4), qs[64] at
+// 32, scales[12] at 96 (16 x 6 bits, minus 32: the low 4 bits of scale j in byte j % 8, low
+// nibble for j < 8, high for j >= 8; the high 2 bits in byte 8 + j % 4 at bit 2 * (j / 4)), d at 108.
+void deq_q3_k(const uint8_t* b, float* y) {
+  const float d = load_f16(b + 108);
+  const uint8_t* sc = b + 96;
+  for (int i = 0; i < 256; ++i) {
+    const int j = i / 16;
+    const int low = (sc[j % 8] >> (j < 8 ? 0 : 4)) & 0xF;
+    const int high = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+    const int scale = (low | high << 4) - 32;
+    const int q = two_bits(b + 32, i) - (((b[i % 32] >> (i / 32)) & 1) ? 0 : 4);
+    y[i] = d * static_cast<float>(scale) * static_cast<float>(q);
+  }
+}
+
 // Q6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208. Value i = 128h + 32k + l.
 struct Q6Pos {
   int ql, shift_l, qh, shift_h, scale;
@@ -326,7 +356,7 @@ void q_q6_k(const float* x, uint8_t* b, int64_t blk) {
 }
 
 using DeqFn = void (*)(const uint8_t*, float*);
-using QFn = void (*)(const float*, uint8_t*, int64_t);
+using QFn = void (*)(const float*, uint8_t*, int64_t);  // nullptr: no quantizer
 struct Codec {
   GgmlType type;
   DeqFn deq;
@@ -335,7 +365,8 @@ struct Codec {
 constexpr Codec kCodecs[] = {
     {GgmlType::Q4_0, deq_q4_0, q_q4_0}, {GgmlType::Q4_1, deq_q4_1, q_q4_1}, {GgmlType::Q5_0, deq_q5_0, q_q5_0},
     {GgmlType::Q5_1, deq_q5_1, q_q5_1}, {GgmlType::Q8_0, deq_q8_0, q_q8_0}, {GgmlType::Q4_K, deq_q4_k, q_q4_k},
-    {GgmlType::Q5_K, deq_q5_k, q_q5_k}, {GgmlType::Q6_K, deq_q6_k, q_q6_k},
+    {GgmlType::Q5_K, deq_q5_k, q_q5_k}, {GgmlType::Q6_K, deq_q6_k, q_q6_k}, {GgmlType::Q2_K, deq_q2_k, nullptr},
+    {GgmlType::Q3_K, deq_q3_k, nullptr},
 };
 const Codec* codec(GgmlType t) {
   for (const auto& c : kCodecs)
@@ -409,7 +440,7 @@ void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     default: break;
   }
   const Codec* c = codec(type);
-  if (!c) throw Error(std::string("quantize: no codec for ") + info.name);
+  if (!c || !c->q) throw Error(std::string("quantize: no codec for ") + info.name);
   for (int64_t k = 0; k < blocks; ++k) c->q(src + k * info.block_elements, dst + k * info.block_bytes, k);
 }
 

@@ -18,6 +18,12 @@
 //                    16; per 128-value half h, value 32k + l (k < 4, l < 32) has its low 4 bits
 //                    in ql[64h + l + 32(k&1)] (nibble k>>1), its high 2 bits in qh[32h + l] at
 //                    bit 2k, and scale sc[8h + l/16 + 2k]
+//   Q2_K  256   84   scales[16] (low nibble scale, high nibble min of each d*sc*q - dmin*mn
+//                    16-value sub-block), qs[64]: value 128c + 32s + l in bits 2s..2s+1 of
+//                    qs[32c + l], d, dmin (dequantize only)
+//   Q3_K  256  110   hmask[32], qs[64] (2-bit low parts as in Q2_K),        d * (sc-32) * q
+//                    scales[12] (16 x 6 bits), d; q = low - 4 where bit k of hmask[l] is clear
+//                    for value 32k + l (dequantize only)
 //
 // K-quant scales: sub-block j < 4 has scale scales[j] & 63 and min scales[j+4] & 63; j >= 4 has
 // scale (scales[j+4] & 15) | (scales[j-4] >> 6) << 4 and min (scales[j+4] >> 4) | (scales[j] >> 6) << 4.

@@ -151,6 +151,48 @@ TEST(GgmlBlocks, Q6_KByHand) {
   EXPECT_EQ(deq(GgmlType::Q6_K, b), want);
 }
 
+TEST(GgmlBlocks, Q2_KByHand) {
+  std::vector<uint8_t> b(84, 0);
+  uint8_t* sc = b.data();  // per 16-value sub-block: low nibble scale, high nibble min
+  uint8_t* qs = b.data() + 16;
+  put16(b, 80, 0x3800);  // d = 0.5
+  put16(b, 82, 0x3C00);  // dmin = 1
+  sc[0] = 0x23, sc[2] = 0x11, sc[4] = 0x02, sc[6] = 0x30, sc[9] = 0x15, sc[14] = 0x4F;
+  qs[0] = 0xE4;       // values 0, 32, 64, 96 (shifts 0, 2, 4, 6): q = 0, 1, 2, 3
+  qs[32 + 5] = 0x80;  // value 128 + 96 + 5 = 229: q = 2
+  std::vector<float> want(256, 0.0f);
+  for (int i = 0; i < 16; ++i) {
+    want[i] = -2.0f;         // 0.5*3*0 - 1*2
+    want[32 + i] = -1.0f;    // 0.5*1*0 - 1*1
+    want[96 + i] = -3.0f;    // 0 - 3
+    want[144 + i] = -1.0f;   // 0.5*5*0 - 1*1
+    want[224 + i] = -4.0f;   // 0.5*15*0 - 4
+  }
+  want[32] = -0.5f;  // 0.5*1*1 - 1
+  want[64] = 2.0f;   // 0.5*2*2 - 0
+  want[229] = 11.0f; // 0.5*15*2 - 4
+  EXPECT_EQ(deq(GgmlType::Q2_K, b), want);
+}
+
+TEST(GgmlBlocks, Q3_KByHand) {
+  std::vector<uint8_t> b(110, 0);
+  uint8_t* hmask = b.data();
+  uint8_t* qs = b.data() + 32;
+  uint8_t* sc = b.data() + 96;
+  put16(b, 108, 0x3800);  // d = 0.5
+  std::memset(hmask, 0xFF, 32);  // every high bit set: q = the 2-bit value
+  // Scale 0 = 34 - 32 = 2: low 4 bits (2) in the low nibble of byte 0, high 2 bits (2) in byte 8
+  // bits 0-1. Scale 13 = 5 - 32 = -27: low 4 bits in the high nibble of byte 5. The other scales
+  // are -32, over values that are 0.
+  sc[0] = 0x02, sc[8] = 0x02, sc[5] = 0x50;
+  qs[0] = 0x03;                   // value 0: q = 3 -> 0.5*2*3
+  qs[1] = 0x01, hmask[1] = 0xFE;  // value 1: q = 1 - 4 -> 0.5*2*-3
+  qs[48] = 0x20, hmask[16] = 0xBF;  // value 128 + 64 + 16 = 208 (sub-block 13): q = 2 - 4 -> 0.5*-27*-2
+  std::vector<float> want(256, 0.0f);
+  want[0] = 3.0f, want[1] = -3.0f, want[208] = 27.0f;
+  EXPECT_EQ(deq(GgmlType::Q3_K, b), want);
+}
+
 TEST(GgmlBlocks, PlainTypes) {
   const std::vector<float> x = {1.5f, -2.0f, 0.099975586f, 65504.0f};
   EXPECT_EQ(ggml_dequantize(GgmlType::F32, ggml_quantize(GgmlType::F32, x)), x);
@@ -293,6 +335,8 @@ TEST(GgmlBlocks, QuantizersRejectWhatTheyCannotStore) {
               HasSubstr("whole number"));
   EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q3_K, std::vector<float>(256, 0.0f)); }),
               HasSubstr("cannot quantize to ggml type Q3_K"));
+  EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q2_K, std::vector<float>(256, 0.0f)); }),
+              HasSubstr("cannot quantize to ggml type Q2_K"));
   EXPECT_THAT(testing::error_message([&] { ggml_dequantize(GgmlType::IQ4_XS, std::vector<uint8_t>(136)); }),
               HasSubstr("cannot dequantize ggml type IQ4_XS"));
   EXPECT_THAT(testing::error_message([&] { ggml_dequantize(GgmlType::Q4_0, std::vector<uint8_t>(17)); }),
