@@ -15,6 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   python3
+  python3-dev pybind11-dev python3-pybind11 python3-numpy libdlpack-dev  # the Python package (python/)
+  python3-pytest python3-setuptools python3-wheel python3-venv  # its tests (tests/python) and pip install .
   glslang-dev spirv-tools  # GLSL kernels compiled to SPIR-V (the Vulkan backend) and validated (codegen tests)
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools  # the Vulkan backend, run on lavapipe in CI
   clang-16 libclang-rt-16-dev  # the libFuzzer targets (scripts/fuzz.sh): libFuzzer + ASan runtimes

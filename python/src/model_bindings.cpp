@@ -1,0 +1,219 @@
+// rlx.Model: a compiled graph run from Python. compile() (GIL released, interruptible with
+// Ctrl-C), model(**inputs) / model.run(...) returning NumPy arrays, metadata, params and state.
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bindings.h"
+
+namespace rlx::python {
+namespace {
+
+struct Model {
+  explicit Model(CompiledGraph c) : cg(std::move(c)) {
+    const Graph& g = cg.graph();
+    inputs = graph_inputs(g);
+    outputs = graph_outputs(g);
+    params = graph_params(g);
+    names = output_names(g);
+    for (NodeId id : g.input_nodes()) {
+      const auto& in = std::get<ops::Input>(g.node(id).op);
+      input_dtypes[in.name] = in.shape.dtype;
+      input_order.push_back(in.name);
+    }
+    for (NodeId id : g.param_nodes()) {
+      const auto& p = std::get<ops::Param>(g.node(id).op);
+      param_dtypes[p.name] = p.shape.dtype;
+    }
+  }
+  CompiledGraph cg;
+  std::mutex run_mu;  // CompiledGraph::run is not reentrant; Python threads run without the GIL
+  std::vector<ValueInfo> inputs, outputs, params;
+  std::vector<std::string> names, input_order;
+  std::map<std::string, DType> input_dtypes, param_dtypes;
+};
+
+Precision precision_from_name(const std::string& s) {
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16})
+    if (s == precision_name(p)) return p;
+  throw Error("unknown precision '" + s + "'; expected fp32, tf32, fp16 or bf16");
+}
+
+size_t output_index(const Model& m, const py::handle& h) {
+  if (py::isinstance<py::str>(h)) {
+    const std::string name = h.cast<std::string>();
+    for (size_t i = 0; i < m.names.size(); ++i)
+      if (m.names[i] == name) return i;
+    std::string list;
+    for (const auto& n : m.names) list += (list.empty() ? "'" : ", '") + n + "'";
+    throw Error("unknown output '" + name + "'; the model's outputs are " + list);
+  }
+  const auto i = h.cast<int64_t>();
+  if (i < 0 || static_cast<size_t>(i) >= m.names.size())
+    throw Error("output index " + std::to_string(i) + " is out of range: the model has " + std::to_string(m.names.size()) + " outputs");
+  return static_cast<size_t>(i);
+}
+
+// Compiles on a worker thread while this one waits without the GIL, checking for signals every
+// 50 ms: Ctrl-C raises KeyboardInterrupt at once (the abandoned compile finishes in the
+// background and is discarded) instead of after the whole compile.
+CompiledGraph compile_interruptible(const Graph& graph, Device device, const CompileOptions& options) {
+  struct Job {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<CompiledGraph> result;
+    std::exception_ptr error;
+  };
+  auto job = std::make_shared<Job>();
+  auto work = std::make_shared<std::pair<Graph, CompileOptions>>(graph, options);
+  std::thread([job, work, device] {
+    std::optional<CompiledGraph> r;
+    std::exception_ptr err;
+    try {
+      r.emplace(Session(device).compile(work->first, work->second));
+    } catch (...) {
+      err = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->result = std::move(r);
+    job->error = err;
+    job->done = true;
+    job->cv.notify_all();
+  }).detach();
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(job->mu);
+      if (job->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return job->done; })) break;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  std::lock_guard<std::mutex> lock(job->mu);
+  if (job->error) std::rethrow_exception(job->error);
+  return std::move(*job->result);
+}
+
+std::shared_ptr<Model> compile(const Graph& graph, const std::string& device, const std::string& precision, int num_threads,
+                               bool optimize, bool verify, bool pass_report, const std::vector<std::string>& disabled_passes,
+                               const py::object& knobs) {
+  CompileOptions o;
+  o.precision = precision_from_name(precision);
+  o.num_threads = num_threads;
+  o.optimize = optimize;
+  o.verify = verify;
+  o.pass_report = pass_report;
+  o.disabled_passes = disabled_passes;
+  if (!knobs.is_none()) {
+    for (const auto& [k, v] : knobs.cast<py::dict>()) {
+      const std::string value = py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? "1" : "0") : py::str(v).cast<std::string>();
+      set_knob(o, k.cast<std::string>(), value);
+    }
+  }
+  return std::make_shared<Model>(compile_interruptible(graph, device_from_name(device), o));
+}
+
+py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& feeds, const py::object& outputs, bool as_tensors) {
+  NamedTensors named;
+  named.reserve(feeds.size());
+  std::vector<py::object> keep;
+  keep.reserve(feeds.size());
+  for (const auto& [name, obj] : feeds) {
+    const auto it = m.input_dtypes.find(name);
+    const std::optional<DType> expected = it == m.input_dtypes.end() ? std::nullopt : std::optional(it->second);
+    HeldTensor h = tensor_from_py(obj, expected, "input '" + name + "'");
+    named.emplace_back(name, std::move(h.tensor));
+    keep.push_back(std::move(h.keep));
+  }
+  std::vector<size_t> which;
+  const bool all = outputs.is_none();
+  if (!all)
+    for (const py::handle h : outputs) which.push_back(output_index(m, h));
+  std::vector<Tensor> result;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(m.run_mu);
+    result = all ? m.cg.run(named) : m.cg.run(named, which);
+  }
+  py::list out(result.size());
+  for (size_t i = 0; i < result.size(); ++i)
+    out[i] = as_tensors ? py::cast(PyTensor{std::move(result[i]), nullptr}) : py::object(tensor_to_numpy(result[i]));
+  return out;
+}
+
+std::vector<std::pair<std::string, py::handle>> feeds_from_mapping(const py::handle& inputs) {
+  std::vector<std::pair<std::string, py::handle>> feeds;
+  if (!py::isinstance<py::dict>(inputs))
+    throw Error("Model.run: inputs must be a dict of name -> array, got " + py::repr(inputs).cast<std::string>());
+  for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(inputs)) {
+    if (!py::isinstance<py::str>(k)) throw Error("Model.run: input names are strings, got " + py::repr(k).cast<std::string>());
+    feeds.emplace_back(k.cast<std::string>(), v);
+  }
+  return feeds;
+}
+
+}  // namespace
+
+void register_model(py::module_& m) {
+  py::class_<Model, std::shared_ptr<Model>>(m, "Model", R"doc(
+A graph compiled for a device (rlx.load / rlx.compile). Call it with the inputs by name
+(``model(x=array)``, or positionally in input order): it returns the output as a NumPy array,
+or a tuple of arrays when the graph has several outputs. ``model.run(inputs, outputs=[...])``
+returns a list. Inputs are NumPy arrays (C-contiguous ones are read in place), rlx.Tensors,
+objects with __dlpack__ (host memory), or lists/scalars (converted to the input's dtype).
+Outputs are NumPy arrays over rlx's result buffers (no copy); bf16 ones are uint16 bits
+(pass as_tensors=True for rlx.Tensors, which carry bf16 through DLPack).
+A model runs one call at a time (calls from several threads wait for each other).
+)doc")
+      .def("__call__", [](Model& self, const py::args& args, const py::kwargs& kwargs) -> py::object {
+             std::vector<std::pair<std::string, py::handle>> feeds;
+             if (args.size() > self.input_order.size())
+               throw Error("Model: got " + std::to_string(args.size()) + " positional inputs, the model has " +
+                           std::to_string(self.input_order.size()));
+             for (size_t i = 0; i < args.size(); ++i) feeds.emplace_back(self.input_order[i], args[i]);
+             for (const auto& [k, v] : kwargs) feeds.emplace_back(k.cast<std::string>(), v);
+             py::list out = run(self, feeds, py::none(), false);
+             if (out.size() == 1) return out[0];
+             return py::tuple(out);
+           })
+      .def("run", [](Model& self, const py::handle& inputs, const py::object& outputs, bool as_tensors) {
+             return run(self, feeds_from_mapping(inputs), outputs, as_tensors);
+           }, py::arg("inputs"), py::arg("outputs") = py::none(), py::arg("as_tensors") = false,
+           "Runs with a dict of inputs; returns a list of the outputs named or indexed by `outputs` "
+           "(default: all, in order), as NumPy arrays or (as_tensors=True) rlx.Tensors.")
+      .def("set_param", [](Model& self, const std::string& name, const py::handle& value) {
+             const auto it = self.param_dtypes.find(name);
+             const std::optional<DType> expected = it == self.param_dtypes.end() ? std::nullopt : std::optional(it->second);
+             HeldTensor h = tensor_from_py(value, expected, "param '" + name + "'");
+             self.cg.set_param(name, h.tensor);
+           }, py::arg("name"), py::arg("value"), "Sets (copies) the value of a param; dtype and shape must match.")
+      .def("bind_state", [](Model& self, const std::string& input, const py::handle& output) {
+             self.cg.bind_state(input, output_index(self, output));
+           }, py::arg("input"), py::arg("output"),
+           "After each run, output `output` (name or index) becomes input `input` of the next run, "
+           "without a host round trip; passing that input explicitly overrides it.")
+      .def("reset_state", [](Model& self) { self.cg.reset_state(); }, "Forgets carried state (the next run needs those inputs again).")
+      .def_readonly("inputs", &Model::inputs, "ValueInfo of every input: name, dtype, dims (str = symbolic).")
+      .def_readonly("outputs", &Model::outputs, "ValueInfo of every output.")
+      .def_readonly("params", &Model::params, "ValueInfo of every param (weight).")
+      .def_readonly("input_names", &Model::input_order)
+      .def_readonly("output_names", &Model::names)
+      .def_property_readonly("device", [](const Model& self) { return std::string(device_name(self.cg.device())); })
+      .def_property_readonly("graph", [](const Model& self) { return std::make_shared<Graph>(self.cg.graph()); },
+                             "A copy of the graph it was compiled from.")
+      .def_property_readonly("arena_bytes", [](const Model& self) { return self.cg.arena_bytes(); },
+                             "Bytes of the intermediate-value arena of the last run's plan.")
+      .def("__repr__", [](const Model& self) {
+        return "rlx.Model(device='" + std::string(device_name(self.cg.device())) + "', inputs=" + std::to_string(self.inputs.size()) +
+               ", outputs=" + std::to_string(self.outputs.size()) + ")";
+      });
+  m.def("compile", &compile, py::arg("graph"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
+        py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("verify") = true, py::arg("pass_report") = false,
+        py::arg("disabled_passes") = std::vector<std::string>{}, py::arg("knobs") = py::none(),
+        "Compiles an rlx.Graph for a device ('cpu', 'cuda', 'vulkan', 'webgpu'). The GIL is released; "
+        "Ctrl-C interrupts the wait.");
+}
+
+}  // namespace rlx::python

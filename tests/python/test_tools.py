@@ -1,0 +1,118 @@
+"""check, pass report, devices, knobs, conformance, and interrupting a compile."""
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import onnx_writer
+import rlx
+
+
+def mlp_graph():
+    g = rlx.Graph()
+    x = g.input("x", [2, 8])
+    h = g.gelu(x @ g.param("w", [8, 8]) + g.param("b", [8]))
+    g.output(g.softmax(h), "y")
+    return g
+
+
+def test_devices_and_pass_names():
+    assert "cpu" in rlx.devices()
+    assert "fuse_matmul_bias_act" in rlx.pass_names()
+    names = [k["name"] for k in rlx.knobs()]
+    assert "pass_report" in names
+
+
+def test_check_reports_every_op_kind():
+    report = rlx.check(mlp_graph(), "cpu")
+    assert report.ok and bool(report) and report.unsupported == 0
+    ops = {r["op"] for r in report.rows}
+    assert "softmax" in ops
+    text = str(report)
+    assert "ok: every node runs on cpu" in text and "native" in text
+    model = rlx.compile(mlp_graph())
+    assert rlx.check(model).device == "cpu"
+
+
+def test_pass_report_lists_passes():
+    report = rlx.pass_report(mlp_graph(), "cpu")
+    names = [r["name"] for r in report]
+    assert "fuse_matmul_bias_act" in names
+    fused = next(r for r in report if r["name"] == "fuse_matmul_bias_act")
+    assert fused["nodes_after"] < fused["nodes_before"]
+    assert "fuse_matmul_bias_act" in str(report)
+    skipped = rlx.pass_report(mlp_graph(), "cpu", disabled_passes=["fuse_matmul_bias_act"])
+    assert next(r for r in skipped if r["name"] == "fuse_matmul_bias_act")["skipped"]
+
+
+def test_profile_tables_per_op_kind():
+    if "webgpu" not in rlx.devices():
+        with pytest.raises(rlx.Error, match="webgpu"):
+            rlx.enable_profile("webgpu")
+    try:
+        rlx.enable_profile("cpu")
+    except rlx.Error as e:  # builds whose CPU backend has no per-step profile
+        assert "no per-step profile" in str(e)
+        return
+    g = rlx.Graph()
+    x = g.input("x", [16, 16])
+    g.output(g.softmax(x @ x))
+    rlx.compile(g)(x=np.ones((16, 16), np.float32))
+    table = rlx.take_profile("cpu")
+    assert "matmul" in table and "softmax" in table
+    assert rlx.take_profile("cpu") == ""
+
+
+def write_case(root, name, nodes, inputs, outputs, in_values, out_values):
+    case = root / name
+    data = case / "test_data_set_0"
+    data.mkdir(parents=True)
+    (case / "model.onnx").write_bytes(onnx_writer.model(nodes, inputs, outputs))
+    for i, v in enumerate(in_values):
+        (data / f"input_{i}.pb").write_bytes(onnx_writer.tensor(f"in{i}", v))
+    for i, v in enumerate(out_values):
+        (data / f"output_{i}.pb").write_bytes(onnx_writer.tensor(f"out{i}", v))
+
+
+def test_conformance_runs_node_cases(tmp_path):
+    F = onnx_writer.FLOAT
+    a = np.array([1, -2, 3], np.float32)
+    vi = [onnx_writer.value_info("a", F, [3])]
+    vo = [onnx_writer.value_info("b", F, [3])]
+    write_case(tmp_path, "test_relu", [onnx_writer.node("Relu", ["a"], ["b"])], vi, vo, [a], [np.maximum(a, 0)])
+    write_case(tmp_path, "test_abs_wrong", [onnx_writer.node("Abs", ["a"], ["b"])], vi, vo, [a], [a])
+    write_case(tmp_path, "test_nosuchop", [onnx_writer.node("NoSuchOp", ["a"], ["b"])], vi, vo, [a], [a])
+    results = {r.name: r for r in rlx.conformance(str(tmp_path))}
+    assert results["test_relu"].status == "PASS"
+    assert results["test_abs_wrong"].status == "FAIL" and "elements off" in results["test_abs_wrong"].detail
+    assert results["test_nosuchop"].status == "UNSUPPORTED" and "NoSuchOp" in results["test_nosuchop"].detail
+    assert [r.name for r in rlx.conformance(str(tmp_path), filter="relu")] == ["test_relu"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(rlx.Error, match="no test_"):
+        rlx.conformance(str(tmp_path / "empty"))
+
+
+def big_graph(n):
+    g = rlx.Graph()
+    x = g.input("x", [4, 4])
+    for i in range(n):
+        x = g.tanh(x @ g.param(f"w{i}", [4, 4]) + 1.0)
+    g.output(x)
+    return g
+
+
+def test_keyboard_interrupt_during_compile_is_raised():
+    g = big_graph(3000)
+    start = time.perf_counter()
+    rlx.compile(g, optimize=True)
+    full = time.perf_counter() - start
+    if full < 0.3:
+        pytest.skip(f"compile took {full:.3f} s: too quick to interrupt reliably")
+    timer = threading.Timer(0.05, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        rlx.compile(g, optimize=True)
+    assert time.perf_counter() - start < full  # raised before the compile would have ended
