@@ -198,11 +198,23 @@ arrays unless ``as_tensors=True`` is passed; bf16 values are best moved as ``rlx
              py::array a = tensor_to_numpy(t.tensor);
              return dtype.is_none() ? py::object(a) : a.attr("astype")(dtype);
            }, py::arg("dtype") = py::none())
-      .def("__dlpack__", [](const PyTensor& t, const py::object& stream) {
+      // The array API's keywords: max_version (the capsule is the unversioned DLPack 0.x one,
+      // which consumers asking for 1.x accept too), dl_device (only the CPU), copy.
+      .def("__dlpack__", [](const PyTensor& t, const py::object& stream, const py::object& max_version,
+                            const py::object& dl_device, const py::object& copy) {
+             (void)max_version;
              if (!stream.is_none() && !(py::isinstance<py::int_>(stream) && stream.cast<int64_t>() == -1))
                throw Error("rlx.Tensor.__dlpack__: host tensors take no stream (got " + py::repr(stream).cast<std::string>() + ")");
+             if (!dl_device.is_none()) {
+               const auto dev = dl_device.cast<std::pair<int, int>>();
+               if (dev.first != kDLCPU)
+                 throw Error("rlx.Tensor.__dlpack__: the tensor is in host memory; it cannot be exported to DLPack device type " +
+                             std::to_string(dev.first));
+             }
+             if (!copy.is_none() && copy.cast<bool>()) return to_dlpack(PyTensor{t.tensor.clone(), nullptr});
              return to_dlpack(t);
-           }, py::arg("stream") = py::none())
+           }, py::arg("stream") = py::none(), py::kw_only(), py::arg("max_version") = py::none(),
+           py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const PyTensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); })
       .def("__len__", [](const PyTensor& t) {
              if (t.tensor.rank() == 0) throw py::type_error("len() of a 0-d rlx.Tensor");

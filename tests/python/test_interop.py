@@ -82,3 +82,15 @@ def test_dlpack_errors():
         rlx.from_dlpack(capsule)
     with pytest.raises(rlx.Error, match="host tensors take no stream"):
         rlx.Tensor([1.0]).__dlpack__(stream=1)
+
+
+def test_dlpack_array_api_keywords():
+    t = rlx.Tensor(np.arange(3, dtype=np.float32))
+    mine = np.asarray(memoryview(t))
+    shared = rlx.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False))
+    assert np.shares_memory(np.asarray(memoryview(shared)), mine)
+    copied = rlx.from_dlpack(t.__dlpack__(copy=True))
+    assert not np.shares_memory(np.asarray(memoryview(copied)), mine)
+    np.testing.assert_array_equal(copied.numpy(), [0, 1, 2])
+    with pytest.raises(rlx.Error, match="DLPack device type 2"):
+        t.__dlpack__(dl_device=(2, 0))

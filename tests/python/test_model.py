@@ -1,5 +1,6 @@
 """rlx.Model: calls, run with output selection, metadata, params, state, threads."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -137,3 +138,31 @@ def test_pass_report_option_and_disabled_passes():
         rlx.load(linear_graph(), disabled_passes=["fuse_nothing"])
     with pytest.raises(rlx.Error, match="no_such_knob"):
         rlx.load(linear_graph(), knobs={"no_such_knob": 1})
+
+
+def test_runs_release_the_gil():
+    g = rlx.Graph()
+    x = g.input("x", [384, 384])
+    g.output(g.sum(g.tanh(x @ x) @ x))
+    model = rlx.compile(g, num_threads=1)
+    big = np.full((384, 384), 0.01, np.float32)
+    model(x=big)
+    done = threading.Event()
+
+    def work():
+        for _ in range(10):
+            model(x=big)
+        done.set()
+
+    worker = threading.Thread(target=work)
+    start = time.perf_counter()
+    worker.start()
+    spins = 0
+    while not done.is_set():
+        spins += 1  # runs only while the worker's C++ run does not hold the GIL
+        time.sleep(0)
+    worker.join()
+    elapsed = time.perf_counter() - start
+    # Holding the GIL, the worker would let this loop run only between its calls (one or two spins
+    # each); released, the loop spins for the whole time (about ten times more).
+    assert spins > 100, f"{spins} spins in {elapsed * 1e3:.1f} ms: the GIL was held during run"

@@ -76,3 +76,16 @@ def test_vulkan_matches_cpu(tiny_onnx):
     assert "ms" in table and "dispatches" in table
     assert rlx.take_profile("vulkan") == ""  # taken: cleared
     assert rlx._rlx._vulkan_validation_messages() == []  # RLX_VULKAN_VALIDATION=1 under ctest
+
+
+def test_cuda_runs_or_says_why(tiny_onnx):
+    if "cuda" not in rlx.devices():
+        pytest.skip("this build has no CUDA backend")
+    x = np.random.default_rng(6).standard_normal((2, 4)).astype(np.float32)
+    try:
+        gpu = rlx.load(tiny_onnx, device="cuda")
+    except rlx.Error as e:
+        assert "CUDA" in str(e)  # e.g. "no CUDA device: ..." on machines without a GPU
+        return
+    for got, want in zip(gpu(x=x), rlx.load(tiny_onnx)(x=x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
