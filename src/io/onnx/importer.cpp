@@ -3,9 +3,12 @@
 #include "io/onnx/importer.h"
 
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <limits>
+#include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "io/file_access.h"
 #include "io/onnx/proto.h"
@@ -213,6 +216,99 @@ std::vector<int> attr_payload_kinds(const onnx::AttributeProto& a) {
   if (a.sparse_tensors_size()) k.push_back(A::SPARSE_TENSORS);
   if (a.type_protos_size()) k.push_back(A::TYPE_PROTOS);
   return k;
+}
+
+
+// The nodes of a graph body in an order where each node follows the nodes that produce the
+// values it reads (its inputs and the outer names its subgraph bodies read). A sorted body keeps
+// its order; an unsorted one (some fp16 converters write them) is sorted, ties in file order.
+// Names `defined(name)` says exist before the nodes (graph inputs, initializers, formal inputs)
+// are never taken as produced by a node: redefining them is reported at import. A name nothing
+// produces is left to the import of its reader, which reports it. A cycle is an rlx::Error that
+// names its nodes.
+std::vector<const onnx::NodeProto*> topological_nodes(const onnx::GraphProto& gp,
+                                                      const std::function<bool(const std::string&)>& defined) {
+  const int n = gp.node_size();
+  std::vector<const onnx::NodeProto*> order;
+  order.reserve(static_cast<size_t>(n));
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const auto& o : gp.node(i).output())
+      if (!o.empty() && !defined(o)) producer.emplace(o, i);  // a second producer is reported at import
+  // deps[i]: (producer, value name) of each value node i reads from another node.
+  std::vector<std::vector<std::pair<int, const std::string*>>> deps(static_cast<size_t>(n));
+  bool sorted = true;
+  for (int i = 0; i < n; ++i) {
+    const onnx::NodeProto& node = gp.node(i);
+    auto& d = deps[static_cast<size_t>(i)];
+    std::vector<std::string> body_names;
+    for (const auto& a : node.attribute()) {
+      if (a.has_g())
+        for (auto& f : Importer::free_names(a.g())) body_names.push_back(std::move(f));
+      for (const auto& sub : a.graphs())
+        for (auto& f : Importer::free_names(sub)) body_names.push_back(std::move(f));
+    }
+    auto read = [&](const std::string& name) {
+      const auto it = producer.find(name);
+      if (it == producer.end()) return;
+      if (it->second == i)
+        throw Error(node_where(node, 0) + ": reads its own output '" + io::printable(name) +
+                    "'; a node cannot consume the value it produces (rename the output or feed the input from "
+                    "another node)");
+      for (const auto& [p, nm] : d)
+        if (p == it->second) return;
+      d.emplace_back(it->second, &it->first);
+      sorted = sorted && it->second < i;
+    };
+    for (const auto& in : node.input())
+      if (!in.empty()) read(in);
+    for (const auto& name : body_names) read(name);
+  }
+  if (sorted) {
+    for (const auto& node : gp.node()) order.push_back(&node);
+    return order;
+  }
+  std::vector<std::vector<int>> users(static_cast<size_t>(n));
+  std::vector<size_t> waiting(static_cast<size_t>(n));
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i) {
+    for (const auto& [p, name] : deps[static_cast<size_t>(i)]) users[static_cast<size_t>(p)].push_back(i);
+    waiting[static_cast<size_t>(i)] = deps[static_cast<size_t>(i)].size();
+    if (waiting[static_cast<size_t>(i)] == 0) ready.push(i);
+  }
+  std::vector<bool> placed(static_cast<size_t>(n), false);
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    placed[static_cast<size_t>(i)] = true;
+    order.push_back(&gp.node(i));
+    for (int u : users[static_cast<size_t>(i)])
+      if (--waiting[static_cast<size_t>(u)] == 0) ready.push(u);
+  }
+  if (static_cast<int>(order.size()) == n) return order;
+  // A cycle: from the first node left, follow unplaced producers until a node repeats.
+  int at = 0;
+  while (placed[static_cast<size_t>(at)]) ++at;
+  std::vector<int> path;
+  std::vector<const std::string*> via;
+  std::vector<int> pos(static_cast<size_t>(n), -1);
+  while (pos[static_cast<size_t>(at)] < 0) {
+    pos[static_cast<size_t>(at)] = static_cast<int>(path.size());
+    path.push_back(at);
+    for (const auto& [p, name] : deps[static_cast<size_t>(at)])
+      if (!placed[static_cast<size_t>(p)]) {
+        at = p;
+        via.push_back(name);
+        break;
+      }
+  }
+  std::string cycle;
+  const size_t start = static_cast<size_t>(pos[static_cast<size_t>(at)]);
+  for (size_t k = start; k < path.size(); ++k)
+    cycle += node_where(gp.node(path[k]), 0) + " reads '" + io::printable(*via[k]) + "' from ";
+  cycle += node_where(gp.node(path[start]), 0);
+  throw Error(node_where(gp.node(path[start]), 0) + " is part of a cycle: " + cycle +
+              "; ONNX graphs must be acyclic (loops are written with Loop / Scan)");
 }
 
 }  // namespace
@@ -658,7 +754,8 @@ void Importer::import_main(const onnx::GraphProto& gp) {
     }
   }
   for (const auto& t : gp.initializer()) add_initializer(t);
-  for (const auto& n : gp.node()) import_node(n);
+  for (const auto* n : topological_nodes(gp, [this](const std::string& name) { return defined_.count(name) > 0; }))
+    import_node(*n);
   std::vector<Value> outs;
   std::vector<std::string> names;
   for (const auto& vi : gp.output()) {
@@ -684,7 +781,8 @@ std::vector<Val> Importer::inline_body(const onnx::GraphProto& body, const std::
   child.check_body(body, where);
   for (int i = 0; i < body.input_size(); ++i) child.define(body.input(i).name(), args[static_cast<size_t>(i)]);
   for (const auto& t : body.initializer()) child.add_initializer(t);
-  for (const auto& n : body.node()) child.import_node(n);
+  for (const auto* n : topological_nodes(body, [&child](const std::string& name) { return child.defined_.count(name) > 0; }))
+    child.import_node(*n);
   std::vector<Val> outs;
   for (const auto& vi : body.output()) {
     Val* v = child.lookup(vi.name());
@@ -712,7 +810,8 @@ std::shared_ptr<Graph> Importer::build_subgraph(const onnx::GraphProto& body, co
     child.define(name, Val::of(sg->input(name, outer->shape), outer->shape));
   }
   for (const auto& t : body.initializer()) child.add_initializer(t);
-  for (const auto& n : body.node()) child.import_node(n);
+  for (const auto* n : topological_nodes(body, [&child](const std::string& name) { return child.defined_.count(name) > 0; }))
+    child.import_node(*n);
   for (const auto& vi : body.output()) {
     Val* v = child.lookup(vi.name());
     if (!v) throw Error(where + ": body output '" + io::printable(vi.name()) + "' is never produced");
@@ -772,7 +871,9 @@ void Importer::import_node(const onnx::NodeProto& node) {
     }
     Val* v = lookup(name);
     if (!v)
-      throw Error(node_where(node, opset) + ": input '" + io::printable(name) + "' is not defined before this node");
+      throw Error(node_where(node, opset) + ": input '" + io::printable(name) +
+                  "' is not produced by any node and is not a graph input, an initializer or a value of an enclosing "
+                  "graph; check the exporter's output or give the value");
     all_known = all_known && v->konst.has_value();
     all_hinted = all_hinted && (v->konst || v->hint);
     ins.push_back(v);
