@@ -5,7 +5,9 @@
 //     scripts/fuzz.sh adds them to the scratch corpus at run time when the folder is there;
 //   fuzz_json: the rlx graph JSON of every seed model that imports, plus a few built directly and
 //     a few bad documents;
-//   fuzz_safetensors, fuzz_npy: small valid and bad files written byte by byte.
+//   fuzz_safetensors, fuzz_npy: small valid and bad files written byte by byte;
+//   fuzz_gguf: files written with GgufWriter (every metadata type, every stored tensor type,
+//     versions 2 and 3, a custom alignment) and bad variants of them patched byte by byte.
 // Usage: fuzz_make_seeds OUT_DIR   (scripts/fuzz.sh --seeds runs it)
 #include <onnx/onnx_pb.h>
 
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "onnx/onnx_builder.h"
+#include "rlx/gguf.h"
 #include "rlx/onnx.h"
 #include "rlx/serialize.h"
 
@@ -362,6 +365,73 @@ void npy_seeds() {
   write_file(d / "bad_truncated.npy", npy("<f8", false, "(3,)", 7));
 }
 
+
+void gguf_seeds() {
+  using rlx::GgmlType;
+  using rlx::GgufValue;
+  using rlx::GgufValueType;
+  const fs::path d = g_out / "fuzz_gguf";
+  std::vector<float> values(256);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(static_cast<int>(i % 23) - 11) * 0.37f;
+  const Tensor row = Tensor::f32({1, 256}, values);
+  // Every metadata type and every tensor type rlx reads.
+  rlx::GgufWriter all(3);
+  all.add("general.architecture", GgufValue::string("llama"));
+  all.add("t.u8", GgufValue::u8(7));
+  all.add("t.i8", GgufValue::i8(-7));
+  all.add("t.u16", GgufValue::u16(700));
+  all.add("t.i16", GgufValue::i16(-700));
+  all.add("t.u32", GgufValue::u32(70000));
+  all.add("t.i32", GgufValue::i32(-70000));
+  all.add("t.u64", GgufValue::u64(uint64_t{1} << 40));
+  all.add("t.i64", GgufValue::i64(-(int64_t{1} << 40)));
+  all.add("t.f32", GgufValue::f32(0.25f));
+  all.add("t.f64", GgufValue::f64(-0.5));
+  all.add("t.bool", GgufValue::boolean(true));
+  all.add("t.strings", GgufValue::strings({"<s>", "</s>", ""}));
+  all.add("t.f32s", GgufValue::array_of(GgufValueType::F32, {1.5, -2}));
+  all.add("t.bools", GgufValue::array_of_i64(GgufValueType::Bool, {0, 1}));
+  all.add("t.nested", GgufValue::array(GgufValueType::Array, {GgufValue::strings({"a"}),
+                                                              GgufValue::array_of_i64(GgufValueType::I16, {-3, 4})}));
+  all.add("general.quantization_version", GgufValue::u32(2));
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+    all.add_tensor(std::string("w.") + rlx::ggml_type_name(t), row, t);
+  all.add_tensor("i8", Tensor::of<int8_t>({3}, std::vector<int8_t>{-1, 0, 1}));
+  all.add_tensor("i32", Tensor::i32({2}, std::vector<int32_t>{5, -5}));
+  all.add_tensor("i64", Tensor::i64({1, 1}, std::vector<int64_t>{9}));
+  all.add_tensor("f64", Tensor::f64({2}, std::vector<double>{0.5, 2}));
+  const std::string all_bytes = all.bytes();
+  write_file(d / "all_types.gguf", all_bytes);
+  // Version 2, alignment 64, an empty tensor.
+  rlx::GgufWriter v2(2);
+  v2.set_alignment(64);
+  v2.add("general.name", GgufValue::string("v2"));
+  v2.add_tensor("a", Tensor::f32({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6}));
+  v2.add_tensor("empty", Tensor::f32({0, 32}, {}));
+  v2.add_tensor("q", row, GgmlType::Q8_0);
+  const std::string v2_bytes = v2.bytes();
+  write_file(d / "v2_align64.gguf", v2_bytes);
+  write_file(d / "empty.gguf", rlx::GgufWriter().bytes());
+  // Bad variants.
+  auto patched = [](std::string b, size_t at, const std::string& with) { return b.replace(at, with.size(), with); };
+  write_file(d / "bad_truncated.gguf", all_bytes.substr(0, all_bytes.size() / 2));
+  write_file(d / "bad_magic.gguf", patched(v2_bytes, 0, "GGML"));
+  write_file(d / "bad_big_endian.gguf", patched(v2_bytes, 4, std::string("\0\0\0\3", 4)));
+  write_file(d / "bad_version1.gguf", patched(v2_bytes, 4, std::string("\1\0\0\0", 4)));
+  write_file(d / "bad_kv_count.gguf", patched(v2_bytes, 16, std::string("\xff\xff\xff\xff\xff\xff\xff\x0f", 8)));
+  // Tensor 'q' moved onto tensor 'a' (offset 0) or off the alignment, and given a type number
+  // rlx does not know (4: Q4_2, removed from the format).
+  const size_t q_info_at = v2_bytes.find(std::string("\1\0\0\0\0\0\0\0q", 9));
+  if (q_info_at != std::string::npos) {
+    // name "q": length 1, 'q', n_dims u32, 2 dims u64, type u32, offset u64
+    const size_t type_at = q_info_at + 9 + 4 + 16;
+    write_file(d / "bad_overlap.gguf", patched(v2_bytes, type_at + 4, std::string(8, '\0')));
+    write_file(d / "bad_type.gguf", patched(v2_bytes, type_at, std::string("\4\0\0\0", 4)));
+    write_file(d / "bad_unaligned.gguf", patched(v2_bytes, type_at + 4, std::string("\x20\0\0\0\0\0\0\0", 8)));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -375,6 +445,7 @@ int main(int argc, char** argv) {
     json_seeds();
     safetensors_seeds();
     npy_seeds();
+    gguf_seeds();
   } catch (const std::exception& e) {
     std::cerr << "make_seeds: " << e.what() << "\n";
     return 1;

@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh --seeds                 rebuild the committed seed corpora (fuzz/corpus/<target>/)
 #
 # Targets: fuzz_onnx (ONNX import), fuzz_onnx_run (ONNX import + compile + run on the CPU),
-# fuzz_json (graph JSON import + compile + run), fuzz_safetensors, fuzz_npy (when src/io/npy.cpp
+# fuzz_json (graph JSON import + compile + run), fuzz_safetensors, fuzz_gguf, fuzz_npy (when src/io/npy.cpp
 # compiles with clang; see CMakeLists.txt). Every run has the fuzz size policy of fuzz/fuzz_run.h.
 #
 # Inputs: fuzz/corpus/<target>/ (seeds) and fuzz/corpus/regressions/<target>/ (inputs that once
@@ -24,7 +24,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$ROOT/build/fuzz"
 JOBS="${FUZZ_BUILD_JOBS:-$(nproc)}"
-ALL_TARGETS=(fuzz_onnx fuzz_onnx_run fuzz_json fuzz_safetensors fuzz_npy)
+ALL_TARGETS=(fuzz_onnx fuzz_onnx_run fuzz_json fuzz_safetensors fuzz_gguf fuzz_npy)
 
 MODE=run
 case "${1:-}" in
@@ -105,6 +105,7 @@ run_target() {
   case "$t" in
     fuzz_onnx|fuzz_onnx_run) dict=(-dict="$ROOT/fuzz/onnx.dict") ;;
     fuzz_json) dict=(-dict="$ROOT/fuzz/json.dict") ;;
+    fuzz_gguf) dict=(-dict="$ROOT/fuzz/gguf.dict") ;;
   esac
   local rc=0
   "$BUILD/$t" "${inputs[@]}" "${dict[@]}" -max_total_time="$SECONDS_EACH" -max_len="$max_len" \

@@ -219,7 +219,7 @@ class GgufWriter {
  public:
   explicit GgufWriter(uint32_t version = 3);  // 2 or 3
 
-  // Sets ALIGNMENT (a non-zero multiple of 8, at most 2^30), written as general.alignment (u32)
+  // Sets ALIGNMENT (a non-zero multiple of 8, at most 1 MiB), written as general.alignment (u32)
   // before the other keys. Without it the file has the default alignment 32 and no such key.
   void set_alignment(uint64_t alignment);
   // Adds a key (non-empty, at most 65535 bytes, not added before). general.alignment must be

@@ -1,5 +1,6 @@
 // GGUF writer: metadata and tensors collected, then written in one pass (header, key/values,
 // tensor infos, padding, aligned tensor data) to memory or through a staged file.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -15,7 +16,7 @@ using namespace gguf_detail;
 
 namespace {
 
-constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;
+constexpr uint64_t kMaxAlignment = uint64_t{1} << 20;  // 1 MiB: more would only add padding
 constexpr size_t kMaxKeyBytes = 65535;
 constexpr size_t kMaxNameBytes = 64;  // the spec's limit for tensor names
 constexpr size_t kMaxDims = 4;
@@ -86,7 +87,7 @@ GgufWriter::GgufWriter(uint32_t version) : version_(version) {
 void GgufWriter::set_alignment(uint64_t alignment) {
   if (alignment == 0 || alignment % 8 != 0 || alignment > kMaxAlignment)
     throw Error("GgufWriter: alignment " + std::to_string(alignment) +
-                " must be a non-zero multiple of 8 of at most 2^30 (the GGUF spec: a multiple of 8)");
+                " must be a non-zero multiple of 8 (the GGUF spec) of at most 1 MiB");
   alignment_ = alignment;
   alignment_set_ = true;
 }
@@ -209,11 +210,14 @@ std::string GgufWriter::head() const {
 template <class Sink>
 void GgufWriter::emit(Sink&& sink) const {
   sink(std::string_view(head()));
-  const std::string zeros(static_cast<size_t>(alignment_), '\0');
+  static const char zeros[4096] = {};
   for (const auto& t : tensors_) {
     if (!t.bytes.empty()) sink(std::string_view(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size()));
-    const uint64_t pad = align_up(t.bytes.size(), alignment_) - t.bytes.size();
-    if (pad) sink(std::string_view(zeros.data(), static_cast<size_t>(pad)));
+    for (uint64_t pad = align_up(t.bytes.size(), alignment_) - t.bytes.size(); pad > 0;) {
+      const uint64_t n = std::min<uint64_t>(pad, sizeof zeros);
+      sink(std::string_view(zeros, static_cast<size_t>(n)));
+      pad -= n;
+    }
   }
 }
 
