@@ -119,3 +119,16 @@ def test_builder_errors_name_the_problem():
         g.add(a, other)
     with pytest.raises(rlx.Error, match="unknown enum value 'median'"):
         g.reduce("median", a)
+
+
+def test_json_side_file_and_dims(tmp_path):
+    g = rlx.Graph()
+    x = g.input("x", ["batch", 3])
+    g.output(x @ g.param("w", [3, 3]), "y")
+    g.set_weight("w", np.eye(3, dtype=np.float32) * 2)
+    path = tmp_path / "side.json"
+    g.save_json(str(path), inline_data=False)
+    assert (tmp_path / "side.json.bin").exists()
+    model = rlx.load(path, dims={"batch": 2})
+    assert model.inputs[0].shape == (2, 3)
+    np.testing.assert_array_equal(model(x=np.ones((2, 3), np.float32)), np.full((2, 3), 2, np.float32))
