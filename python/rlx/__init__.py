@@ -42,9 +42,10 @@ __version__ = _rlx.__version__
 PathLike = Union[str, "_os.PathLike[str]"]
 
 
-def load_graph(source: Union[PathLike, Graph], *, dims: Optional[Mapping[str, int]] = None,
+def load_graph(source: Union[PathLike, Graph, bytes], *, dims: Optional[Mapping[str, int]] = None,
                weights: Union[None, PathLike, Mapping[str, Any]] = None) -> Graph:
-    """The rlx.Graph of `source`: an ``.onnx`` model, a graph JSON file, or an rlx.Graph (copied).
+    """The rlx.Graph of `source`: an ``.onnx`` model, a graph JSON file, an rlx.Graph (copied), or
+    the bytes of an ONNX model.
 
     `dims` binds symbolic dims ({"batch": 1}): at import for ONNX, by specialization for
     the others. `weights` sets param values: a safetensors path or a dict name -> array.
@@ -53,6 +54,8 @@ def load_graph(source: Union[PathLike, Graph], *, dims: Optional[Mapping[str, in
         g = source.copy()
         if dims:
             g = g.specialize(dict(dims))
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        g = Graph.from_onnx_bytes(bytes(source), dict(dims) if dims else None)
     else:
         path = _os.fspath(source)
         if not _os.path.exists(path):
@@ -74,14 +77,14 @@ def load_graph(source: Union[PathLike, Graph], *, dims: Optional[Mapping[str, in
     return g
 
 
-def load(source: Union[PathLike, Graph], device: str = "cpu", precision: str = "fp32", *,
+def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: str = "fp32", *,
          dims: Optional[Mapping[str, int]] = None,
          weights: Union[None, PathLike, Mapping[str, Any]] = None,
          num_threads: int = 0, optimize: bool = True, pass_report: bool = False,
          disabled_passes: Iterable[str] = (), knobs: Optional[Mapping[str, Any]] = None) -> Model:
     """Loads and compiles a model for `device` ("cpu", "cuda", "vulkan", "webgpu").
 
-    `source` is an ``.onnx`` file, a graph JSON file or an rlx.Graph; `weights` a safetensors
+    `source` is an ``.onnx`` file, a graph JSON file, an rlx.Graph or ONNX bytes; `weights` a safetensors
     file or dict of arrays for its params. `precision` ("fp32", "tf32", "fp16", "bf16") is the
     numeric policy of GPU backends (the CPU computes in the graph's dtypes). `pass_report`
     prints the optimizer's per-pass report to stderr; `knobs` sets tuning knobs by name

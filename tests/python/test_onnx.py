@@ -30,7 +30,7 @@ def test_tiny_onnx_matches_numpy(tiny_onnx):
 
 
 def test_dims_bound_at_import(tiny_onnx):
-    model = rlx.load(tiny_onnx, dims={"batch": 2})
+    model = rlx.load(tiny_onnx.read_bytes(), dims={"batch": 2})
     assert model.inputs[0].shape == (2, 4)
     with pytest.raises(rlx.Error, match="dim 0"):
         model(x=np.zeros((3, 4), np.float32))
