@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "rlx/gguf.h"
 #include "rlx/limits.h"
@@ -162,6 +167,15 @@ TEST(Gguf, CustomAlignmentIsWrittenAndHonoured) {
   EXPECT_EQ(f.tensor_info("b").offset, 64u);
   EXPECT_EQ(f.tensor("b").to_f32(), (std::vector<float>{6, 7}));
   EXPECT_THAT(testing::error_message([] { GgufWriter().set_alignment(12); }), HasSubstr("multiple of 8"));
+  EXPECT_THAT(testing::error_message([] { GgufWriter().set_alignment(uint64_t{1} << 21); }), HasSubstr("at most 1 MiB"));
+  // A 4 KiB alignment: the padding after each tensor spans more than one block of zeros.
+  GgufWriter big;
+  big.set_alignment(8192);
+  big.add_tensor("a", Tensor::f32({1}, std::vector<float>{1}));
+  big.add_tensor("b", Tensor::f32({1}, std::vector<float>{2}));
+  const std::string bb = big.bytes();
+  EXPECT_EQ(bb.size(), 3u * 8192);
+  EXPECT_EQ(parse(bb).tensor("b").to_f32(), (std::vector<float>{2}));
 }
 
 TEST(Gguf, TensorsRoundTripRowMajor) {
@@ -377,6 +391,72 @@ TEST(Gguf, FilesOnDiskAreMappedAndConverted) {
               }),
               AllOf(HasSubstr("tensor 'm'"), HasSubstr("GGUF does not store")));
   EXPECT_FALSE(fs::exists(dir / "u8.gguf"));
+  fs::remove_all(dir);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `rlx ARGS` (paths without spaces or quotes), capturing stdout and stderr.
+int run_cli(const fs::path& dir, const std::string& args, std::string* out, std::string* err) {
+  const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + (dir / "out.txt").string() + "' 2>'" +
+                          (dir / "err.txt").string() + "'";
+  const int status = std::system(cmd.c_str());
+  *out = slurp(dir / "out.txt");
+  *err = slurp(dir / "err.txt");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(Gguf, CliInspect) {
+  const fs::path dir = fs::temp_directory_path() / ("rlx_gguf_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  GgufWriter w;
+  w.add("general.architecture", GgufValue::string("llama"));
+  w.add("tokenizer.ggml.tokens", GgufValue::strings({"<unk>", "<s>", "</s>"}));
+  w.add_tensor("blk.0.ffn_up.weight", testing::random_tensor(DType::F32, {2, 256}, 1), GgmlType::Q4_K);
+  w.add_tensor("output_norm.weight", testing::random_tensor(DType::F32, {256}, 2));
+  w.save((dir / "m.gguf").string());
+  { std::ofstream((dir / "bad.gguf").string(), std::ios::binary) << "GGML and then some"; }
+  std::string out, err;
+  EXPECT_EQ(run_cli(dir, "inspect " + (dir / "m.gguf").string(), &out, &err), 0) << err;
+  EXPECT_THAT(out, AllOf(HasSubstr("(version 3, alignment 32,"), HasSubstr("general.architecture: string 'llama'"),
+                         HasSubstr("tokenizer.ggml.tokens: array<string>[3] ['<unk>', '<s>', '</s>']"),
+                         HasSubstr("Q4_K[2,256]"), HasSubstr("F32[256]"), HasSubstr("parameters: 768 elements")));
+  EXPECT_NE(run_cli(dir, "inspect " + (dir / "bad.gguf").string(), &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("not a GGUF file"));
+  fs::remove_all(dir);
+}
+
+TEST(Gguf, CliQuantizeReportsTheErrorPerTensor) {
+  const fs::path dir = fs::temp_directory_path() / ("rlx_gguf_q_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const Tensor up = testing::random_tensor(DType::BF16, {4, 256}, 1);
+  const Tensor norm = testing::random_tensor(DType::F32, {256}, 2);
+  const Tensor odd = testing::random_tensor(DType::F32, {3, 100}, 3);  // 100: not a multiple of 256
+  save_safetensors((dir / "m.safetensors").string(), {{"up", up}, {"norm", norm}, {"odd", odd}});
+  std::string out, err;
+  const std::string q = (dir / "q.gguf").string();
+  ASSERT_EQ(run_cli(dir, "quantize " + (dir / "m.safetensors").string() + " " + q + " --scheme q4_k", &out, &err), 0) << err;
+  EXPECT_THAT(out, AllOf(HasSubstr("(Q4_K)"), HasSubstr("written: 3 tensors (1 quantized)")));
+  EXPECT_THAT(out, ::testing::ContainsRegex("up +bf16 +Q4_K +\\[4,256\\] +0\\.0[0-9]+ +0\\.[0-9]+"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("odd +f32 +f32 +\\[3,100\\] +\\(kept\\)"));
+  const GgufFile f(q);
+  EXPECT_EQ(f.tensor_info("up").type, GgmlType::Q4_K);
+  EXPECT_EQ(f.tensor_info("norm").type, GgmlType::F32);
+  EXPECT_EQ(f.get_u64("general.quantization_version"), 2u);
+  EXPECT_TRUE(testing::all_close(f.tensor_f32("up"), {4, 256}, testing::to_doubles(up), {0, 0.1}));
+  // GGUF in: the Q4_K tensor is re-quantized to Q8_0 (from its dequantized values), the rest kept.
+  const std::string q8 = (dir / "q8.gguf").string();
+  ASSERT_EQ(run_cli(dir, "quantize " + q + " " + q8 + " --scheme q8_0", &out, &err), 0) << err;
+  EXPECT_EQ(GgufFile(q8).tensor_info("up").type, GgmlType::Q8_0);
+  EXPECT_NE(run_cli(dir, "quantize " + q + " " + q8 + " --scheme q9", &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("unknown ggml type 'q9'"));
+  EXPECT_NE(run_cli(dir, "quantize " + q + " " + q8 + " --scheme iq4_xs", &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("rlx cannot write IQ4_XS"));
   fs::remove_all(dir);
 }
 

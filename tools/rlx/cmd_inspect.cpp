@@ -1,5 +1,5 @@
 // rlx inspect: inputs/outputs, params, carried weights and an op histogram of a graph file
-// (rlx graph JSON or ONNX, with the ONNX model's opsets); tensors of a safetensors file.
+// (rlx graph JSON or ONNX, with the ONNX model's opsets); tensors of a safetensors or GGUF file.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iomanip>
@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "io/file_access.h"
+#include "rlx/gguf.h"
 #include "rlx/limits.h"
 #include "rlx/onnx.h"
 #include "rlx/safetensors.h"
@@ -61,6 +62,32 @@ int inspect_safetensors(const std::string& path) {
   return 0;
 }
 
+// A GGUF file: version, alignment, metadata (arrays abridged), tensors with their ggml types
+// and row-major shapes, and the bytes per type.
+int inspect_gguf(const std::string& path) {
+  const GgufFile f(path);
+  std::ostream& os = std::cout;
+  os << "gguf: " << shown(path) << " (version " << f.version() << ", alignment " << f.alignment() << ", "
+     << format_bytes(static_cast<int64_t>(f.file_size()), true) << ")\n";
+  os << "metadata (" << f.metadata().size() << "):\n";
+  for (const auto& [k, v] : f.metadata()) os << "  " << shown(k) << ": " << io::printable(v.to_string(), 200) << "\n";
+  size_t width = 4;
+  for (const auto& t : f.tensors()) width = std::max(width, shown(t.name).size());
+  os << "tensors (" << f.tensors().size() << "):\n";
+  int64_t elems = 0, bytes = 0;
+  std::map<std::string, int64_t> by_type;
+  for (const auto& t : f.tensors()) {
+    elems = checked_add(elems, t.numel, "the total element count");
+    bytes = checked_add(bytes, static_cast<int64_t>(t.nbytes), "the total byte count");
+    by_type[ggml_type_name(t.type)] += static_cast<int64_t>(t.nbytes);
+    os << "  " << pad(shown(t.name), width + 2) << ggml_type_name(t.type) << dims_str(t.shape()) << "  "
+       << format_bytes(static_cast<int64_t>(t.nbytes)) << "\n";
+  }
+  os << "parameters: " << with_commas(elems) << " elements, " << format_bytes(bytes, true) << "\n";
+  for (const auto& [type, n] : by_type) os << "  " << type << ": " << format_bytes(n) << "\n";
+  return 0;
+}
+
 // Model-level facts of an ONNX file (before the rlx graph summary).
 void print_onnx_info(const std::string& path) {
   const OnnxModelInfo info = onnx_model_info(path);
@@ -80,6 +107,7 @@ int run_inspect(const InspectOptions& o) {
   // The OS reason for a missing or unreadable file; a directory, FIFO or device is named.
   { const io::RegularFile probe(o.path, "file '" + shown(o.path) + "'"); }
   if (ends_with(o.path, ".safetensors")) return inspect_safetensors(o.path);
+  if (ends_with(o.path, ".gguf")) return inspect_gguf(o.path);
   if (ends_with(o.path, ".onnx")) print_onnx_info(o.path);
   const Graph g = load_graph_file(o.path);
   std::ostream& os = std::cout;
@@ -169,8 +197,9 @@ int run_inspect(const InspectOptions& o) {
 Command add_inspect_command(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* sub = parent.add_subcommand(
-      "inspect", "Show a graph's inputs, outputs, params and op histogram (graph JSON or .onnx), or a .safetensors file's tensors");
-  sub->add_option("graph", o->path, "Graph JSON, .onnx or .safetensors file")->required();
+      "inspect",
+      "Show a graph's inputs, outputs, params and op histogram (graph JSON or .onnx), or a .safetensors or .gguf file's tensors");
+  sub->add_option("graph", o->path, "Graph JSON, .onnx, .safetensors or .gguf file")->required();
   sub->add_flag("--print-graph", o->print_graph, "Also print every node");
   return {sub, [o] { return run_inspect(*o); }};
 }
