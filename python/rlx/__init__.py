@@ -29,6 +29,7 @@ from ._rlx import (  # noqa: F401  (re-exported)
     knobs,
     load_onnx_tensor,
     load_safetensors,
+    onnx_info,
     numpy_dtype,
     pass_names,
     save_safetensors,
@@ -42,27 +43,39 @@ __version__ = _rlx.__version__
 PathLike = Union[str, "_os.PathLike[str]"]
 
 
+def _is_onnx(source: Any) -> bool:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return True
+    return _os.fspath(source).lower().endswith(".onnx")
+
+
 def load_graph(source: Union[PathLike, Graph, bytes], *, dims: Optional[Mapping[str, int]] = None,
-               weights: Union[None, PathLike, Mapping[str, Any]] = None) -> Graph:
+               weights: Union[None, PathLike, Mapping[str, Any]] = None,
+               known_inputs: Optional[Mapping[str, Any]] = None) -> Graph:
     """The rlx.Graph of `source`: an ``.onnx`` model, a graph JSON file, an rlx.Graph (copied), or
     the bytes of an ONNX model.
 
     `dims` binds symbolic dims ({"batch": 1}): at import for ONNX, by specialization for
     the others. `weights` sets param values: a safetensors path or a dict name -> array.
+    `known_inputs` (ONNX) gives input values the importer needs at import time, such as a
+    Reshape's shape fed as an input; runs must then feed the same values.
     """
+    if known_inputs is not None and (isinstance(source, Graph) or not _is_onnx(source)):
+        raise Error("rlx.load: known_inputs applies to ONNX models only")
+    onnx_kw = {"dims": dict(dims) if dims else None, "known_inputs": dict(known_inputs) if known_inputs else None}
     if isinstance(source, Graph):
         g = source.copy()
         if dims:
             g = g.specialize(dict(dims))
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        g = Graph.from_onnx_bytes(bytes(source), dict(dims) if dims else None)
+        g = Graph.from_onnx_bytes(bytes(source), **onnx_kw)
     else:
         path = _os.fspath(source)
         if not _os.path.exists(path):
             raise Error(f"rlx.load: '{path}' does not exist")
         lower = path.lower()
         if lower.endswith(".onnx"):
-            g = Graph.from_onnx(path, dict(dims) if dims else None)
+            g = Graph.from_onnx(path, **onnx_kw)
         elif lower.endswith(".safetensors"):
             raise Error(f"rlx.load: '{path}' holds only weights; build the graph with rlx.Graph "
                         "(or load its JSON/ONNX) and pass weights='" + path + "'")
@@ -80,17 +93,19 @@ def load_graph(source: Union[PathLike, Graph, bytes], *, dims: Optional[Mapping[
 def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: str = "fp32", *,
          dims: Optional[Mapping[str, int]] = None,
          weights: Union[None, PathLike, Mapping[str, Any]] = None,
-         num_threads: int = 0, optimize: bool = True, pass_report: bool = False,
+         known_inputs: Optional[Mapping[str, Any]] = None, num_threads: int = 0, optimize: bool = True,
+         pass_report: bool = False,
          disabled_passes: Iterable[str] = (), knobs: Optional[Mapping[str, Any]] = None) -> Model:
     """Loads and compiles a model for `device` ("cpu", "cuda", "vulkan", "webgpu").
 
     `source` is an ``.onnx`` file, a graph JSON file, an rlx.Graph or ONNX bytes; `weights` a safetensors
-    file or dict of arrays for its params. `precision` ("fp32", "tf32", "fp16", "bf16") is the
+    file or dict of arrays for its params; `dims` and `known_inputs` as in :func:`load_graph`.
+    `precision` ("fp32", "tf32", "fp16", "bf16") is the
     numeric policy of GPU backends (the CPU computes in the graph's dtypes). `pass_report`
     prints the optimizer's per-pass report to stderr; `knobs` sets tuning knobs by name
     (rlx.knobs() lists them). The GIL is released while compiling, and Ctrl-C interrupts.
     """
-    g = load_graph(source, dims=dims, weights=weights)
+    g = load_graph(source, dims=dims, weights=weights, known_inputs=known_inputs)
     return _rlx.compile(g, device=device, precision=precision, num_threads=num_threads,
                         optimize=optimize, pass_report=pass_report,
                         disabled_passes=list(disabled_passes), knobs=dict(knobs) if knobs else None)
@@ -100,5 +115,5 @@ __all__ = [
     "Error", "Graph", "Model", "Tensor", "Value", "ValueInfo", "CheckReport", "PassReport", "CaseResult",
     "load", "load_graph", "compile", "check", "pass_report", "conformance", "devices", "dtypes",
     "dtype_name", "numpy_dtype", "from_dlpack", "enable_profile", "take_profile", "knobs", "pass_names",
-    "load_safetensors", "save_safetensors", "load_onnx_tensor",
+    "load_safetensors", "save_safetensors", "load_onnx_tensor", "onnx_info",
 ]

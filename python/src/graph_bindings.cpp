@@ -34,9 +34,21 @@ std::map<std::string, int64_t> dims_map(const py::object& dims) {
   return out;
 }
 
-GraphPtr import_onnx_file(const std::string& path, const py::object& dims) {
+OnnxImportOptions onnx_options(const py::object& dims, const py::object& known_inputs) {
   OnnxImportOptions o;
   o.dims = dims_map(dims);
+  if (!known_inputs.is_none()) {
+    for (const auto& [k, v] : known_inputs.cast<py::dict>()) {
+      const std::string name = k.cast<std::string>();
+      // Copied: the importer may keep the value in the graph (folded into constants).
+      o.known_inputs[name] = tensor_from_py(v, std::nullopt, "known input '" + name + "'").tensor.clone();
+    }
+  }
+  return o;
+}
+
+GraphPtr import_onnx_file(const std::string& path, const py::object& dims, const py::object& known_inputs) {
+  const OnnxImportOptions o = onnx_options(dims, known_inputs);
   py::gil_scoped_release release;
   return std::make_shared<Graph>(import_onnx(path, o));
 }
@@ -198,14 +210,16 @@ rlx.Value. Dims are ints, or strings for symbolic dims ("batch", "seq").
                     return std::make_shared<Graph>(load_graph_json(path));
                   }, py::arg("path"))
       .def_static("from_onnx", &import_onnx_file, py::arg("path"), py::arg("dims") = py::none(),
-                  "Imports an ONNX model; `dims` binds symbolic input dims at import ({'batch': 1}).")
-      .def_static("from_onnx_bytes", [](const py::bytes& data, const py::object& dims) {
-                    OnnxImportOptions o;
-                    o.dims = dims_map(dims);
+                  py::arg("known_inputs") = py::none(),
+                  "Imports an ONNX model; `dims` binds symbolic input dims at import ({'batch': 1}); "
+                  "`known_inputs` gives input values the importer needs at import time (a Reshape's shape, "
+                  "...), which runs must then feed unchanged.")
+      .def_static("from_onnx_bytes", [](const py::bytes& data, const py::object& dims, const py::object& known_inputs) {
+                    const OnnxImportOptions o = onnx_options(dims, known_inputs);
                     const std::string bytes = data;
                     py::gil_scoped_release release;
                     return std::make_shared<Graph>(import_onnx_bytes(bytes.data(), bytes.size(), "", o));
-                  }, py::arg("data"), py::arg("dims") = py::none());
+                  }, py::arg("data"), py::arg("dims") = py::none(), py::arg("known_inputs") = py::none());
 
   // ---- elementwise: one method per binary / compare / activation kind ----
   for (size_t i = 0; i < EnumNames<BinaryKind>::names.size(); ++i) {

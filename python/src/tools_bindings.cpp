@@ -155,6 +155,31 @@ void register_tools(py::module_& m) {
           save_safetensors(path, list, metadata);
         }, py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
         "Writes a dict of arrays (uint16: bf16) as a safetensors file.");
+  m.def("onnx_info", [](const std::string& path) {
+    const OnnxModelInfo info = onnx_model_info(path);
+    auto ios = [](const std::vector<OnnxModelInfo::Io>& list) {
+      py::list out;
+      for (const auto& io : list) {
+        py::dict d;
+        d["name"] = io.name;
+        d["type"] = io.type;
+        d["shape"] = io.has_shape ? py::object(dims_to_py(io.dims)) : py::object(py::none());
+        out.append(d);
+      }
+      return out;
+    };
+    py::dict d;
+    d["ir_version"] = info.ir_version;
+    d["producer"] = info.producer;
+    d["inputs"] = ios(info.inputs);
+    d["outputs"] = ios(info.outputs);
+    d["opsets"] = info.opsets;
+    d["op_histogram"] = info.op_histogram;
+    d["initializer_bytes"] = info.initializer_bytes;
+    return d;
+  }, py::arg("path"),
+        "Model-level facts of an ONNX file (as `rlx inspect`): ir_version, producer, opsets, inputs and "
+        "outputs (name, ONNX type, dims or None), op_histogram, initializer_bytes.");
   m.def("load_onnx_tensor", [](const std::string& path) { return tensor_to_numpy(load_onnx_tensor(path)); }, py::arg("path"),
         "Reads a serialized onnx.TensorProto file (the ONNX test cases' input_<i>.pb).");
 }

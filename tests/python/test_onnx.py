@@ -89,3 +89,28 @@ def test_cuda_runs_or_says_why(tiny_onnx):
         return
     for got, want in zip(gpu(x=x), rlx.load(tiny_onnx)(x=x)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_known_inputs_fix_shape_operands():
+    data = onnx_writer.model([onnx_writer.node("Reshape", ["x", "shape"], ["y"])],
+                             [onnx_writer.value_info("x", onnx_writer.FLOAT, [6]),
+                              onnx_writer.value_info("shape", onnx_writer.INT64, [2])],
+                             [onnx_writer.value_info("y", onnx_writer.FLOAT, [2, 3])])
+    with pytest.raises(rlx.Error, match="known at import time"):
+        rlx.load(data)
+    shape = np.array([3, 2], np.int64)
+    model = rlx.load(data, known_inputs={"shape": shape})
+    x = np.arange(6, dtype=np.float32)
+    feeds = {"x": x, "shape": shape} if "shape" in model.input_names else {"x": x}
+    np.testing.assert_array_equal(model.run(feeds)[0], x.reshape(3, 2))
+    with pytest.raises(rlx.Error, match="ONNX models only"):
+        rlx.load(rlx.Graph(), known_inputs={"shape": shape})
+
+
+def test_onnx_info(tiny_onnx):
+    info = rlx.onnx_info(str(tiny_onnx))
+    assert info["producer"] == "rlx-tests" and info["ir_version"] == 8
+    assert info["inputs"] == [{"name": "x", "type": "float32", "shape": ("batch", 4)}]
+    assert [o["name"] for o in info["outputs"]] == ["h", "y"]
+    assert info["op_histogram"] == {"Add": 1, "MatMul": 1, "Relu": 1, "Softmax": 1}
+    assert info["opsets"] == [("", 17)]
