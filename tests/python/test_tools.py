@@ -2,6 +2,7 @@
 import _thread
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,3 +122,17 @@ def test_keyboard_interrupt_during_compile_is_raised():
     with pytest.raises(KeyboardInterrupt):
         rlx.compile(g, optimize=True)
     assert time.perf_counter() - start < full  # raised before the compile would have ended
+
+
+def test_conformance_suite_matches_the_cli_floor():
+    """The ONNX node suite (../shared/onnx-node, when present) in this process: no case fails and
+    at least as many pass as the CLI's committed floor (tests/onnx/conformance_floor.txt)."""
+    root = Path(__file__).resolve().parents[2]
+    suite = root.parent / "shared" / "onnx-node"
+    if not suite.is_dir():
+        pytest.skip(f"no ONNX node suite at {suite}")
+    floor = int((root / "tests" / "onnx" / "conformance_floor.txt").read_text().split()[0])
+    results = rlx.conformance(str(suite))
+    failed = [f"{r.name}: {r.detail}" for r in results if r.status == "FAIL"]
+    assert not failed, "\n".join(failed[:20])
+    assert sum(r.status == "PASS" for r in results) >= floor
