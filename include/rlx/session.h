@@ -25,7 +25,9 @@ enum class Precision { Fp32, Tf32, Fp16, Bf16 };
 const char* precision_name(Precision p);
 
 struct CompileOptions {
-  int num_threads = 0;     // CPU worker threads; 0 = hardware concurrency
+  // CPU threads of this graph's runs, the BLAS's included; 0 = the process default (hardware
+  // concurrency). Applied per run, so graphs compiled with other counts do not change it.
+  int num_threads = 0;
   bool verify = true;      // verify the graph before compiling
   bool optimize = true;    // run the optimizer's pass pipeline (legalize always runs)
   // Print one line per pass (time, node counts) to stderr; RLX_PASS_REPORT=1 does the same.

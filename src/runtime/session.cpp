@@ -131,7 +131,7 @@ struct CompiledGraph::Impl {
         g = std::move(h.main);
         for (NodeId id : h.prologue.param_nodes())
           cv.prologue_params.emplace_back(id, std::get<ops::Param>(h.prologue.node(id).op).name);
-        if (!prologue_backend) prologue_backend = make_cpu_backend(CompileOptions{});
+        if (!prologue_backend) prologue_backend = make_cpu_backend(options);  // the same thread budget
         cv.prologue = prologue_backend->prepare(std::move(h.prologue), options);
         cv.derived_names = std::move(h.derived);
       }

@@ -1,6 +1,7 @@
 // The CPU backend: claims every op and runs variants with the reference executor.
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "backends/cpu/executor.h"
 #include "backends/cpu/parallel.h"
@@ -17,11 +18,12 @@ plan::PlanOptions plan_options(const CompileOptions& o) {
 
 class CpuVariant final : public Variant {
  public:
-  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)) {}
+  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)), threads_(o.num_threads) {}
 
   // Bound state stays in host memory: the outputs a run keeps are host copies, and carried
   // inputs read them.
   std::vector<Tensor> run(const RunArgs& a) override {
+    cpu::ScopedThreads budget(threads_);  // the pool and the BLAS use this compile's budget
     std::map<size_t, Tensor> previous = std::move(kept_);
     kept_.clear();
     if (a.carry.empty() && a.keep.empty()) return ex_.run(a.leaves, a.which, a.params);
@@ -59,6 +61,7 @@ class CpuVariant final : public Variant {
 
  private:
   cpu::Executor ex_;
+  int threads_;  // CompileOptions::num_threads (0: the process default)
   std::map<size_t, Tensor> kept_;  // by output index (RunArgs::keep)
 };
 
@@ -74,8 +77,11 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const CompileOptions& options) {
-  if (options.num_threads < 0) throw Error("CompileOptions.num_threads must be >= 0");
-  cpu::set_num_threads(options.num_threads);
+  // The budget is installed per run (CpuVariant::run), never process-wide: compiles with other
+  // thread counts (the weight prologue, the importer's constant folding) leave it alone.
+  if (options.num_threads < 0 || options.num_threads > cpu::kMaxThreads)
+    throw Error("CompileOptions.num_threads is " + std::to_string(options.num_threads) + "; use 0 (all cores) or 1.." +
+                std::to_string(cpu::kMaxThreads));
   return std::make_unique<CpuBackend>();
 }
 

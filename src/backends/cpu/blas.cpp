@@ -5,9 +5,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <string>
 
+#include "backends/cpu/parallel.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
@@ -60,12 +63,31 @@ bool prepare(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const 
 
 CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
+// OpenBLAS keeps one process-wide thread count. Before each call it is set to the calling
+// thread's budget (1 inside a parallel_for, whose threads already fill the budget), so that the
+// BLAS threads and the pool's never run on top of each other. Set only when it changes.
+std::atomic<int> applied{0};
+
+void apply_blas_threads() {
+  const int want = blas_threads_wanted();
+  if (applied.load(std::memory_order_relaxed) == want) return;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  if (applied.load(std::memory_order_relaxed) == want) return;
+  openblas_set_num_threads(want);
+  applied.store(want, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+int blas_threads_applied() { return applied.load(std::memory_order_relaxed); }
+int blas_threads_reported() { return openblas_get_num_threads(); }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc) {
   if (!prepare(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+  apply_blas_threads();
   cblas_sgemm(CblasRowMajor, tr(trans_a), tr(trans_b), static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
@@ -76,6 +98,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc) {
   if (!prepare(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
+  apply_blas_threads();
   cblas_dgemm(CblasRowMajor, tr(trans_a), tr(trans_b), static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,

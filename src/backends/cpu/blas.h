@@ -1,5 +1,6 @@
 #pragma once
-// Thin typed wrappers over OpenBLAS for the CPU kernels (row-major, 64-bit sizes).
+// Thin typed wrappers over OpenBLAS for the CPU kernels (row-major, 64-bit sizes). Each call
+// runs on the calling thread's budget (parallel.h): OpenBLAS's thread count is set to it first.
 #include <cstdint>
 
 namespace rlx::cpu {
@@ -9,5 +10,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// The OpenBLAS thread count gemm last set from the thread budget (0 before the first call), and
+// the count OpenBLAS itself reports (tests check that the two agree).
+int blas_threads_applied();
+int blas_threads_reported();
 
 }  // namespace rlx::cpu

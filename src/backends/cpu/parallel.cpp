@@ -11,21 +11,28 @@
 namespace rlx::cpu {
 namespace {
 
-// A fixed set of workers that pick chunks of the current job off an atomic counter.
+// A set of workers that pick chunks of the current job off an atomic counter. Only the first
+// `active` workers take part in a job (the budget of the thread that started it); the pool
+// grows on demand and never shrinks, so budgets of different sessions never resize it under a
+// running job.
 class Pool {
  public:
-  explicit Pool(int n) { resize(n); }
   ~Pool() { stop(); }
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // Workers in the pool (the calling thread of a job comes on top).
+  int workers() const { return static_cast<int>(size_.load(std::memory_order_acquire)); }
 
-  void resize(int n) {
-    stop();
-    stopping_ = false;
-    for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { loop(); });
+  void grow_to(int n_workers) {
+    std::lock_guard<std::mutex> job_lock(job_mu_);  // never while a job runs
+    std::lock_guard<std::mutex> lk(mu_);
+    while (static_cast<int>(workers_.size()) < n_workers) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.emplace_back([this, index, seen = generation_] { loop(index, seen); });
+    }
+    size_.store(workers_.size(), std::memory_order_release);
   }
 
-  void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, int64_t chunk, int active, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> job_lock(job_mu_);  // one job at a time (nested calls run inline)
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -33,7 +40,8 @@ class Pool {
       n_ = n;
       chunk_ = chunk;
       next_.store(0);
-      pending_ = static_cast<int>(workers_.size());
+      active_ = std::min(active, static_cast<int>(workers_.size()));
+      pending_ = active_;
       error_ = nullptr;
       ++generation_;
     }
@@ -62,15 +70,15 @@ class Pool {
       }
     }
   }
-  void loop() {
+  void loop(int index, uint64_t seen) {
     in_worker = true;
-    uint64_t seen = 0;
     for (;;) {
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
+        if (index >= active_) continue;  // not in this job's budget
       }
       work();
       std::lock_guard<std::mutex> lk(mu_);
@@ -88,6 +96,7 @@ class Pool {
   }
 
   std::vector<std::thread> workers_;
+  std::atomic<size_t> size_{0};
   std::mutex mu_, job_mu_;
   std::condition_variable cv_, done_cv_;
   bool stopping_ = false;
@@ -95,21 +104,24 @@ class Pool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};
-  int pending_ = 0;
+  int active_ = 0, pending_ = 0;
   std::exception_ptr error_;
 };
 
 thread_local bool Pool::in_worker = false;
 thread_local bool in_parallel_region = false;
+thread_local int scoped_budget = 0;  // 0: none installed on this thread
 
-int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-std::mutex& pool_mu() {
-  static std::mutex m;
-  return m;
+std::atomic<int>& default_budget() {
+  static std::atomic<int> n{hardware_threads()};
+  return n;
 }
+std::atomic<int> max_seen{0};
+
 Pool& pool() {
-  static Pool p(default_threads());
+  static Pool p;
   return p;
 }
 
@@ -118,16 +130,25 @@ Pool& pool() {
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  Pool& p = pool();
-  if (n <= grain || p.size() == 1 || Pool::in_worker || in_parallel_region) {
+  if (n <= grain || Pool::in_worker || in_parallel_region) {
     fn(0, n);
     return;
   }
-  const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(p.size()) * 4);
+  const int budget = num_threads();
+  int seen = max_seen.load(std::memory_order_relaxed);
+  while (seen < budget && !max_seen.compare_exchange_weak(seen, budget, std::memory_order_relaxed)) {
+  }
+  if (budget == 1) {
+    fn(0, n);
+    return;
+  }
+  Pool& p = pool();
+  if (p.workers() < budget - 1) p.grow_to(budget - 1);
+  const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(budget) * 4);
   const int64_t chunk = (n + chunks - 1) / chunks;
   in_parallel_region = true;
   try {
-    p.run(n, chunk, fn);
+    p.run(n, chunk, budget - 1, fn);
   } catch (...) {
     in_parallel_region = false;
     throw;
@@ -135,12 +156,20 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   in_parallel_region = false;
 }
 
-int num_threads() { return pool().size(); }
+int num_threads() { return scoped_budget > 0 ? scoped_budget : default_budget().load(std::memory_order_relaxed); }
 
 void set_num_threads(int n) {
-  std::lock_guard<std::mutex> lk(pool_mu());
-  const int want = n <= 0 ? default_threads() : n;
-  if (want != pool().size()) pool().resize(want);
+  default_budget().store(n <= 0 ? hardware_threads() : std::min(n, kMaxThreads), std::memory_order_relaxed);
 }
+
+ScopedThreads::ScopedThreads(int n) : saved_(scoped_budget) {
+  if (n > 0) scoped_budget = std::min(n, kMaxThreads);
+}
+ScopedThreads::~ScopedThreads() { scoped_budget = saved_; }
+
+int blas_threads_wanted() { return Pool::in_worker || in_parallel_region ? 1 : num_threads(); }
+
+int max_parallel_threads_since_reset() { return max_seen.load(std::memory_order_relaxed); }
+void reset_parallel_stats() { max_seen.store(0, std::memory_order_relaxed); }
 
 }  // namespace rlx::cpu
