@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vec_rows.h"
 
 namespace rlx::cpu::attn {
 namespace {
@@ -78,6 +80,10 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
     }
     if (mx == neg_inf) {  // every key masked (or -inf): the row outputs zeros
       std::fill(row, row + ncol, C(0));
+      continue;
+    }
+    if constexpr (std::is_same_v<C, float>) {  // vector exp, sum in double (vec_rows.h)
+      softmax_row_f32(row, row, ncol, false);
       continue;
     }
     C sum = 0;

@@ -3,7 +3,9 @@
 // Floats compute in the compute type (f32 for f16/bf16/f32, f64 for f64) and round once on
 // store, with the formulas every GPU printer also uses (codegen/formula.h): Round is
 // half-to-even, Gelu the exact erf form, GeluApprox the tanh form, Softplus the overflow-free
-// max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0.
+// max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0. On f32, the
+// kinds whose formula calls only exp / tanh evaluate it on vector lanes with vec::exp / vec::tanh
+// (vec_math.h: at most 2 / 3 ulp from the libm functions).
 // Integer Neg/Abs wrap (Abs(INT_MIN) = INT_MIN, two's complement); on unsigned dtypes Neg is
 // the modular negation and Abs/Relu are the identity. Not works on bool.
 #include <cmath>
@@ -12,6 +14,7 @@
 
 #include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/vec_rows.h"
 #include "codegen/formula.h"
 
 namespace rlx::cpu {
@@ -70,6 +73,8 @@ void act_typed(DType t, const void* in, void* out, int64_t n) {
 }  // namespace
 
 void activation_span(ActKind k, DType t, const void* in, void* out, int64_t n) {
+  // f32 kinds whose formula needs only exp / tanh run on vector lanes (vec_rows.h).
+  if (t == DType::F32 && activation_f32(k, static_cast<const float*>(in), static_cast<float*>(out), n)) return;
   switch (k) {
 #define RLX_ACT_CASE(K) \
   case ActKind::K: return act_typed<ActKind::K>(t, in, out, n);

@@ -2,7 +2,8 @@
 // BatchNormInference, FusedResidualLN, FusedResidualRmsNorm.
 //
 // Statistics are two-pass (mean, then centered squares) and accumulate in double for every
-// float dtype; normalized values are computed in double and rounded once on store.
+// float dtype; normalized values are computed in double and rounded once on store. f32 rows run
+// on vector lanes (vec_rows.h) with the same formula, the sums in a different order.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/util.h"
+#include "backends/cpu/vec_rows.h"
 
 namespace rlx::cpu {
 namespace {
@@ -58,6 +60,14 @@ template <class T, bool kRms>
 void norm_rows(const T* x, const T* res, const std::vector<double>& gamma, const std::vector<double>& beta, T* y,
                int64_t rows, int64_t len, double eps) {
   if (rows == 0 || len == 0) return;
+  if constexpr (std::is_same_v<T, float>) {  // f32 rows on vector lanes (vec_rows.h), same formula
+    parallel_for(rows, std::max<int64_t>(1, kGrain / len), [&](int64_t s, int64_t e) {
+      for (int64_t r = s; r < e; ++r)
+        norm_row_f32(x + r * len, res ? res + r * len : nullptr, gamma.data(), beta.empty() ? nullptr : beta.data(),
+                     y + r * len, len, eps, kRms);
+    });
+    return;
+  }
   parallel_for(rows, std::max<int64_t>(1, kGrain / len), [&](int64_t s, int64_t e) {
     std::vector<double> v(static_cast<size_t>(len));
     for (int64_t r = s; r < e; ++r) {

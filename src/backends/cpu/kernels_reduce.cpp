@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/util.h"
+#include "backends/cpu/vec_rows.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
@@ -229,6 +230,12 @@ template <class T, bool Log> void softmax_impl(const Tensor& x, Tensor& out, con
     if (v > m || std::isnan(v)) m = v;
   };
   if (s.inner == 1) {
+    if constexpr (std::is_same_v<T, float>) {  // f32 rows on vector lanes (vec_rows.h)
+      parallel_for(s.outer, grain_for(s.mid * 4), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) softmax_row_f32(px + o * s.mid, po + o * s.mid, s.mid, Log);
+      });
+      return;
+    }
     parallel_for(s.outer, grain_for(s.mid * 4), [&](int64_t b, int64_t e) {
       std::vector<W> ex(Log ? 0 : static_cast<size_t>(s.mid));
       for (int64_t o = b; o < e; ++o) {

@@ -119,11 +119,6 @@ void residual_layer_norm(const C* x, const C* res, const C* g, const C* b, doubl
   });
 }
 
-template <class C>
-C silu(C x) {
-  return x / (C(1) + std::exp(-x));
-}
-
 // The standalone Activation kernel's arithmetic (activation_span on the compute type, then
 // rounded to T), so NaN, inf and -0.0 come out as the unfused graph's Activation gives them.
 template <class T, class C = compute_t<T>>
@@ -197,13 +192,17 @@ void swiglu_typed(const ops::FusedSwiGLU& op, KernelContext& ctx) {
   T* dst = ctx.out[0].data<T>();
   const int64_t gate_off = op.gate_first ? 0 : n;
   const int64_t up_off = op.gate_first ? n : 0;
-  parallel_for(total, kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t row = i / n, col = i % n;
+  // silu through the Activation kernel's span (vector lanes on f32), stored in T first, then the
+  // product: the unfused graph's arithmetic, bit for bit.
+  const int64_t rows = total / n;
+  parallel_for(rows, std::max<int64_t>(1, kGrain / n), [&](int64_t lo, int64_t hi) {
+    std::vector<T> act(static_cast<size_t>(n));
+    for (int64_t row = lo; row < hi; ++row) {
       const T* r = src + row * 2 * n;
-      const C g = load(r[gate_off + col]);
-      const C u = load(r[up_off + col]);
-      dst[i] = store<T>(load(store<T>(silu(g))) * u);  // silu stored first, as the unfused graph does
+      activation_span(ActKind::Silu, dtype_of<T>(), r + gate_off, act.data(), n);
+      T* d = dst + row * n;
+      for (int64_t col = 0; col < n; ++col)
+        d[col] = store<T>(static_cast<C>(load(act[static_cast<size_t>(col)]) * load(r[up_off + col])));
     }
   });
 }

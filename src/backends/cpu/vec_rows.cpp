@@ -1,0 +1,248 @@
+// f32 row kernels on vector lanes: each body is an always-inline template instantiated for 4
+// lanes (any x86-64) and for 8 lanes inside an AVX2 function; the entry points pick one per call.
+#include "backends/cpu/vec_rows.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/vec_formula.h"
+#include "rlx/error.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"  // 8-lane bodies only run inlined in AVX2 functions (vec_math.h)
+
+namespace rlx::cpu {
+
+namespace vec {
+bool has_avx2() {
+#if RLX_VEC_X86
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+}  // namespace vec
+
+namespace {
+
+using vec::kLanes;
+using vec::Lanes;
+
+// The two halves of a vector as double vectors.
+template <class V> RLX_VEC_INLINE typename Lanes<V>::D lo_wide(V v) {
+  typename Lanes<V>::H h;
+  std::memcpy(&h, &v, sizeof h);
+  return __builtin_convertvector(h, typename Lanes<V>::D);
+}
+template <class V> RLX_VEC_INLINE typename Lanes<V>::D hi_wide(V v) {
+  typename Lanes<V>::H h;
+  std::memcpy(&h, reinterpret_cast<const char*>(&v) + sizeof h, sizeof h);
+  return __builtin_convertvector(h, typename Lanes<V>::D);
+}
+
+// y = Op(x) over n floats; the tail goes through one padded vector, so every element gets the
+// same arithmetic wherever it sits.
+template <class V, class Op> RLX_VEC_INLINE void map_span(const float* x, float* y, int64_t n) {
+  constexpr int L = kLanes<V>;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) vec::store(y + i, Op::apply(vec::load<V>(x + i)));
+  if (i < n) {
+    float buf[L] = {};
+    const size_t rest = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(buf, x + i, rest);
+    vec::store(buf, Op::apply(vec::load<V>(buf)));
+    std::memcpy(y + i, buf, rest);
+  }
+}
+
+struct ExpOp {
+  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::exp(v); }
+};
+struct TanhOp {
+  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::tanh(v); }
+};
+struct ErfOp {
+  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::erf(v); }
+};
+template <ActKind K> struct ActOp {
+  template <class V> static RLX_VEC_INLINE V apply(V v) { return eval_activation<K>(v); }
+};
+
+inline void max_step(float& m, float v) {
+  if (v > m || v != v) m = v;
+}
+
+template <class V> RLX_VEC_INLINE void softmax_row(const float* x, float* y, int64_t n, bool log) {
+  using D = typename Lanes<V>::D;
+  using H = typename Lanes<V>::H;
+  constexpr int L = kLanes<V>, W = L / 2;
+  constexpr float ninf = -std::numeric_limits<float>::infinity();
+  V vm = vec::splat<V>(ninf);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) vm = vec::max_nan(vm, vec::load<V>(x + i));
+  float m = ninf;
+  for (int k = 0; k < L; ++k) max_step(m, vm[k]);
+  for (; i < n; ++i) max_step(m, x[i]);
+  const V vmx = vec::splat<V>(m);
+  D s0 = D{}, s1 = D{};
+  i = 0;
+  for (; i + L <= n; i += L) {
+    const V e = vec::exp(vec::load<V>(x + i) - vmx);
+    if (!log) vec::store(y + i, e);
+    s0 += lo_wide(e);
+    s1 += hi_wide(e);
+  }
+  double sum = vec::hsum(s0 + s1);
+  if (i < n) {
+    float buf[L];
+    for (int k = 0; k < L; ++k) buf[k] = i + k < n ? x[i + k] : m;
+    vec::store(buf, vec::exp(vec::load<V>(buf) - vmx));
+    for (int64_t k = 0; i + k < n; ++k) {
+      sum += static_cast<double>(buf[k]);
+      if (!log) y[i + k] = buf[k];
+    }
+  }
+  int64_t j = 0;
+  if (log) {
+    const double ls = std::log(sum);
+    const H hm = H{} + m;
+    for (; j + W <= n; j += W) {
+      H h;
+      std::memcpy(&h, x + j, sizeof h);
+      vec::store_narrow<V>(y + j, __builtin_convertvector(h - hm, D) - ls);
+    }
+    for (; j < n; ++j) y[j] = static_cast<float>(static_cast<double>(x[j] - m) - ls);
+  } else {
+    const double inv = 1.0 / sum;
+    for (; j + W <= n; j += W) vec::store_narrow<V>(y + j, vec::load_wide<V>(y + j) * inv);
+    for (; j < n; ++j) y[j] = static_cast<float>(static_cast<double>(y[j]) * inv);
+  }
+}
+
+// v_j in double: x_j, or round_f32(x_j + res_j).
+template <class V> RLX_VEC_INLINE typename Lanes<V>::D norm_value(const float* x, const float* res, int64_t j) {
+  using H = typename Lanes<V>::H;
+  H h;
+  std::memcpy(&h, x + j, sizeof h);
+  if (res) {
+    H r;
+    std::memcpy(&r, res + j, sizeof r);
+    h = h + r;
+  }
+  return __builtin_convertvector(h, typename Lanes<V>::D);
+}
+inline double norm_value1(const float* x, const float* res, int64_t j) {
+  return static_cast<double>(res ? x[j] + res[j] : x[j]);
+}
+
+template <class V> RLX_VEC_INLINE void norm_row(const float* x, const float* res, const double* gamma,
+                                                const double* beta, float* y, int64_t len, double eps, bool rms) {
+  using D = typename Lanes<V>::D;
+  constexpr int W = kLanes<V> / 2;
+  double mean = 0.0;
+  if (!rms) {
+    D a0 = D{}, a1 = D{};
+    int64_t j = 0;
+    for (; j + 2 * W <= len; j += 2 * W) {
+      a0 += norm_value<V>(x, res, j);
+      a1 += norm_value<V>(x, res, j + W);
+    }
+    double s = vec::hsum(a0 + a1);
+    for (; j < len; ++j) s += norm_value1(x, res, j);
+    mean = s / static_cast<double>(len);
+  }
+  D q0 = D{}, q1 = D{};
+  int64_t j = 0;
+  for (; j + 2 * W <= len; j += 2 * W) {
+    const D d0 = norm_value<V>(x, res, j) - mean, d1 = norm_value<V>(x, res, j + W) - mean;
+    q0 += d0 * d0;
+    q1 += d1 * d1;
+  }
+  double sq = vec::hsum(q0 + q1);
+  for (; j < len; ++j) {
+    const double d = norm_value1(x, res, j) - mean;
+    sq += d * d;
+  }
+  const double inv = 1.0 / std::sqrt(sq / static_cast<double>(len) + eps);
+  j = 0;
+  for (; j + W <= len; j += W) {
+    D o = (norm_value<V>(x, res, j) - mean) * inv * vec::load_wide<V>(gamma + j);
+    if (beta) o += vec::load_wide<V>(beta + j);
+    vec::store_narrow<V>(y + j, o);
+  }
+  for (; j < len; ++j) {
+    double o = (norm_value1(x, res, j) - mean) * inv * gamma[j];
+    if (beta) o += beta[j];
+    y[j] = static_cast<float>(o);
+  }
+}
+
+// ---- the two instantiations of each body ----
+
+void softmax4(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x4>(x, y, n, log); }
+void norm4(const float* x, const float* r, const double* g, const double* b, float* y, int64_t len, double eps,
+           bool rms) {
+  norm_row<vec::f32x4>(x, r, g, b, y, len, eps, rms);
+}
+template <class Op> void map4(const float* x, float* y, int64_t n) { map_span<vec::f32x4, Op>(x, y, n); }
+
+#if RLX_VEC_X86
+RLX_VEC_AVX2 void softmax8(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x8>(x, y, n, log); }
+RLX_VEC_AVX2 void norm8(const float* x, const float* r, const double* g, const double* b, float* y, int64_t len,
+                        double eps, bool rms) {
+  norm_row<vec::f32x8>(x, r, g, b, y, len, eps, rms);
+}
+template <class Op> RLX_VEC_AVX2 void map8(const float* x, float* y, int64_t n) { map_span<vec::f32x8, Op>(x, y, n); }
+#endif
+
+template <class Op> void map_f32(const float* x, float* y, int64_t n, bool force_narrow) {
+#if RLX_VEC_X86
+  if (!force_narrow && vec::has_avx2()) return map8<Op>(x, y, n);
+#endif
+  (void)force_narrow;
+  map4<Op>(x, y, n);
+}
+
+}  // namespace
+
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
+  if (n <= 0) return;
+#if RLX_VEC_X86
+  if (vec::has_avx2()) return softmax8(x, y, n, log);
+#endif
+  softmax4(x, y, n, log);
+}
+
+void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,
+                  double eps, bool rms) {
+  if (len <= 0) return;
+#if RLX_VEC_X86
+  if (vec::has_avx2()) return norm8(x, res, gamma, beta, y, len, eps, rms);
+#endif
+  norm4(x, res, gamma, beta, y, len, eps, rms);
+}
+
+bool activation_f32(ActKind k, const float* x, float* y, int64_t n) {
+  switch (k) {
+#define RLX_VEC_ACT(K)                                        \
+  case ActKind::K:                                            \
+    if constexpr (vectorized_activation<ActKind::K>()) {      \
+      map_f32<ActOp<ActKind::K>>(x, y, n, false);             \
+      return true;                                            \
+    }                                                         \
+    return false;
+    RLX_FLOAT_ACTIVATIONS(RLX_VEC_ACT)
+#undef RLX_VEC_ACT
+    default: return false;
+  }
+}
+
+void exp_f32(const float* x, float* y, int64_t n, bool force_narrow) { map_f32<ExpOp>(x, y, n, force_narrow); }
+void tanh_f32(const float* x, float* y, int64_t n, bool force_narrow) { map_f32<TanhOp>(x, y, n, force_narrow); }
+void erf_f32(const float* x, float* y, int64_t n, bool force_narrow) { map_f32<ErfOp>(x, y, n, force_narrow); }
+
+}  // namespace rlx::cpu

@@ -1,0 +1,31 @@
+#pragma once
+// f32 row kernels on vector lanes (vec_math.h), 8 lanes with AVX2 else 4, same bits either way:
+// softmax / log-softmax rows, LayerNorm / RmsNorm rows and the activations whose formula the
+// vector math covers. Accuracy: docs/ops.md ("CPU float math").
+#include <cstdint>
+
+#include "rlx/ops.h"
+
+namespace rlx::cpu {
+
+// y = softmax(x) (log: log-softmax) over n contiguous floats; y may alias x. exp in f32 (vec::exp),
+// the sum in double; softmax: e * (1 / sum) in double, log-softmax: (x - max) - log(sum) in
+// double, rounded once. A NaN in the row makes it NaN; a row of -inf is NaN (as the scalar path).
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log);
+
+// One row of LayerNorm (rms false) / RmsNorm over len floats: v = x, or round_f32(x + res);
+// mean and centered squares summed in double, ((v - mean) * inv) * gamma (+ beta) in double,
+// rounded once. beta may be null.
+void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,
+                  double eps, bool rms);
+
+// Applies activation k to n floats on vector lanes; returns false (nothing written) when k has
+// no vector path. y may alias x.
+bool activation_f32(ActKind k, const float* x, float* y, int64_t n);
+
+// exp on n floats (the accuracy tests' entry point; the 4-lane path when force_narrow).
+void exp_f32(const float* x, float* y, int64_t n, bool force_narrow = false);
+void tanh_f32(const float* x, float* y, int64_t n, bool force_narrow = false);
+void erf_f32(const float* x, float* y, int64_t n, bool force_narrow = false);
+
+}  // namespace rlx::cpu
