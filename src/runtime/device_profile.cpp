@@ -51,7 +51,7 @@ void enable_device_profile(Device d) {
   const auto it = hooks().find(d);
   if (it == hooks().end())
     throw Error(std::string("--profile: device '") + device_name(d) +
-                "' has no per-step profile in this build (cuda and vulkan have one)");
+                "' has no per-step profile in this build (cpu, cuda and vulkan have one)");
   it->second.enable();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Per-step device times of the GPU backends (`rlx run --profile`): each recorded step timed on
-// its own (CUDA events, Vulkan timestamp queries) and summed per op kind.
+// Per-step times of the backends (`rlx run --profile`), summed per op kind: on the GPUs each
+// recorded step timed on its own (CUDA events, Vulkan timestamp queries), on the CPU the wall time
+// of each step of a run (backends/cpu/executor.h).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,7 +25,7 @@ class StepProfile {
   std::map<std::string, std::pair<double, uint64_t>> rows_;  // kind -> (ms, count)
 };
 
-// What a GPU backend registers (from its own translation unit, at static initialization) so
+// What a backend registers (from its own translation unit, at static initialization) so
 // that the runtime reaches its profile without depending on the backend: turning the profile
 // on for this process, and taking its table.
 struct DeviceProfileHooks {

@@ -34,6 +34,7 @@ struct RunOptions {
   std::string device = "cpu";
   std::vector<std::string> knobs;  // name=value
   bool profile = false;
+  int profile_top = 15;
 };
 
 struct InputInfo {
@@ -258,9 +259,28 @@ int run_run(const RunOptions& o) {
   std::cout << buf;
   if (o.profile) {
     const std::string table = take_device_profile(cg.device());
-    std::cout << "device time per op kind, all " << o.warmup + o.repeat
-              << " runs (each step timed on its own, so the sum exceeds a run's time):\n"
-              << (table.empty() ? "  (nothing was timed)\n" : table);
+    if (cg.device() == Device::Cpu)
+      std::cout << "CPU time per op kind, all " << o.warmup + o.repeat
+                << " runs (wall time of each step; control flow includes its bodies):\n";
+    else
+      std::cout << "device time per op kind, all " << o.warmup + o.repeat
+                << " runs (each step timed on its own, so the sum exceeds a run's time):\n";
+    if (table.empty()) std::cout << "  (nothing was timed)\n";
+    // The table is sorted, slowest kind first: the top --profile-top lines, then what was left out.
+    size_t pos = 0;
+    int shown_rows = 0, rest = 0;
+    while (pos < table.size()) {
+      const size_t end = table.find('\n', pos);
+      const size_t next = end == std::string::npos ? table.size() : end + 1;
+      if (shown_rows < o.profile_top) {
+        std::cout << table.substr(pos, next - pos);
+        ++shown_rows;
+      } else {
+        ++rest;
+      }
+      pos = next;
+    }
+    if (rest > 0) std::cout << "  ... " << rest << " more op kinds (--profile-top shows more)\n";
   }
 
   if (!o.save_dir.empty()) {
@@ -292,10 +312,13 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
   sub->add_option("--dim,-d", o->dims, "Value of a symbolic dim NAME=VALUE (repeatable)");
   sub->add_option("--repeat,-n", o->repeat, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
-  sub->add_flag("--profile", o->profile, "Per-step device times by op kind (cuda, vulkan)");
+  sub->add_flag("--profile", o->profile, "Time per op kind, slowest first (cpu: wall time of each step; cuda, vulkan: device time)");
+  sub->add_option("--profile-top", o->profile_top, "Op kinds the --profile table lists")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   sub->add_option("--save-outputs", o->save_dir, "Write every output as DIR/<name>.npy");
-  sub->add_option("--threads,-t", o->threads, "CPU worker threads (0 = all cores)")
+  sub->add_option("--threads,-t", o->threads, "CPU threads of the runs, the BLAS's included (0 = all cores)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   sub->add_option("--device", o->device, "Device to compile for")

@@ -1,11 +1,19 @@
 #include "backends/cpu/executor.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "runtime/device_profile.h"
 
 namespace rlx::cpu {
 namespace {
+
+std::atomic<bool> g_profile_on{false};
+StepProfile g_profile;  // op kind -> wall time of its steps
+[[maybe_unused]] const bool g_profile_registered = register_device_profile(
+    Device::Cpu, {[] { set_step_profile(true); }, [] { return g_profile.take("steps"); }});
 
 // Base pointer of every leaf's bytes for one run (nullptr for non-leaves), checking that each
 // bound tensor matches its node. Leaf bytes are only ever read (the plan never writes through
@@ -33,6 +41,9 @@ std::vector<uint8_t*> leaf_bases(const Graph& g, const std::unordered_map<NodeId
 
 }  // namespace
 
+void set_step_profile(bool on) { g_profile_on.store(on, std::memory_order_relaxed); }
+bool step_profile_on() { return g_profile_on.load(std::memory_order_relaxed); }
+
 Executor::Executor(Graph g, const plan::PlanOptions& options)
     : graph_(std::move(g)), options_(options), schedule_(plan::build_schedule(graph_, options_)) {
   const int64_t align = options_.alignment;
@@ -55,7 +66,10 @@ Executor::Executor(Graph g, const plan::PlanOptions& options)
 std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<Tensor>& inputs,
                                            const std::map<std::string, Tensor>* outer_params) {
   auto& ex = sub_executors_[&sub];
-  if (!ex) ex = std::make_unique<Executor>(sub, options_);
+  if (!ex) {
+    ex = std::make_unique<Executor>(sub, options_);
+    ex->nested_ = true;
+  }
   const Graph& sg = ex->graph();
   std::unordered_map<NodeId, Tensor> leaves;
   auto in_nodes = sg.input_nodes();
@@ -92,6 +106,7 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
     return run_subgraph(sub, ins, outer_params);
   };
   std::vector<Tensor> ins, outs;
+  const bool profile = !nested_ && step_profile_on();
   for (const plan::Step& st : schedule_.steps) {
     const Node& n = graph_.node(st.node);
     ins.clear();
@@ -99,6 +114,7 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
     for (const plan::TensorRef& r : st.in) ins.push_back(view(r));
     for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
     KernelContext ctx{n, ins, outs, runner, st, options_.limits};
+    const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     try {
       std::visit([&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
@@ -112,6 +128,8 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
     } catch (const Error& e) {
       throw Error(node_label(n) + ": " + e.what());
     }
+    if (profile)
+      g_profile.add(op_name(n.op), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (hook_) hook_(st, ins, outs);
   }
   std::vector<Tensor> result;

@@ -21,6 +21,13 @@ namespace rlx::cpu {
 // where values live).
 using StepHook = std::function<void(const plan::Step&, std::span<const Tensor> in, std::span<const Tensor> out)>;
 
+// The per-step CPU profile (`rlx run --profile --device cpu`): while on, every run of a
+// top-level executor adds each step's wall time to the profile under its op kind (a control-flow
+// step's time includes its bodies, whose steps are not counted again). Registered as the CPU's
+// device profile (runtime/device_profile.h), so take_device_profile(Device::Cpu) prints the table.
+void set_step_profile(bool on);
+bool step_profile_on();
+
 class Executor {
  public:
   // `g` must be verified and fully static.
@@ -49,6 +56,7 @@ class Executor {
   uint8_t* arena_ = nullptr;
   std::map<const Graph*, std::unique_ptr<Executor>> sub_executors_;
   StepHook hook_;
+  bool nested_ = false;  // a subgraph's executor (its steps are inside its parent's step time)
 };
 
 }  // namespace rlx::cpu
