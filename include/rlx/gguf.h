@@ -57,6 +57,10 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type);
 const char* ggml_type_name(GgmlType type);
 // "q4_k", "Q4_K", "f16" ...; rlx::Error listing the names otherwise.
 GgmlType ggml_type_from_name(std::string_view name);
+// The ggml type that stores an rlx dtype as is (F32, F16, BF16, F64, I8, I16, I32, I64), and
+// back; nullopt for the others (u8, u32, bool; the block types).
+std::optional<GgmlType> ggml_type_of(DType dtype);
+std::optional<DType> dtype_of_ggml(GgmlType type);
 // Bytes of `elements` values of `type` (a multiple of its block size); rlx::Error naming `what`
 // when it is not, or on overflow.
 int64_t ggml_nbytes(GgmlType type, int64_t elements, const std::string& what);

@@ -40,20 +40,6 @@ std::string hex4(const uint8_t* p, size_t n) {
   return s;
 }
 
-std::optional<DType> rlx_dtype(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32: return DType::F32;
-    case GgmlType::F16: return DType::F16;
-    case GgmlType::BF16: return DType::BF16;
-    case GgmlType::F64: return DType::F64;
-    case GgmlType::I8: return DType::I8;
-    case GgmlType::I16: return DType::I16;
-    case GgmlType::I32: return DType::I32;
-    case GgmlType::I64: return DType::I64;
-    default: return std::nullopt;
-  }
-}
-
 // A bounds-checked little-endian cursor over the file; every error names the file and offset.
 class Cursor {
  public:
@@ -383,7 +369,7 @@ std::span<const uint8_t> GgufFile::raw(const std::string& name) const {
 Tensor GgufFile::tensor(const std::string& name) const {
   return translate_errors("GgufFile::tensor", [&] {
     const GgufTensorInfo& t = tensor_info(name);
-    const auto dtype = rlx_dtype(t.type);
+    const auto dtype = dtype_of_ggml(t.type);
     if (!dtype)
       throw Error(what_ + ": tensor '" + io::printable(name) + "' is " + ggml_type_name(t.type) +
                   ", which has no rlx dtype; read it with tensor_f32() (dequantized) or raw()");
@@ -397,7 +383,7 @@ Tensor GgufFile::tensor_f32(const std::string& name) const {
     const GgufTensorInfo& t = tensor_info(name);
     if (!ggml_type_info(t.type).dequantize)
       throw Error(what_ + ": tensor '" + io::printable(name) + "' is " + ggml_type_name(t.type) + ", which rlx " +
-                  (rlx_dtype(t.type) ? "reads as integers with tensor()" : "cannot dequantize yet (see docs/gguf.md)"));
+                  (dtype_of_ggml(t.type) ? "reads as integers with tensor()" : "cannot dequantize yet (see docs/gguf.md)"));
     Tensor out = Tensor::empty(DType::F32, t.shape());
     if (t.numel > 0) quant::dequantize(t.type, raw(name).data(), out.data<float>(), t.numel);
     return out;

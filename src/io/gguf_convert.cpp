@@ -8,20 +8,6 @@
 namespace rlx {
 namespace {
 
-std::optional<GgmlType> stored_type(DType d) {
-  switch (d) {
-    case DType::F32: return GgmlType::F32;
-    case DType::F16: return GgmlType::F16;
-    case DType::BF16: return GgmlType::BF16;
-    case DType::F64: return GgmlType::F64;
-    case DType::I8: return GgmlType::I8;
-    case DType::I16: return GgmlType::I16;
-    case DType::I32: return GgmlType::I32;
-    case DType::I64: return GgmlType::I64;
-    default: return std::nullopt;
-  }
-}
-
 // A scalar's text for safetensors string metadata; nullopt for arrays.
 std::optional<std::string> scalar_text(const GgufValue& v) {
   switch (v.type()) {
@@ -52,7 +38,7 @@ void safetensors_to_gguf(const std::string& in_path, const std::string& out_path
     bool quantized = false;
     for (const auto& e : st.entries()) {
       const std::string what = "safetensors_to_gguf: tensor '" + io::printable(e.name) + "' of '" + io::printable(in_path) + "'";
-      const auto type = stored_type(e.dtype);
+      const auto type = ggml_type_of(e.dtype);
       if (!type)
         throw Error(what + " is " + dtype_name(e.dtype) + ", which GGUF does not store (f32, f16, bf16, f64, i8..i64)");
       const bool quantize = options.quantize && is_float(e.dtype) && e.shape.size() >= 2 &&
@@ -83,10 +69,7 @@ void gguf_to_safetensors(const std::string& in_path, const std::string& out_path
     const GgufFile g(in_path);
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& t : g.tensors()) {
-      const bool plain = t.type == GgmlType::F32 || t.type == GgmlType::F16 || t.type == GgmlType::BF16 ||
-                         t.type == GgmlType::F64 || t.type == GgmlType::I8 || t.type == GgmlType::I16 ||
-                         t.type == GgmlType::I32 || t.type == GgmlType::I64;
-      tensors.emplace_back(t.name, plain ? g.tensor(t.name) : g.tensor_f32(t.name));
+      tensors.emplace_back(t.name, dtype_of_ggml(t.type) ? g.tensor(t.name) : g.tensor_f32(t.name));
     }
     std::map<std::string, std::string> meta;
     for (const auto& [k, v] : g.metadata())

@@ -55,20 +55,6 @@ void put_value(std::string& out, const GgufValue& v) {
 
 uint64_t align_up(uint64_t x, uint64_t a) { return x + (a - x % a) % a; }
 
-std::optional<GgmlType> ggml_of(DType d) {
-  switch (d) {
-    case DType::F32: return GgmlType::F32;
-    case DType::F16: return GgmlType::F16;
-    case DType::BF16: return GgmlType::BF16;
-    case DType::F64: return GgmlType::F64;
-    case DType::I8: return GgmlType::I8;
-    case DType::I16: return GgmlType::I16;
-    case DType::I32: return GgmlType::I32;
-    case DType::I64: return GgmlType::I64;
-    default: return std::nullopt;
-  }
-}
-
 // ggml dims of a row-major shape (a scalar is [1]).
 std::vector<int64_t> ne_of(const std::vector<int64_t>& shape, const std::string& what) {
   if (shape.size() > kMaxDims)
@@ -130,7 +116,7 @@ void GgufWriter::add_pending(const std::string& name, GgmlType type, std::vector
 
 void GgufWriter::add_tensor(const std::string& name, const Tensor& tensor) {
   translate_errors("GgufWriter::add_tensor", [&] {
-    const auto type = ggml_of(tensor.dtype());
+    const auto type = ggml_type_of(tensor.dtype());
     if (!type)
       throw Error("GgufWriter: tensor '" + io::printable(name) + "' is " + dtype_name(tensor.dtype()) +
                   ", which GGUF does not store (f32, f16, bf16, f64, i8, i16, i32, i64; cast it first)");

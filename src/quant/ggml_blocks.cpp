@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "rlx/dtype.h"
 #include "rlx/limits.h"
@@ -62,6 +63,25 @@ GgmlType ggml_type_from_name(std::string_view name) {
   std::string all;
   for (const auto& t : kTypes) all += (all.empty() ? "" : ", ") + std::string(t.name);
   throw Error("unknown ggml type '" + std::string(name) + "' (known: " + all + ")");
+}
+
+namespace {
+constexpr std::pair<DType, GgmlType> kStored[] = {
+    {DType::F32, GgmlType::F32}, {DType::F16, GgmlType::F16}, {DType::BF16, GgmlType::BF16}, {DType::F64, GgmlType::F64},
+    {DType::I8, GgmlType::I8},   {DType::I16, GgmlType::I16}, {DType::I32, GgmlType::I32},   {DType::I64, GgmlType::I64},
+};
+}  // namespace
+
+std::optional<GgmlType> ggml_type_of(DType dtype) {
+  for (const auto& [d, g] : kStored)
+    if (d == dtype) return g;
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_of_ggml(GgmlType type) {
+  for (const auto& [d, g] : kStored)
+    if (g == type) return d;
+  return std::nullopt;
 }
 
 int64_t ggml_nbytes(GgmlType type, int64_t elements, const std::string& what) {

@@ -37,6 +37,10 @@ TEST(GgmlBlocks, TypeTable) {
   EXPECT_EQ(ggml_type_from_name("q4_k"), GgmlType::Q4_K);
   EXPECT_THAT(testing::error_message([] { ggml_type_from_name("q9"); }), HasSubstr("Q6_K"));
   EXPECT_EQ(ggml_nbytes(GgmlType::Q4_K, 512, "t"), 288);
+  EXPECT_EQ(ggml_type_of(DType::BF16), GgmlType::BF16);
+  EXPECT_EQ(ggml_type_of(DType::U8), std::nullopt);
+  EXPECT_EQ(dtype_of_ggml(GgmlType::I16), DType::I16);
+  EXPECT_EQ(dtype_of_ggml(GgmlType::Q4_0), std::nullopt);
   EXPECT_THAT(testing::error_message([] { ggml_nbytes(GgmlType::Q4_0, 33, "w"); }), HasSubstr("whole number"));
 }
 

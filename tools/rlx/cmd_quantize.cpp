@@ -8,7 +8,6 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <sstream>
 
 #include "cli.h"
@@ -29,20 +28,6 @@ struct Row {
   double rel_rms = 0, max_abs = 0;
   bool quantized = false;
 };
-
-std::optional<GgmlType> stored_type(DType d) {
-  switch (d) {
-    case DType::F32: return GgmlType::F32;
-    case DType::F16: return GgmlType::F16;
-    case DType::BF16: return GgmlType::BF16;
-    case DType::F64: return GgmlType::F64;
-    case DType::I8: return GgmlType::I8;
-    case DType::I16: return GgmlType::I16;
-    case DType::I32: return GgmlType::I32;
-    case DType::I64: return GgmlType::I64;
-    default: return std::nullopt;
-  }
-}
 
 // Quantizes `values` (row-major `shape`) into the writer and measures the error.
 void quantize_into(GgufWriter& w, const std::string& name, const std::vector<float>& values,
@@ -113,7 +98,7 @@ int run_quantize(const QuantizeOptions& o) {
     for (const auto& e : st->entries()) {
       Row row{e.name, dtype_name(e.dtype), dtype_name(e.dtype), dims_str(e.shape)};
       in_bytes += static_cast<int64_t>(e.end - e.begin);
-      const auto type = stored_type(e.dtype);
+      const auto type = ggml_type_of(e.dtype);
       if (!type)
         throw Error("tensor '" + shown(e.name) + "' is " + dtype_name(e.dtype) +
                     ", which GGUF does not store (f32, f16, bf16, f64, i8..i64)");
