@@ -45,7 +45,11 @@ class CMakeBuild(build_ext):
         shutil.copy2(built, target)
 
 
+# setuptools' metadata folder (rlx.egg-info) goes under build/ (ignored), not the source root.
+(SOURCE / "build").mkdir(exist_ok=True)
+
 setup(
+    options={"egg_info": {"egg_base": "build"}},
     packages=["rlx"],
     package_dir={"rlx": "python/rlx"},
     package_data={"rlx": ["*.pyi", "py.typed"]},
