@@ -70,6 +70,17 @@ struct Case {
 // The scalar peer of each case, over rows x cols floats.
 void scalar_peer(const Case& c, const float* x, const float* gamma, const float* beta, float* y) {
   const int64_t R = c.rows, C = c.cols;
+  if (c.op == "softmax_ax0") {  // over the rows of each column (a channel softmax)
+    std::vector<float> mx(static_cast<size_t>(C), -INFINITY);
+    std::vector<double> sum(static_cast<size_t>(C), 0.0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < C; ++i) mx[i] = std::max(mx[i], x[r * C + i]);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < C; ++i) sum[i] += std::exp(x[r * C + i] - mx[i]);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < C; ++i) y[r * C + i] = static_cast<float>(std::exp(x[r * C + i] - mx[i]) / sum[i]);
+    return;
+  }
   if (c.op == "softmax" || c.op == "log_softmax") {
     const bool log = c.op == "log_softmax";
     for (int64_t r = 0; r < R; ++r) {
@@ -123,6 +134,7 @@ void scalar_peer(const Case& c, const float* x, const float* gamma, const float*
 rlx::Value build(rlx::Graph& g, const Case& c, rlx::Value x, const rlx::Tensor& gamma, const rlx::Tensor& beta) {
   using rlx::ActKind;
   if (c.op == "softmax") return g.softmax(x, -1);
+  if (c.op == "softmax_ax0") return g.softmax(x, 0);
   if (c.op == "log_softmax") {
     rlx::ops::LogSoftmax op;
     op.axis = -1;
@@ -153,7 +165,8 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<Case> cases = {
-      {"softmax", 4096, 1024}, {"softmax", 12 * 128, 128}, {"log_softmax", 4096, 1024}, {"layer_norm", 4096, 768},
+      {"softmax", 4096, 1024}, {"softmax", 12 * 128, 128}, {"softmax_ax0", 21, 160 * 160},
+      {"log_softmax", 4096, 1024}, {"layer_norm", 4096, 768},
       {"rms_norm", 4096, 768}, {"exp", 4096, 768},          {"tanh", 4096, 768},         {"sigmoid", 4096, 768},
       {"silu", 4096, 768},     {"gelu_tanh", 4096, 768},    {"gelu_erf", 4096, 768}};
   try {

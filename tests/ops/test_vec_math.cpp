@@ -199,6 +199,34 @@ TEST(VecMath, SoftmaxRowsMatchADoubleReference) {
   }
 }
 
+TEST(VecMath, SoftmaxColumnsMatchADoubleReference) {
+  for (int64_t n : {1, 3, 8, 13, 37}) {
+    for (bool log : {false, true}) {
+      const int64_t mid = 6, stride = n + 5;  // columns of a wider row-major block
+      std::vector<float> x = random_row(mid * stride, static_cast<uint32_t>(n), 20.0f), y(x.size(), -7.0f);
+      x[static_cast<size_t>(2 * stride)] = -std::numeric_limits<float>::infinity();
+      softmax_cols_f32(x.data(), y.data(), mid, stride, n, log);
+      for (int64_t j = 0; j < n; ++j) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t m = 0; m < mid; ++m) mx = std::max(mx, static_cast<double>(x[m * stride + j]));
+        for (int64_t m = 0; m < mid; ++m) sum += std::exp(x[m * stride + j] - mx);
+        for (int64_t m = 0; m < mid; ++m) {
+          const float xv = x[m * stride + j], yv = y[m * stride + j];
+          if (std::isinf(xv)) {
+            EXPECT_EQ(yv, log ? -std::numeric_limits<float>::infinity() : 0.0f);
+            continue;
+          }
+          const double want = log ? (xv - mx) - std::log(sum) : std::exp(xv - mx) / sum;
+          const double tol = log ? 4e-7 * std::fabs(want) + 1e-6 : (4e-7 + 6e-8 * std::fabs(xv - mx)) * want;
+          EXPECT_NEAR(yv, want, tol) << "n " << n << " log " << log << " column " << j << " row " << m;
+        }
+      }
+      for (int64_t m = 0; m < mid; ++m)  // columns past n are not touched
+        for (int64_t j = n; j < stride; ++j) EXPECT_EQ(y[m * stride + j], -7.0f);
+    }
+  }
+}
+
 TEST(VecMath, NormRowsMatchTheDoubleFormula) {
   for (int64_t len : {1, 3, 4, 7, 8, 9, 16, 31, 768}) {
     for (int variant = 0; variant < 4; ++variant) {

@@ -262,6 +262,15 @@ template <class T, bool Log> void softmax_impl(const Tensor& x, Tensor& out, con
   }
   // Non-last axis: walk rows of `inner` contiguous elements, one running max/sum per column.
   const int64_t nb = (s.inner + kBlock - 1) / kBlock;
+  if constexpr (std::is_same_v<T, float>) {  // columns on vector lanes (vec_rows.h)
+    parallel_for(s.outer * nb, grain_for(s.mid * std::min(s.inner, kBlock) * 4), [&](int64_t b, int64_t e) {
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / nb, j0 = (it % nb) * kBlock, n = std::min(s.inner, j0 + kBlock) - j0;
+        softmax_cols_f32(px + o * s.mid * s.inner + j0, po + o * s.mid * s.inner + j0, s.mid, s.inner, n, Log);
+      }
+    });
+    return;
+  }
   parallel_for(s.outer * nb, grain_for(s.mid * std::min(s.inner, kBlock) * 4), [&](int64_t b, int64_t e) {
     std::vector<W> mx(static_cast<size_t>(kBlock));
     std::vector<double> sm(static_cast<size_t>(kBlock));

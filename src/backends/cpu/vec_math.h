@@ -116,6 +116,7 @@ template <class V> RLX_VEC_INLINE typename Lanes<V>::D load_wide(const double* p
   std::memcpy(&d, p, sizeof d);
   return d;
 }
+template <class V> RLX_VEC_INLINE void store_wide(double* p, typename Lanes<V>::D d) { std::memcpy(p, &d, sizeof d); }
 template <class D> RLX_VEC_INLINE double hsum(D d) {
   double s = 0;
   for (int i = 0; i < static_cast<int>(sizeof(D) / sizeof(double)); ++i) s += d[i];

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/vec_formula.h"
 #include "rlx/error.h"
@@ -123,6 +124,65 @@ template <class V> RLX_VEC_INLINE void softmax_row(const float* x, float* y, int
   }
 }
 
+// Softmax over a non-last axis: n adjacent columns, mid rows `stride` floats apart. Per column
+// the same arithmetic as softmax_row (f32 exp of x - max, double sum, one rounding).
+template <class V> RLX_VEC_INLINE void softmax_cols(const float* x, float* y, int64_t mid, int64_t stride, int64_t n,
+                                                    bool log, float* mx, double* sum) {
+  using D = typename Lanes<V>::D;
+  using H = typename Lanes<V>::H;
+  constexpr int L = kLanes<V>, W = L / 2;
+  constexpr float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t full = n / L * L;
+  for (int64_t j = 0; j < n; ++j) mx[j] = ninf, sum[j] = 0.0;
+  for (int64_t m = 0; m < mid; ++m) {
+    const float* r = x + m * stride;
+    int64_t j = 0;
+    for (; j < full; j += L) vec::store(mx + j, vec::max_nan(vec::load<V>(mx + j), vec::load<V>(r + j)));
+    for (; j < n; ++j) max_step(mx[j], r[j]);
+  }
+  float buf[L], mbuf[L];
+  for (int64_t m = 0; m < mid; ++m) {
+    const float* r = x + m * stride;
+    float* d = y + m * stride;
+    int64_t j = 0;
+    for (; j < full; j += L) {
+      const V e = vec::exp(vec::load<V>(r + j) - vec::load<V>(mx + j));
+      if (!log) vec::store(d + j, e);
+      vec::store_wide<V>(sum + j, vec::load_wide<V>(sum + j) + lo_wide(e));
+      vec::store_wide<V>(sum + j + W, vec::load_wide<V>(sum + j + W) + hi_wide(e));
+    }
+    if (j < n) {
+      for (int k = 0; k < L; ++k) buf[k] = j + k < n ? r[j + k] : 0.0f, mbuf[k] = j + k < n ? mx[j + k] : 0.0f;
+      vec::store(buf, vec::exp(vec::load<V>(buf) - vec::load<V>(mbuf)));
+      for (int64_t k = 0; j + k < n; ++k) {
+        sum[j + k] += static_cast<double>(buf[k]);
+        if (!log) d[j + k] = buf[k];
+      }
+    }
+  }
+  if (log)
+    for (int64_t j = 0; j < n; ++j) sum[j] = std::log(sum[j]);
+  else
+    for (int64_t j = 0; j < n; ++j) sum[j] = 1.0 / sum[j];
+  for (int64_t m = 0; m < mid; ++m) {
+    const float* r = x + m * stride;
+    float* d = y + m * stride;
+    int64_t j = 0;
+    if (log) {
+      for (; j + W <= n; j += W) {
+        H h, hm;
+        std::memcpy(&h, r + j, sizeof h);
+        std::memcpy(&hm, mx + j, sizeof hm);
+        vec::store_narrow<V>(d + j, __builtin_convertvector(h - hm, D) - vec::load_wide<V>(sum + j));
+      }
+      for (; j < n; ++j) d[j] = static_cast<float>(static_cast<double>(r[j] - mx[j]) - sum[j]);
+    } else {
+      for (; j + W <= n; j += W) vec::store_narrow<V>(d + j, vec::load_wide<V>(d + j) * vec::load_wide<V>(sum + j));
+      for (; j < n; ++j) d[j] = static_cast<float>(static_cast<double>(d[j]) * sum[j]);
+    }
+  }
+}
+
 // v_j in double: x_j, or round_f32(x_j + res_j).
 template <class V> RLX_VEC_INLINE typename Lanes<V>::D norm_value(const float* x, const float* res, int64_t j) {
   using H = typename Lanes<V>::H;
@@ -184,6 +244,10 @@ template <class V> RLX_VEC_INLINE void norm_row(const float* x, const float* res
 // ---- the two instantiations of each body ----
 
 void softmax4(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x4>(x, y, n, log); }
+void softmax_cols4(const float* x, float* y, int64_t mid, int64_t stride, int64_t n, bool log, float* mx,
+                   double* sum) {
+  softmax_cols<vec::f32x4>(x, y, mid, stride, n, log, mx, sum);
+}
 void norm4(const float* x, const float* r, const double* g, const double* b, float* y, int64_t len, double eps,
            bool rms) {
   norm_row<vec::f32x4>(x, r, g, b, y, len, eps, rms);
@@ -192,6 +256,10 @@ template <class Op> void map4(const float* x, float* y, int64_t n) { map_span<ve
 
 #if RLX_VEC_X86
 RLX_VEC_AVX2 void softmax8(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x8>(x, y, n, log); }
+RLX_VEC_AVX2 void softmax_cols8(const float* x, float* y, int64_t mid, int64_t stride, int64_t n, bool log, float* mx,
+                                double* sum) {
+  softmax_cols<vec::f32x8>(x, y, mid, stride, n, log, mx, sum);
+}
 RLX_VEC_AVX2 void norm8(const float* x, const float* r, const double* g, const double* b, float* y, int64_t len,
                         double eps, bool rms) {
   norm_row<vec::f32x8>(x, r, g, b, y, len, eps, rms);
@@ -215,6 +283,16 @@ void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
   if (vec::has_avx2()) return softmax8(x, y, n, log);
 #endif
   softmax4(x, y, n, log);
+}
+
+void softmax_cols_f32(const float* x, float* y, int64_t mid, int64_t stride, int64_t n, bool log) {
+  if (mid <= 0 || n <= 0) return;
+  std::vector<float> mx(static_cast<size_t>(n));
+  std::vector<double> sum(static_cast<size_t>(n));
+#if RLX_VEC_X86
+  if (vec::has_avx2()) return softmax_cols8(x, y, mid, stride, n, log, mx.data(), sum.data());
+#endif
+  softmax_cols4(x, y, mid, stride, n, log, mx.data(), sum.data());
 }
 
 void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,

@@ -13,6 +13,10 @@ namespace rlx::cpu {
 // double, rounded once. A NaN in the row makes it NaN; a row of -inf is NaN (as the scalar path).
 void softmax_row_f32(const float* x, float* y, int64_t n, bool log);
 
+// Softmax / log-softmax over a non-last axis: n adjacent columns of mid rows `stride` floats
+// apart (y may alias x), each column as softmax_row_f32 computes a row.
+void softmax_cols_f32(const float* x, float* y, int64_t mid, int64_t stride, int64_t n, bool log);
+
 // One row of LayerNorm (rms false) / RmsNorm over len floats: v = x, or round_f32(x + res);
 // mean and centered squares summed in double, ((v - mean) * inv) * gamma (+ beta) in double,
 // rounded once. beta may be null.
