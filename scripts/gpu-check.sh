@@ -32,7 +32,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ "${1:-}" == "pack" ]]; then
   build="$2" dest="$3"
   mkdir -p "$dest/lib"
-  for exe in rlx_tests bench_cuda rlx; do
+  for exe in rlx_tests bench_cuda rlx vk_kernel_lab; do
     [[ -x "$build/$exe" ]] || continue
     cp "$build/$exe" "$dest/$exe" && strip "$dest/$exe"
     ldd "$build/$exe" | awk '/=> \// {print $3}' | while read -r lib; do

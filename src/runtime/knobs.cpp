@@ -124,6 +124,10 @@ constexpr KnobInfo kKnobs[] = {
             "enables the Khronos validation layer (errors are counted; tests assert none)", kProcess),
     boolean("vulkan_profile", "RLX_VULKAN_PROFILE", false,
             "per-step Vulkan device times from timestamp queries (--profile)", kProcess),
+    text("vulkan_dump", "RLX_VULKAN_DUMP", "off", "",
+         "a folder receiving every recorded Vulkan dispatch: its GLSL (.comp) and its bindings, push constants and "
+         "workgroups (.json), which bench/vk_kernel_lab replays",
+         kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/vulkan/dispatch_dump.h"
 #include "backends/vulkan/lower.h"
 #include "backends/vulkan/pipelines.h"
 #include "backends/vulkan/vk_device.h"
@@ -121,6 +122,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
     c.push = push;
     c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
     c.label = label_;
+    if (const std::string dir = process_knobs::vulkan_dump(); !dir.empty()) dump_dispatch(dir, k, bindings, push, c.groups);
     cmds_.push_back(std::move(c));
   }
   void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
