@@ -16,6 +16,7 @@
 #ifdef RLX_HAVE_VULKAN
 #include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/variant.h"
 #include "backends/vulkan/vk_context.h"
 #include "plan/schedule.h"
 #include "plan/step_family.h"
@@ -268,6 +269,30 @@ TEST(VulkanMatmul, VectorGemv) {
       }
   // A batched skinny product (rows of A from two batch items against one B).
   expect_vulkan_parity(matmul_graph({2, 2, 300}, {300, 64}, DType::BF16));
+}
+
+// A GEMV split over K is one dispatch: the last split of each column tile adds the partials and
+// runs the epilogue, and resets its counter, so every later run of the same recording is right.
+TEST(VulkanMatmul, SplitGemvFinishesInOneDispatchEveryRun) {
+  RLX_REQUIRE_VULKAN();
+  Graph g;
+  ops::FusedMatMulBiasAct f{ActKind::Relu};
+  f.residual = true;
+  g.add_output(g.apply(f, {g.input("x", Shape::of({2, 4096})), g.input("w", Shape::of({4096, 64})),
+                           g.input("bias", Shape::of({64})), g.input("res", Shape::of({2, 64}))}));
+  const auto before = vulkan::vulkan_stats();
+  auto cg = Session(Device::Vulkan).compile(g);
+  EXPECT_EQ(vulkan::vulkan_stats().dispatches - before.dispatches, 1u);
+  auto ref = Session(Device::Cpu).compile(g);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    NamedTensors ins;
+    for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"x", {2, 4096}}, {"w", {4096, 64}}, {"bias", {64}}, {"res", {2, 64}}})
+      ins.push_back({name, random_tensor(DType::F32, shape, seed * 10 + ins.size())});
+    const std::vector<float> got = cg.run(ins)[0].to_f32(), want = ref.run(ins)[0].to_f32();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << "run " << seed << " at " << i;
+  }
 }
 
 // The 128 x 128 SIMT tiles (f32 accumulation, at least 132 of them): ragged edges over a batch,

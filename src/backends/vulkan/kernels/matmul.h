@@ -225,12 +225,14 @@ void main() {
 // n % V == 0 and B 16-byte aligned). A workgroup of NT invocations owns CG * V columns: invocation
 // (c, s) reads vector c of every KS-th row of B (a subgroup of CG = 32 reads 512 consecutive bytes
 // of one row), U rows in flight per iteration; the KS slice sums of a column are added in shared
-// memory. x: column tiles (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n],
-// added by kSplitSum). A's elements come from load_a (L1-resident: one address per subgroup);
+// memory. x: column tiles (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n], a
+// coherent buffer; the last split of a tile to finish, counted in CNT[tile] (zero between runs),
+// adds them through the epilogue). A's elements come from load_a (L1-resident: one address per subgroup);
 // `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats.
 // Defines: NT CG KS U R V SPLIT. Params: n nv (= n / V) k kchunk.
 inline constexpr const char* kGemvVec = R"(
 shared float red[KS * CG * (V + 1u)];
+shared bool last_split;
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
@@ -284,6 +286,26 @@ void main() {
       }
       barrier();
     }
+#if SPLIT
+    // The last split of tile t to finish adds the partials of every split and runs the epilogue
+    // (no second dispatch); it resets the tile's counter to 0 for the next run.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) last_split = atomicAdd(CNT.data[pc.o_CNT + t], 1u) == gl_NumWorkGroups.y - 1u;
+    barrier();
+    if (last_split) {
+      memoryBarrierBuffer();
+      for (uint i = tid; i < R * CG * V; i += NT) {
+        const uint r = i / (CG * V), gc = t * CG * V + i % (CG * V);
+        if (gc >= pc.n) continue;
+        float sum = 0.0;
+        for (uint q = 0u; q < gl_NumWorkGroups.y; ++q) sum += P.data[pc.o_P + (q * R + r) * pc.n + gc];
+        rlx_epilogue(r * pc.n + gc, gc, sum);
+      }
+      if (tid == 0u) CNT.data[pc.o_CNT + t] = 0u;
+    }
+    barrier();
+#endif
   }
 }
 )";
