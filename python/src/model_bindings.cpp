@@ -129,8 +129,13 @@ py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& fe
   }
   std::vector<size_t> which;
   const bool all = outputs.is_none();
-  if (!all)
-    for (const py::handle h : outputs) which.push_back(output_index(m, h));
+  if (!all) {
+    if (py::isinstance<py::str>(outputs) || py::isinstance<py::int_>(outputs)) {
+      which.push_back(output_index(m, outputs));  // one name or index
+    } else {
+      for (const py::handle h : outputs) which.push_back(output_index(m, h));
+    }
+  }
   std::vector<Tensor> result;
   {
     py::gil_scoped_release release;
@@ -182,7 +187,8 @@ A model runs one call at a time (calls from several threads wait for each other)
              return run(self, feeds_from_mapping(inputs), outputs, as_tensors);
            }, py::arg("inputs"), py::arg("outputs") = py::none(), py::arg("as_tensors") = false,
            "Runs with a dict of inputs; returns a list of the outputs named or indexed by `outputs` "
-           "(default: all, in order), as NumPy arrays or (as_tensors=True) rlx.Tensors.")
+           "(a list, or one name or index; default: all, in order), as NumPy arrays or (as_tensors=True) "
+           "rlx.Tensors.")
       .def("set_param", [](Model& self, const std::string& name, const py::handle& value) {
              const auto it = self.param_dtypes.find(name);
              const std::optional<DType> expected = it == self.param_dtypes.end() ? std::nullopt : std::optional(it->second);

@@ -31,6 +31,9 @@ def test_call_run_and_output_selection():
     np.testing.assert_array_equal(r, np.maximum(x @ w + b, 0))
     (only_r,) = model.run({"x": x}, outputs=["r"])
     np.testing.assert_array_equal(only_r, r)
+    (only_y,) = model.run({"x": x}, outputs="y")  # one name
+    np.testing.assert_array_equal(only_y, y)
+    np.testing.assert_array_equal(model.run({"x": x}, outputs=1)[0], r)
     r2, y2 = model.run({"x": x}, outputs=[1, 0])
     np.testing.assert_array_equal(y2, y)
     positional = model(x)
