@@ -90,7 +90,9 @@ DType dtype_from_py(const py::handle& h) {
   py::dtype d;
   try {
     d = py::dtype::from_args(py::reinterpret_borrow<py::object>(h));
-  } catch (const py::error_already_set&) {
+  } catch (py::error_already_set& e) {
+    // NumPy's "not a dtype" is a TypeError; anything else (KeyboardInterrupt, ...) goes on as is.
+    if (!e.matches(PyExc_TypeError)) throw;
     throw Error("not a dtype: " + py::repr(h).cast<std::string>() + " (use 'f32', 'i64', np.float32, ...)");
   }
   if (auto t = dtype_of_numpy(d)) return *t;

@@ -95,3 +95,12 @@ def test_unknown_device_and_precision():
         rlx.compile(g, device="tpu")
     with pytest.raises(rlx.Error, match="unknown precision 'fp8'"):
         rlx.compile(g, precision="fp8")
+
+
+def test_bad_dtype_arguments():
+    with pytest.raises(rlx.Error, match="not a dtype"):
+        rlx.dtype_name(object())
+    with pytest.raises(rlx.Error, match="has no rlx dtype"):
+        rlx.dtype_name(np.complex128)
+    with pytest.raises(rlx.Error, match="unknown dtype 'float8'"):
+        rlx.Graph().input("x", [1], "float8")
