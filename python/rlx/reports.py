@@ -14,7 +14,8 @@ def _graph_of(source: Any, dims: Optional[Mapping[str, int]]) -> "_rlx.Graph":
 
 
 class CheckReport:
-    """Per op kind: how many nodes the device runs natively, decomposed, or cannot run."""
+    """Per op kind: how many nodes the device runs natively, decomposed, or cannot run.
+    ``str()`` is the table ``rlx check`` prints (without its "graph:" line)."""
 
     def __init__(self, data: Dict[str, Any]):
         self.device: str = data["device"]
@@ -33,9 +34,10 @@ class CheckReport:
     def __str__(self) -> str:
         lines = [f"device: {self.device}", f"ops: {self.ops_in} in, {self.ops_after} after optimization", "",
                  f"{'family':<13}{'op kind':<28}{'native':>8}{'decomposed':>12}{'unsupported':>13}"]
-        for r in sorted(self.rows, key=lambda r: (r["family"], r["op"])):
+        for r in self.rows:  # in the CLI's order (by kernel family)
             lines.append(f"{r['family']:<13}{r['op']:<28}{r['native']:>8}{r['decomposed']:>12}{r['unsupported']:>13}")
         lines.append(f"{'total':<41}{self.native:>8}{self.decomposed:>12}{self.unsupported:>13}")
+        lines.append("")
         lines.append(f"ok: every node runs on {self.device}" if self.ok else f"not runnable: {self.reason}")
         return "\n".join(lines)
 

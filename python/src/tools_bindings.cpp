@@ -1,6 +1,8 @@
 // What the `rlx` CLI reports, as Python values: check (how each op kind runs on a device), the
 // optimizer's pass report, device profiles, the knob table, the built devices; and weight and
 // tensor files (safetensors, ONNX TensorProto).
+#include <algorithm>
+
 #include "bindings.h"
 #include "passes/legalize.h"
 #include "passes/pipeline.h"
@@ -40,6 +42,10 @@ py::dict check(const Graph& g, const std::string& device, bool optimize) {
       }
     }
   }
+  // In the CLI's order: by kernel family, then as the dispatch report lists them.
+  std::stable_sort(rows.begin(), rows.end(), [](const passes::DispatchRow& a, const passes::DispatchRow& b) {
+    return plan::step_family(a.op) < plan::step_family(b.op);
+  });
   py::list list;
   size_t native = 0, decomposed = 0, unsupported = 0;
   for (const auto& r : rows) {

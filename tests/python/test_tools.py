@@ -136,3 +136,19 @@ def test_conformance_suite_matches_the_cli_floor():
     failed = [f"{r.name}: {r.detail}" for r in results if r.status == "FAIL"]
     assert not failed, "\n".join(failed[:20])
     assert sum(r.status == "PASS" for r in results) >= floor
+
+
+def test_check_prints_the_cli_table(tmp_path, rlx_cli):
+    import subprocess
+
+    g = mlp_graph()
+    g.output(g.argmax(g.exp(g.input("z", [3, 4])), 1), "idx")
+    path = tmp_path / "g.json"
+    g.save_json(str(path))
+    for device in ["cpu", "vulkan"]:
+        if device not in rlx.devices():
+            continue
+        cli = subprocess.run([rlx_cli, "check", str(path), "--device", device], capture_output=True, text=True)
+        lines = cli.stdout.rstrip("\n").splitlines()
+        assert lines[0].startswith("graph:")
+        assert str(rlx.check(path, device)).splitlines() == lines[1:]
