@@ -94,3 +94,17 @@ def test_dlpack_array_api_keywords():
     np.testing.assert_array_equal(copied.numpy(), [0, 1, 2])
     with pytest.raises(rlx.Error, match="DLPack device type 2"):
         t.__dlpack__(dl_device=(2, 0))
+
+
+def test_inputs_read_in_place_are_left_unchanged():
+    g = rlx.Graph()
+    x = g.input("x", [4, 8])
+    g.output(g.reshape(g.exp(g.relu(x * 2.0 + 1.0)), [32]), "y")  # in-place candidates
+    g.output(g.softmax(x), "s")
+    model = rlx.compile(g)
+    a = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    before = a.copy()
+    a.setflags(write=False)  # read-only arrays are accepted (rlx only reads inputs)
+    y, s = model(x=a)
+    np.testing.assert_array_equal(a, before)
+    np.testing.assert_allclose(y, np.exp(np.maximum(before * 2 + 1, 0)).ravel(), rtol=1e-6)
