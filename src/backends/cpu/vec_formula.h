@@ -29,15 +29,15 @@ template <class F> struct VecEval {
 };
 template <> struct VecEval<f::X> {
   static constexpr bool ok = true;
-  template <class V> static RLX_VEC_INLINE V eval(V x) { return x; }
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) { return x; }
 };
 template <class K> struct VecEval<f::K<K>> {
   static constexpr bool ok = true;
-  template <class V> static RLX_VEC_INLINE V eval(V) { return vec::splat<V>(static_cast<float>(K::value)); }
+  template <class V> static RLX_VEC_INLINE V eval(const V&) { return vec::splat<V>(static_cast<float>(K::value)); }
 };
 template <char Op, class A, class B> struct VecEval<f::Arith<Op, A, B>> {
   static constexpr bool ok = VecEval<A>::ok && VecEval<B>::ok;
-  template <class V> static RLX_VEC_INLINE V eval(V x) {
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) {
     const V a = VecEval<A>::eval(x), b = VecEval<B>::eval(x);
     if constexpr (Op == '+') return a + b;
     else if constexpr (Op == '-') return a - b;
@@ -47,9 +47,9 @@ template <char Op, class A, class B> struct VecEval<f::Arith<Op, A, B>> {
 };
 template <class A> struct VecEval<f::Neg<A>> {
   static constexpr bool ok = VecEval<A>::ok;
-  template <class V> static RLX_VEC_INLINE V eval(V x) { return -VecEval<A>::eval(x); }
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) { return -VecEval<A>::eval(x); }
 };
-template <MathFn M, class V> RLX_VEC_INLINE V math(V a, V b) {
+template <MathFn M, class V> RLX_VEC_INLINE V math(const V& a, const V& b) {
   if constexpr (M == MathFn::Exp) return vec::exp(a);
   else if constexpr (M == MathFn::Tanh) return vec::tanh(a);
   else if constexpr (M == MathFn::Erf) return vec::erf(a);
@@ -58,16 +58,16 @@ template <MathFn M, class V> RLX_VEC_INLINE V math(V a, V b) {
 }
 template <MathFn M, class A> struct VecEval<f::Call<M, A>> {
   static constexpr bool ok = has_vector_fn(M) && VecEval<A>::ok;
-  template <class V> static RLX_VEC_INLINE V eval(V x) { return math<M>(VecEval<A>::eval(x), V{}); }
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) { return math<M>(VecEval<A>::eval(x), V{}); }
 };
 template <MathFn M, class A, class B> struct VecEval<f::Call2<M, A, B>> {
   static constexpr bool ok = has_vector_fn(M) && VecEval<A>::ok && VecEval<B>::ok;
-  template <class V> static RLX_VEC_INLINE V eval(V x) { return math<M>(VecEval<A>::eval(x), VecEval<B>::eval(x)); }
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) { return math<M>(VecEval<A>::eval(x), VecEval<B>::eval(x)); }
 };
 // (A < B) ? T : F, or (A > B) when Greater, lane by lane; a NaN compares false and takes F.
 template <bool Greater, class A, class B, class T, class F> struct VecEval<f::Select<Greater, A, B, T, F>> {
   static constexpr bool ok = VecEval<A>::ok && VecEval<B>::ok && VecEval<T>::ok && VecEval<F>::ok;
-  template <class V> static RLX_VEC_INLINE V eval(V x) {
+  template <class V> static RLX_VEC_INLINE V eval(const V& x) {
     const V a = VecEval<A>::eval(x), b = VecEval<B>::eval(x);
     if constexpr (Greater) return vec::select<V>(a > b, VecEval<T>::eval(x), VecEval<F>::eval(x));
     else return vec::select<V>(a < b, VecEval<T>::eval(x), VecEval<F>::eval(x));
@@ -86,7 +86,7 @@ constexpr bool vectorized_activation() {
 
 // Activation K's formula on the lanes of v.
 template <ActKind K, class V>
-RLX_VEC_INLINE V eval_activation(V v) {
+RLX_VEC_INLINE V eval_activation(const V& v) {
   static_assert(vectorized_activation<K>());
   return vecf::VecEval<codegen::ActFormula<K>>::eval(v);
 }

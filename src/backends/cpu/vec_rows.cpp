@@ -34,12 +34,12 @@ using vec::kLanes;
 using vec::Lanes;
 
 // The two halves of a vector as double vectors.
-template <class V> RLX_VEC_INLINE typename Lanes<V>::D lo_wide(V v) {
+template <class V> RLX_VEC_INLINE typename Lanes<V>::D lo_wide(const V& v) {
   typename Lanes<V>::H h;
   std::memcpy(&h, &v, sizeof h);
   return __builtin_convertvector(h, typename Lanes<V>::D);
 }
-template <class V> RLX_VEC_INLINE typename Lanes<V>::D hi_wide(V v) {
+template <class V> RLX_VEC_INLINE typename Lanes<V>::D hi_wide(const V& v) {
   typename Lanes<V>::H h;
   std::memcpy(&h, reinterpret_cast<const char*>(&v) + sizeof h, sizeof h);
   return __builtin_convertvector(h, typename Lanes<V>::D);
@@ -61,16 +61,16 @@ template <class V, class Op> RLX_VEC_INLINE void map_span(const float* x, float*
 }
 
 struct ExpOp {
-  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::exp(v); }
+  template <class V> static RLX_VEC_INLINE V apply(const V& v) { return vec::exp(v); }
 };
 struct TanhOp {
-  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::tanh(v); }
+  template <class V> static RLX_VEC_INLINE V apply(const V& v) { return vec::tanh(v); }
 };
 struct ErfOp {
-  template <class V> static RLX_VEC_INLINE V apply(V v) { return vec::erf(v); }
+  template <class V> static RLX_VEC_INLINE V apply(const V& v) { return vec::erf(v); }
 };
 template <ActKind K> struct ActOp {
-  template <class V> static RLX_VEC_INLINE V apply(V v) { return eval_activation<K>(v); }
+  template <class V> static RLX_VEC_INLINE V apply(const V& v) { return eval_activation<K>(v); }
 };
 
 inline void max_step(float& m, float v) {
