@@ -3,6 +3,8 @@
 //   scalar  the same math one element at a time with libm (std::exp / std::tanh / std::erf) and
 //           the statistics in double: what these kernels did before they ran on vector lanes;
 //   memcpy  copying the input and the output bytes once (the bandwidth floor of a row op).
+// The "f16" rows store x and y as f16 (the graph casts around the activation; only the
+// activation step is timed) against the same scalar loop on f16 storage.
 // Prints one table row per case: rlx p50 (the whole CompiledGraph::run, with the output copy
 // into a fresh tensor), rlx step (the kernel alone: mean step time from the CPU profile), scalar
 // p50, memcpy p50, and scalar / rlx step (the kernel speed-up).
@@ -23,15 +25,17 @@
 
 namespace {
 
-// Milliseconds of every op kind in a CPU profile table ("  <kind> <ms> ms <share>% <count> steps").
-double profile_ms(const std::string& table) {
+// Milliseconds of every op kind (or only `kind`) in a CPU profile table
+// ("  <kind> <ms> ms <share>% <count> steps").
+double profile_ms(const std::string& table, const std::string& kind = "") {
   double total = 0;
   size_t pos = 0;
   while (pos < table.size()) {
     const size_t end = table.find('\n', pos);
     const std::string line = table.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     const size_t ms = line.find(" ms ");
-    if (ms != std::string::npos) {
+    const bool wanted = kind.empty() || line.rfind("  " + kind + " ", 0) == 0;
+    if (ms != std::string::npos && wanted) {
       const size_t start = line.find_last_of(' ', ms - 1);
       total += std::atof(line.substr(start + 1, ms - start - 1).c_str());
     }
@@ -65,6 +69,7 @@ std::vector<float> rand_vec(int64_t n, uint32_t seed, float lo, float hi) {
 struct Case {
   std::string op;
   int64_t rows, cols;
+  bool half = false;  // f16 storage: the graph casts in and out, the activation step is timed
 };
 
 // The scalar peer of each case, over rows x cols floats.
@@ -119,6 +124,12 @@ void scalar_peer(const Case& c, const float* x, const float* gamma, const float*
   } else {
     const int64_t n = R * C;
     auto map = [&](auto f) {
+      if (c.half) {  // f16 in, f32 math, f16 out (the kernels' storage rule)
+        auto* h = reinterpret_cast<rlx::f16*>(y);
+        const auto* hx = reinterpret_cast<const rlx::f16*>(x);
+        for (int64_t i = 0; i < n; ++i) h[i] = rlx::store<rlx::f16>(f(rlx::load(hx[i])));
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
     };
     using namespace rlx;
@@ -133,6 +144,11 @@ void scalar_peer(const Case& c, const float* x, const float* gamma, const float*
 
 rlx::Value build(rlx::Graph& g, const Case& c, rlx::Value x, const rlx::Tensor& gamma, const rlx::Tensor& beta) {
   using rlx::ActKind;
+  if (c.half) {
+    Case f = c;
+    f.half = false;
+    return g.cast(build(g, f, g.cast(x, rlx::DType::F16), gamma, beta), rlx::DType::F32);
+  }
   if (c.op == "softmax") return g.softmax(x, -1);
   if (c.op == "softmax_ax0") return g.softmax(x, 0);
   if (c.op == "log_softmax") {
@@ -168,7 +184,8 @@ int main(int argc, char** argv) {
       {"softmax", 4096, 1024}, {"softmax", 12 * 128, 128}, {"softmax_ax0", 21, 160 * 160},
       {"log_softmax", 4096, 1024}, {"layer_norm", 4096, 768},
       {"rms_norm", 4096, 768}, {"exp", 4096, 768},          {"tanh", 4096, 768},         {"sigmoid", 4096, 768},
-      {"silu", 4096, 768},     {"gelu_tanh", 4096, 768},    {"gelu_erf", 4096, 768}};
+      {"silu", 4096, 768},     {"gelu_tanh", 4096, 768},    {"gelu_erf", 4096, 768},
+      {"silu", 4096, 768, true}, {"gelu_erf", 4096, 768, true}};
   try {
     rlx::enable_device_profile(rlx::Device::Cpu);
     std::printf("f32, %d thread(s), p50 of %d runs (rlx step: mean kernel time)\n", threads, reps);
@@ -184,17 +201,23 @@ int main(int argc, char** argv) {
       g.add_output(build(g, c, g.input("x", rlx::Shape::of({c.rows, c.cols})), tg, tb));
       rlx::CompileOptions o;
       o.num_threads = threads;
+      o.optimize = !c.half;  // keep the f16 activation its own step (not fused with the casts)
       rlx::CompiledGraph cg = rlx::Session().compile(g, o);
       const double r = p50_ms([&] { cg.run({{"x", tx}}); }, reps);
       rlx::take_device_profile(rlx::Device::Cpu);  // the timed runs' steps only
       for (int i = 0; i < reps; ++i) cg.run({{"x", tx}});
-      const double step = profile_ms(rlx::take_device_profile(rlx::Device::Cpu)) / reps;
+      const double step = profile_ms(rlx::take_device_profile(rlx::Device::Cpu), c.half ? "activation" : "") / reps;
       std::vector<float> y(static_cast<size_t>(n));
-      const double s = p50_ms([&] { scalar_peer(c, xv.data(), gv.data(), bv.data(), y.data()); }, reps);
-      const size_t bytes = static_cast<size_t>(n) * 4;
+      std::vector<rlx::f16> xh;
+      if (c.half)
+        for (float v : xv) xh.push_back(rlx::store<rlx::f16>(v));
+      const float* px = c.half ? reinterpret_cast<const float*>(xh.data()) : xv.data();
+      const double s = p50_ms([&] { scalar_peer(c, px, gv.data(), bv.data(), y.data()); }, reps);
+      const size_t bytes = static_cast<size_t>(n) * (c.half ? 2 : 4);
       std::vector<char> src(bytes * 2, 1), dst(bytes * 2);
       const double m = p50_ms([&] { std::memcpy(dst.data(), src.data(), bytes * 2); }, reps);
-      std::printf("| %-11s | %-10s | %10.3f | %11.3f | %9.3f | %9.3f | %10.2fx | %9.2f |\n", c.op.c_str(),
+      std::printf("| %-11s | %-10s | %10.3f | %11.3f | %9.3f | %9.3f | %10.2fx | %9.2f |\n",
+                  (c.op + (c.half ? " f16" : "")).c_str(),
                   (std::to_string(c.rows) + "x" + std::to_string(c.cols)).c_str(), r, step, s, m, s / step,
                   2.0 * static_cast<double>(bytes) / 1e9 / (step / 1e3));
     }

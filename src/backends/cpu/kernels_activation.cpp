@@ -5,9 +5,10 @@
 // half-to-even, Gelu the exact erf form, GeluApprox the tanh form, Softplus the overflow-free
 // max(x, 0) + log1p(exp(-|x|)). Relu and Sign keep NaN; Sign keeps the sign of 0. On f32, the
 // kinds whose formula calls only exp / tanh evaluate it on vector lanes with vec::exp / vec::tanh
-// (vec_math.h: at most 2 / 3 ulp from the libm functions).
+// (vec_math.h: at most 2 / 3 ulp from the libm functions); f16 / bf16 widen to f32 chunks for it.
 // Integer Neg/Abs wrap (Abs(INT_MIN) = INT_MIN, two's complement); on unsigned dtypes Neg is
 // the modular negation and Abs/Relu are the identity. Not works on bool.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -70,11 +71,31 @@ void act_typed(DType t, const void* in, void* out, int64_t n) {
   });
 }
 
+// f16 / bf16 through f32 chunks on vector lanes: each value widened, the f32 formula, rounded
+// once on store (the scalar path's arithmetic with the vector math functions). False when k has
+// no vector path.
+template <class T>
+bool half_activation(ActKind k, const T* x, T* y, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  float buf[kChunk];
+  if (!activation_f32(k, nullptr, nullptr, 0)) return false;  // no vector path for k
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t c = std::min(kChunk, n - i);
+    for (int64_t j = 0; j < c; ++j) buf[j] = load(x[i + j]);
+    activation_f32(k, buf, buf, c);
+    for (int64_t j = 0; j < c; ++j) y[i + j] = store<T>(buf[j]);
+  }
+  return true;
+}
+
 }  // namespace
 
 void activation_span(ActKind k, DType t, const void* in, void* out, int64_t n) {
-  // f32 kinds whose formula needs only exp / tanh run on vector lanes (vec_rows.h).
+  // Float kinds whose formula the vector math covers run on vector lanes (vec_rows.h).
   if (t == DType::F32 && activation_f32(k, static_cast<const float*>(in), static_cast<float*>(out), n)) return;
+  if (t == DType::F16 && n > 0 && half_activation(k, static_cast<const f16*>(in), static_cast<f16*>(out), n)) return;
+  if (t == DType::BF16 && n > 0 && half_activation(k, static_cast<const bf16*>(in), static_cast<bf16*>(out), n))
+    return;
   switch (k) {
 #define RLX_ACT_CASE(K) \
   case ActKind::K: return act_typed<ActKind::K>(t, in, out, n);

@@ -24,7 +24,7 @@ void norm_row_f32(const float* x, const float* res, const double* gamma, const d
                   double eps, bool rms);
 
 // Applies activation k to n floats on vector lanes; returns false (nothing written) when k has
-// no vector path. y may alias x.
+// no vector path (n = 0 only asks). y may alias x.
 bool activation_f32(ActKind k, const float* x, float* y, int64_t n);
 
 // exp on n floats (the accuracy tests' entry point; the 4-lane path when force_narrow).
