@@ -6,6 +6,7 @@
 // scalar formula.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -225,6 +226,38 @@ TEST(VecMath, SoftmaxColumnsMatchADoubleReference) {
         for (int64_t j = n; j < stride; ++j) EXPECT_EQ(y[m * stride + j], -7.0f);
     }
   }
+}
+
+// The bulk f16 conversions (F16C where the CPU has it) give the scalar conversions' bits for every
+// f16 and for a sweep of every float bit pattern (rounding ties, denormals, overflow); a NaN stays
+// a (quiet) NaN.
+TEST(VecMath, F16ConversionsMatchTheScalarOnes) {
+  std::vector<f16> h(65536);
+  for (uint32_t u = 0; u < 65536; ++u) h[u].bits = static_cast<uint16_t>(u);
+  std::vector<float> wide(h.size()), want(h.size());
+  f16_to_f32(h.data(), wide.data(), static_cast<int64_t>(h.size()));
+  f16_to_f32(h.data(), want.data(), static_cast<int64_t>(h.size()), true);
+  for (uint32_t u = 0; u < 65536; ++u) {  // F16C quiets signaling NaNs; every other value is exact
+    if (std::isnan(want[u])) EXPECT_TRUE(std::isnan(wide[u])) << u;
+    else EXPECT_EQ(std::bit_cast<uint32_t>(wide[u]), std::bit_cast<uint32_t>(want[u])) << u;
+  }
+  std::vector<float> x;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 4093) x.push_back(from_bits(static_cast<uint32_t>(u)));
+  for (uint32_t u = 0; u < 65536; ++u) {  // every f16 value, and the midpoints to its neighbour
+    const uint32_t b = std::bit_cast<uint32_t>(want[u]);
+    x.push_back(want[u]);
+    x.push_back(from_bits(b + 0x1000u));
+    x.push_back(from_bits(b + 0xfffu));
+  }
+  std::vector<f16> narrow(x.size()), ref(x.size());
+  f32_to_f16(x.data(), narrow.data(), static_cast<int64_t>(x.size()));
+  f32_to_f16(x.data(), ref.data(), static_cast<int64_t>(x.size()), true);
+  int64_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (narrow[i].bits != ref[i].bits && !(std::isnan(x[i]) && (narrow[i].bits & 0x7e00u) == 0x7e00u) && bad++ < 5)
+      ADD_FAILURE() << "f32 " << x[i] << " (bits " << std::bit_cast<uint32_t>(x[i]) << ") -> f16 " << narrow[i].bits
+                    << ", the scalar conversion gives " << ref[i].bits;
+  EXPECT_EQ(bad, 0);
 }
 
 TEST(VecMath, NormRowsMatchTheDoubleFormula) {

@@ -81,9 +81,15 @@ bool half_activation(ActKind k, const T* x, T* y, int64_t n) {
   if (!activation_f32(k, nullptr, nullptr, 0)) return false;  // no vector path for k
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t c = std::min(kChunk, n - i);
-    for (int64_t j = 0; j < c; ++j) buf[j] = load(x[i + j]);
-    activation_f32(k, buf, buf, c);
-    for (int64_t j = 0; j < c; ++j) y[i + j] = store<T>(buf[j]);
+    if constexpr (std::is_same_v<T, f16>) {
+      f16_to_f32(x + i, buf, c);
+      activation_f32(k, buf, buf, c);
+      f32_to_f16(buf, y + i, c);
+    } else {
+      for (int64_t j = 0; j < c; ++j) buf[j] = load(x[i + j]);
+      activation_f32(k, buf, buf, c);
+      for (int64_t j = 0; j < c; ++j) y[i + j] = store<T>(buf[j]);
+    }
   }
   return true;
 }

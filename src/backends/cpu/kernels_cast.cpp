@@ -7,7 +7,8 @@
 //    gives 0. (Defined for every input; matches Tensor::cast.)
 //  - int -> int is the modular (two's complement) conversion, like C++20 / numpy astype:
 //    i32 -1 -> u8 255.
-//  - -> f32/f64 is a single round-to-nearest-even step.
+//  - -> f32/f64 is a single round-to-nearest-even step. f32 <-> f16 runs in bulk (vec_rows.h:
+//    F16C where the CPU has it, same bits; a signaling NaN comes out quiet).
 //  - -> f16/bf16 is a single round-to-nearest-even step from the exact source value: sources
 //    wider than f32 in precision (f64, and integers beyond 2^24) are first narrowed to f32
 //    with round-to-odd, which makes the final f16/bf16 rounding exact (no double rounding).
@@ -19,6 +20,7 @@
 
 #include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/vec_rows.h"
 
 namespace rlx::cpu {
 namespace {
@@ -81,6 +83,11 @@ inline storage_t<D> convert(storage_t<S> v) {
 }  // namespace
 
 void cast_span(DType from, DType to, const void* in, void* out, int64_t n) {
+  // f32 <-> f16 in bulk (F16C where the CPU has it; the same bits as the scalar conversion).
+  if (from == DType::F32 && to == DType::F16)
+    return f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), n);
+  if (from == DType::F16 && to == DType::F32)
+    return f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), n);
   visit_dtype(from, [&]<DType S>() {
     visit_dtype(to, [&]<DType D>() {
       const auto* x = static_cast<const storage_t<S>*>(in);

@@ -67,8 +67,9 @@ template <> struct Lanes<f32x8> {
 };
 template <class V> inline constexpr int kLanes = Lanes<V>::n;
 
-// True when the CPU runs AVX2 (the 8-lane paths).
+// True when the CPU runs AVX2 (the 8-lane paths); has_f16c: AVX2 and F16C (f16 conversions).
 bool has_avx2();
+bool has_f16c();
 
 template <class V> RLX_VEC_INLINE V splat(float v) { return V{} + v; }
 template <class V> RLX_VEC_INLINE V load(const float* p) {

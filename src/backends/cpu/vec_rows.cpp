@@ -2,6 +2,10 @@
 // lanes (any x86-64) and for 8 lanes inside an AVX2 function; the entry points pick one per call.
 #include "backends/cpu/vec_rows.h"
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -26,9 +30,36 @@ bool has_avx2() {
   return false;
 #endif
 }
+bool has_f16c() {
+#if RLX_VEC_X86
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") != 0 && __builtin_cpu_supports("avx2") != 0;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
 }  // namespace vec
 
 namespace {
+
+#if RLX_VEC_X86
+__attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const f16* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = f16_bits_to_f32(x[i].bits);
+}
+__attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* x, f16* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i].bits = f32_to_f16_bits(x[i]);
+}
+#endif
+
 
 using vec::kLanes;
 using vec::Lanes;
@@ -317,6 +348,20 @@ bool activation_f32(ActKind k, const float* x, float* y, int64_t n) {
 #undef RLX_VEC_ACT
     default: return false;
   }
+}
+
+void f16_to_f32(const f16* x, float* y, int64_t n, bool force_scalar) {
+#if RLX_VEC_X86
+  if (!force_scalar && vec::has_f16c()) return f16_to_f32_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = f16_bits_to_f32(x[i].bits);
+}
+
+void f32_to_f16(const float* x, f16* y, int64_t n, bool force_scalar) {
+#if RLX_VEC_X86
+  if (!force_scalar && vec::has_f16c()) return f32_to_f16_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i].bits = f32_to_f16_bits(x[i]);
 }
 
 void exp_f32(const float* x, float* y, int64_t n, bool force_narrow) { map_f32<ExpOp>(x, y, n, force_narrow); }

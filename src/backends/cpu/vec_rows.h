@@ -4,6 +4,7 @@
 // vector math covers. Accuracy: docs/ops.md ("CPU float math").
 #include <cstdint>
 
+#include "rlx/dtype.h"
 #include "rlx/ops.h"
 
 namespace rlx::cpu {
@@ -26,6 +27,12 @@ void norm_row_f32(const float* x, const float* res, const double* gamma, const d
 // Applies activation k to n floats on vector lanes; returns false (nothing written) when k has
 // no vector path (n = 0 only asks). y may alias x.
 bool activation_f32(ActKind k, const float* x, float* y, int64_t n);
+
+// f16 <-> f32 for n values, bit-identical to f16_bits_to_f32 / f32_to_f16_bits (round to
+// nearest even, overflow to inf, denormals kept) except that F16C quiets a signaling NaN: with
+// F16C 8 at a time, else one by one through those functions (also when force_scalar).
+void f16_to_f32(const f16* x, float* y, int64_t n, bool force_scalar = false);
+void f32_to_f16(const float* x, f16* y, int64_t n, bool force_scalar = false);
 
 // exp on n floats (the accuracy tests' entry point; the 4-lane path when force_narrow).
 void exp_f32(const float* x, float* y, int64_t n, bool force_narrow = false);
