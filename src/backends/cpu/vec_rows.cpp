@@ -3,6 +3,7 @@
 #include "backends/cpu/vec_rows.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -33,8 +34,8 @@ bool has_avx2() {
 bool has_f16c() {
 #if RLX_VEC_X86
   static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c") != 0 && __builtin_cpu_supports("avx2") != 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 1: ECX bit 29 is F16C (not every compiler's
+    return has_avx2() && __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;  // builtin names it)
   }();
   return yes;
 #else
