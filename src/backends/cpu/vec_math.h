@@ -99,7 +99,6 @@ template <class V> RLX_VEC_INLINE V copysign(const V& m, const V& s) {
 }
 // Lane-wise max that propagates NaN from x (the running max of the softmax).
 template <class V> RLX_VEC_INLINE V max_nan(const V& m, const V& x) { return select<V>((x > m) | (x != x), x, m); }
-template <class V> RLX_VEC_INLINE float lane(const V& v, int i) { return v[i]; }
 
 // Half vectors (Lanes<V>::H, n/2 floats) and their double counterparts (Lanes<V>::D).
 template <class V> RLX_VEC_INLINE typename Lanes<V>::D load_wide(const float* p) {

@@ -1,5 +1,6 @@
 // f32 row kernels on vector lanes: each body is an always-inline template instantiated for 4
 // lanes (any x86-64) and for 8 lanes inside an AVX2 function; the entry points pick one per call.
+// Also the bulk f16 <-> f32 conversions (F16C).
 #include "backends/cpu/vec_rows.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "backends/cpu/vec_formula.h"
-#include "rlx/error.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"  // 8-lane bodies only run inlined in AVX2 functions (vec_math.h)
 
@@ -34,8 +34,9 @@ bool has_avx2() {
 bool has_f16c() {
 #if RLX_VEC_X86
   static const bool yes = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;  // CPUID leaf 1: ECX bit 29 is F16C (not every compiler's
-    return has_avx2() && __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;  // builtin names it)
+    // CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return has_avx2() && __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
   }();
   return yes;
 #else
@@ -60,7 +61,6 @@ __attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* x, f16* y
   for (; i < n; ++i) y[i].bits = f32_to_f16_bits(x[i]);
 }
 #endif
-
 
 using vec::kLanes;
 using vec::Lanes;
