@@ -3,8 +3,8 @@
 //   scalar  the same math one element at a time with libm (std::exp / std::tanh / std::erf) and
 //           the statistics in double: what these kernels did before they ran on vector lanes;
 //   memcpy  copying the input and the output bytes once (the bandwidth floor of a row op).
-// The "f16" rows store x and y as f16 (the graph casts around the activation; only the
-// activation step is timed) against the same scalar loop on f16 storage.
+// The "f16" rows store x and y as f16 (the graph casts around the op; only the op's step is
+// timed) against the same scalar loop on f16 storage (software conversions one value at a time).
 // Prints one table row per case: rlx p50 (the whole CompiledGraph::run, with the output copy
 // into a fresh tensor), rlx step (the kernel alone: mean step time from the CPU profile), scalar
 // p50, memcpy p50, and scalar / rlx step (the kernel speed-up).
@@ -75,6 +75,34 @@ struct Case {
 // The scalar peer of each case, over rows x cols floats.
 void scalar_peer(const Case& c, const float* x, const float* gamma, const float* beta, float* y) {
   const int64_t R = c.rows, C = c.cols;
+  if (c.half && c.op.find("softmax") != std::string::npos) {  // f16 rows: converted one value at a time
+    Case f = c;
+    f.half = false;
+    const auto* hx = reinterpret_cast<const rlx::f16*>(x);
+    auto* hy = reinterpret_cast<rlx::f16*>(y);
+    std::vector<float> xr(static_cast<size_t>(C)), yr(static_cast<size_t>(C));
+    f.rows = 1;
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t i = 0; i < C; ++i) xr[i] = rlx::load(hx[r * C + i]);
+      scalar_peer(f, xr.data(), gamma, beta, yr.data());
+      for (int64_t i = 0; i < C; ++i) hy[r * C + i] = rlx::store<rlx::f16>(yr[i]);
+    }
+    return;
+  }
+  if (c.half && c.op.find("norm") != std::string::npos) {
+    Case f = c;
+    f.half = false;
+    const auto* hx = reinterpret_cast<const rlx::f16*>(x);
+    auto* hy = reinterpret_cast<rlx::f16*>(y);
+    std::vector<float> xr(static_cast<size_t>(C)), yr(static_cast<size_t>(C));
+    f.rows = 1;
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t i = 0; i < C; ++i) xr[i] = rlx::load(hx[r * C + i]);
+      scalar_peer(f, xr.data(), gamma, beta, yr.data());
+      for (int64_t i = 0; i < C; ++i) hy[r * C + i] = rlx::store<rlx::f16>(yr[i]);
+    }
+    return;
+  }
   if (c.op == "softmax_ax0") {  // over the rows of each column (a channel softmax)
     std::vector<float> mx(static_cast<size_t>(C), -INFINITY);
     std::vector<double> sum(static_cast<size_t>(C), 0.0);
@@ -145,9 +173,14 @@ void scalar_peer(const Case& c, const float* x, const float* gamma, const float*
 rlx::Value build(rlx::Graph& g, const Case& c, rlx::Value x, const rlx::Tensor& gamma, const rlx::Tensor& beta) {
   using rlx::ActKind;
   if (c.half) {
+    const rlx::Value xh = g.cast(x, rlx::DType::F16);
+    if (c.op == "layer_norm") {
+      const rlx::Value gh = g.cast(g.constant(gamma), rlx::DType::F16), bh = g.cast(g.constant(beta), rlx::DType::F16);
+      return g.cast(g.layer_norm(xh, gh, bh, 1e-5), rlx::DType::F32);
+    }
     Case f = c;
     f.half = false;
-    return g.cast(build(g, f, g.cast(x, rlx::DType::F16), gamma, beta), rlx::DType::F32);
+    return g.cast(build(g, f, xh, gamma, beta), rlx::DType::F32);
   }
   if (c.op == "softmax") return g.softmax(x, -1);
   if (c.op == "softmax_ax0") return g.softmax(x, 0);
@@ -185,7 +218,8 @@ int main(int argc, char** argv) {
       {"log_softmax", 4096, 1024}, {"layer_norm", 4096, 768},
       {"rms_norm", 4096, 768}, {"exp", 4096, 768},          {"tanh", 4096, 768},         {"sigmoid", 4096, 768},
       {"silu", 4096, 768},     {"gelu_tanh", 4096, 768},    {"gelu_erf", 4096, 768},
-      {"silu", 4096, 768, true}, {"gelu_erf", 4096, 768, true}};
+      {"softmax", 4096, 1024, true}, {"layer_norm", 4096, 768, true}, {"silu", 4096, 768, true},
+      {"gelu_erf", 4096, 768, true}};
   try {
     rlx::enable_device_profile(rlx::Device::Cpu);
     std::printf("f32, %d thread(s), p50 of %d runs (rlx step: mean kernel time)\n", threads, reps);
@@ -206,7 +240,8 @@ int main(int argc, char** argv) {
       const double r = p50_ms([&] { cg.run({{"x", tx}}); }, reps);
       rlx::take_device_profile(rlx::Device::Cpu);  // the timed runs' steps only
       for (int i = 0; i < reps; ++i) cg.run({{"x", tx}});
-      const double step = profile_ms(rlx::take_device_profile(rlx::Device::Cpu), c.half ? "activation" : "") / reps;
+      const std::string kind = c.op == "gelu_erf" || c.op == "silu" ? "activation" : c.op;
+      const double step = profile_ms(rlx::take_device_profile(rlx::Device::Cpu), c.half ? kind : "") / reps;
       std::vector<float> y(static_cast<size_t>(n));
       std::vector<rlx::f16> xh;
       if (c.half)

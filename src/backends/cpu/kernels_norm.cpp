@@ -67,6 +67,22 @@ void norm_rows(const T* x, const T* res, const std::vector<double>& gamma, const
                      y + r * len, len, eps, kRms);
     });
     return;
+  } else if constexpr (std::is_same_v<T, f16>) {  // widened to an f32 row (v = round_f16(x + res) first)
+    parallel_for(rows, std::max<int64_t>(1, kGrain / len), [&](int64_t s, int64_t e) {
+      std::vector<float> v(static_cast<size_t>(len));
+      std::vector<T> sum(res ? static_cast<size_t>(len) : 0);
+      for (int64_t r = s; r < e; ++r) {
+        const T* xr = x + r * len;
+        if (res) {
+          for (int64_t j = 0; j < len; ++j) sum[static_cast<size_t>(j)] = store<T>(load(xr[j]) + load(res[r * len + j]));
+          xr = sum.data();
+        }
+        f16_to_f32(xr, v.data(), len);
+        norm_row_f32(v.data(), nullptr, gamma.data(), beta.empty() ? nullptr : beta.data(), v.data(), len, eps, kRms);
+        f32_to_f16(v.data(), y + r * len, len);
+      }
+    });
+    return;
   }
   parallel_for(rows, std::max<int64_t>(1, kGrain / len), [&](int64_t s, int64_t e) {
     std::vector<double> v(static_cast<size_t>(len));

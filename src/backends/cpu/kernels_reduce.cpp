@@ -235,6 +235,16 @@ template <class T, bool Log> void softmax_impl(const Tensor& x, Tensor& out, con
         for (int64_t o = b; o < e; ++o) softmax_row_f32(px + o * s.mid, po + o * s.mid, s.mid, Log);
       });
       return;
+    } else if constexpr (std::is_same_v<T, f16>) {  // widened to f32 rows: the same roundings
+      parallel_for(s.outer, grain_for(s.mid * 4), [&](int64_t b, int64_t e) {
+        std::vector<float> row(static_cast<size_t>(s.mid));
+        for (int64_t o = b; o < e; ++o) {
+          f16_to_f32(px + o * s.mid, row.data(), s.mid);
+          softmax_row_f32(row.data(), row.data(), s.mid, Log);
+          f32_to_f16(row.data(), po + o * s.mid, s.mid);
+        }
+      });
+      return;
     }
     parallel_for(s.outer, grain_for(s.mid * 4), [&](int64_t b, int64_t e) {
       std::vector<W> ex(Log ? 0 : static_cast<size_t>(s.mid));
