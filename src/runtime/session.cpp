@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "backends/cpu/parallel.h"
 #include "passes/hoist.h"
 #include "passes/pipeline.h"
 #include "passes/specialize.h"
@@ -257,6 +258,9 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::ve
 
 std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
   Impl& m = *impl_;
+  // The thread budget of everything a run does on the CPU: compiling a new shape binding
+  // (constant folding), the weight prologue, and the CPU backend's steps.
+  cpu::ScopedThreads budget(m.options.num_threads);
   std::map<std::string, const Tensor*> feeds;
   for (const auto& [name, t] : inputs) {
     if (!m.input_ids.count(name)) {
@@ -344,6 +348,8 @@ CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options
 }
 
 CompiledGraph Session::compile_checked(const Graph& graph, const CompileOptions& options) const {
+  // CPU work done while compiling (constant folding) stays within the graph's thread budget too.
+  cpu::ScopedThreads budget(options.num_threads);
   auto impl = std::make_unique<CompiledGraph::Impl>();
   impl->backend = make_backend(device_, options);
   if (options.verify) graph.verify();

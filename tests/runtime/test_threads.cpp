@@ -1,6 +1,6 @@
 // The CPU thread budget (backends/cpu/parallel.h): CompileOptions::num_threads governs the
-// pool and OpenBLAS during that graph's runs, weight prologues included, and compiles with
-// other counts (or the default) do not undo it.
+// pool and OpenBLAS during that graph's compile (constant folding) and runs, weight prologues
+// included, and compiles with other counts (or the default) do not undo it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +71,20 @@ TEST(CpuThreads, EachGraphRunsOnItsOwnBudget) {
   const auto da = testing::to_doubles(a[0]), db = testing::to_doubles(b[0]);
   ASSERT_EQ(da.size(), db.size());
   for (size_t i = 0; i < da.size(); ++i) ASSERT_NEAR(da[i], db[i], 1e-4 * (1 + std::abs(db[i]))) << i;
+}
+
+// Constant folding while compiling (relu of a 256x512 constant) runs on the compile's budget.
+TEST(CpuThreads, CompileTimeFoldingUsesTheBudget) {
+  for (int threads : {1, 3}) {
+    Graph g;
+    Value x = g.input("x", Shape::of({256, 512}));
+    g.add_output(g.add(x, g.relu(g.constant(testing::random_tensor(DType::F32, {256, 512}, 4)))), "y");
+    CompileOptions o;
+    o.num_threads = threads;
+    cpu::reset_parallel_stats();
+    CompiledGraph cg = Session(Device::Cpu).compile(g, o);
+    EXPECT_EQ(cpu::max_parallel_threads_since_reset(), threads);
+  }
 }
 
 TEST(CpuThreads, ParallelForUsesAtMostTheBudgetAndRunsInline) {
