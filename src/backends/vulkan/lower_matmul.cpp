@@ -322,6 +322,9 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   };
   const Operand a = cx.in(st.in.at(0)), b = cx.in(st.in.at(1));
   const bool vec_a = vec_ok(a, g.lda, g.a_stride, 0), vec_b = vec_ok(b, g.ldb, g.b_stride, 1);
+  // f16 words straight to shared memory: untransposed, every chunk of 8 whole (K, N multiples of 8).
+  const bool words_a = vec_a && p.t == DType::F16 && !g.trans_a && g.k % 8 == 0;
+  const bool words_b = vec_b && p.t == DType::F16 && !g.trans_b && g.n % 8 == 0;
   KernelArgs args(what);
   if (vec_a) args.vec4_buffer("A", a);
   else args.buffer("A", p.t, a, true);
@@ -340,7 +343,8 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
       std::to_string(cs.nt()) + ") in;\n#define NT " + u(cs.nt()) + "\n#define WM " + u(cs.wm) + "\n#define WN " +
       u(cs.wn) + "\n#define TMC " + u(cs.tmc) + "\n#define TNC " + u(cs.tnc) + "\n#define BM " + u(cs.bm()) +
       "\n#define BN " + u(cs.bn()) + "\n#define BK 32u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
-      flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n#define STORE_TILES";
+      flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n#define WA " + flag(words_a) + "\n#define WB " +
+      flag(words_b) + "\n#define STORE_TILES";
   for (uint32_t i = 0; i < cs.tmc; ++i)
     for (uint32_t j = 0; j < cs.tnc; ++j) defines += " store_tile(acc[" + u(i) + "][" + u(j) + "], " + u(i) + ", " + u(j) + ", b, row0, col0);";
   defines += "\n";

@@ -21,18 +21,43 @@
 //   void load8_a(uint gi, uint valid, out float16_t h[8])  - elements gi .. gi + 7 of A (element
 //   void load8_b(uint gi, uint valid, out float16_t h[8])    offsets from the operand's start), the
 //                                                              first `valid` of them, others 0
-// Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE, and STORE_TILES: one
+// WA / WB (f16 operands read as 16-byte words, not transposed, whose contiguous extent is a
+// multiple of 8): the words go to shared memory as they are (As / Bs arrays of uvec4, matrix
+// loads counted in words): 8 scalar stores per chunk were the limit once the MMAs ran well.
+// Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE WA WB, and STORE_TILES: one
 // store_tile(acc[i][j], iu, ju, b, row0, col0); per accumulator. Params: m n k batch lda ldb sa sb.
 
 namespace rlx::vulkan::ksrc {
 
 inline constexpr const char* kGemmCoopNV = R"(
+#if WA
+#define LOAD_A(q) ra[q] = valid != 0u ? A.data[pc.o_A + gi / 8u] : uvec4(0u)
+#else
+#define LOAD_A(q) load8_a(gi, valid, ra[q])
+#endif
+#if WB
+#define LOAD_B(q) rb[q] = valid != 0u ? B.data[pc.o_B + gi / 8u] : uvec4(0u)
+#else
+#define LOAD_B(q) load8_b(gi, valid, rb[q])
+#endif
 #define LDA_S (BK + 8u)
 #define LDB_S (BN + 8u)
 #define CA (BM * BK / 8u / NT)
 #define CB (BK * BN / 8u / NT)
+#if WA  // A staged as 16-byte words (its chunks run along rows of As): offsets in words
+#define AU 8u
+shared uvec4 As[BM * LDA_S / 8u];
+#else
+#define AU 1u
 shared float16_t As[BM * LDA_S];
+#endif
+#if WB
+#define BU 8u
+shared uvec4 Bs[BK * LDB_S / 8u];
+#else
+#define BU 1u
 shared float16_t Bs[BK * LDB_S];
+#endif
 shared float Cs[WM * WN * 256u];
 
 // Chunk q of this invocation in the A / B tile at (row0, k0) / (k0, col0): element offset, how
@@ -109,42 +134,59 @@ void main() {
         fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TMC][TNC];
         for (uint i = 0u; i < TMC; ++i)
           for (uint j = 0u; j < TNC; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-        float16_t ra[CA][8], rb[CB][8];
+#if WA
+        uvec4 ra[CA];
+#else
+        float16_t ra[CA][8];
+#endif
+#if WB
+        uvec4 rb[CB];
+#else
+        float16_t rb[CB][8];
+#endif
         uint gi, valid, s0, ds;
         for (uint q = 0u; q < CA; ++q) {
           chunk_a(q, a0, row0, 0u, gi, valid, s0, ds);
-          load8_a(gi, valid, ra[q]);
+          LOAD_A(q);
         }
         for (uint q = 0u; q < CB; ++q) {
           chunk_b(q, b0, col0, 0u, gi, valid, s0, ds);
-          load8_b(gi, valid, rb[q]);
+          LOAD_B(q);
         }
         for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
           for (uint q = 0u; q < CA; ++q) {
             chunk_a(q, a0, row0, k0, gi, valid, s0, ds);
+#if WA
+            As[s0 / 8u] = ra[q];
+#else
             for (uint i = 0u; i < 8u; ++i) As[s0 + i * ds] = ra[q][i];
+#endif
           }
           for (uint q = 0u; q < CB; ++q) {
             chunk_b(q, b0, col0, k0, gi, valid, s0, ds);
+#if WB
+            Bs[s0 / 8u] = rb[q];
+#else
             for (uint i = 0u; i < 8u; ++i) Bs[s0 + i * ds] = rb[q][i];
+#endif
           }
           barrier();
           if (k0 + BK < pc.k) {  // the next slice's loads in flight during this slice's products
             for (uint q = 0u; q < CA; ++q) {
               chunk_a(q, a0, row0, k0 + BK, gi, valid, s0, ds);
-              load8_a(gi, valid, ra[q]);
+              LOAD_A(q);
             }
             for (uint q = 0u; q < CB; ++q) {
               chunk_b(q, b0, col0, k0 + BK, gi, valid, s0, ds);
-              load8_b(gi, valid, rb[q]);
+              LOAD_B(q);
             }
           }
           for (uint kk = 0u; kk < BK; kk += 16u) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TMC], fb[TNC];
             for (uint i = 0u; i < TMC; ++i)
-              coopMatLoadNV(fa[i], As, ((wm * TMC + i) * 16u) * LDA_S + kk, LDA_S, false);
+              coopMatLoadNV(fa[i], As, (((wm * TMC + i) * 16u) * LDA_S + kk) / AU, LDA_S / AU, false);
             for (uint j = 0u; j < TNC; ++j)
-              coopMatLoadNV(fb[j], Bs, kk * LDB_S + (wn * TNC + j) * 16u, LDB_S, false);
+              coopMatLoadNV(fb[j], Bs, (kk * LDB_S + (wn * TNC + j) * 16u) / BU, LDB_S / BU, false);
             for (uint i = 0u; i < TMC; ++i)
               for (uint j = 0u; j < TNC; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
           }
