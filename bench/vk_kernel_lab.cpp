@@ -53,6 +53,19 @@ Job read_job(const std::string& path) {
   return job;
 }
 
+// One zeroed device buffer per binding (zero keeps index and offset tables in range).
+std::vector<rlx::DeviceBuf> zeroed_buffers(VulkanDevice& dev, const Job& job) {
+  std::vector<rlx::DeviceBuf> bufs;
+  for (size_t i = 0; i < job.ranges.size(); ++i) {
+    bufs.push_back(dev.allocate(job.ranges[i], "binding " + std::to_string(i)));
+    const std::vector<uint8_t> zeros(job.ranges[i], 0);
+    const rlx::HostToDevice c{bufs.back(), 0, zeros.data(), zeros.size()};
+    dev.upload({&c, 1});
+    dev.wait();
+  }
+  return bufs;
+}
+
 // ms per dispatch of `source`: `iters` dispatches per command buffer, median of 5 submissions.
 double time_source(VulkanDevice& dev, Job job, const uint32_t groups[3], const std::vector<rlx::DeviceBuf>& bufs, const std::string& name,
                    const std::string& source, int iters) {
@@ -163,14 +176,7 @@ int time_folder(const std::string& dir, int iters) {
   double total = 0;
   for (const std::string& j : jsons) {
     const Job job = read_job(j);
-    std::vector<rlx::DeviceBuf> bufs;
-    for (size_t i = 0; i < job.ranges.size(); ++i) {
-      bufs.push_back(dev.allocate(job.ranges[i], "binding " + std::to_string(i)));
-      const std::vector<uint8_t> zeros(job.ranges[i], 0);
-      const rlx::HostToDevice c{bufs.back(), 0, zeros.data(), zeros.size()};
-      dev.upload({&c, 1});
-      dev.wait();
-    }
+    const std::vector<rlx::DeviceBuf> bufs = zeroed_buffers(dev, job);
     const std::string src = read_text(j.substr(0, j.size() - 5) + ".comp");
     const double ms = time_source(dev, job, job.groups, bufs, job.kernel, src, iters);
     for (rlx::DeviceBuf b : bufs) dev.release(b);
@@ -213,14 +219,7 @@ int main(int argc, char** argv) {
     const Job job = read_job(json);
     const std::string base = json.substr(0, json.size() - (json.ends_with(".json") ? 5 : 0));
     VulkanDevice dev;
-    std::vector<rlx::DeviceBuf> bufs;
-    for (size_t i = 0; i < job.ranges.size(); ++i) {
-      bufs.push_back(dev.allocate(job.ranges[i], "binding " + std::to_string(i)));
-      const std::vector<uint8_t> zeros(job.ranges[i], 0);
-      const rlx::HostToDevice c{bufs.back(), 0, zeros.data(), zeros.size()};
-      dev.upload({&c, 1});
-      dev.wait();
-    }
+    const std::vector<rlx::DeviceBuf> bufs = zeroed_buffers(dev, job);
     std::printf("%s on %s: %u x %u x %u workgroups, %d dispatches per submission\n", job.kernel.c_str(),
                 dev.cx().info.name.c_str(), job.groups[0], job.groups[1], job.groups[2], iters);
     std::printf("| source | ms | TFLOP/s |\n|---|---:|---:|\n");

@@ -1,6 +1,7 @@
 #include "io/file_access.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,20 @@ RegularFile::RegularFile(const std::string& path, const std::string& what) : wha
     throw Error(what_ + " is " + kind + "; only regular files are read");
   }
   size_ = static_cast<uint64_t>(st.st_size);
+}
+
+MappedBytes::~MappedBytes() {
+  if (map) munmap(map, map_size);
+}
+
+void MappedBytes::map_file(const std::string& path, const std::string& what) {
+  const RegularFile file(path, what);  // regular files only (a FIFO would block in open)
+  const auto size = static_cast<size_t>(file.size());
+  if (size == 0) return;
+  void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (m == MAP_FAILED) throw Error("cannot map " + what + ": " + std::strerror(errno));
+  map = m;
+  map_size = size;
 }
 
 RegularFile::~RegularFile() {

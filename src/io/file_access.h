@@ -40,6 +40,24 @@ class RegularFile {
   std::string what_;
 };
 
+// The bytes of a file reader: a regular file mapped read-only (map_file), or a copy of bytes the
+// caller gave (from_bytes readers fill `buffer`).
+struct MappedBytes {
+  std::string buffer;
+  void* map = nullptr;
+  size_t map_size = 0;
+  MappedBytes() = default;
+  ~MappedBytes();
+  MappedBytes(const MappedBytes&) = delete;
+  MappedBytes& operator=(const MappedBytes&) = delete;
+  // Maps the regular file at `path` (an empty file maps nothing); rlx::Error naming `what`.
+  void map_file(const std::string& path, const std::string& what);
+  const uint8_t* data() const {
+    return map ? static_cast<const uint8_t*>(map) : reinterpret_cast<const uint8_t*>(buffer.data());
+  }
+  size_t size() const { return map ? map_size : buffer.size(); }
+};
+
 // The whole regular file at `path` (see RegularFile).
 std::string read_regular_file(const std::string& path, const std::string& what);
 

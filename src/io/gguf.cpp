@@ -1,6 +1,5 @@
 // GGUF reader: maps the file, validates the header, metadata and tensor infos, and reads
 // tensors out of the mapping on request (see include/rlx/gguf.h).
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -146,18 +145,7 @@ GgufValue read_value(Cursor& c, GgufValueType t, const std::string& item, int de
 
 }  // namespace
 
-struct GgufFile::Storage {
-  std::string buffer;   // from_bytes
-  void* map = nullptr;  // mmap'd file
-  size_t map_size = 0;
-  ~Storage() {
-    if (map) munmap(map, map_size);
-  }
-  const uint8_t* data() const {
-    return map ? static_cast<const uint8_t*>(map) : reinterpret_cast<const uint8_t*>(buffer.data());
-  }
-  size_t size() const { return map ? map_size : buffer.size(); }
-};
+struct GgufFile::Storage : io::MappedBytes {};
 
 void GgufParser::parse(GgufFile& f) {
   const std::string& what = f.what_;
@@ -292,14 +280,7 @@ GgufFile::GgufFile(std::unique_ptr<Storage> storage, const std::string& what)
 
 GgufFile::GgufFile(const std::string& path) : what_("GGUF file '" + io::printable(path) + "'") {
   storage_ = std::make_unique<Storage>();
-  const io::RegularFile file(path, what_);  // regular files only (a FIFO would block)
-  const auto size = static_cast<size_t>(file.size());
-  if (size > 0) {
-    void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-    if (m == MAP_FAILED) throw Error("cannot map " + what_ + ": " + std::strerror(errno));
-    storage_->map = m;
-    storage_->map_size = size;
-  }
+  storage_->map_file(path, what_);
   base_ = storage_->data();
   size_ = storage_->size();
   translate_errors("GGUF", [&] { GgufParser::parse(*this); });

@@ -1,7 +1,6 @@
 #include "rlx/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,18 +56,7 @@ nlohmann::json parse_header(std::string_view text, const std::string& what) {
 
 }  // namespace
 
-struct SafetensorsFile::Storage {
-  std::string buffer;          // from_bytes
-  void* map = nullptr;         // mmap'd file
-  size_t map_size = 0;
-  ~Storage() {
-    if (map) munmap(map, map_size);
-  }
-  const uint8_t* data() const {
-    return map ? static_cast<const uint8_t*>(map) : reinterpret_cast<const uint8_t*>(buffer.data());
-  }
-  size_t size() const { return map ? map_size : buffer.size(); }
-};
+struct SafetensorsFile::Storage : io::MappedBytes {};
 
 SafetensorsFile::SafetensorsFile(std::unique_ptr<Storage> storage, const std::string& what)
     : storage_(std::move(storage)), what_(what) {
@@ -77,15 +65,7 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<Storage> storage, const std::st
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : what_("safetensors file '" + io::printable(path) + "'") {
   storage_ = std::make_unique<Storage>();
-  // Regular files only, opened non-blocking (a FIFO would otherwise block in open).
-  const io::RegularFile file(path, what_);
-  const auto size = static_cast<size_t>(file.size());
-  if (size > 0) {
-    void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-    if (m == MAP_FAILED) throw Error("cannot map " + what_ + ": " + std::strerror(errno));
-    storage_->map = m;
-    storage_->map_size = size;
-  }
+  storage_->map_file(path, what_);
   translate_errors("safetensors", [&] { parse(); });
 }
 
