@@ -295,6 +295,41 @@ TEST(VulkanMatmul, SplitGemvFinishesInOneDispatchEveryRun) {
   }
 }
 
+// A vector GEMV absorbs the RmsNorm of its rows (plan_gemv_prologues): one dispatch, the same
+// numbers as the CPU (the norm rounded to the stored dtype first), every dtype, with and without
+// beta; not when the norm's result has another reader, nor with the knob off.
+TEST(VulkanMatmul, GemvAbsorbsTheRmsNorm) {
+  RLX_REQUIRE_VULKAN();
+  auto graph = [](DType t, int64_t rows, bool beta, bool second_reader) {
+    Graph g;
+    const Value x = g.input("x", Shape::of({rows, 512}, t));
+    std::vector<Value> ins{x, g.input("gamma", Shape::of({512}, t))};
+    if (beta) ins.push_back(g.input("beta", Shape::of({512}, t)));
+    ops::RmsNorm n;
+    n.eps = 1e-5;
+    const Value h = g.apply(n, ins);
+    g.add_output(g.matmul(h, g.input("w", Shape::of({512, 96}, t))));
+    if (second_reader) g.add_output(g.relu(h));
+    return g;
+  };
+  auto dispatches = [](const Graph& g, bool knob) {
+    CompileOptions o;
+    o.tuning.vulkan_gemv_prologue = knob;
+    const auto before = vulkan::vulkan_stats();
+    Session(Device::Vulkan).compile(g, o);
+    return vulkan::vulkan_stats().dispatches - before.dispatches;
+  };
+  EXPECT_EQ(dispatches(graph(DType::F32, 1, false, false), true), 1u);
+  EXPECT_EQ(dispatches(graph(DType::F32, 1, false, false), false), 2u);
+  EXPECT_EQ(dispatches(graph(DType::F32, 1, false, true), true), 3u);  // the norm, the GEMV, the relu
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 3})
+      for (bool beta : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + (beta ? " beta" : ""));
+        expect_vulkan_parity(graph(t, rows, beta, false));
+      }
+}
+
 // The 128 x 128 SIMT tiles (f32 accumulation, at least 132 of them): ragged edges over a batch,
 // a transposed B, and the epilogue on a 2-D product.
 TEST(VulkanMatmul, LargeGemmTiles) {

@@ -15,6 +15,7 @@
 // Under the Fp16 / Bf16 precision policy the operands of f32 products are rounded to the half
 // type as they are loaded (f32 accumulation and result, as on CUDA); Tf32 computes in full f32.
 #include <algorithm>
+#include <bit>
 #include <optional>
 #include <string>
 #include <utility>
@@ -480,6 +481,25 @@ std::string unpack_fn(const Product& p) {
   return s + "}\n";
 }
 
+// kGemvVec's PRO defines for an absorbed RmsNorm `pro` (or PRO 0).
+std::string prologue_defines(const plan::Step* pro) {
+  if (!pro) return "#define PRO 0\n";
+  const float eps = static_cast<float>(std::get<ops::RmsNorm>(pro->op).eps);
+  return "#define PRO 1\n#define PRO_EPS uintBitsToFloat(" + std::to_string(std::bit_cast<uint32_t>(eps)) + "u)\n";
+}
+
+// kGemvVec's pro_x / pro_a for an absorbed RmsNorm: y = x * inv * gamma (+ beta), rounded to the
+// stored dtype as the RmsNorm step would store it (then to the precision policy's operand type).
+std::string prologue_fns(const plan::Step& pro, const Product& p) {
+  const auto& lang = codegen::glsl_language();
+  std::string y = "pro_x(r * pc.k + j) * inv * float(" + glsl_load(p.t, "G.data[pc.o_G + j]") + ")";
+  if (pro.in.size() > 2) y = "(" + y + " + float(" + glsl_load(p.t, "PB.data[pc.o_PB + j]") + "))";
+  if (p.t != DType::F32) y = lang.round(p.t, y);
+  if (p.round_ab != DType::F32) y = lang.round(p.round_ab, y);
+  return "float pro_x(uint i) { return float(" + glsl_load(p.t, "X.data[pc.o_X + i]") + "); }\n" +
+         "float pro_a(uint r, uint j, float inv) { return " + y + "; }\n";
+}
+
 // The vector GEMV (kGemvVec) when B can be read as 16-byte vectors: a float dtype, n a multiple
 // of the vector and B starting on a 16-byte boundary of its window. False when it cannot.
 bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p,
@@ -501,7 +521,14 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
   const auto [splits, kchunk] = k_splits(tiles, g.k, int64_t{ks} * u, target);
   const bool split = splits > 1;
   KernelArgs args(what);
-  args.buffer("A", p.t, cx.in(st.in.at(0)), true);
+  const plan::Step* pro = cx.absorbed_producer(st);  // an RmsNorm of A's rows
+  if (pro) {
+    args.buffer("X", p.t, cx.in(pro->in.at(0)), true);
+    args.buffer("G", p.t, cx.in(pro->in.at(1)), true);
+    if (pro->in.size() > 2) args.buffer("PB", p.t, cx.in(pro->in.at(2)), true);
+  } else {
+    args.buffer("A", p.t, cx.in(st.in.at(0)), true);
+  }
   args.vec4_buffer("B", b);
   codegen::Helpers h;
   codegen::glsl_language().dtype_helpers(p.t, h);
@@ -525,8 +552,8 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
                               ") in;\n#define NT " + std::to_string(nt) + "u\n#define CG " + std::to_string(cg) +
                               "u\n#define KS " + std::to_string(ks) + "u\n#define U " + std::to_string(u) +
                               "u\n#define R " + std::to_string(rows) + "u\n#define V " + std::to_string(v) +
-                              "u\n#define SPLIT " + flag(split) + "\n";
-  const std::string fns = load_fn("load_a", "A", p) + unpack_fn(p) + epi;
+                              "u\n#define SPLIT " + flag(split) + "\n" + prologue_defines(pro);
+  const std::string fns = (pro ? prologue_fns(*pro, p) : load_fn("load_a", "A", p)) + unpack_fn(p) + epi;
   const Kernel k{"matmul_gemv_vec", shader({p.t, p.acc}, defines, args, h, fns, ksrc::kGemvVec)};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups(tiles, info.max_groups[0]),
               static_cast<uint32_t>(splits));
@@ -535,6 +562,7 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
 
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
   if (lower_gemv_vec(cx, st, g, p, rows)) return;
+  if (const plan::Step* pro = cx.absorbed_producer(st)) lower_step(cx, *pro);  // A is read as stored
   const DeviceInfo& info = cx.info();
   const std::string what = step_label(st);
   const GemvShape s = gemv_shape(info, rows, p.acc);
@@ -650,7 +678,17 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     }
   }
   if (const int64_t rows = gemv_rows(g)) return lower_gemv(cx, st, g, p, rows);
+  if (const plan::Step* pro = cx.absorbed_producer(st)) lower_step(cx, *pro);
   lower_gemm(cx, st, g, p);
+}
+
+int64_t gemv_prologue_rows(const plan::Step& st) {
+  if (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)) return 0;
+  const DType t = st.out.at(0).dtype;
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return 0;
+  const auto& g = std::get<plan::MatMulGeom>(st.geom);
+  const int64_t v = 16 / static_cast<int64_t>(dtype_size(t));
+  return g.n % v == 0 ? gemv_rows(g) : 0;
 }
 
 }  // namespace rlx::vulkan

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "backends/vulkan/dispatch_dump.h"
 #include "backends/vulkan/lower.h"
@@ -12,6 +13,7 @@
 #include "backends/vulkan/vk_device.h"
 #include "codegen/language.h"
 #include "rlx/error.h"
+#include "plan/absorb_plans.h"
 #include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
 
@@ -44,7 +46,17 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
  public:
   VulkanVariant(Graph g, const CompileOptions& options)
       : DeviceVariant(std::move(g), std::make_unique<VulkanDevice>()), options_(options), knobs_(resolve_knobs(options)) {
+    // RmsNorms a vector GEMV computes in its prologue are not lowered on their own.
+    std::set<const plan::Step*> absorbed;
+    if (knobs_.vulkan_gemv_prologue())
+      for (const auto& [consumer, producer] : plan::plan_gemv_prologues(schedule(), gemv_prologue_rows)) {
+        const plan::Step& pr = schedule().steps[producer];
+        if (!std::holds_alternative<ops::RmsNorm>(pr.op)) continue;  // FusedSwiGLU: not taken here
+        producer_of_[&schedule().steps[consumer]] = &pr;
+        absorbed.insert(&pr);
+      }
     for (const plan::Step& st : schedule().steps) {
+      if (absorbed.count(&st)) continue;
       label_ = op_name(st.op);
       lower_step(*this, st);
     }
@@ -105,6 +117,10 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
       dev().upload({&c, 1});
     }
     return window(scratch_.back(), 0, bytes, false, what);
+  }
+  const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
+    const auto it = producer_of_.find(&consumer);
+    return it == producer_of_.end() ? nullptr : it->second;
   }
   Operand error_flag() override { return window(flag_buf(), 0, sizeof(int), true, "the error flag"); }
 
@@ -328,6 +344,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   CompileOptions options_;
   ResolvedKnobs knobs_;
   std::string label_;
+  std::map<const plan::Step*, const plan::Step*> producer_of_;  // absorbed GEMV prologues
   std::vector<Command> cmds_;
   std::vector<DeviceBuf> scratch_;
   std::vector<std::vector<uint32_t>> tables_host_;  // until the tables are uploaded

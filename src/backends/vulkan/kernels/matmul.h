@@ -228,15 +228,42 @@ void main() {
 // memory. x: column tiles (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n], a
 // coherent buffer; the last split of a tile to finish, counted in CNT[tile] (zero between runs),
 // adds them through the epilogue). A's elements come from load_a (L1-resident: one address per subgroup);
-// `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats.
-// Defines: NT CG KS U R V SPLIT. Params: n nv (= n / V) k kchunk.
+// `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats. PRO: A is the output
+// of an absorbed RmsNorm, computed from `float pro_x(uint i)` (element i of its input rows) and
+// `float pro_a(uint r, uint j, float inv)` (element j of normalized row r, rounded as stored).
+// Defines: NT (a power of two) CG KS U R V SPLIT PRO [PRO_EPS]. Params: n nv (= n / V) k kchunk.
 inline constexpr const char* kGemvVec = R"(
 shared float red[KS * CG * (V + 1u)];
 shared bool last_split;
+#if PRO
+// The absorbed RmsNorm of A's rows (plan_gemv_prologues): each workgroup reduces the rows' sums
+// of squares itself; A's elements are then normalized as they are read (pro_a).
+shared float pro_inv[R];
+#define LOAD_A(r, kk) pro_a(r, kk, pro_inv[r])
+#else
+#define LOAD_A(r, kk) load_a(pc.o_A + (r) * pc.k + (kk))
+#endif
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint c = tid % CG, s = tid / CG;
+#if PRO
+  for (uint r = 0u; r < R; ++r) {
+    float q = 0.0;
+    for (uint i = tid; i < pc.k; i += NT) {
+      const float v = pro_x(r * pc.k + i);
+      q += v * v;
+    }
+    red[tid] = q;
+    barrier();
+    for (uint h = NT / 2u; h > 0u; h >>= 1) {
+      if (tid < h) red[tid] += red[tid + h];
+      barrier();
+    }
+    if (tid == 0u) pro_inv[r] = 1.0 / sqrt(red[0] / float(pc.k) + PRO_EPS);
+    barrier();
+  }
+#endif
   const uint tiles = (pc.nv + CG - 1u) / CG;
   const uint split = gl_WorkGroupID.y;
   const uint k_begin = split * pc.kchunk, k_end = min(pc.k, k_begin + pc.kchunk);
@@ -254,7 +281,7 @@ void main() {
           float f[V];
           unpack_b(w[u], f);
           for (uint r = 0u; r < R; ++r) {
-            const float a = load_a(pc.o_A + r * pc.k + k + u * KS);
+            const float a = LOAD_A(r, k + u * KS);
             for (uint v = 0u; v < V; ++v) acc[r][v] = fma(a, f[v], acc[r][v]);
           }
         }
@@ -263,7 +290,7 @@ void main() {
         float f[V];
         unpack_b(B.data[pc.o_B + k * pc.nv + cv], f);
         for (uint r = 0u; r < R; ++r) {
-          const float a = load_a(pc.o_A + r * pc.k + k);
+          const float a = LOAD_A(r, k);
           for (uint v = 0u; v < V; ++v) acc[r][v] = fma(a, f[v], acc[r][v]);
         }
       }
