@@ -75,21 +75,8 @@ struct Case {
 // The scalar peer of each case, over rows x cols floats.
 void scalar_peer(const Case& c, const float* x, const float* gamma, const float* beta, float* y) {
   const int64_t R = c.rows, C = c.cols;
-  if (c.half && c.op.find("softmax") != std::string::npos) {  // f16 rows: converted one value at a time
-    Case f = c;
-    f.half = false;
-    const auto* hx = reinterpret_cast<const rlx::f16*>(x);
-    auto* hy = reinterpret_cast<rlx::f16*>(y);
-    std::vector<float> xr(static_cast<size_t>(C)), yr(static_cast<size_t>(C));
-    f.rows = 1;
-    for (int64_t r = 0; r < R; ++r) {
-      for (int64_t i = 0; i < C; ++i) xr[i] = rlx::load(hx[r * C + i]);
-      scalar_peer(f, xr.data(), gamma, beta, yr.data());
-      for (int64_t i = 0; i < C; ++i) hy[r * C + i] = rlx::store<rlx::f16>(yr[i]);
-    }
-    return;
-  }
-  if (c.half && c.op.find("norm") != std::string::npos) {
+  // f16 rows (softmax, norms): converted one value at a time around the f32 peer.
+  if (c.half && (c.op.find("softmax") != std::string::npos || c.op.find("norm") != std::string::npos)) {
     Case f = c;
     f.half = false;
     const auto* hx = reinterpret_cast<const rlx::f16*>(x);
