@@ -107,7 +107,7 @@ constexpr KnobInfo kKnobs[] = {
     boolean("vulkan_coopmat", "RLX_VULKAN_COOPMAT", true,
             "f16 products on cooperative matrices (VK_NV_cooperative_matrix) where the device has them"),
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
-            "vector GEMVs absorb a preceding RmsNorm of their rows as their prologue"),
+            "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

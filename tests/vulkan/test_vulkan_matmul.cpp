@@ -330,6 +330,28 @@ TEST(VulkanMatmul, GemvAbsorbsTheRmsNorm) {
       }
 }
 
+// ... and the FusedSwiGLU of its rows (the down projection of an MLP), either half the gate.
+TEST(VulkanMatmul, GemvAbsorbsTheSwiGLU) {
+  RLX_REQUIRE_VULKAN();
+  auto graph = [](DType t, int64_t rows, bool gate_first) {
+    Graph g;
+    ops::FusedSwiGLU sw;
+    sw.gate_first = gate_first;
+    const Value h = g.apply(sw, {g.input("x", Shape::of({rows, 2 * 384}, t))});
+    g.add_output(g.matmul(h, g.input("w", Shape::of({384, 64}, t))));
+    return g;
+  };
+  const auto before = vulkan::vulkan_stats();
+  Session(Device::Vulkan).compile(graph(DType::F32, 1, false));
+  EXPECT_EQ(vulkan::vulkan_stats().dispatches - before.dispatches, 1u);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 4})
+      for (bool gate_first : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + (gate_first ? " gate first" : ""));
+        expect_vulkan_parity(graph(t, rows, gate_first));
+      }
+}
+
 // The 128 x 128 SIMT tiles (f32 accumulation, at least 132 of them): ragged edges over a batch,
 // a transposed B, and the epilogue on a 2-D product.
 TEST(VulkanMatmul, LargeGemmTiles) {

@@ -62,7 +62,7 @@ class LowerContext {
   virtual Operand table(const std::vector<uint32_t>& words, const std::string& what) = 0;
   // The run's error flag (one int, 0 at the start of each run).
   virtual Operand error_flag() = 0;
-  // The producer step `consumer` computes itself (an RmsNorm absorbed by a vector GEMV, see
+  // The producer step `consumer` computes itself (an RmsNorm or FusedSwiGLU absorbed by a vector GEMV, see
   // plan_gemv_prologues), or null. The consumer's lowering runs it first when it cannot.
   virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
     (void)consumer;
@@ -90,7 +90,7 @@ void lower_elementwise(LowerContext& cx, const plan::Step& st);   // lower_eleme
 void lower_copy(LowerContext& cx, const plan::Step& st);          // lower_copy.cpp: Copy family
 void lower_rope(LowerContext& cx, const plan::Step& st);          // lower_rope.cpp
 void lower_matmul(LowerContext& cx, const plan::Step& st);        // lower_matmul.cpp
-// Rows of a matmul step the vector GEMV could take with an absorbed RmsNorm prologue, or 0 (the
+// Rows of a matmul step the vector GEMV could take with an absorbed prologue, or 0 (the
 // GemvRowsFn of plan_gemv_prologues; the operands' alignment is checked when it is lowered).
 int64_t gemv_prologue_rows(const plan::Step& st);                  // lower_matmul.cpp
 void lower_rows(LowerContext& cx, const plan::Step& st);          // lower_rows.cpp

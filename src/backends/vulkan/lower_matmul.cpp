@@ -481,9 +481,10 @@ std::string unpack_fn(const Product& p) {
   return s + "}\n";
 }
 
-// kGemvVec's PRO defines for an absorbed RmsNorm `pro` (or PRO 0).
+// kGemvVec's PRO defines for an absorbed RmsNorm (PRO 1) or FusedSwiGLU (PRO 2), or PRO 0.
 std::string prologue_defines(const plan::Step* pro) {
   if (!pro) return "#define PRO 0\n";
+  if (std::holds_alternative<ops::FusedSwiGLU>(pro->op)) return "#define PRO 2\n";
   const float eps = static_cast<float>(std::get<ops::RmsNorm>(pro->op).eps);
   return "#define PRO 1\n#define PRO_EPS uintBitsToFloat(" + std::to_string(std::bit_cast<uint32_t>(eps)) + "u)\n";
 }
@@ -492,6 +493,18 @@ std::string prologue_defines(const plan::Step* pro) {
 // stored dtype as the RmsNorm step would store it (then to the precision policy's operand type).
 std::string prologue_fns(const plan::Step& pro, const Product& p) {
   const auto& lang = codegen::glsl_language();
+  if (const auto* sw = std::get_if<ops::FusedSwiGLU>(&pro.op)) {
+    // silu(gate) rounded to the stored dtype, times up, rounded again (as the SwiGLU step stores
+    // it); gate and up are the halves of the 2k-wide row.
+    auto rnd = [&](const std::string& v) { return p.t == DType::F32 ? v : lang.round(p.t, v); };
+    auto at = [&](const char* half) {
+      return "float(" + glsl_load(p.t, std::string("X.data[pc.o_X + r * 2u * pc.k + ") + half + " + j]") + ")";
+    };
+    const std::string g = at(sw->gate_first ? "0u" : "pc.k"), u = at(sw->gate_first ? "pc.k" : "0u");
+    std::string y = rnd(rnd("(gv / (1.0 + exp(-gv)))") + " * " + u);
+    if (p.round_ab != DType::F32) y = lang.round(p.round_ab, y);
+    return "float pro_a(uint r, uint j, float inv) {\n  const float gv = " + g + ";\n  return " + y + ";\n}\n";
+  }
   std::string y = "pro_x(r * pc.k + j) * inv * float(" + glsl_load(p.t, "G.data[pc.o_G + j]") + ")";
   if (pro.in.size() > 2) y = "(" + y + " + float(" + glsl_load(p.t, "PB.data[pc.o_PB + j]") + "))";
   if (p.t != DType::F32) y = lang.round(p.t, y);
@@ -522,9 +535,9 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
   const bool split = splits > 1;
   KernelArgs args(what);
   const plan::Step* pro = cx.absorbed_producer(st);  // an RmsNorm of A's rows
-  if (pro) {
+  if (pro) {  // an RmsNorm (x, gamma, beta?) or a FusedSwiGLU (x) of A's rows
     args.buffer("X", p.t, cx.in(pro->in.at(0)), true);
-    args.buffer("G", p.t, cx.in(pro->in.at(1)), true);
+    if (pro->in.size() > 1) args.buffer("G", p.t, cx.in(pro->in.at(1)), true);
     if (pro->in.size() > 2) args.buffer("PB", p.t, cx.in(pro->in.at(2)), true);
   } else {
     args.buffer("A", p.t, cx.in(st.in.at(0)), true);

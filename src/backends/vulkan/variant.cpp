@@ -46,12 +46,11 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
  public:
   VulkanVariant(Graph g, const CompileOptions& options)
       : DeviceVariant(std::move(g), std::make_unique<VulkanDevice>()), options_(options), knobs_(resolve_knobs(options)) {
-    // RmsNorms a vector GEMV computes in its prologue are not lowered on their own.
+    // RmsNorms and SwiGLUs a vector GEMV computes in its prologue are not lowered on their own.
     std::set<const plan::Step*> absorbed;
     if (knobs_.vulkan_gemv_prologue())
       for (const auto& [consumer, producer] : plan::plan_gemv_prologues(schedule(), gemv_prologue_rows)) {
         const plan::Step& pr = schedule().steps[producer];
-        if (!std::holds_alternative<ops::RmsNorm>(pr.op)) continue;  // FusedSwiGLU: not taken here
         producer_of_[&schedule().steps[consumer]] = &pr;
         absorbed.insert(&pr);
       }

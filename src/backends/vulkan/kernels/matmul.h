@@ -228,18 +228,22 @@ void main() {
 // memory. x: column tiles (grid-stride); y: K splits (SPLIT: partial sums to P[split][R][n], a
 // coherent buffer; the last split of a tile to finish, counted in CNT[tile] (zero between runs),
 // adds them through the epilogue). A's elements come from load_a (L1-resident: one address per subgroup);
-// `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats. PRO: A is the output
-// of an absorbed RmsNorm, computed from `float pro_x(uint i)` (element i of its input rows) and
-// `float pro_a(uint r, uint j, float inv)` (element j of normalized row r, rounded as stored).
+// `void unpack_b(uvec4 w, out float f[V])` turns a vector of B into floats. PRO 1: A is the
+// output of an absorbed RmsNorm, computed from `float pro_x(uint i)` (element i of its input
+// rows) and `float pro_a(uint r, uint j, float inv)` (element j of normalized row r, rounded as
+// stored); PRO 2: of an absorbed FusedSwiGLU, `pro_a(r, j, 0.0)`.
 // Defines: NT (a power of two) CG KS U R V SPLIT PRO [PRO_EPS]. Params: n nv (= n / V) k kchunk.
 inline constexpr const char* kGemvVec = R"(
 shared float red[KS * CG * (V + 1u)];
 shared bool last_split;
-#if PRO
+#if PRO == 1
 // The absorbed RmsNorm of A's rows (plan_gemv_prologues): each workgroup reduces the rows' sums
 // of squares itself; A's elements are then normalized as they are read (pro_a).
 shared float pro_inv[R];
 #define LOAD_A(r, kk) pro_a(r, kk, pro_inv[r])
+#elif PRO == 2
+// The absorbed FusedSwiGLU: A's elements computed from the gate and up halves as they are read.
+#define LOAD_A(r, kk) pro_a(r, kk, 0.0)
 #else
 #define LOAD_A(r, kk) load_a(pc.o_A + (r) * pc.k + (kk))
 #endif
@@ -247,7 +251,7 @@ shared float pro_inv[R];
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint c = tid % CG, s = tid / CG;
-#if PRO
+#if PRO == 1
   for (uint r = 0u; r < R; ++r) {
     float q = 0.0;
     for (uint i = tid; i < pc.k; i += NT) {
