@@ -108,6 +108,7 @@ constexpr KnobInfo kKnobs[] = {
             "f16 products on cooperative matrices (VK_NV_cooperative_matrix) where the device has them"),
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
+    boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

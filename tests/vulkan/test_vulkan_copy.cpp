@@ -229,6 +229,39 @@ TEST(VulkanRope, EveryAttribute) {
         }
 }
 
+// Consecutive q and k RoPEs of one rotation (plan_rope_pairs) run as one dispatch with the same
+// numbers: different head counts, both styles, a partial rotation, f64; not with the knob off, nor
+// when the k Rope uses other tables.
+TEST(VulkanRope, PairsRunInOneDispatch) {
+  RLX_REQUIRE_VULKAN();
+  NoNewValidationErrors v;
+  auto graph = [](DType t, RopeStyle style, int64_t n_rot, bool other_tables) {
+    Graph g;
+    const Shape cs = Shape::of({5, n_rot / 2}, t);
+    const Value c = g.input("cos", cs), s = g.input("sin", cs);
+    const Value c2 = other_tables ? g.input("cos2", cs) : c;
+    g.add_output(g.rope(g.input("q", Shape::of({2, 5, 4, 24}, t)), c, s, 24, n_rot, style));
+    g.add_output(g.rope(g.input("k", Shape::of({2, 5, 2, 24}, t)), c2, s, 24, n_rot, style));
+    return g;
+  };
+  auto dispatches = [](const Graph& g, bool knob) {
+    CompileOptions o;
+    o.tuning.vulkan_rope_pairs = knob;
+    const auto before = vulkan::vulkan_stats();
+    Session(Device::Vulkan).compile(g, o);
+    return vulkan::vulkan_stats().dispatches - before.dispatches;
+  };
+  EXPECT_EQ(dispatches(graph(DType::F32, RopeStyle::NeoX, 24, false), true), 1u);
+  EXPECT_EQ(dispatches(graph(DType::F32, RopeStyle::NeoX, 24, false), false), 2u);
+  EXPECT_EQ(dispatches(graph(DType::F32, RopeStyle::NeoX, 24, true), true), 2u);
+  for (DType t : {DType::F32, DType::BF16, DType::F64})
+    for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::GptJ})
+      for (int64_t n_rot : {10, 24}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::string(enum_name(style)) + " n_rot " + std::to_string(n_rot));
+        expect_vulkan_parity(graph(t, style, n_rot, false));
+      }
+}
+
 // The tail of a partial rotation is copied unchanged, and the rotation is exact for c = 0, s = 1.
 TEST(VulkanRope, PartialRotationKeepsTheTail) {
   RLX_REQUIRE_VULKAN();

@@ -62,8 +62,9 @@ class LowerContext {
   virtual Operand table(const std::vector<uint32_t>& words, const std::string& what) = 0;
   // The run's error flag (one int, 0 at the start of each run).
   virtual Operand error_flag() = 0;
-  // The producer step `consumer` computes itself (an RmsNorm or FusedSwiGLU absorbed by a vector GEMV, see
-  // plan_gemv_prologues), or null. The consumer's lowering runs it first when it cannot.
+  // The producer step `consumer` computes itself, or null: an RmsNorm or FusedSwiGLU absorbed by
+  // a vector GEMV (plan_gemv_prologues; the GEMV runs it first where it cannot), or the first Rope
+  // of a pair (plan_rope_pairs; one dispatch for both).
   virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
     (void)consumer;
     return nullptr;

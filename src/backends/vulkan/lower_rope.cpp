@@ -38,12 +38,17 @@ uint32_t u32(int64_t v, const std::string& what) {
 
 const FamilyClaims kRopeClaims{kind, node};
 
-void lower_rope(LowerContext& cx, const plan::Step& st) {
+namespace {
+
+// A Rope step's checked sizes: items (rotated pairs and copied elements) and per head row.
+struct RopeItems {
+  int64_t total = 0, per_head = 0, half = 0;
+};
+
+RopeItems rope_items(const plan::Step& st) {
   const std::string what = step_label(st);
-  const auto& op = std::get<ops::Rope>(st.op);
   const auto& g = std::get<plan::RopeGeom>(st.geom);
-  const plan::TensorRef& out = st.out.at(0);
-  const DType t = out.dtype;
+  const DType t = st.out.at(0).dtype;
   if (!is_float_dtype(t)) throw Error(what + ": Vulkan rope needs a float x, got " + dtype_name(t));
   for (size_t i = 0; i < 3; ++i) {
     if (st.in.at(i).dtype != t || st.in.at(i).storage() != t)
@@ -53,26 +58,56 @@ void lower_rope(LowerContext& cx, const plan::Step& st) {
   if (g.n_rot <= 0 || g.n_rot % 2 != 0 || g.n_rot > g.head_dim)
     throw Error(what + ": rope n_rot " + std::to_string(g.n_rot) + " must be even and in (0, head_dim = " +
                 std::to_string(g.head_dim) + "]");
-  const int64_t half = g.n_rot / 2;
-  const int64_t per_head = half + (g.head_dim - g.n_rot);
+  RopeItems r;
+  r.half = g.n_rot / 2;
+  r.per_head = r.half + (g.head_dim - g.n_rot);
   const int64_t rows = g.batch * g.seq * g.heads;
   u32(rows * g.head_dim, what);
-  const int64_t total = rows * per_head;
-  if (total == 0) return;
+  r.total = rows * r.per_head;
+  return r;
+}
+
+}  // namespace
+
+// One dispatch for `st`, or for `first` (the q Rope paired with it by plan_rope_pairs: the same
+// tables and rotation) and `st` together.
+void lower_rope(LowerContext& cx, const plan::Step& st) {
+  const std::string what = step_label(st);
+  const plan::Step* first = cx.absorbed_producer(st);
+  const plan::Step& a = first ? *first : st;
+  const auto& op = std::get<ops::Rope>(a.op);
+  const auto& g = std::get<plan::RopeGeom>(a.geom);
+  const DType t = a.out.at(0).dtype;
+  const RopeItems ra = rope_items(a);
+  const RopeItems rb = first ? rope_items(st) : RopeItems{};
+  if (first && (st.out.at(0).dtype != t || rb.per_head != ra.per_head || rb.half != ra.half))
+    throw Error(what + ": internal: a paired rope has another dtype or rotation");
+  u32(ra.total + rb.total, what);
+  if (ra.total + rb.total == 0) return;
 
   const std::string C = glsl_compute_type(t);
-  const std::string header = glsl_header({t}) + "#define T " + codegen::glsl_language().storage_type(t) + "\n#define C " +
-                             C + "\n#define LOAD(r) (" + glsl_load(t, "(r)") + ")\n#define STORE(v) (" +
-                             glsl_store(t, "(v)") + ")\n" + glsl_dtype_helpers({t});
+  const std::string header = glsl_header({t}) + "#define PAIR " + (first ? "1" : "0") + "\n#define T " +
+                             codegen::glsl_language().storage_type(t) + "\n#define C " + C + "\n#define LOAD(r) (" +
+                             glsl_load(t, "(r)") + ")\n#define STORE(v) (" + glsl_store(t, "(v)") + ")\n" +
+                             glsl_dtype_helpers({t});
   const std::string src = codegen::replace_all(ksrc::kRope, "HEADER", header);
-  const Operand x = cx.in(st.in[0]), cs = cx.in(st.in[1]), sn = cx.in(st.in[2]), dst = cx.out(out);
+  const Operand x = cx.in(a.in[0]), cs = cx.in(a.in[1]), sn = cx.in(a.in[2]), dst = cx.out(a.out.at(0));
   const size_t e = dtype_size(t);
-  cx.dispatch(Kernel{std::string("rope_") + dtype_name(t), src}, {x, cs, sn, dst},
-              {x.elem(e), cs.elem(e), sn.elem(e), dst.elem(e), static_cast<uint32_t>(total),
-               static_cast<uint32_t>(per_head), static_cast<uint32_t>(half), static_cast<uint32_t>(g.n_rot),
-               u32(g.head_dim, what), u32(g.heads, what), u32(g.seq, what), g.per_batch ? 1u : 0u,
-               op.style == RopeStyle::NeoX ? 1u : 0u},
-              cx.groups_1d(static_cast<uint64_t>(total), kWorkgroup));
+  std::vector<Operand> bind{x, cs, sn, dst};
+  std::vector<uint32_t> push{x.elem(e), cs.elem(e), sn.elem(e), dst.elem(e)};
+  if (first) {
+    const Operand x2 = cx.in(st.in[0]), dst2 = cx.out(st.out.at(0));
+    bind.push_back(x2);
+    bind.push_back(dst2);
+    push.insert(push.end(), {x2.elem(e), dst2.elem(e), static_cast<uint32_t>(rb.total),
+                             u32(std::get<plan::RopeGeom>(st.geom).heads, what)});
+  }
+  push.insert(push.end(), {static_cast<uint32_t>(ra.total), static_cast<uint32_t>(ra.per_head),
+                           static_cast<uint32_t>(ra.half), static_cast<uint32_t>(g.n_rot), u32(g.head_dim, what),
+                           u32(g.heads, what), u32(g.seq, what), g.per_batch ? 1u : 0u,
+                           op.style == RopeStyle::NeoX ? 1u : 0u});
+  cx.dispatch(Kernel{std::string(first ? "rope_pair_" : "rope_") + dtype_name(t), src}, bind, push,
+              cx.groups_1d(static_cast<uint64_t>(ra.total + rb.total), kWorkgroup));
 }
 
 }  // namespace rlx::vulkan

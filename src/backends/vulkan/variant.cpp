@@ -54,6 +54,14 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         producer_of_[&schedule().steps[consumer]] = &pr;
         absorbed.insert(&pr);
       }
+    // Consecutive q / k RoPEs of one rotation in one dispatch: the first is lowered with the second.
+    if (knobs_.vulkan_rope_pairs())
+      for (const auto& [second, first] : plan::plan_rope_pairs(schedule())) {
+        const plan::Step &a = schedule().steps[first], &b = schedule().steps[second];
+        if (absorbed.count(&a) || absorbed.count(&b) || producer_of_.count(&b)) continue;
+        producer_of_[&b] = &a;
+        absorbed.insert(&a);
+      }
     for (const plan::Step& st : schedule().steps) {
       if (absorbed.count(&st)) continue;
       label_ = op_name(st.op);
