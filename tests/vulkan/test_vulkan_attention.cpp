@@ -154,11 +154,7 @@ TEST(VulkanAttention, OperandsAtElementOffsets) {
 
 TEST(VulkanAttention, DecodeSplitsTheKeysWithACombineDispatch) {
   RLX_REQUIRE_VULKAN();
-  auto dispatches = [](const AttnCase& c) {
-    const auto before = vulkan::vulkan_stats();
-    Session(Device::Vulkan).compile(attention_case_graph(c, DType::F32));
-    return vulkan::vulkan_stats().dispatches - before.dispatches;
-  };
+  auto dispatches = [](const AttnCase& c) { return rlx::testing::vulkan_dispatches(attention_case_graph(c, DType::F32)); };
   EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 2048, 8, 2, 64}), 2u);  // kernel + combine
   EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 100, 8, 2, 64}), 1u);   // too few keys to split
   EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 64, 64, 300, 8, 8, 64}), 1u); // enough workgroups

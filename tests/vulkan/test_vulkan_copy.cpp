@@ -247,9 +247,7 @@ TEST(VulkanRope, PairsRunInOneDispatch) {
   auto dispatches = [](const Graph& g, bool knob) {
     CompileOptions o;
     o.tuning.vulkan_rope_pairs = knob;
-    const auto before = vulkan::vulkan_stats();
-    Session(Device::Vulkan).compile(g, o);
-    return vulkan::vulkan_stats().dispatches - before.dispatches;
+    return rlx::testing::vulkan_dispatches(g, o);
   };
   EXPECT_EQ(dispatches(graph(DType::F32, RopeStyle::NeoX, 24, false), true), 1u);
   EXPECT_EQ(dispatches(graph(DType::F32, RopeStyle::NeoX, 24, false), false), 2u);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/variant.h"
 #include "backends/vulkan/vk_context.h"
 #endif
 
@@ -28,6 +29,17 @@ class ValidationCheck final : public ::testing::Environment {
 
 }  // namespace
 #endif
+
+uint64_t vulkan_dispatches(const Graph& g, const CompileOptions& options) {
+#ifdef RLX_HAVE_VULKAN
+  const auto before = vulkan::vulkan_stats();
+  Session(Device::Vulkan).compile(g, options);
+  return vulkan::vulkan_stats().dispatches - before.dispatches;
+#else
+  (void)g, (void)options;
+  return 0;
+#endif
+}
 
 std::string vulkan_unavailable_reason() {
   static const std::string reason = [] {
