@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "models/transformer.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
@@ -23,18 +24,6 @@
 namespace {
 
 using namespace rlx;
-
-double p50_ms(const std::function<void()>& fn, int reps) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto a = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 Graph bert_base(int layers) {
   Graph g;

@@ -13,22 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "rlx/rlx.h"
 
 namespace {
-
-double p50_ms(const std::function<void()>& fn, int reps) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto a = std::chrono::steady_clock::now();
-    fn();
-    auto b = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 rlx::Tensor rand_f32(std::vector<int64_t> shape, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));

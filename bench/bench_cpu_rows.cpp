@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "codegen/formula.h"
 #include "rlx/rlx.h"
 #include "runtime/device_profile.h"
@@ -43,19 +44,6 @@ double profile_ms(const std::string& table, const std::string& kind = "") {
     pos = end + 1;
   }
   return total;
-}
-
-double p50_ms(const std::function<void()>& fn, int reps) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto a = std::chrono::steady_clock::now();
-    fn();
-    const auto b = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 std::vector<float> rand_vec(int64_t n, uint32_t seed, float lo, float hi) {
