@@ -101,15 +101,7 @@ double time_source(VulkanDevice& dev, Job job, const uint32_t groups[3], const s
   vk().vkUpdateDescriptorSets(cx.device, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
 
   auto record = [&](int n) {
-    auto cai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    cai.commandPool = dev.pool();
-    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cai.commandBufferCount = 1;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    check(vk().vkAllocateCommandBuffers(cx.device, &cai, &cb), "vkAllocateCommandBuffers");
-    auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    check(vk().vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
-    full_barrier(cb);
+    VkCommandBuffer cb = dev.begin_recording();
     dev.record_start_timestamp(cb);
     for (int i = 0; i < n; ++i) {
       vk().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);

@@ -109,8 +109,9 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
 // "#version 450" and the extensions to hold and compute `dtypes` (plus subgroup extensions
 // when `subgroups`).
 std::string glsl_header(const std::vector<DType>& dtypes, bool subgroups = false);
-// `layout(std430, set = 0, binding = b) [readonly] buffer B<b> { T data[]; } name;` for logical dtype t.
-std::string glsl_buffer(int binding, const std::string& name, DType t, bool readonly);
+// `layout(std430, set = 0, binding = b) [readonly] [coherent] buffer B<b> { T data[]; } name;` for
+// logical dtype t (coherent: written and read by different workgroups of one dispatch).
+std::string glsl_buffer(int binding, const std::string& name, DType t, bool readonly, bool coherent = false);
 // Storage element -> compute value (float for f16/bf16/f32, double for f64, the integer type
 // otherwise; bool as bool), and back; helpers they need are in glsl_dtype_helpers(t).
 std::string glsl_load(DType t, const std::string& raw);

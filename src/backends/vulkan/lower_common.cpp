@@ -62,12 +62,12 @@ std::string glsl_header(const std::vector<DType>& dtypes, bool subgroups) {
   return s;
 }
 
-std::string glsl_buffer(int binding, const std::string& name, DType t, bool readonly) {
+std::string glsl_buffer(int binding, const std::string& name, DType t, bool readonly, bool coherent) {
   const codegen::Language& L = codegen::glsl_language();
   const auto stored = L.storage_dtype(t);
   if (!stored) throw Error("Vulkan: " + L.storage_gap(t));
   return "layout(std430, set = 0, binding = " + std::to_string(binding) + ") " + (readonly ? "readonly " : "") +
-         "buffer B" + std::to_string(binding) + " { " + L.storage_type(*stored) + " data[]; } " + name + ";\n";
+         (coherent ? "coherent " : "") + "buffer B" + std::to_string(binding) + " { " + L.storage_type(*stored) + " data[]; } " + name + ";\n";
 }
 
 std::string glsl_load(DType t, const std::string& raw) { return codegen::glsl_language().load(t, raw); }

@@ -105,10 +105,7 @@ class KernelArgs {
   }
   // A buffer written and read by different workgroups of one dispatch (not cached per SM).
   void coherent_buffer(const std::string& name, DType t, const Operand& op) {
-    std::string d = glsl_buffer(static_cast<int>(ops_.size()), name, t, false);
-    const size_t at = d.find("buffer B");
-    if (at == std::string::npos) throw Error(what_ + ": internal: unexpected buffer declaration " + d);
-    decl_ += d.insert(at, "coherent ");
+    decl_ += glsl_buffer(static_cast<int>(ops_.size()), name, t, false, true);
     add(name, op, dtype_size(t));
   }
   // A buffer of 32-bit words of GLSL type `type` (the error flag, an offset table).
@@ -546,17 +543,16 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
   codegen::Helpers h;
   codegen::glsl_language().dtype_helpers(p.t, h);
   if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
-  std::string epi;
-  Operand partials;
   if (split) {
-    partials = cx.scratch(static_cast<size_t>(splits * rows * g.n) * dtype_size(p.acc), what + " split-K partial sums");
+    Operand partials =
+        cx.scratch(static_cast<size_t>(splits * rows * g.n) * dtype_size(p.acc), what + " split-K partial sums");
     partials.write = true;
     args.coherent_buffer("P", p.acc, partials);
     Operand counters = cx.table(std::vector<uint32_t>(static_cast<size_t>(tiles), 0u), what + " split-K counters");
     counters.write = true;
     args.words("CNT", "uint", counters, false);
   }
-  epi = bind_epilogue(cx, st, p, args, h);
+  const std::string epi = bind_epilogue(cx, st, p, args, h);
   args.param("n", g.n);
   args.param("nv", nv);
   args.param("k", g.k);

@@ -12,8 +12,8 @@
 #include "backends/vulkan/pipelines.h"
 #include "backends/vulkan/vk_device.h"
 #include "codegen/language.h"
-#include "rlx/error.h"
 #include "plan/absorb_plans.h"
+#include "rlx/error.h"
 #include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
 
@@ -145,7 +145,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
     c.push = push;
     c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
     c.label = label_;
-    if (const std::string dir = process_knobs::vulkan_dump(); !dir.empty()) dump_dispatch(dir, k, bindings, push, c.groups);
+    if (!dump_dir_.empty()) dump_dispatch(dump_dir_, k, bindings, push, c.groups);
     cmds_.push_back(std::move(c));
   }
   void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
@@ -214,18 +214,6 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
 
   static Range range_of(const Operand& o) { return {o.buffer, o.offset + o.skip, o.offset + o.skip + std::max<uint64_t>(o.bytes, 1)}; }
 
-  VkCommandBuffer new_cb() {
-    auto ai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    ai.commandPool = vd().pool();
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    check(vk().vkAllocateCommandBuffers(vd().cx().device, &ai, &cb), "vkAllocateCommandBuffers");
-    auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    check(vk().vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
-    full_barrier(cb);
-    return cb;
-  }
 
   void record_command(VkCommandBuffer cb, const Command& c) {
     switch (c.kind) {
@@ -255,7 +243,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   // The whole schedule into one command buffer: the error flag zeroed, then every command with
   // a barrier only before one that touches bytes written (or writes bytes read) since the last.
   void record() {
-    cb_ = new_cb();
+    cb_ = vd().begin_recording();
     vd().record_start_timestamp(cb_);
     const Operand flag = error_flag();
     vk().vkCmdFillBuffer(cb_, flag.buffer, flag.offset, sizeof(int), 0);
@@ -297,7 +285,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qi.queryCount = static_cast<uint32_t>(cmds_.size() + 1);
       check(vk().vkCreateQueryPool(d, &qi, nullptr, &profile_pool_), "vkCreateQueryPool");
-      profile_cb_ = new_cb();
+      profile_cb_ = vd().begin_recording();
       vk().vkCmdResetQueryPool(profile_cb_, profile_pool_, 0, qi.queryCount);
       const Operand flag = error_flag();
       vk().vkCmdFillBuffer(profile_cb_, flag.buffer, flag.offset, sizeof(int), 0);
@@ -351,7 +339,8 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   CompileOptions options_;
   ResolvedKnobs knobs_;
   std::string label_;
-  std::map<const plan::Step*, const plan::Step*> producer_of_;  // absorbed GEMV prologues
+  const std::string dump_dir_ = process_knobs::vulkan_dump();  // RLX_VULKAN_DUMP, read once per compile
+  std::map<const plan::Step*, const plan::Step*> producer_of_;  // consumer -> the producer it runs (absorbed_producer)
   std::vector<Command> cmds_;
   std::vector<DeviceBuf> scratch_;
   std::vector<std::vector<uint32_t>> tables_host_;  // until the tables are uploaded

@@ -170,17 +170,27 @@ std::pair<size_t, size_t> VulkanDevice::stage(std::vector<HostChunk>& chunks, si
   return {chunks.size() - 1, 0};
 }
 
+VkCommandBuffer VulkanDevice::allocate_cb() {
+  auto ai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  check(vk().vkAllocateCommandBuffers(cx_.device, &ai, &cb), "vkAllocateCommandBuffers");
+  return cb;
+}
+
+VkCommandBuffer VulkanDevice::begin_recording() {
+  VkCommandBuffer cb = allocate_cb();
+  auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+  check(vk().vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+  full_barrier(cb);
+  return cb;
+}
+
 VkCommandBuffer VulkanDevice::transfer_cb() {
   if (open_) return open_;
-  if (transfer_free_.empty()) {
-    auto ai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    ai.commandPool = pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    check(vk().vkAllocateCommandBuffers(cx_.device, &ai, &cb), "vkAllocateCommandBuffers");
-    transfer_free_.push_back(cb);
-  }
+  if (transfer_free_.empty()) transfer_free_.push_back(allocate_cb());
   open_ = transfer_free_.back();
   transfer_free_.pop_back();
   auto bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);

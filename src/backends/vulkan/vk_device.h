@@ -33,7 +33,9 @@ class VulkanDevice final : public DeviceApi {
   VkBuffer buffer(DeviceBuf b) const;
   size_t size(DeviceBuf b) const;
   Context& cx() const { return cx_; }
-  VkCommandPool pool() const { return pool_; }
+  // A new primary command buffer of the device's pool, begun for re-submission and opened with a
+  // full barrier (a variant's schedule; the pool frees it with the device).
+  VkCommandBuffer begin_recording();
   // Enqueues a recorded command buffer after everything enqueued so far.
   void enqueue(VkCommandBuffer cb);
   // Records the run's start / stop timestamps into `cb` (a variant's recorded schedule), so
@@ -67,6 +69,7 @@ class VulkanDevice final : public DeviceApi {
   void free_buffer(Buffer& b);
   // Room for `bytes` in a host chunk of `chunks`: (chunk index, offset).
   std::pair<size_t, size_t> stage(std::vector<HostChunk>& chunks, size_t bytes);
+  VkCommandBuffer allocate_cb();  // a primary command buffer of the pool
   VkCommandBuffer transfer_cb();  // the open transfer command buffer (begun on demand)
   void close_transfer();
   void reset_after_wait();
