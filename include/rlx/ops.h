@@ -85,6 +85,17 @@ template <> struct EnumNames<NearestRound> {
 };
 enum class PadMode : uint8_t { Constant, Reflect, Edge };
 template <> struct EnumNames<PadMode> { static constexpr std::array names{"constant", "reflect", "edge"}; };
+// Block formats of DequantMatMul's weight (the GGUF / ggml block layouts, src/quant/ggml_blocks.h).
+enum class QuantFormat : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+template <> struct EnumNames<QuantFormat> {
+  static constexpr std::array names{"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+};
+// Values and bytes per block of a format (Q4_0: 32 values in 18 bytes, Q4_K: 256 in 144, ...).
+struct QuantBlock {
+  int64_t elements = 0;
+  int64_t bytes = 0;
+};
+QuantBlock quant_block(QuantFormat f);
 enum class RegionStepKind : uint8_t { Binary, Compare, Activation, Cast, Where };
 template <> struct EnumNames<RegionStepKind> {
   static constexpr std::array names{"binary", "compare", "activation", "cast", "where"};
@@ -531,6 +542,16 @@ struct LoraMatMul {
   double scale = 1.0;
   template <class V> void visit(V&& v) { v("scale", scale); }
 };
+// [x (..., M, K) f32/f16/bf16, w (N, row_bytes) u8] -> (..., M, N) in x's dtype:
+// y = x @ dequant(w)^T, where w holds N rows of a logical (N, K) weight (rows = output features,
+// as GGUF stores them), each row K / block.elements blocks of `format` one after another
+// (row_bytes = K / block.elements * block.bytes). `k` is K (a multiple of the block size).
+struct DequantMatMul {
+  RLX_OP_HEADER("dequant_matmul", 2, 2)
+  QuantFormat format = QuantFormat::Q8_0;
+  int64_t k = 0;
+  template <class V> void visit(V&& v) { v("format", format); v("k", k); }
+};
 // MoE: [x (M, K), w (E, K, N), idx (M) int] -> (M, N); row m uses expert idx[m].
 struct GroupedMatMul {
   RLX_OP_HEADER("grouped_matmul", 3, 3)
@@ -557,7 +578,7 @@ using Op = std::variant<
     ops::If, ops::While,
     ops::FusedMatMulBiasAct, ops::FusedResidualLN, ops::FusedResidualRmsNorm, ops::FusedSwiGLU,
     ops::FusedAttentionBlock, ops::FusedTransformerLayer, ops::ElementwiseRegion,
-    ops::LoraMatMul, ops::GroupedMatMul>;
+    ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul>;
 
 // The op's name ("matmul", ...).
 const char* op_name(const Op& op);

@@ -1,5 +1,5 @@
 // Shape inference for the contraction family: MatMul, DotGeneral, FusedMatMulBiasAct,
-// LoraMatMul, GroupedMatMul.
+// LoraMatMul, GroupedMatMul, DequantMatMul.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -185,6 +185,52 @@ std::vector<Shape> ops::GroupedMatMul::infer(std::span<const Shape> in) const {
   if (!dims_compatible(x.dims[0], idx.dims[0]))
     throw Error("grouped_matmul: idx " + idx.str() + " must have one expert index per row of x " + x.str());
   return {Shape({merge_dim(x.dims[0], idx.dims[0]), w.dims[2]}, x.dtype)};
+}
+
+QuantBlock quant_block(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::Q4_0: return {32, 18};
+    case QuantFormat::Q4_1: return {32, 20};
+    case QuantFormat::Q5_0: return {32, 22};
+    case QuantFormat::Q5_1: return {32, 24};
+    case QuantFormat::Q8_0: return {32, 34};
+    case QuantFormat::Q2_K: return {256, 84};
+    case QuantFormat::Q3_K: return {256, 110};
+    case QuantFormat::Q4_K: return {256, 144};
+    case QuantFormat::Q5_K: return {256, 176};
+    case QuantFormat::Q6_K: return {256, 210};
+  }
+  throw Error("dequant_matmul: unknown quant format " + std::to_string(static_cast<int>(f)));
+}
+
+std::vector<Shape> ops::DequantMatMul::infer(std::span<const Shape> in) const {
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  const QuantBlock blk = quant_block(format);
+  const std::string fmt = enum_name(format);
+  if (k <= 0 || k % blk.elements != 0)
+    throw Error("dequant_matmul: k = " + std::to_string(k) + " must be a positive multiple of the " + fmt +
+                " block size " + std::to_string(blk.elements) + " (pad the weight rows or use a format with smaller blocks)");
+  if (x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16)
+    throw Error("dequant_matmul: x must be f32, f16 or bf16, got " + x.str() + " (cast it first)");
+  if (x.rank() < 1)
+    throw Error("dequant_matmul: x must have rank >= 1 (..., M, K), got " + x.str());
+  const Dim& kx = x.dims.back();
+  if (!kx.is_static() || kx.value != k)
+    throw Error("dequant_matmul: the last dim of x " + x.str() + " must be K = " + std::to_string(k) +
+                " (the op's k attribute, the weight's logical columns)");
+  const int64_t row_bytes = k / blk.elements * blk.bytes;
+  if (w.dtype != DType::U8 || w.rank() != 2)
+    throw Error("dequant_matmul: the weight must be a u8 (N, row_bytes) tensor of raw " + fmt + " blocks, got " +
+                w.str() + " (row_bytes = " + std::to_string(row_bytes) + " for K = " + std::to_string(k) + ")");
+  if (!w.dims[1].is_static() || w.dims[1].value != row_bytes)
+    throw Error("dequant_matmul: the weight " + w.str() + " has " + w.dims[1].str() + " bytes per row, but K = " +
+                std::to_string(k) + " values of " + fmt + " take " + std::to_string(k / blk.elements) + " blocks of " +
+                std::to_string(blk.bytes) + " bytes = " + std::to_string(row_bytes) +
+                " (check the format and k attributes against the stored weight)");
+  std::vector<Dim> out(x.dims.begin(), x.dims.end() - 1);
+  out.push_back(w.dims[0]);
+  return {Shape(std::move(out), x.dtype)};
 }
 
 }  // namespace rlx

@@ -17,7 +17,7 @@ constexpr StepFamily family_of() {
   if constexpr (is_one_of<T, Input, Param, Constant>) return StepFamily::Leaf;
   else if constexpr (is_one_of<T, Binary, Compare, Where, Activation, Cast, ElementwiseRegion>)
     return StepFamily::Elementwise;
-  else if constexpr (is_one_of<T, MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul>)
+  else if constexpr (is_one_of<T, MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul>)
     return StepFamily::Matmul;
   else if constexpr (is_one_of<T, Softmax, LogSoftmax, Reduce, LayerNorm, RmsNorm, FusedResidualLN,
                                FusedResidualRmsNorm, FusedSwiGLU, GroupNorm, LayerNorm2d, BatchNormInference>)

@@ -13,7 +13,7 @@ namespace rlx::plan {
 enum class StepFamily : uint8_t {
   Leaf,         // Input, Param, Constant: no work (their bytes are uploaded)
   Elementwise,  // Binary, Compare, Where, Activation, Cast, ElementwiseRegion: generated chains
-  Matmul,       // MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul
+  Matmul,       // MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul
   Rows,         // one row, axis or group per block: Softmax, LogSoftmax, Reduce, the norms, FusedSwiGLU
   Copy,         // data movement: Reshape, StopGradient, Transpose, Narrow, Concat, Expand, Reverse,
                 // Gather, Pad

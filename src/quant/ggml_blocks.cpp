@@ -464,6 +464,27 @@ void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
   for (int64_t k = 0; k < blocks; ++k) c->q(src + k * info.block_elements, dst + k * info.block_bytes, k);
 }
 
+namespace {
+constexpr std::pair<QuantFormat, GgmlType> kFormats[] = {
+    {QuantFormat::Q4_0, GgmlType::Q4_0}, {QuantFormat::Q4_1, GgmlType::Q4_1}, {QuantFormat::Q5_0, GgmlType::Q5_0},
+    {QuantFormat::Q5_1, GgmlType::Q5_1}, {QuantFormat::Q8_0, GgmlType::Q8_0}, {QuantFormat::Q2_K, GgmlType::Q2_K},
+    {QuantFormat::Q3_K, GgmlType::Q3_K}, {QuantFormat::Q4_K, GgmlType::Q4_K}, {QuantFormat::Q5_K, GgmlType::Q5_K},
+    {QuantFormat::Q6_K, GgmlType::Q6_K},
+};
+}  // namespace
+
+GgmlType ggml_type_of(QuantFormat f) {
+  for (const auto& [q, t] : kFormats)
+    if (q == f) return t;
+  throw Error("unknown quant format " + std::to_string(static_cast<int>(f)));
+}
+
+std::optional<QuantFormat> quant_format_of(GgmlType t) {
+  for (const auto& [q, g] : kFormats)
+    if (g == t) return q;
+  return std::nullopt;
+}
+
 }  // namespace quant
 
 std::vector<float> ggml_dequantize(GgmlType type, std::span<const uint8_t> bytes) {

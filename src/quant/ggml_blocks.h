@@ -32,8 +32,10 @@
 // bit-identical to other tools' quantizers. The K-quant ones round sub-block scales and mins up,
 // so every value stays inside its sub-block's range (the error is at most half a step).
 #include <cstdint>
+#include <optional>
 
 #include "rlx/gguf.h"
+#include "rlx/ops.h"
 
 namespace rlx::quant {
 
@@ -43,5 +45,10 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 // `n` finite values to n / block * block_bytes bytes at `dst`; rlx::Error naming the index of
 // a non-finite value or a block whose scale overflows f16, or a type without a quantizer.
 void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n);
+
+// The ggml type of a DequantMatMul weight format, and the format of a ggml block type (nullopt
+// for plain types and block types DequantMatMul does not take).
+GgmlType ggml_type_of(QuantFormat f);
+std::optional<QuantFormat> quant_format_of(GgmlType t);
 
 }  // namespace rlx::quant

@@ -159,6 +159,8 @@ inline Graph all_ops_graph() {
           {x, c});
   g.apply(ops::LoraMatMul{.scale = 0.5},
           {x, w, g.constant(f32_values({8, 2}, 0.0f, 0.1f)), g.constant(f32_values({2, 8}, 0.0f, 0.1f))});
+  g.apply(ops::DequantMatMul{.format = QuantFormat::Q4_1, .k = 32},
+          {g.reshape(x, {Dim(2), Dim(32)}), g.constant(Tensor::zeros(DType::U8, {3, 20}))});
   g.apply(ops::GroupedMatMul{}, {g.reshape(x, {Dim(8), Dim(8)}), g.constant(f32_values({3, 8, 5}, 0.0f, 0.01f)),
                                  g.constant(Tensor::i64({8}, std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 1}))});
 

@@ -34,6 +34,7 @@ TEST(StepFamily, KindsOfEachFamily) {
   EXPECT_EQ(fam("cast"), StepFamily::Elementwise);
   EXPECT_EQ(fam("fused_matmul_bias_act"), StepFamily::Matmul);
   EXPECT_EQ(fam("grouped_matmul"), StepFamily::Matmul);
+  EXPECT_EQ(fam("dequant_matmul"), StepFamily::Matmul);
   EXPECT_EQ(fam("reduce"), StepFamily::Rows);
   EXPECT_EQ(fam("fused_residual_rms_norm"), StepFamily::Rows);
   EXPECT_EQ(fam("pad"), StepFamily::Copy);

@@ -1,0 +1,102 @@
+// DequantMatMul on the CPU: y (M, N) = x (M, K) @ dequant(W)^T for each ggml block format, against
+// the peer measured in the same run: OpenBLAS sgemm (x @ W^T) on the already dequantized f32 W.
+// Decode (M = 1) and prefill (M = 128) at K = N = 4096 by default, at 1 and 2 threads.
+// Columns: the path rlx takes (int8: x quantized to 8-bit blocks, AVX2 integer dots; gemm: tiles of
+// W dequantized and multiplied by sgemm), rlx p50 ms, sgemm p50 ms, sgemm / rlx, and the GB/s of
+// quantized weight bytes read (W's bytes / rlx time; f32 bytes / time for the sgemm column).
+//   bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/quant_matmul.h"
+#include "bench_timing.h"
+#include "quant/ggml_blocks.h"
+#include "rlx/rlx.h"
+
+namespace {
+
+using rlx::QuantFormat;
+using rlx::cpu::DequantPath;
+
+std::vector<float> randn(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const char* path_name(DequantPath p) {
+  switch (p) {
+    case DequantPath::Int8: return "int8";
+    case DequantPath::DequantGemm: return "gemm";
+    case DequantPath::Reference: return "ref";
+    case DequantPath::Auto: return "auto";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 9;
+  int64_t K = 4096, N = 4096;
+  std::vector<int> threads = {1, 2};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    else if (a == "--k") K = std::atoll(argv[i + 1]);
+    else if (a == "--n") N = std::atoll(argv[i + 1]);
+    else if (a == "--threads") {
+      threads.clear();
+      for (const char* p = argv[i + 1]; *p;) {
+        threads.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p) ++p;
+      }
+    } else {
+      std::fprintf(stderr, "usage: bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]]\n");
+      return 2;
+    }
+  }
+  const QuantFormat formats[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1,
+                                 QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K};
+  const auto wvals = randn(static_cast<size_t>(N * K), 1);
+  const auto x = randn(static_cast<size_t>(128 * K), 2);
+  std::printf("DequantMatMul CPU, K = %lld, N = %lld, p50 of %d runs (peer: OpenBLAS sgemm on the dequantized f32 W)\n",
+              static_cast<long long>(K), static_cast<long long>(N), reps);
+  std::printf("%-5s %4s %3s %-5s %9s %9s %7s %8s %8s\n", "fmt", "M", "thr", "path", "rlx ms", "sgemm ms", "speedup",
+              "rlx GB/s", "f32 GB/s");
+  for (QuantFormat f : formats) {
+    const rlx::GgmlType t = rlx::quant::ggml_type_of(f);
+    const std::vector<uint8_t> w = rlx::ggml_quantize(t, wvals);
+    const std::vector<float> wf = rlx::ggml_dequantize(t, w);
+    for (int64_t m : {1, 128}) {
+      std::vector<float> y(static_cast<size_t>(m * N)), yb(static_cast<size_t>(m * N));
+      for (int th : threads) {
+        rlx::cpu::ScopedThreads scope(th);
+        const double blas = p50_ms([&] {
+          rlx::cpu::gemm(false, true, m, N, K, 1.0f, x.data(), K, wf.data(), K, 0.0f, yb.data(), N);
+        }, reps);
+        std::vector<DequantPath> paths = {DequantPath::Auto};
+        if (m > 1) paths = {DequantPath::Int8, DequantPath::DequantGemm};
+        for (DequantPath p : paths) {
+          const double ms = p50_ms([&] { rlx::cpu::dequant_matmul(p, f, x.data(), m, K, w.data(), N, y.data()); }, reps);
+          const DequantPath shown = p == DequantPath::Auto
+                                        ? (m >= rlx::cpu::kDequantGemmMinRows ? DequantPath::DequantGemm : DequantPath::Int8)
+                                        : p;
+          std::printf("%-5s %4lld %3d %-5s %9.3f %9.3f %6.2fx %8.1f %8.1f\n", rlx::enum_name(f), static_cast<long long>(m), th,
+                      path_name(shown), ms, blas, blas / ms, static_cast<double>(w.size()) / ms / 1e6,
+                      static_cast<double>(wf.size() * 4) / blas / 1e6);
+        }
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,169 @@
+// The CPU DequantMatMul core (quant_matmul.h): the reference path, the x quantizer, the f32 row
+// fallback, the dequantize-a-tile + sgemm path and the dispatch. The AVX2 integer kernels live in
+// quant_matmul_avx2.cpp.
+#include "backends/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/blas.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/vec_math.h"
+#include "quant/ggml_blocks.h"
+#include "rlx/error.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+bool has_fma() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 12)) != 0;  // CPUID.1:ECX.FMA
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// Rows of n per parallel chunk so that a chunk holds about `target` multiply-adds.
+int64_t grain_rows(int64_t m, int64_t k, int64_t target) {
+  return std::max<int64_t>(1, target / std::max<int64_t>(1, m * k));
+}
+
+void reference(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  const QuantBlock blk = quant_block(f);
+  const GgmlType t = quant::ggml_type_of(f);
+  const int64_t blocks = k / blk.elements, row_bytes = blocks * blk.bytes;
+  parallel_for(n, grain_rows(m, k, 1 << 16), [&](int64_t n0, int64_t n1) {
+    std::vector<float> vals(static_cast<size_t>(blk.elements));
+    std::vector<double> acc(static_cast<size_t>(m));
+    for (int64_t j = n0; j < n1; ++j) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t b = 0; b < blocks; ++b) {
+        quant::dequantize(t, w + j * row_bytes + b * blk.bytes, vals.data(), blk.elements);
+        for (int64_t i = 0; i < m; ++i) {
+          const float* xr = x + i * k + b * blk.elements;
+          double s = 0.0;
+          for (int64_t e = 0; e < blk.elements; ++e) s += static_cast<double>(xr[e]) * vals[static_cast<size_t>(e)];
+          acc[static_cast<size_t>(i)] += s;
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) y[i * n + j] = static_cast<float>(acc[static_cast<size_t>(i)]);
+    }
+  });
+}
+
+// f32 fallback: one weight row decoded at a time, dotted with every row of x in f32.
+void row_f32(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  const QuantBlock blk = quant_block(f);
+  const GgmlType t = quant::ggml_type_of(f);
+  const int64_t row_bytes = k / blk.elements * blk.bytes;
+  parallel_for(n, grain_rows(m, k, 1 << 16), [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = n0; j < n1; ++j) {
+      quant::dequantize(t, w + j * row_bytes, row.data(), k);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xr = x + i * k;
+        float s[8] = {};
+        int64_t e = 0;
+        for (; e + 8 <= k; e += 8)
+          for (int l = 0; l < 8; ++l) s[l] += xr[e + l] * row[static_cast<size_t>(e + l)];
+        float tot = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        for (; e < k; ++e) tot += xr[e] * row[static_cast<size_t>(e)];
+        y[i * n + j] = tot;
+      }
+    }
+  });
+}
+
+void dequant_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  const QuantBlock blk = quant_block(f);
+  const GgmlType t = quant::ggml_type_of(f);
+  const int64_t row_bytes = k / blk.elements * blk.bytes;
+  constexpr int64_t kTile = 64;
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> tile(static_cast<size_t>(kTile * k));
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const int64_t j0 = ti * kTile, rows = std::min(kTile, n - j0);
+      quant::dequantize(t, w + j0 * row_bytes, tile.data(), rows * k);
+      gemm(false, true, m, rows, k, 1.0f, x, k, tile.data(), k, 0.0f, y + j0, n);
+    }
+  });
+}
+
+void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  if (!dequant_matmul_int8_native(f)) return row_f32(f, x, m, k, w, n, y);
+  const int64_t xb = k / 32;
+  std::vector<XBlock> xq(static_cast<size_t>(m * xb));
+  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) quantize_x_row(x + i * k, k, xq.data() + i * xb);
+  });
+  const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
+  // At least 4 weight rows per chunk (a chunk boundary costs nothing else).
+  parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
+    avx2::int8_rows(f, xq.data(), m, k, w, row_bytes, n0, n1, y, n);
+  });
+}
+
+}  // namespace
+
+bool dequant_matmul_int8_native(QuantFormat f) {
+  if (f == QuantFormat::Q2_K || f == QuantFormat::Q3_K) return false;
+#if defined(__GNUC__) && defined(__x86_64__)
+  return vec::has_avx2() && vec::has_f16c() && has_fma();
+#else
+  return false;
+#endif
+}
+
+void quantize_x_row(const float* x, int64_t k, XBlock* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int e = 0; e < 32; ++e) {
+      amax = std::max(amax, std::fabs(v[e]));
+      finite = finite && std::isfinite(v[e]);
+    }
+    XBlock& o = out[b];
+    o.d = finite ? amax / 127.0f : std::nanf("");  // a NaN / inf in x makes its outputs NaN
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int s0 = 0, s1 = 0;
+    for (int e = 0; e < 32; ++e) {
+      // |v * inv| <= 127 (up to rounding, clamped); NaN / inf in x give 0 here and NaN in d.
+      const float r = std::nearbyint(v[e] * inv);
+      const int q = std::isfinite(r) ? static_cast<int>(std::clamp(r, -127.0f, 127.0f)) : 0;
+      o.q[e] = static_cast<int8_t>(q);
+      (e < 16 ? s0 : s1) += q;
+    }
+    o.sum[0] = static_cast<int16_t>(s0);
+    o.sum[1] = static_cast<int16_t>(s1);
+  }
+}
+
+void dequant_matmul(DequantPath path, QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
+                    int64_t n, float* y) {
+  const QuantBlock blk = quant_block(f);
+  if (k <= 0 || k % blk.elements != 0)
+    throw Error(std::string("dequant_matmul: k = ") + std::to_string(k) + " is not a positive multiple of the " +
+                enum_name(f) + " block size " + std::to_string(blk.elements));
+  if (m <= 0 || n <= 0) return;
+  if (path == DequantPath::Auto) path = m >= kDequantGemmMinRows ? DequantPath::DequantGemm : DequantPath::Int8;
+  switch (path) {
+    case DequantPath::Reference: return reference(f, x, m, k, w, n, y);
+    case DequantPath::DequantGemm: return dequant_gemm(f, x, m, k, w, n, y);
+    case DequantPath::Int8:
+    case DequantPath::Auto: return int8(f, x, m, k, w, n, y);
+  }
+}
+
+}  // namespace rlx::cpu

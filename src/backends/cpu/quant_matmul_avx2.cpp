@@ -1,0 +1,231 @@
+// The Int8 DequantMatMul kernels (quant_matmul.h): AVX2 integer dot products of unpacked weight
+// blocks with 8-bit quantized x. Every function here is compiled for AVX2 + FMA + F16C (the
+// target pragma below) and is only called after quant_matmul.cpp checked the CPU runs them. The
+// code between the pragmas uses no standard-library templates, so no AVX2 copy of a shared inline
+// function can leak into the rest of the program.
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/quant_matmul.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace rlx::cpu::avx2 {
+namespace {
+
+#define RLX_QINLINE inline __attribute__((always_inline))
+
+RLX_QINLINE float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+RLX_QINLINE __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+RLX_QINLINE __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high nibbles.
+RLX_QINLINE __m256i nibbles16(const uint8_t* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+// Bit j of `bits` -> 0x10 in byte j (the fifth bit of Q5_0 / Q5_1 value j).
+RLX_QINLINE __m256i bit4_bytes(uint32_t bits) {
+  const __m256i pick = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);  // byte j = bits byte j/8
+  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));  // bit j%8 of byte j
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+// Sum over 4-byte groups of u (unsigned) * s (signed): 8 x i32.
+RLX_QINLINE __m256i dot_u8_i8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+RLX_QINLINE float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Accumulators of up to 4 x rows against one weight row: a vector part (integer dots times their
+// scales) and a scalar part (the per-block offsets times the x block sums).
+template <int R> struct Acc {
+  __m256 v[R];
+  float s[R];
+  RLX_QINLINE Acc() {
+    for (int r = 0; r < R; ++r) {
+      v[r] = _mm256_setzero_ps();
+      s[r] = 0.0f;
+    }
+  }
+  // Unsigned weight values q of x block u: adds ws * dot(q, xq) + wm * sum(xq), each times x's scale.
+  RLX_QINLINE void add(__m256i q, float ws, float wm, const XBlock* const* xr, int64_t u) {
+    for (int r = 0; r < R; ++r) {
+      const XBlock& xb = xr[r][u];
+      const __m256i isum = dot_u8_i8(q, load32(xb.q));
+      v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws * xb.d), v[r]);
+      s[r] += wm * xb.d * static_cast<float>(xb.sum[0] + xb.sum[1]);
+    }
+  }
+  // Signed weight values (Q8_0).
+  RLX_QINLINE void add_signed(__m256i q, float ws, const XBlock* const* xr, int64_t u) {
+    const __m256i qa = _mm256_sign_epi8(q, q);
+    for (int r = 0; r < R; ++r) {
+      const XBlock& xb = xr[r][u];
+      const __m256i isum = dot_u8_i8(qa, _mm256_sign_epi8(load32(xb.q), q));
+      v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws * xb.d), v[r]);
+    }
+  }
+  // Q6_K: weight values q - 32 with scale sc_lo on values 0..15 and sc_hi on 16..31.
+  RLX_QINLINE void add_q6(__m256i q, float d, int sc_lo, int sc_hi, const XBlock* const* xr, int64_t u) {
+    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(sc_hi)), _mm_set1_epi16(static_cast<int16_t>(sc_lo)));
+    for (int r = 0; r < R; ++r) {
+      const XBlock& xb = xr[r][u];
+      const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xb.q)), scv);
+      v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb.d), v[r]);
+      s[r] -= d * xb.d * 32.0f * static_cast<float>(sc_lo * xb.sum[0] + sc_hi * xb.sum[1]);
+    }
+  }
+  RLX_QINLINE void store(float* out, int64_t ld) const {
+    for (int r = 0; r < R; ++r) out[r * ld] = hsum(v[r]) + s[r];
+  }
+};
+
+// K-quant 6-bit sub-block scales and mins (ggml_blocks.h).
+RLX_QINLINE void kscales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 63;
+    mn[j] = s[j + 4] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
+    mn[j] = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// One weight row (`blocks` blocks) against R x rows; results to out[r * ld].
+template <QuantFormat F, int R>
+void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* out, int64_t ld) {
+  Acc<R> a;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (F == QuantFormat::Q4_0) {
+      const uint8_t* p = w + 18 * b;
+      const float d = h2f(p);
+      a.add(nibbles16(p + 2), d, -8.0f * d, xr, b);
+    } else if constexpr (F == QuantFormat::Q4_1) {
+      const uint8_t* p = w + 20 * b;
+      a.add(nibbles16(p + 4), h2f(p), h2f(p + 2), xr, b);
+    } else if constexpr (F == QuantFormat::Q5_0) {
+      const uint8_t* p = w + 22 * b;
+      const float d = h2f(p);
+      uint32_t qh;
+      std::memcpy(&qh, p + 2, 4);
+      a.add(_mm256_or_si256(nibbles16(p + 6), bit4_bytes(qh)), d, -16.0f * d, xr, b);
+    } else if constexpr (F == QuantFormat::Q5_1) {
+      const uint8_t* p = w + 24 * b;
+      uint32_t qh;
+      std::memcpy(&qh, p + 4, 4);
+      a.add(_mm256_or_si256(nibbles16(p + 8), bit4_bytes(qh)), h2f(p), h2f(p + 2), xr, b);
+    } else if constexpr (F == QuantFormat::Q8_0) {
+      const uint8_t* p = w + 34 * b;
+      a.add_signed(load32(p + 2), h2f(p), xr, b);
+    } else if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
+      constexpr bool k5 = F == QuantFormat::Q5_K;
+      const uint8_t* p = w + (k5 ? 176 : 144) * b;
+      const float d = h2f(p), dmin = h2f(p + 2);
+      uint8_t sc[8], mn[8];
+      kscales(p + 4, sc, mn);
+      const uint8_t* qs = p + (k5 ? 48 : 16);
+      const __m256i low4 = _mm256_set1_epi8(0x0F);
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (k5) qh = load32(p + 16);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = load32(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(raw, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (k5) {
+          const __m256i m0 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+          const __m256i m1 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
+          const __m256i b4 = _mm256_set1_epi8(0x10);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m0), m0), b4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m1), m1), b4));
+        }
+        a.add(lo, d * sc[2 * c], -dmin * mn[2 * c], xr, 8 * b + 2 * c);
+        a.add(hi, d * sc[2 * c + 1], -dmin * mn[2 * c + 1], xr, 8 * b + 2 * c + 1);
+      }
+    } else if constexpr (F == QuantFormat::Q6_K) {
+      const uint8_t* p = w + 210 * b;
+      const float d = h2f(p + 208);
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const __m256i two = _mm256_set1_epi8(0x03);
+      const __m256i low4 = _mm256_set1_epi8(0x0F);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i qh = load32(p + 128 + 32 * h);
+        for (int k = 0; k < 4; ++k) {
+          const __m256i raw = load32(p + 64 * h + 32 * (k & 1));
+          const __m256i lo = (k >> 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
+          const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
+          const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));
+          a.add_q6(q, d, sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1], xr, 8 * b + 4 * h + k);
+        }
+      }
+    }
+  }
+  a.store(out, ld);
+}
+
+template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
+                                      int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int64_t elems = (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K || F == QuantFormat::Q6_K) ? 256 : 32;
+  const int64_t blocks = k / elems, xblocks = k / 32;
+  // Rows of x in tiles that stay in cache while a range of weight rows passes over them.
+  constexpr int64_t kMTile = 32;
+  for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
+    const int64_t m1 = m0 + kMTile < m ? m0 + kMTile : m;
+    for (int64_t j = n0; j < n1; ++j) {
+      const uint8_t* wr = w + j * row_bytes;
+      int64_t i = m0;
+      for (; i + 4 <= m1; i += 4) {
+        const XBlock* xr[4] = {xq + i * xblocks, xq + (i + 1) * xblocks, xq + (i + 2) * xblocks, xq + (i + 3) * xblocks};
+        dot_row<F, 4>(wr, blocks, xr, y + i * ldy + j, ldy);
+      }
+      for (; i < m1; ++i) {
+        const XBlock* xr[1] = {xq + i * xblocks};
+        dot_row<F, 1>(wr, blocks, xr, y + i * ldy + j, ldy);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
+               int64_t n1, float* y, int64_t ldy) {
+  switch (f) {
+    case QuantFormat::Q4_0: return rows_of<QuantFormat::Q4_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q4_1: return rows_of<QuantFormat::Q4_1>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q5_0: return rows_of<QuantFormat::Q5_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q5_1: return rows_of<QuantFormat::Q5_1>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q8_0: return rows_of<QuantFormat::Q8_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q4_K: return rows_of<QuantFormat::Q4_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q5_K: return rows_of<QuantFormat::Q5_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q6_K: return rows_of<QuantFormat::Q6_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q2_K:
+    case QuantFormat::Q3_K: return;  // not native (dequant_matmul_int8_native is false)
+  }
+}
+
+}  // namespace rlx::cpu::avx2
+
+#pragma GCC pop_options
+
+#else
+
+namespace rlx::cpu::avx2 {
+void int8_rows(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
+}  // namespace rlx::cpu::avx2
+
+#endif

@@ -1,0 +1,180 @@
+#include "models/llama_gguf.h"
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "models/transformer.h"
+#include "quant/ggml_blocks.h"
+
+namespace rlx::models {
+namespace {
+
+std::string i2s(int64_t v) { return std::to_string(v); }
+
+[[noreturn]] void fail(const GgufFile& f, const std::string& msg) {
+  throw Error(f.what() + ": Llama from GGUF: " + msg);
+}
+
+int64_t req_int(const GgufFile& f, const std::string& key) {
+  const GgufValue* v = f.find(key);
+  if (!v) fail(f, "metadata key '" + key + "' is missing (every llama GGUF file has it)");
+  if (!v->is_integer()) fail(f, "metadata key '" + key + "' must be an integer, got " + gguf_value_type_name(v->type()));
+  const int64_t x = v->as_i64();
+  if (x <= 0) fail(f, "metadata key '" + key + "' must be positive, got " + i2s(x));
+  return x;
+}
+int64_t opt_int(const GgufFile& f, const std::string& key, int64_t dflt) { return f.find(key) ? req_int(f, key) : dflt; }
+double opt_num(const GgufFile& f, const std::string& key, double dflt) {
+  const GgufValue* v = f.find(key);
+  if (!v) return dflt;
+  const double x = v->as_f64();
+  if (!(x > 0)) fail(f, "metadata key '" + key + "' must be a positive number, got " + std::to_string(x));
+  return x;
+}
+
+const GgufTensorInfo& tensor_of(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape) {
+  if (!f.contains(name)) fail(f, "tensor '" + name + "' is missing");
+  const GgufTensorInfo& t = f.tensor_info(name);
+  if (t.shape() != shape)
+    fail(f, "tensor '" + name + "' has shape " + dims_str(t.shape()) + ", the metadata implies " + dims_str(shape));
+  return t;
+}
+
+struct Builder {
+  const GgufFile& f;
+  const GgufLlamaConfig& c;
+  Graph& g;
+  NamedTensors& params;
+
+  Value f32_param(const std::string& name, const std::vector<int64_t>& shape) {
+    tensor_of(f, name, shape);
+    params.emplace_back(name, f.tensor_f32(name));
+    return g.param(name, Shape(std::vector<Dim>(shape.begin(), shape.end()), DType::F32));
+  }
+
+  // x (..., in) @ W^T with W the GGUF tensor `name` stored [out, in]; `param_name` names the param.
+  Value project(Value x, const std::string& name, int64_t out, int64_t in, const std::string& param_name) {
+    const GgufTensorInfo& t = tensor_of(f, name, {out, in});
+    if (const auto fmt = quant::quant_format_of(t.type)) {
+      const QuantBlock blk = quant_block(*fmt);
+      if (in % blk.elements != 0)
+        fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");
+      const int64_t row_bytes = in / blk.elements * blk.bytes;
+      const auto bytes = f.raw(name);
+      params.emplace_back(param_name, Tensor::from_bytes(DType::U8, {out, row_bytes}, bytes.data(), bytes.size()));
+      ops::DequantMatMul op;
+      op.format = *fmt;
+      op.k = in;
+      return g.apply(op, {x, g.param(param_name, Shape({out, row_bytes}, DType::U8))});
+    }
+    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
+      fail(f, std::string("tensor '") + name + "' is " + ggml_type_name(t.type) +
+                  ", which the Llama builder does not run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K); "
+                  "re-quantize it, e.g. with `rlx quantize --scheme q4_k`");
+    params.emplace_back(param_name, f.tensor_f32(name));
+    Value w = g.param(param_name, Shape({out, in}, DType::F32));
+    return g.matmul(x, g.transpose(w, {1, 0}));
+  }
+
+  Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s) {
+    const std::string p = "blk." + i2s(i) + ".";
+    const int64_t e = c.hidden, hq = c.heads, hkv = c.kv_heads, d = c.head_dim;
+    Value x = g.rms_norm(h, f32_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
+    Value q = g.reshape(project(x, p + "attn_q.weight", hq * d, e, p + "attn_q.weight"), {Dim(1), s, Dim(hq), Dim(d)});
+    Value k = g.reshape(project(x, p + "attn_k.weight", hkv * d, e, p + "attn_k.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
+    Value v = g.reshape(project(x, p + "attn_v.weight", hkv * d, e, p + "attn_v.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
+    q = g.rope(q, cos, sin, d, c.n_rot, RopeStyle::GptJ);
+    k = g.rope(k, cos, sin, d, c.n_rot, RopeStyle::GptJ);
+    ops::Attention attn;
+    attn.num_heads = hq;
+    attn.num_kv_heads = hkv;
+    attn.head_dim = d;
+    attn.mask_kind = MaskKind::Causal;
+    attn.layout = AttnLayout::BSHD;
+    Value ctx = g.reshape(g.attention(q, k, v, std::nullopt, attn), {Dim(1), s, Dim(hq * d)});
+    Value h1 = g.add(h, project(ctx, p + "attn_output.weight", e, hq * d, p + "attn_output.weight"));
+    Value y = g.rms_norm(h1, f32_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
+    Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
+    Value up = project(y, p + "ffn_up.weight", c.ffn, e, p + "ffn_up.weight");
+    return g.add(h1, project(g.mul(gate, up), p + "ffn_down.weight", e, c.ffn, p + "ffn_down.weight"));
+  }
+};
+
+}  // namespace
+
+GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
+  const GgufValue* arch_v = f.find("general.architecture");
+  if (!arch_v || arch_v->type() != GgufValueType::String)
+    fail(f, "metadata key 'general.architecture' is missing or not a string");
+  const std::string arch = arch_v->as_string();
+  if (arch != "llama")
+    fail(f, "general.architecture is '" + arch + "'; this builder reads 'llama' files (Llama, Mistral and other "
+            "models converted as llama)");
+  const std::string a = arch + ".";
+  GgufLlamaConfig c;
+  c.layers = req_int(f, a + "block_count");
+  c.hidden = req_int(f, a + "embedding_length");
+  c.ffn = req_int(f, a + "feed_forward_length");
+  c.heads = req_int(f, a + "attention.head_count");
+  c.context = req_int(f, a + "context_length");
+  c.kv_heads = opt_int(f, a + "attention.head_count_kv", c.heads);
+  if (c.heads % c.kv_heads != 0)
+    fail(f, a + "attention.head_count = " + i2s(c.heads) + " is not a multiple of " + a + "attention.head_count_kv = " +
+                i2s(c.kv_heads));
+  if (!f.find(a + "attention.key_length") && c.hidden % c.heads != 0)
+    fail(f, a + "embedding_length = " + i2s(c.hidden) + " is not a multiple of the head count " + i2s(c.heads) +
+                " (and " + a + "attention.key_length is not given)");
+  c.head_dim = opt_int(f, a + "attention.key_length", c.hidden / c.heads);
+  if (opt_int(f, a + "attention.value_length", c.head_dim) != c.head_dim)
+    fail(f, a + "attention.value_length differs from the key length; rlx's attention needs them equal");
+  c.n_rot = opt_int(f, a + "rope.dimension_count", c.head_dim);
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    fail(f, a + "rope.dimension_count = " + i2s(c.n_rot) + " must be even and at most the head dim " + i2s(c.head_dim));
+  c.rope_theta = opt_num(f, a + "rope.freq_base", 10000.0);
+  c.rms_eps = opt_num(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (!f.contains("token_embd.weight")) fail(f, "tensor 'token_embd.weight' is missing");
+  const auto emb = f.tensor_info("token_embd.weight").shape();
+  if (emb.size() != 2 || emb[1] != c.hidden)
+    fail(f, "tensor 'token_embd.weight' has shape " + dims_str(emb) + ", expected [vocab, " + i2s(c.hidden) + "]");
+  c.vocab = emb[0];
+  c.tied_output = !f.contains("output.weight");
+  return c;
+}
+
+GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options) {
+  GgufLlama m;
+  m.config = read_gguf_llama_config(f);
+  const GgufLlamaConfig& c = m.config;
+  if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
+  Graph& g = m.graph;
+  Builder b{f, c, g, m.params};
+  const Dim s = options.seq ? Dim(options.seq) : Dim::symbol("seq");
+  Value tokens = g.input("tokens", Shape({s}, DType::I64));
+  Value positions = g.input("positions", Shape({s}, DType::I64));
+  Value emb = b.f32_param("token_embd.weight", {c.vocab, c.hidden});
+  Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
+  auto [cos, sin] = build_rope_tables(g, positions, c.n_rot, c.rope_theta, DType::F32);
+  for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s);
+  h = g.rms_norm(h, b.f32_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
+  // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
+  Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");
+  g.add_output(logits, "logits");
+  g.verify();
+  return m;
+}
+
+std::string describe_gguf_llama(const GgufFile& f) {
+  const GgufLlamaConfig c = read_gguf_llama_config(f);
+  std::map<std::string, int> types;
+  for (const GgufTensorInfo& t : f.tensors())
+    if (t.ne.size() == 2 && t.name.rfind("blk.", 0) == 0) ++types[ggml_type_name(t.type)];
+  std::string s = "llama: " + i2s(c.layers) + " blocks, hidden " + i2s(c.hidden) + ", heads " + i2s(c.heads) + " (kv " +
+                  i2s(c.kv_heads) + ") x " + i2s(c.head_dim) + ", ffn " + i2s(c.ffn) + ", vocab " + i2s(c.vocab) +
+                  ", context " + i2s(c.context) + ", rope theta " + std::to_string(c.rope_theta) +
+                  (c.tied_output ? ", tied output" : "") + ", block projections:";
+  for (const auto& [name, n] : types) s += " " + name + " x " + std::to_string(n);
+  return s;
+}
+
+}  // namespace rlx::models

@@ -1,0 +1,66 @@
+#pragma once
+// Llama-family graphs from a GGUF file (the layout llama.cpp's converter writes).
+//
+// Metadata (prefix = general.architecture, which must be "llama"):
+//   <p>.block_count, <p>.embedding_length, <p>.feed_forward_length, <p>.attention.head_count,
+//   <p>.context_length (required); <p>.attention.head_count_kv (default: head_count),
+//   <p>.rope.freq_base (10000), <p>.attention.layer_norm_rms_epsilon (1e-5),
+//   <p>.rope.dimension_count (the head dim), <p>.attention.key_length (embedding / heads).
+// Tensors (GGUF names, rlx row-major shapes [out, in]):
+//   token_embd.weight [vocab, E]   output_norm.weight [E]   output.weight [vocab, E] (absent: tied
+//   to token_embd), and per block N: blk.N.attn_norm.weight [E], blk.N.attn_q.weight [H*D, E],
+//   blk.N.attn_k.weight / attn_v.weight [Hkv*D, E], blk.N.attn_output.weight [E, H*D],
+//   blk.N.ffn_norm.weight [E], blk.N.ffn_gate.weight / ffn_up.weight [F, E], blk.N.ffn_down.weight [E, F].
+//
+// Projections: a block-quantized weight (Q4_0 ... Q8_0, Q2_K ... Q6_K) becomes a DequantMatMul on
+// its raw bytes (a u8 [out, row_bytes] param); an F32 / F16 / BF16 weight becomes a MatMul with the
+// transposed f32 param. The embedding table and the norm weights are f32 params (dequantized when
+// stored quantized). Everything computes in f32.
+//
+// RoPE: llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that the
+// rotation pairs of the Hugging Face (NeoX, half-split) layout, dims (i, i + D/2), become adjacent
+// rows (2i, 2i + 1); llama.cpp then rotates adjacent pairs. The graph therefore applies Rope with
+// RopeStyle::GptJ to the GGUF rows as stored, which is the same model as the NeoX rotation of the
+// unpermuted weights (tests/models/test_llama_gguf.cpp checks both against each other).
+//
+// The graph (teacher-forced forward over a whole sequence, no KV cache):
+//   inputs  "tokens" (S) i64 token ids, "positions" (S) i64 (0, 1, ... for a fresh sequence)
+//   output  "logits" (1, S, vocab) f32
+// S is the symbolic dim "seq" unless `seq` is set.
+#include <cstdint>
+#include <string>
+
+#include "rlx/gguf.h"
+#include "rlx/graph.h"
+#include "rlx/session.h"
+
+namespace rlx::models {
+
+struct GgufLlamaConfig {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
+  int64_t n_rot = 0;
+  double rope_theta = 10000.0, rms_eps = 1e-5;
+  bool tied_output = false;  // no output.weight: the logits use token_embd.weight
+};
+
+// The llama.* metadata and tensor shapes, checked for consistency; rlx::Error naming the key or
+// tensor otherwise.
+GgufLlamaConfig read_gguf_llama_config(const GgufFile& f);
+
+struct GgufLlamaOptions {
+  int64_t seq = 0;  // 0: symbolic "seq"
+};
+
+struct GgufLlama {
+  Graph graph;
+  NamedTensors params;  // set each with CompiledGraph::set_param (copies of the file's bytes)
+  GgufLlamaConfig config;
+};
+
+GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options = {});
+
+// One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,
+// vocab 100, context 256, rope theta 10000, projections: Q4_K x 12, F16 x 2".
+std::string describe_gguf_llama(const GgufFile& f);
+
+}  // namespace rlx::models

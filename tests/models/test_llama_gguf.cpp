@@ -1,0 +1,232 @@
+// Llama from GGUF: a tiny random Llama written with GgufWriter (q/k rows permuted the way
+// llama.cpp's converter does), built with build_llama_from_gguf, against the same model built
+// with the existing NeoX Llama block builder from the dequantized, unpermuted f32 weights.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/llama_gguf.h"
+#include "models/transformer.h"
+#include "support/test_util.h"
+
+namespace rlx {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace rlx::testing;
+
+struct Tiny {
+  int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 128, vocab = 40;
+  GgmlType proj = GgmlType::Q8_0;   // attention / ffn projections
+  GgmlType embd = GgmlType::F32;    // token_embd
+  GgmlType out = GgmlType::Q8_0;    // output.weight (ignored when tied)
+  GgmlType attn_out = GgmlType::Q8_0;
+  bool tied = false;
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(mean, scale);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return Tensor::f32(std::move(shape), v);
+}
+
+// llama.cpp's converter: within each head, row i of the first half goes to 2i, row i of the
+// second half to 2i + 1 (HF NeoX layout -> adjacent rotation pairs). `inverse` undoes it.
+Tensor permute_rows(const Tensor& w, int64_t heads, bool inverse) {
+  const int64_t rows = w.dim(0), cols = w.dim(1), d = rows / heads;
+  Tensor out = Tensor::empty(DType::F32, {rows, cols});
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < d / 2; ++i)
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t hf = h * d + half * (d / 2) + i, gg = h * d + 2 * i + half;
+        const int64_t from = inverse ? gg : hf, to = inverse ? hf : gg;
+        std::copy(src + from * cols, src + (from + 1) * cols, dst + to * cols);
+      }
+  return out;
+}
+
+Tensor transpose2(const Tensor& w) {
+  const int64_t r = w.dim(0), c = w.dim(1);
+  Tensor t = Tensor::empty(DType::F32, {c, r});
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) t.data<float>()[j * r + i] = w.data<float>()[i * c + j];
+  return t;
+}
+
+void add(GgufWriter& w, const std::string& name, const Tensor& t, GgmlType type) {
+  if (type == GgmlType::F32) w.add_tensor(name, t);
+  else if (type == GgmlType::F16) w.add_tensor(name, t.cast(DType::F16));
+  else w.add_tensor(name, t, type);
+}
+
+std::string write_tiny(const Tiny& m) {
+  GgufWriter w;
+  w.add("general.architecture", GgufValue::string("llama"));
+  w.add("llama.block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.add("llama.context_length", GgufValue::u32(256));
+  w.add("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.add("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
+  w.add("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.add("llama.rope.freq_base", GgufValue::f32(500.0f));
+  w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+  const int64_t e = m.hidden, d = m.head_dim();
+  uint64_t seed = 1;
+  add(w, "token_embd.weight", randn({m.vocab, e}, seed++, 1.0f), m.embd);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const float s = 1.0f / std::sqrt(static_cast<float>(e));
+    add(w, p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(w, p + "attn_q.weight", permute_rows(randn({m.heads * d, e}, seed++, s), m.heads, false), m.proj);
+    add(w, p + "attn_k.weight", permute_rows(randn({m.kv_heads * d, e}, seed++, s), m.kv_heads, false), m.proj);
+    add(w, p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
+    add(w, p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.attn_out);
+    add(w, p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(w, p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(w, p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(w, p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
+  }
+  add(w, "output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+  if (!m.tied) add(w, "output.weight", randn({m.vocab, e}, seed++, 1.0f / std::sqrt(static_cast<float>(e))), m.out);
+  return w.bytes();
+}
+
+// The same model through models::build_llama_block (NeoX rope, weights (in, out)) from the
+// file's dequantized weights with the q/k permutation undone; logits (1, S, vocab) in double.
+std::vector<double> reference_logits(const GgufFile& f, const Tiny& m, const std::vector<int64_t>& tokens) {
+  const int64_t s = static_cast<int64_t>(tokens.size()), e = m.hidden;
+  Graph g;
+  Value hidden = g.input("hidden", Shape({1, s, e}, DType::F32));
+  Value pos = g.input("positions", Shape({s}, DType::I64));
+  auto [cos, sin] = models::build_rope_tables(g, pos, m.head_dim(), 500.0, DType::F32);
+  models::LlamaBlockConfig lc;
+  lc.hidden = e;
+  lc.num_heads = m.heads;
+  lc.num_kv_heads = m.kv_heads;
+  lc.intermediate = m.ffn;
+  lc.eps = static_cast<double>(1e-5f);
+  NamedTensors params;
+  Value x = hidden;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".", q = "L." + std::to_string(i);
+    x = models::build_llama_block(g, x, cos, sin, lc, q);
+    params.emplace_back(q + ".attn_norm.weight", f.tensor_f32(p + "attn_norm.weight"));
+    params.emplace_back(q + ".attn.q.weight", transpose2(permute_rows(f.tensor_f32(p + "attn_q.weight"), m.heads, true)));
+    params.emplace_back(q + ".attn.k.weight", transpose2(permute_rows(f.tensor_f32(p + "attn_k.weight"), m.kv_heads, true)));
+    params.emplace_back(q + ".attn.v.weight", transpose2(f.tensor_f32(p + "attn_v.weight")));
+    params.emplace_back(q + ".attn.o.weight", transpose2(f.tensor_f32(p + "attn_output.weight")));
+    params.emplace_back(q + ".mlp_norm.weight", f.tensor_f32(p + "ffn_norm.weight"));
+    params.emplace_back(q + ".mlp.gate.weight", transpose2(f.tensor_f32(p + "ffn_gate.weight")));
+    params.emplace_back(q + ".mlp.up.weight", transpose2(f.tensor_f32(p + "ffn_up.weight")));
+    params.emplace_back(q + ".mlp.down.weight", transpose2(f.tensor_f32(p + "ffn_down.weight")));
+  }
+  x = g.rms_norm(x, g.param("norm", Shape({e}, DType::F32)), std::nullopt, lc.eps);
+  params.emplace_back("norm", f.tensor_f32("output_norm.weight"));
+  g.add_output(g.matmul(x, g.param("out", Shape({e, m.vocab}, DType::F32))));
+  params.emplace_back("out", transpose2(f.tensor_f32(m.tied ? "token_embd.weight" : "output.weight")));
+  const Tensor emb = f.tensor_f32("token_embd.weight");
+  Tensor h = Tensor::empty(DType::F32, {1, s, e});
+  for (int64_t t = 0; t < s; ++t)
+    std::copy(emb.data<float>() + tokens[static_cast<size_t>(t)] * e, emb.data<float>() + (tokens[static_cast<size_t>(t)] + 1) * e,
+              h.data<float>() + t * e);
+  std::vector<int64_t> positions(static_cast<size_t>(s));
+  for (int64_t t = 0; t < s; ++t) positions[static_cast<size_t>(t)] = t;
+  return to_doubles(run_cpu1(g, {{"hidden", h}, {"positions", Tensor::i64({s}, positions)}}, params));
+}
+
+void check_model(const Tiny& m, int64_t seq, double rel_tol) {
+  const std::string bytes = write_tiny(m);
+  const GgufFile f = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+  const models::GgufLlama model = models::build_llama_from_gguf(f);
+  EXPECT_EQ(model.config.layers, m.layers);
+  EXPECT_EQ(model.config.kv_heads, m.kv_heads);
+  EXPECT_EQ(model.config.tied_output, m.tied);
+  std::vector<int64_t> tokens(static_cast<size_t>(seq)), positions(static_cast<size_t>(seq));
+  for (int64_t t = 0; t < seq; ++t) {
+    tokens[static_cast<size_t>(t)] = (7 * t + 3) % m.vocab;
+    positions[static_cast<size_t>(t)] = t;
+  }
+  const Tensor logits = run_cpu1(model.graph, {{"tokens", Tensor::i64({seq}, tokens)}, {"positions", Tensor::i64({seq}, positions)}},
+                                 model.params);
+  const std::vector<double> want = reference_logits(f, m, tokens);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  EXPECT_TRUE(all_close(logits, {1, seq, m.vocab}, want, Tolerance{0.0, rel_tol * scale})) << "max |logit| " << scale;
+}
+
+// Decode-sized sequences (< 16 rows) take the Int8 path: x is quantized to 8 bits at each
+// projection, so the logits differ from the f32 reference by a few tenths of a percent.
+TEST(LlamaGguf, Q8_0MatchesTheNeoXBuilder) { check_model(Tiny{}, 5, 2e-2); }
+
+// 20 rows: the DequantGemm path (no quantization of x): only f32 rounding differs.
+TEST(LlamaGguf, Q8_0PrefillMatchesTightly) { check_model(Tiny{}, 20, 1e-4); }
+
+TEST(LlamaGguf, KQuantsTiedQuantizedEmbeddingAndF16) {
+  Tiny m;
+  m.hidden = 256;
+  m.ffn = 512;
+  m.heads = 4;
+  m.kv_heads = 1;
+  m.layers = 1;
+  m.proj = GgmlType::Q4_K;
+  m.attn_out = GgmlType::F16;  // a plain MatMul
+  m.embd = GgmlType::Q6_K;     // dequantized param; also the tied output's DequantMatMul
+  m.tied = true;
+  check_model(m, 20, 1e-4);
+  check_model(m, 3, 3e-2);
+}
+
+TEST(LlamaGguf, Q4_0AndQ5_1) {
+  Tiny m;
+  m.proj = GgmlType::Q4_0;
+  m.out = GgmlType::Q5_1;
+  check_model(m, 20, 1e-4);
+}
+
+TEST(LlamaGguf, MetadataErrorsNameTheKey) {
+  GgufWriter w;
+  w.add("general.architecture", GgufValue::string("llama"));
+  w.add("llama.block_count", GgufValue::u32(1));
+  const std::string bytes = w.bytes();
+  const GgufFile f = GgufFile::from_bytes(bytes.data(), bytes.size(), "bad.gguf");
+  const std::string msg = error_message([&] { models::build_llama_from_gguf(f); });
+  EXPECT_THAT(msg, HasSubstr("bad.gguf"));
+  EXPECT_THAT(msg, HasSubstr("llama.embedding_length"));
+
+  GgufWriter w2;
+  w2.add("general.architecture", GgufValue::string("gpt2"));
+  const std::string b2 = w2.bytes();
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b2.data(), b2.size())); }),
+              HasSubstr("'gpt2'"));
+}
+
+TEST(LlamaGguf, WrongTensorShapeIsAnError) {
+  Tiny m;
+  m.ffn = 96;
+  std::string bytes = write_tiny(m);
+  // Claim a wider FFN than the tensors have.
+  GgufFile good = GgufFile::from_bytes(bytes.data(), bytes.size(), "t.gguf");
+  GgufWriter w;
+  for (const auto& [k, v] : good.metadata())
+    w.add(k, k == "llama.feed_forward_length" ? GgufValue::u32(128) : v);
+  for (const GgufTensorInfo& t : good.tensors()) {
+    const auto raw = good.raw(t.name);
+    w.add_raw(t.name, t.type, t.ne, raw);
+  }
+  const std::string b2 = w.bytes();
+  const GgufFile f = GgufFile::from_bytes(b2.data(), b2.size(), "t.gguf");
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(f); }), HasSubstr("blk.0.ffn_gate.weight"));
+  EXPECT_THAT(models::describe_gguf_llama(good), HasSubstr("llama: 2 blocks"));
+}
+
+}  // namespace
+}  // namespace rlx

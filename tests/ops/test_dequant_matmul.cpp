@@ -1,0 +1,263 @@
+// DequantMatMul: the verifier, shape inference, JSON, and the CPU paths against an f32 product
+// with the dequantized weight (computed in double here).
+//
+// Tolerances:
+//   Reference, DequantGemm and the f32 row fallback: f32 rounding only, 2e-5 * sum_i |x_i w_i| + 1e-6.
+//   Int8: x is quantized per 32-value block to s * round(x / s), s = max|x_block| / 127, so
+//     |y - y_exact| <= sum_blocks s_b / 2 * sum_{i in b} |w_i|; the test computes this bound for
+//     every output and allows it plus the f32 term.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/quant_matmul.h"
+#include "passes/legalize.h"
+#include "quant/ggml_blocks.h"
+#include "rlx/serialize.h"
+#include "support/test_util.h"
+
+namespace rlx {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace rlx::testing;
+
+constexpr QuantFormat kAll[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1,
+                                QuantFormat::Q8_0, QuantFormat::Q2_K, QuantFormat::Q3_K, QuantFormat::Q4_K,
+                                QuantFormat::Q5_K, QuantFormat::Q6_K};
+
+std::vector<float> normal(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// n rows of k values in format f: quantized from Gaussian values where rlx has a quantizer, else
+// random bytes with sane f16 scales.
+std::vector<uint8_t> random_weight(QuantFormat f, int64_t n, int64_t k, uint64_t seed) {
+  const GgmlType t = quant::ggml_type_of(f);
+  if (ggml_type_info(t).quantize) {
+    const auto v = normal(static_cast<size_t>(n * k), seed);
+    return ggml_quantize(t, v);
+  }
+  const QuantBlock blk = quant_block(f);
+  const int64_t blocks = n * k / blk.elements;
+  std::vector<uint8_t> b(static_cast<size_t>(blocks * blk.bytes));
+  std::mt19937_64 rng(seed);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  const uint16_t d = f32_to_f16_bits(0.05f), dmin = f32_to_f16_bits(0.02f);
+  for (int64_t i = 0; i < blocks; ++i) {
+    uint8_t* p = b.data() + i * blk.bytes;
+    if (f == QuantFormat::Q2_K) {
+      std::memcpy(p + 80, &d, 2);
+      std::memcpy(p + 82, &dmin, 2);
+    } else {
+      std::memcpy(p + 108, &d, 2);
+    }
+  }
+  return b;
+}
+
+struct Exact {
+  std::vector<double> y, abs_sum, int8_bound;  // per output
+};
+
+Exact exact(QuantFormat f, const std::vector<float>& x, int64_t m, int64_t k, const std::vector<uint8_t>& w,
+            int64_t n) {
+  const auto wf = ggml_dequantize(quant::ggml_type_of(f), w);
+  Exact e;
+  e.y.resize(static_cast<size_t>(m * n));
+  e.abs_sum.resize(e.y.size());
+  e.int8_bound.resize(e.y.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, a = 0, bound = 0;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        double amax = 0, wabs = 0;
+        for (int64_t l = 0; l < 32; ++l) {
+          const double xv = x[static_cast<size_t>(i * k + 32 * b + l)];
+          const double wv = wf[static_cast<size_t>(j * k + 32 * b + l)];
+          s += xv * wv;
+          a += std::fabs(xv * wv);
+          amax = std::max(amax, std::fabs(xv));
+          wabs += std::fabs(wv);
+        }
+        bound += amax / 127.0 / 2.0 * wabs;
+      }
+      e.y[static_cast<size_t>(i * n + j)] = s;
+      e.abs_sum[static_cast<size_t>(i * n + j)] = a;
+      e.int8_bound[static_cast<size_t>(i * n + j)] = bound;
+    }
+  return e;
+}
+
+// Compares y with the exact product; `int8` adds the x-quantization bound.
+::testing::AssertionResult close(const std::vector<float>& y, const Exact& e, bool int8) {
+  int bad = 0;
+  std::string first;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double tol = 2e-5 * e.abs_sum[i] + 1e-6 + (int8 ? e.int8_bound[i] * 1.0001 : 0.0);
+    if (!(std::fabs(y[i] - e.y[i]) <= tol)) {
+      if (bad++ == 0)
+        first = "element " + std::to_string(i) + ": got " + std::to_string(y[i]) + ", want " + std::to_string(e.y[i]) +
+                " +- " + std::to_string(tol);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << y.size() << " outside the tolerance; " << first;
+}
+
+TEST(DequantMatMulCpu, EveryPathEveryFormat) {
+  for (QuantFormat f : kAll) {
+    for (int64_t m : {1, 3, 5, 17}) {
+      const int64_t k = 512, n = 37;
+      SCOPED_TRACE(std::string(enum_name(f)) + " m=" + std::to_string(m));
+      const auto x = normal(static_cast<size_t>(m * k), 100 + m);
+      const auto w = random_weight(f, n, k, 7);
+      const Exact e = exact(f, x, m, k, w, n);
+      std::vector<float> y(static_cast<size_t>(m * n));
+      for (cpu::DequantPath p : {cpu::DequantPath::Reference, cpu::DequantPath::DequantGemm, cpu::DequantPath::Int8,
+                                 cpu::DequantPath::Auto}) {
+        SCOPED_TRACE("path " + std::to_string(static_cast<int>(p)));
+        std::fill(y.begin(), y.end(), -1e30f);
+        cpu::dequant_matmul(p, f, x.data(), m, k, w.data(), n, y.data());
+        const bool int8 = (p == cpu::DequantPath::Int8 || (p == cpu::DequantPath::Auto && m < cpu::kDequantGemmMinRows)) &&
+                          cpu::dequant_matmul_int8_native(f);
+        EXPECT_TRUE(close(y, e, int8));
+      }
+    }
+  }
+}
+
+TEST(DequantMatMulCpu, Int8IsNativeForTheMainFormats) {
+  if (!cpu::dequant_matmul_int8_native(QuantFormat::Q8_0)) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1, QuantFormat::Q8_0,
+                        QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K})
+    EXPECT_TRUE(cpu::dequant_matmul_int8_native(f)) << enum_name(f);
+  EXPECT_FALSE(cpu::dequant_matmul_int8_native(QuantFormat::Q2_K));
+}
+
+TEST(DequantMatMulCpu, ExtremeBlocks) {
+  // Largest magnitudes: x blocks at +-127 after scaling, Q8_0 weights of -128 (raw bytes), zero blocks.
+  const int64_t k = 64, n = 3, m = 2;
+  std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = (i % 2 ? 1000.0f : -1000.0f);  // row 1 stays zero
+  std::vector<uint8_t> w(static_cast<size_t>(n * (k / 32) * 34), 0x80);  // q = -128 everywhere
+  const uint16_t d = f32_to_f16_bits(0.5f);
+  for (size_t b = 0; b < w.size(); b += 34) std::memcpy(w.data() + b, &d, 2);
+  const Exact e = exact(QuantFormat::Q8_0, x, m, k, w, n);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  cpu::dequant_matmul(cpu::DequantPath::Int8, QuantFormat::Q8_0, x.data(), m, k, w.data(), n, y.data());
+  EXPECT_TRUE(close(y, e, true));
+}
+
+TEST(DequantMatMulCpu, NonFiniteXGivesNaN) {
+  const int64_t k = 32, n = 2;
+  std::vector<float> x(32, 1.0f);
+  x[3] = std::nanf("");
+  const auto w = random_weight(QuantFormat::Q8_0, n, k, 1);
+  std::vector<float> y(2);
+  cpu::dequant_matmul(cpu::DequantPath::Int8, QuantFormat::Q8_0, x.data(), 1, k, w.data(), n, y.data());
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+}
+
+// ---- the op ------------------------------------------------------------------------------
+
+ops::DequantMatMul dq(QuantFormat f, int64_t k) {
+  ops::DequantMatMul op;
+  op.format = f;
+  op.k = k;
+  return op;
+}
+
+TEST(DequantMatMulOp, InfersSymbolicRows) {
+  Graph g;
+  Value x = g.input("x", Shape({Dim(2), Dim::symbol("seq"), Dim(256)}, DType::F16));
+  Value w = g.param("w", Shape({100, 144}, DType::U8));
+  Value y = g.apply(dq(QuantFormat::Q4_K, 256), {x, w});
+  EXPECT_EQ(g.shape(y), Shape({Dim(2), Dim::symbol("seq"), Dim(100)}, DType::F16));
+  EXPECT_EQ(op_attrs_str(g.node(y.node).op), "format=q4_k k=256");
+}
+
+TEST(DequantMatMulOp, VerifierErrors) {
+  auto err = [](QuantFormat f, int64_t k, Shape xs, Shape ws) {
+    return error_message([&] {
+      Graph g;
+      g.apply(dq(f, k), {g.input("x", xs), g.param("w", ws)});
+    });
+  };
+  const std::string rb = err(QuantFormat::Q4_0, 64, Shape({1, 64}, DType::F32), Shape({8, 40}, DType::U8));
+  EXPECT_THAT(rb, HasSubstr("dequant_matmul"));
+  EXPECT_THAT(rb, HasSubstr("36"));  // 2 blocks of 18 bytes
+  EXPECT_THAT(rb, HasSubstr("node"));
+  EXPECT_THAT(err(QuantFormat::Q4_K, 128, Shape({1, 128}, DType::F32), Shape({8, 72}, DType::U8)),
+              HasSubstr("multiple of the q4_k block size 256"));
+  EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 32}, DType::I32), Shape({8, 34}, DType::U8)),
+              HasSubstr("f32, f16 or bf16"));
+  EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 64}, DType::F32), Shape({8, 34}, DType::U8)),
+              HasSubstr("must be K = 32"));
+  EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 32}, DType::F32), Shape({8, 34}, DType::I8)),
+              HasSubstr("u8 (N, row_bytes)"));
+  EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 32}, DType::F32), Shape({8, Dim::symbol("b")}, DType::U8)),
+              HasSubstr("bytes per row"));
+}
+
+TEST(DequantMatMulOp, JsonRoundTrip) {
+  Graph g;
+  Value x = g.input("x", Shape({Dim::symbol("m"), Dim(64)}, DType::F32));
+  Value y = g.apply(dq(QuantFormat::Q5_1, 64), {x, g.param("w", Shape({4, 48}, DType::U8))});
+  g.add_output(y, "y");
+  const Graph back = graph_from_json(graph_to_json(g));
+  ASSERT_EQ(back.size(), g.size());
+  EXPECT_TRUE(op_equal(back.node(y.node).op, g.node(y.node).op));
+  EXPECT_FALSE(op_equal(back.node(y.node).op, dq(QuantFormat::Q5_0, 64)));
+  EXPECT_THAT(g.to_text(), HasSubstr("dequant_matmul"));
+}
+
+TEST(DequantMatMulOp, SessionRunsF32AndF16) {
+  const int64_t k = 256, n = 24;
+  const auto w = random_weight(QuantFormat::Q6_K, n, k, 3);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g;
+    Value x = g.input("x", Shape({Dim(2), Dim::symbol("m"), Dim(k)}, dt));
+    g.add_output(g.apply(dq(QuantFormat::Q6_K, k), {x, g.param("w", Shape({n, 210}, DType::U8))}), "y");
+    const Tensor xt = random_tensor(dt, {2, 3, k}, 11);
+    const Tensor wt = Tensor::from_bytes(DType::U8, {n, 210}, w.data(), w.size());
+    const Tensor y = run_cpu1(g, {{"x", xt}}, {{"w", wt}});
+    const auto xd = to_doubles(xt);
+    const std::vector<float> xf(xd.begin(), xd.end());
+    const Exact e = exact(QuantFormat::Q6_K, xf, 6, k, w, n);
+    // x is exact in its dtype; the Int8 path's bound plus the rounding of y to the dtype.
+    double bound = 0;
+    for (double b : e.int8_bound) bound = std::max(bound, b);
+    const Tolerance tol{dt == DType::F32 ? 1e-5 : dt == DType::F16 ? 1e-3 : 8e-3, bound * 1.0001 + 1e-4};
+    EXPECT_TRUE(all_close(y, {2, 3, n}, e.y, tol));
+  }
+}
+
+TEST(DequantMatMulOp, WrongWeightBytesAtSetParam) {
+  Graph g;
+  Value x = g.input("x", Shape({1, 32}, DType::F32));
+  g.add_output(g.apply(dq(QuantFormat::Q8_0, 32), {x, g.param("w", Shape({4, 34}, DType::U8))}));
+  Session s(Device::Cpu);
+  auto cg = s.compile(g);
+  EXPECT_THAT(error_message([&] { cg.set_param("w", Tensor::zeros(DType::U8, {4, 33})); }), HasSubstr("set_param('w')"));
+}
+
+TEST(DequantMatMulOp, UnclaimingBackendGetsAClearError) {
+  Graph g;
+  Value x = g.input("x", Shape({1, 32}, DType::F32));
+  g.add_output(g.apply(dq(QuantFormat::Q8_0, 32), {x, g.param("w", Shape({4, 34}, DType::U8))}));
+  const passes::ClaimFn claims = [](const Graph&, const Node& n) { return !std::holds_alternative<ops::DequantMatMul>(n.op); };
+  const std::string msg = error_message([&] { passes::legalize(g, claims, "Test"); });
+  EXPECT_THAT(msg, HasSubstr("dequant_matmul"));
+  EXPECT_THAT(msg, HasSubstr("Device::Cpu"));
+}
+
+}  // namespace
+}  // namespace rlx
