@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "passes/canonical.h"
+#include "passes/exporter.h"
 #include "passes/fusion.h"
 #include "passes/legalize.h"
 #include "passes/lower.h"
@@ -19,6 +20,13 @@ PassManager production_pipeline() {
       .add({"fold_constants", fold_constants, {}})
       .add({"cse", cse, {}})
       .add({"remove_trivial_ops", remove_trivial_ops, {}})
+      // Exporter patterns (exporter.h) first: the fusions below consume what they create.
+      .add({"fold_conv_affine", fold_conv_affine, {"conv"}})
+      .add({"fuse_gelu", fuse_gelu, {"activation"}})
+      .add({"fuse_silu", fuse_silu, {"activation"}})
+      .add({"fuse_layer_norm", fuse_layer_norm, {"layer_norm"}})
+      .add({"fuse_rms_norm", fuse_rms_norm, {"rms_norm"}})
+      .add({"fuse_attention", fuse_attention, {"attention"}})
       .add({"fuse_matmul_bias_act", fuse_matmul_bias_act, {"fused_matmul_bias_act"}})
       .add({"fuse_residual_ln", fuse_residual_ln, {"fused_residual_ln"}})
       .add({"fuse_residual_rms_norm", fuse_residual_rms_norm, {"fused_residual_rms_norm"}})
