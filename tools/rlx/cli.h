@@ -3,12 +3,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "rlx/onnx.h"
 #include "rlx/rlx.h"
 
 namespace CLI {
@@ -56,6 +58,14 @@ int64_t parse_count(const std::string& s, const std::string& what);
 // applied at ONNX import (which rejects names that are not symbolic dims of the model).
 Graph load_graph_file(const std::string& path, const std::map<std::string, int64_t>& onnx_dims = {});
 bool is_onnx_path(const std::string& path);
+// Reads an ONNX model for runs by input shapes (rlx::OnnxModel), with load_graph_file's errors.
+std::unique_ptr<OnnxModel> load_onnx_model(const std::string& path, OnnxModelOptions options);
+// The symbolic dims of an ONNX file's inputs (declared; unnamed ones as "<input>_d<axis>").
+std::set<std::string> onnx_input_symbols(const OnnxModelInfo& info);
+// inspect / check when the import of an ONNX model stops at a node that needs a concrete dim:
+// prints the declared inputs and outputs, the ONNX op list and which node needs a dim, and
+// how to give it (--dim NAME=V). `command` is "inspect" or "check".
+void print_onnx_dims_fallback(const std::string& path, const OnnxDimsError& e, const std::string& command);
 // The symbolic dims of a graph's inputs and params.
 std::set<std::string> symbolic_dims(const Graph& g);
 // Parses --dim NAME=VALUE options: bad syntax or a name given twice is a UsageError; with

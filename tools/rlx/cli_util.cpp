@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <numeric>
 #include <system_error>
 
@@ -49,9 +50,64 @@ Graph load_graph_file(const std::string& path, const std::map<std::string, int64
       return import_onnx(path, opts);
     }
     return load_graph_json(path);
+  } catch (const OnnxDimsError& e) {
+    throw OnnxDimsError("cannot load graph file '" + io::printable(path) + "': " + e.what(), e.node());
   } catch (const Error& e) {
     throw Error("cannot load graph file '" + io::printable(path) + "': " + e.what());
   }
+}
+
+std::unique_ptr<OnnxModel> load_onnx_model(const std::string& path, OnnxModelOptions options) {
+  { const io::RegularFile probe(path, "graph file '" + io::printable(path) + "'"); }
+  try {
+    return std::make_unique<OnnxModel>(path, std::move(options));
+  } catch (const Error& e) {
+    throw Error("cannot load graph file '" + io::printable(path) + "': " + e.what());
+  }
+}
+
+std::set<std::string> onnx_input_symbols(const OnnxModelInfo& info) {
+  std::set<std::string> out;
+  for (const auto& io : info.inputs)
+    for (size_t i = 0; i < io.dims.size(); ++i)
+      if (io.dims[i].is_symbolic())
+        out.insert(io.dims[i].sym == "?" ? io.name + "_d" + std::to_string(i) : io.dims[i].sym);
+  return out;
+}
+
+void print_onnx_dims_fallback(const std::string& path, const OnnxDimsError& e, const std::string& command) {
+  const OnnxModelInfo info = onnx_model_info(path);
+  std::ostream& os = std::cout;
+  auto io_line = [&](const OnnxModelInfo::Io& io) {
+    std::string dims = "[?]";
+    if (io.has_shape) {
+      dims = "[";
+      for (size_t i = 0; i < io.dims.size(); ++i)
+        dims += (i ? "," : "") + (io.dims[i].is_symbolic() ? (io.dims[i].sym == "?" ? io.name + "_d" + std::to_string(i)
+                                                                                     : io.dims[i].sym)
+                                                           : std::to_string(io.dims[i].value));
+      dims += "]";
+    }
+    os << "  " << shown(io.name) << ": " << shown(io.type) << shown(dims) << "\n";
+  };
+  os << "graph: " << shown(path) << " (not imported: a node needs a concrete value of a symbolic dim)\n";
+  os << "inputs (" << info.inputs.size() << "):\n";
+  for (const auto& io : info.inputs) io_line(io);
+  os << "outputs (" << info.outputs.size() << "):\n";
+  for (const auto& io : info.outputs) io_line(io);
+  int64_t nodes = 0;
+  for (const auto& [op, n] : info.op_histogram) nodes += n;
+  os << "onnx ops (" << nodes << " nodes, " << info.op_histogram.size() << " kinds):\n";
+  for (const auto& [op, n] : info.op_histogram) os << "  " << shown(op) << "  " << n << "\n";
+  std::vector<std::string> syms;
+  for (const auto& s : onnx_input_symbols(info)) syms.push_back(s);
+  std::string example;
+  for (size_t i = 0; i < syms.size() && i < 4; ++i) example += " --dim " + shown(syms[i]) + "=V";
+  if (syms.empty()) example = " --dim NAME=V";
+  os << "needs a concrete dim: " << io::printable(e.node()) << " needs a static value where the input dims "
+     << quoted_list(syms) << " are symbolic; 'rlx " << command << " " << shown(path) << example
+     << "' gives them (or 'rlx run' with --input files, which takes the dims from them)\n";
+  os << "  (" << io::printable(e.what(), 2000) << ")\n";
 }
 
 std::set<std::string> symbolic_dims(const Graph& g) {

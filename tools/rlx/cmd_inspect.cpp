@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "io/file_access.h"
+#include "passes/specialize.h"
 #include "rlx/gguf.h"
 #include "rlx/limits.h"
 #include "rlx/onnx.h"
@@ -22,6 +23,7 @@ namespace {
 struct InspectOptions {
   std::string path;
   bool print_graph = false;
+  std::vector<std::string> dims;  // NAME=VALUE
 };
 
 std::vector<int64_t> static_dims(const Shape& s) {
@@ -108,8 +110,23 @@ int run_inspect(const InspectOptions& o) {
   { const io::RegularFile probe(o.path, "file '" + shown(o.path) + "'"); }
   if (ends_with(o.path, ".safetensors")) return inspect_safetensors(o.path);
   if (ends_with(o.path, ".gguf")) return inspect_gguf(o.path);
-  if (ends_with(o.path, ".onnx")) print_onnx_info(o.path);
-  const Graph g = load_graph_file(o.path);
+  Graph g;
+  if (ends_with(o.path, ".onnx")) {
+    // --dim binds dims at import; without it the import keeps them symbolic where it can and
+    // falls back to the ModelProto's summary where a node needs a concrete dim.
+    print_onnx_info(o.path);
+    try {
+      g = load_graph_file(o.path, parse_dims(o.dims, nullptr));
+    } catch (const OnnxDimsError& e) {
+      print_onnx_dims_fallback(o.path, e, "inspect");
+      return 0;
+    }
+  } else {
+    g = load_graph_file(o.path);
+    const std::set<std::string> known = symbolic_dims(g);
+    const auto binding = parse_dims(o.dims, &known);
+    if (!binding.empty()) g = passes::specialize(g, binding);
+  }
   std::ostream& os = std::cout;
 
   os << "graph: " << shown(o.path) << "\n";
@@ -201,6 +218,7 @@ Command add_inspect_command(CLI::App& parent) {
       "Show a graph's inputs, outputs, params and op histogram (graph JSON or .onnx), or a .safetensors or .gguf file's tensors");
   sub->add_option("graph", o->path, "Graph JSON, .onnx, .safetensors or .gguf file")->required();
   sub->add_flag("--print-graph", o->print_graph, "Also print every node");
+  sub->add_option("--dim,-d", o->dims, "Value of a symbolic dim NAME=VALUE (repeatable; bound at ONNX import)");
   return {sub, [o] { return run_inspect(*o); }};
 }
 

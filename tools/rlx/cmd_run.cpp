@@ -1,5 +1,7 @@
-// rlx run: compile a graph file (rlx graph JSON or .onnx; --dim values are applied at ONNX import), feed inputs (.npy files or random), run it repeatedly,
-// print output summaries and latency, optionally save the outputs as .npy.
+// rlx run: compile a graph file, feed inputs (.npy files or random), run it repeatedly, print
+// output summaries and latency, optionally save the outputs as .npy. An .onnx model is imported
+// with every symbolic input dim bound from the input files (rlx::OnnxModel; --dim fixes dims);
+// a graph JSON is compiled with its symbolic dims.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "cli.h"
@@ -40,13 +43,14 @@ struct RunOptions {
 struct InputInfo {
   std::string name;
   Shape shape;
+  bool has_shape = true;  // false: an ONNX input declared without a shape
 };
 
 std::vector<InputInfo> graph_inputs(const Graph& g) {
   std::vector<InputInfo> out;
   for (NodeId id : g.input_nodes()) {
     const auto& in = std::get<ops::Input>(g.node(id).op);
-    out.push_back({in.name, in.shape});
+    out.push_back({in.name, in.shape, true});
   }
   return out;
 }
@@ -111,26 +115,37 @@ Tensor load_input(const std::string& name, const std::string& file, DType want) 
   return out;
 }
 
-// ONNX models take --dim values at import, so shape computations over those dims fold.
-Graph load_for_run(const RunOptions& o) {
-  if (!is_onnx_path(o.path)) return load_graph_file(o.path);
-  const auto dims = parse_dims(o.dims, nullptr);  // the importer checks the names
-  std::cerr << "importing " << shown(o.path) << "...\n";
-  return load_graph_file(o.path, dims);
-}
-
 int run_run(const RunOptions& o) {
-  const Graph g = load_for_run(o);
-  const bool dims_at_import = is_onnx_path(o.path);
-  const auto inputs = graph_inputs(g);
+  CompileOptions copts;
+  copts.num_threads = o.threads;
+  apply_knobs(copts, o.knobs);
+  // ONNX: an OnnxModel binds every symbolic input dim from the given tensors (--dim values fix
+  // dims for every run) and imports the model with them bound, so shape computations fold.
+  // Graph JSON: the graph is compiled with its symbolic dims.
+  const bool onnx = is_onnx_path(o.path);
+  std::unique_ptr<OnnxModel> model;
+  Graph json_graph;
+  std::vector<InputInfo> inputs;
+  std::map<std::string, int64_t> dims;
+  if (onnx) {
+    OnnxModelOptions mo;
+    mo.device = device_from_name(o.device);
+    mo.compile = copts;
+    mo.import.dims = parse_dims(o.dims, nullptr);  // OnnxModel checks the names
+    std::cerr << "reading " << shown(o.path) << "...\n";
+    model = load_onnx_model(o.path, std::move(mo));
+    for (const auto& in : model->inputs()) inputs.push_back({in.name, in.shape, in.has_shape});
+    dims = model->options().import.dims;
+  } else {
+    json_graph = load_graph_file(o.path);
+    inputs = graph_inputs(json_graph);
+    const std::set<std::string> symbols = symbolic_dims(json_graph);
+    dims = parse_dims(o.dims, &symbols);
+  }
   std::map<std::string, const InputInfo*> by_name;
   for (const auto& in : inputs) by_name[in.name] = &in;
   std::vector<std::string> input_names;
   for (const auto& in : inputs) input_names.push_back(in.name);
-
-  // --dim name=value
-  const std::set<std::string> symbols = symbolic_dims(g);
-  std::map<std::string, int64_t> dims = parse_dims(dims_at_import ? std::vector<std::string>{} : o.dims, &symbols);
 
   // --input name=file.npy; symbolic dims are also bound from these files' shapes.
   NamedTensors feeds;
@@ -144,7 +159,7 @@ int run_run(const RunOptions& o) {
     if (source.count(name)) throw UsageError("--input " + shown(name) + " is given twice");
     Tensor t = load_input(name, file, it->second->shape.dtype);
     const Shape& want = it->second->shape;
-    if (t.rank() == want.rank()) {
+    if (!onnx && t.rank() == want.rank()) {
       for (int64_t d = 0; d < t.rank(); ++d) {
         if (!want.dims[d].is_symbolic()) continue;
         auto [pos, inserted] = dims.emplace(want.dims[d].sym, t.dim(d));
@@ -157,6 +172,14 @@ int run_run(const RunOptions& o) {
     source[name] = file;
     feeds.emplace_back(name, std::move(t));
   }
+  if (onnx) {
+    // Rank, static dims and shared symbols checked against the model (errors name the inputs).
+    try {
+      dims = model->bind(feeds);
+    } catch (const Error& e) {
+      throw Error(std::string("--input: ") + e.what());
+    }
+  }
 
   // Inputs not given: generated with --random-inputs, an error otherwise.
   std::vector<std::string> missing;
@@ -167,6 +190,9 @@ int run_run(const RunOptions& o) {
                 "; pass --input NAME=FILE.npy for each, or --random-inputs to generate them");
   for (const auto& name : missing) {
     const Shape& s = by_name[name]->shape;
+    if (!by_name[name]->has_shape)
+      throw Error("cannot generate input '" + shown(name) + "': the model declares no shape for it; give it with "
+                  "--input " + shown(name) + "=FILE.npy");
     std::vector<int64_t> concrete;
     for (const Dim& d : s.dims) {
       if (d.is_static()) {
@@ -175,8 +201,9 @@ int run_run(const RunOptions& o) {
       }
       auto it = dims.find(d.sym);
       if (it == dims.end())
-        throw Error("cannot generate input '" + shown(name) + "' " + s.str() + ": symbolic dim '" + shown(d.sym) +
-                    "' has no value; pass --dim " + shown(d.sym) + "=N");
+        throw Error("cannot generate input '" + shown(name) + "' " + s.str() + " (--random-inputs): symbolic dim '" +
+                    shown(d.sym) + "' has no value; pass --dim " + shown(d.sym) + "=N, or give the input with --input " +
+                    shown(name) + "=FILE.npy (its shape binds the dim)");
       concrete.push_back(it->second);
     }
     // The size policy first (a --dim of 1e11 must not become an anonymous allocation failure).
@@ -192,6 +219,34 @@ int run_run(const RunOptions& o) {
     source[name] = "random";
   }
 
+  // The output folder before the (possibly long) compile and runs, so a bad path fails at once.
+  if (!o.save_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.save_dir, ec);
+    if (ec) throw Error("--save-outputs: cannot create directory '" + shown(o.save_dir) + "': " + ec.message());
+  }
+
+  if (o.profile) enable_device_profile(device_from_name(o.device));
+  std::optional<CompiledGraph> json_cg;
+  CompiledGraph* cgp = nullptr;
+  const auto t_compile = std::chrono::steady_clock::now();
+  if (onnx) {
+    std::string shapes;
+    for (const auto& in : inputs)
+      for (const auto& [name, t] : feeds)
+        if (name == in.name) shapes += (shapes.empty() ? "" : ", ") + shown(name) + "=" + dims_str(t.shape());
+    std::cerr << "importing for input shapes " << shapes << " and compiling for " << o.device << "...\n";
+    cgp = &model->compiled(feeds);
+  } else {
+    std::cerr << "compiling " << json_graph.size() << " nodes for " << o.device << "...\n";
+    json_cg.emplace(Session(device_from_name(o.device)).compile(json_graph, copts));
+    cgp = &*json_cg;
+  }
+  CompiledGraph& cg = *cgp;
+  const Graph& g = cg.graph();
+  const double compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_compile).count();
+
   // Params: weights carried by the graph, random ones only when asked.
   std::vector<std::string> unset;
   for (NodeId id : g.param_nodes()) {
@@ -201,23 +256,6 @@ int run_run(const RunOptions& o) {
   if (!unset.empty() && !o.random_inputs)
     throw Error(std::to_string(unset.size()) + " params have no weights in the graph file: " + quoted_list(unset) +
                 "; save the graph with its weights, or pass --random-inputs to use random values");
-
-  // The output folder before the (possibly long) compile and runs, so a bad path fails at once.
-  if (!o.save_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.save_dir, ec);
-    if (ec) throw Error("--save-outputs: cannot create directory '" + shown(o.save_dir) + "': " + ec.message());
-  }
-
-  CompileOptions copts;
-  copts.num_threads = o.threads;
-  apply_knobs(copts, o.knobs);
-  if (o.profile) enable_device_profile(device_from_name(o.device));
-  std::cerr << "compiling " << g.size() << " nodes for " << o.device << "...\n";
-  const auto t_compile = std::chrono::steady_clock::now();
-  CompiledGraph cg = Session(device_from_name(o.device)).compile(g, copts);
-  const double compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_compile).count();
   if (!unset.empty()) {
     const std::set<std::string> wanted(unset.begin(), unset.end());
     for (const auto& [name, t] : models::random_weights(g, o.seed))
@@ -225,8 +263,9 @@ int run_run(const RunOptions& o) {
   }
 
   char buf[256];
-  std::snprintf(buf, sizeof buf, "device: %s, threads: %s, compile %.2f ms\n", device_name(cg.device()),
-                o.threads == 0 ? "all cores" : std::to_string(o.threads).c_str(), compile_ms);
+  std::snprintf(buf, sizeof buf, "device: %s, threads: %s, %s %.2f ms\n", device_name(cg.device()),
+                o.threads == 0 ? "all cores" : std::to_string(o.threads).c_str(),
+                onnx ? "import + compile" : "compile", compile_ms);
   std::cout << "graph: " << shown(o.path) << " (" << g.size() << " nodes, " << g.param_nodes().size() << " params)\n" << buf;
   if (!unset.empty()) std::cout << "params: " << unset.size() << " filled with random values (--random-inputs)\n";
   std::cout << "inputs:\n";

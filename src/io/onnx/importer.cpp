@@ -2,6 +2,7 @@
 // folding of nodes whose operands are all known, subgraph bodies, and the final compaction.
 #include "io/onnx/importer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <iterator>
@@ -364,9 +365,22 @@ const Tensor& NodeCtx::konst(size_t i, const std::string& what) const {
   const Val& v = in(i);
   if (v.konst) return *v.konst;
   if (v.hint) return *v.hint;
+  if (v.dims) {
+    std::vector<std::string> syms;
+    for (const Dim& d : *v.dims)
+      if (d.is_symbolic() && std::find(syms.begin(), syms.end(), d.sym) == syms.end()) syms.push_back(d.sym);
+    std::string list;
+    for (const auto& s : syms) list += (list.empty() ? "'" : ", '") + io::printable(s) + "'";
+    fail("input " + std::to_string(i) + " ('" + io::printable(node_.input(static_cast<int>(i))) + "', the " + what +
+         ") must be known at import time, but it depends on the symbolic input dims " + list +
+         "; bind them to import the model (rlx run and OnnxModel take them from the input tensors; or --dim "
+         "NAME=VALUE, OnnxImportOptions::dims)");
+  }
   fail("input " + std::to_string(i) + " ('" + io::printable(node_.input(static_cast<int>(i))) + "', the " + what +
        ") must be known at import time, but it is computed at run time; rlx needs it to fix the output "
-       "shape (pass the value with OnnxImportOptions::known_inputs when it is a graph input)");
+       "shape (when it is computed from symbolic input dims, bind them: rlx run and OnnxModel take them from the "
+       "input tensors, or --dim NAME=VALUE; when it is a graph input, pass its value with "
+       "OnnxImportOptions::known_inputs)");
 }
 
 std::vector<int64_t> NodeCtx::ints_input(size_t i, const std::string& what) const {
@@ -627,8 +641,8 @@ Value Importer::materialize(Val& v) {
   }
   std::string dims = v.dims ? dims_str(*v.dims) : std::string("?");
   throw Error("a shape value " + dims + " with symbolic entries is used as a run-time tensor; rlx computes "
-              "symbolic dims only inside shape operands (Reshape, Expand, ConstantOfShape). Fix the dims with "
-              "OnnxImportOptions::dims (rlx run --dim NAME=VALUE)");
+              "symbolic dims only inside shape operands (Reshape, Expand, ConstantOfShape). Bind the dims: rlx run "
+              "and OnnxModel take them from the input tensors (or --dim NAME=VALUE, OnnxImportOptions::dims)");
 }
 
 Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
@@ -641,7 +655,12 @@ Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
   const Tensor* known = hint == opts_.known_inputs.end() ? nullptr : &hint->second;
   if (!tt.has_shape()) {
     if (known) return Shape::from(known->shape(), dt);
-    throw Error(where + " has no declared shape; rlx needs at least its rank (give the value in known_inputs)");
+    if (auto it = opts_.input_shapes.find(vi.name()); it != opts_.input_shapes.end()) {
+      checked_nbytes(it->second, dt, where);
+      return Shape::from(it->second, dt);
+    }
+    throw Error(where + " has no declared shape; rlx needs at least its rank (give its shape in "
+                "OnnxImportOptions::input_shapes, or run it with OnnxModel / rlx run, which take it from the input)");
   }
   std::vector<Dim> dims;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
@@ -651,8 +670,7 @@ Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
       if (d.dim_value() < 0) throw Error(where + ": dim " + std::to_string(i) + " is negative");
       dim = Dim(d.dim_value());
     } else {
-      dim = Dim::symbol(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param()
-                                                                     : vi.name() + "_d" + std::to_string(i));
+      dim = Dim::symbol(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : unnamed_dim_symbol(vi.name(), i));
       if (auto it = opts_.dims.find(dim.sym); it != opts_.dims.end()) dim = Dim(it->second);
     }
     dims.push_back(dim);
@@ -678,7 +696,9 @@ Shape Importer::input_shape(const onnx::ValueInfoProto& vi) {
 
 void Importer::add_initializer(const onnx::TensorProto& t) {
   const std::string where = "initializer '" + io::printable(t.name()) + "'";
-  Tensor v = tensor_from_proto(t, base_dir_, where);
+  Tensor v;
+  if (parsed_initializers_ && parsed_initializers_->count(t.name())) v = parsed_initializers_->at(t.name());
+  else v = tensor_from_proto(t, base_dir_, where);
   if (top_level() && static_cast<int64_t>(v.nbytes()) > opts_.max_constant_bytes) {
     // A large weight: a Param with its value carried by the graph.
     Val val = Val::known(v);
@@ -714,12 +734,15 @@ void Importer::import_main(const onnx::GraphProto& gp) {
   }
   for (const auto& [name, t] : opts_.known_inputs)
     if (!vals_.count(name)) throw Error("known_inputs names '" + name + "', which is not a graph input");
+  for (const auto& [name, shape] : opts_.input_shapes)
+    if (!vals_.count(name)) throw Error("input_shapes names '" + io::printable(name) + "', which is not a graph input");
   std::set<std::string> symbols;
   for (const auto& vi : gp.input())
     if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
       for (int i = 0; i < vi.type().tensor_type().shape().dim_size(); ++i) {
         const auto& d = vi.type().tensor_type().shape().dim(i);
-        if (!d.has_dim_value()) symbols.insert(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : vi.name() + "_d" + std::to_string(i));
+        if (!d.has_dim_value())
+          symbols.insert(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : unnamed_dim_symbol(vi.name(), i));
       }
   for (const auto& [name, v] : opts_.dims) {
     if (!symbols.count(name)) {
@@ -909,6 +932,14 @@ void Importer::import_node(const onnx::NodeProto& node) {
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind("ONNX node", 0) == 0) throw;
+    // A node that needs a static value where an input dim is symbolic: binding the dims helps.
+    if (msg.find("symbolic") != std::string::npos) {
+      std::string hint;
+      if (msg.find("rlx run") == std::string::npos)
+        hint = " (bind the symbolic input dims: rlx run and OnnxModel take them from the input tensors; or --dim "
+               "NAME=VALUE, OnnxImportOptions::dims)";
+      throw OnnxDimsError(ctx.where() + ": " + msg + hint, ctx.where());
+    }
     throw Error(ctx.where() + ": " + msg);
   } catch (const std::bad_alloc&) {
     throw Error(ctx.where() + ": out of memory while converting the node; the model or its sizes need more memory "
@@ -1027,12 +1058,16 @@ void Importer::compact() {
 
 // ---- entry points ---------------------------------------------------------
 
+std::string unnamed_dim_symbol(const std::string& input, int axis) { return input + "_d" + std::to_string(axis); }
+
 namespace {
 
 // The ai.onnx opsets and IR versions rlx imports (the ONNX backend node tests it is checked
 // against go up to these).
 constexpr int64_t kMaxOpset = 28;
 constexpr int64_t kMaxIrVersion = 13;
+
+}  // namespace
 
 std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std::string& what) {
   const std::string ir_range = "rlx imports IR versions 1 to " + std::to_string(kMaxIrVersion);
@@ -1062,7 +1097,17 @@ std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std
   return opsets;
 }
 
-}  // namespace
+Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, const OnnxImportOptions& options,
+                   const std::map<std::string, Tensor>* parsed_initializers) {
+  const std::string what = "ONNX model";
+  if (!m.has_graph()) throw Error(what + ": the model has no graph");
+  if (m.functions_size() > 0) throw Error(what + ": model-local functions are not supported");
+  Graph g;
+  Importer im(g, options, model_opsets(m, what), base_dir);
+  im.use_parsed_initializers(parsed_initializers);
+  im.import_main(m.graph());
+  return g;
+}
 
 }  // namespace rlx::onnx_io
 
@@ -1075,12 +1120,7 @@ Graph import_onnx_bytes(const void* data, size_t size, const std::string& base_d
     const std::string what = "ONNX model";
     if (!data && size > 0) throw Error(what + ": no data (null pointer with a size of " + std::to_string(size) + ")");
     const onnx::ModelProto m = onnx_io::parse_model(data, size, what);
-    if (!m.has_graph()) throw Error(what + ": the model has no graph");
-    if (m.functions_size() > 0) throw Error(what + ": model-local functions are not supported");
-    Graph g;
-    onnx_io::Importer im(g, options, onnx_io::model_opsets(m, what), base_dir);
-    im.import_main(m.graph());
-    return g;
+    return onnx_io::import_model(m, base_dir, options);
   });
 }
 
@@ -1093,6 +1133,8 @@ Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
     if (dir.empty()) dir = ".";
     try {
       return import_onnx_bytes(bytes.data(), bytes.size(), dir, options);
+    } catch (const OnnxDimsError& e) {
+      throw OnnxDimsError("ONNX model '" + io::printable(path) + "': " + e.what(), e.node());
     } catch (const Error& e) {
       throw Error("ONNX model '" + io::printable(path) + "': " + e.what());
     }

@@ -144,6 +144,8 @@ class Importer {
 
   Graph& graph() { return g_; }
   bool top_level() const { return parent_ == nullptr; }
+  // Initializer values read before (by name): used instead of reading the TensorProtos again.
+  void use_parsed_initializers(const std::map<std::string, Tensor>* parsed) { parsed_initializers_ = parsed; }
   const OnnxImportOptions& options() const { return opts_; }
   Val* lookup(const std::string& name);  // nullptr when undefined in every enclosing scope
   Value materialize(Val& v);
@@ -179,7 +181,16 @@ class Importer {
   std::map<std::string, Val> vals_;
   std::set<std::string> defined_;  // names defined by this scope (not lookups cached from outer ones)
   std::map<std::string, Tensor> initializers_;  // top level: materialized as Params when large
+  const std::map<std::string, Tensor>* parsed_initializers_ = nullptr;
 };
+
+// The ai.onnx opsets of a model (validated with its IR version); `what` names it in errors.
+std::map<std::string, int64_t> model_opsets(const onnx::ModelProto& m, const std::string& what);
+// Imports a parsed model. `parsed_initializers` (may be null): initializer values read before.
+Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, const OnnxImportOptions& options,
+                   const std::map<std::string, Tensor>* parsed_initializers = nullptr);
+// The symbol of an unnamed input dim.
+std::string unnamed_dim_symbol(const std::string& input, int axis);
 
 // The most elements an import-time constant (folded or built) may have.
 inline constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
