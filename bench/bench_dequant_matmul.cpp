@@ -3,7 +3,7 @@
 // Decode (M = 1) and prefill (M = 128) at K = N = 4096 by default, at 1 and 2 threads.
 // Columns: the path rlx takes (int8: x quantized to 8-bit blocks, AVX2 integer dots; gemm: tiles of
 // W dequantized and multiplied by sgemm), rlx p50 ms, sgemm p50 ms, sgemm / rlx, and the GB/s of
-// quantized weight bytes read (W's bytes / rlx time; f32 bytes / time for the sgemm column).
+// quantized weight bytes read at M = 1 (W's bytes / rlx time; f32 bytes / time for the sgemm column).
 //   bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]]
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +77,12 @@ int main(int argc, char** argv) {
     const rlx::GgmlType t = rlx::quant::ggml_type_of(f);
     const std::vector<uint8_t> w = rlx::ggml_quantize(t, wvals);
     const std::vector<float> wf = rlx::ggml_dequantize(t, w);
+    {
+      rlx::cpu::ScopedThreads one(1);
+      std::vector<float> tmp(wf.size());
+      const double deq = p50_ms([&] { rlx::quant::dequantize(t, w.data(), tmp.data(), static_cast<int64_t>(tmp.size())); }, 3);
+      std::printf("%-5s decoding all of W to f32 (reference decoder, 1 thread): %.1f ms\n", rlx::enum_name(f), deq);
+    }
     for (int64_t m : {1, 128}) {
       std::vector<float> y(static_cast<size_t>(m * N)), yb(static_cast<size_t>(m * N));
       for (int th : threads) {
@@ -91,9 +97,11 @@ int main(int argc, char** argv) {
           const DequantPath shown = p == DequantPath::Auto
                                         ? (m >= rlx::cpu::kDequantGemmMinRows ? DequantPath::DequantGemm : DequantPath::Int8)
                                         : p;
-          std::printf("%-5s %4lld %3d %-5s %9.3f %9.3f %6.2fx %8.1f %8.1f\n", rlx::enum_name(f), static_cast<long long>(m), th,
-                      path_name(shown), ms, blas, blas / ms, static_cast<double>(w.size()) / ms / 1e6,
-                      static_cast<double>(wf.size() * 4) / blas / 1e6);
+          std::printf("%-5s %4lld %3d %-5s %9.3f %9.3f %6.2fx", rlx::enum_name(f), static_cast<long long>(m), th,
+                      path_name(shown), ms, blas, blas / ms);
+          if (m == 1)
+            std::printf(" %8.1f %8.1f", static_cast<double>(w.size()) / ms / 1e6, static_cast<double>(wf.size() * 4) / blas / 1e6);
+          std::printf("\n");
         }
       }
     }

@@ -141,6 +141,20 @@ TEST(DequantMatMulCpu, Int8IsNativeForTheMainFormats) {
   EXPECT_FALSE(cpu::dequant_matmul_int8_native(QuantFormat::Q2_K));
 }
 
+TEST(DequantMatMulCpu, Avx2DecoderMatchesTheReferenceDecoder) {
+  for (QuantFormat f : kAll) {
+    if (!cpu::dequant_matmul_int8_native(f)) continue;
+    SCOPED_TRACE(enum_name(f));
+    const int64_t k = 512, n = 5;
+    const auto w = random_weight(f, n, k, 9);
+    const auto want = ggml_dequantize(quant::ggml_type_of(f), w);
+    std::vector<float> got(want.size());
+    cpu::avx2::decode_rows(f, w.data(), static_cast<int64_t>(w.size()) / n, n, k, got.data());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-6 * (1.0 + std::fabs(want[i]))) << "value " << i;
+  }
+}
+
 TEST(DequantMatMulCpu, ExtremeBlocks) {
   // Largest magnitudes: x blocks at +-127 after scaling, Q8_0 weights of -128 (raw bytes), zero blocks.
   const int64_t k = 64, n = 3, m = 2;

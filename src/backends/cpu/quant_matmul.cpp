@@ -89,12 +89,14 @@ void dequant_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uin
   const GgmlType t = quant::ggml_type_of(f);
   const int64_t row_bytes = k / blk.elements * blk.bytes;
   constexpr int64_t kTile = 64;
+  const bool fast = dequant_matmul_int8_native(f);
   const int64_t tiles = (n + kTile - 1) / kTile;
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> tile(static_cast<size_t>(kTile * k));
     for (int64_t ti = t0; ti < t1; ++ti) {
       const int64_t j0 = ti * kTile, rows = std::min(kTile, n - j0);
-      quant::dequantize(t, w + j0 * row_bytes, tile.data(), rows * k);
+      if (fast) avx2::decode_rows(f, w + j0 * row_bytes, row_bytes, rows, k, tile.data());
+      else quant::dequantize(t, w + j0 * row_bytes, tile.data(), rows * k);
       gemm(false, true, m, rows, k, 1.0f, x, k, tile.data(), k, 0.0f, y + j0, n);
     }
   });

@@ -14,8 +14,9 @@
 //                Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K on CPUs with AVX2, FMA
 //                and F16C; the others (Q2_K, Q3_K, or no AVX2) decode one weight row to f32 at a
 //                time and dot it in f32 (no quantization of x).
-//   DequantGemm  tiles of 64 weight rows are decoded to f32 and multiplied with OpenBLAS sgemm
-//                (no quantization of x): the prefill path (many rows of x share each tile).
+//   DequantGemm  tiles of 64 weight rows are decoded to f32 (AVX2 unpacking where Int8 is native,
+//                else the reference decoders) and multiplied with OpenBLAS sgemm (no quantization
+//                of x): the prefill path (many rows of x share each tile).
 //   Auto         Int8 for m < kDequantGemmMinRows, else DequantGemm.
 // Every path runs over the CPU thread pool (parallel.h), split along n.
 //
@@ -56,6 +57,9 @@ namespace avx2 {
 // y[i * ldy + j] for i < m, j in [n0, n1), x quantized as m rows of k / 32 blocks.
 void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                int64_t n0, int64_t n1, float* y, int64_t ldy);
+// `rows` weight rows of k values to f32 (out: rows x k), the same values as the reference
+// decoders (src/quant/ggml_blocks) up to f32 rounding of d * q + m (one FMA instead of two roundings).
+void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);
 }  // namespace avx2
 
 }  // namespace rlx::cpu

@@ -53,16 +53,17 @@ RLX_QINLINE float hsum(__m256 v) {
 // Accumulators of up to 4 x rows against one weight row: a vector part (integer dots times their
 // scales) and a scalar part (the per-block offsets times the x block sums).
 template <int R> struct Acc {
+  const XBlock* const* xr;
   __m256 v[R];
   float s[R];
-  RLX_QINLINE Acc() {
+  RLX_QINLINE explicit Acc(const XBlock* const* x) : xr(x) {
     for (int r = 0; r < R; ++r) {
       v[r] = _mm256_setzero_ps();
       s[r] = 0.0f;
     }
   }
   // Unsigned weight values q of x block u: adds ws * dot(q, xq) + wm * sum(xq), each times x's scale.
-  RLX_QINLINE void add(__m256i q, float ws, float wm, const XBlock* const* xr, int64_t u) {
+  RLX_QINLINE void add(__m256i q, float ws, float wm, int64_t u) {
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = xr[r][u];
       const __m256i isum = dot_u8_i8(q, load32(xb.q));
@@ -71,7 +72,7 @@ template <int R> struct Acc {
     }
   }
   // Signed weight values (Q8_0).
-  RLX_QINLINE void add_signed(__m256i q, float ws, const XBlock* const* xr, int64_t u) {
+  RLX_QINLINE void add_signed(__m256i q, float ws, int64_t u) {
     const __m256i qa = _mm256_sign_epi8(q, q);
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = xr[r][u];
@@ -80,7 +81,7 @@ template <int R> struct Acc {
     }
   }
   // Q6_K: weight values q - 32 with scale sc_lo on values 0..15 and sc_hi on 16..31.
-  RLX_QINLINE void add_q6(__m256i q, float d, int sc_lo, int sc_hi, const XBlock* const* xr, int64_t u) {
+  RLX_QINLINE void add_q6(__m256i q, float d, int sc_lo, int sc_hi, int64_t u) {
     const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(sc_hi)), _mm_set1_epi16(static_cast<int16_t>(sc_lo)));
     for (int r = 0; r < R; ++r) {
       const XBlock& xb = xr[r][u];
@@ -106,32 +107,34 @@ RLX_QINLINE void kscales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-// One weight row (`blocks` blocks) against R x rows; results to out[r * ld].
-template <QuantFormat F, int R>
-void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* out, int64_t ld) {
-  Acc<R> a;
+// Unpacks the `blocks` blocks of one weight row into 32-value units u = 0, 1, ... and hands each
+// to the sink: a.add(q, ws, wm, u) for unsigned q (value = ws * q + wm), a.add_signed(q, ws, u)
+// for Q8_0 (value = ws * q), a.add_q6(q, d, sc_lo, sc_hi, u) for Q6_K (value = d * sc * (q - 32),
+// sc_lo on values 0..15 and sc_hi on 16..31).
+template <QuantFormat F, class Sink>
+RLX_QINLINE void for_units(const uint8_t* w, int64_t blocks, Sink& a) {
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (F == QuantFormat::Q4_0) {
       const uint8_t* p = w + 18 * b;
       const float d = h2f(p);
-      a.add(nibbles16(p + 2), d, -8.0f * d, xr, b);
+      a.add(nibbles16(p + 2), d, -8.0f * d, b);
     } else if constexpr (F == QuantFormat::Q4_1) {
       const uint8_t* p = w + 20 * b;
-      a.add(nibbles16(p + 4), h2f(p), h2f(p + 2), xr, b);
+      a.add(nibbles16(p + 4), h2f(p), h2f(p + 2), b);
     } else if constexpr (F == QuantFormat::Q5_0) {
       const uint8_t* p = w + 22 * b;
       const float d = h2f(p);
       uint32_t qh;
       std::memcpy(&qh, p + 2, 4);
-      a.add(_mm256_or_si256(nibbles16(p + 6), bit4_bytes(qh)), d, -16.0f * d, xr, b);
+      a.add(_mm256_or_si256(nibbles16(p + 6), bit4_bytes(qh)), d, -16.0f * d, b);
     } else if constexpr (F == QuantFormat::Q5_1) {
       const uint8_t* p = w + 24 * b;
       uint32_t qh;
       std::memcpy(&qh, p + 4, 4);
-      a.add(_mm256_or_si256(nibbles16(p + 8), bit4_bytes(qh)), h2f(p), h2f(p + 2), xr, b);
+      a.add(_mm256_or_si256(nibbles16(p + 8), bit4_bytes(qh)), h2f(p), h2f(p + 2), b);
     } else if constexpr (F == QuantFormat::Q8_0) {
       const uint8_t* p = w + 34 * b;
-      a.add_signed(load32(p + 2), h2f(p), xr, b);
+      a.add_signed(load32(p + 2), h2f(p), b);
     } else if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
       constexpr bool k5 = F == QuantFormat::Q5_K;
       const uint8_t* p = w + (k5 ? 176 : 144) * b;
@@ -153,8 +156,8 @@ void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* o
           lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m0), m0), b4));
           hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m1), m1), b4));
         }
-        a.add(lo, d * sc[2 * c], -dmin * mn[2 * c], xr, 8 * b + 2 * c);
-        a.add(hi, d * sc[2 * c + 1], -dmin * mn[2 * c + 1], xr, 8 * b + 2 * c + 1);
+        a.add(lo, d * sc[2 * c], -dmin * mn[2 * c], 8 * b + 2 * c);
+        a.add(hi, d * sc[2 * c + 1], -dmin * mn[2 * c + 1], 8 * b + 2 * c + 1);
       }
     } else if constexpr (F == QuantFormat::Q6_K) {
       const uint8_t* p = w + 210 * b;
@@ -169,12 +172,60 @@ void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* o
           const __m256i lo = (k >> 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
           const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
           const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));
-          a.add_q6(q, d, sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1], xr, 8 * b + 4 * h + k);
+          a.add_q6(q, d, sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1], 8 * b + 4 * h + k);
         }
       }
     }
   }
+}
+
+// One weight row (`blocks` blocks) against R x rows; results to out[r * ld].
+template <QuantFormat F, int R>
+void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* out, int64_t ld) {
+  Acc<R> a(xr);
+  for_units<F>(w, blocks, a);
   a.store(out, ld);
+}
+
+// Writes the f32 values of the units to out[32 u ..].
+struct F32Sink {
+  float* out;
+  RLX_QINLINE void put8(__m256i q32, float ws, float wm, float* o) {
+    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q32), _mm256_set1_ps(ws), _mm256_set1_ps(wm)));
+  }
+  RLX_QINLINE void add(__m256i q, float ws, float wm, int64_t u) {
+    float* o = out + 32 * u;
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    put8(_mm256_cvtepu8_epi32(lo), ws, wm, o);
+    put8(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), ws, wm, o + 8);
+    put8(_mm256_cvtepu8_epi32(hi), ws, wm, o + 16);
+    put8(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), ws, wm, o + 24);
+  }
+  RLX_QINLINE void add_signed(__m256i q, float ws, int64_t u) {
+    float* o = out + 32 * u;
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    put8(_mm256_cvtepi8_epi32(lo), ws, 0.0f, o);
+    put8(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)), ws, 0.0f, o + 8);
+    put8(_mm256_cvtepi8_epi32(hi), ws, 0.0f, o + 16);
+    put8(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)), ws, 0.0f, o + 24);
+  }
+  RLX_QINLINE void add_q6(__m256i q, float d, int sc_lo, int sc_hi, int64_t u) {
+    float* o = out + 32 * u;
+    const float a = d * static_cast<float>(sc_lo), b = d * static_cast<float>(sc_hi);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    put8(_mm256_cvtepu8_epi32(lo), a, -32.0f * a, o);
+    put8(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), a, -32.0f * a, o + 8);
+    put8(_mm256_cvtepu8_epi32(hi), b, -32.0f * b, o + 16);
+    put8(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), b, -32.0f * b, o + 24);
+  }
+};
+
+template <QuantFormat F> void decode_of(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out) {
+  constexpr int64_t elems = (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K || F == QuantFormat::Q6_K) ? 256 : 32;
+  for (int64_t j = 0; j < rows; ++j) {
+    F32Sink s{out + j * k};
+    for_units<F>(w + j * row_bytes, k / elems, s);
+  }
 }
 
 template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
@@ -202,6 +253,21 @@ template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, co
 
 }  // namespace
 
+void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out) {
+  switch (f) {
+    case QuantFormat::Q4_0: return decode_of<QuantFormat::Q4_0>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q4_1: return decode_of<QuantFormat::Q4_1>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q5_0: return decode_of<QuantFormat::Q5_0>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q5_1: return decode_of<QuantFormat::Q5_1>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q8_0: return decode_of<QuantFormat::Q8_0>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q4_K: return decode_of<QuantFormat::Q4_K>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q5_K: return decode_of<QuantFormat::Q5_K>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q6_K: return decode_of<QuantFormat::Q6_K>(w, row_bytes, rows, k, out);
+    case QuantFormat::Q2_K:
+    case QuantFormat::Q3_K: return;  // not native
+  }
+}
+
 void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
                int64_t n1, float* y, int64_t ldy) {
   switch (f) {
@@ -226,6 +292,7 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
 
 namespace rlx::cpu::avx2 {
 void int8_rows(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
+void decode_rows(QuantFormat, const uint8_t*, int64_t, int64_t, int64_t, float*) {}
 }  // namespace rlx::cpu::avx2
 
 #endif
