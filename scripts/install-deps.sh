@@ -20,6 +20,7 @@ PACKAGES=(
   glslang-dev spirv-tools  # GLSL kernels compiled to SPIR-V (the Vulkan backend) and validated (codegen tests)
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools  # the Vulkan backend, run on lavapipe in CI
   clang-16 libclang-rt-16-dev  # the libFuzzer targets (scripts/fuzz.sh): libFuzzer + ASan runtimes
+  chromium  # SwiftShader, the CPU Vulkan driver the WebGPU backend runs on without a GPU (and headless WebGPU)
 )
 
 missing=()
@@ -29,12 +30,32 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# npm fetches Dawn's C library below; a Node.js that is already installed (with its npm) is kept.
+command -v npm >/dev/null || missing+=(npm)
+
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The WebGPU backend loads Dawn's `wgpu*` C library at run time: libwebgpu_wrapper.so from the npm
+# package bun-webgpu-linux-x64 (Apache-2.0), pinned to the version rlx's declarations match
+# (src/backends/webgpu/wgpu_abi.h), unpacked into the default place of the knob webgpu_lib.
+WEBGPU_PKG=bun-webgpu-linux-x64@0.1.7
+WEBGPU_DIR=/usr/local/lib/rlx-webgpu
+if [ "$(uname -m)" != x86_64 ]; then
+  echo "install-deps: no Dawn build for $(uname -m) in $WEBGPU_PKG; the WebGPU backend will report it unavailable"
+elif [ ! -f "$WEBGPU_DIR/libwebgpu_wrapper.so" ] || [ "$(cat "$WEBGPU_DIR/VERSION" 2>/dev/null)" != "$WEBGPU_PKG" ]; then
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack "$WEBGPU_PKG" --silent >/dev/null)
+  tar -xzf "$tmp"/*.tgz -C "$tmp"
+  $SUDO install -D -m 755 "$tmp/package/libwebgpu_wrapper.so" "$WEBGPU_DIR/libwebgpu_wrapper.so"
+  $SUDO install -m 644 "$tmp/package/LICENSE" "$WEBGPU_DIR/LICENSE"
+  echo "$WEBGPU_PKG" | $SUDO tee "$WEBGPU_DIR/VERSION" >/dev/null
+  rm -rf "$tmp"
+  echo "install-deps: Dawn (WebGPU) from $WEBGPU_PKG in $WEBGPU_DIR"
+fi

@@ -97,5 +97,8 @@ std::string glsl_extensions(const std::set<DType>& dtypes);
 // (one u32 per operand, output first) take the next two bindings. rlx::Error when
 // plan.wide_index or a dtype cannot be held.
 std::string print_wgsl_elementwise(const ElementwisePlan& plan, const std::vector<int>& binding_of = {});
+// Whether the WGSL kernel of `plan` has the error-flag binding: plan.error_flag, or i64 Add/Sub/
+// Mul/Pow steps (i64 is held in 32-bit words; a result beyond them is reported, not wrapped).
+bool wgsl_error_flag(const ElementwisePlan& plan);
 
 }  // namespace rlx::codegen

@@ -112,6 +112,17 @@ std::string print_glsl_elementwise(const ElementwisePlan& p) {
   return b.str();
 }
 
+bool wgsl_error_flag(const ElementwisePlan& p) {
+  if (p.error_flag) return true;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const RegionStep& st = p.steps[s];
+    if (st.kind != RegionStepKind::Binary || p.step_dtypes[s] != DType::I64) continue;
+    const auto k = static_cast<BinaryKind>(st.op);
+    if (k == BinaryKind::Add || k == BinaryKind::Sub || k == BinaryKind::Mul || k == BinaryKind::Pow) return true;
+  }
+  return false;
+}
+
 std::string print_wgsl_elementwise(const ElementwisePlan& p, const std::vector<int>& binding_of_in) {
   check_narrow(p, "WGSL");
   const Language& L = wgsl_language();
@@ -138,7 +149,7 @@ std::string print_wgsl_elementwise(const ElementwisePlan& p, const std::vector<i
       << ": array<u32>;\n";
   }
   int next = n_bind;
-  if (p.error_flag) b << "@group(0) @binding(" << next++ << ") var<storage, read_write> rlx_err: atomic<i32>;\n";
+  if (wgsl_error_flag(p)) b << "@group(0) @binding(" << next++ << ") var<storage, read_write> rlx_err: atomic<i32>;\n";
   b << "struct RlxOffsets {";
   for (size_t k = 0; k <= n_in; ++k) b << " o" << k << ": u32,";
   b << " }\n";

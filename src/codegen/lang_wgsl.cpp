@@ -42,17 +42,21 @@ const char* kTanh = R"(fn rlx_tanh(x: f32) -> f32 {
   return select(t, -t, x < 0.0f);
 }
 )";
+// A float from its bits at run time: WGSL evaluates bitcast<f32>(constant) at compile time and
+// rejects infinities and NaNs there.
+const char* kF32Bits = R"(fn rlx_f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
+)";
 const char* kPow = R"(fn rlx_pow(a: f32, b: f32) -> f32 {
   if (b == 0.0f || a == 1.0f) { return 1.0f; }
   if (rlx_isnan(a) || rlx_isnan(b)) { return a + b; }
   var m = 0.0f;
   if (a == 0.0f) {
-    if (b < 0.0f) { m = bitcast<f32>(0x7f800000u); }
+    if (b < 0.0f) { m = rlx_f32_bits(0x7f800000u); }
   } else {
     m = pow(abs(a), b);
   }
   if (a < 0.0f) {
-    if (floor(b) != b) { return bitcast<f32>(0x7fc00000u); }
+    if (floor(b) != b) { return rlx_f32_bits(0x7fc00000u); }
     if (b - 2.0f * floor(b * 0.5f) == 1.0f) { return -m; }
   }
   return m;
@@ -135,6 +139,67 @@ const char* int_source(BinaryKind k) {
   }
 }
 
+// sin and cos to about 1 ulp on |x| < 2^17 (WGSL's builtins promise only 2^-11 absolute error, and
+// SwiftShader's reach that): x reduced by pi/2 in three parts (Cody-Waite), then polynomials on
+// [-pi/4, pi/4] chosen by the quadrant.
+const char* kSinCos = R"(fn rlx_sincos_q(x: f32, q_add: i32) -> f32 {
+  if (abs(x) > 1.0e30f || x != x) { return x - x; }
+  let k = round(x * 0.636619772f);
+  var r = x - k * 1.5703125f;
+  r = r - k * 4.83751297e-4f;
+  r = r - k * 7.54978995e-8f;
+  let q = (i32(k) + q_add) & 3;
+  let r2 = r * r;
+  let s = r + r * r2 * (-1.66666546e-1f + r2 * (8.33216087e-3f + r2 * -1.95152959e-4f));
+  let c = 1.0f - 0.5f * r2 + r2 * r2 * (4.16664568e-2f + r2 * (-1.38873163e-3f + r2 * 2.44331571e-5f));
+  if (q == 0) { return s; }
+  if (q == 1) { return c; }
+  if (q == 2) { return -s; }
+  return -c;
+}
+fn rlx_sin(x: f32) -> f32 { return rlx_sincos_q(x, 0); }
+fn rlx_cos(x: f32) -> f32 { return rlx_sincos_q(x, 1); }
+)";
+
+// i64 is held in 32-bit words: arithmetic whose result leaves that range reports it (code
+// kErrNarrowOverflow) instead of wrapping.
+const char* kI64Checked = R"(fn rlx_i64_add(a: i32, b: i32) -> i32 {
+  let r = a + b;
+  if (((a ^ r) & (b ^ r)) < 0i) { atomicMax(&rlx_err, 8); }
+  return r;
+}
+fn rlx_i64_sub(a: i32, b: i32) -> i32 {
+  let r = a - b;
+  if (((a ^ b) & (a ^ r)) < 0i) { atomicMax(&rlx_err, 8); }
+  return r;
+}
+fn rlx_i64_mul(a: i32, b: i32) -> i32 {
+  let r = a * b;
+  let lowest = -2147483647i - 1i;
+  if ((a == -1i && b == lowest) || (b == -1i && a == lowest) || (a != 0i && a != -1i && r / a != b)) {
+    atomicMax(&rlx_err, 8);
+  }
+  return r;
+}
+fn rlx_i64_pow(base: i32, e: i32) -> i32 {
+  if (e < 0i) {
+    if (base == 1i) { return 1i; }
+    if (base == -1i) { return select(1i, -1i, (e & 1i) != 0i); }
+    if (base == 0i) { atomicMax(&rlx_err, 7); }
+    return 0i;
+  }
+  var r = 1i;
+  var b = base;
+  var x = e;
+  while (x != 0i) {
+    if ((x & 1i) != 0i) { r = rlx_i64_mul(r, b); }
+    x = x >> 1u;
+    if (x != 0i) { b = rlx_i64_mul(b, b); }
+  }
+  return r;
+}
+)";
+
 class WgslFloat final : public ExprPrinter {
  public:
   explicit WgslFloat(Helpers& h) : h_(h) {}
@@ -145,6 +210,8 @@ class WgslFloat final : public ExprPrinter {
       case MathFn::Erf: h_.add("rlx_erf", kErf); fn = "rlx_erf"; break;
       case MathFn::Log1p: h_.add("rlx_log1p", kLog1p); fn = "rlx_log1p"; break;
       case MathFn::Tanh: h_.add("rlx_tanh", kTanh); fn = "rlx_tanh"; break;
+      case MathFn::Sin: h_.add("rlx_sincos", kSinCos); fn = "rlx_sin"; break;
+      case MathFn::Cos: h_.add("rlx_sincos", kSinCos); fn = "rlx_cos"; break;
       case MathFn::RoundEven: fn = "round"; break;  // WGSL's round is half to even
       default: fn = math_fn_name(f); break;
     }
@@ -217,7 +284,7 @@ class Wgsl final : public Language {
     } else if (is_float(t)) {
       if (std::string e = float_arith(k, a, b); !e.empty()) return e;
       auto helper = [&](const char* name, const char* src) {
-        if (k == BinaryKind::Pow) h.add("rlx_isnan", kIsNan);
+        if (k == BinaryKind::Pow) h.add("rlx_isnan", kIsNan), h.add("rlx_f32_bits", kF32Bits);
         h.add(name, src);
         return std::string(name) + "(" + a + ", " + b + ")";
       };
@@ -235,6 +302,13 @@ class Wgsl final : public Language {
       }
     } else {
       const std::string T = compute_type(t);
+      if (t == DType::I64 && (k == BinaryKind::Add || k == BinaryKind::Sub || k == BinaryKind::Mul || k == BinaryKind::Pow)) {
+        if (error_flag) *error_flag = true;
+        h.add("rlx_i64_checked", kI64Checked);
+        const char* fn = k == BinaryKind::Add ? "rlx_i64_add" : k == BinaryKind::Sub ? "rlx_i64_sub"
+                         : k == BinaryKind::Mul ? "rlx_i64_mul" : "rlx_i64_pow";
+        return std::string(fn) + "(" + a + ", " + b + ")";
+      }
       if (const char* name = int_checked_helper(k)) {
         if (error_flag) *error_flag = true;
         h.add(std::string(name) + "_" + T, int_helper(int_source(k), T, is_signed_int(t)));

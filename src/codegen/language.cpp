@@ -49,6 +49,9 @@ std::string kernel_error_message(int code, const std::string& device) {
            ": a Div, Mod or FMod divisor has a 0 (the CPU backend names the element; guard the divisor, e.g. "
            "Where(b == 0, 1, b))";
   if (code == kErrIntPowZero) return "integer pow on " + device + ": 0 raised to a negative power has no integer value";
+  if (code == kErrNarrowOverflow)
+    return "i64 arithmetic on " + device + ": a result is outside [-2^31, 2^31), and " + device +
+           " holds i64 values in 32-bit words (run the graph on the CPU, CUDA or Vulkan for 64-bit integers)";
   return "";
 }
 

@@ -18,7 +18,12 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
 #else
       break;
 #endif
-    case Device::WebGpu: break;
+    case Device::WebGpu:
+#ifdef RLX_HAVE_WEBGPU
+      return make_webgpu_backend(options);
+#else
+      break;
+#endif
   }
   throw Error(std::string("device '") + device_name(d) +
               "' is not available in this build (backends built: cpu" +
@@ -27,6 +32,9 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
 #endif
 #ifdef RLX_HAVE_VULKAN
               ", vulkan" +
+#endif
+#ifdef RLX_HAVE_WEBGPU
+              ", webgpu" +
 #endif
               std::string("); compile for Device::Cpu"));
 }
@@ -37,6 +45,9 @@ std::unique_ptr<Backend> make_backend_for_check(Device d) {
 #endif
 #ifdef RLX_HAVE_VULKAN
   if (d == Device::Vulkan) return make_vulkan_backend_for_check();
+#endif
+#ifdef RLX_HAVE_WEBGPU
+  if (d == Device::WebGpu) return make_webgpu_backend_for_check();
 #endif
   return make_backend(d, CompileOptions{});
 }

@@ -96,5 +96,10 @@ std::unique_ptr<Backend> make_vulkan_backend(const CompileOptions& options);
 // Claims of the device Vulkan would use, or of one with every optional feature when none.
 std::unique_ptr<Backend> make_vulkan_backend_for_check();
 #endif
+#ifdef RLX_HAVE_WEBGPU
+std::unique_ptr<Backend> make_webgpu_backend(const CompileOptions& options);
+// Claims of the WebGPU device, or of one with every optional feature when none.
+std::unique_ptr<Backend> make_webgpu_backend_for_check();
+#endif
 
 }  // namespace rlx

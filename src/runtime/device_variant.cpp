@@ -2,29 +2,64 @@
 
 #include <algorithm>
 
+#include "plan/storage.h"
 #include "rlx/error.h"
 
 namespace rlx {
 
-DeviceVariant::DeviceVariant(Graph g, std::unique_ptr<DeviceApi> dev)
-    : graph_(std::move(g)), sched_(plan::build_schedule(graph_)), dev_(std::move(dev)) {
-  arena_ = dev_->allocate(static_cast<size_t>(sched_.memory.arena_bytes), "the arena of a compiled graph");
+DeviceVariant::DeviceVariant(Graph g, std::unique_ptr<DeviceApi> dev, const plan::PlanOptions& plan)
+    : graph_(std::move(g)), sched_(plan::build_schedule(graph_, plan)), dev_(std::move(dev)) {
+  if (sched_.memory.weights_bytes > 0)
+    throw Error("device variant: internal: a weights arena (DeviceLimits::weights_arena) is not supported by the "
+                "device runtime");
+  const size_t n_arenas = std::max<size_t>(sched_.memory.arena_buffers.size(), 1);
+  for (size_t i = 0; i < n_arenas; ++i) {
+    const int64_t bytes = sched_.memory.arena_buffers.empty() ? sched_.memory.arena_bytes : sched_.memory.arena_buffers[i];
+    arenas_.push_back(dev_->allocate(static_cast<size_t>(bytes),
+                                     n_arenas == 1 ? std::string("the arena of a compiled graph")
+                                                   : "arena buffer " + std::to_string(i) + " of a compiled graph"));
+  }
   flag_ = dev_->allocate(sizeof(int), "the error flag");
   for (const Node& n : graph_.nodes()) {
     const bool input = std::holds_alternative<ops::Input>(n.op), param = std::holds_alternative<ops::Param>(n.op);
     const auto* cst = std::get_if<ops::Constant>(&n.op);
     if (!input && !param && !cst) continue;
-    const size_t bytes = static_cast<size_t>(n.outputs.at(0).nbytes());
+    const size_t bytes = leaf_bytes(n.id);
     leaves_.emplace(n.id, dev_->allocate(bytes, "leaf " + node_label(n)));
     if (input) inputs_.push_back(n.id);
     if (param) params_.push_back(n.id);
     if (param || cst) weight_bytes_ += bytes;
-    if (cst && bytes > 0) {
-      const HostToDevice c{leaves_.at(n.id), 0, cst->value.raw(), bytes};
-      dev_->upload_borrowed({&c, 1});
-    }
+    if (cst && bytes > 0) upload_leaf(n.id, cst->value, true);
   }
   dev_->wait();  // the constants' bytes belong to the graph, which the subclass may still move
+  staged_.clear();
+}
+
+DType DeviceVariant::leaf_storage(NodeId id) const {
+  const auto& locs = sched_.memory.locations;
+  if (id < locs.size() && !locs[id].empty()) return locs[id][0].storage;
+  return graph_.node(id).outputs.at(0).dtype;
+}
+
+size_t DeviceVariant::leaf_bytes(NodeId id) const {
+  const Shape& s = graph_.node(id).outputs.at(0);
+  return static_cast<size_t>(plan::storage_bytes(s.numel(), leaf_storage(id), "leaf " + node_label(graph_.node(id))));
+}
+
+void DeviceVariant::upload_leaf(NodeId id, const Tensor& t, bool borrowed) {
+  const DType storage = leaf_storage(id);
+  if (t.nbytes() == 0) return;
+  if (storage == t.dtype()) {
+    const HostToDevice c{leaves_.at(id), 0, t.raw(), t.nbytes()};
+    borrowed ? dev_->upload_borrowed({&c, 1}) : dev_->upload({&c, 1});
+    return;
+  }
+  const Node& n = graph_.node(id);
+  const auto* in = std::get_if<ops::Input>(&n.op);
+  const std::string what = in ? "input '" + in->name + "'" : node_label(n);
+  staged_.push_back(plan::to_storage(t, storage, what));
+  const HostToDevice c{leaves_.at(id), 0, staged_.back().data(), staged_.back().size()};
+  dev_->upload_borrowed({&c, 1});  // staged_ keeps the bytes until the next wait()
 }
 
 DeviceBuf DeviceVariant::leaf_buf(NodeId id) const {
@@ -36,7 +71,8 @@ DeviceBuf DeviceVariant::leaf_buf(NodeId id) const {
 }
 
 std::pair<DeviceBuf, size_t> DeviceVariant::where(const plan::TensorRef& r) const {
-  if (r.loc.kind == plan::Location::Kind::Arena) return {arena_, static_cast<size_t>(r.loc.offset)};
+  if (r.loc.kind == plan::Location::Kind::Arena)
+    return {arenas_.at(static_cast<size_t>(r.loc.buffer)), static_cast<size_t>(r.loc.offset)};
   return {leaf_buf(r.loc.leaf), static_cast<size_t>(r.loc.offset)};
 }
 
@@ -67,7 +103,7 @@ void DeviceVariant::check_bytes(NodeId id, const Tensor& t) const {
 
 size_t DeviceVariant::output_bytes(size_t k) const {
   const plan::TensorRef& r = sched_.outputs.at(k);
-  return static_cast<size_t>(r.numel()) * dtype_size(r.dtype);
+  return static_cast<size_t>(r.numel()) * dtype_size(r.storage());
 }
 
 // The carried values are outputs of the previous run, still where it left them. They move
@@ -101,18 +137,33 @@ void DeviceVariant::carry_in(std::span<const Carry> carry) {
   dev_->copy(to_leaf);
 }
 
-std::vector<Tensor> DeviceVariant::download_outputs(const std::vector<size_t>& which) {
+std::vector<Tensor> DeviceVariant::download_outputs(const std::vector<size_t>& which, std::vector<Pending>& pending) {
   std::vector<Tensor> outs;
   std::vector<DeviceToHost> downs;
   outs.reserve(which.size());
+  pending.reserve(which.size());
   for (size_t k : which) {
     const plan::TensorRef& r = sched_.outputs.at(k);
     outs.push_back(Tensor::empty(r.dtype, r.dims));
     const auto [src, off] = where(r);
-    if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
+    if (r.storage() == r.dtype) {
+      if (outs.back().nbytes()) downs.push_back({outs.back().raw(), src, off, outs.back().nbytes()});
+      continue;
+    }
+    pending.push_back({outs.size() - 1, std::vector<uint8_t>(output_bytes(k))});
+    if (!pending.back().bytes.empty()) downs.push_back({pending.back().bytes.data(), src, off, pending.back().bytes.size()});
   }
   dev_->download(downs);
   return outs;
+}
+
+void DeviceVariant::finish_outputs(const std::vector<size_t>& which, std::vector<Tensor>& outs,
+                                   std::vector<Pending>& pending) const {
+  for (Pending& p : pending) {
+    const plan::TensorRef& r = sched_.outputs.at(which.at(p.index));
+    outs[p.index] = plan::from_storage(p.bytes, r.storage(), r.dtype, r.dims, "output " + std::to_string(which[p.index]));
+  }
+  pending.clear();
 }
 
 std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
@@ -124,7 +175,7 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
     if (c.output >= sched_.outputs.size() || std::find(kept_.begin(), kept_.end(), c.output) == kept_.end())
       throw Error("device run: internal: " + node_label(graph_.node(c.input)) + " carries output " +
                   std::to_string(c.output) + ", which the previous run did not keep");
-    if (static_cast<int64_t>(output_bytes(c.output)) != graph_.node(c.input).outputs.at(0).nbytes())
+    if (output_bytes(c.output) != leaf_bytes(c.input))
       throw Error("device run: internal: output " + std::to_string(c.output) + " and carried " +
                   node_label(graph_.node(c.input)) + " differ in size");
     if (!carried.insert(c.input).second)
@@ -143,13 +194,11 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   if (new_params) {
     for (NodeId id : params_) {
       const Tensor& t = leaf_tensor(id, args);
-      if (t.nbytes() && !dropped_.count(id)) {
-        const HostToDevice c{leaves_.at(id), 0, t.raw(), t.nbytes()};
-        dev_->upload_borrowed({&c, 1});
-      }
+      if (!dropped_.count(id)) upload_leaf(id, t, true);
       param_uploaded(id, t);
     }
     dev_->wait();  // the host tensors may change after set_param
+    staged_.clear();
     params_uploaded_ = true;
     params_generation_ = args.params_generation;
     detail::note_param_upload();
@@ -158,7 +207,8 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   for (NodeId id : inputs_) {
     if (carried.count(id)) continue;
     const Tensor& t = leaf_tensor(id, args);
-    if (t.nbytes()) ups.push_back({leaves_.at(id), 0, t.raw(), t.nbytes()});
+    if (leaf_storage(id) != t.dtype()) upload_leaf(id, t, false);  // converted into staged_
+    else if (t.nbytes()) ups.push_back({leaves_.at(id), 0, t.raw(), t.nbytes()});
   }
   dev_->upload(ups);
 
@@ -166,11 +216,19 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   submit();
   dev_->mark_stop();
 
-  std::vector<Tensor> outs = download_outputs(args.which);
+  std::vector<Pending> pending;
+  std::vector<Tensor> outs = download_outputs(args.which, pending);
   dev_->read_error_flag(flag_);
-  dev_->wait();
+  try {
+    dev_->wait();
+  } catch (...) {
+    staged_.clear();
+    throw;
+  }
+  staged_.clear();
   detail::note_device_ms(dev_->elapsed_ms());
   if (const int err = dev_->error_flag(); err != 0) throw Error(kernel_error_message(err));
+  finish_outputs(args.which, outs, pending);
   kept_.assign(args.keep.begin(), args.keep.end());
   return outs;
 }
@@ -179,8 +237,10 @@ std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which
   for (size_t k : which)
     if (std::find(kept_.begin(), kept_.end(), k) == kept_.end())
       throw Error("device variant: internal: output " + std::to_string(k) + " was not kept by the last run");
-  std::vector<Tensor> outs = download_outputs(which);
+  std::vector<Pending> pending;
+  std::vector<Tensor> outs = download_outputs(which, pending);
   dev_->wait();
+  finish_outputs(which, outs, pending);
   return outs;
 }
 

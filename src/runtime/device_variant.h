@@ -27,13 +27,15 @@ class DeviceVariant : public Variant {
   size_t arena_bytes() const override { return static_cast<size_t>(sched_.memory.arena_bytes); }
 
  protected:
-  // Plans `g` (verified, static), allocates the arena, the error flag and a buffer per leaf on
-  // `dev`, and uploads the constants.
-  DeviceVariant(Graph g, std::unique_ptr<DeviceApi> dev);
+  // Plans `g` (verified, static) under `plan` (a device's buffer limits and storage dtypes:
+  // plan/device_limits.h), allocates the arena buffers, the error flag and a buffer per leaf on
+  // `dev`, and uploads the constants. Leaves and outputs whose storage dtype differs from their
+  // dtype are converted at the host boundary (plan/storage.h), each element checked.
+  DeviceVariant(Graph g, std::unique_ptr<DeviceApi> dev, const plan::PlanOptions& plan = {});
 
   DeviceApi& dev() const { return *dev_; }
   const plan::Schedule& schedule() const { return sched_; }
-  DeviceBuf arena_buf() const { return arena_; }
+  DeviceBuf arena_buf(size_t i = 0) const { return arenas_.at(i); }  // arena buffer i (memory.arena_buffers)
   DeviceBuf flag_buf() const { return flag_; }  // one int, 0 unless a kernel reported bad data
   // The buffer of leaf `id` (an Input, Param or Constant node); rlx::Error when it has none.
   DeviceBuf leaf_buf(NodeId id) const;
@@ -57,14 +59,26 @@ class DeviceVariant : public Variant {
   const Tensor& leaf_tensor(NodeId id, const RunArgs& args) const;
   void check_bytes(NodeId id, const Tensor& t) const;
   void carry_in(std::span<const Carry> carry);
-  size_t output_bytes(size_t k) const;
-  // New host tensors for outputs `which`, filled at the next wait().
-  std::vector<Tensor> download_outputs(const std::vector<size_t>& which);
+  size_t output_bytes(size_t k) const;  // in its storage dtype
+  size_t leaf_bytes(NodeId id) const;   // the device bytes of a leaf (its storage dtype)
+  DType leaf_storage(NodeId id) const;
+  // Enqueues the upload of host tensor `t` (leaf `id`), converted to the leaf's storage dtype when
+  // that differs (the converted bytes are kept in staged_ until the next wait()).
+  void upload_leaf(NodeId id, const Tensor& t, bool borrowed);
+  // New host tensors for outputs `which`, filled at the next wait() and finish_outputs().
+  struct Pending {
+    size_t index;                // into the returned vector
+    std::vector<uint8_t> bytes;  // the storage bytes, converted by finish_outputs
+  };
+  std::vector<Tensor> download_outputs(const std::vector<size_t>& which, std::vector<Pending>& pending);
+  void finish_outputs(const std::vector<size_t>& which, std::vector<Tensor>& outs, std::vector<Pending>& pending) const;
 
   Graph graph_;
   plan::Schedule sched_;
   std::unique_ptr<DeviceApi> dev_;
-  DeviceBuf arena_, flag_;
+  std::vector<DeviceBuf> arenas_;
+  DeviceBuf flag_;
+  std::vector<std::vector<uint8_t>> staged_;  // converted leaf bytes until the next wait()
   std::unordered_map<NodeId, DeviceBuf> leaves_;
   std::vector<NodeId> inputs_, params_;
   std::set<NodeId> dropped_;

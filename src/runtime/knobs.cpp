@@ -131,6 +131,17 @@ constexpr KnobInfo kKnobs[] = {
          "a folder receiving every recorded Vulkan dispatch: its GLSL (.comp) and its bindings, push constants and "
          "workgroups (.json), which bench/vk_kernel_lab replays",
          kProcess),
+    text("webgpu_lib", "RLX_WEBGPU_LIB", "/usr/local/lib/rlx-webgpu/libwebgpu_wrapper.so", "",
+         "the Dawn library (webgpu.h C API) the WebGPU backend loads; scripts/install-deps.sh installs the default",
+         kProcess),
+    text("webgpu_backend", "RLX_WEBGPU_BACKEND", "vulkan", "vulkan|opengles|opengl|d3d12|metal",
+         "the native API under WebGPU that Dawn is asked for (Dawn's Null adapter is never taken)", kProcess),
+    text("webgpu_vk_icd", "RLX_WEBGPU_VK_ICD", "auto", "",
+         "the Vulkan driver manifest (ICD json) Dawn loads: auto = the system's drivers, and when they give no "
+         "adapter Dawn accepts, SwiftShader from Debian's chromium package; system = the system's only; or a path",
+         kProcess),
+    text("webgpu_adapter", "RLX_WEBGPU_ADAPTER", "the adapter Dawn returns first", "",
+         "a part of the WebGPU adapter's name that the chosen adapter must contain", kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

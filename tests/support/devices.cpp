@@ -4,6 +4,7 @@
 
 #include "cuda/cuda_test_util.h"
 #include "vulkan/vulkan_test_util.h"
+#include "webgpu/webgpu_test_util.h"
 
 namespace rlx::testing {
 
@@ -29,6 +30,17 @@ std::vector<TestDevice> builtin_devices() {
     d.precisions = {Precision::Fp32, Precision::Fp16, Precision::Bf16};
     d.skip_unclaimed = true;
     d.cpu_adapter = vulkan_is_cpu_adapter;  // op families without Vulkan kernels yet are skipped, with the reason
+    v.push_back(std::move(d));
+  }
+  {
+    TestDevice d;
+    d.name = "webgpu";
+    d.device = Device::WebGpu;
+    d.unavailable = webgpu_unavailable_reason;
+    d.precisions = {Precision::Fp32};
+    d.skip_unclaimed = true;  // op families without WGSL kernels yet are skipped, with the reason
+    d.cpu_adapter = webgpu_is_cpu_adapter;
+    d.documented_limits = {"holds i64 values in 32-bit words"};
     v.push_back(std::move(d));
   }
   {

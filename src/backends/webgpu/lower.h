@@ -1,0 +1,101 @@
+#pragma once
+// Lowering of Schedule steps to WebGPU work. Each step becomes dispatches of WGSL compute kernels
+// (or buffer copies/fills) whose buffers, parameters and workgroup counts are fixed when the
+// variant is prepared; the variant encodes them into one command buffer per run (WebGPU command
+// buffers are single-use) in one compute pass, which orders the dispatches.
+//
+// The kernel convention (every template follows it; the shared elementwise printer too):
+//   - every tensor is an array<u32> (one 32-bit word per element: codegen/lang_wgsl.cpp); each
+//     distinct device buffer among a dispatch's operands is bound once, whole (WebGPU forbids a
+//     written buffer in two bindings of one dispatch), in order of first use (Binds);
+//   - then the error flag (atomic<i32>) when the kernel reports bad data;
+//   - then one uniform: the element offset of every operand in its binding (o0, o1, ...), then
+//     the kernel's own 32-bit parameters;
+//   - a 1-D grid is at most 65535 workgroups (groups_1d); kernels loop over their work.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/webgpu/wgpu_context.h"
+#include "backends/webgpu/wgpu_pipelines.h"
+#include "plan/schedule.h"
+#include "runtime/knobs.h"
+#include "rlx/session.h"
+
+namespace rlx::webgpu {
+
+inline constexpr uint32_t kMaxGroups1d = 65535;
+
+// An operand: a value's words in a device buffer.
+struct Operand {
+  abi::Buffer buffer = nullptr;
+  uint64_t offset = 0;  // bytes from the buffer's start (a multiple of 4)
+  uint64_t bytes = 0;
+  bool write = false;
+  uint32_t elem() const;  // the first word's index (rlx::Error when it does not fit 32 bits)
+};
+
+// The bindings of one dispatch over `ops` (see the convention above).
+struct Binds {
+  std::vector<int> binding_of;     // per operand
+  std::vector<BindingKind> kinds;  // per binding: the buffers, [the flag], the uniform
+  bool error_flag = false;
+  int flag_binding() const { return error_flag ? static_cast<int>(kinds.size()) - 2 : -1; }
+  int uniform_binding() const { return static_cast<int>(kinds.size()) - 1; }
+  // WGSL declarations: `rlx_b<i>` per buffer, `rlx_err` (the flag), and `rlx_p` (the uniform
+  // struct RlxP {o0.., then `params`, each "name: u32|i32|f32"}).
+  std::string decls(const std::vector<std::string>& params = {}) const;
+  // Word `idx` of operand k: "rlx_b<b>[rlx_p.o<k> + (idx)]".
+  std::string at(size_t k, const std::string& idx) const;
+};
+Binds plan_binds(const std::vector<Operand>& ops, bool error_flag);
+
+struct Kernel {
+  std::string name;
+  std::string source;
+};
+
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  virtual const CompileOptions& options() const = 0;
+  virtual const ResolvedKnobs& knobs() const = 0;
+  virtual const DeviceInfo& info() const = 0;
+  virtual Operand in(const plan::TensorRef& r) = 0;
+  virtual Operand out(const plan::TensorRef& r) = 0;
+  // Device scratch owned by the variant.
+  virtual Operand scratch(size_t bytes, const std::string& what) = 0;
+  // Appends one dispatch of `k` with bindings plan_binds(ops, error_flag) and the uniform
+  // {element offsets of ops..., params...}.
+  virtual void dispatch(const Kernel& k, const std::vector<Operand>& ops, const std::vector<uint32_t>& params,
+                        bool error_flag, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
+  // Appends a copy of `bytes` (a multiple of 4) from src to dst (regions must not overlap).
+  virtual void copy(const Operand& dst, const Operand& src, uint64_t bytes) = 0;
+  // Appends a fill of dst with the 32-bit word `word`.
+  virtual void fill(const Operand& dst, uint64_t bytes, uint32_t word) = 0;
+
+  uint32_t groups_1d(uint64_t items, uint64_t per_group) const;
+};
+
+void lower_step(LowerContext& cx, const plan::Step& st);
+void lower_elementwise(LowerContext& cx, const plan::Step& st);  // lower_elementwise.cpp
+
+// Appends one generated elementwise kernel: out = chain(ins) over `geom`.
+void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                     DType out_dtype, const plan::ElementwiseGeom& geom, const Operand& out,
+                     const std::vector<Operand>& ins, const std::string& what);
+
+std::string step_label(const plan::Step& st);
+
+// What the WebGPU backend runs as is (claims.cpp); `info` null: a device with every optional feature.
+bool webgpu_claims_kind(std::string_view op_name);
+bool webgpu_claims_node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why = nullptr);
+
+struct FamilyClaims {
+  bool (*kind)(std::string_view op_name);
+  bool (*node)(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why);
+};
+extern const FamilyClaims kElementwiseClaims;
+bool refuse(std::string* why, const std::string& msg);
+
+}  // namespace rlx::webgpu

@@ -1,0 +1,62 @@
+// Binary, Compare, Where, Activation, Cast and ElementwiseRegion steps: one generated WGSL kernel
+// each (the shared elementwise plan printed by codegen's WGSL printer).
+#include "backends/webgpu/lower.h"
+#include "codegen/elementwise.h"
+#include "codegen/language.h"
+#include "rlx/error.h"
+
+namespace rlx::webgpu {
+
+namespace {
+constexpr uint64_t kWorkgroup = 256;  // the WGSL printer's workgroup size
+}
+
+void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
+                     DType out_dtype, const plan::ElementwiseGeom& geom, const Operand& out,
+                     const std::vector<Operand>& ins, const std::string& what) {
+  if (geom.numel == 0) return;
+  const codegen::ElementwisePlan p = codegen::plan_elementwise(steps, in_dtypes, out_dtype, geom, 1);
+  if (p.wide_index)
+    throw Error(what + ": the WebGPU elementwise kernel indexes with 32 bits; this tensor has " +
+                std::to_string(geom.numel) + " elements (2^31 or more)");
+  std::vector<Operand> ops{out};
+  ops.insert(ops.end(), ins.begin(), ins.end());
+  const bool flag = codegen::wgsl_error_flag(p);
+  const Binds b = plan_binds(ops, flag);
+  cx.dispatch(Kernel{"elementwise", codegen::print_wgsl_elementwise(p, b.binding_of)}, ops, {}, flag,
+              cx.groups_1d(p.items, kWorkgroup));
+}
+
+void lower_elementwise(LowerContext& cx, const plan::Step& st) {
+  const auto& geom = std::get<plan::ElementwiseGeom>(st.geom);
+  std::vector<DType> in_dtypes;
+  std::vector<Operand> ins;
+  for (const auto& r : st.in) {
+    in_dtypes.push_back(r.dtype);
+    ins.push_back(cx.in(r));
+  }
+  add_elementwise(cx, codegen::single_step_chain(st.op), in_dtypes, st.out.at(0).dtype, geom, cx.out(st.out.at(0)), ins,
+                  step_label(st));
+}
+
+namespace {
+
+bool kind(std::string_view name) {
+  return name == "binary" || name == "compare" || name == "where" || name == "activation" || name == "cast" ||
+         name == "elementwise_region";
+}
+
+bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
+  (void)info;
+  std::vector<DType> in;
+  for (const Value& v : n.inputs) in.push_back(g.shape(v).dtype);
+  std::string reason;
+  if (codegen::chain_supported(codegen::wgsl_language(), codegen::single_step_chain(n.op), in, &reason)) return true;
+  return refuse(why, reason);
+}
+
+}  // namespace
+
+const FamilyClaims kElementwiseClaims{kind, node};
+
+}  // namespace rlx::webgpu

@@ -1,0 +1,264 @@
+#include "backends/webgpu/variant.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "backends/webgpu/lower.h"
+#include "backends/webgpu/wgpu_device.h"
+#include "codegen/language.h"
+#include "plan/device_limits.h"
+#include "plan/memory_plan.h"
+#include "rlx/error.h"
+#include "runtime/device_variant.h"
+
+namespace rlx::webgpu {
+namespace {
+
+std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0};
+
+// A fill of words with a value other than 0 (zero fills are buffer clears).
+const char* kFillWords = R"(@group(0) @binding(0) var<storage, read_write> rlx_b0: array<u32>;
+struct RlxP { o0: u32, n: u32, word: u32, }
+@group(0) @binding(1) var<uniform> rlx_p: RlxP;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  for (var i = gid.x; i < rlx_p.n; i += nwg.x * 256u) { rlx_b0[rlx_p.o0 + i] = rlx_p.word; }
+}
+)";
+
+constexpr uint64_t kUniformStride = 256;  // every device's minUniformBufferOffsetAlignment is at most 256
+
+// The memory plan's view of this device: bindings of at most maxStorageBufferBindingSize at
+// offsets aligned to minStorageBufferOffsetAlignment, every buffer bound whole (so no larger
+// than one binding), and WGSL's storage dtypes.
+plan::PlanOptions plan_options() {
+  const DeviceInfo& di = context().info;
+  plan::PlanOptions o;
+  o.device.device = "WebGPU (" + di.name + ")";
+  o.device.alignment = std::max<int64_t>(di.limits.min_storage_buffer_offset_alignment, 4);
+  o.device.max_binding_bytes = static_cast<int64_t>(std::min<uint64_t>(di.limits.max_storage_buffer_binding_size, INT64_MAX));
+  o.device.max_buffer_bytes = static_cast<int64_t>(
+      std::min<uint64_t>(std::min(di.limits.max_buffer_size, di.limits.max_storage_buffer_binding_size), INT64_MAX));
+  o.device.storage = plan::StorageCaps::from([](DType t) { return codegen::wgsl_language().storage_dtype(t); });
+  return o;
+}
+
+struct Command {
+  enum class Kind { Dispatch, Copy, Fill } kind = Kind::Dispatch;
+  const Pipeline* pipeline = nullptr;
+  abi::BindGroup group = nullptr;
+  uint32_t groups[3] = {1, 1, 1};
+  Operand dst, src;  // Copy, Fill
+  uint64_t bytes = 0;
+};
+
+class WebGpuVariant final : public DeviceVariant, private LowerContext {
+ public:
+  WebGpuVariant(Graph g, const CompileOptions& options)
+      : DeviceVariant(std::move(g), std::make_unique<WebGpuDevice>(), plan_options()),
+        options_(options),
+        knobs_(resolve_knobs(options)) {
+    for (const plan::Step& st : schedule().steps) {
+      label_ = op_name(st.op);
+      lower_step(*this, st);
+    }
+    make_bind_groups();
+    ++g_variants;
+  }
+
+  ~WebGpuVariant() override {
+    const Api& a = api();
+    for (Command& c : cmds_)
+      if (c.group) a.BindGroupRelease(c.group);
+    if (uniforms_) a.BufferDestroy(uniforms_), a.BufferRelease(uniforms_);
+  }
+
+ private:
+  WebGpuDevice& wd() const { return static_cast<WebGpuDevice&>(dev()); }
+
+  // ---- LowerContext ----
+  const CompileOptions& options() const override { return options_; }
+  const ResolvedKnobs& knobs() const override { return knobs_; }
+  const DeviceInfo& info() const override { return wd().cx().info; }
+
+  Operand ref(const plan::TensorRef& r, bool write) {
+    const auto [buf, offset] = where(r);
+    Operand o;
+    o.buffer = wd().buffer(buf);
+    o.offset = offset;
+    o.bytes = static_cast<uint64_t>(r.numel()) * dtype_size(r.storage());
+    o.write = write;
+    return o;
+  }
+  Operand in(const plan::TensorRef& r) override { return ref(r, false); }
+  Operand out(const plan::TensorRef& r) override { return ref(r, true); }
+  Operand scratch(size_t bytes, const std::string& what) override {
+    scratch_.push_back(dev().allocate(bytes, what));
+    Operand o;
+    o.buffer = wd().buffer(scratch_.back());
+    o.bytes = bytes;
+    o.write = true;
+    return o;
+  }
+
+  struct PendingDispatch {
+    size_t command;
+    std::vector<Operand> ops;
+    std::vector<uint32_t> words;  // the uniform: offsets, then params
+    Binds binds;
+  };
+
+  void dispatch(const Kernel& k, const std::vector<Operand>& ops, const std::vector<uint32_t>& params, bool error_flag,
+                uint32_t gx, uint32_t gy, uint32_t gz) override {
+    if (gx == 0 || gy == 0 || gz == 0) return;
+    const uint32_t lim = info().limits.max_compute_workgroups_per_dimension;
+    if (gx > lim || gy > lim || gz > lim)
+      throw Error("WebGPU: internal: kernel '" + k.name + "' dispatches " + std::to_string(gx) + "x" + std::to_string(gy) +
+                  "x" + std::to_string(gz) + " workgroups, above the device's limit of " + std::to_string(lim));
+    Binds b = plan_binds(ops, error_flag);
+    Command c;
+    c.pipeline = &pipeline_for(label_ + ":" + k.name, k.source, b.kinds);
+    c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
+    PendingDispatch p{cmds_.size(), ops, {}, std::move(b)};
+    for (const Operand& o : ops) p.words.push_back(o.elem());
+    p.words.insert(p.words.end(), params.begin(), params.end());
+    if (p.words.size() * 4 > kUniformStride)
+      throw Error("WebGPU: internal: kernel '" + k.name + "' has " + std::to_string(p.words.size()) +
+                  " uniform words, above " + std::to_string(kUniformStride / 4));
+    pending_.push_back(std::move(p));
+    cmds_.push_back(c);
+    ++g_dispatches;
+  }
+  void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
+    if (bytes == 0) return;
+    Command c;
+    c.kind = Command::Kind::Copy;
+    c.dst = dst, c.src = src, c.bytes = bytes;
+    cmds_.push_back(c);
+  }
+  void fill(const Operand& dst, uint64_t bytes, uint32_t word) override {
+    if (bytes == 0) return;
+    if (bytes % 4 || dst.offset % 4)
+      throw Error("WebGPU: internal: a fill of " + std::to_string(bytes) + " bytes is not 4-byte aligned");
+    if (word == 0) {
+      Command c;
+      c.kind = Command::Kind::Fill;
+      c.dst = dst, c.bytes = bytes;
+      cmds_.push_back(c);
+      return;
+    }
+    Operand d = dst;
+    d.write = true;
+    dispatch(Kernel{"fill", kFillWords}, {d}, {static_cast<uint32_t>(bytes / 4), word}, false,
+             groups_1d(bytes / 4, 256), 1, 1);
+  }
+
+  // One uniform buffer holding every dispatch's block, and a bind group per dispatch.
+  void make_bind_groups() {
+    const Api& a = api();
+    if (pending_.empty()) return;
+    abi::BufferDescriptor d;
+    d.label = view("rlx uniforms");
+    d.usage = abi::usage::Uniform | abi::usage::CopyDst;
+    d.size = pending_.size() * kUniformStride;
+    scoped("allocating the kernels' parameters", [&] { uniforms_ = a.DeviceCreateBuffer(wd().cx().device, &d); });
+    std::vector<uint32_t> host(d.size / 4, 0);
+    abi::Buffer flag = wd().buffer(flag_buf());
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      PendingDispatch& p = pending_[i];
+      std::copy(p.words.begin(), p.words.end(), host.begin() + static_cast<std::ptrdiff_t>(i * kUniformStride / 4));
+      std::vector<abi::BindGroupEntry> entries;
+      std::vector<abi::Buffer> bound(p.binds.kinds.size(), nullptr);
+      for (size_t k = 0; k < p.ops.size(); ++k) bound[static_cast<size_t>(p.binds.binding_of[k])] = p.ops[k].buffer;
+      for (size_t bi = 0; bi + 1 < p.binds.kinds.size(); ++bi) {
+        abi::BindGroupEntry e;
+        e.binding = static_cast<uint32_t>(bi);
+        e.buffer = static_cast<int>(bi) == p.binds.flag_binding() ? flag : bound[bi];
+        e.offset = 0;
+        e.size = abi::kWholeSize;
+        entries.push_back(e);
+      }
+      abi::BindGroupEntry u;
+      u.binding = static_cast<uint32_t>(p.binds.uniform_binding());
+      u.buffer = uniforms_;
+      u.offset = i * kUniformStride;
+      u.size = std::max<uint64_t>((p.words.size() * 4 + 15) / 16 * 16, 16);
+      entries.push_back(u);
+      abi::BindGroupDescriptor bd;
+      bd.layout = cmds_[p.command].pipeline->layout;
+      bd.entry_count = entries.size();
+      bd.entries = entries.data();
+      scoped("binding the operands of a kernel", [&] { cmds_[p.command].group = a.DeviceCreateBindGroup(wd().cx().device, &bd); });
+    }
+    a.QueueWriteBuffer(wd().cx().queue, uniforms_, 0, host.data(), host.size() * 4);
+    pending_.clear();
+  }
+
+  // ---- running (DeviceVariant) ----
+  void submit() override {
+    const Api& a = api();
+    abi::CommandEncoderDescriptor ed;
+    abi::CommandEncoder enc = a.DeviceCreateCommandEncoder(wd().cx().device, &ed);
+    a.CommandEncoderClearBuffer(enc, wd().buffer(flag_buf()), 0, 4);
+    abi::ComputePassEncoder pass = nullptr;
+    auto end_pass = [&] {
+      if (!pass) return;
+      a.ComputePassEncoderEnd(pass);
+      a.ComputePassEncoderRelease(pass);
+      pass = nullptr;
+    };
+    for (const Command& c : cmds_) {
+      switch (c.kind) {
+        case Command::Kind::Dispatch: {
+          if (!pass) {
+            abi::ComputePassDescriptor pd;
+            pass = a.CommandEncoderBeginComputePass(enc, &pd);
+          }
+          a.ComputePassEncoderSetPipeline(pass, c.pipeline->pipeline);
+          a.ComputePassEncoderSetBindGroup(pass, 0, c.group, 0, nullptr);
+          a.ComputePassEncoderDispatchWorkgroups(pass, c.groups[0], c.groups[1], c.groups[2]);
+          ++g_encoded;
+          break;
+        }
+        case Command::Kind::Copy:
+          end_pass();
+          wd().encode_copy(enc, c.dst.buffer, c.dst.offset, c.src.buffer, c.src.offset, c.bytes);
+          break;
+        case Command::Kind::Fill:
+          end_pass();
+          a.CommandEncoderClearBuffer(enc, c.dst.buffer, c.dst.offset, c.bytes);
+          break;
+      }
+    }
+    end_pass();
+    abi::CommandBufferDescriptor cd;
+    abi::CommandBuffer cb = a.CommandEncoderFinish(enc, &cd);
+    a.CommandEncoderRelease(enc);
+    wd().submit(cb);
+    ++g_submits;
+  }
+
+  std::string kernel_error_message(int code) const override {
+    std::string msg = codegen::kernel_error_message(code, "WebGPU");
+    return msg.empty() ? DeviceVariant::kernel_error_message(code) : msg;
+  }
+
+  CompileOptions options_;
+  ResolvedKnobs knobs_;
+  std::string label_;
+  std::vector<Command> cmds_;
+  std::vector<PendingDispatch> pending_;  // until make_bind_groups
+  std::vector<DeviceBuf> scratch_;
+  abi::Buffer uniforms_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_webgpu_variant(Graph g, const CompileOptions& options) {
+  return std::make_unique<WebGpuVariant>(std::move(g), options);
+}
+
+WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load()}; }
+
+}  // namespace rlx::webgpu

@@ -1,0 +1,25 @@
+#pragma once
+// A compiled shape binding on the WebGPU device: the shared device runtime (runtime/
+// device_variant.h) over WebGpuDevice, with the Schedule lowered to dispatches (lower.h) whose
+// bind groups and parameters are made once; each run encodes them into one command buffer.
+#include <cstdint>
+#include <memory>
+
+#include "rlx/graph.h"
+#include "rlx/session.h"
+#include "runtime/backend.h"
+
+namespace rlx::webgpu {
+
+std::unique_ptr<Variant> make_webgpu_variant(Graph g, const CompileOptions& options);
+
+// Process-wide counters (tests take differences).
+struct WebGpuStats {
+  uint64_t variants = 0;    // variants prepared
+  uint64_t submits = 0;     // runs that encoded and submitted their work
+  uint64_t dispatches = 0;  // dispatches recorded by the variants prepared (once per variant)
+  uint64_t encoded = 0;     // dispatches encoded by runs
+};
+WebGpuStats webgpu_stats();
+
+}  // namespace rlx::webgpu
