@@ -12,11 +12,13 @@
 
 #include "onnx/onnx_builder.h"
 #include "rlx/safetensors.h"
+#include "rlx/serialize.h"
 
 namespace rlx {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::OnnxBuilder;
 
@@ -217,6 +219,75 @@ TEST_F(OnnxCli, CheckRejectsUnknownDimsOfAnOnnxModel) {
   const Proc missing = rlx("inspect " + (dir_ / "absent.onnx").string());
   EXPECT_EQ(missing.code, 1);
   EXPECT_THAT(missing.out, HasSubstr("No such file or directory"));
+}
+
+// A model whose import needs concrete dims (a strided Conv on symbolic spatial dims): `run`
+// takes them from the input files (one import per shape), `inspect` and `check` fall back to
+// the ModelProto's summary and say which node needs a dim and how to give it.
+TEST_F(OnnxCli, RunInspectAndCheckWithoutDims) {
+  OnnxBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 1, -1, -1}, {"n", "", "h", "w"}).output("y");
+  b.initializer("k", Tensor::f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f)));
+  auto& conv = b.node("Conv", {"x", "k"}, {"y"}, "conv0");
+  testing::set_attr(conv, "strides", std::vector<int64_t>{2, 2});
+  const std::string model = (dir_ / "conv.onnx").string();
+  write(model, b.bytes());
+  const std::string x1 = (dir_ / "x1.npy").string(), x2 = (dir_ / "x2.npy").string();
+  save_npy(Tensor::f32({1, 1, 7, 7}, std::vector<float>(49, 1.0f)), x1);
+  save_npy(Tensor::f32({2, 1, 9, 5}, std::vector<float>(90, 2.0f)), x2);
+
+  const Proc r1 = rlx("run " + model + " --input x=" + x1 + " --repeat 1");
+  EXPECT_EQ(r1.code, 0) << r1.out;
+  EXPECT_THAT(r1.out, HasSubstr("importing for input shapes x=[1,1,7,7]"));
+  EXPECT_THAT(r1.out, HasSubstr("y: f32[1,1,3,3] min=9 max=9"));
+  const Proc r2 = rlx("run " + model + " --input x=" + x2 + " --repeat 1");
+  EXPECT_EQ(r2.code, 0) << r2.out;
+  EXPECT_THAT(r2.out, HasSubstr("y: f32[2,1,4,2] min=18 max=18"));
+  // --dim still works and must agree with the files.
+  const Proc fixed = rlx("run " + model + " --input x=" + x1 + " --dim h=7 --repeat 1");
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  const Proc clash = rlx("run " + model + " --input x=" + x1 + " --dim h=8 --repeat 1");
+  EXPECT_EQ(clash.code, 1) << clash.out;
+  EXPECT_THAT(clash.out, AllOf(HasSubstr("input 'x': expected f32[n,1,8,w], given f32[1,1,7,7]"), HasSubstr("--dim h=8")));
+  // --random-inputs needs every symbolic dim: the error names the symbol and the input.
+  const Proc random = rlx("run " + model + " --random-inputs --dim n=1 --dim h=5");
+  EXPECT_EQ(random.code, 1) << random.out;
+  EXPECT_THAT(random.out, AllOf(HasSubstr("cannot generate input 'x'"), HasSubstr("symbolic dim 'w' has no value"),
+                                HasSubstr("--dim w=N")));
+  const Proc full = rlx("run " + model + " --random-inputs --dim n=1 --dim h=5 --dim w=5 --repeat 1");
+  EXPECT_EQ(full.code, 0) << full.out;
+  EXPECT_THAT(full.out, HasSubstr("y: f32[1,1,2,2]"));
+
+  const Proc info = rlx("inspect " + model);
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_THAT(info.out, AllOf(HasSubstr("x: float32[n,1,h,w]"), HasSubstr("y: float32[?]"), HasSubstr("Conv  1"),
+                              HasSubstr("needs a concrete dim: ONNX node 'conv0' (Conv, opset 17)"),
+                              HasSubstr("--dim h=V")));
+  const Proc bound = rlx("inspect " + model + " --dim n=1 --dim h=7 --dim w=7");
+  EXPECT_EQ(bound.code, 0) << bound.out;
+  EXPECT_THAT(bound.out, HasSubstr("f32[1,1,3,3]"));
+  const Proc check = rlx("check " + model);
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_THAT(check.out, AllOf(HasSubstr("ONNX node 'conv0'"), HasSubstr("'rlx check " + model + " --dim h=V"),
+                               HasSubstr("not checked")));
+  const Proc checked = rlx("check " + model + " --dim n=1 --dim h=7 --dim w=7");
+  EXPECT_EQ(checked.code, 0) << checked.out;
+  EXPECT_THAT(checked.out, HasSubstr("ok: every node runs on cpu"));
+}
+
+// Two input files that give one symbolic dim two sizes: both inputs and axes are named.
+TEST_F(OnnxCli, RunRejectsInputsThatDisagreeOnADim) {
+  OnnxBuilder b(17);
+  b.input("a", onnx::TensorProto::FLOAT, {-1, 3}, {"seq"}).input("m", onnx::TensorProto::FLOAT, {-1, 3}, {"seq"});
+  b.output("y");
+  b.node("Add", {"a", "m"}, {"y"});
+  const std::string model = (dir_ / "add.onnx").string();
+  write(model, b.bytes());
+  save_npy(Tensor::f32({2, 3}, std::vector<float>(6, 1.0f)), (dir_ / "a.npy").string());
+  save_npy(Tensor::f32({4, 3}, std::vector<float>(12, 1.0f)), (dir_ / "m.npy").string());
+  const Proc p = rlx("run " + model + " --input a=" + (dir_ / "a.npy").string() + " --input m=" + (dir_ / "m.npy").string());
+  EXPECT_EQ(p.code, 1) << p.out;
+  EXPECT_THAT(p.out, HasSubstr("symbolic dim 'seq' is 2 in input 'a' (axis 0) but 4 in input 'm' (axis 0)"));
 }
 
 }  // namespace

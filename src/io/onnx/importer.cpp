@@ -929,17 +929,20 @@ void Importer::import_node(const onnx::NodeProto& node) {
       }
     }
     if (!all_known && all_hinted && !kNeverFold.count(node.op_type())) propagate_hints(first_new, ins, outs);
+  } catch (const OnnxDimsError&) {
+    throw;
   } catch (const Error& e) {
     const std::string msg = e.what();
-    if (msg.rfind("ONNX node", 0) == 0) throw;
+    const bool named = msg.rfind("ONNX node", 0) == 0;
     // A node that needs a static value where an input dim is symbolic: binding the dims helps.
     if (msg.find("symbolic") != std::string::npos) {
       std::string hint;
       if (msg.find("rlx run") == std::string::npos)
         hint = " (bind the symbolic input dims: rlx run and OnnxModel take them from the input tensors; or --dim "
                "NAME=VALUE, OnnxImportOptions::dims)";
-      throw OnnxDimsError(ctx.where() + ": " + msg + hint, ctx.where());
+      throw OnnxDimsError((named ? "" : ctx.where() + ": ") + msg + hint, ctx.where());
     }
+    if (named) throw;
     throw Error(ctx.where() + ": " + msg);
   } catch (const std::bad_alloc&) {
     throw Error(ctx.where() + ": out of memory while converting the node; the model or its sizes need more memory "
