@@ -1,6 +1,7 @@
 // DequantMatMul on the CPU: y (M, N) = x (M, K) @ dequant(W)^T for each ggml block format, against
 // the peer measured in the same run: OpenBLAS sgemm (x @ W^T) on the already dequantized f32 W.
-// Decode (M = 1) and prefill (M = 128) at K = N = 4096 by default, at 1 and 2 threads.
+// Decode (M = 1), M = 8 and 16 (where Auto switches paths) and prefill (M = 128) at K = N = 4096
+// by default, at 1 and 2 threads.
 // Columns: the path rlx takes (int8: x quantized to 8-bit blocks, AVX2 integer dots; gemm: tiles of
 // W dequantized and multiplied by sgemm), rlx p50 ms, sgemm p50 ms, sgemm / rlx, and the GB/s of
 // quantized weight bytes read at M = 1 (W's bytes / rlx time; f32 bytes / time for the sgemm column).
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
       const double deq = p50_ms([&] { rlx::quant::dequantize(t, w.data(), tmp.data(), static_cast<int64_t>(tmp.size())); }, 3);
       std::printf("%-5s decoding all of W to f32 (reference decoder, 1 thread): %.1f ms\n", rlx::enum_name(f), deq);
     }
-    for (int64_t m : {1, 128}) {
+    for (int64_t m : {1, 8, 16, 128}) {
       std::vector<float> y(static_cast<size_t>(m * N)), yb(static_cast<size_t>(m * N));
       for (int th : threads) {
         rlx::cpu::ScopedThreads scope(th);

@@ -14,7 +14,7 @@
 //                Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K on CPUs with AVX2, FMA
 //                and F16C; the others (Q2_K, Q3_K, or no AVX2) decode one weight row to f32 at a
 //                time and dot it in f32 (no quantization of x).
-//   DequantGemm  tiles of 64 weight rows are decoded to f32 (AVX2 unpacking where Int8 is native,
+//   DequantGemm  tiles of up to 256 weight rows are decoded to f32 (AVX2 unpacking where Int8 is native,
 //                else the reference decoders) and multiplied with OpenBLAS sgemm (no quantization
 //                of x): the prefill path (many rows of x share each tile).
 //   Auto         Int8 for m < kDequantGemmMinRows, else DequantGemm.
