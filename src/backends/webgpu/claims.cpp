@@ -9,7 +9,10 @@
 namespace rlx::webgpu {
 namespace {
 
-const FamilyClaims* const kFamilies[] = {&kElementwiseClaims};
+const FamilyClaims* const kFamilies[] = {
+    &kElementwiseClaims,
+    &kCopyClaims,
+};
 
 bool is_leaf(std::string_view name) { return name == "input" || name == "param" || name == "constant"; }
 

@@ -65,6 +65,9 @@ class LowerContext {
   virtual Operand out(const plan::TensorRef& r) = 0;
   // Device scratch owned by the variant.
   virtual Operand scratch(size_t bytes, const std::string& what) = 0;
+  // A read-only device buffer holding `words`, uploaded once at prepare (tables too large for
+  // the uniform, e.g. a Pad's source indices).
+  virtual Operand table(const std::vector<uint32_t>& words, const std::string& what) = 0;
   // Appends one dispatch of `k` with bindings plan_binds(ops, error_flag) and the uniform
   // {element offsets of ops..., params...}.
   virtual void dispatch(const Kernel& k, const std::vector<Operand>& ops, const std::vector<uint32_t>& params,
@@ -79,6 +82,7 @@ class LowerContext {
 
 void lower_step(LowerContext& cx, const plan::Step& st);
 void lower_elementwise(LowerContext& cx, const plan::Step& st);  // lower_elementwise.cpp
+void lower_copy(LowerContext& cx, const plan::Step& st);         // lower_copy.cpp
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
@@ -96,6 +100,7 @@ struct FamilyClaims {
   bool (*node)(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why);
 };
 extern const FamilyClaims kElementwiseClaims;
+extern const FamilyClaims kCopyClaims;
 bool refuse(std::string* why, const std::string& msg);
 
 }  // namespace rlx::webgpu

@@ -102,6 +102,19 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     return o;
   }
 
+  Operand table(const std::vector<uint32_t>& words, const std::string& what) override {
+    const size_t bytes = std::max<size_t>(words.size(), 1) * 4;
+    scratch_.push_back(dev().allocate(bytes, what));
+    if (!words.empty()) {
+      const HostToDevice c{scratch_.back(), 0, words.data(), words.size() * 4};
+      dev().upload({&c, 1});  // staged: `words` may go
+    }
+    Operand o;
+    o.buffer = wd().buffer(scratch_.back());
+    o.bytes = bytes;
+    return o;
+  }
+
   struct PendingDispatch {
     size_t command;
     std::vector<Operand> ops;
