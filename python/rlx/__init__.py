@@ -95,7 +95,8 @@ def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: 
          weights: Union[None, PathLike, Mapping[str, Any]] = None,
          known_inputs: Optional[Mapping[str, Any]] = None, num_threads: int = 0, optimize: bool = True,
          pass_report: bool = False,
-         disabled_passes: Iterable[str] = (), knobs: Optional[Mapping[str, Any]] = None) -> Model:
+         disabled_passes: Iterable[str] = (), knobs: Optional[Mapping[str, Any]] = None,
+         max_signatures: int = 8) -> Model:
     """Loads and compiles a model for `device` ("cpu", "cuda", "vulkan", "webgpu").
 
     `source` is an ``.onnx`` file, a graph JSON file, an rlx.Graph or ONNX bytes; `weights` a safetensors
@@ -104,7 +105,23 @@ def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: 
     numeric policy of GPU backends (the CPU computes in the graph's dtypes). `pass_report`
     prints the optimizer's per-pass report to stderr; `knobs` sets tuning knobs by name
     (rlx.knobs() lists them). The GIL is released while compiling, and Ctrl-C interrupts.
+
+    An ONNX model that cannot be imported with its symbolic dims (a Conv on a symbolic spatial
+    dim, a Slice or Range sized by the sequence length, ...) is specialized per input-shape
+    signature: each call takes the dims from its arrays, and the first call of each signature
+    imports and compiles the model (the `max_signatures` most recent are kept).
     """
+    if known_inputs is None and weights is None and not isinstance(source, Graph) and _is_onnx(source):
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            src: Any = bytes(source)
+        else:
+            src = _os.fspath(source)
+            if not _os.path.exists(src):
+                raise Error(f"rlx.load: '{src}' does not exist")
+        return _rlx._load_onnx(src, device=device, precision=precision, num_threads=num_threads,
+                               optimize=optimize, pass_report=pass_report,
+                               disabled_passes=list(disabled_passes), knobs=dict(knobs) if knobs else None,
+                               dims=dict(dims) if dims else None, max_signatures=max_signatures)
     g = load_graph(source, dims=dims, weights=weights, known_inputs=known_inputs)
     return _rlx.compile(g, device=device, precision=precision, num_threads=num_threads,
                         optimize=optimize, pass_report=pass_report,

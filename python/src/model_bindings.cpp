@@ -7,16 +7,19 @@
 #include <thread>
 
 #include "bindings.h"
+#include "rlx/onnx.h"
 
 namespace rlx::python {
 namespace {
 
+// A model is either one compiled graph (`fixed`) or an ONNX model specialized per input-shape
+// signature (`onnx`: imported and compiled at the first call of each signature; `last` is the
+// compiled graph of the latest call).
 struct Model {
-  explicit Model(CompiledGraph c) : cg(std::move(c)) {
-    const Graph& g = cg.graph();
+  explicit Model(CompiledGraph c) : fixed(std::move(c)) {
+    last = &*fixed;
+    const Graph& g = fixed->graph();
     inputs = graph_inputs(g);
-    outputs = graph_outputs(g);
-    params = graph_params(g);
     names = output_names(g);
     for (NodeId id : g.input_nodes()) {
       const auto& in = std::get<ops::Input>(g.node(id).op);
@@ -28,9 +31,30 @@ struct Model {
       param_dtypes[p.name] = p.shape.dtype;
     }
   }
-  CompiledGraph cg;
+  explicit Model(std::unique_ptr<OnnxModel> m) : onnx(std::move(m)) {
+    for (const auto& in : onnx->inputs()) {
+      inputs.push_back(value_info(in.name, in.shape));
+      input_dtypes[in.name] = in.shape.dtype;
+      input_order.push_back(in.name);
+    }
+    names = onnx->output_names();
+  }
+  // The compiled graph of the latest call; rlx::Error before the first call of an ONNX model
+  // specialized per signature. `what` names the property asked for.
+  CompiledGraph& current(const std::string& what) const {
+    if (!last)
+      throw Error("Model." + what + ": this ONNX model has symbolic input dims and is imported and compiled at its "
+                  "first call for each input-shape signature; call it first (or load it with dims={...} binding "
+                  "every symbolic dim)");
+    return *last;
+  }
+  Device device() const { return fixed ? fixed->device() : onnx->options().device; }
+
+  std::optional<CompiledGraph> fixed;
+  std::unique_ptr<OnnxModel> onnx;
+  CompiledGraph* last = nullptr;
   std::mutex run_mu;  // CompiledGraph::run is not reentrant; Python threads run without the GIL
-  std::vector<ValueInfo> inputs, outputs, params;
+  std::vector<ValueInfo> inputs;
   std::vector<std::string> names, input_order;
   std::map<std::string, DType> input_dtypes, param_dtypes;
 };
@@ -96,8 +120,8 @@ CompiledGraph compile_interruptible(const Graph& graph, Device device, const Com
   return std::move(*job->result);
 }
 
-std::shared_ptr<Model> compile(const Graph& graph, const std::string& device, const std::string& precision, int num_threads,
-                               bool optimize, bool verify, bool pass_report, const std::vector<std::string>& disabled_passes,
+CompileOptions compile_options(const std::string& precision, int num_threads, bool optimize, bool verify,
+                               bool pass_report, const std::vector<std::string>& disabled_passes,
                                const py::object& knobs) {
   CompileOptions o;
   o.precision = precision_from_name(precision);
@@ -112,7 +136,49 @@ std::shared_ptr<Model> compile(const Graph& graph, const std::string& device, co
       set_knob(o, k.cast<std::string>(), value);
     }
   }
+  return o;
+}
+
+std::shared_ptr<Model> compile(const Graph& graph, const std::string& device, const std::string& precision, int num_threads,
+                               bool optimize, bool verify, bool pass_report, const std::vector<std::string>& disabled_passes,
+                               const py::object& knobs) {
+  const CompileOptions o = compile_options(precision, num_threads, optimize, verify, pass_report, disabled_passes, knobs);
   return std::make_shared<Model>(compile_interruptible(graph, device_from_name(device), o));
+}
+
+// rlx.load of an ONNX model (a path, or the model's bytes): the model is imported with its
+// symbolic dims and compiled once when that import succeeds (as rlx.Graph.from_onnx +
+// rlx.compile); when a node needs a concrete dim (OnnxDimsError), the model is specialized per
+// input-shape signature instead: each call's dims come from its arrays.
+std::shared_ptr<Model> load_onnx(const py::object& source, const std::string& device, const std::string& precision,
+                                 int num_threads, bool optimize, bool verify, bool pass_report,
+                                 const std::vector<std::string>& disabled_passes, const py::object& knobs,
+                                 const py::object& dims, size_t max_signatures) {
+  OnnxModelOptions mo;
+  mo.device = device_from_name(device);
+  mo.compile = compile_options(precision, num_threads, optimize, verify, pass_report, disabled_passes, knobs);
+  mo.max_signatures = max_signatures;
+  if (!dims.is_none())
+    for (const auto& [k, v] : dims.cast<py::dict>()) mo.import.dims[k.cast<std::string>()] = v.cast<int64_t>();
+  std::unique_ptr<OnnxModel> m;
+  std::optional<Graph> graph;
+  {
+    std::string bytes;
+    std::string path;
+    const bool is_bytes = py::isinstance<py::bytes>(source);
+    if (is_bytes) bytes = source.cast<std::string>();
+    else path = py::str(source).cast<std::string>();
+    py::gil_scoped_release release;
+    m = is_bytes ? std::make_unique<OnnxModel>(bytes.data(), bytes.size(), "", std::move(mo))
+                 : std::make_unique<OnnxModel>(path, std::move(mo));
+    try {
+      graph = m->import();
+    } catch (const OnnxDimsError&) {
+      graph.reset();  // specialized per signature
+    }
+  }
+  if (graph) return std::make_shared<Model>(compile_interruptible(*graph, m->options().device, m->options().compile));
+  return std::make_shared<Model>(std::move(m));
 }
 
 py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& feeds, const py::object& outputs, bool as_tensors) {
@@ -140,7 +206,8 @@ py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& fe
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(m.run_mu);
-    result = all ? m.cg.run(named) : m.cg.run(named, which);
+    if (m.onnx) m.last = &m.onnx->compiled(named);
+    result = all ? m.last->run(named) : m.last->run(named, which);
   }
   py::list out(result.size());
   for (size_t i = 0; i < result.size(); ++i)
@@ -193,33 +260,68 @@ A model runs one call at a time (calls from several threads wait for each other)
              const auto it = self.param_dtypes.find(name);
              const std::optional<DType> expected = it == self.param_dtypes.end() ? std::nullopt : std::optional(it->second);
              HeldTensor h = tensor_from_py(value, expected, "param '" + name + "'");
-             self.cg.set_param(name, h.tensor);
-           }, py::arg("name"), py::arg("value"), "Sets (copies) the value of a param; dtype and shape must match.")
+             std::lock_guard<std::mutex> lock(self.run_mu);
+             if (self.onnx) {  // a new initializer value: every signature is imported again
+               self.onnx->set_initializer(name, h.tensor);
+               self.last = nullptr;
+               return;
+             }
+             self.fixed->set_param(name, h.tensor);
+           }, py::arg("name"), py::arg("value"),
+           "Sets (copies) the value of a param; dtype and shape must match. (An ONNX model specialized per "
+           "signature takes any initializer by name and imports again at the next call.)")
       .def("bind_state", [](Model& self, const std::string& input, const py::handle& output) {
-             self.cg.bind_state(input, output_index(self, output));
+             if (self.onnx)
+               throw Error("Model.bind_state: this ONNX model is specialized per input-shape signature (a node needs "
+                           "concrete dims); load it with dims={...} binding every symbolic dim to carry state");
+             self.fixed->bind_state(input, output_index(self, output));
            }, py::arg("input"), py::arg("output"),
            "After each run, output `output` (name or index) becomes input `input` of the next run, "
            "without a host round trip; passing that input explicitly overrides it.")
-      .def("reset_state", [](Model& self) { self.cg.reset_state(); }, "Forgets carried state (the next run needs those inputs again).")
+      .def("reset_state", [](Model& self) {
+             if (self.fixed) self.fixed->reset_state();
+           }, "Forgets carried state (the next run needs those inputs again).")
       .def_readonly("inputs", &Model::inputs, "ValueInfo of every input: name, dtype, dims (str = symbolic).")
-      .def_readonly("outputs", &Model::outputs, "ValueInfo of every output.")
-      .def_readonly("params", &Model::params, "ValueInfo of every param (weight).")
+      .def_property_readonly("outputs", [](const Model& self) { return graph_outputs(self.current("outputs").graph()); },
+                             "ValueInfo of every output (of the latest call's signature for a specialized ONNX model).")
+      .def_property_readonly("params", [](const Model& self) { return graph_params(self.current("params").graph()); },
+                             "ValueInfo of every param (weight).")
       .def_readonly("input_names", &Model::input_order)
       .def_readonly("output_names", &Model::names)
-      .def_property_readonly("device", [](const Model& self) { return std::string(device_name(self.cg.device())); })
-      .def_property_readonly("graph", [](const Model& self) { return std::make_shared<Graph>(self.cg.graph()); },
-                             "A copy of the graph it was compiled from.")
-      .def_property_readonly("arena_bytes", [](const Model& self) { return self.cg.arena_bytes(); },
+      .def_property_readonly("device", [](const Model& self) { return std::string(device_name(self.device())); })
+      .def_property_readonly("graph", [](const Model& self) { return std::make_shared<Graph>(self.current("graph").graph()); },
+                             "A copy of the graph it was compiled from (the latest call's, for a specialized ONNX model).")
+      .def_property_readonly("arena_bytes", [](const Model& self) { return self.current("arena_bytes").arena_bytes(); },
                              "Bytes of the intermediate-value arena of the last run's plan.")
+      .def_property_readonly("specialized", [](const Model& self) { return self.onnx != nullptr; },
+                             "True for an ONNX model imported and compiled per input-shape signature.")
+      .def_property_readonly("cache_stats", [](const Model& self) -> py::object {
+             if (!self.onnx) return py::none();
+             const OnnxModel::Stats s = self.onnx->stats();
+             py::dict d;
+             d["runs"] = s.runs;
+             d["imports"] = s.imports;
+             d["hits"] = s.hits;
+             d["evictions"] = s.evictions;
+             d["cached"] = s.cached;
+             return d;
+           }, "For a specialized ONNX model: {'runs', 'imports', 'hits', 'evictions', 'cached'} of its "
+              "per-signature cache; None otherwise.")
       .def("__repr__", [](const Model& self) {
-        return "rlx.Model(device='" + std::string(device_name(self.cg.device())) + "', inputs=" + std::to_string(self.inputs.size()) +
-               ", outputs=" + std::to_string(self.outputs.size()) + ")";
+        return "rlx.Model(device='" + std::string(device_name(self.device())) + "', inputs=" + std::to_string(self.inputs.size()) +
+               ", outputs=" + std::to_string(self.names.size()) + (self.onnx ? ", specialized per input shapes" : "") + ")";
       });
   m.def("compile", &compile, py::arg("graph"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
         py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("verify") = true, py::arg("pass_report") = false,
         py::arg("disabled_passes") = std::vector<std::string>{}, py::arg("knobs") = py::none(),
         "Compiles an rlx.Graph for a device ('cpu', 'cuda', 'vulkan', 'webgpu'). The GIL is released; "
         "Ctrl-C interrupts the wait.");
+  m.def("_load_onnx", &load_onnx, py::arg("source"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
+        py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("verify") = true, py::arg("pass_report") = false,
+        py::arg("disabled_passes") = std::vector<std::string>{}, py::arg("knobs") = py::none(),
+        py::arg("dims") = py::none(), py::arg("max_signatures") = 8,
+        "rlx.load of an ONNX model (path or bytes): compiled once when it imports with its symbolic dims, "
+        "else specialized per input-shape signature.");
 }
 
 }  // namespace rlx::python
