@@ -13,33 +13,55 @@ using namespace exporter;
 
 struct Scores {
   NodeId matmul = 0;
+  Value q, kt;  // the product's operands, before any pre-scaling
   double scale = 1.0;
-  std::vector<NodeId> nodes;  // the MatMul and the scale node
+  std::vector<NodeId> nodes;  // the MatMul and the scale nodes
 };
 
-// s = MatMul(q, kT) [* c | / c] with c a one-element Constant (nonzero, finite).
-std::optional<Scores> scaled_scores(const Graph& g, Value s) {
-  const Node& n = g.node(s.node);
-  Scores r;
-  if (op_as<ops::MatMul>(n)) {
-    r.matmul = n.id;
-    r.nodes = {n.id};
-    return r;
-  }
+// x * c (either order) or x / c with c a one-element Constant, nonzero and finite: sets x and
+// multiplies `scale` by c (or 1/c).
+bool scaled_by_constant(const Graph& g, const Node& n, Value& x, double& scale) {
   const bool mul = is_binary(n, BinaryKind::Mul), div = is_binary(n, BinaryKind::Div);
-  if (!mul && !div) return std::nullopt;
+  if (!mul && !div) return false;
   for (int side = 0; side < (mul ? 2 : 1); ++side) {
-    const Value prod = n.inputs[static_cast<size_t>(side)];
+    const Value a = n.inputs[static_cast<size_t>(side)];
     const auto c = scalar_const(g, n.inputs[static_cast<size_t>(1 - side)]);
-    const Node& m = g.node(prod.node);
-    if (!c || !std::isfinite(*c) || *c == 0 || !op_as<ops::MatMul>(m) || g.shape(prod) != n.outputs[0]) continue;
-    r.matmul = m.id;
-    r.scale = mul ? *c : 1.0 / *c;
-    if (!std::isfinite(r.scale) || r.scale == 0) return std::nullopt;
-    r.nodes = {m.id, n.id};
-    return r;
+    if (!c || !std::isfinite(*c) || *c == 0 || g.shape(a) != n.outputs[0]) continue;
+    const double f = mul ? *c : 1.0 / *c;
+    if (!std::isfinite(f) || f == 0) return false;
+    x = a;
+    scale *= f;
+    return true;
   }
-  return std::nullopt;
+  return false;
+}
+
+// MatMul(q [* c1], kT [* c2]): the pre-scaled spelling of torch's scaled_dot_product_attention
+// export (q and k each scaled by sqrt(scale)).
+Scores product(const Graph& g, const Uses& uses, const Node& mm) {
+  Scores r;
+  r.matmul = mm.id;
+  r.nodes = {mm.id};
+  r.q = mm.inputs[0];
+  r.kt = mm.inputs[1];
+  for (Value* side : {&r.q, &r.kt}) {
+    const Node& n = g.node(side->node);
+    if (uses.single_use(*side) && scaled_by_constant(g, n, *side, r.scale)) r.nodes.push_back(n.id);
+  }
+  return r;
+}
+
+// s = MatMul(q, kT) [* c | / c] with c a one-element Constant (nonzero, finite).
+std::optional<Scores> scaled_scores(const Graph& g, const Uses& uses, Value s) {
+  const Node& n = g.node(s.node);
+  if (op_as<ops::MatMul>(n)) return product(g, uses, n);
+  Value prod;
+  double scale = 1.0;
+  if (!scaled_by_constant(g, n, prod, scale) || !op_as<ops::MatMul>(g.node(prod.node))) return std::nullopt;
+  Scores r = product(g, uses, g.node(prod.node));
+  r.scale *= scale;
+  r.nodes.push_back(n.id);
+  return r;
 }
 
 // Whether key j is visible to query i in a causal (Sq, Skv) layout (query i at Skv - Sq + i).
@@ -93,9 +115,9 @@ struct Core {
 };
 
 // The softmax input: scaled scores, optionally with an additive mask or a causal Where.
-std::optional<Core> match_core(const Graph& g, Value s) {
+std::optional<Core> match_core(const Graph& g, const Uses& uses, Value s) {
   Core c;
-  if (auto sc = scaled_scores(g, s)) {
+  if (auto sc = scaled_scores(g, uses, s)) {
     c.scores = *sc;
     c.nodes = sc->nodes;
     return c;
@@ -108,7 +130,7 @@ std::optional<Core> match_core(const Graph& g, Value s) {
   if (is_binary(n, BinaryKind::Add)) {
     for (int side = 0; side < 2; ++side) {
       const Value sv = n.inputs[static_cast<size_t>(side)], mv = n.inputs[static_cast<size_t>(1 - side)];
-      auto sc = scaled_scores(g, sv);
+      auto sc = scaled_scores(g, uses, sv);
       if (!sc || g.shape(sv) != ss || sv == mv) continue;
       c.scores = *sc;
       c.nodes = sc->nodes;
@@ -130,7 +152,7 @@ std::optional<Core> match_core(const Graph& g, Value s) {
     if (!cond) return std::nullopt;
     for (int side = 1; side <= 2; ++side) {
       const Value sv = n.inputs[static_cast<size_t>(side)], fill = n.inputs[static_cast<size_t>(3 - side)];
-      auto sc = scaled_scores(g, sv);
+      auto sc = scaled_scores(g, uses, sv);
       const auto f = scalar_const(g, fill);
       if (!sc || g.shape(sv) != ss || !f || !masked_value(*f, ss.dtype)) continue;
       const auto p = plane(cond->value, r, sq, skv);
@@ -182,14 +204,14 @@ Graph fuse_attention(const Graph& g, const PassContext& ctx) {
     if (!uses.single_use(p)) return false;
     const Node& pv = uses.sole_user(p);
     if (!op_as<ops::MatMul>(pv) || pv.inputs[0] != p || pv.inputs[1] == p) return false;
-    const auto core = match_core(g, n.inputs[0]);
+    const auto core = match_core(g, uses, n.inputs[0]);
     if (!core) return false;
     std::vector<NodeId> interior = core->nodes;
     interior.push_back(n.id);
     if (!closed(g, uses, interior, pv.id)) return false;
 
     const Node& qk = g.node(core->scores.matmul);
-    const Value q = qk.inputs[0], kt = qk.inputs[1], v = pv.inputs[1];
+    const Value q = core->scores.q, kt = core->scores.kt, v = pv.inputs[1];
     const Shape &qs = g.shape(q), &kts = g.shape(kt), &vs = g.shape(v);
     if (qs.rank() != r || kts.rank() != r || vs.rank() != r || qk.outputs[0] != ss) return false;
     const Dim &heads = qs.dims[static_cast<size_t>(r - 3)], &hd = qs.dims[static_cast<size_t>(r - 1)];

@@ -285,7 +285,7 @@ TEST(FuseLayerNorm, NearMissesDoNotFire) {
 // ---- attention -----------------------------------------------------------------------------
 
 enum class Mask { None, Input, CausalAdd, CausalWhere, UpperAdd, UpperWhere, Growing };
-enum class Scale { Div, MulLeft, MulRight, None, InputScale };
+enum class Scale { Div, MulLeft, MulRight, None, InputScale, PreScaled };
 
 struct AttnSpec {
   Mask mask = Mask::None;
@@ -309,13 +309,19 @@ Graph exported_attention(const AttnSpec& s) {
   Value qh = g.transpose(g.reshape(q, {kB, kS, kH, kD}), {0, 2, 1, 3});
   Value kt = g.transpose(g.reshape(k, {kB, kS, s.kv_heads, kD}), {0, 2, 3, 1});
   Value vh = g.transpose(g.reshape(v, {kB, kS, s.kv_heads, kD}), {0, 2, 1, 3});
+  if (s.scale == Scale::PreScaled) {  // torch's scaled_dot_product_attention export
+    const double r = std::sqrt(1 / std::sqrt(double(kD)));
+    qh = g.mul(qh, g.scalar(r, dt));
+    kt = g.mul(g.scalar(r, dt), kt);
+  }
   Value sc = g.matmul(qh, kt);
   if (s.scores_output) g.add_output(sc);
   switch (s.scale) {
     case Scale::Div: sc = g.div(sc, g.scalar(std::sqrt(double(kD)), dt)); break;
     case Scale::MulLeft: sc = g.mul(g.scalar(0.3, dt), sc); break;
     case Scale::MulRight: sc = g.mul(sc, g.scalar(0.3, dt)); break;
-    case Scale::None: break;
+    case Scale::None:
+    case Scale::PreScaled: break;
     case Scale::InputScale: sc = g.mul(sc, g.input("scale", Shape::of({}, dt))); break;
   }
   const float lowest = std::numeric_limits<float>::lowest();
@@ -347,7 +353,7 @@ Graph exported_attention(const AttnSpec& s) {
 }
 
 TEST(FuseAttention, ExportedLayoutBecomesBshdAttention) {
-  for (Scale sc : {Scale::Div, Scale::MulLeft, Scale::MulRight, Scale::None})
+  for (Scale sc : {Scale::Div, Scale::MulLeft, Scale::MulRight, Scale::None, Scale::PreScaled})
     for (Mask m : {Mask::None, Mask::Input, Mask::CausalAdd, Mask::CausalWhere, Mask::UpperAdd}) {
       AttnSpec s;
       s.scale = sc;
@@ -360,7 +366,9 @@ TEST(FuseAttention, ExportedLayoutBecomesBshdAttention) {
       EXPECT_EQ(a.layout, AttnLayout::BSHD);
       EXPECT_EQ(a.num_heads, kH);
       EXPECT_EQ(a.head_dim, kD);
-      const double want = sc == Scale::Div ? 1 / std::sqrt(double(kD)) : sc == Scale::None ? 1.0 : double(0.3f);
+      const double want = sc == Scale::Div || sc == Scale::PreScaled ? 1 / std::sqrt(double(kD))
+                          : sc == Scale::None                        ? 1.0
+                                                                     : double(0.3f);
       EXPECT_NEAR(a.score_scale, want, 1e-7);
       const MaskKind mk = m == Mask::None ? MaskKind::None
                           : m == Mask::CausalAdd || m == Mask::CausalWhere ? MaskKind::Causal
