@@ -12,6 +12,9 @@ namespace {
 const FamilyClaims* const kFamilies[] = {
     &kElementwiseClaims,
     &kCopyClaims,
+    &kMatmulClaims,
+    &kRowsClaims,
+    &kRopeClaims,
 };
 
 bool is_leaf(std::string_view name) { return name == "input" || name == "param" || name == "constant"; }

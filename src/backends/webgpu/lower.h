@@ -83,6 +83,9 @@ class LowerContext {
 void lower_step(LowerContext& cx, const plan::Step& st);
 void lower_elementwise(LowerContext& cx, const plan::Step& st);  // lower_elementwise.cpp
 void lower_copy(LowerContext& cx, const plan::Step& st);         // lower_copy.cpp
+void lower_matmul(LowerContext& cx, const plan::Step& st);       // lower_matmul.cpp
+void lower_rows(LowerContext& cx, const plan::Step& st);         // lower_rows.cpp
+void lower_rope(LowerContext& cx, const plan::Step& st);         // lower_rope.cpp
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
@@ -101,6 +104,9 @@ struct FamilyClaims {
 };
 extern const FamilyClaims kElementwiseClaims;
 extern const FamilyClaims kCopyClaims;
+extern const FamilyClaims kMatmulClaims;
+extern const FamilyClaims kRowsClaims;
+extern const FamilyClaims kRopeClaims;
 bool refuse(std::string* why, const std::string& msg);
 
 }  // namespace rlx::webgpu

@@ -72,6 +72,9 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Leaf: return;  // their bytes are uploaded by the variant
     case plan::StepFamily::Elementwise: lower_elementwise(cx, st); return;
     case plan::StepFamily::Copy: lower_copy(cx, st); return;
+    case plan::StepFamily::Matmul: lower_matmul(cx, st); return;
+    case plan::StepFamily::Rows: lower_rows(cx, st); return;
+    case plan::StepFamily::Rope: lower_rope(cx, st); return;
     default: break;
   }
   throw Error(step_label(st) + ": the WebGPU backend has no kernel for this op (it should have been legalized)");
