@@ -378,8 +378,8 @@ const Tensor& NodeCtx::konst(size_t i, const std::string& what) const {
   }
   fail("input " + std::to_string(i) + " ('" + io::printable(node_.input(static_cast<int>(i))) + "', the " + what +
        ") must be known at import time, but it is computed at run time; rlx needs it to fix the output "
-       "shape (when it is computed from symbolic input dims, bind them: rlx run and OnnxModel take them from the "
-       "input tensors, or --dim NAME=VALUE; when it is a graph input, pass its value with "
+       "shape (when it is computed from the inputs' named dims, bind them: rlx run and OnnxModel take them from "
+       "the input tensors, or --dim NAME=VALUE; when it is a graph input, pass its value with "
        "OnnxImportOptions::known_inputs)");
 }
 
