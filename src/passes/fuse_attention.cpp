@@ -189,6 +189,27 @@ std::vector<int64_t> normalized_perm(const std::vector<int64_t>& perm) {
 
 const std::vector<int64_t> kToBshd{0, 2, 1, 3};
 
+// GQA's repeat_kv as exported: Reshape(Expand(Reshape(kv (B, Hkv, S, D) -> (B, Hkv, 1, S, D))
+// -> (B, Hkv, rep, S, D)) -> (B, Hkv * rep, S, D)). Returns kv and Hkv.
+std::optional<std::pair<Value, int64_t>> repeated_kv(const Graph& g, Value x) {
+  const Node& r2 = g.node(x.node);
+  if (!op_as<ops::Reshape>(r2)) return std::nullopt;
+  const Node& e = g.node(r2.inputs[0].node);
+  if (!op_as<ops::Expand>(e)) return std::nullopt;
+  const Node& r1 = g.node(e.inputs[0].node);
+  if (!op_as<ops::Reshape>(r1)) return std::nullopt;
+  const Value kv = r1.inputs[0];
+  const Shape &ks = g.shape(kv), &s1 = r1.outputs[0], &se = e.outputs[0], &s2 = r2.outputs[0];
+  if (ks.rank() != 4 || s1.rank() != 5 || se.rank() != 5 || s2.rank() != 4) return std::nullopt;
+  const Dim &b = ks.dims[0], &h = ks.dims[1], &s = ks.dims[2], &d = ks.dims[3];
+  const Dim& rep = se.dims[2];
+  if (!h.is_static() || !rep.is_static() || rep.value < 1) return std::nullopt;
+  if (s1.dims != std::vector<Dim>{b, h, Dim(1), s, d} || se.dims != std::vector<Dim>{b, h, rep, s, d} ||
+      s2.dims != std::vector<Dim>{b, Dim(h.value * rep.value), s, d})
+    return std::nullopt;
+  return std::make_pair(kv, h.value);
+}
+
 }  // namespace
 
 Graph fuse_attention(const Graph& g, const PassContext& ctx) {
@@ -211,7 +232,8 @@ Graph fuse_attention(const Graph& g, const PassContext& ctx) {
     if (!closed(g, uses, interior, pv.id)) return false;
 
     const Node& qk = g.node(core->scores.matmul);
-    const Value q = core->scores.q, kt = core->scores.kt, v = pv.inputs[1];
+    const Value q = core->scores.q, kt = core->scores.kt;
+    Value v = pv.inputs[1];
     const Shape &qs = g.shape(q), &kts = g.shape(kt), &vs = g.shape(v);
     if (qs.rank() != r || kts.rank() != r || vs.rank() != r || qk.outputs[0] != ss) return false;
     const Dim &heads = qs.dims[static_cast<size_t>(r - 3)], &hd = qs.dims[static_cast<size_t>(r - 1)];
@@ -232,6 +254,15 @@ Graph fuse_attention(const Graph& g, const PassContext& ctx) {
     ops::Attention at;
     at.num_heads = heads.value;
     at.num_kv_heads = kv_heads.value;
+    // GQA: k and v repeated to the query heads by the exporter are read before the repeat.
+    if (r == 4 && k_perm == swap_last_two(swap)) {
+      const auto kr = repeated_kv(g, k_src), vr = repeated_kv(g, v);
+      if (kr && vr && kr->second == vr->second) {
+        k_src = kr->first;
+        v = vr->first;
+        at.num_kv_heads = kr->second;
+      }
+    }
     at.head_dim = hd.value;
     at.mask_kind = core->mask;
     at.score_scale = core->scores.scale;

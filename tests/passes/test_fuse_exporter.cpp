@@ -378,7 +378,7 @@ TEST(FuseAttention, ExportedLayoutBecomesBshdAttention) {
     }
 }
 
-TEST(FuseAttention, BhsdKTransposeMqaRankThreeAndF16) {
+TEST(FuseAttention, BhsdKTransposeMqaGqaRankThreeAndF16) {
   {  // q, k, v given in (B, H, S, D); K transposed by its own (0, 1, 3, 2) Transpose
     Graph g;
     Value q = g.input("q", Shape::of({kB, kH, kS, kD})), k = g.input("k", Shape::of({kB, kH, kS, kD}));
@@ -398,6 +398,22 @@ TEST(FuseAttention, BhsdKTransposeMqaRankThreeAndF16) {
     Graph f = fuse_attention(g);
     ASSERT_EQ(count_op(f, "attention"), 1u);
     EXPECT_EQ(attention_of(f).num_kv_heads, 1);
+    EXPECT_TRUE(same_numbers(g, pass_fn(fuse_attention), 1e-4));
+  }
+  {  // GQA: k and v of 2 heads repeated to 4 by the exporter's repeat_kv (Unsqueeze, Expand, Reshape)
+    Graph g;
+    Value q = g.input("q", Shape::of({kB, kH, kS, kD}));
+    auto repeat = [&](Value x) {
+      Value e = g.expand(g.reshape(x, {kB, 2, 1, kS, kD}), {kB, 2, 2, kS, kD});
+      return g.reshape(e, {kB, kH, kS, kD});
+    };
+    Value k = repeat(g.input("k", Shape::of({kB, 2, kS, kD}))), v = repeat(g.input("v", Shape::of({kB, 2, kS, kD})));
+    Value sc = g.div(g.matmul(q, g.transpose(k, {0, 1, 3, 2})), g.scalar(std::sqrt(double(kD))));
+    g.add_output(g.matmul(g.softmax(sc), v));
+    Graph f = fuse_attention(g);
+    ASSERT_EQ(count_op(f, "attention"), 1u);
+    EXPECT_EQ(count_op(f, "expand") + count_op(f, "reshape") + count_op(f, "transpose"), 0u);
+    EXPECT_EQ(attention_of(f).num_kv_heads, 2);
     EXPECT_TRUE(same_numbers(g, pass_fn(fuse_attention), 1e-4));
   }
   {  // rank 3 (batch * heads, S, D) with a pre-transposed constant K (D, S) per head
