@@ -104,6 +104,15 @@ inline std::optional<int> power_of(const Graph& g, const std::vector<Value>& fac
   return k;
 }
 
+// True when some node of `g` satisfies `pred` (passes return `g` unchanged, without a copy,
+// when their anchor op is absent).
+template <class P>
+bool any_node(const Graph& g, P&& pred) {
+  for (const Node& n : g.nodes())
+    if (pred(n)) return true;
+  return false;
+}
+
 // True when the backend runs node `op` on operands of these shapes as is (no backend: yes).
 bool backend_runs(const PassContext& ctx, const Op& op, const std::vector<Shape>& operands,
                   const Shape* expect = nullptr);

@@ -43,6 +43,7 @@ std::optional<std::vector<double>> vector_const(const Graph& g, Value v, int64_t
 }  // namespace
 
 Graph fold_conv_affine(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return op_as<ops::Conv>(n) != nullptr; })) return g;
   const Uses uses(g);
   bool fired = false;
   Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {

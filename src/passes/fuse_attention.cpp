@@ -213,6 +213,7 @@ std::optional<std::pair<Value, int64_t>> repeated_kv(const Graph& g, Value x) {
 }  // namespace
 
 Graph fuse_attention(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return op_as<ops::Softmax>(n) != nullptr; })) return g;
   const Uses uses(g);
   bool fired = false;
   Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {

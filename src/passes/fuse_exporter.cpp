@@ -101,6 +101,8 @@ bool tanh_argument(const Graph& g, Value arg, Value x, DType dt, std::vector<Nod
 }  // namespace
 
 Graph fuse_gelu(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return is_activation(n, ActKind::Erf) || is_activation(n, ActKind::Tanh); }))
+    return g;
   const Uses uses(g);
   bool fired = false;
   Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {
@@ -140,6 +142,7 @@ Graph fuse_gelu(const Graph& g, const PassContext& ctx) {
 }
 
 Graph fuse_silu(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return is_activation(n, ActKind::Sigmoid); })) return g;
   const Uses uses(g);
   bool fired = false;
   Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {
@@ -299,6 +302,7 @@ bool emit_norm(Rewriter& rw, const Graph& g, const Uses& uses, const PassContext
 }  // namespace
 
 Graph fuse_layer_norm(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return op_as<ops::Reduce>(n) != nullptr; })) return g;
   const Uses uses(g);
   bool fired = false;
   // Anchored at d = Sub(x, mean) with mean = ReduceMean(x, last, keep).
@@ -328,6 +332,7 @@ Graph fuse_layer_norm(const Graph& g, const PassContext& ctx) {
 }
 
 Graph fuse_rms_norm(const Graph& g, const PassContext& ctx) {
+  if (!any_node(g, [](const Node& n) { return op_as<ops::Reduce>(n) != nullptr; })) return g;
   const Uses uses(g);
   bool fired = false;
   // Anchored at ms = ReduceMean(x^2, last, keep).
