@@ -425,7 +425,8 @@ TEST(Gguf, CliInspect) {
   EXPECT_EQ(run_cli(dir, "inspect " + (dir / "m.gguf").string(), &out, &err), 0) << err;
   EXPECT_THAT(out, AllOf(HasSubstr("(version 3, alignment 32,"), HasSubstr("general.architecture: string 'llama'"),
                          HasSubstr("tokenizer.ggml.tokens: array<string>[3] ['<unk>', '<s>', '</s>']"),
-                         HasSubstr("Q4_K[2,256]"), HasSubstr("F32[256]"), HasSubstr("parameters: 768 elements")));
+                         HasSubstr("Q4_K[2,256]"), HasSubstr("F32[256]"), HasSubstr("parameters: 768 elements"),
+                         HasSubstr("model: llama, not buildable: ")));
   EXPECT_NE(run_cli(dir, "inspect " + (dir / "bad.gguf").string(), &out, &err), 0);
   EXPECT_THAT(err, HasSubstr("not a GGUF file"));
   fs::remove_all(dir);
