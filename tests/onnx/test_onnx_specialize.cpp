@@ -142,6 +142,33 @@ TEST(OnnxSpecialize, EqualOnAShapeValue) {
   EXPECT_EQ(m.run({{"x", testing::random_tensor(DType::F32, {2, 5}, 8)}})[0].to_i64(), (std::vector<int64_t>{0, 1}));
 }
 
+// An If whose condition compares the input's shape with a constant (exporters' size guards):
+// the condition is known once the dims are bound, and only the taken branch is imported.
+TEST(OnnxSpecialize, IfOnAShapeConditionTakesTheBranchOfEachSignature) {
+  auto branch = [](const std::string& op, const std::string& out) {
+    OnnxBuilder body;
+    body.output(out);
+    body.node(op, {"x"}, {out});
+    return body.graph();
+  };
+  OnnxBuilder b(13);
+  b.input("x", kF32, {-1}, {"n"}).output("y");
+  b.initializer("four", Tensor::i64({1}, std::vector<int64_t>{4}));
+  b.node("Shape", {"x"}, {"shape"});
+  b.node("Equal", {"shape", "four"}, {"is4"}, "is_four");
+  b.node("Squeeze", {"is4"}, {"cond"});
+  auto& n = b.node("If", {"cond"}, {"y"});
+  set_attr(n, "then_branch", branch("Neg", "t"));
+  set_attr(n, "else_branch", branch("Abs", "e"));
+  const Tensor x4 = Tensor::f32({4}, std::vector<float>{-1, 2, -3, 4});
+  const Tensor x3 = Tensor::f32({3}, std::vector<float>{-1, 2, -3});
+  expect_specializes(b, "is_four", {{{{"n", 4}}, {{"x", x4}}}, {{{"n", 3}}, {{"x", x3}}}});
+  OnnxModel m = model_of(b);
+  EXPECT_EQ(m.run({{"x", x4}})[0].to_f32(), (std::vector<float>{1, -2, 3, -4}));
+  EXPECT_EQ(m.run({{"x", x3}})[0].to_f32(), (std::vector<float>{1, 2, 3}));
+  for (const Node& node : m.import({{"n", 3}}).nodes()) EXPECT_NE(op_name(node.op), "if");  // inlined
+}
+
 OnnxBuilder two_input_model() {
   OnnxBuilder b;
   // y = a * m + w[:, :seq] (w's slice folds into a constant at import), q = sum(a) * big
