@@ -1,8 +1,13 @@
 // Llama from GGUF: a tiny random Llama written with GgufWriter (q/k rows permuted the way
 // llama.cpp's converter does), built with build_llama_from_gguf, against the same model built
 // with the existing NeoX Llama block builder from the dequantized, unpermuted f32 weights.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -226,6 +231,22 @@ TEST(LlamaGguf, WrongTensorShapeIsAnError) {
   const GgufFile f = GgufFile::from_bytes(b2.data(), b2.size(), "t.gguf");
   EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(f); }), HasSubstr("blk.0.ffn_gate.weight"));
   EXPECT_THAT(models::describe_gguf_llama(good), HasSubstr("llama: 2 blocks"));
+}
+
+TEST(LlamaGguf, CliInspectPrintsTheModel) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rlx_llama_gguf_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "tiny.gguf").string();
+  { std::ofstream(path, std::ios::binary) << write_tiny(Tiny{}); }
+  std::string out;
+  if (FILE* p = ::popen((std::string(RLX_CLI_PATH) + " inspect " + path + " 2>&1").c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    EXPECT_EQ(::pclose(p), 0) << out;
+  }
+  EXPECT_THAT(out, HasSubstr("model: llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128, vocab 40"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
