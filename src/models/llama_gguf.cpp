@@ -1,10 +1,11 @@
 #include "models/llama_gguf.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
-#include "models/transformer.h"
 #include "quant/ggml_blocks.h"
 
 namespace rlx::models {
@@ -25,6 +26,13 @@ int64_t req_int(const GgufFile& f, const std::string& key) {
   return x;
 }
 int64_t opt_int(const GgufFile& f, const std::string& key, int64_t dflt) { return f.find(key) ? req_int(f, key) : dflt; }
+// An optional integer that may be 0.
+int64_t opt_int0(const GgufFile& f, const std::string& key) {
+  const GgufValue* v = f.find(key);
+  if (!v) return 0;
+  if (!v->is_integer()) fail(f, "metadata key '" + key + "' must be an integer, got " + gguf_value_type_name(v->type()));
+  return v->as_i64();
+}
 double opt_num(const GgufFile& f, const std::string& key, double dflt) {
   const GgufValue* v = f.find(key);
   if (!v) return dflt;
@@ -33,8 +41,10 @@ double opt_num(const GgufFile& f, const std::string& key, double dflt) {
   return x;
 }
 
-const GgufTensorInfo& tensor_of(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape) {
+const GgufTensorInfo& tensor_of(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape,
+                                std::set<std::string>* used = nullptr) {
   if (!f.contains(name)) fail(f, "tensor '" + name + "' is missing");
+  if (used) used->insert(name);
   const GgufTensorInfo& t = f.tensor_info(name);
   if (t.shape() != shape)
     fail(f, "tensor '" + name + "' has shape " + dims_str(t.shape()) + ", the metadata implies " + dims_str(shape));
@@ -46,16 +56,17 @@ struct Builder {
   const GgufLlamaConfig& c;
   Graph& g;
   NamedTensors& params;
+  std::set<std::string> used;
 
   Value f32_param(const std::string& name, const std::vector<int64_t>& shape) {
-    tensor_of(f, name, shape);
+    tensor_of(f, name, shape, &used);
     params.emplace_back(name, f.tensor_f32(name));
     return g.param(name, Shape(std::vector<Dim>(shape.begin(), shape.end()), DType::F32));
   }
 
   // x (..., in) @ W^T with W the GGUF tensor `name` stored [out, in]; `param_name` names the param.
   Value project(Value x, const std::string& name, int64_t out, int64_t in, const std::string& param_name) {
-    const GgufTensorInfo& t = tensor_of(f, name, {out, in});
+    const GgufTensorInfo& t = tensor_of(f, name, {out, in}, &used);
     if (const auto fmt = quant::quant_format_of(t.type)) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
@@ -75,6 +86,30 @@ struct Builder {
     params.emplace_back(param_name, f.tensor_f32(name));
     Value w = g.param(param_name, Shape({out, in}, DType::F32));
     return g.matmul(x, g.transpose(w, {1, 0}));
+  }
+
+  // cos / sin (S, n_rot / 2) of angle = position * theta^(-2i / n_rot) / (linear * freqs[i]).
+  std::pair<Value, Value> rope_tables(Value positions) {
+    const int64_t half = c.n_rot / 2;
+    std::vector<float> inv(static_cast<size_t>(half));
+    std::vector<float> freqs(static_cast<size_t>(half), 1.0f);
+    if (c.rope_freqs) {
+      tensor_of(f, "rope_freqs.weight", {half}, &used);
+      const Tensor ff = f.tensor_f32("rope_freqs.weight");
+      for (int64_t i = 0; i < half; ++i) {
+        freqs[static_cast<size_t>(i)] = ff.data<float>()[i];
+        if (!(freqs[static_cast<size_t>(i)] > 0) || !std::isfinite(freqs[static_cast<size_t>(i)]))
+          fail(f, "rope_freqs.weight[" + i2s(i) + "] = " + std::to_string(freqs[static_cast<size_t>(i)]) +
+                      " must be positive and finite");
+      }
+    }
+    for (int64_t i = 0; i < half; ++i)
+      inv[static_cast<size_t>(i)] = static_cast<float>(
+          std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot)) /
+          (c.rope_linear * freqs[static_cast<size_t>(i)]));
+    Value pos = g.reshape(g.cast(positions, DType::F32), {g.shape(positions).dims[0], Dim(1)});
+    Value angle = g.mul(pos, g.constant(Tensor::f32({half}, inv)));
+    return {g.act(ActKind::Cos, angle), g.act(ActKind::Sin, angle)};
   }
 
   Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s) {
@@ -133,11 +168,27 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
     fail(f, a + "rope.dimension_count = " + i2s(c.n_rot) + " must be even and at most the head dim " + i2s(c.head_dim));
   c.rope_theta = opt_num(f, a + "rope.freq_base", 10000.0);
   c.rms_eps = opt_num(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (const GgufValue* st = f.find(a + "rope.scaling.type")) {
+    const std::string type = st->type() == GgufValueType::String ? st->as_string() : "?";
+    if (type == "linear") c.rope_linear = opt_num(f, a + "rope.scaling.factor", 0.0);
+    else if (type != "none")
+      fail(f, a + "rope.scaling.type is '" + type + "'; the builder implements 'none' and 'linear' only");
+    if (type == "linear" && !(c.rope_linear > 0)) fail(f, a + "rope.scaling.factor is missing (needed by linear scaling)");
+  } else {
+    c.rope_linear = opt_num(f, a + "rope.scale_linear", 1.0);
+  }
+  if (opt_int0(f, a + "expert_count") > 0)
+    fail(f, a + "expert_count = " + i2s(opt_int0(f, a + "expert_count")) +
+                ": a mixture-of-experts model, which the builder does not build yet");
+  c.rope_freqs = f.contains("rope_freqs.weight");
   if (!f.contains("token_embd.weight")) fail(f, "tensor 'token_embd.weight' is missing");
   const auto emb = f.tensor_info("token_embd.weight").shape();
   if (emb.size() != 2 || emb[1] != c.hidden)
     fail(f, "tensor 'token_embd.weight' has shape " + dims_str(emb) + ", expected [vocab, " + i2s(c.hidden) + "]");
   c.vocab = emb[0];
+  if (f.find(a + "vocab_size") && req_int(f, a + "vocab_size") != c.vocab)
+    fail(f, a + "vocab_size = " + i2s(req_int(f, a + "vocab_size")) + " differs from token_embd.weight's " + i2s(c.vocab) +
+                " rows");
   c.tied_output = !f.contains("output.weight");
   return c;
 }
@@ -154,12 +205,22 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
   Value positions = g.input("positions", Shape({s}, DType::I64));
   Value emb = b.f32_param("token_embd.weight", {c.vocab, c.hidden});
   Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
-  auto [cos, sin] = build_rope_tables(g, positions, c.n_rot, c.rope_theta, DType::F32);
+  auto [cos, sin] = b.rope_tables(positions);
   for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s);
   h = g.rms_norm(h, b.f32_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
   // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
   Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");
   g.add_output(logits, "logits");
+  std::vector<std::string> unused;
+  for (const GgufTensorInfo& t : f.tensors())
+    if (!b.used.count(t.name)) unused.push_back(t.name);
+  if (!unused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unused.size() && i < 5; ++i) list += (i ? ", '" : "'") + unused[i] + "'";
+    if (unused.size() > 5) list += " and " + std::to_string(unused.size() - 5) + " more";
+    fail(f, "tensor(s) " + list + " are not part of a plain Llama model (biases, extra norms, ...); the builder "
+            "would ignore them and compute another model, so it stops here");
+  }
   g.verify();
   return m;
 }
@@ -172,7 +233,8 @@ std::string describe_gguf_llama(const GgufFile& f) {
   std::string s = "llama: " + i2s(c.layers) + " blocks, hidden " + i2s(c.hidden) + ", heads " + i2s(c.heads) + " (kv " +
                   i2s(c.kv_heads) + ") x " + i2s(c.head_dim) + ", ffn " + i2s(c.ffn) + ", vocab " + i2s(c.vocab) +
                   ", context " + i2s(c.context) + ", rope theta " + std::to_string(c.rope_theta) +
-                  (c.tied_output ? ", tied output" : "") + ", block projections:";
+                  (c.rope_linear != 1.0 ? ", rope linear scaling " + std::to_string(c.rope_linear) : "") +
+                  (c.rope_freqs ? ", rope_freqs" : "") + (c.tied_output ? ", tied output" : "") + ", block projections:";
   for (const auto& [name, n] : types) s += " " + name + " x " + std::to_string(n);
   return s;
 }

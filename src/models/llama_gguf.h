@@ -5,12 +5,18 @@
 //   <p>.block_count, <p>.embedding_length, <p>.feed_forward_length, <p>.attention.head_count,
 //   <p>.context_length (required); <p>.attention.head_count_kv (default: head_count),
 //   <p>.rope.freq_base (10000), <p>.attention.layer_norm_rms_epsilon (1e-5),
-//   <p>.rope.dimension_count (the head dim), <p>.attention.key_length (embedding / heads).
+//   <p>.rope.dimension_count (the head dim), <p>.attention.key_length (embedding / heads),
+//   <p>.rope.scaling.type ("none" or "linear" with <p>.rope.scaling.factor; also the older
+//   <p>.rope.scale_linear), <p>.vocab_size (checked against token_embd). Keys that change the model
+//   in ways the builder does not implement are refused: <p>.expert_count > 0 (MoE), other rope
+//   scaling types (yarn, longrope), attention.value_length != key_length.
 // Tensors (GGUF names, rlx row-major shapes [out, in]):
 //   token_embd.weight [vocab, E]   output_norm.weight [E]   output.weight [vocab, E] (absent: tied
 //   to token_embd), and per block N: blk.N.attn_norm.weight [E], blk.N.attn_q.weight [H*D, E],
 //   blk.N.attn_k.weight / attn_v.weight [Hkv*D, E], blk.N.attn_output.weight [E, H*D],
-//   blk.N.ffn_norm.weight [E], blk.N.ffn_gate.weight / ffn_up.weight [F, E], blk.N.ffn_down.weight [E, F].
+//   blk.N.ffn_norm.weight [E], blk.N.ffn_gate.weight / ffn_up.weight [F, E], blk.N.ffn_down.weight [E, F],
+//   rope_freqs.weight [n_rot / 2] (optional, Llama 3.1 style: the angle of pair i is divided by it).
+// Any other tensor (biases, ...) is an error naming it: the file is not a plain Llama.
 //
 // Projections: a block-quantized weight (Q4_0 ... Q8_0, Q2_K ... Q6_K) becomes a DequantMatMul on
 // its raw bytes (a u8 [out, row_bytes] param); an F32 / F16 / BF16 weight becomes a MatMul with the
@@ -40,6 +46,8 @@ struct GgufLlamaConfig {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   int64_t n_rot = 0;
   double rope_theta = 10000.0, rms_eps = 1e-5;
+  double rope_linear = 1.0;     // linear rope scaling: positions divided by it
+  bool rope_freqs = false;      // rope_freqs.weight present
   bool tied_output = false;  // no output.weight: the logits use token_embd.weight
 };
 

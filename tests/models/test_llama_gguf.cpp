@@ -29,6 +29,10 @@ struct Tiny {
   GgmlType out = GgmlType::Q8_0;    // output.weight (ignored when tied)
   GgmlType attn_out = GgmlType::Q8_0;
   bool tied = false;
+  double rope_linear = 0;   // > 0: llama.rope.scaling.type linear with this factor
+  bool rope_freqs2 = false; // rope_freqs.weight of 2s (the same angles as linear scaling by 2)
+  bool bias = false;        // an extra blk.0.attn_q.bias (not a plain Llama)
+  std::string scaling;      // llama.rope.scaling.type other than linear
   int64_t head_dim() const { return hidden / heads; }
 };
 
@@ -84,8 +88,15 @@ std::string write_tiny(const Tiny& m) {
   w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
   w.add("llama.rope.freq_base", GgufValue::f32(500.0f));
   w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+  if (m.rope_linear > 0) {
+    w.add("llama.rope.scaling.type", GgufValue::string("linear"));
+    w.add("llama.rope.scaling.factor", GgufValue::f32(static_cast<float>(m.rope_linear)));
+  }
+  if (!m.scaling.empty()) w.add("llama.rope.scaling.type", GgufValue::string(m.scaling));
   const int64_t e = m.hidden, d = m.head_dim();
   uint64_t seed = 1;
+  if (m.rope_freqs2) w.add_tensor("rope_freqs.weight", Tensor::f32({d / 2}, std::vector<float>(static_cast<size_t>(d / 2), 2.0f)));
+  if (m.bias) w.add_tensor("blk.0.attn_q.bias", Tensor::f32({e}, std::vector<float>(static_cast<size_t>(e), 0.0f)));
   add(w, "token_embd.weight", randn({m.vocab, e}, seed++, 1.0f), m.embd);
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -111,7 +122,7 @@ std::vector<double> reference_logits(const GgufFile& f, const Tiny& m, const std
   const int64_t s = static_cast<int64_t>(tokens.size()), e = m.hidden;
   Graph g;
   Value hidden = g.input("hidden", Shape({1, s, e}, DType::F32));
-  Value pos = g.input("positions", Shape({s}, DType::I64));
+  Value pos = g.input("positions", Shape({s}, DType::F32));
   auto [cos, sin] = models::build_rope_tables(g, pos, m.head_dim(), 500.0, DType::F32);
   models::LlamaBlockConfig lc;
   lc.hidden = e;
@@ -143,9 +154,11 @@ std::vector<double> reference_logits(const GgufFile& f, const Tiny& m, const std
   for (int64_t t = 0; t < s; ++t)
     std::copy(emb.data<float>() + tokens[static_cast<size_t>(t)] * e, emb.data<float>() + (tokens[static_cast<size_t>(t)] + 1) * e,
               h.data<float>() + t * e);
-  std::vector<int64_t> positions(static_cast<size_t>(s));
-  for (int64_t t = 0; t < s; ++t) positions[static_cast<size_t>(t)] = t;
-  return to_doubles(run_cpu1(g, {{"hidden", h}, {"positions", Tensor::i64({s}, positions)}}, params));
+  // Rope scaling divides every angle by the same factor here: positions divided by it.
+  const double scale = (m.rope_linear > 0 ? m.rope_linear : 1.0) * (m.rope_freqs2 ? 2.0 : 1.0);
+  std::vector<float> positions(static_cast<size_t>(s));
+  for (int64_t t = 0; t < s; ++t) positions[static_cast<size_t>(t)] = static_cast<float>(static_cast<double>(t) / scale);
+  return to_doubles(run_cpu1(g, {{"hidden", h}, {"positions", Tensor::f32({s}, positions)}}, params));
 }
 
 void check_model(const Tiny& m, int64_t seq, double rel_tol) {
@@ -195,6 +208,27 @@ TEST(LlamaGguf, Q4_0AndQ5_1) {
   m.proj = GgmlType::Q4_0;
   m.out = GgmlType::Q5_1;
   check_model(m, 20, 1e-4);
+}
+
+TEST(LlamaGguf, RopeScaling) {
+  Tiny m;
+  m.rope_linear = 4.0;
+  check_model(m, 20, 1e-4);
+  m.rope_freqs2 = true;  // linear 4 and freqs 2: angles / 8
+  check_model(m, 20, 1e-4);
+}
+
+TEST(LlamaGguf, WhatTheBuilderDoesNotImplementIsRefused) {
+  Tiny m;
+  m.bias = true;
+  const std::string b1 = write_tiny(m);
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b1.data(), b1.size())); }),
+              HasSubstr("'blk.0.attn_q.bias' are not part of a plain Llama"));
+  m.bias = false;
+  m.scaling = "yarn";
+  const std::string b2 = write_tiny(m);
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b2.data(), b2.size())); }),
+              HasSubstr("rope.scaling.type is 'yarn'"));
 }
 
 TEST(LlamaGguf, MetadataErrorsNameTheKey) {
