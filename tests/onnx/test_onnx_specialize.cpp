@@ -142,6 +142,57 @@ TEST(OnnxSpecialize, EqualOnAShapeValue) {
   EXPECT_EQ(m.run({{"x", testing::random_tensor(DType::F32, {2, 5}, 8)}})[0].to_i64(), (std::vector<int64_t>{0, 1}));
 }
 
+// BERT's embeddings and attention mask as torch.onnx.export writes them with dynamic batch and
+// sequence axes (opset 17): word + position embeddings (positions sliced to the sequence
+// length read from the ids' shape), LayerNorm, the extended additive mask, one attention.
+TEST(OnnxSpecialize, PyTorchStyleBertEmbeddingsAndMask) {
+  constexpr int64_t kE = 8;
+  OnnxBuilder b(17);
+  b.input("input_ids", kI64, {-1, -1}, {"batch", "sequence"})
+      .input("attention_mask", kI64, {-1, -1}, {"batch", "sequence"})
+      .output("y");
+  std::vector<int64_t> positions(16);
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int64_t>(i);
+  b.initializer("word_emb", testing::random_tensor(DType::F32, {30, kE}, 20));
+  b.initializer("pos_emb", testing::random_tensor(DType::F32, {16, kE}, 21));
+  b.initializer("position_ids", Tensor::i64({1, 16}, positions));
+  b.initializer("gamma", testing::random_tensor(DType::F32, {kE}, 22, 0.5, 1.5));
+  b.initializer("beta", testing::random_tensor(DType::F32, {kE}, 23));
+  b.initializer("idx1", Tensor::scalar_i64(1));
+  b.initializer("ax0", Tensor::i64({1}, std::vector<int64_t>{0}));
+  b.initializer("ax1", Tensor::i64({1}, std::vector<int64_t>{1}));
+  b.initializer("ax12", Tensor::i64({2}, std::vector<int64_t>{1, 2}));
+  b.initializer("one", Tensor::scalar_f32(1.0f));
+  b.initializer("neg", Tensor::scalar_f32(-10000.0f));
+  b.node("Gather", {"word_emb", "input_ids"}, {"words"});
+  b.node("Shape", {"input_ids"}, {"ids_shape"});
+  b.node("Gather", {"ids_shape", "idx1"}, {"seq_len"});
+  b.node("Unsqueeze", {"seq_len", "ax0"}, {"seq_end"});
+  b.node("Slice", {"position_ids", "ax0", "seq_end", "ax1"}, {"pos_ids"}, "/embeddings/Slice");
+  b.node("Gather", {"pos_emb", "pos_ids"}, {"pos"});
+  b.node("Add", {"words", "pos"}, {"emb"});
+  set_attr(b.node("LayerNormalization", {"emb", "gamma", "beta"}, {"e"}), "axis", int64_t{-1});
+  b.node("Unsqueeze", {"attention_mask", "ax12"}, {"m4"});
+  set_attr(b.node("Cast", {"m4"}, {"mf"}), "to", int64_t{onnx::TensorProto::FLOAT});
+  b.node("Sub", {"one", "mf"}, {"inv"});
+  b.node("Mul", {"inv", "neg"}, {"ext"});
+  set_attr(b.node("Transpose", {"e"}, {"et"}), "perm", std::vector<int64_t>{0, 2, 1});
+  b.node("MatMul", {"e", "et"}, {"scores"});
+  b.node("Unsqueeze", {"scores", "ax1"}, {"s4"});
+  b.node("Add", {"s4", "ext"}, {"masked"});
+  set_attr(b.node("Softmax", {"masked"}, {"probs4"}), "axis", int64_t{-1});
+  b.node("Squeeze", {"probs4", "ax1"}, {"probs"});
+  b.node("MatMul", {"probs", "e"}, {"y"});
+  auto feeds = [](int64_t batch, int64_t seq, uint64_t seed) {
+    std::vector<int64_t> ids(static_cast<size_t>(batch * seq)), mask(ids.size(), 1);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + seed) % 30);
+    mask.back() = 0;  // the last token of the last row is padding
+    return NamedTensors{{"input_ids", Tensor::i64({batch, seq}, ids)}, {"attention_mask", Tensor::i64({batch, seq}, mask)}};
+  };
+  expect_specializes(b, "/embeddings/Slice",
+                     {{{{"batch", 2}, {"sequence", 5}}, feeds(2, 5, 1)}, {{{"batch", 1}, {"sequence", 9}}, feeds(1, 9, 2)}});
+}
+
 // An If whose condition compares the input's shape with a constant (exporters' size guards):
 // the condition is known once the dims are bound, and only the taken branch is imported.
 TEST(OnnxSpecialize, IfOnAShapeConditionTakesTheBranchOfEachSignature) {

@@ -224,7 +224,15 @@ std::map<std::string, int64_t> OnnxModel::bind(const NamedTensors& inputs) const
 }
 
 Graph OnnxModel::import(const std::map<std::string, int64_t>& dims) const {
-  return translate_errors("OnnxModel::import", [&] { return impl_->import(dims, {}); });
+  return translate_errors("OnnxModel::import", [&] {
+    try {
+      return impl_->import(dims, {});
+    } catch (const OnnxDimsError& e) {
+      throw OnnxDimsError(impl_->what + ": " + e.what(), e.node());
+    } catch (const Error& e) {
+      throw Error(impl_->what + ": " + e.what());
+    }
+  });
 }
 
 CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
