@@ -74,6 +74,15 @@ const char* kModFloor = R"(fn rlx_mod_floor(a: f32, b: f32) -> f32 {
   return r;
 }
 )";
+// f32 -> the nearest f16 value (as f32): WGSL's pack2x16float leaves values beyond f16's finite
+// range indeterminate, so overflow (to +-inf, from 65520 on) and NaN are handled here.
+const char* kF16Round = R"(fn rlx_f16_round(x: f32) -> f32 {
+  let u = bitcast<u32>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { return x; }
+  if (abs(x) >= 65520.0f) { return bitcast<f32>((u & 0x80000000u) | 0x7f800000u); }
+  return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0f))).x;
+}
+)";
 const char* kBf16 = R"(fn rlx_bf16_bits(x: f32) -> u32 {
   let u = bitcast<u32>(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) { return (u >> 16u) | 0x40u; }
@@ -265,10 +274,11 @@ class Wgsl final : public Language {
   }
   void dtype_helpers(DType t, Helpers& h) const override {
     if (t == DType::BF16) h.add("rlx_bf16_bits", kBf16);
+    if (t == DType::F16) h.add("rlx_f16_round", kF16Round);
   }
   std::string round(DType t, const std::string& v) const override {
     switch (t) {
-      case DType::F16: return "unpack2x16float(pack2x16float(vec2<f32>(" + v + ", 0.0f))).x";
+      case DType::F16: return "rlx_f16_round(" + v + ")";
       case DType::BF16: return "bitcast<f32>(rlx_bf16_bits(" + v + ") << 16u)";
       case DType::U8: return "(" + v + " & 0xffu)";
       case DType::I8: return "((" + v + " << 24u) >> 24u)";
@@ -328,7 +338,13 @@ class Wgsl final : public Language {
 
   std::string compare(CompareKind k, DType t, const std::string& a, const std::string& b) const override {
     if (t == DType::Bool) return infix("u32(" + a + ")", compare_op(k), "u32(" + b + ")");
-    return infix(a, compare_op(k), b);
+    if (!is_float(t)) return infix(a, compare_op(k), b);
+    // WGSL lets implementations assume no NaN (x != x may fold to false): NaN operands are tested
+    // by their bits, so every comparison with a NaN is false and != is true, as on the CPU.
+    const std::string nan = "(((bitcast<u32>(" + a + ") & 0x7fffffffu) > 0x7f800000u) || ((bitcast<u32>(" + b +
+                            ") & 0x7fffffffu) > 0x7f800000u))";
+    if (k == CompareKind::Ne) return "(" + nan + " || " + infix(a, "!=", b) + ")";
+    return "(!" + nan + " && " + infix(a, compare_op(k), b) + ")";
   }
 
   std::string activation(ActKind k, DType t, const std::string& x, Helpers& h) const override {

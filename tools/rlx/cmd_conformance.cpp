@@ -1,6 +1,7 @@
 // rlx conformance DIR: runs the ONNX backend node cases (DIR/test_*/model.onnx with
-// test_data_set_0/{input,output}_<i>.pb) on a device. Each case runs in a forked child with a
-// time limit, so a crash or hang in one case is reported as a FAIL and the run goes on.
+// test_data_set_0/{input,output}_<i>.pb) on a device. Cases run in forked worker processes (one
+// per job, each replaced after 64 cases) with a time limit per case, so a crash or hang in one
+// case is reported as a FAIL, takes only its worker down, and the run goes on.
 // Prints one line per case and totals by op; optionally writes the Markdown report and
 // enforces a floor of passing cases (for CI).
 #include <CLI/CLI.hpp>
@@ -210,33 +211,53 @@ std::string case_op(const fs::path& dir, bool& float32_only) {
 }
 
 struct Running {
-  pid_t pid;
-  int fd;
-  size_t index;
+  pid_t pid = -1;
+  int fd = -1;       // results from the worker
+  int to = -1;       // case indices to the worker
+  size_t index = 0;  // the case it runs
+  bool busy = false;
+  int cases_left = 0;
   std::chrono::steady_clock::time_point start;
   std::string out;
 };
 
-// Child: run the case, write "STATUS\tdetail" to fd, exit.
-[[noreturn]] void child_main(const fs::path& dir, Device device, bool plan_only, const CompileOptions& base, int fd) {
-  std::string line;
+// The result line of one case: "STATUS\tdetail" (one line).
+std::string case_line(const fs::path& dir, Device device, bool plan_only, const CompileOptions& base) {
   try {
     auto [st, detail] = run_case(dir, device, plan_only, base);
-    line = std::string(status_name(st)) + "\t" + one_line(detail);
+    return std::string(status_name(st)) + "\t" + one_line(detail);
   } catch (const BrokenCase& e) {
-    line = std::string("FAIL\t") + one_line(e.what());
+    return std::string("FAIL\t") + one_line(e.what());
   } catch (const Error& e) {
-    line = std::string("UNSUPPORTED\t") + one_line(e.what());
+    return std::string("UNSUPPORTED\t") + one_line(e.what());
   } catch (const std::exception& e) {
-    line = std::string("FAIL\tunexpected exception: ") + one_line(e.what());
+    return std::string("FAIL\tunexpected exception: ") + one_line(e.what());
   }
-  size_t off = 0;
-  while (off < line.size()) {
-    const ssize_t n = write(fd, line.data() + off, line.size() - off);
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
+}
+
+bool write_all(int fd, const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = write(fd, p, bytes);
+    if (n <= 0) return false;
+    p += n, bytes -= static_cast<size_t>(n);
   }
-  close(fd);
+  return true;
+}
+
+// A worker: reads case indices (uint64) from `in`, writes each case's result line + '\n' to
+// `out`, and exits after `max_cases` cases or when `in` closes. The device runtime it starts for
+// the first case serves the next ones (its start-up is most of a small case's time on CPU
+// drivers); a case that crashes or hangs takes only its worker down.
+[[noreturn]] void worker_main(const std::vector<fs::path>& cases, Device device, bool plan_only,
+                              const CompileOptions& base, int in, int out, int max_cases) {
+  for (int done = 0; done < max_cases; ++done) {
+    uint64_t index = 0;
+    if (read(in, &index, sizeof index) != static_cast<ssize_t>(sizeof index) || index >= cases.size()) break;
+    const std::string line = case_line(cases[index], device, plan_only, base) + "\n";
+    if (!write_all(out, line.data(), line.size())) break;
+  }
+  close(out);
   _exit(0);
 }
 
@@ -309,55 +330,107 @@ std::string device_unavailable(Device device, const CompileOptions& base) {
   return why;
 }
 
+// Cases a worker runs before it is replaced (bounds what one case can leave behind for the next).
+constexpr int kCasesPerWorker = 64;
+
 std::vector<CaseResult> run_all(const std::vector<fs::path>& cases, const ConformanceOptions& o, Device device,
                                 const CompileOptions& base) {
   std::vector<CaseResult> results(cases.size());
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<Running> running;
+  std::vector<Running> workers;
   size_t next = 0, done = 0;
+  auto spawn = [&]() {
+    int to[2];
+    if (pipe(to) != 0) throw Error(std::string("pipe() failed: ") + std::strerror(errno));
+    const auto [pid, fd] = fork_child([&](int out) {
+      close(to[1]);
+      for (const Running& w : workers) close(w.fd), close(w.to);  // the siblings' pipes are not ours
+      worker_main(cases, device, o.plan_only, base, to[0], out, kCasesPerWorker);
+    });
+    close(to[0]);
+    Running w;
+    w.pid = pid, w.fd = fd, w.to = to[1], w.cases_left = kCasesPerWorker;
+    workers.push_back(w);
+  };
+  auto retire = [&](size_t i, bool kill_it) {
+    Running& w = workers[i];
+    close(w.to);
+    if (kill_it) kill(w.pid, SIGKILL);
+    int wstatus = 0;
+    waitpid(w.pid, &wstatus, 0);
+    close(w.fd);
+    workers.erase(workers.begin() + static_cast<std::ptrdiff_t>(i));
+    return wstatus;
+  };
+  auto record = [&](size_t index, CaseResult& res) {
+    res.name = cases[index].filename().string();
+    res.op = case_op(cases[index], res.float32_only);
+    ++done;
+    if (!o.quiet) {
+      std::cout << status_name(res.status) << "  " << shown(res.name);
+      if (!res.detail.empty()) std::cout << ": " << res.detail;
+      std::cout << "\n";
+    }
+  };
   std::cout.flush();
   while (done < cases.size()) {
-    while (static_cast<int>(running.size()) < jobs && next < cases.size()) {
-      const auto [pid, fd] = fork_child([&](int out) { child_main(cases[next], device, o.plan_only, base, out); });
-      running.push_back({pid, fd, next, std::chrono::steady_clock::now(), {}});
-      ++next;
+    // Hand the next cases to idle workers, starting workers up to `jobs`.
+    for (size_t i = 0; next < cases.size(); ++i) {
+      if (i == workers.size()) {
+        if (static_cast<int>(workers.size()) >= jobs) break;
+        spawn();
+      }
+      Running& w = workers[i];
+      if (w.busy || w.cases_left == 0) continue;
+      const uint64_t index = next;
+      if (!write_all(w.to, &index, sizeof index)) continue;  // it died: noticed when its pipe closes
+      w.busy = true, w.index = next++, w.start = std::chrono::steady_clock::now(), w.out.clear();
+      --w.cases_left;
     }
     std::vector<pollfd> pfds;
-    for (const auto& r : running) pfds.push_back({r.fd, POLLIN, 0});
+    for (const auto& w : workers) pfds.push_back({w.fd, POLLIN, 0});
     poll(pfds.data(), pfds.size(), 100);
-    for (size_t i = 0; i < running.size();) {
-      Running& r = running[i];
+    for (size_t i = 0; i < workers.size();) {
+      Running& w = workers[i];
       bool eof = false;
       if (pfds.size() > i && (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
         char buf[4096];
-        const ssize_t n = read(r.fd, buf, sizeof buf);
-        if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+        const ssize_t n = read(w.fd, buf, sizeof buf);
+        if (n > 0) w.out.append(buf, static_cast<size_t>(n));
         else eof = true;
       }
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
-      const bool timed_out = !eof && elapsed > o.timeout_s;
-      if (!eof && !timed_out) {
-        ++i;
+      // A finished case: its line is complete.
+      if (w.busy) {
+        if (const auto nl = w.out.find('\n'); nl != std::string::npos) {
+          Running line = w;
+          line.out = w.out.substr(0, nl);
+          w.out.erase(0, nl + 1);
+          w.busy = false;
+          CaseResult& res = results[w.index];
+          finish(line, 0, false, o.timeout_s, res);
+          record(w.index, res);
+        }
+      }
+      const bool timed_out =
+          w.busy && !eof &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - w.start).count() > o.timeout_s;
+      if (eof || timed_out || (!w.busy && w.cases_left == 0)) {
+        const bool busy = w.busy;
+        const size_t index = w.index;
+        Running copy = w;
+        pfds.erase(pfds.begin() + static_cast<std::ptrdiff_t>(i));
+        const int wstatus = retire(i, timed_out || !eof);
+        if (busy) {  // the case took its worker down (or hung)
+          copy.out.clear();
+          finish(copy, wstatus, timed_out, o.timeout_s, results[index]);
+          record(index, results[index]);
+        }
         continue;
       }
-      if (timed_out) kill(r.pid, SIGKILL);
-      int wstatus = 0;
-      waitpid(r.pid, &wstatus, 0);
-      close(r.fd);
-      CaseResult& res = results[r.index];
-      res.name = cases[r.index].filename().string();
-      finish(r, wstatus, timed_out, o.timeout_s, res);
-      res.op = case_op(cases[r.index], res.float32_only);
-      ++done;
-      if (!o.quiet) {
-        std::cout << status_name(res.status) << "  " << shown(res.name);
-        if (!res.detail.empty()) std::cout << ": " << res.detail;
-        std::cout << "\n";
-      }
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      pfds.erase(pfds.begin() + static_cast<std::ptrdiff_t>(i));
+      ++i;
     }
   }
+  for (size_t i = workers.size(); i-- > 0;) retire(i, false);
   return results;
 }
 
@@ -394,7 +467,8 @@ void write_doc(const std::string& path, const std::vector<CaseResult>& results,
     << "do not edit by hand. The cases are the ONNX backend node tests (see `../shared/onnx-node/README.md` for "
        "their source and judging rule: floats pass with numpy `allclose(rtol=1e-3, atol=1e-4, equal_nan)`, "
        "everything else must match exactly, and dtypes and shapes must match).\n\n"
-    << "Each case runs in its own process with a time limit; a crash or a timeout is a FAIL. A case whose "
+    << "Each case runs in a worker process (one per core, replaced every 64 cases) with a time limit; a crash or a "
+       "timeout is a FAIL and takes only its worker down. A case whose "
        "model rlx cannot import or run is UNSUPPORTED with the reason. The importer is given the input values "
        "(`OnnxImportOptions::known_inputs`) so that inputs used as shape operands (Reshape's shape, Slice's "
        "starts, TopK's k, ...) can be folded, and the inputs' shapes fix the models' symbolic dims.\n\n"

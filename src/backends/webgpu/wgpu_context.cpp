@@ -1,5 +1,8 @@
 #include "backends/webgpu/wgpu_context.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -71,6 +74,41 @@ class ScopedEnv {
   const char* name_;
   std::string old_;
   bool had_ = false, set_ = false;
+};
+
+// What Dawn and the Vulkan drivers print on stderr while adapters are probed (warnings about
+// drivers Dawn refuses, display-server notes of CPU drivers) is kept, not shown: it becomes part
+// of the error when no adapter is found.
+class StderrCapture {
+ public:
+  StderrCapture() {
+    std::fflush(stderr);
+    file_ = std::tmpfile();
+    saved_ = file_ ? dup(2) : -1;
+    if (saved_ >= 0) dup2(fileno(file_), 2);
+  }
+  ~StderrCapture() { restore(); if (file_) std::fclose(file_); }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  // Restores stderr and returns what was written meanwhile (the last 2000 characters).
+  std::string restore() {
+    if (saved_ < 0) return text_;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+    std::rewind(file_);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) text_.append(buf, n);
+    if (text_.size() > 2000) text_ = "..." + text_.substr(text_.size() - 2000);
+    return text_;
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+  int saved_ = -1;
+  std::string text_;
 };
 
 abi::Instance make_instance(const Api& a) {
@@ -290,7 +328,13 @@ Created create() {
 }
 
 Created& created() {
-  static Created c = create();
+  static Created c = [] {
+    StderrCapture capture;
+    Created r = create();
+    const std::string printed = capture.restore();
+    if (!r.error.empty() && !printed.empty()) r.error += "\n(what Dawn printed while probing adapters:\n" + printed + ")";
+    return r;
+  }();
   return c;
 }
 
