@@ -349,7 +349,10 @@ Command add_run_command(CLI::App& parent) {
                 "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "
                 "values for params without weights");
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
-  sub->add_option("--dim,-d", o->dims, "Value of a symbolic dim NAME=VALUE (repeatable)");
+  sub->add_option("--dim,-d", o->dims,
+                  "Value of a symbolic dim NAME=VALUE (repeatable). Not needed for dims the --input files give (an "
+                  "ONNX model is imported with every dim bound from them); --random-inputs needs one per symbolic dim "
+                  "of a generated input");
   sub->add_option("--repeat,-n", o->repeat, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   sub->add_flag("--profile", o->profile, "Time per op kind, slowest first (cpu: wall time of each step; cuda, vulkan: device time)");
   sub->add_option("--profile-top", o->profile_top, "Op kinds the --profile table lists")
