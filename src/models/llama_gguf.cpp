@@ -199,7 +199,7 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
   const GgufLlamaConfig& c = m.config;
   if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
   Graph& g = m.graph;
-  Builder b{f, c, g, m.params};
+  Builder b{f, c, g, m.params, {}};
   const Dim s = options.seq ? Dim(options.seq) : Dim::symbol("seq");
   Value tokens = g.input("tokens", Shape({s}, DType::I64));
   Value positions = g.input("positions", Shape({s}, DType::I64));
