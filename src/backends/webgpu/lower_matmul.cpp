@@ -1,0 +1,582 @@
+// MatMul, FusedMatMulBiasAct and GroupedMatMul on WebGPU: WGSL kernels generated per product
+// shape class (tile sizes, transposes, dtype, epilogue); every size is a uniform parameter.
+//
+//   - GEMM: a workgroup of WX x WY invocations computes a BM x BN output tile (BM = WY * TM,
+//     BN = WX * TN; 64 x 64 with 4 x 4 accumulators per invocation, 128 x 128 with 8 x 8 for
+//     large f32 products, 16-wide sides for small m or n), staging BK-deep slices of A and B in
+//     workgroup memory (loads along each operand's contiguous dim, the next slice fetched into
+//     registers while the current one is multiplied). Column tiles, row tiles and batch items
+//     are the x, y and z grid, each a grid-stride loop (so batches beyond 65535 work). Batch
+//     items are found by a single stride per operand or, for broadcast batch dims that do not
+//     collapse, by walking the batch dims (strides of 0 broadcast).
+//   - GEMV (decode): 1 to 4 rows of A against one B: a workgroup owns a group of output columns
+//     (64 of a row-major B, 8 of a transposed B, each read along its contiguous dim), staging A's
+//     rows in workgroup memory; the K slices' partial sums are added in workgroup memory.
+//   - GroupedMatMul: the GEMV kernel with one row per y workgroup and w[idx[row]] as B.
+// The FusedMatMulBiasAct epilogue (bias, activation, residual) is the shared elementwise chain
+// printed by the WGSL language into the kernel's store, with the CPU oracle's rounding: f32 and
+// integers store the product in their dtype and run each step in it (sub-word integers wrap),
+// f16/bf16 run the steps on the f32 accumulator and round once at the store.
+// Accumulation: f32 for floats, 32-bit wrapping for integers up to 32 bits (the low bits of the
+// CPU's 64-bit sum), and for i64 (held in 32-bit words) 32-bit arithmetic that reports a
+// product or sum leaving [-2^31, 2^31) through the error flag instead of wrapping.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backends/webgpu/lower.h"
+#include "codegen/elementwise.h"
+#include "codegen/language.h"
+#include "rlx/error.h"
+
+namespace rlx::webgpu {
+namespace {
+
+constexpr int64_t kIndexLimit = int64_t{1} << 31;
+
+const codegen::Language& L() { return codegen::wgsl_language(); }
+
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+bool product_dtype(DType t) { return is_float(t) || is_int(t); }
+DType epilogue_dtype(DType t) { return is_half(t) ? DType::F32 : t; }
+std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
+  return std::vector<DType>(1 + (bias ? 1 : 0) + (residual ? 1 : 0), epilogue_dtype(t));
+}
+
+std::string u(uint64_t v) { return std::to_string(v) + "u"; }
+
+// ---- claims ----
+
+bool kind(std::string_view name) {
+  return name == "matmul" || name == "fused_matmul_bias_act" || name == "grouped_matmul";
+}
+
+bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
+  (void)info;
+  const std::string name = op_name(n.op);
+  const DType out = n.outputs.at(0).dtype;
+  auto dt = [&](size_t i) { return g.shape(n.inputs.at(i)).dtype; };
+  if (!product_dtype(out))
+    return refuse(why, "WebGPU " + name + ": " + dtype_name(out) + " products are not supported (floats and integers only)");
+  if (std::holds_alternative<ops::GroupedMatMul>(n.op)) {
+    if (dt(0) != out || dt(1) != out)
+      return refuse(why, "WebGPU grouped_matmul needs x and w in the result's dtype, got " +
+                             std::string(dtype_name(dt(0))) + " and " + dtype_name(dt(1)));
+    if (!is_int(dt(2)))
+      return refuse(why, "WebGPU grouped_matmul needs integer expert indices, got " + std::string(dtype_name(dt(2))));
+    if (g.shape(n.inputs[0]).rank() != 2 || g.shape(n.inputs[1]).rank() != 3 || g.shape(n.inputs[2]).rank() != 1)
+      return refuse(why, "WebGPU grouped_matmul needs x (M, K), w (E, K, N) and idx (M)");
+    return true;
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (dt(i) != out)
+      return refuse(why, "WebGPU " + name + " needs every operand in the result's dtype (" + dtype_name(out) +
+                             "), operand " + std::to_string(i) + " is " + dtype_name(dt(i)));
+  if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1)
+    return refuse(why, "WebGPU " + name + ": rank-0 operand");
+  if (const auto* f = std::get_if<ops::FusedMatMulBiasAct>(&n.op)) {
+    const bool bias = f->has_bias(n.inputs.size());
+    const auto chain = codegen::matmul_epilogue_chain(bias, f->activation, f->residual);
+    std::string reason;
+    if (!chain.empty() && !codegen::chain_supported(L(), chain, epilogue_inputs(out, bias, f->residual), &reason))
+      return refuse(why, "WebGPU fused_matmul_bias_act epilogue: " + reason);
+  }
+  return true;
+}
+
+// ---- kernel assembly ----
+
+// The operands and uniform parameters of one kernel, in the kernel convention's order.
+struct Args {
+  std::vector<Operand> ops;
+  std::vector<std::string> names;  // "name: u32"
+  std::vector<uint32_t> values;
+  std::string what;
+
+  size_t add(const Operand& o) {
+    ops.push_back(o);
+    return ops.size() - 1;
+  }
+  void param(const std::string& name, int64_t v) {
+    if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
+      throw Error(what + ": internal: kernel parameter " + name + " = " + std::to_string(v) + " does not fit 32 bits");
+    names.push_back(name + ": u32");
+    values.push_back(static_cast<uint32_t>(v));
+  }
+};
+
+// What every kernel of one product shares: dtypes, operands and the epilogue.
+struct Product {
+  DType t = DType::F32;
+  std::string acc = "f32";  // WGSL accumulation type
+  bool checked = false;     // i64: checked 32-bit arithmetic (error flag)
+  int64_t bias_len = 0;
+  std::optional<ActKind> act;
+  const plan::TensorRef* bias = nullptr;
+  const plan::TensorRef* residual = nullptr;
+};
+
+Product make_product(DType t) {
+  Product p;
+  p.t = t;
+  p.acc = L().compute_type(t);
+  p.checked = t == DType::I64;
+  return p;
+}
+
+// `fn name(i: u32) -> ACC`: element i (from the binding's start) of operand k.
+std::string load_fn(const std::string& name, const Binds& b, size_t k, const Product& p) {
+  const std::string raw = "rlx_b" + std::to_string(b.binding_of.at(k)) + "[i]";
+  return "fn " + name + "(i: u32) -> " + p.acc + " { return " + L().load(p.t, raw) + "; }\n";
+}
+
+// mad(c, a, b) = c + a * b and add(a, b) in ACC (checked for i64), and their vec4 forms.
+std::string arith_fns(const Product& p, codegen::Helpers& h) {
+  const std::string A = p.acc, V = "vec4<" + A + ">";
+  std::string s;
+  if (p.checked) {
+    bool flag = false;
+    L().binary(BinaryKind::Mul, DType::I64, "a", "b", h, &flag);  // adds the checked i64 helpers
+    s += "fn mad(c: i32, a: i32, b: i32) -> i32 { return rlx_i64_add(c, rlx_i64_mul(a, b)); }\n";
+    s += "fn add(a: i32, b: i32) -> i32 { return rlx_i64_add(a, b); }\n";
+    s += "fn mad4(c: " + V + ", a: i32, b: " + V + ") -> " + V +
+         " { return " + V + "(mad(c.x, a, b.x), mad(c.y, a, b.y), mad(c.z, a, b.z), mad(c.w, a, b.w)); }\n";
+    s += "fn add4(a: " + V + ", b: " + V + ") -> " + V + " { return " + V +
+         "(add(a.x, b.x), add(a.y, b.y), add(a.z, b.z), add(a.w, b.w)); }\n";
+  } else if (A == "f32") {
+    s += "fn mad(c: f32, a: f32, b: f32) -> f32 { return fma(a, b, c); }\n";
+    s += "fn add(a: f32, b: f32) -> f32 { return a + b; }\n";
+    s += "fn mad4(c: " + V + ", a: f32, b: " + V + ") -> " + V + " { return fma(" + V + "(a), b, c); }\n";
+    s += "fn add4(a: " + V + ", b: " + V + ") -> " + V + " { return a + b; }\n";
+  } else {
+    s += "fn mad(c: " + A + ", a: " + A + ", b: " + A + ") -> " + A + " { return c + a * b; }\n";
+    s += "fn add(a: " + A + ", b: " + A + ") -> " + A + " { return a + b; }\n";
+    s += "fn mad4(c: " + V + ", a: " + A + ", b: " + V + ") -> " + V + " { return c + " + V + "(a) * b; }\n";
+    s += "fn add4(a: " + V + ", b: " + V + ") -> " + V + " { return a + b; }\n";
+  }
+  return s;
+}
+
+// Adds C, the bias and the residual (in this order) to `args`; the indices of C, bias, residual.
+struct EpiOps {
+  size_t c = 0, bias = 0, res = 0;
+};
+EpiOps add_epilogue_ops(LowerContext& cx, const plan::Step& st, const Product& p, Args& args) {
+  EpiOps e;
+  e.c = args.add(cx.out(st.out.at(0)));
+  if (p.bias) e.bias = args.add(cx.in(*p.bias));
+  if (p.residual) e.res = args.add(cx.in(*p.residual));
+  return e;
+}
+
+// `fn rlx_epilogue(o: u32, col: u32, acc: ACC)`: stores output element o (column col).
+std::string epilogue_fn(const Product& p, const Binds& b, const EpiOps& e, codegen::Helpers& h) {
+  const DType ed = epilogue_dtype(p.t);
+  const std::string E = L().compute_type(ed);
+  L().dtype_helpers(p.t, h);
+  std::string s = "fn rlx_epilogue(o: u32, col: u32, acc: " + p.acc + ") {\n";
+  s += "  let x0: " + E + " = " + (is_int(p.t) ? L().round(p.t, "acc") : std::string("acc")) + ";\n";
+  std::vector<std::string> ins{"x0"};
+  if (p.bias) {
+    ins.push_back("x" + std::to_string(ins.size()));
+    s += "  let " + ins.back() + ": " + E + " = " + L().load(p.t, b.at(e.bias, p.bias_len == 1 ? "0u" : "col")) + ";\n";
+  }
+  if (p.residual) {
+    ins.push_back("x" + std::to_string(ins.size()));
+    s += "  let " + ins.back() + ": " + E + " = " + L().load(p.t, b.at(e.res, "o")) + ";\n";
+  }
+  std::string result = "x0";
+  const auto chain = codegen::matmul_epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
+  if (!chain.empty()) {
+    codegen::ElementwisePlan plan;
+    plan.steps = chain;
+    plan.in_dtypes = epilogue_inputs(p.t, p.bias != nullptr, p.residual != nullptr);
+    plan.step_dtypes = codegen::chain_step_dtypes(chain, plan.in_dtypes);
+    plan.out_dtype = plan.step_dtypes.back();
+    const codegen::ChainCode code = codegen::chain_code(
+        L(), plan, ins, [](const std::string&, const std::string& name) { return "let " + name; }, h);
+    for (const std::string& line : code.lines) s += "  " + line + "\n";
+    result = code.result;
+  }
+  if (is_half(p.t)) result = L().round(p.t, result);
+  return s + "  " + b.at(e.c, "o") + " = " + L().store(p.t, result) + ";\n}\n";
+}
+
+void check_index(const plan::TensorRef& r, const std::string& what, const char* which) {
+  if (r.numel() >= kIndexLimit)
+    throw Error(what + ": the WebGPU matmul kernels index with 32 bits; " + which + " has " + std::to_string(r.numel()) +
+                " elements (2^31 or more): split the product or run it on the CPU or CUDA backend");
+}
+
+uint32_t clamp_groups(int64_t g) { return static_cast<uint32_t>(std::clamp<int64_t>(g, 1, kMaxGroups1d)); }
+
+// ---- GEMM ----
+
+struct GemmShape {
+  uint32_t wx = 16, wy = 16, tm = 4, tn = 4, bk = 16, pad = 1;
+  uint32_t nt() const { return wx * wy; }
+  uint32_t bm() const { return wy * tm; }
+  uint32_t bn() const { return wx * tn; }
+};
+
+// The GEMM kernel's body (see the file comment). ACC, load_a/load_b (element from the binding's
+// start), mad/mad4/add4, batch_off(b) -> vec2 (A and B element offsets of item b) and
+// rlx_epilogue are defined before it.
+std::string gemm_body(const GemmShape& s, bool trans_a, bool trans_b, const std::string& A) {
+  const uint32_t nt = s.nt(), bm = s.bm(), bn = s.bn(), bk = s.bk;
+  const uint32_t la = (bm * bk + nt - 1) / nt, lb = (bn * bk + nt - 1) / nt;
+  const std::string V = "vec4<" + A + ">";
+  const uint32_t tn4 = s.tn / 4;
+  std::string c;
+  c += "var<workgroup> As: array<" + A + ", " + std::to_string(bk * (bm + s.pad)) + ">;\n";
+  c += "var<workgroup> Bs: array<" + A + ", " + std::to_string(bk * (bn + s.pad)) + ">;\n";
+  // slot of element e of a slice: (row or column in the tile, kk)
+  c += "fn slot_a(e: u32) -> vec2<u32> { " +
+       std::string(trans_a ? "return vec2<u32>(e % " + u(bm) + ", e / " + u(bm) + ");"
+                           : "return vec2<u32>(e / " + u(bk) + ", e % " + u(bk) + ");") +
+       " }\n";
+  c += "fn slot_b(e: u32) -> vec2<u32> { " +
+       std::string(trans_b ? "return vec2<u32>(e / " + u(bk) + ", e % " + u(bk) + ");"
+                           : "return vec2<u32>(e % " + u(bn) + ", e / " + u(bn) + ");") +
+       " }\n";
+  c += "@compute @workgroup_size(" + std::to_string(nt) + ")\n";
+  c += "fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,\n"
+       "        @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  c += "  let tx = tid % " + u(s.wx) + ";\n  let ty = tid / " + u(s.wx) + ";\n";
+  c += "  let tiles_m = (rlx_p.m + " + u(bm - 1) + ") / " + u(bm) + ";\n";
+  c += "  let tiles_n = (rlx_p.n + " + u(bn - 1) + ") / " + u(bn) + ";\n";
+  c += "  for (var bi = wid.z; bi < rlx_p.batch; bi += nwg.z) {\n";
+  c += "    let off = batch_off(bi);\n    let a0 = rlx_p.o0 + off.x;\n    let b0 = rlx_p.o1 + off.y;\n";
+  c += "    for (var tmi = wid.y; tmi < tiles_m; tmi += nwg.y) {\n";
+  c += "      for (var tni = wid.x; tni < tiles_n; tni += nwg.x) {\n";
+  c += "        let row0 = tmi * " + u(bm) + ";\n        let col0 = tni * " + u(bn) + ";\n";
+  for (uint32_t i = 0; i < s.tm; ++i)
+    for (uint32_t j = 0; j < tn4; ++j) c += "        var acc" + std::to_string(i) + "_" + std::to_string(j) + " = " + V + "();\n";
+  c += "        var ra: array<" + A + ", " + std::to_string(la) + ">;\n";
+  c += "        var rb: array<" + A + ", " + std::to_string(lb) + ">;\n";
+  // fetch of the slice at k0 into ra / rb
+  std::string fetch;
+  fetch += "for (var q = 0u; q < " + u(la) + "; q++) {\n";
+  fetch += "  let e = tid + q * " + u(nt) + ";\n  let sl = slot_a(e);\n  let gr = row0 + sl.x;\n  let gk = kf + sl.y;\n";
+  fetch += "  ra[q] = " + A + "(0);\n";
+  fetch += "  if (e < " + u(bm * bk) + " && gr < rlx_p.m && gk < rlx_p.k) { ra[q] = load_a(a0 + " +
+           (trans_a ? "gk * rlx_p.lda + gr" : "gr * rlx_p.lda + gk") + "); }\n}\n";
+  fetch += "for (var q = 0u; q < " + u(lb) + "; q++) {\n";
+  fetch += "  let e = tid + q * " + u(nt) + ";\n  let sl = slot_b(e);\n  let gc = col0 + sl.x;\n  let gk = kf + sl.y;\n";
+  fetch += "  rb[q] = " + A + "(0);\n";
+  fetch += "  if (e < " + u(bn * bk) + " && gc < rlx_p.n && gk < rlx_p.k) { rb[q] = load_b(b0 + " +
+           (trans_b ? "gc * rlx_p.ldb + gk" : "gk * rlx_p.ldb + gc") + "); }\n}\n";
+  auto indent = [](const std::string& text, const std::string& pre) {
+    std::string out, line;
+    for (char ch : text) {
+      line += ch;
+      if (ch == '\n') out += pre + line, line.clear();
+    }
+    return out + (line.empty() ? "" : pre + line + "\n");
+  };
+  c += "        {\n          let kf = 0u;\n" + indent(fetch, "          ") + "        }\n";
+  c += "        for (var k0 = 0u; k0 < rlx_p.k; k0 += " + u(bk) + ") {\n";
+  c += "          for (var q = 0u; q < " + u(la) + "; q++) {\n            let e = tid + q * " + u(nt) +
+       ";\n            let sl = slot_a(e);\n            if (e < " + u(bm * bk) + ") { As[sl.y * " + u(bm + s.pad) +
+       " + sl.x] = ra[q]; }\n          }\n";
+  c += "          for (var q = 0u; q < " + u(lb) + "; q++) {\n            let e = tid + q * " + u(nt) +
+       ";\n            let sl = slot_b(e);\n            if (e < " + u(bn * bk) + ") { Bs[sl.y * " + u(bn + s.pad) +
+       " + sl.x] = rb[q]; }\n          }\n";
+  c += "          workgroupBarrier();\n";
+  c += "          if (k0 + " + u(bk) + " < rlx_p.k) {\n            let kf = k0 + " + u(bk) + ";\n" +
+       indent(fetch, "            ") + "          }\n";
+  // Each BK slice summed apart, then added (blocked summation: the rounding error of long K
+  // stays near the BLAS kernels').
+  for (uint32_t i = 0; i < s.tm; ++i)
+    for (uint32_t j = 0; j < tn4; ++j) c += "          var p" + std::to_string(i) + "_" + std::to_string(j) + " = " + V + "();\n";
+  c += "          for (var kk = 0u; kk < " + u(bk) + "; kk++) {\n";
+  c += "            let ao = kk * " + u(bm + s.pad) + " + ty;\n            let bo = kk * " + u(bn + s.pad) + " + tx;\n";
+  for (uint32_t j = 0; j < tn4; ++j) {
+    c += "            let bv" + std::to_string(j) + " = " + V + "(";
+    for (uint32_t q = 0; q < 4; ++q) c += (q ? ", " : "") + std::string("Bs[bo + ") + u((4 * j + q) * s.wx) + "]";
+    c += ");\n";
+  }
+  for (uint32_t i = 0; i < s.tm; ++i) {
+    c += "            let av" + std::to_string(i) + " = As[ao + " + u(i * s.wy) + "];\n";
+    for (uint32_t j = 0; j < tn4; ++j) {
+      const std::string pij = "p" + std::to_string(i) + "_" + std::to_string(j);
+      c += "            " + pij + " = mad4(" + pij + ", av" + std::to_string(i) + ", bv" + std::to_string(j) + ");\n";
+    }
+  }
+  c += "          }\n";
+  for (uint32_t i = 0; i < s.tm; ++i)
+    for (uint32_t j = 0; j < tn4; ++j) {
+      const std::string ij = std::to_string(i) + "_" + std::to_string(j);
+      c += "          acc" + ij + " = add4(acc" + ij + ", p" + ij + ");\n";
+    }
+  c += "          workgroupBarrier();\n        }\n";
+  // stores
+  for (uint32_t i = 0; i < s.tm; ++i) {
+    c += "        {\n          let r = row0 + ty + " + u(i * s.wy) + ";\n          if (r < rlx_p.m) {\n";
+    for (uint32_t j = 0; j < tn4; ++j)
+      for (uint32_t q = 0; q < 4; ++q) {
+        const std::string col = "col0 + tx + " + u((4 * j + q) * s.wx);
+        static const char* comp[] = {"x", "y", "z", "w"};
+        c += "            if (" + col + " < rlx_p.n) { rlx_epilogue((bi * rlx_p.m + r) * rlx_p.n + " + col + ", " + col +
+             ", acc" + std::to_string(i) + "_" + std::to_string(j) + "." + comp[q] + "); }\n";
+      }
+    c += "          }\n        }\n";
+  }
+  c += "      }\n    }\n  }\n}\n";
+  return c;
+}
+
+// Collapses the batch dims: drops size-1 dims and merges neighbours whose strides chain.
+void collapse_batch(const plan::MatMulGeom& g, std::vector<int64_t>& dims, std::vector<int64_t>& sa,
+                    std::vector<int64_t>& sb) {
+  for (size_t d = 0; d < g.batch_dims.size(); ++d) {
+    if (g.batch_dims[d] == 1) continue;
+    if (!dims.empty() && sa.back() == g.a_batch_strides[d] * g.batch_dims[d] &&
+        sb.back() == g.b_batch_strides[d] * g.batch_dims[d]) {
+      dims.back() *= g.batch_dims[d];
+      sa.back() = g.a_batch_strides[d];
+      sb.back() = g.b_batch_strides[d];
+      continue;
+    }
+    dims.push_back(g.batch_dims[d]);
+    sa.push_back(g.a_batch_strides[d]);
+    sb.push_back(g.b_batch_strides[d]);
+  }
+}
+
+// `fn batch_off(b: u32) -> vec2<u32>` and its parameters.
+std::string batch_fn(const plan::MatMulGeom& g, Args& args) {
+  std::string s = "fn batch_off(b: u32) -> vec2<u32> {\n";
+  const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
+  if (strided || g.batch <= 1) {
+    args.param("sa", g.batch <= 1 ? 0 : g.a_stride);
+    args.param("sb", g.batch <= 1 ? 0 : g.b_stride);
+    return s + "  return vec2<u32>(b * rlx_p.sa, b * rlx_p.sb);\n}\n";
+  }
+  std::vector<int64_t> dims, sa, sb;
+  collapse_batch(g, dims, sa, sb);
+  s += "  var t = b;\n  var oa = 0u;\n  var ob = 0u;\n";
+  for (size_t d = dims.size(); d-- > 0;) {
+    const std::string i = std::to_string(d);
+    args.param("bd" + i, dims[d]);
+    args.param("sa" + i, sa[d]);
+    args.param("sb" + i, sb[d]);
+    s += "  { let c = t % rlx_p.bd" + i + "; t = t / rlx_p.bd" + i + "; oa += c * rlx_p.sa" + i + "; ob += c * rlx_p.sb" +
+         i + "; }\n";
+  }
+  return s + "  return vec2<u32>(oa, ob);\n}\n";
+}
+
+void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p) {
+  const DeviceInfo& info = cx.info();
+  const uint32_t max_inv = info.limits.max_compute_invocations_per_workgroup;
+  const uint32_t full = max_inv >= 256 ? 16 : 8;
+  GemmShape s;
+  const bool large = p.acc == "f32" && !p.checked && full == 16 && g.m >= 128 && g.n >= 128 &&
+                     ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch >= 132;
+  s.wx = g.n <= 16 ? 4 : full;
+  s.wy = g.m <= 16 ? 4 : full;
+  s.tm = s.tn = large ? 8 : 4;
+  const uint64_t limit = info.limits.max_compute_workgroup_storage_size;
+  while (s.bk > 4 && uint64_t{s.bk} * (s.bm() + s.pad + s.bn() + s.pad) * 4 > limit) s.bk /= 2;
+  Args args;
+  args.what = step_label(st);
+  args.add(cx.in(st.in.at(0)));
+  args.add(cx.in(st.in.at(1)));
+  const EpiOps e = add_epilogue_ops(cx, st, p, args);
+  args.param("m", g.m);
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("batch", g.batch);
+  args.param("lda", g.lda);
+  args.param("ldb", g.ldb);
+  const std::string bfn = batch_fn(g, args);
+  const Binds b = plan_binds(args.ops, p.checked);
+  codegen::Helpers h;
+  const std::string fns = load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) +
+                          epilogue_fn(p, b, e, h) + bfn;
+  const std::string src = b.decls(args.names) + h.source() + fns + gemm_body(s, g.trans_a, g.trans_b, p.acc);
+  cx.dispatch(Kernel{"matmul_gemm", src}, args.ops, args.values, p.checked, clamp_groups((g.n + s.bn() - 1) / s.bn()),
+              clamp_groups((g.m + s.bm() - 1) / s.bm()), clamp_groups(g.batch));
+}
+
+// ---- GEMV ----
+
+// Rows of a skinny product the GEMV kernel takes (A contiguous [rows, k] against one B), or 0.
+int64_t gemv_rows(const plan::MatMulGeom& g) {
+  if (g.trans_a || g.k == 0 || g.n == 0) return 0;
+  int64_t rows = 0;
+  if (g.batch == 1) rows = g.m;
+  else if (g.b_stride == 0 && g.a_stride == g.m * g.k) rows = g.batch * g.m;
+  return rows >= 1 && rows <= 4 ? rows : 0;
+}
+
+// The GEMV kernel: R rows (GROUPED: one row per y workgroup, B = w[idx[row]]). A workgroup of
+// COLS x KS invocations owns COLS output columns; B is read along its contiguous dim (a
+// row-major B: consecutive invocations take consecutive columns; a transposed one: consecutive
+// invocations take consecutive k of one column).
+std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, bool trans_b, bool grouped,
+                      const std::string& A, const std::string& idx_check) {
+  const uint32_t nt = cols * ks;
+  const std::string R = std::to_string(rows);
+  std::string c;
+  c += "var<workgroup> xs: array<" + A + ", " + std::to_string(rows * kt) + ">;\n";
+  c += "var<workgroup> red: array<" + A + ", " + std::to_string(ks * rows * cols) + ">;\n";
+  c += "@compute @workgroup_size(" + std::to_string(nt) + ")\n";
+  c += "fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,\n"
+       "        @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  c += trans_b ? "  let c = tid / " + u(ks) + ";\n  let s = tid % " + u(ks) + ";\n"
+               : "  let c = tid % " + u(cols) + ";\n  let s = tid / " + u(cols) + ";\n";
+  c += "  let tiles = (rlx_p.n + " + u(cols - 1) + ") / " + u(cols) + ";\n";
+  if (grouped) {
+    c += "  for (var row = wid.y; row < rlx_p.rows; row += nwg.y) {\n";
+    c += idx_check;  // defines `valid` and `ex`
+    c += "    let a0 = rlx_p.o0 + row * rlx_p.k;\n    let b0 = rlx_p.o1 + ex * rlx_p.k * rlx_p.n;\n";
+    c += "    let orow = row;\n";
+  } else {
+    c += "  {\n    let valid = true;\n    let a0 = rlx_p.o0;\n    let b0 = rlx_p.o1;\n    let orow = 0u;\n";
+  }
+  c += "    for (var t = wid.x; t < tiles; t += nwg.x) {\n";
+  c += "      let col = t * " + u(cols) + " + c;\n";
+  c += "      var acc = array<" + A + ", " + R + ">();\n";
+  c += "      for (var k0 = 0u; k0 < rlx_p.k; k0 += " + u(kt) + ") {\n";
+  c += "        let kn = min(" + u(kt) + ", rlx_p.k - k0);\n";
+  c += "        for (var e = tid; e < " + u(rows * kt) + "; e += " + u(nt) + ") {\n";
+  c += "          let r = e / " + u(kt) + ";\n          let kk = e % " + u(kt) + ";\n";
+  c += "          var v = " + A + "(0);\n";
+  c += "          if (valid && kk < kn) { v = load_a(a0 + r * rlx_p.k + k0 + kk); }\n";
+  c += "          xs[e] = v;\n        }\n";
+  c += "        workgroupBarrier();\n";
+  c += "        if (valid && col < rlx_p.n) {\n";
+  c += "          for (var kk = s; kk < kn; kk += " + u(ks) + ") {\n";
+  c += std::string("            let w = load_b(b0 + ") + (trans_b ? "col * rlx_p.ldb + k0 + kk" : "(k0 + kk) * rlx_p.ldb + col") + ");\n";
+  for (int64_t r = 0; r < rows; ++r)
+    c += "            acc[" + u(r) + "] = mad(acc[" + u(r) + "], xs[" + u(r * kt) + " + kk], w);\n";
+  c += "          }\n        }\n        workgroupBarrier();\n      }\n";
+  for (int64_t r = 0; r < rows; ++r) c += "      red[(s * " + u(rows) + " + " + u(r) + ") * " + u(cols) + " + c] = acc[" + u(r) + "];\n";
+  c += "      workgroupBarrier();\n";
+  c += "      if (tid < " + u(rows * cols) + ") {\n";
+  c += "        let r = tid / " + u(cols) + ";\n        let cc = tid % " + u(cols) + ";\n";
+  c += "        let oc = t * " + u(cols) + " + cc;\n";
+  c += "        var sum = " + A + "(0);\n";
+  c += "        for (var q = 0u; q < " + u(ks) + "; q++) { sum = add(sum, red[(q * " + u(rows) + " + r) * " + u(cols) +
+       " + cc]); }\n";
+  c += "        if (valid && oc < rlx_p.n) { rlx_epilogue((orow + r) * rlx_p.n + oc, oc, sum); }\n";
+  c += "      }\n      workgroupBarrier();\n    }\n  }\n}\n";
+  return c;
+}
+
+struct GemvShape {
+  uint32_t cols, ks, kt = 256;
+};
+
+GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, bool trans_b) {
+  const uint32_t nt = info.limits.max_compute_invocations_per_workgroup >= 256 ? 256 : 128;
+  GemvShape s{trans_b ? 8u : 64u, 0};
+  s.ks = nt / s.cols;
+  const uint64_t limit = info.limits.max_compute_workgroup_storage_size;
+  while (s.kt > 32 && (rows * s.kt + uint64_t{s.ks} * rows * s.cols) * 4 > limit) s.kt /= 2;
+  return s;
+}
+
+void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
+  const GemvShape s = gemv_shape(cx.info(), rows, g.trans_b);
+  Args args;
+  args.what = step_label(st);
+  args.add(cx.in(st.in.at(0)));
+  args.add(cx.in(st.in.at(1)));
+  const EpiOps e = add_epilogue_ops(cx, st, p, args);
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("ldb", g.ldb);
+  const Binds b = plan_binds(args.ops, p.checked);
+  codegen::Helpers h;
+  const std::string fns =
+      load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) + epilogue_fn(p, b, e, h);
+  const std::string src =
+      b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "");
+  cx.dispatch(Kernel{"matmul_gemv", src}, args.ops, args.values, p.checked, clamp_groups((g.n + s.cols - 1) / s.cols));
+}
+
+// ---- GroupedMatMul ----
+
+void lower_grouped(LowerContext& cx, const plan::Step& st) {
+  const auto& g = std::get<plan::GroupedMatMulGeom>(st.geom);
+  const std::string what = step_label(st);
+  const DType t = st.out.at(0).dtype, it = st.in.at(2).dtype;
+  check_index(st.in.at(0), what, "x");
+  check_index(st.in.at(1), what, "w");
+  check_index(st.out.at(0), what, "the result");
+  if (g.experts > INT32_MAX) throw Error(what + ": more than 2^31 experts");
+  Product p = make_product(t);
+  const GemvShape s = gemv_shape(cx.info(), 1, false);
+  Args args;
+  args.what = what;
+  args.add(cx.in(st.in.at(0)));
+  args.add(cx.in(st.in.at(1)));
+  const EpiOps e = add_epilogue_ops(cx, st, p, args);
+  const size_t ki = args.add(cx.in(st.in.at(2)));
+  args.param("n", g.n);
+  args.param("k", g.k);
+  args.param("ldb", g.n);
+  args.param("rows", g.m);
+  args.param("experts", g.experts);
+  const Binds b = plan_binds(args.ops, true);
+  codegen::Helpers h;
+  const std::string fns =
+      load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) + epilogue_fn(p, b, e, h);
+  const std::string raw = L().load(it, b.at(ki, "row"));
+  std::string check;
+  if (is_signed_int(it)) {
+    check = "    let exs = " + raw + ";\n    let valid = exs >= 0i && exs < i32(rlx_p.experts);\n";
+    check += "    let ex = select(0u, u32(exs), valid);\n";
+  } else {
+    check = "    let exu = " + raw + ";\n    let valid = exu < rlx_p.experts;\n    let ex = select(0u, exu, valid);\n";
+  }
+  check += "    if (!valid && tid == 0u && wid.x == 0u) { atomicMax(&rlx_err, " + std::to_string(codegen::kErrExpertIndex) + "); }\n";
+  const std::string src = b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, 1, false, true, p.acc, check);
+  cx.dispatch(Kernel{"grouped_matmul", src}, args.ops, args.values, true, clamp_groups((g.n + s.cols - 1) / s.cols),
+              clamp_groups(g.m));
+}
+
+}  // namespace
+
+const FamilyClaims kMatmulClaims{kind, node};
+
+void lower_matmul(LowerContext& cx, const plan::Step& st) {
+  if (std::holds_alternative<ops::GroupedMatMul>(st.op)) return lower_grouped(cx, st);
+  const std::string what = step_label(st);
+  const auto* fused = std::get_if<ops::FusedMatMulBiasAct>(&st.op);
+  if (!fused && !std::holds_alternative<ops::MatMul>(st.op))
+    throw Error(what + ": the WebGPU backend has no kernel for this op (it should have been legalized)");
+  const auto& g = std::get<plan::MatMulGeom>(st.geom);
+  const plan::TensorRef& c = st.out.at(0);
+  for (const plan::TensorRef& r : st.in)
+    if (r.dtype != c.dtype) throw Error(what + ": WebGPU matmul needs every operand in the result's dtype");
+  if (!product_dtype(c.dtype))
+    throw Error(what + ": WebGPU matmul: " + dtype_name(c.dtype) + " products are not supported (floats and integers only)");
+  check_index(st.in.at(0), what, "A");
+  check_index(st.in.at(1), what, "B");
+  check_index(c, what, "the result");
+  Product p = make_product(c.dtype);
+  if (fused) {
+    p.act = g.activation;
+    if (fused->has_bias(st.in.size())) {
+      p.bias = &st.in.at(2);
+      p.bias_len = g.bias_len;
+      if (p.bias_len != 1 && p.bias_len != g.n)
+        throw Error(what + ": the bias has " + std::to_string(p.bias_len) + " elements, expected 1 or " +
+                    std::to_string(g.n) + " (one per column)");
+    }
+    if (fused->residual) {
+      p.residual = &st.in.back();
+      if (p.residual->numel() != c.numel())
+        throw Error(what + ": the residual has " + std::to_string(p.residual->numel()) + " elements, expected " +
+                    std::to_string(c.numel()));
+    }
+  }
+  if (const int64_t rows = gemv_rows(g)) return lower_gemv(cx, st, g, p, rows);
+  lower_gemm(cx, st, g, p);
+}
+
+}  // namespace rlx::webgpu
