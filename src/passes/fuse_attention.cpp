@@ -222,21 +222,37 @@ Graph fuse_attention(const Graph& g, const PassContext& ctx) {
     const Shape& ss = n.outputs[0];
     const int64_t r = ss.rank();
     if ((r != 3 && r != 4) || !is_last_axis(sm->axis, r) || !is_float(ss.dtype)) return false;
-    const Value p{n.id, 0};
+    Value p{n.id, 0}, s_in = n.inputs[0];
     if (!uses.single_use(p)) return false;
+    std::vector<NodeId> casts;
+    // softmax(s16.float(), dtype=f32).to(f16) (Llama's eager attention in f16/bf16): the op runs
+    // on the f16 operands (its softmax accumulates in f32).
+    if (const auto* c_in = op_as<ops::Cast>(g, s_in); c_in && ss.dtype == DType::F32) {
+      const Value s16 = g.node(s_in.node).inputs[0];
+      const DType dt = g.shape(s16).dtype;
+      const Node& c_out = uses.sole_user(p);
+      const auto* co = op_as<ops::Cast>(c_out);
+      if ((dt == DType::F16 || dt == DType::BF16) && co && co->to == dt) {
+        casts = {s_in.node, c_out.id};
+        s_in = s16;
+        p = Value{c_out.id, 0};
+        if (!uses.single_use(p)) return false;
+      }
+    }
     const Node& pv = uses.sole_user(p);
     if (!op_as<ops::MatMul>(pv) || pv.inputs[0] != p || pv.inputs[1] == p) return false;
-    const auto core = match_core(g, uses, n.inputs[0]);
+    const auto core = match_core(g, uses, s_in);
     if (!core) return false;
     std::vector<NodeId> interior = core->nodes;
     interior.push_back(n.id);
+    interior.insert(interior.end(), casts.begin(), casts.end());
     if (!closed(g, uses, interior, pv.id)) return false;
 
     const Node& qk = g.node(core->scores.matmul);
     const Value q = core->scores.q, kt = core->scores.kt;
     Value v = pv.inputs[1];
     const Shape &qs = g.shape(q), &kts = g.shape(kt), &vs = g.shape(v);
-    if (qs.rank() != r || kts.rank() != r || vs.rank() != r || qk.outputs[0] != ss) return false;
+    if (qs.rank() != r || kts.rank() != r || vs.rank() != r || qk.outputs[0] != g.shape(s_in)) return false;
     const Dim &heads = qs.dims[static_cast<size_t>(r - 3)], &hd = qs.dims[static_cast<size_t>(r - 1)];
     const Dim& kv_heads = kts.dims[static_cast<size_t>(r - 3)];
     if (!heads.is_static() || !hd.is_static() || !kv_heads.is_static() || hd.value <= 0) return false;

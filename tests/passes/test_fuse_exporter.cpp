@@ -427,6 +427,19 @@ TEST(FuseAttention, BhsdKTransposeMqaGqaRankThreeAndF16) {
     EXPECT_EQ(f.shape(f.outputs()[0]), Shape::of({kH, kS, kD}));
     EXPECT_TRUE(same_numbers(g, pass_fn(fuse_attention), 1e-4));
   }
+  for (DType dt : {DType::F16, DType::BF16}) {  // softmax(s.float()).to(dt), as Llama's eager attention
+    Graph g;
+    Value q = g.input("q", Shape::of({kB, kH, kS, kD}, dt)), k = g.input("k", Shape::of({kB, kH, kS, kD}, dt));
+    Value v = g.input("v", Shape::of({kB, kH, kS, kD}, dt));
+    Value sc = g.add(g.div(g.matmul(q, g.transpose(k, {0, 1, 3, 2})), g.scalar(std::sqrt(double(kD)), dt)),
+                     g.input("mask", Shape::of({kB, 1, kS, kS}, dt)));
+    g.add_output(g.matmul(g.cast(g.softmax(g.cast(sc, DType::F32)), dt), v));
+    Graph f = fuse_attention(g);
+    ASSERT_EQ(count_op(f, "attention"), 1u);
+    EXPECT_EQ(count_op(f, "cast") + count_op(f, "softmax"), 0u);
+    EXPECT_EQ(attention_of(f).mask_kind, MaskKind::Bias);
+    EXPECT_TRUE(same_numbers(g, pass_fn(fuse_attention)));
+  }
   {  // f16 with a causal mask of f16's lowest value
     AttnSpec s;
     s.dt = DType::F16;
