@@ -40,7 +40,7 @@ std::vector<TestDevice> builtin_devices() {
     d.precisions = {Precision::Fp32};
     d.skip_unclaimed = true;  // op families without WGSL kernels yet are skipped, with the reason
     d.cpu_adapter = webgpu_is_cpu_adapter;
-    d.documented_limits = {"holds i64 values in 32-bit words"};
+    d.documented_limits = {"holds i64 values in 32-bit words", "the device holds i64 tensors as"};
     v.push_back(std::move(d));
   }
   {
