@@ -15,6 +15,7 @@ const FamilyClaims* const kFamilies[] = {
     &kMatmulClaims,
     &kRowsClaims,
     &kRopeClaims,
+    &kAttentionClaims,
 };
 
 bool is_leaf(std::string_view name) { return name == "input" || name == "param" || name == "constant"; }

@@ -86,6 +86,7 @@ void lower_copy(LowerContext& cx, const plan::Step& st);         // lower_copy.c
 void lower_matmul(LowerContext& cx, const plan::Step& st);       // lower_matmul.cpp
 void lower_rows(LowerContext& cx, const plan::Step& st);         // lower_rows.cpp
 void lower_rope(LowerContext& cx, const plan::Step& st);         // lower_rope.cpp
+void lower_attention(LowerContext& cx, const plan::Step& st);    // lower_attention.cpp
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
@@ -107,6 +108,7 @@ extern const FamilyClaims kCopyClaims;
 extern const FamilyClaims kMatmulClaims;
 extern const FamilyClaims kRowsClaims;
 extern const FamilyClaims kRopeClaims;
+extern const FamilyClaims kAttentionClaims;
 bool refuse(std::string* why, const std::string& msg);
 
 }  // namespace rlx::webgpu

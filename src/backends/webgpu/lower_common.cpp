@@ -75,6 +75,7 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Matmul: lower_matmul(cx, st); return;
     case plan::StepFamily::Rows: lower_rows(cx, st); return;
     case plan::StepFamily::Rope: lower_rope(cx, st); return;
+    case plan::StepFamily::Attention: lower_attention(cx, st); return;
     default: break;
   }
   throw Error(step_label(st) + ": the WebGPU backend has no kernel for this op (it should have been legalized)");

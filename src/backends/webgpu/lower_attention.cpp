@@ -1,0 +1,475 @@
+// Attention on WebGPU: a flash-style WGSL kernel. One workgroup per (batch, head, block of BR
+// query rows) (a grid-stride loop over them: any number of blocks); per tile of BC keys the K and
+// V rows go to workgroup memory, the BR x BC scores are computed over the workgroup, and an
+// online softmax in f32 (running max and sum per row, reduced over the TC = WG / BR invocations
+// of the row) rescales the output accumulators, which live in registers (BR x head_dim over the
+// workgroup) and are written once at the end. Decode (one query row): BR = 1 and the largest key
+// tile, so the keys of a tile are scored by all invocations at once, or the keys split over
+// workgroups (a long KV cache with few heads) with a combine dispatch that merges the splits'
+// partial rows.
+//
+// Exactly the CPU oracle's score pipeline (backends/cpu/attention_core.h): s = (q . k) * scale
+// (score_scale, or 1/sqrt(head_dim)); a key outside the row's causal / sliding-window range or
+// dropped by the Custom keep mask (nonzero keeps, NaN keeps) is -inf; then the softcap
+// (softcap * tanh(s / softcap)), then the additive Bias (broadcast strides); a row with no kept
+// key (or whose kept keys all score -inf) outputs zeros; a NaN score does not raise the row max
+// and makes the row NaN. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
+#include <algorithm>
+#include <bit>
+#include <optional>
+#include <string>
+
+#include "backends/webgpu/lower.h"
+#include "codegen/language.h"
+#include "rlx/error.h"
+
+namespace rlx::webgpu {
+namespace {
+
+constexpr int64_t kWg = 64;             // invocations per workgroup
+constexpr int64_t kMaxRows = 16;        // BR
+constexpr int64_t kMaxAcc = 32;         // output accumulators per invocation (BR x head_dim <= 32 x WG)
+constexpr int64_t kTargetGroups = 64;   // workgroups below which a decode splits its keys
+constexpr int64_t kMinSplitKeys = 256;  // least keys per split
+constexpr int64_t kMaxSplits = 32;
+
+bool wgsl_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+struct Tiles {
+  int64_t br = 1, bc = 4;
+  bool alias = false;  // the V tile loaded over the K tile once the scores are done
+};
+
+// The workgroup memory pool of the kernel (in f32 words): the device's limit (up to 32 KiB) less
+// the reduction scratch, the same for every shape so that one pipeline serves them all.
+int64_t pool_words(uint64_t limit) {
+  return static_cast<int64_t>(std::min<uint64_t>(limit, 32768) / 4) - (kWg + 3 * kMaxRows);
+}
+
+// The largest row block (at most the next power of two of q_len, up to 16), then the largest key
+// tile, whose tiles fit the pool and whose accumulators fit kMaxAcc per invocation.
+std::optional<Tiles> pick_tiles(int64_t d, int64_t q_len, uint64_t limit) {
+  const int64_t pool = pool_words(limit);
+  int64_t cap = 1;
+  while (cap < q_len && cap < kMaxRows) cap *= 2;
+  for (int64_t br = cap; br >= 1; br /= 2) {
+    if (br * d > kMaxAcc * kWg) continue;
+    for (int64_t bc : {64, 32, 16, 8, 4})
+      for (bool alias : {false, true})
+        if (br * d + bc * d * (alias ? 1 : 2) + br * bc <= pool) return Tiles{br, bc, alias};
+  }
+  return std::nullopt;
+}
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+uint32_t f32_bits(double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)); }
+
+void check_index(const plan::Step& st, const char* what, int64_t n) {
+  if (n > INT32_MAX)
+    throw Error(step_label(st) + ": the WebGPU attention kernel indexes with 32 bits; its " + what + " has " +
+                std::to_string(n) + " elements (2^31 or more): split the batch or use the CUDA/CPU backend");
+}
+
+// The kernel after the declarations and helpers (ld_q/ld_k/ld_v(u32) -> f32, st_o(u32, f32),
+// keep_at(u32) -> bool, bias_at(u32) -> f32). Constants: D, BR, BC, WG, TC, NACC, MASK, ALIAS,
+// SPLIT. SPLIT: the workgroup takes only keys [split * split_len, (split + 1) * split_len) of
+// its rows (split = the unit's last coordinate) and writes each row's unnormalized output, max
+// and sum to the partials: [split][(b * heads + h) * q_len + i][D + 2].
+const char* kFlash = R"(
+var<workgroup> pool: array<f32, POOL_WORDS>;  // Q tile [BR][D], K tile [BC][D], V tile [BC][D] (or over K), P [BR][BC]
+var<workgroup> red: array<f32, WG>;
+var<workgroup> alpha_s: array<f32, MAX_BR>;
+var<workgroup> m_s: array<f32, MAX_BR>;
+var<workgroup> l_s: array<f32, MAX_BR>;
+
+fn is_ninf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
+fn attn_tanh(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 0.004f) { return x; }
+  let e = exp(-2.0f * a);
+  let t = (1.0f - e) / (1.0f + e);
+  return select(t, -t, x < 0.0f);
+}
+// Keys [lo, hi) query row i may see before the per-key masks.
+fn row_keys(i: u32) -> vec2<i32> {
+  let kv = i32(rlx_p.kv_len);
+  let pos = kv - i32(rlx_p.q_len) + i32(i);
+  var lo = 0i;
+  var hi = kv;
+  if (rlx_p.mask == 1u || rlx_p.mask == 2u) { hi = clamp(pos + 1i, 0i, kv); }
+  if (rlx_p.mask == 2u) { lo = min(clamp(pos - i32(rlx_p.window) + 1i, 0i, kv), hi); }
+  return vec2<i32>(lo, hi);
+}
+// Max / sum of v over the TC invocations of this invocation's row (TC a power of two).
+fn row_max(t: u32, lane: u32, v: f32) -> f32 {
+  red[t] = v;
+  workgroupBarrier();
+  for (var w = rlx_p.tc / 2u; w > 0u; w = w / 2u) {
+    if (lane < w) {
+      let a = red[t];
+      let o = red[t + w];
+      red[t] = select(a, o, o > a);
+    }
+    workgroupBarrier();
+  }
+  let r = red[t - lane];
+  workgroupBarrier();
+  return r;
+}
+fn row_sum(t: u32, lane: u32, v: f32) -> f32 {
+  red[t] = v;
+  workgroupBarrier();
+  for (var w = rlx_p.tc / 2u; w > 0u; w = w / 2u) {
+    if (lane < w) { red[t] = red[t] + red[t + w]; }
+    workgroupBarrier();
+  }
+  let r = red[t - lane];
+  workgroupBarrier();
+  return r;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+  let neg_inf = bitcast<f32>(rlx_p.neg_inf);
+  let D = rlx_p.head_dim;
+  let BR = rlx_p.br;
+  let BC = rlx_p.bc;
+  let TC = rlx_p.tc;
+  let QS = 0u;  // the tiles' places in the pool
+  let KS = BR * D;
+  let VS = KS + select(BC * D, 0u, rlx_p.kv_alias != 0u);
+  let SS = VS + BC * D;
+  let heads = rlx_p.heads;
+  let q_len = rlx_p.q_len;
+  let nblk = rlx_p.nblk;
+  let splits = rlx_p.splits;
+  let units = rlx_p.batch * heads * nblk * splits;
+  let r3 = t / TC;    // this invocation's row in the softmax steps
+  let lane = t % TC;  // and its place among the row's invocations
+  for (var u = wid.x; u < units; u += nwg.x) {
+    let split = u % splits;
+    let blk = (u / splits) % nblk;
+    let bh = u / (splits * nblk);
+    let h = bh % heads;
+    let b = bh / heads;
+    let kvh = h / rlx_p.group;
+    let i0 = blk * BR;
+    let i1 = min(i0 + BR, q_len);
+    let first = row_keys(i0);
+    let last = row_keys(i1 - 1u);
+    var lo = min(first.x, last.x);
+    var hi = max(first.y, last.y);
+    if (splits > 1u) {
+      lo = max(lo, i32(split * rlx_p.split_len));
+      hi = min(hi, i32(min(rlx_p.kv_len, (split + 1u) * rlx_p.split_len)));
+    }
+
+    let qb = b * rlx_p.qsb + h * rlx_p.qsh;
+    for (var x = t; x < BR * D; x += WG) {
+      let i = i0 + x / D;
+      var q = 0.0f;
+      if (i < q_len) { q = ld_q(qb + i * rlx_p.qss + x % D); }
+      pool[QS + x] = q;
+    }
+    var acc: array<f32, MAX_ACC>;
+    var m = neg_inf;  // row r3's running max and sum (the same in each of its TC invocations)
+    var l = 0.0f;
+    let kb = b * rlx_p.ksb + kvh * rlx_p.ksh;
+    let vb = b * rlx_p.vsb + kvh * rlx_p.vsh;
+    for (var j0 = lo; j0 < hi; j0 += i32(BC)) {
+      workgroupBarrier();  // the Q tile is written; the previous tile is no longer read
+      for (var x = t; x < BC * D; x += WG) {
+        let j = j0 + i32(x / D);
+        var kx = 0.0f;
+        var vx = 0.0f;
+        if (j < hi) {
+          kx = ld_k(kb + u32(j) * rlx_p.kss + x % D);
+          if (rlx_p.kv_alias == 0u) { vx = ld_v(vb + u32(j) * rlx_p.vss + x % D); }
+        }
+        pool[KS + x] = kx;
+        if (rlx_p.kv_alias == 0u) { pool[VS + x] = vx; }
+      }
+      workgroupBarrier();
+      // The BR x BC scores.
+      for (var x = t; x < BR * BC; x += WG) {
+        let r = x / BC;
+        let c = x % BC;
+        let i = i0 + r;
+        let j = j0 + i32(c);
+        var s = neg_inf;
+        if (i < q_len && j < hi) {
+          let rk = row_keys(i);
+          if (j >= rk.x && j < rk.y && (rlx_p.mask != 3u || keep_at(b * rlx_p.mask_b + u32(j)))) {
+            var dot = 0.0f;
+            let qr = QS + r * D;
+            let kr = KS + c * D;
+            for (var d = 0u; d < D; d++) { dot = fma(pool[qr + d], pool[kr + d], dot); }
+            s = dot * rlx_p.scale;
+            if (rlx_p.softcap > 0.0f) { s = rlx_p.softcap * attn_tanh(s / rlx_p.softcap); }
+            if (rlx_p.mask == 4u) { s += bias_at(b * rlx_p.bs0 + h * rlx_p.bs1 + i * rlx_p.bs2 + u32(j) * rlx_p.bs3); }
+          }
+        }
+        pool[SS + x] = s;
+      }
+      workgroupBarrier();
+      // Online softmax of row r3 over its TC invocations.
+      var tmax = neg_inf;
+      for (var c = lane; c < BC; c += TC) {
+        let s = pool[SS + r3 * BC + c];
+        if (s > tmax) { tmax = s; }  // NaN scores do not raise the max (as on the CPU)
+      }
+      tmax = row_max(t, lane, tmax);
+      let mnew = select(m, tmax, tmax > m);
+      var alpha = 1.0f;
+      if (!(mnew == m)) {
+        if (is_ninf(m)) { alpha = 0.0f; } else { alpha = exp(m - mnew); }
+      }
+      var psum = 0.0f;
+      for (var c = lane; c < BC; c += TC) {
+        let s = pool[SS + r3 * BC + c];
+        var p = 0.0f;
+        if (!is_ninf(s)) { p = exp(s - mnew); }
+        psum += p;
+        pool[SS + r3 * BC + c] = p;
+      }
+      psum = row_sum(t, lane, psum);
+      l = l * alpha + psum;
+      m = mnew;
+      if (lane == 0u) { alpha_s[r3] = alpha; }
+      if (rlx_p.kv_alias != 0u) {
+        workgroupBarrier();  // the K tile is no longer read
+        for (var x = t; x < BC * D; x += WG) {
+          let j = j0 + i32(x / D);
+          var vx = 0.0f;
+          if (j < hi) { vx = ld_v(vb + u32(j) * rlx_p.vss + x % D); }
+          pool[VS + x] = vx;
+        }
+      }
+      workgroupBarrier();  // P, alpha (and V) are in workgroup memory
+      // O = O * alpha + P V over this invocation's accumulators.
+      for (var k = 0u; k < rlx_p.nacc; k++) {
+        let e = t + WG * k;
+        if (e < BR * D) {
+          let r = e / D;
+          let d = e % D;
+          var a = acc[k] * alpha_s[r];
+          let pr = SS + r * BC;
+          for (var c = 0u; c < BC; c++) { a = fma(pool[pr + c], pool[VS + c * D + d], a); }
+          acc[k] = a;
+        }
+      }
+    }
+    if (lane == 0u) {
+      m_s[r3] = m;
+      l_s[r3] = l;
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < rlx_p.nacc; k++) {
+      let e = t + WG * k;
+      let r = e / D;
+      let i = i0 + r;
+      if (e < BR * D && i < q_len) {
+        let d = e % D;
+        if (splits > 1u) {
+          let base = ((split * rlx_p.batch * heads + b * heads + h) * q_len + i) * (D + 2u);
+          st_part(base + d, acc[k]);
+          if (d == 0u) {
+            st_part(base + D, m_s[r]);
+            st_part(base + D + 1u, l_s[r]);
+          }
+        } else {
+          var o = 0.0f;
+          if (!is_ninf(m_s[r])) { o = acc[k] / l_s[r]; }
+          st_o(b * rlx_p.osb + i * rlx_p.oss + h * rlx_p.osh + d, o);
+        }
+      }
+    }
+    workgroupBarrier();  // m_s / l_s and the Q tile are free for the next unit
+  }
+}
+)";
+
+// Merges the splits' partial rows: one workgroup per output row (grid-stride), invocations over D.
+const char* kCombine = R"(
+fn is_ninf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+  let rows = rlx_p.batch * rlx_p.heads * rlx_p.q_len;
+  let D = rlx_p.head_dim;
+  let stride = rows * (D + 2u);  // between splits
+  for (var row = wid.x; row < rows; row += nwg.x) {
+    let i = row % rlx_p.q_len;
+    let bh = row / rlx_p.q_len;
+    let h = bh % rlx_p.heads;
+    let b = bh / rlx_p.heads;
+    var m = bitcast<f32>(rlx_p.neg_inf);
+    for (var s = 0u; s < rlx_p.splits; s++) {
+      let ms = ld_p(s * stride + row * (D + 2u) + D);
+      if (ms > m) { m = ms; }
+    }
+    var l = 0.0f;
+    for (var s = 0u; s < rlx_p.splits; s++) {
+      let base = s * stride + row * (D + 2u);
+      let ms = ld_p(base + D);
+      if (!is_ninf(ms)) { l += ld_p(base + D + 1u) * exp(ms - m); }
+    }
+    for (var d = t; d < D; d += 64u) {
+      var a = 0.0f;
+      for (var s = 0u; s < rlx_p.splits; s++) {
+        let base = s * stride + row * (D + 2u);
+        let ms = ld_p(base + D);
+        if (!is_ninf(ms)) { a += ld_p(base + d) * exp(ms - m); }
+      }
+      var o = 0.0f;
+      if (!is_ninf(m)) { o = a / l; }
+      st_o(b * rlx_p.osb + i * rlx_p.oss + h * rlx_p.osh + d, o);
+    }
+  }
+}
+)";
+
+std::string load_fn(const std::string& name, const Binds& b, size_t k) {
+  return "fn " + name + "(e: u32) -> f32 { return bitcast<f32>(" + b.at(k, "e") + "); }\n";
+}
+std::string store_fn(const std::string& name, const Binds& b, size_t k, DType t) {
+  return "fn " + name + "(e: u32, v: f32) { " + b.at(k, "e") + " = bitcast<u32>(" +
+         codegen::wgsl_language().round(t, "v") + "); }\n";
+}
+
+bool kind(std::string_view name) { return name == "attention"; }
+
+bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
+  const auto* a = std::get_if<ops::Attention>(&n.op);
+  if (!a) return refuse(why, "the WebGPU attention family runs only 'attention'");
+  for (size_t i = 0; i < 3; ++i) {
+    const DType t = g.shape(n.inputs.at(i)).dtype;
+    if (!wgsl_float(t))
+      return refuse(why, std::string("the WebGPU attention kernel takes q, k, v in f32, f16 or bf16, not ") + dtype_name(t));
+  }
+  if (a->mask_kind == MaskKind::Bias && n.inputs.size() > 3 && !wgsl_float(g.shape(n.inputs[3]).dtype))
+    return refuse(why, std::string("the WebGPU attention kernel takes a float additive bias, not ") +
+                           dtype_name(g.shape(n.inputs[3]).dtype));
+  const uint64_t limit = info ? info->limits.max_compute_workgroup_storage_size : 16384;
+  if (!pick_tiles(a->head_dim, 1, limit))
+    return refuse(why, "head_dim " + std::to_string(a->head_dim) + " needs more workgroup memory than the device's " +
+                           std::to_string(limit) + " bytes");
+  return true;
+}
+
+}  // namespace
+
+const FamilyClaims kAttentionClaims{kind, node};
+
+void lower_attention(LowerContext& cx, const plan::Step& st) {
+  const auto& g = std::get<plan::AttentionGeom>(st.geom);
+  const DType t = st.out.at(0).dtype;
+  for (size_t i = 0; i < 3; ++i)
+    if (!wgsl_float(st.in.at(i).dtype))
+      throw Error(step_label(st) + ": the WebGPU attention kernel takes f32, f16 or bf16, not " +
+                  dtype_name(st.in.at(i).dtype));
+  if (g.batch == 0 || g.q_len == 0 || g.num_heads == 0 || g.head_dim == 0) return;
+  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
+  check_index(st, "q", st.in[0].numel());
+  check_index(st, "k", st.in[1].numel());
+  check_index(st, "v", st.in[2].numel());
+  check_index(st, "output", st.out.at(0).numel());
+  if (has_mask) check_index(st, "mask", st.in.at(3).numel());
+  const uint64_t limit = cx.info().limits.max_compute_workgroup_storage_size;
+  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, g.q_len, limit);
+  if (!tiles)
+    throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) +
+                " needs more workgroup memory than the device's " + std::to_string(limit) + " bytes");
+  const int64_t nblk = (g.q_len + tiles->br - 1) / tiles->br;
+  const int64_t units = g.batch * g.num_heads * nblk;
+  check_index(st, "batch x heads x query blocks", units);
+
+  // Keys split over workgroups when the units alone are few (decode over a long KV cache).
+  int64_t splits = 1, split_len = std::max<int64_t>(g.kv_len, 1);
+  if (units < kTargetGroups && g.kv_len >= 2 * kMinSplitKeys) {
+    splits = std::min({(kTargetGroups + units - 1) / units, g.kv_len / kMinSplitKeys, kMaxSplits});
+    split_len = (g.kv_len + splits - 1) / splits;
+    split_len = (split_len + tiles->bc - 1) / tiles->bc * tiles->bc;
+    splits = (g.kv_len + split_len - 1) / split_len;
+  }
+  const bool split = splits > 1;
+  const int64_t part_elems = splits * g.batch * g.num_heads * g.q_len * (g.head_dim + 2);
+  if (split) check_index(st, "split partials", part_elems);
+
+  const Operand q = cx.in(st.in[0]), k = cx.in(st.in[1]), v = cx.in(st.in[2]), out = cx.out(st.out.at(0));
+  const Operand part = split ? cx.scratch(static_cast<size_t>(part_elems) * 4, step_label(st) + " split partials")
+                             : Operand{};
+  std::vector<Operand> ops{split ? part : out, q, k, v};
+  if (has_mask) ops.push_back(cx.in(st.in[3]));
+  const Binds b = plan_binds(ops, false);
+
+  std::vector<std::string> names;
+  for (const char* p : {"q", "k", "v", "o"})
+    for (const char* x : {"sb", "ss", "sh"}) names.push_back(std::string(p) + x + ": u32");
+  for (const char* p : {"batch", "heads", "q_len", "kv_len", "group", "head_dim", "br", "bc", "tc", "nacc", "kv_alias",
+                        "nblk", "splits", "split_len", "mask", "window", "mask_b", "bs0", "bs1", "bs2", "bs3", "neg_inf"})
+    names.push_back(std::string(p) + ": u32");
+  names.push_back("scale: f32");
+  names.push_back("softcap: f32");
+  std::vector<uint32_t> params;
+  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v, &g.out}) {
+    params.push_back(u32(s->batch));
+    params.push_back(u32(s->seq));
+    params.push_back(u32(s->head));
+  }
+  const int64_t nacc = (tiles->br * g.head_dim + kWg - 1) / kWg;
+  params.insert(params.end(), {u32(g.batch), u32(g.num_heads), u32(g.q_len), u32(g.kv_len), u32(g.group),
+                               u32(g.head_dim), u32(tiles->br), u32(tiles->bc), u32(kWg / tiles->br), u32(nacc),
+                               tiles->alias ? 1u : 0u, u32(nblk), u32(splits), u32(split_len),
+                               static_cast<uint32_t>(g.mask), u32(g.window), u32(g.mask_batch_stride)});
+  for (int i = 0; i < 4; ++i) params.push_back(g.mask == MaskKind::Bias ? u32(g.bias_strides[i]) : 0u);
+  params.push_back(0xff800000u);
+  params.push_back(f32_bits(g.scale));
+  params.push_back(f32_bits(g.softcap));
+
+  // One source per (dtype, mask binding): every size and attribute is a uniform parameter.
+  std::string src = b.decls(names);
+  src += "const WG: u32 = " + std::to_string(kWg) + "u;\nconst MAX_BR: u32 = " + std::to_string(kMaxRows) +
+         "u;\nconst MAX_ACC: u32 = " + std::to_string(kMaxAcc) + "u;\nconst POOL_WORDS: u32 = " +
+         std::to_string(pool_words(limit)) + "u;\n";
+  codegen::Helpers h;
+  codegen::wgsl_language().dtype_helpers(t, h);
+  src += h.source();
+  src += load_fn("ld_q", b, 1) + load_fn("ld_k", b, 2) + load_fn("ld_v", b, 3);
+  // st_o: a result rounded to the output's dtype; st_part: a split's partial (f32).
+  src += store_fn("st_o", b, 0, t) + "fn st_part(e: u32, v: f32) { " + b.at(0, "e") + " = bitcast<u32>(v); }\n";
+  if (g.mask == MaskKind::Custom) {
+    const DType mt = st.in[3].dtype;
+    // Nonzero keeps; a float zero of either sign drops, NaN keeps (as the CPU's keep_flags).
+    const std::string w = b.at(4, "e");
+    src += "fn keep_at(e: u32) -> bool { return " + (is_float(mt) ? "(" + w + " & 0x7fffffffu) != 0u" : w + " != 0u") +
+           "; }\n";
+  } else {
+    src += "fn keep_at(e: u32) -> bool { return true; }\n";
+  }
+  if (g.mask == MaskKind::Bias) src += load_fn("bias_at", b, 4);
+  else src += "fn bias_at(e: u32) -> f32 { return 0.0f; }\n";
+  src += kFlash;
+  const auto groups = [&](int64_t n) {
+    return static_cast<uint32_t>(std::clamp<int64_t>(
+        n, 1, std::min<int64_t>(cx.info().limits.max_compute_workgroups_per_dimension, kMaxGroups1d)));
+  };
+  cx.dispatch(Kernel{"attention", src}, ops, params,
+              false, groups(units * splits));
+  if (!split) return;
+
+  Operand part_in = part;
+  part_in.write = false;
+  const std::vector<Operand> cops{out, part_in};
+  const Binds cb = plan_binds(cops, false);
+  std::string csrc = cb.decls({"osb: u32", "oss: u32", "osh: u32", "batch: u32", "heads: u32", "q_len: u32",
+                               "head_dim: u32", "splits: u32", "neg_inf: u32"});
+  csrc += h.source() + store_fn("st_o", cb, 0, t) + load_fn("ld_p", cb, 1) + kCombine;
+  cx.dispatch(Kernel{"attention_combine", csrc}, cops,
+              {u32(g.out.batch), u32(g.out.seq), u32(g.out.head), u32(g.batch), u32(g.num_heads), u32(g.q_len),
+               u32(g.head_dim), u32(splits), 0xff800000u},
+              false, groups(g.batch * g.num_heads * g.q_len));
+}
+
+}  // namespace rlx::webgpu
