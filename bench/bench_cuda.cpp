@@ -1,9 +1,10 @@
-// GPU benchmarks of rlx on CUDA, or with `--device vulkan` on the Vulkan backend (the peer,
+// GPU benchmarks of rlx on CUDA, or with `--device vulkan|webgpu` on the Vulkan or WebGPU backend (the peer,
 // PyTorch, is bench/cuda_peer.py; scripts/gpu-check.sh runs them and bench/cuda_summary.py joins
 // them). Prints one CSV line per case:
-//   name,impl,p50_ms,extra          (impl: rlx for CUDA, rlx-vulkan for Vulkan)
-// p50_ms is the device time of the compiled schedule (CUDA events around its graph launch, or
-// Vulkan timestamps around its recorded command buffer;
+//   name,impl,p50_ms,extra          (impl: rlx for CUDA, rlx-vulkan / rlx-webgpu for the others)
+// p50_ms is the device time of the compiled schedule (CUDA events around its graph launch,
+// Vulkan timestamps around its recorded command buffer, WebGPU timestamp queries around its
+// encoded passes;
 // inputs/outputs copies excluded, as for the PyTorch timings of device-resident tensors);
 // `extra` carries a derived rate (TFLOP/s, GB/s, % of the bandwidth bound).
 #include <algorithm>
@@ -106,7 +107,8 @@ Timing time_runs(CompiledGraph& cg, const NamedTensors& ins, int iters) {
 const char* tag(DType t) { return t == DType::BF16 ? "bf16" : (t == DType::F16 ? "fp16" : "fp32"); }
 
 void report(const std::string& name, const Timing& t, const std::string& extra = "") {
-  std::printf("%s,%s,%.4f,%s\n", name.c_str(), g_device == Device::Vulkan ? "rlx-vulkan" : "rlx", t.device_p50,
+  std::printf("%s,%s,%.4f,%s\n", name.c_str(),
+              g_device == Device::Vulkan ? "rlx-vulkan" : g_device == Device::WebGpu ? "rlx-webgpu" : "rlx", t.device_p50,
               extra.c_str());
   std::fprintf(stderr, "%-28s device p50 %9.4f ms  wall p50 %9.4f ms  %s\n", name.c_str(), t.device_p50, t.wall_p50,
                extra.c_str());
@@ -277,11 +279,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--device" && i + 1 < argc) {
       const std::string d = argv[++i];
-      if (d != "cuda" && d != "vulkan") {
-        std::fprintf(stderr, "bench_cuda: --device takes cuda or vulkan, not '%s'\n", d.c_str());
+      if (d != "cuda" && d != "vulkan" && d != "webgpu") {
+        std::fprintf(stderr, "bench_cuda: --device takes cuda, vulkan or webgpu, not '%s'\n", d.c_str());
         return 2;
       }
-      g_device = d == "vulkan" ? Device::Vulkan : Device::Cuda;
+      g_device = d == "vulkan" ? Device::Vulkan : d == "webgpu" ? Device::WebGpu : Device::Cuda;
     } else {
       only = a;
     }

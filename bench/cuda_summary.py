@@ -34,18 +34,21 @@ for n in order:
     note = r.get("rlx", r.get("cuda", (0, "")))[1]
     print(fmt.format(n, f(rl), f(te), f(tg), f(tc), ratio(te), ratio(tg), ratio(tc), note))
 
-# The Vulkan backend on the same GPU (bench_cuda --device vulkan), against the CUDA backend and
-# PyTorch eager: cuda/vk > 1 means the CUDA backend takes longer.
-if any("rlx-vulkan" in r for r in rows.values()):
+# The Vulkan and WebGPU backends on the same GPU (bench_cuda --device vulkan|webgpu), against the
+# CUDA backend and PyTorch eager: cuda/x > 1 means the CUDA backend takes longer.
+for impl, label in (("rlx-vulkan", "vk"), ("rlx-webgpu", "wg")):
+    if not any(impl in r for r in rows.values()):
+        continue
     print()
     fmt = "{:<30} {:>12} {:>10} {:>10} {:>9} {:>9}  {}"
-    print(fmt.format("case (p50 ms, device time)", "rlx-vulkan", "rlx-cuda", "torch", "cuda/vk", "t/vk", "vulkan note"))
+    print(fmt.format("case (p50 ms, device time)", impl, "rlx-cuda", "torch", "cuda/" + label, "t/" + label,
+                     impl[4:] + " note"))
     for n in order:
         r = rows[n]
-        if "rlx-vulkan" not in r:
+        if impl not in r:
             continue
         get = lambda k: r.get(k, (math.nan, ""))[0]
-        vk, cu, te = get("rlx-vulkan"), get("rlx"), get("torch")
-        ratio = lambda a: f"{a / vk:.2f}" if vk == vk and a == a and vk > 0 else "-"
+        x, cu, te = get(impl), get("rlx"), get("torch")
+        ratio = lambda a: f"{a / x:.2f}" if x == x and a == a and x > 0 else "-"
         f = lambda v: f"{v:.4f}" if v == v else "-"
-        print(fmt.format(n, f(vk), f(cu), f(te), ratio(cu), ratio(te), r["rlx-vulkan"][1]))
+        print(fmt.format(n, f(x), f(cu), f(te), ratio(cu), ratio(te), r[impl][1]))

@@ -26,6 +26,11 @@
 #                                        backend and PyTorch) and, with RLX_GPU_CONFORMANCE, the node
 #                                        cases on Vulkan. Needs a Vulkan loader (libvulkan1); the
 #                                        NVIDIA ICD is used when the loader finds no driver.
+#   RLX_GPU_WEBGPU=1                     also the WebGPU backend (Dawn over the same Vulkan driver):
+#                                        bench_cuda --device webgpu (its own summary table) and, with
+#                                        RLX_GPU_CONFORMANCE, the node cases on WebGPU. The Dawn
+#                                        library comes from the pack (lib/libwebgpu_wrapper.so) or the
+#                                        default install path.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -44,6 +49,9 @@ if [[ "${1:-}" == "pack" ]]; then
     done
   done
   strip "$dest"/lib/*.so* 2>/dev/null || true
+  # Dawn is opened at run time (not in ldd's list): packed as is (its symbols are its ABI).
+  dawn="${RLX_WEBGPU_LIB:-/usr/local/lib/rlx-webgpu/libwebgpu_wrapper.so}"
+  [[ -f "$dawn" ]] && cp "$dawn" "$dest/lib/libwebgpu_wrapper.so"
   du -sh "$dest"
   exit 0
 fi
@@ -77,7 +85,10 @@ else
 fi
 
 export RLX_CACHE_DIR="${RLX_CACHE_DIR:-$OUT/kernel-cache}"
-if [[ "${RLX_GPU_VULKAN:-0}" != "0" && -z "${VK_DRIVER_FILES:-}" && -z "${VK_ICD_FILENAMES:-}" ]]; then
+if [[ -z "${RLX_WEBGPU_LIB:-}" && -f "$BIN/lib/libwebgpu_wrapper.so" ]]; then
+  export RLX_WEBGPU_LIB="$BIN/lib/libwebgpu_wrapper.so"
+fi
+if [[ ( "${RLX_GPU_VULKAN:-0}" != "0" || "${RLX_GPU_WEBGPU:-0}" != "0" ) && -z "${VK_DRIVER_FILES:-}" && -z "${VK_ICD_FILENAMES:-}" ]]; then
   for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
              /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; do
     [[ -f "$icd" ]] && { export VK_DRIVER_FILES="$icd"; break; }
@@ -96,7 +107,11 @@ if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
   if [[ "${RLX_GPU_VULKAN:-0}" != "0" ]]; then
     "$BIN/bench_cuda" --device vulkan ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_vulkan.txt" 2>"$OUT/bench_vulkan.log" || bench_rc=$?
   fi
-  python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" $(ls "$OUT/bench_torch.txt" "$OUT/bench_vulkan.txt" 2>/dev/null) \
+  if [[ "${RLX_GPU_WEBGPU:-0}" != "0" ]]; then
+    "$BIN/bench_cuda" --device webgpu ${RLX_GPU_BENCH_ONLY:-} >"$OUT/bench_webgpu.txt" 2>"$OUT/bench_webgpu.log" || bench_rc=$?
+  fi
+  python3 "$ROOT/bench/cuda_summary.py" "$OUT/bench_rlx.txt" \
+    $(ls "$OUT/bench_torch.txt" "$OUT/bench_vulkan.txt" "$OUT/bench_webgpu.txt" 2>/dev/null) \
     | tee "$OUT/summary.txt"
   for setting in ${RLX_GPU_SWEEP:-}; do
     echo "== $setting" | tee -a "$OUT/bench_sweep.txt"
@@ -116,6 +131,12 @@ if [[ -n "${RLX_GPU_CONFORMANCE:-}" ]]; then
         --doc "$OUT/onnx-conformance-vulkan.md" >"$OUT/conformance-vulkan.txt" 2>&1 || conf_rc=$?
       grep -A4 "^## Totals" "$OUT/onnx-conformance-vulkan.md" 2>/dev/null || tail -5 "$OUT/conformance-vulkan.txt"
       grep -E "^FAIL" "$OUT/conformance-vulkan.txt" | head -20
+    fi
+    if [[ "${RLX_GPU_WEBGPU:-0}" != "0" ]]; then
+      "$BIN/rlx" conformance "$RLX_GPU_CONFORMANCE" --device webgpu -j "${RLX_GPU_CONFORMANCE_JOBS:-8}" \
+        --doc "$OUT/onnx-conformance-webgpu.md" >"$OUT/conformance-webgpu.txt" 2>&1 || conf_rc=$?
+      grep -A4 "^## Totals" "$OUT/onnx-conformance-webgpu.md" 2>/dev/null || tail -5 "$OUT/conformance-webgpu.txt"
+      grep -E "^FAIL" "$OUT/conformance-webgpu.txt" | head -20
     fi
   else
     echo "conformance: no rlx binary in $BIN"; conf_rc=1

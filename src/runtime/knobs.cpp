@@ -142,6 +142,10 @@ constexpr KnobInfo kKnobs[] = {
          kProcess),
     text("webgpu_adapter", "RLX_WEBGPU_ADAPTER", "the adapter Dawn returns first", "",
          "a part of the WebGPU adapter's name that the chosen adapter must contain", kProcess),
+    boolean("webgpu_robustness", "RLX_WEBGPU_ROBUSTNESS", false,
+            "Dawn's bounds clamping of every WGSL buffer access and zeroing of workgroup memory (off: rlx's kernels "
+            "check their own bounds, as in ONNX Runtime's WebGPU provider)",
+            kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

@@ -214,6 +214,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     abi::CommandEncoderDescriptor ed;
     abi::CommandEncoder enc = a.DeviceCreateCommandEncoder(wd().cx().device, &ed);
     a.CommandEncoderClearBuffer(enc, wd().buffer(flag_buf()), 0, 4);
+    wd().encode_timestamp(enc, false);
     abi::ComputePassEncoder pass = nullptr;
     auto end_pass = [&] {
       if (!pass) return;
@@ -245,6 +246,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
       }
     }
     end_pass();
+    wd().encode_timestamp(enc, true);
     abi::CommandBufferDescriptor cd;
     abi::CommandBuffer cb = a.CommandEncoderFinish(enc, &cd);
     a.CommandEncoderRelease(enc);

@@ -50,7 +50,7 @@ inline constexpr uint64_t kWholeSize = UINT64_MAX;
 inline constexpr uint32_t kQueryIndexNone = UINT32_MAX;
 
 // ---- enums (32-bit) ----
-enum class SType : uint32_t { ShaderSourceWGSL = 0x2, AdapterPropertiesSubgroups = 0xC };
+enum class SType : uint32_t { ShaderSourceWGSL = 0x2, AdapterPropertiesSubgroups = 0xC, DawnTogglesDescriptor = 0x5000A };
 enum class BackendType : uint32_t { Undefined = 0, Null = 1, WebGPU = 2, D3D11 = 3, D3D12 = 4, Metal = 5, Vulkan = 6,
                                     OpenGL = 7, OpenGLES = 8 };
 enum class AdapterType : uint32_t { DiscreteGPU = 1, IntegratedGPU = 2, CPU = 3, Unknown = 4 };
@@ -133,6 +133,15 @@ struct InstanceCapabilities {
 struct InstanceDescriptor {
   ChainedStruct* next = nullptr;
   InstanceCapabilities capabilities;
+};
+
+// Dawn's named switches, chained to a device (or instance) descriptor.
+struct DawnTogglesDescriptor {
+  ChainedStruct chain{nullptr, SType::DawnTogglesDescriptor};
+  size_t enabled_count = 0;
+  const char* const* enabled = nullptr;
+  size_t disabled_count = 0;
+  const char* const* disabled = nullptr;
 };
 
 struct RequestAdapterOptions {

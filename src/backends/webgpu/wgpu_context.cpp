@@ -282,7 +282,19 @@ Created create() {
     std::vector<abi::FeatureName> features;
     for (abi::FeatureName f : {abi::FeatureName::ShaderF16, abi::FeatureName::Subgroups, abi::FeatureName::TimestampQuery})
       if (a.AdapterHasFeature(cx.adapter, f)) features.push_back(f);
+    // Timestamps at full resolution (Dawn quantizes them by default); without robustness, Tint
+    // does not clamp every buffer index and Dawn does not zero workgroup memory (rlx's kernels
+    // check their own bounds and initialize what they read).
+    std::vector<const char*> disabled{"timestamp_quantization"};
+    std::vector<const char*> enabled;
+    if (!process_knobs::webgpu_robustness()) enabled.push_back("disable_robustness"), enabled.push_back("disable_workgroup_init");
+    abi::DawnTogglesDescriptor toggles;
+    toggles.enabled_count = enabled.size();
+    toggles.enabled = enabled.data();
+    toggles.disabled_count = disabled.size();
+    toggles.disabled = disabled.data();
     abi::DeviceDescriptor dd;
+    dd.next = &toggles.chain;
     dd.label = view("rlx");
     dd.required_feature_count = features.size();
     dd.required_features = features.data();

@@ -35,6 +35,42 @@ WebGpuDevice::~WebGpuDevice() {
   clear_pending();
   for (auto& [id, b] : bufs_) a.BufferDestroy(b.first), a.BufferRelease(b.first);
   for (auto& [b, n] : free_staging_) a.BufferDestroy(b), a.BufferRelease(b);
+  if (queries_) a.QuerySetDestroy(queries_), a.QuerySetRelease(queries_);
+  if (resolve_) a.BufferDestroy(resolve_), a.BufferRelease(resolve_);
+}
+
+void WebGpuDevice::encode_timestamp(abi::CommandEncoder enc, bool end) {
+  if (!timing_ || !cx_.info.timestamps) return;
+  const Api& a = api();
+  if (!queries_) {
+    abi::QuerySetDescriptor qd;
+    qd.type = abi::QueryType::Timestamp;
+    qd.count = 2;
+    abi::BufferDescriptor rd;
+    rd.usage = abi::usage::QueryResolve | abi::usage::CopySrc;
+    rd.size = 16;
+    scoped("creating timestamp queries", [&] {
+      queries_ = a.DeviceCreateQuerySet(cx_.device, &qd);
+      resolve_ = a.DeviceCreateBuffer(cx_.device, &rd);
+    });
+  }
+  abi::PassTimestampWrites tw;
+  tw.query_set = queries_;
+  (end ? tw.end_index : tw.beginning_index) = end ? 1 : 0;
+  abi::ComputePassDescriptor pd;
+  pd.timestamp_writes = &tw;
+  abi::ComputePassEncoder pass = a.CommandEncoderBeginComputePass(enc, &pd);
+  a.ComputePassEncoderEnd(pass);
+  a.ComputePassEncoderRelease(pass);
+  if (!end) return;
+  a.CommandEncoderResolveQuerySet(enc, queries_, 0, 2, resolve_, 0);
+  Readback r;
+  std::tie(r.staging, r.capacity) = staging_buffer(16);
+  r.bytes = 16;
+  r.timestamps = true;
+  a.CommandEncoderCopyBufferToBuffer(enc, resolve_, 0, r.staging, 0, 16);
+  pending_.push_back(std::move(r));  // submitted with `enc`, before wait()
+  device_timing_ = true;
 }
 
 DeviceBuf WebGpuDevice::allocate(size_t bytes, const std::string& what) {
@@ -232,6 +268,7 @@ void WebGpuDevice::wait() {
       elapsed_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
       timing_ = false;
     }
+    device_timing_ = false;
     check_uncaptured("running the recorded work");
     if (done.status != abi::QueueWorkDoneStatus::Success) throw Error("WebGPU: the queue's work failed (status " + std::to_string(static_cast<uint32_t>(done.status)) + ")" + (done.message.empty() ? "" : ": " + done.message));
     for (Readback& r : pending_) {
@@ -251,6 +288,11 @@ void WebGpuDevice::wait() {
       const auto* src = static_cast<const uint8_t*>(a.BufferGetConstMappedRange(r.staging, 0, n));
       if (!src) throw Error("WebGPU: a mapped read-back buffer has no data");
       if (r.flag) std::memcpy(r.flag, src, sizeof(int));
+      if (r.timestamps) {
+        uint64_t t[2];
+        std::memcpy(t, src, sizeof t);
+        if (t[1] > t[0]) elapsed_ms_ = static_cast<double>(t[1] - t[0]) * 1e-6;
+      }
       size_t at = 0;
       for (const DeviceToHost& c : r.copies) {
         std::memcpy(c.dst, src + at, c.bytes);

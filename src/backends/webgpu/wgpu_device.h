@@ -35,6 +35,11 @@ class WebGpuDevice final : public DeviceApi {
 
   // Submits a finished command buffer on the queue (the variant's recorded work).
   void submit(abi::CommandBuffer cb);
+  // When mark_start() asked for timing and the device has timestamp queries: an empty compute
+  // pass writing the start (end = false) or end timestamp; the end one also resolves both into a
+  // read-back that wait() turns into elapsed_ms(). Otherwise nothing (elapsed_ms() is then the
+  // host time from mark_start() to the end of wait()).
+  void encode_timestamp(abi::CommandEncoder enc, bool end);
   // Encodes a copy of `bytes` (a multiple of 4) between two regions of any buffers (a kernel
   // when both are in one buffer).
   void encode_copy(abi::CommandEncoder enc, abi::Buffer dst, uint64_t dst_off, abi::Buffer src, uint64_t src_off,
@@ -53,6 +58,7 @@ class WebGpuDevice final : public DeviceApi {
     uint64_t bytes = 0;
     std::vector<DeviceToHost> copies;  // dst offsets: packed in `staging` in order
     int* flag = nullptr;               // an error-flag readback: the int lands here
+    bool timestamps = false;           // two uint64 timestamps (ns)
   };
   abi::CommandEncoder encoder() const;
   void finish_and_submit(abi::CommandEncoder enc);
@@ -66,6 +72,9 @@ class WebGpuDevice final : public DeviceApi {
   std::vector<std::pair<abi::Buffer, uint64_t>> free_staging_;  // read-back buffers for reuse
   int flag_value_ = 0;
   bool timing_ = false;
+  bool device_timing_ = false;  // this run's timestamps were encoded
+  abi::QuerySet queries_ = nullptr;
+  abi::Buffer resolve_ = nullptr;
   std::chrono::steady_clock::time_point start_;
   double elapsed_ms_ = 0;
 };
