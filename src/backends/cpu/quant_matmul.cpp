@@ -152,6 +152,7 @@ void quantize_x_row(const float* x, int64_t k, XBlock* out) {
     }
     o.sum[0] = static_cast<int16_t>(s0);
     o.sum[1] = static_cast<int16_t>(s1);
+    o.dsum = o.d * static_cast<float>(s0 + s1);
   }
 }
 

@@ -38,6 +38,7 @@ inline constexpr int64_t kDequantGemmMinRows = 16;
 // x quantized to 8 bits, one block per 32 values of a row.
 struct XBlock {
   float d;         // scale: x ~= d * q
+  float dsum;      // d * (sum[0] + sum[1])
   int16_t sum[2];  // sum of q[0..16) and q[16..32)
   int8_t q[32];
 };

@@ -68,7 +68,7 @@ template <int R> struct Acc {
       const XBlock& xb = xr[r][u];
       const __m256i isum = dot_u8_i8(q, load32(xb.q));
       v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws * xb.d), v[r]);
-      s[r] += wm * xb.d * static_cast<float>(xb.sum[0] + xb.sum[1]);
+      s[r] += wm * xb.dsum;
     }
   }
   // Signed weight values (Q8_0).
