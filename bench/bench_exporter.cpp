@@ -105,6 +105,7 @@ Graph llama_layer(int64_t s) {
 struct Result {
   size_t ops = 0;
   double ms = 0;
+  double arena_mib = 0;
 };
 
 Result measure(const Graph& g, bool exporter, int reps, int threads) {
@@ -137,6 +138,7 @@ Result measure(const Graph& g, bool exporter, int reps, int threads) {
     (void)cg.run(inputs);
     r.ms = std::min(r.ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  r.arena_mib = static_cast<double>(cg.arena_bytes()) / (1024.0 * 1024.0);
   return r;
 }
 
@@ -156,15 +158,15 @@ int main(int argc, char** argv) {
   cases.push_back({"Llama-style layer, seq 512", llama_layer(512)});
   std::printf("Exporter-spelled transformer layers on the CPU (%d thread(s)), exporter passes off vs on,\n"
               "fastest of 2 x 9 runs (off and on alternate)\n\n", threads);
-  std::printf("| %-28s | %8s | %8s | %9s | %9s | %7s |\n", "graph", "ops off", "ops on", "ms off", "ms on",
-              "speedup");
-  std::printf("|------------------------------|----------|----------|-----------|-----------|---------|\n");
+  std::printf("| %-28s | %7s | %6s | %9s | %9s | %7s | %9s | %8s |\n", "graph", "ops off", "ops on", "ms off",
+              "ms on", "speedup", "arena off", "arena on");
+  std::printf("|------------------------------|---------|--------|-----------|-----------|---------|-----------|----------|\n");
   for (const Case& c : cases) {
     Result off = measure(c.g, false, 9, threads), on = measure(c.g, true, 9, threads);
     off.ms = std::min(off.ms, measure(c.g, false, 9, threads).ms);
     on.ms = std::min(on.ms, measure(c.g, true, 9, threads).ms);
-    std::printf("| %-28s | %8zu | %8zu | %9.2f | %9.2f | %6.2fx |\n", c.name, off.ops, on.ops, off.ms, on.ms,
-                off.ms / on.ms);
+    std::printf("| %-28s | %7zu | %6zu | %9.2f | %9.2f | %6.2fx | %5.1f MiB | %4.1f MiB |\n", c.name, off.ops, on.ops,
+                off.ms, on.ms, off.ms / on.ms, off.arena_mib, on.arena_mib);
   }
   return 0;
 }
