@@ -54,7 +54,7 @@ Graph fold_conv_affine(const Graph& g, const PassContext& ctx) {
     if (!w || !is_float(w->dtype()) || w->rank() < 3 || (n.inputs.size() > 2 && !b)) return false;
     const Shape& ys = n.outputs[0];
     const int64_t cout = w->dim(0), rank = ys.rank();
-    if (rank < 3 || ys.dims[1] != Dim(cout) || ys.dtype != w->dtype()) return false;
+    if (cout <= 0 || w->numel() == 0 || rank < 3 || ys.dims[1] != Dim(cout) || ys.dtype != w->dtype()) return false;
     if (b && (b->rank() != 1 || b->dim(0) != cout || b->dtype() != w->dtype())) return false;
     // y = a * conv(x, w) + t, per output channel.
     std::vector<double> a(static_cast<size_t>(cout), 1.0), t(static_cast<size_t>(cout), 0.0);

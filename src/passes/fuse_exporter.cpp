@@ -285,6 +285,7 @@ bool emit_norm(Rewriter& rw, const Graph& g, const Uses& uses, const PassContext
   const Shape& xs = g.shape(x);
   const Shape& out = g.node(root).outputs[0];
   if (xs.rank() < 1 || (!m.gamma && xs.dims.back().is_symbolic())) return false;
+  if (xs.dims.back() == Dim(0)) return false;  // a zero-size norm axis: nothing to gain
   Norm op;
   op.axis = -1;
   op.eps = m.eps;

@@ -528,6 +528,37 @@ TEST(FoldConvAffine, NearMissesDoNotFire) {
   EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 3))), 2u);  // not per channel
 }
 
+// ---- zero-size tensors: no division by a zero axis, no crash ------------------------------
+
+TEST(ExporterPasses, ZeroSizeTensorsDoNotCrash) {
+  {  // a conv with no output channels followed by a BN
+    Graph g;
+    Value x = g.input("x", Shape::of({1, 3, 4, 4}));
+    Value y = g.apply(ops::Conv{}, {x, g.constant(Tensor::zeros(DType::F32, {0, 3, 1, 1}))});
+    auto e = [&] { return g.constant(Tensor::zeros(DType::F32, {0})); };
+    g.add_output(g.apply(ops::BatchNormInference{}, {y, e(), e(), e(), e()}));
+    EXPECT_NO_THROW((void)fold_conv_affine(g));
+  }
+  {  // RMS and layer norms over a zero-size last axis stay spelled out
+    Graph g;
+    Value x = g.input("x", Shape::of({2, 0}));
+    g.add_output(normalize(g, x, g.mean(g.mul(x, x), {-1}, true), 1e-6, Rsqrt::Rsqrt));
+    Value d = g.sub(x, g.mean(x, {-1}, true));
+    g.add_output(normalize(g, d, g.mean(g.mul(d, d), {-1}, true), 1e-6, Rsqrt::SqrtDiv));
+    EXPECT_EQ(count_op(fuse_rms_norm(fuse_layer_norm(g)), "rms_norm") +
+                  count_op(fuse_rms_norm(fuse_layer_norm(g)), "layer_norm"),
+              0u);
+  }
+  {  // attention with no queries
+    Graph g;
+    Value q = g.input("q", Shape::of({1, 2, 0, 4})), k = g.input("k", Shape::of({1, 2, 3, 4}));
+    g.add_output(g.matmul(g.softmax(g.matmul(q, g.transpose(k, {0, 1, 3, 2}))), g.input("v", Shape::of({1, 2, 3, 4}))));
+    Graph f;
+    EXPECT_NO_THROW(f = fuse_attention(g));
+    EXPECT_TRUE(same_numbers(g, pass_fn(fuse_attention)));
+  }
+}
+
 // ---- the pipeline --------------------------------------------------------------------------
 
 TEST(ExporterPasses, RunInThePipelineAndCanBeDisabled) {
