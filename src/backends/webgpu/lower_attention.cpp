@@ -32,6 +32,9 @@ constexpr int64_t kMaxAcc = 32;         // output accumulators per invocation (B
 constexpr int64_t kTargetGroups = 64;   // workgroups below which a decode splits its keys
 constexpr int64_t kMinSplitKeys = 256;  // least keys per split
 constexpr int64_t kMaxSplits = 32;
+// Workgroups of one dispatch: enough to fill any GPU; the kernels loop over more units (a CPU
+// adapter pays per workgroup).
+constexpr int64_t kMaxGroups = 8192;
 
 bool wgsl_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
@@ -453,7 +456,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   src += kFlash;
   const auto groups = [&](int64_t n) {
     return static_cast<uint32_t>(std::clamp<int64_t>(
-        n, 1, std::min<int64_t>(cx.info().limits.max_compute_workgroups_per_dimension, kMaxGroups1d)));
+        n, 1, std::min<int64_t>({cx.info().limits.max_compute_workgroups_per_dimension, kMaxGroups1d, kMaxGroups})));
   };
   cx.dispatch(Kernel{"attention", src}, ops, params,
               false, groups(units * splits));
