@@ -3,6 +3,8 @@
 // unoptimized graph (the CPU oracle).
 #include <cmath>
 
+#include "passes/pass.h"
+
 #include "onnx/onnx_builder.h"
 #include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
@@ -67,7 +69,8 @@ OnnxBuilder bert_layer_model() {
   b.initializer("heads", dims({1, kS, kH, kD})).initializer("merged", dims({1, kS, kE}));
   uint64_t seed = 10;
   for (const char* w : {"wq", "wk", "wv", "wo"}) b.initializer(w, weight({kE, kE}, seed++));
-  b.initializer("w1", weight({kE, 4 * kE}, seed++)).initializer("w2", weight({4 * kE, kE}, seed++));
+  b.initializer("w1", weight({kE, 4 * kE}, seed++));
+  b.initializer("w2", weight({4 * kE, kE}, seed++));
   for (const char* p : {"a", "f"}) {
     b.initializer(std::string(p) + "gamma", weight({kE}, seed++, 1.0));
     b.initializer(std::string(p) + "beta", weight({kE}, seed++, 1.0));
@@ -149,6 +152,39 @@ TEST(ExporterOnnx, LlamaMlpGetsRmsNormAndSwiGlu) {
   EXPECT_EQ(count_op(o, "rms_norm"), 1u);
   EXPECT_EQ(count_op(o, "fused_swiglu"), 1u);
   EXPECT_EQ(count_op(o, "reduce") + count_op(o, "activation"), 0u);
+  EXPECT_TRUE(optimized_matches(g));
+}
+
+// torch's scaled_dot_product_attention(is_causal=True) export (opset 14 symbolic): q and K^T
+// each scaled by sqrt(scale), the causal mask built in the graph (ConstantOfShape, Trilu, Equal,
+// Where(-inf, 0)) and folded at import, added to the scores.
+TEST(ExporterOnnx, SdpaCausalExportBecomesCausalAttention) {
+  OnnxBuilder b(14);
+  const std::vector<int64_t> qkv{1, kH, kS, 16};
+  b.input("q", kF32, qkv).input("k", kF32, qkv).input("v", kF32, qkv).output("y");
+  b.initializer("ss", dims({kS, kS})).initializer("zero", scalar(0)).initializer("ninf", scalar(-INFINITY));
+  b.initializer("sqrt_scale", scalar(0.5f));  // sqrt(1 / sqrt(16))
+  set_attr(b.node("ConstantOfShape", {"ss"}, {"ones"}), "value", Tensor::f32({1}, std::vector<float>{1.f}));
+  set_attr(b.node("Trilu", {"ones"}, {"tril"}), "upper", int64_t{0});
+  b.node("Equal", {"tril", "zero"}, {"masked"});
+  b.node("Where", {"masked", "ninf", "zero"}, {"mask"});
+  b.node("Mul", {"q", "sqrt_scale"}, {"qs"});
+  set_attr(b.node("Transpose", {"k"}, {"kt"}), "perm", std::vector<int64_t>{0, 1, 3, 2});
+  b.node("Mul", {"kt", "sqrt_scale"}, {"ks"});
+  b.node("MatMul", {"qs", "ks"}, {"s"});
+  b.node("Add", {"s", "mask"}, {"sm"});
+  set_attr(b.node("Softmax", {"sm"}, {"p"}), "axis", int64_t{-1});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const Graph g = testing::import_built(b);
+  const Graph o = optimize_cpu(g);
+  ASSERT_EQ(count_op(o, "attention"), 1u);
+  EXPECT_EQ(passes::op_count(o), 1u);
+  for (const Node& n : o.nodes())
+    if (const auto* a = std::get_if<ops::Attention>(&n.op)) {
+      EXPECT_EQ(a->mask_kind, MaskKind::Causal);
+      EXPECT_NEAR(a->score_scale, 0.25, 1e-7);
+      EXPECT_EQ(n.inputs.size(), 3u);
+    }
   EXPECT_TRUE(optimized_matches(g));
 }
 
