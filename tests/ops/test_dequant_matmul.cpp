@@ -3,7 +3,8 @@
 //
 // Tolerances:
 //   Reference, DequantGemm and the f32 row fallback: f32 rounding only, 2e-5 * sum_i |x_i w_i| + 1e-6.
-//   Int8: x is quantized per 32-value block to s * round(x / s), s = max|x_block| / 127, so
+//   Int8: x is quantized per 32-value block (256 for the K formats) to s * round(x / s),
+//     s = max|x_block| / 127, so
 //     |y - y_exact| <= sum_blocks s_b / 2 * sum_{i in b} |w_i|; the test computes this bound for
 //     every output and allows it plus the f32 term.
 #include <cmath>
@@ -73,14 +74,16 @@ Exact exact(QuantFormat f, const std::vector<float>& x, int64_t m, int64_t k, co
   e.y.resize(static_cast<size_t>(m * n));
   e.abs_sum.resize(e.y.size());
   e.int8_bound.resize(e.y.size());
+  // The Int8 path quantizes x in blocks of 32, or 256 for the K formats.
+  const int64_t xb = f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K ? 256 : 32;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0, a = 0, bound = 0;
-      for (int64_t b = 0; b < k / 32; ++b) {
+      for (int64_t b = 0; b < k / xb; ++b) {
         double amax = 0, wabs = 0;
-        for (int64_t l = 0; l < 32; ++l) {
-          const double xv = x[static_cast<size_t>(i * k + 32 * b + l)];
-          const double wv = wf[static_cast<size_t>(j * k + 32 * b + l)];
+        for (int64_t l = 0; l < xb; ++l) {
+          const double xv = x[static_cast<size_t>(i * k + xb * b + l)];
+          const double wv = wf[static_cast<size_t>(j * k + xb * b + l)];
           s += xv * wv;
           a += std::fabs(xv * wv);
           amax = std::max(amax, std::fabs(xv));
@@ -167,6 +170,33 @@ TEST(DequantMatMulCpu, ExtremeBlocks) {
   std::vector<float> y(static_cast<size_t>(m * n));
   cpu::dequant_matmul(cpu::DequantPath::Int8, QuantFormat::Q8_0, x.data(), m, k, w.data(), n, y.data());
   EXPECT_TRUE(close(y, e, true));
+}
+
+TEST(DequantMatMulCpu, ExtremeKBlocks) {
+  // Largest integer sums of the K kernels: every q at its maximum, x at +-127 steps, Q6_K scales of
+  // -128 and Q5_K scales / mins of 63 (all bits set), sane f16 d / dmin.
+  const int64_t k = 512, n = 2, m = 5;
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 ? 1000.0f : -1000.0f);
+  const uint16_t d = f32_to_f16_bits(0.01f);
+  for (QuantFormat f : {QuantFormat::Q5_K, QuantFormat::Q6_K, QuantFormat::Q4_K}) {
+    SCOPED_TRACE(enum_name(f));
+    const QuantBlock blk = quant_block(f);
+    std::vector<uint8_t> w(static_cast<size_t>(n * k / blk.elements * blk.bytes), 0xFF);
+    for (size_t b = 0; b < w.size(); b += static_cast<size_t>(blk.bytes)) {
+      if (f == QuantFormat::Q6_K) {
+        std::memset(w.data() + b + 192, 0x80, 16);
+        std::memcpy(w.data() + b + 208, &d, 2);
+      } else {
+        std::memcpy(w.data() + b, &d, 2);
+        std::memcpy(w.data() + b + 2, &d, 2);
+      }
+    }
+    const Exact e = exact(f, x, m, k, w, n);
+    std::vector<float> y(static_cast<size_t>(m * n));
+    cpu::dequant_matmul(cpu::DequantPath::Int8, f, x.data(), m, k, w.data(), n, y.data());
+    EXPECT_TRUE(close(y, e, cpu::dequant_matmul_int8_native(f)));
+  }
 }
 
 TEST(DequantMatMulCpu, NonFiniteXGivesNaN) {

@@ -107,12 +107,23 @@ void dequant_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uin
 
 void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
   if (!dequant_matmul_int8_native(f)) return row_f32(f, x, m, k, w, n, y);
+  const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
+  if (f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K) {
+    const int64_t xb = k / 256;
+    std::vector<XBlockK> xq(static_cast<size_t>(m * xb));
+    parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) quantize_x_row_k(x + i * k, k, xq.data() + i * xb);
+    });
+    parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
+      avx2::int8_rows_k(f, xq.data(), m, k, w, row_bytes, n0, n1, y, n);
+    });
+    return;
+  }
   const int64_t xb = k / 32;
   std::vector<XBlock> xq(static_cast<size_t>(m * xb));
   parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) quantize_x_row(x + i * k, k, xq.data() + i * xb);
   });
-  const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
   // At least 4 weight rows per chunk (a chunk boundary costs nothing else).
   parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
     avx2::int8_rows(f, xq.data(), m, k, w, row_bytes, n0, n1, y, n);
@@ -153,6 +164,31 @@ void quantize_x_row(const float* x, int64_t k, XBlock* out) {
     o.sum[0] = static_cast<int16_t>(s0);
     o.sum[1] = static_cast<int16_t>(s1);
     o.dsum = o.d * static_cast<float>(s0 + s1);
+  }
+}
+
+void quantize_x_row_k(const float* x, int64_t k, XBlockK* out) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const float* v = x + 256 * b;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int e = 0; e < 256; ++e) {
+      amax = std::max(amax, std::fabs(v[e]));
+      finite = finite && std::isfinite(v[e]);
+    }
+    XBlockK& o = out[b];
+    o.d = finite ? amax / 127.0f : std::nanf("");
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e) {
+        const float r = std::nearbyint(v[e] * inv);
+        const int q = std::isfinite(r) ? static_cast<int>(std::clamp(r, -127.0f, 127.0f)) : 0;
+        o.q[e] = static_cast<int8_t>(q);
+        sum += q;
+      }
+      o.bsum[g] = static_cast<int16_t>(sum);
+    }
   }
 }
 

@@ -6,11 +6,13 @@
 //   Reference    the oracle: each weight block is decoded to f32 with the ggml block decoders
 //                (src/quant/ggml_blocks) and dotted with every row of x, accumulating in double.
 //                Never decodes more than one block at a time.
-//   Int8         x rows are quantized to 8-bit blocks of 32 (XBlock: scale = max|x| / 127,
-//                round to nearest) and each weight block is dotted with them in integers
-//                (AVX2: unsigned 4/5/6-bit weights x signed 8-bit x by _mm256_maddubs_epi16,
-//                summed to 32 bits by _mm256_madd_epi16; the block's scales and the format's
-//                offset / min applied in f32). Up to 4 x rows share one unpacked weight block.
+//   Int8         x rows are quantized to 8-bit blocks (scale = max|x| / 127, round to nearest) of
+//                32 values (XBlock) or, for the K formats, 256 values (XBlockK), and each weight
+//                block is dotted with them in integers (AVX2: unsigned 4/5/6-bit weights x signed
+//                8-bit x by _mm256_maddubs_epi16, summed to 32 bits by _mm256_madd_epi16, which
+//                also applies the K formats' integer sub-block scales, so a 256-value superblock
+//                is converted to f32 once; the block scales and the format's offset / min applied
+//                in f32 with the x block sums). Up to 4 x rows share one unpacked weight block.
 //                Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K on CPUs with AVX2, FMA
 //                and F16C; the others (Q2_K, Q3_K, or no AVX2) decode one weight row to f32 at a
 //                time and dot it in f32 (no quantization of x).
@@ -21,7 +23,8 @@
 // Every path runs over the CPU thread pool (parallel.h), split along n.
 //
 // Error of Int8 against the exact product with the dequantized weight: x is rounded to
-// q = round(x / s) with s = max|x_block| / 127 per 32-value block, so |x - s q| <= s / 2 and
+// q = round(x / s) with s = max|x_block| / 127 per x block (32 values; 256 for the K formats),
+// so |x - s q| <= s / 2 and
 //   |y_int8 - y_exact| <= sum_blocks s_b / 2 * sum_{i in b} |w_i|   (+ f32 rounding),
 // about 0.4% of sum |x_i w_i| for Gaussian data (tests/ops/test_dequant_matmul.cpp checks the bound).
 #include <cstdint>
@@ -47,17 +50,30 @@ struct XBlock {
 void dequant_matmul(DequantPath path, QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
                     int64_t n, float* y);
 
+// x quantized to 8 bits for the K formats (Q4_K, Q5_K, Q6_K): one block per 256 values, so a whole
+// weight superblock accumulates in integers and is scaled once.
+struct XBlockK {
+  float d;            // scale: x ~= d * q
+  int16_t bsum[16];   // sums of q over each 16 values
+  int8_t q[256];
+};
+
 // Whether Int8 runs the integer kernels for `f` on this CPU (else the f32 row fallback).
 bool dequant_matmul_int8_native(QuantFormat f);
 
 // Quantizes `k` values (a multiple of 32) to k / 32 blocks.
 void quantize_x_row(const float* x, int64_t k, XBlock* out);
+// Quantizes `k` values (a multiple of 256) to k / 256 blocks.
+void quantize_x_row_k(const float* x, int64_t k, XBlockK* out);
 
 namespace avx2 {
 // Int8 kernels (quant_matmul_avx2.cpp; call only when dequant_matmul_int8_native(f)):
 // y[i * ldy + j] for i < m, j in [n0, n1), x quantized as m rows of k / 32 blocks.
 void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                int64_t n0, int64_t n1, float* y, int64_t ldy);
+// The same for Q4_K, Q5_K, Q6_K with x in 256-value blocks.
+void int8_rows_k(QuantFormat f, const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
+                 int64_t n0, int64_t n1, float* y, int64_t ldy);
 // `rows` weight rows of k values to f32 (out: rows x k), the same values as the reference
 // decoders (src/quant/ggml_blocks) up to f32 rounding of d * q + m (one FMA instead of two roundings).
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);

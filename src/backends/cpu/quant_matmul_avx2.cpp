@@ -107,6 +107,33 @@ RLX_QINLINE void kscales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+// Q4_K / Q5_K chunk c (values 64c .. 64c + 63 of a superblock): sub-block 2c in lo, 2c + 1 in hi.
+template <bool k5>
+RLX_QINLINE void unpack_k45(const uint8_t* qs, __m256i qh, int c, __m256i& lo, __m256i& hi) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i raw = load32(qs + 32 * c);
+  lo = _mm256_and_si256(raw, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  if constexpr (k5) {
+    const __m256i m0 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+    const __m256i m1 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m0), m0), b4));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m1), m1), b4));
+  } else {
+    (void)qh;
+  }
+}
+// Q6_K values 128h + 32k .. + 31 of the superblock at p (unsigned, 0..63).
+RLX_QINLINE __m256i unpack_q6(const uint8_t* p, int h, int k) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i qh = load32(p + 128 + 32 * h);
+  const __m256i raw = load32(p + 64 * h + 32 * (k & 1));
+  const __m256i lo = (k >> 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
+  const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(0x03));
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));
+}
+
 // Unpacks the `blocks` blocks of one weight row into 32-value units u = 0, 1, ... and hands each
 // to the sink: a.add(q, ws, wm, u) for unsigned q (value = ws * q + wm), a.add_signed(q, ws, u)
 // for Q8_0 (value = ws * q), a.add_q6(q, d, sc_lo, sc_hi, u) for Q6_K (value = d * sc * (q - 32),
@@ -142,20 +169,10 @@ RLX_QINLINE void for_units(const uint8_t* w, int64_t blocks, Sink& a) {
       uint8_t sc[8], mn[8];
       kscales(p + 4, sc, mn);
       const uint8_t* qs = p + (k5 ? 48 : 16);
-      const __m256i low4 = _mm256_set1_epi8(0x0F);
-      __m256i qh = _mm256_setzero_si256();
-      if constexpr (k5) qh = load32(p + 16);
+      const __m256i qh = k5 ? load32(p + 16) : _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {
-        const __m256i raw = load32(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(raw, low4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        if constexpr (k5) {
-          const __m256i m0 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
-          const __m256i m1 = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
-          const __m256i b4 = _mm256_set1_epi8(0x10);
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m0), m0), b4));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m1), m1), b4));
-        }
+        __m256i lo, hi;
+        unpack_k45<k5>(qs, qh, c, lo, hi);
         a.add(lo, d * sc[2 * c], -dmin * mn[2 * c], 8 * b + 2 * c);
         a.add(hi, d * sc[2 * c + 1], -dmin * mn[2 * c + 1], 8 * b + 2 * c + 1);
       }
@@ -163,16 +180,9 @@ RLX_QINLINE void for_units(const uint8_t* w, int64_t blocks, Sink& a) {
       const uint8_t* p = w + 210 * b;
       const float d = h2f(p + 208);
       const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-      const __m256i two = _mm256_set1_epi8(0x03);
-      const __m256i low4 = _mm256_set1_epi8(0x0F);
       for (int h = 0; h < 2; ++h) {
-        const __m256i qh = load32(p + 128 + 32 * h);
         for (int k = 0; k < 4; ++k) {
-          const __m256i raw = load32(p + 64 * h + 32 * (k & 1));
-          const __m256i lo = (k >> 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
-          const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
-          const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi2, 4));
-          a.add_q6(q, d, sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1], 8 * b + 4 * h + k);
+          a.add_q6(unpack_q6(p, h, k), d, sc[8 * h + 2 * k], sc[8 * h + 2 * k + 1], 8 * b + 4 * h + k);
         }
       }
     }
@@ -185,6 +195,93 @@ void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* o
   Acc<R> a(xr);
   for_units<F>(w, blocks, a);
   a.store(out, ld);
+}
+
+// One Q4_K / Q5_K / Q6_K weight row against R x rows quantized in 256-value blocks: each
+// superblock's sub-block scales are applied in the integer dot (_mm256_madd_epi16 with the scale
+// as the second operand) and the superblock is converted to f32 once.
+template <QuantFormat F, int R>
+void dot_row_k(const uint8_t* w, int64_t blocks, const XBlockK* const* xr, float* out, int64_t ld) {
+  __m256 v[R];
+  float s[R];
+  for (int r = 0; r < R; ++r) {
+    v[r] = _mm256_setzero_ps();
+    s[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+    if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
+      constexpr bool k5 = F == QuantFormat::Q5_K;
+      const uint8_t* p = w + (k5 ? 176 : 144) * b;
+      const float d = h2f(p), dmin = h2f(p + 2);
+      uint8_t sc[8], mn[8];
+      kscales(p + 4, sc, mn);
+      const uint8_t* qs = p + (k5 ? 48 : 16);
+      const __m256i qh = k5 ? load32(p + 16) : _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        __m256i lo, hi;
+        unpack_k45<k5>(qs, qh, c, lo, hi);
+        const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* xq = xr[r][b].q + 64 * c;
+          const __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
+          const __m256i e = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(xq + 32)), s_hi);
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(a, e));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const XBlockK& xb = xr[r][b];
+        v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * xb.d), v[r]);
+        int msum = 0;
+        for (int j = 0; j < 8; ++j) msum += mn[j] * (xb.bsum[2 * j] + xb.bsum[2 * j + 1]);
+        s[r] -= dmin * xb.d * static_cast<float>(msum);
+      }
+    } else if constexpr (F == QuantFormat::Q6_K) {
+      const uint8_t* p = w + 210 * b;
+      const float d = h2f(p + 208);
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          const __m256i q = unpack_q6(p, h, k);
+          const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * k + 1]), _mm_set1_epi16(sc[8 * h + 2 * k]));
+          for (int r = 0; r < R; ++r) {
+            const int8_t* xq = xr[r][b].q + 128 * h + 32 * k;
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), scv));
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const XBlockK& xb = xr[r][b];
+        v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * xb.d), v[r]);
+        int corr = 0;
+        for (int i = 0; i < 16; ++i) corr += sc[i] * xb.bsum[i];
+        s[r] -= 32.0f * d * xb.d * static_cast<float>(corr);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * ld] = hsum(v[r]) + s[r];
+}
+
+template <QuantFormat F> void rows_of_k(const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
+                                        int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t blocks = k / 256;
+  constexpr int64_t kMTile = 16;  // 16 rows of 256-value blocks: the same bytes as 32 rows of XBlock
+  for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
+    const int64_t m1 = m0 + kMTile < m ? m0 + kMTile : m;
+    for (int64_t j = n0; j < n1; ++j) {
+      const uint8_t* wr = w + j * row_bytes;
+      int64_t i = m0;
+      for (; i + 4 <= m1; i += 4) {
+        const XBlockK* xr[4] = {xq + i * blocks, xq + (i + 1) * blocks, xq + (i + 2) * blocks, xq + (i + 3) * blocks};
+        dot_row_k<F, 4>(wr, blocks, xr, y + i * ldy + j, ldy);
+      }
+      for (; i < m1; ++i) {
+        const XBlockK* xr[1] = {xq + i * blocks};
+        dot_row_k<F, 1>(wr, blocks, xr, y + i * ldy + j, ldy);
+      }
+    }
+  }
 }
 
 // Writes the f32 values of the units to out[32 u ..].
@@ -268,6 +365,16 @@ void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t row
   }
 }
 
+void int8_rows_k(QuantFormat f, const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
+                 int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  switch (f) {
+    case QuantFormat::Q4_K: return rows_of_k<QuantFormat::Q4_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q5_K: return rows_of_k<QuantFormat::Q5_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    case QuantFormat::Q6_K: return rows_of_k<QuantFormat::Q6_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
+    default: return;  // the 32-value formats use int8_rows
+  }
+}
+
 void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
                int64_t n1, float* y, int64_t ldy) {
   switch (f) {
@@ -293,6 +400,7 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
 namespace rlx::cpu::avx2 {
 void int8_rows(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
 void decode_rows(QuantFormat, const uint8_t*, int64_t, int64_t, int64_t, float*) {}
+void int8_rows_k(QuantFormat, const XBlockK*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
 }  // namespace rlx::cpu::avx2
 
 #endif
