@@ -67,6 +67,8 @@ const char* kCommon = R"(fn rlx_bits(u: u32) -> f32 { return bitcast<f32>(u); }
 fn rlx_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn max_nan(a: f32, b: f32) -> f32 { return select(a, b, b > a || rlx_isnan(b)); }
 fn min_nan(a: f32, b: f32) -> f32 { return select(a, b, b < a || rlx_isnan(b)); }
+// exp with NaN kept NaN (exp(NaN) is not NaN on every driver, e.g. SwiftShader).
+fn rlx_exp(x: f32) -> f32 { return select(exp(x), x, rlx_isnan(x)); }
 )";
 
 // 64-bit integers as vec2<u32> (low, high), two's complement.
@@ -320,7 +322,7 @@ void lower_softmax(LowerContext& cx, const plan::Step& st, bool log) {
   const uint32_t ms = rf ? 1 : tx;
   src += group_reduce("red_max", "f32", "max_nan(a, b)", wg, ms, ty);
   src += group_reduce("red_sum", "f32", "a + b", wg, ms, ty);
-  const std::string out_expr = log ? "(x - M) - ls" : "exp(x - M) * inv";
+  const std::string out_expr = log ? "(x - M) - ls" : "rlx_exp(x - M) * inv";
   const std::string fin = log ? "    let ls = log(S);\n" : "    let inv = 1.0f / S;\n";
   src += "@compute @workgroup_size(" + std::to_string(wg) + ")\n" + kMainSig;
   src += rf ? "  let c = lid / " + u(ty) + ";\n  let kk = lid % " + u(ty) + ";\n"
@@ -337,7 +339,7 @@ void lower_softmax(LowerContext& cx, const plan::Step& st, bool log) {
     src += "      if (ok && k < rlx_p.axis) {\n        xv[i] = loadx(xo + k * rlx_p.inner);\n        m = max_nan(m, xv[i]);\n      }\n    }\n";
     src += "    let M = red_max(m, lid);\n    var s = 0.0f;\n";
     src += "    for (var i = 0u; i < " + u(kCache) + "; i++) {\n";
-    src += "      if (ok && kk + i * " + u(ty) + " < rlx_p.axis) { s += exp(xv[i] - M); }\n    }\n";
+    src += "      if (ok && kk + i * " + u(ty) + " < rlx_p.axis) { s += rlx_exp(xv[i] - M); }\n    }\n";
     src += "    let S = red_sum(s, lid);\n" + fin;
     src += "    for (var i = 0u; i < " + u(kCache) + "; i++) {\n      let k = kk + i * " + u(ty) + ";\n";
     src += "      if (ok && k < rlx_p.axis) {\n        let x = xv[i];\n        storey(yo + k * rlx_p.inner, " + out_expr +
@@ -346,9 +348,9 @@ void lower_softmax(LowerContext& cx, const plan::Step& st, bool log) {
     src += "    var m = NEG_INF;\n    var s = 0.0f;\n";
     src += "    if (ok) {\n      for (var k = kk; k < rlx_p.axis; k += " + u(ty) + ") {\n";
     src += "        let x = loadx(xo + k * rlx_p.inner);\n        let mn = max_nan(m, x);\n";
-    src += "        if (mn != NEG_INF) { s = s * exp(m - mn) + exp(x - mn); }\n        m = mn;\n      }\n    }\n";
+    src += "        if (mn != NEG_INF) { s = s * rlx_exp(m - mn) + rlx_exp(x - mn); }\n        m = mn;\n      }\n    }\n";
     src += "    let M = red_max(m, lid);\n";
-    src += "    let S = red_sum(select(s * exp(m - M), 0.0f, s == 0.0f), lid);\n" + fin;
+    src += "    let S = red_sum(select(s * rlx_exp(m - M), 0.0f, s == 0.0f), lid);\n" + fin;
     src += "    if (ok) {\n      for (var k = kk; k < rlx_p.axis; k += " + u(ty) + ") {\n";
     src += "        let x = loadx(xo + k * rlx_p.inner);\n        storey(yo + k * rlx_p.inner, " + out_expr +
            ");\n      }\n    }\n";
