@@ -70,7 +70,8 @@ struct Builder {
     if (causal) {
       std::vector<float> m(static_cast<size_t>(s * s));
       for (int64_t i = 0; i < s; ++i)
-        for (int64_t j = 0; j < s; ++j) m[static_cast<size_t>(i * s + j)] = j <= i ? 0.f : std::numeric_limits<float>::lowest();
+        for (int64_t j = 0; j < s; ++j)
+          m[static_cast<size_t>(i * s + j)] = j <= i ? 0.f : std::numeric_limits<float>::lowest();
       sc = g.add(sc, g.constant(Tensor::f32({1, 1, s, s}, m)));
     }
     Value o = g.matmul(g.softmax(sc, -1), v);
@@ -160,7 +161,8 @@ int main(int argc, char** argv) {
               "fastest of 2 x 9 runs (off and on alternate)\n\n", threads);
   std::printf("| %-28s | %7s | %6s | %9s | %9s | %7s | %9s | %8s |\n", "graph", "ops off", "ops on", "ms off",
               "ms on", "speedup", "arena off", "arena on");
-  std::printf("|------------------------------|---------|--------|-----------|-----------|---------|-----------|----------|\n");
+  std::printf("|------------------------------|---------|--------|-----------|-----------|---------|"
+              "-----------|----------|\n");
   for (const Case& c : cases) {
     Result off = measure(c.g, false, 9, threads), on = measure(c.g, true, 9, threads);
     off.ms = std::min(off.ms, measure(c.g, false, 9, threads).ms);

@@ -318,7 +318,9 @@ Graph fuse_attention(const Graph& g, const PassContext& ctx) {
 
     // Emit.
     // q or v (old values) mapped, with a leading 1 for rank 3.
-    auto lift = [&](Value x) { return r == 3 ? rw.emit(ops::Reshape{shape_of(x, nullptr).dims}, {rw.map(x)}) : rw.map(x); };
+    auto lift = [&](Value x) {
+      return r == 3 ? rw.emit(ops::Reshape{shape_of(x, nullptr).dims}, {rw.map(x)}) : rw.map(x);
+    };
     std::vector<Value> ins;
     if (bshd) {
       ins = {rw.map(*q0), rw.map(k_src), rw.map(*v0)};
