@@ -200,6 +200,27 @@ TEST(WebGpuMatmul, LargeGemmTiles) {
   expect_webgpu_parity(matmul_graph({133, 130, 72}, {133, 72, 129}, DType::F32), o);
 }
 
+// A narrow B (few column groups) splits K over workgroups, the partial sums added by a second
+// kernel through the epilogue; a wide one runs in one pass. Every dtype class, 1 and 4 rows.
+TEST(WebGpuMatmul, SplitGemvEpilogues) {
+  RLX_REQUIRE_WEBGPU();
+  for (DType t : {DType::F32, DType::BF16, DType::I32, DType::I64, DType::U8})
+    for (int64_t rows : {1, 4}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
+      const Graph split = fused_graph(rows, 5000, 24, t, ActKind::Relu, 24, true);
+      EXPECT_EQ(rlx::testing::webgpu_dispatches(split), 2u);
+      ParityOptions o = wrapping(t);
+      if (t == DType::I64) o.int_hi = 100;
+      o.tolerance = [](DType d) {
+        rlx::testing::Tolerance tol = rlx::testing::parity_tolerance(d);
+        if (d == DType::F32) tol.atol = 4e-4;
+        return tol;
+      };
+      expect_webgpu_parity(split, o);
+      EXPECT_EQ(rlx::testing::webgpu_dispatches(fused_graph(rows, 64, 64 * 300, t, std::nullopt, 0, false)), 1u);
+    }
+}
+
 TEST(WebGpuMatmul, GroupedEveryDtypeAndIndexType) {
   RLX_REQUIRE_WEBGPU();
   for (DType t : kProductTypes)

@@ -22,6 +22,7 @@
 // product or sum leaving [-2^31, 2^31) through the error flag instead of wrapping.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/webgpu/lower.h"
@@ -416,7 +417,7 @@ int64_t gemv_rows(const plan::MatMulGeom& g) {
 // row-major B: consecutive invocations take consecutive columns; a transposed one: consecutive
 // invocations take consecutive k of one column).
 std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, bool trans_b, bool grouped,
-                      const std::string& A, const std::string& idx_check) {
+                      const std::string& A, const std::string& idx_check, const std::string& partial = "") {
   const uint32_t nt = cols * ks;
   const std::string R = std::to_string(rows);
   std::string c;
@@ -436,11 +437,14 @@ std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, boo
   } else {
     c += "  {\n    let valid = true;\n    let a0 = rlx_p.o0;\n    let b0 = rlx_p.o1;\n    let orow = 0u;\n";
   }
+  // K range: a split of kchunk (y) for a split product, else all of K.
+  c += grouped ? "    let kb = 0u;\n    let ke = rlx_p.k;\n"
+               : "    let kb = wid.y * rlx_p.kchunk;\n    let ke = min(rlx_p.k, kb + rlx_p.kchunk);\n";
   c += "    for (var t = wid.x; t < tiles; t += nwg.x) {\n";
   c += "      let col = t * " + u(cols) + " + c;\n";
   c += "      var acc = array<" + A + ", " + R + ">();\n";
-  c += "      for (var k0 = 0u; k0 < rlx_p.k; k0 += " + u(kt) + ") {\n";
-  c += "        let kn = min(" + u(kt) + ", rlx_p.k - k0);\n";
+  c += "      for (var k0 = kb; k0 < ke; k0 += " + u(kt) + ") {\n";
+  c += "        let kn = min(" + u(kt) + ", ke - k0);\n";
   c += "        for (var e = tid; e < " + u(rows * kt) + "; e += " + u(nt) + ") {\n";
   c += "          let r = e / " + u(kt) + ";\n          let kk = e % " + u(kt) + ";\n";
   c += "          var v = " + A + "(0);\n";
@@ -461,7 +465,11 @@ std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, boo
   c += "        var sum = " + A + "(0);\n";
   c += "        for (var q = 0u; q < " + u(ks) + "; q++) { sum = add(sum, red[(q * " + u(rows) + " + r) * " + u(cols) +
        " + cc]); }\n";
-  c += "        if (valid && oc < rlx_p.n) { rlx_epilogue((orow + r) * rlx_p.n + oc, oc, sum); }\n";
+  if (partial.empty())
+    c += "        if (valid && oc < rlx_p.n) { rlx_epilogue((orow + r) * rlx_p.n + oc, oc, sum); }\n";
+  else  // the split's partial sums: P[split][row][n]
+    c += "        if (oc < rlx_p.n) { " + partial + "[rlx_p.o2 + (wid.y * " + u(rows) + " + r) * rlx_p.n + oc] = " +
+         (A == "f32" ? "bitcast<u32>(sum)" : A == "i32" ? "bitcast<u32>(sum)" : "sum") + "; }\n";
   c += "      }\n      workgroupBarrier();\n    }\n  }\n}\n";
   return c;
 }
@@ -479,23 +487,74 @@ GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, bool trans_b) {
   return s;
 }
 
+// Splits of K (each a multiple of `quantum` long) giving about `target` workgroups over
+// `tiles` column groups: {splits, kchunk}.
+std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target) {
+  if (tiles >= target) return {1, k};
+  int64_t splits = std::min<int64_t>((target + tiles - 1) / tiles, (k + quantum - 1) / quantum);
+  const int64_t kchunk = ((k + splits - 1) / splits + quantum - 1) / quantum * quantum;
+  splits = (k + kchunk - 1) / kchunk;
+  return {splits, kchunk};
+}
+
+// Few column groups (a narrow B) leave most of a large GPU idle: K is then split over the y
+// grid (about two workgroups per SM of a 132-SM GPU, each split reading at least 64 KiB of B),
+// the splits' partial sums go to scratch and a second kernel adds them through the epilogue.
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
   const GemvShape s = gemv_shape(cx.info(), rows, g.trans_b);
+  const int64_t tiles = (g.n + s.cols - 1) / s.cols;
+  const int64_t b_bytes = g.k * g.n * 4;
+  const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
+  const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, std::min<int64_t>(target, kMaxGroups1d));
+  const bool split = splits > 1;
   Args args;
   args.what = step_label(st);
   args.add(cx.in(st.in.at(0)));
   args.add(cx.in(st.in.at(1)));
-  const EpiOps e = add_epilogue_ops(cx, st, p, args);
+  Operand partials;
+  EpiOps e;
+  if (split) {
+    partials = cx.scratch(static_cast<size_t>(splits * rows * g.n) * 4, args.what + " split-K partial sums");
+    partials.write = true;
+    args.add(partials);
+  } else {
+    e = add_epilogue_ops(cx, st, p, args);
+  }
   args.param("n", g.n);
   args.param("k", g.k);
   args.param("ldb", g.ldb);
+  args.param("kchunk", kchunk);
   const Binds b = plan_binds(args.ops, p.checked);
   codegen::Helpers h;
-  const std::string fns =
-      load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) + epilogue_fn(p, b, e, h);
+  std::string fns = load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h);
+  if (!split) fns += epilogue_fn(p, b, e, h);
+  const std::string pbuf = split ? "rlx_b" + std::to_string(b.binding_of[2]) : "";
   const std::string src =
-      b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "");
-  cx.dispatch(Kernel{"matmul_gemv", src}, args.ops, args.values, p.checked, clamp_groups((g.n + s.cols - 1) / s.cols));
+      b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "", pbuf);
+  cx.dispatch(Kernel{split ? "matmul_gemv_splitk" : "matmul_gemv", src}, args.ops, args.values, p.checked,
+              clamp_groups(tiles), static_cast<uint32_t>(splits));
+  if (!split) return;
+  // The second pass: rows * n sums of `splits` partials, through the epilogue.
+  Args sum;
+  sum.what = args.what;
+  partials.write = false;
+  sum.add(partials);
+  const EpiOps se = add_epilogue_ops(cx, st, p, sum);
+  sum.param("total", rows * g.n);
+  sum.param("n", g.n);
+  sum.param("splits", splits);
+  const Binds sb = plan_binds(sum.ops, p.checked);
+  codegen::Helpers sh;
+  std::string sfns = arith_fns(p, sh) + epilogue_fn(p, sb, se, sh);
+  std::string body = "@compute @workgroup_size(256)\n";
+  body += "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  body += "  for (var i = gid.x; i < rlx_p.total; i += nwg.x * 256u) {\n";
+  body += "    var acc = " + p.acc + "(0);\n";
+  body += "    for (var q = 0u; q < rlx_p.splits; q++) { acc = add(acc, " +
+          L().load(p.t, sb.at(0, "q * rlx_p.total + i")) + "); }\n";
+  body += "    rlx_epilogue(i, i % rlx_p.n, acc);\n  }\n}\n";
+  cx.dispatch(Kernel{"matmul_splitk_sum", sb.decls(sum.names) + sh.source() + sfns + body}, sum.ops, sum.values,
+              p.checked, cx.groups_1d(static_cast<uint64_t>(rows * g.n), 256));
 }
 
 // ---- GroupedMatMul ----
