@@ -21,7 +21,8 @@ Graph fuse_gelu(const Graph& g, const PassContext& ctx = {});
 Graph fuse_silu(const Graph& g, const PassContext& ctx = {});
 // mean = ReduceMean(x, last, keep); d = x - mean; var = ReduceMean(d^2 | d*d, last, keep);
 // d / sqrt(var + eps) (or d * rsqrt(..), d * reciprocal(sqrt(..)), d * (1 / sqrt(..)))
-// [* gamma[H]] [+ beta[H]] => LayerNorm (gamma of ones when absent).
+// [* gamma[H]] [+ beta[H]] => LayerNorm (gamma of ones when absent); with x = Cast(x0 -> f32)
+// and the result cast back to x0's dtype before gamma, the norm runs on x0.
 Graph fuse_layer_norm(const Graph& g, const PassContext& ctx = {});
 // x * rsqrt(ReduceMean(x^2 | x*x, last, keep) + eps) (the same spellings as above)
 // [* gamma[H]] [+ beta[H]] => RmsNorm; with x = Cast(x0 -> f32) and the result cast back to

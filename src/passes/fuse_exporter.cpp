@@ -300,6 +300,29 @@ bool emit_norm(Rewriter& rw, const Graph& g, const Uses& uses, const PassContext
   return true;
 }
 
+// x = Cast(x0 -> f32) with x0 f16/bf16 (exporters computing a norm in f32): x0.
+std::optional<Value> widened_half(const Graph& g, Value x) {
+  const auto* c = op_as<ops::Cast>(g, x);
+  if (!c || c->to != DType::F32) return std::nullopt;
+  const Value src = g.node(x.node).inputs[0];
+  const DType from = g.shape(src).dtype;
+  if (from != DType::F16 && from != DType::BF16) return std::nullopt;
+  return src;
+}
+
+// The norm tail from `ms`; with x = Cast(x0 -> f32) tries the cast back to x0's dtype first.
+// Returns the value the norm runs on (x0 or x).
+std::optional<Value> match_tail_maybe_cast(const Graph& g, const Uses& uses, const Node& ms, Value d, Value x,
+                                           NormMatch& m) {
+  if (const auto x0 = widened_half(g, x)) {
+    m = NormMatch{};
+    if (match_norm_tail(g, uses, ms, d, g.shape(*x0).dtype, m)) return *x0;
+  }
+  m = NormMatch{};
+  if (match_norm_tail(g, uses, ms, d, std::nullopt, m)) return x;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Graph fuse_layer_norm(const Graph& g, const PassContext& ctx) {
@@ -322,8 +345,8 @@ Graph fuse_layer_norm(const Graph& g, const PassContext& ctx) {
       const Node& ms = uses.sole_user(Value{sq.id, 0});
       if (!is_last_axis_mean(ms, r)) continue;
       NormMatch m;
-      if (!match_norm_tail(g, uses, ms, d, std::nullopt, m)) continue;
-      if (!emit_norm<ops::LayerNorm>(rw, g, uses, ctx, x, {mean.id, n.id, sq.id, ms.id}, m)) continue;
+      const auto xn = match_tail_maybe_cast(g, uses, ms, d, x, m);
+      if (!xn || !emit_norm<ops::LayerNorm>(rw, g, uses, ctx, *xn, {mean.id, n.id, sq.id, ms.id}, m)) continue;
       fired = true;
       return true;
     }
@@ -343,21 +366,9 @@ Graph fuse_rms_norm(const Graph& g, const PassContext& ctx) {
     const auto d = squared(g, sq);
     if (!d || !is_float(g.shape(*d).dtype) || !is_last_axis_mean(n, g.shape(*d).rank())) return false;
     // Llama: d = Cast(x0 -> f32) and the normalized value cast back to x0's dtype.
-    std::optional<Value> x0;
-    if (const auto* c = op_as<ops::Cast>(g, *d)) {
-      const Value src = g.node(d->node).inputs[0];
-      const DType from = g.shape(src).dtype;
-      if (c->to == DType::F32 && (from == DType::F16 || from == DType::BF16)) x0 = src;
-    }
     NormMatch m;
-    Value x = *d;
-    if (x0 && match_norm_tail(g, uses, n, *d, g.shape(*x0).dtype, m)) {
-      x = *x0;
-    } else {
-      m = NormMatch{};
-      if (!match_norm_tail(g, uses, n, *d, std::nullopt, m)) return false;
-    }
-    if (!emit_norm<ops::RmsNorm>(rw, g, uses, ctx, x, {sq.id, n.id}, m)) return false;
+    const auto x = match_tail_maybe_cast(g, uses, n, *d, *d, m);
+    if (!x || !emit_norm<ops::RmsNorm>(rw, g, uses, ctx, *x, {sq.id, n.id}, m)) return false;
     fired = true;
     return true;
   });

@@ -263,6 +263,21 @@ TEST(FuseLayerNorm, FiresOnEverySpelling) {
       }
 }
 
+TEST(FuseLayerNorm, ComputedInF32BetweenCasts) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Graph g;
+    Value x = g.input("x", Shape::of({2, 5, 16}, dt));
+    Value x32 = g.cast(x, DType::F32);
+    Value d = g.sub(x32, g.mean(x32, {-1}, true));
+    Value y = g.cast(normalize(g, d, g.mean(g.mul(d, d), {-1}, true), 1e-5, Rsqrt::SqrtDiv), dt);
+    g.add_output(g.add(g.mul(y, g.param("gamma", Shape::of({16}, dt))), g.param("beta", Shape::of({16}, dt))));
+    Graph f = fuse_layer_norm(g);
+    EXPECT_EQ(count_op(f, "layer_norm"), 1u);
+    EXPECT_EQ(passes::op_count(f), 1u);
+    EXPECT_TRUE(same_numbers(g, pass_fn(fuse_layer_norm)));
+  }
+}
+
 TEST(FuseLayerNorm, NearMissesDoNotFire) {
   EXPECT_EQ(count_op(fuse_layer_norm(ln_graph(Rsqrt::SqrtDiv, true, true, true, 1)), "layer_norm"), 0u);
   {  // the centered value is read outside the pattern
