@@ -150,12 +150,13 @@ TEST(WebGpuAttention, HeadDimsThatDoNotDivideTheTiles) {
     }
 }
 
-// More (batch, head, query block) units than one dispatch's workgroups (at most 8192): the
+// More (batch, kv head, row block) units than one dispatch's workgroups (at most 8192): the
 // kernel loops over them.
 TEST(WebGpuAttention, MoreUnitsThanTheGrid) {
   RLX_REQUIRE_WEBGPU();
-  expect_webgpu_parity(attention_case_graph({AttnLayout::BHSD, MaskKind::Causal, 2, 3, 5, 4200, 1400, 4}, DType::F32));
-  expect_webgpu_parity(attention_case_graph({AttnLayout::BSHD, MaskKind::Causal, 2, 20, 20, 500, 500, 8}, DType::F32));
+  // 2 x 4200 kv heads x 1 block of 3 rows; 2 x 2100 x 3 blocks of 16 rows (40 rows per kv head).
+  expect_webgpu_parity(attention_case_graph({AttnLayout::BHSD, MaskKind::Causal, 2, 3, 5, 4200, 4200, 4}, DType::F32));
+  expect_webgpu_parity(attention_case_graph({AttnLayout::BSHD, MaskKind::Causal, 2, 20, 20, 4200, 2100, 8}, DType::F32));
 }
 
 TEST(WebGpuAttention, OperandsAtElementOffsets) {

@@ -1,12 +1,14 @@
-// Attention on WebGPU: a flash-style WGSL kernel. One workgroup per (batch, head, block of BR
-// query rows) (a grid-stride loop over them: any number of blocks); per tile of BC keys the K and
-// V rows go to workgroup memory, the BR x BC scores are computed over the workgroup, and an
-// online softmax in f32 (running max and sum per row, reduced over the TC = WG / BR invocations
-// of the row) rescales the output accumulators, which live in registers (BR x head_dim over the
-// workgroup) and are written once at the end. Decode (one query row): BR = 1 and the largest key
-// tile, so the keys of a tile are scored by all invocations at once, or the keys split over
-// workgroups (a long KV cache with few heads) with a combine dispatch that merges the splits'
-// partial rows.
+// Attention on WebGPU: a flash-style WGSL kernel. The query rows of one KV head are the pairs
+// (query row i, head h of its GQA group), R = i * group + (h - kv_head * group), so the heads that
+// share a KV head read each K/V tile once. One workgroup per (batch, KV head, block of BR such
+// rows) (a grid-stride loop over them: any number of blocks); per tile of BC keys the K and V rows
+// go to workgroup memory, the BR x BC scores are computed over the workgroup, and an online
+// softmax in f32 (running max and sum per row, reduced over the TC = WG / BR invocations of the
+// row) rescales the output accumulators, which live in registers (BR x head_dim over the
+// workgroup) and are written once at the end. Decode (one query row): the rows are the group's
+// heads and the key tile is the largest, so a tile's keys are scored by all invocations at once;
+// when the workgroups are few and the KV long, the keys are split over workgroups and a combine
+// dispatch merges the splits' partial rows.
 //
 // Exactly the CPU oracle's score pipeline (backends/cpu/attention_core.h): s = (q . k) * scale
 // (score_scale, or 1/sqrt(head_dim)); a key outside the row's causal / sliding-window range or
@@ -144,23 +146,25 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   let VS = KS + select(BC * D, 0u, rlx_p.kv_alias != 0u);
   let SS = VS + BC * D;
   let heads = rlx_p.heads;
+  let group = rlx_p.group;
+  let kv_heads = heads / group;
   let q_len = rlx_p.q_len;
+  let nrows = q_len * group;  // a KV head's rows: R = i * group + (h - kvh * group)
   let nblk = rlx_p.nblk;
   let splits = rlx_p.splits;
-  let units = rlx_p.batch * heads * nblk * splits;
+  let units = rlx_p.batch * kv_heads * nblk * splits;
   let r3 = t / TC;    // this invocation's row in the softmax steps
   let lane = t % TC;  // and its place among the row's invocations
   for (var u = wid.x; u < units; u += nwg.x) {
     let split = u % splits;
     let blk = (u / splits) % nblk;
-    let bh = u / (splits * nblk);
-    let h = bh % heads;
-    let b = bh / heads;
-    let kvh = h / rlx_p.group;
-    let i0 = blk * BR;
-    let i1 = min(i0 + BR, q_len);
-    let first = row_keys(i0);
-    let last = row_keys(i1 - 1u);
+    let bkv = u / (splits * nblk);
+    let kvh = bkv % kv_heads;
+    let b = bkv / kv_heads;
+    let R0 = blk * BR;
+    let R1 = min(R0 + BR, nrows);
+    let first = row_keys(R0 / group);
+    let last = row_keys((R1 - 1u) / group);
     var lo = min(first.x, last.x);
     var hi = max(first.y, last.y);
     if (splits > 1u) {
@@ -168,11 +172,13 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       hi = min(hi, i32(min(rlx_p.kv_len, (split + 1u) * rlx_p.split_len)));
     }
 
-    let qb = b * rlx_p.qsb + h * rlx_p.qsh;
     for (var x = t; x < BR * D; x += WG) {
-      let i = i0 + x / D;
+      let R = R0 + x / D;
       var q = 0.0f;
-      if (i < q_len) { q = ld_q(qb + i * rlx_p.qss + x % D); }
+      if (R < nrows) {
+        let h = kvh * group + R % group;
+        q = ld_q(b * rlx_p.qsb + (R / group) * rlx_p.qss + h * rlx_p.qsh + x % D);
+      }
       pool[QS + x] = q;
     }
     var acc: array<f32, MAX_ACC>;
@@ -198,10 +204,12 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       for (var x = t; x < BR * BC; x += WG) {
         let r = x / BC;
         let c = x % BC;
-        let i = i0 + r;
+        let R = R0 + r;
+        let i = R / group;
+        let h = kvh * group + R % group;
         let j = j0 + i32(c);
         var s = neg_inf;
-        if (i < q_len && j < hi) {
+        if (R < nrows && j < hi) {
           let rk = row_keys(i);
           if (j >= rk.x && j < rk.y && (rlx_p.mask != 3u || keep_at(b * rlx_p.mask_b + u32(j)))) {
             var dot = 0.0f;
@@ -271,9 +279,11 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     for (var k = 0u; k < rlx_p.nacc; k++) {
       let e = t + WG * k;
       let r = e / D;
-      let i = i0 + r;
-      if (e < BR * D && i < q_len) {
+      let R = R0 + r;
+      if (e < BR * D && R < nrows) {
         let d = e % D;
+        let i = R / group;
+        let h = kvh * group + R % group;
         if (splits > 1u) {
           let base = ((split * rlx_p.batch * heads + b * heads + h) * q_len + i) * (D + 2u);
           st_part(base + d, acc[k]);
@@ -380,13 +390,15 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   check_index(st, "output", st.out.at(0).numel());
   if (has_mask) check_index(st, "mask", st.in.at(3).numel());
   const uint64_t limit = cx.info().limits.max_compute_workgroup_storage_size;
-  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, g.q_len, limit);
+  const int64_t rows = g.q_len * g.group;  // query rows per KV head (the heads of a group share K/V tiles)
+  check_index(st, "query rows x group", rows);
+  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, rows, limit);
   if (!tiles)
     throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) +
                 " needs more workgroup memory than the device's " + std::to_string(limit) + " bytes");
-  const int64_t nblk = (g.q_len + tiles->br - 1) / tiles->br;
-  const int64_t units = g.batch * g.num_heads * nblk;
-  check_index(st, "batch x heads x query blocks", units);
+  const int64_t nblk = (rows + tiles->br - 1) / tiles->br;
+  const int64_t units = g.batch * g.num_kv_heads * nblk;
+  check_index(st, "batch x kv heads x row blocks", units);
 
   // Keys split over workgroups when the units alone are few (decode over a long KV cache).
   int64_t splits = 1, split_len = std::max<int64_t>(g.kv_len, 1);
