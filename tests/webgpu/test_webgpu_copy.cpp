@@ -67,6 +67,24 @@ TEST(WebGpuCopy, TransposeOfEightDims) {
   expect_webgpu_parity(g, o);
 }
 
+// The tiled transpose with ragged tiles and more batches than its grid's z dimension (1024); a
+// batch dim between the tiled ones; an offset input (a narrow feeding the transpose).
+TEST(WebGpuCopy, TiledTransposeLoopsOverBatches) {
+  RLX_REQUIRE_WEBGPU();
+  for (DType t : {DType::F32, DType::I16, DType::U8}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    g.add_output(g.transpose(g.input("x", Shape::of({1500, 17, 40}, t)), {0, 2, 1}));
+    const Value y = g.input("y", Shape::of({3, 70, 2, 45}, t));
+    g.add_output(g.transpose(y, {3, 1, 2, 0}));
+    g.add_output(g.transpose(y, {3, 2, 0, 1}));
+    g.add_output(g.transpose(g.narrow(y, 1, 3, 60), {0, 2, 3, 1}));
+    ParityOptions o;
+    o.int_hi = 100;
+    expect_webgpu_parity(g, o);
+  }
+}
+
 // Concat along inner axes of many leaf inputs (each its own buffer: one strided dispatch per
 // input), with an empty input, and with only one input having elements (whole rows).
 TEST(WebGpuCopy, StridedConcatOfManyAndEmptyInputs) {

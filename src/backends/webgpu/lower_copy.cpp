@@ -4,7 +4,9 @@
 // other outside the axis reported through the error flag) and Pad (every mode through the plan's
 // source table, uploaded once as a read-only table). Every element is one 32-bit word
 // (codegen/lang_wgsl.cpp), so the kernels move words whatever the dtype. Contiguous moves are
-// buffer copies; everything else is one strided kernel (up to 8 dims, grid-stride loop).
+// buffer copies; a transpose whose input is contiguous along another dim than the output's last
+// goes through 32x32 tiles in workgroup memory; everything else is one strided kernel (up to 8
+// dims, grid-stride loop).
 #include <algorithm>
 #include <cstring>
 
@@ -86,6 +88,73 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 )";
 
+// A batched 2-D transpose through workgroup memory: the output dims are [.., A (dim `axis`), ..,
+// L (the last)] and the input is contiguous along A (stride 1) while the output is along L, so
+// each 32x32 tile is read along A and written along L, both coalesced. The other dims form the
+// batch walked by z (and every grid dimension loops). Dims and strides as in kStridedBody (output
+// dense).
+const char* kTiledBody = R"(
+var<workgroup> tile: array<u32, 1056>;  // 32 x 33
+@compute @workgroup_size(32, 8)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+  var dims = array<u32, 8>(rlx_p.d0, rlx_p.d1, rlx_p.d2, rlx_p.d3, rlx_p.d4, rlx_p.d5, rlx_p.d6, rlx_p.d7);
+  var istr = array<i32, 8>(rlx_p.s0, rlx_p.s1, rlx_p.s2, rlx_p.s3, rlx_p.s4, rlx_p.s5, rlx_p.s6, rlx_p.s7);
+  let rank = rlx_p.rank;
+  let a = rlx_p.axis;
+  let A = dims[a];
+  let L = dims[rank - 1u];
+  let sL = istr[rank - 1u];
+  var oA = 1u;  // the output's stride of dim a
+  for (var d = a + 1u; d < rank; d++) { oA *= dims[d]; }
+  let tilesL = (L + 31u) / 32u;
+  let tilesA = (A + 31u) / 32u;
+  let tx = lid.x;
+  let ty = lid.y;
+  for (var bt = wid.z; bt < rlx_p.batch; bt += nwg.z) {
+    // The batch index -> the offsets of the other dims in the input and the output.
+    var t = bt;
+    var ostride = 1u;
+    var obase = 0u;
+    var ibase = rlx_p.in_offset;
+    for (var d = i32(rank) - 1; d >= 0; d--) {
+      let du = u32(d);
+      let n = dims[du];
+      if (du != a && du != rank - 1u) {
+        let c = t % n;
+        t = t / n;
+        ibase += i32(c) * istr[du];
+        obase += c * ostride;
+      }
+      ostride *= n;
+    }
+    for (var ta = wid.y; ta < tilesA; ta += nwg.y) {
+      for (var tl = wid.x; tl < tilesL; tl += nwg.x) {
+        let a0 = ta * 32u;
+        let l0 = tl * 32u;
+        for (var j = ty; j < 32u; j += 8u) {
+          let ia = a0 + tx;
+          let il = l0 + j;
+          if (ia < A && il < L) { tile[j * 33u + tx] = IN; }
+        }
+        workgroupBarrier();
+        for (var j = ty; j < 32u; j += 8u) {
+          let ia = a0 + j;
+          let il = l0 + tx;
+          if (ia < A && il < L) { OUT = tile[tx * 33u + j]; }
+        }
+        workgroupBarrier();
+      }
+    }
+  }
+}
+)";
+
+// Tiles of 32x32 pay off when both tiled dims fill a good part of one.
+constexpr int64_t kTileMin = 16;
+// Workgroups of the tiled transpose over its batch (grid z); the kernel loops over the rest.
+constexpr uint32_t kBatchGroups = 1024;
+
 void strided_copy(LowerContext& cx, const std::string& what, const Operand& dst, const Operand& src,
                   const std::vector<int64_t>& dims, const std::vector<int64_t>& in_strides, int64_t in_offset,
                   std::vector<int64_t> out_strides = {}) {
@@ -96,7 +165,8 @@ void strided_copy(LowerContext& cx, const std::string& what, const Operand& dst,
   for (int64_t d : dims) total *= d;
   if (total == 0) return;
   u32(total, what);
-  if (out_strides.empty()) {  // dense
+  const bool dense_out = out_strides.empty();
+  if (dense_out) {
     out_strides.assign(dims.size(), 1);
     for (size_t d = dims.size() - 1; d > 0; --d) out_strides[d - 1] = out_strides[d] * dims[d];
   }
@@ -106,6 +176,33 @@ void strided_copy(LowerContext& cx, const std::string& what, const Operand& dst,
     return;
   }
   const size_t r = dims.size();
+  // The tiled transpose: a dense output whose last dim is strided in the input while another dim
+  // is contiguous there.
+  size_t axis = r;
+  if (dense_out && r >= 2 && in_strides[r - 1] != 1 && in_strides[r - 1] != 0)
+    for (size_t d = 0; d + 1 < r; ++d)
+      if (in_strides[d] == 1 && dims[d] > 1) axis = d;
+  if (axis < r && dims[axis] >= kTileMin && dims[r - 1] >= kTileMin) {
+    const int64_t batch = total / (dims[axis] * dims[r - 1]);
+    std::vector<uint32_t> params{static_cast<uint32_t>(batch), static_cast<uint32_t>(r), static_cast<uint32_t>(axis),
+                                 i32_bits(in_offset, what)};
+    for (size_t d = 0; d < kMaxDims; ++d) params.push_back(d < r ? static_cast<uint32_t>(dims[d]) : 1u);
+    for (size_t d = 0; d < kMaxDims; ++d) params.push_back(d < r ? i32_bits(in_strides[d], what) : 0u);
+    std::vector<std::string> names{"batch: u32", "rank: u32", "axis: u32", "in_offset: i32"};
+    for (const char* p : {"d", "s"})
+      for (size_t d = 0; d < kMaxDims; ++d) names.push_back(p + std::to_string(d) + (p[0] == 's' ? ": i32" : ": u32"));
+    const std::vector<Operand> ops{dst, src};
+    const Binds b = plan_binds(ops, false);
+    std::string body = codegen::replace_all(kTiledBody, "OUT", b.at(0, "obase + ia * oA + il"));
+    body = codegen::replace_all(body, "IN", b.at(1, "u32(ibase + i32(ia) + i32(il) * sL)"));
+    const uint32_t lim = std::min<uint32_t>(cx.info().limits.max_compute_workgroups_per_dimension, kMaxGroups1d);
+    const auto cap = [&](uint64_t n, uint32_t most) { return static_cast<uint32_t>(std::clamp<uint64_t>(n, 1, most)); };
+    cx.dispatch(Kernel{"transpose_tiled", b.decls(names) + body}, ops, params, false,
+                cap(static_cast<uint64_t>((dims[r - 1] + 31) / 32), lim),
+                cap(static_cast<uint64_t>((dims[axis] + 31) / 32), lim),
+                cap(static_cast<uint64_t>(batch), std::min(kBatchGroups, lim)));
+    return;
+  }
   std::vector<uint32_t> params{static_cast<uint32_t>(total), static_cast<uint32_t>(r), i32_bits(in_offset, what)};
   for (size_t d = 0; d < kMaxDims; ++d) params.push_back(d < r ? static_cast<uint32_t>(dims[d]) : 1u);
   for (size_t d = 0; d < kMaxDims; ++d) params.push_back(d < r ? i32_bits(in_strides[d], what) : 0u);
