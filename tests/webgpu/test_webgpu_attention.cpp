@@ -3,7 +3,8 @@
 // biases (a row of -inf outputs zeros), long sequences (many key tiles, more query rows than
 // keys), the split-KV decode path and its combine dispatch, head dims that do not divide the
 // tiles, more (batch, head, block) units than a 65535-workgroup grid, operands at element offsets,
-// and the refusal of what the kernel does not compute.
+// the refusal of what the kernel does not compute, and FusedAttentionBlock / FusedTransformerLayer
+// decomposed by the shared legalize into an Attention the backend runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #ifdef RLX_HAVE_WEBGPU
 #include "backends/webgpu/lower.h"
 #include "backends/webgpu/wgpu_context.h"
+#include "passes/legalize.h"
 #endif
 
 namespace {
@@ -199,6 +201,49 @@ TEST(WebGpuAttention, RefusesWhatItDoesNotCompute) {
     }
   }
   EXPECT_FALSE(reason.empty());
+}
+
+// The fused blocks are not claimed: the shared legalize expands them into ops the backend runs,
+// among them one Attention; the whole block then matches the CPU.
+TEST(WebGpuAttention, FusedBlocksAreDecomposedIntoAttention) {
+  RLX_REQUIRE_WEBGPU();
+  auto claims = [](const Graph& gg, const Node& n) { return webgpu::webgpu_claims_node(gg, n, &webgpu::context().info); };
+  auto check = [&](const Graph& g, NodeId fused) {
+    EXPECT_FALSE(claims(g, g.node(fused)));
+    const Graph x = passes::expand_unclaimed(g, claims);
+    int attentions = 0;
+    for (const Node& n : x.nodes()) {
+      EXPECT_TRUE(claims(x, n)) << op_name(n.op);
+      if (std::holds_alternative<ops::Attention>(n.op)) ++attentions;
+    }
+    EXPECT_EQ(attentions, 1);
+    expect_webgpu_parity(g);
+  };
+  {
+    Graph g;
+    const int64_t b = 2, s = 6, heads = 2, hd = 8, e = heads * hd;
+    const Value out =
+        g.apply(ops::FusedAttentionBlock{.num_heads = heads, .head_dim = hd},
+                {g.input("hidden", Shape::of({b, s, e})), g.param("qkv_w", Shape::of({e, 3 * e})),
+                 g.param("out_w", Shape::of({e, e})), g.input("mask", Shape::of({b, s}, DType::Bool)),
+                 g.param("qkv_b", Shape::of({3 * e})), g.param("out_b", Shape::of({e}))});
+    g.add_output(out);
+    SCOPED_TRACE("fused_attention_block");
+    check(g, out.node);
+  }
+  {
+    Graph g;
+    const int64_t b = 1, s = 5, heads = 2, hd = 4, e = heads * hd, f = 16;
+    auto p = [&](const char* name, std::vector<int64_t> dims) { return g.param(name, Shape::from(dims, DType::F32)); };
+    const Value out = g.apply(ops::FusedTransformerLayer{.num_heads = heads, .head_dim = hd},
+                              {g.input("hidden", Shape::of({b, s, e})), p("qkv_w", {e, 3 * e}), p("qkv_b", {3 * e}),
+                               p("out_w", {e, e}), p("out_b", {e}), p("ln1_g", {e}), p("ln1_b", {e}), p("fc1_w", {e, f}),
+                               p("fc1_b", {f}), p("fc2_w", {f, e}), p("fc2_b", {e}), p("ln2_g", {e}), p("ln2_b", {e}),
+                               g.input("mask", Shape::of({b, s}, DType::Bool))});
+    g.add_output(out);
+    SCOPED_TRACE("fused_transformer_layer");
+    check(g, out.node);
+  }
 }
 
 #endif
