@@ -146,6 +146,10 @@ constexpr KnobInfo kKnobs[] = {
             "Dawn's bounds clamping of every WGSL buffer access and zeroing of workgroup memory (off: rlx's kernels "
             "check their own bounds, as in ONNX Runtime's WebGPU provider)",
             kProcess),
+    boolean("webgpu_profile", "RLX_WEBGPU_PROFILE", false,
+            "per-kernel WebGPU device times from timestamp queries, each dispatch in its own pass (--profile; the "
+            "first 2048 dispatches of a run)",
+            kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

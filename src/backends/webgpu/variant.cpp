@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/webgpu/lower.h"
@@ -10,12 +11,15 @@
 #include "plan/device_limits.h"
 #include "plan/memory_plan.h"
 #include "rlx/error.h"
+#include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
 
 namespace rlx::webgpu {
 namespace {
 
 std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0};
+StepProfile g_profile;  // "op:kernel" -> device time of its dispatches
+constexpr uint32_t kMaxProfiled = 2048;  // dispatches timed per run (two queries each; 4096 per query set)
 
 // A fill of words with a value other than 0 (zero fills are buffer clears).
 const char* kFillWords = R"(@group(0) @binding(0) var<storage, read_write> rlx_b0: array<u32>;
@@ -46,6 +50,7 @@ plan::PlanOptions plan_options() {
 
 struct Command {
   enum class Kind { Dispatch, Copy, Fill } kind = Kind::Dispatch;
+  std::string label;  // "op:kernel" (profiles)
   const Pipeline* pipeline = nullptr;
   abi::BindGroup group = nullptr;
   uint32_t groups[3] = {1, 1, 1};
@@ -72,6 +77,15 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     for (Command& c : cmds_)
       if (c.group) a.BindGroupRelease(c.group);
     if (uniforms_) a.BufferDestroy(uniforms_), a.BufferRelease(uniforms_);
+    if (prof_queries_) a.QuerySetDestroy(prof_queries_), a.QuerySetRelease(prof_queries_);
+    for (abi::Buffer b : {prof_resolve_, prof_readback_})
+      if (b) a.BufferDestroy(b), a.BufferRelease(b);
+  }
+
+  std::vector<Tensor> run(const RunArgs& args) override {
+    std::vector<Tensor> out = DeviceVariant::run(args);
+    collect_profile();
+    return out;
   }
 
  private:
@@ -131,7 +145,8 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
                   "x" + std::to_string(gz) + " workgroups, above the device's limit of " + std::to_string(lim));
     Binds b = plan_binds(ops, error_flag);
     Command c;
-    c.pipeline = &pipeline_for(label_ + ":" + k.name, k.source, b.kinds);
+    c.label = label_ + ":" + k.name;
+    c.pipeline = &pipeline_for(c.label, k.source, b.kinds);
     c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
     PendingDispatch p{cmds_.size(), ops, {}, std::move(b)};
     for (const Operand& o : ops) p.words.push_back(o.elem());
@@ -208,9 +223,61 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     pending_.clear();
   }
 
+  // ---- profiling: each dispatch in its own pass between two timestamps ----
+  uint32_t profiled_count() const {
+    uint32_t n = 0;
+    for (const Command& c : cmds_) n += c.kind == Command::Kind::Dispatch;
+    return std::min(n, kMaxProfiled);
+  }
+  void prepare_profile() {
+    if (prof_queries_) return;
+    const Api& a = api();
+    const uint32_t n = profiled_count();
+    abi::QuerySetDescriptor qd;
+    qd.type = abi::QueryType::Timestamp;
+    qd.count = 2 * n;
+    abi::BufferDescriptor rd;
+    rd.usage = abi::usage::QueryResolve | abi::usage::CopySrc;
+    rd.size = 16ull * n;
+    abi::BufferDescriptor bd;
+    bd.usage = abi::usage::MapRead | abi::usage::CopyDst;
+    bd.size = 16ull * n;
+    scoped("creating the profile's timestamp queries", [&] {
+      prof_queries_ = a.DeviceCreateQuerySet(wd().cx().device, &qd);
+      prof_resolve_ = a.DeviceCreateBuffer(wd().cx().device, &rd);
+      prof_readback_ = a.DeviceCreateBuffer(wd().cx().device, &bd);
+    });
+  }
+  void collect_profile() {
+    if (!prof_pending_) return;
+    prof_pending_ = false;
+    const Api& a = api();
+    const uint32_t n = profiled_count();
+    struct Mapped {
+      abi::MapAsyncStatus status{};
+    } m;
+    abi::CallbackInfo<abi::BufferMapCallback> mc;
+    mc.callback = [](abi::MapAsyncStatus s, abi::StringView, void* u1, void*) { static_cast<Mapped*>(u1)->status = s; };
+    mc.userdata1 = &m;
+    wait_for(a.BufferMapAsync(prof_readback_, abi::kMapRead, 0, 16ull * n, mc), "the profile's timestamps");
+    if (m.status != abi::MapAsyncStatus::Success) return;
+    const auto* t = static_cast<const uint64_t*>(a.BufferGetConstMappedRange(prof_readback_, 0, 16ull * n));
+    uint32_t i = 0;
+    for (const Command& c : cmds_) {
+      if (c.kind != Command::Kind::Dispatch) continue;
+      if (i >= n || !t) break;
+      g_profile.add(c.label, t[2 * i + 1] > t[2 * i] ? static_cast<double>(t[2 * i + 1] - t[2 * i]) * 1e-6 : 0.0);
+      ++i;
+    }
+    a.BufferUnmap(prof_readback_);
+  }
+
   // ---- running (DeviceVariant) ----
   void submit() override {
     const Api& a = api();
+    const bool profile = process_knobs::webgpu_profile() && info().timestamps && profiled_count() > 0;
+    if (profile) prepare_profile();
+    uint32_t timed = 0;
     abi::CommandEncoderDescriptor ed;
     abi::CommandEncoder enc = a.DeviceCreateCommandEncoder(wd().cx().device, &ed);
     a.CommandEncoderClearBuffer(enc, wd().buffer(flag_buf()), 0, 4);
@@ -225,14 +292,24 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     for (const Command& c : cmds_) {
       switch (c.kind) {
         case Command::Kind::Dispatch: {
+          abi::PassTimestampWrites tw;
+          const bool timed_pass = profile && timed < profiled_count();
+          if (timed_pass) {
+            end_pass();
+            tw.query_set = prof_queries_;
+            tw.beginning_index = 2 * timed, tw.end_index = 2 * timed + 1;
+            ++timed;
+          }
           if (!pass) {
             abi::ComputePassDescriptor pd;
+            if (timed_pass) pd.timestamp_writes = &tw;
             pass = a.CommandEncoderBeginComputePass(enc, &pd);
           }
           a.ComputePassEncoderSetPipeline(pass, c.pipeline->pipeline);
           a.ComputePassEncoderSetBindGroup(pass, 0, c.group, 0, nullptr);
           a.ComputePassEncoderDispatchWorkgroups(pass, c.groups[0], c.groups[1], c.groups[2]);
           ++g_encoded;
+          if (timed_pass) end_pass();
           break;
         }
         case Command::Kind::Copy:
@@ -247,6 +324,11 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     }
     end_pass();
     wd().encode_timestamp(enc, true);
+    if (profile) {
+      a.CommandEncoderResolveQuerySet(enc, prof_queries_, 0, 2 * timed, prof_resolve_, 0);
+      a.CommandEncoderCopyBufferToBuffer(enc, prof_resolve_, 0, prof_readback_, 0, 16ull * timed);
+      prof_pending_ = true;
+    }
     abi::CommandBufferDescriptor cd;
     abi::CommandBuffer cb = a.CommandEncoderFinish(enc, &cd);
     a.CommandEncoderRelease(enc);
@@ -266,6 +348,9 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   std::vector<PendingDispatch> pending_;  // until make_bind_groups
   std::vector<DeviceBuf> scratch_;
   abi::Buffer uniforms_ = nullptr;
+  abi::QuerySet prof_queries_ = nullptr;
+  abi::Buffer prof_resolve_ = nullptr, prof_readback_ = nullptr;
+  bool prof_pending_ = false;
 };
 
 }  // namespace
@@ -273,6 +358,15 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
 std::unique_ptr<Variant> make_webgpu_variant(Graph g, const CompileOptions& options) {
   return std::make_unique<WebGpuVariant>(std::move(g), options);
 }
+
+std::string take_webgpu_profile() { return g_profile.take("dispatches"); }
+
+namespace {
+// The knobs are read from the environment at each use: setting the variable turns the profile on
+// for the runs that follow (rlx run --profile).
+[[maybe_unused]] const bool g_profile_registered = register_device_profile(
+    Device::WebGpu, {[] { setenv("RLX_WEBGPU_PROFILE", "1", 1); }, [] { return take_webgpu_profile(); }});
+}  // namespace
 
 WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load()}; }
 

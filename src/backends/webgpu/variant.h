@@ -22,4 +22,8 @@ struct WebGpuStats {
 };
 WebGpuStats webgpu_stats();
 
+// Per-kernel device times of the runs since the last call (RLX_WEBGPU_PROFILE=1), by
+// "op:kernel", slowest first.
+std::string take_webgpu_profile();
+
 }  // namespace rlx::webgpu
