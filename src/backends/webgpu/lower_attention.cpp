@@ -51,12 +51,13 @@ int64_t pool_words(uint64_t limit) {
   return static_cast<int64_t>(std::min<uint64_t>(limit, 32768) / 4) - (kWg + 3 * kMaxRows);
 }
 
-// The largest row block (at most the next power of two of q_len, up to 16), then the largest key
-// tile, whose tiles fit the pool and whose accumulators fit kMaxAcc per invocation.
-std::optional<Tiles> pick_tiles(int64_t d, int64_t q_len, uint64_t limit) {
+// The largest row block (at most the next power of two of `rows`, a KV head's query rows, up to
+// 16), then the largest key tile, whose tiles fit the pool and whose accumulators fit kMaxAcc per
+// invocation.
+std::optional<Tiles> pick_tiles(int64_t d, int64_t rows, uint64_t limit) {
   const int64_t pool = pool_words(limit);
   int64_t cap = 1;
-  while (cap < q_len && cap < kMaxRows) cap *= 2;
+  while (cap < rows && cap < kMaxRows) cap *= 2;
   for (int64_t br = cap; br >= 1; br /= 2) {
     if (br * d > kMaxAcc * kWg) continue;
     for (int64_t bc : {64, 32, 16, 8, 4})
