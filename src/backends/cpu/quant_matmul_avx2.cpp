@@ -1,6 +1,6 @@
 // The Int8 DequantMatMul kernels (quant_matmul.h): AVX2 integer dot products of unpacked weight
 // blocks with 8-bit quantized x. Every function here is compiled for AVX2 + FMA + F16C (the
-// target pragma below) and is only called after quant_matmul.cpp checked the CPU runs them. The
+// target pragma below; clang's attribute pragma for the clang builds) and is only called after quant_matmul.cpp checked the CPU runs them. The
 // code between the pragmas uses no standard-library templates, so no AVX2 copy of a shared inline
 // function can leak into the rest of the program.
 #include <cstdint>
@@ -11,8 +11,12 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace rlx::cpu::avx2 {
 namespace {
@@ -393,7 +397,11 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
 
 }  // namespace rlx::cpu::avx2
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else
 
