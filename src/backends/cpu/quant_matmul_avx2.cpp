@@ -54,7 +54,7 @@ RLX_QINLINE float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Accumulators of up to 4 x rows against one weight row: a vector part (integer dots times their
+// Accumulators of up to 4 x rows (32-value blocks) against one weight row: a vector part (integer dots times their
 // scales) and a scalar part (the per-block offsets times the x block sums).
 template <int R> struct Acc {
   const XBlock* const* xr;
@@ -82,16 +82,6 @@ template <int R> struct Acc {
       const XBlock& xb = xr[r][u];
       const __m256i isum = dot_u8_i8(qa, _mm256_sign_epi8(load32(xb.q), q));
       v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(ws * xb.d), v[r]);
-    }
-  }
-  // Q6_K: weight values q - 32 with scale sc_lo on values 0..15 and sc_hi on 16..31.
-  RLX_QINLINE void add_q6(__m256i q, float d, int sc_lo, int sc_hi, int64_t u) {
-    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(sc_hi)), _mm_set1_epi16(static_cast<int16_t>(sc_lo)));
-    for (int r = 0; r < R; ++r) {
-      const XBlock& xb = xr[r][u];
-      const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xb.q)), scv);
-      v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb.d), v[r]);
-      s[r] -= d * xb.d * 32.0f * static_cast<float>(sc_lo * xb.sum[0] + sc_hi * xb.sum[1]);
     }
   }
   RLX_QINLINE void store(float* out, int64_t ld) const {
@@ -193,7 +183,7 @@ RLX_QINLINE void for_units(const uint8_t* w, int64_t blocks, Sink& a) {
   }
 }
 
-// One weight row (`blocks` blocks) against R x rows; results to out[r * ld].
+// One weight row (`blocks` blocks of a 32-value format) against R x rows; results to out[r * ld].
 template <QuantFormat F, int R>
 void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* out, int64_t ld) {
   Acc<R> a(xr);
@@ -329,10 +319,10 @@ template <QuantFormat F> void decode_of(const uint8_t* w, int64_t row_bytes, int
   }
 }
 
+// The 32-value formats (Q4_0 .. Q8_0): weight blocks and x blocks coincide.
 template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                                       int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  constexpr int64_t elems = (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K || F == QuantFormat::Q6_K) ? 256 : 32;
-  const int64_t blocks = k / elems, xblocks = k / 32;
+  const int64_t blocks = k / 32, xblocks = k / 32;
   // Rows of x in tiles that stay in cache while a range of weight rows passes over them.
   constexpr int64_t kMTile = 32;
   for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
@@ -387,11 +377,7 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
     case QuantFormat::Q5_0: return rows_of<QuantFormat::Q5_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
     case QuantFormat::Q5_1: return rows_of<QuantFormat::Q5_1>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
     case QuantFormat::Q8_0: return rows_of<QuantFormat::Q8_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
-    case QuantFormat::Q4_K: return rows_of<QuantFormat::Q4_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
-    case QuantFormat::Q5_K: return rows_of<QuantFormat::Q5_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
-    case QuantFormat::Q6_K: return rows_of<QuantFormat::Q6_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy);
-    case QuantFormat::Q2_K:
-    case QuantFormat::Q3_K: return;  // not native (dequant_matmul_int8_native is false)
+    default: return;  // the K formats use int8_rows_k; Q2_K / Q3_K are not native
   }
 }
 
