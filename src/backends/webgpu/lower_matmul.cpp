@@ -214,7 +214,7 @@ uint32_t clamp_groups(int64_t g) { return static_cast<uint32_t>(std::clamp<int64
 // ---- GEMM ----
 
 struct GemmShape {
-  uint32_t wx = 16, wy = 16, tm = 4, tn = 4, bk = 16, pad = 1;
+  uint32_t wx = 16, wy = 16, tm = 4, tn = 4, bk = 16, pad = 1;  // pad: vec4s per slice row
   uint32_t nt() const { return wx * wy; }
   uint32_t bm() const { return wy * tm; }
   uint32_t bn() const { return wx * tn; }
@@ -229,8 +229,11 @@ std::string gemm_body(const GemmShape& s, bool trans_a, bool trans_b, const std:
   const std::string V = "vec4<" + A + ">";
   const uint32_t tn4 = s.tn / 4;
   std::string c;
-  c += "var<workgroup> As: array<" + A + ", " + std::to_string(bk * (bm + s.pad)) + ">;\n";
-  c += "var<workgroup> Bs: array<" + A + ", " + std::to_string(bk * (bn + s.pad)) + ">;\n";
+  // Slices as vec4s: an invocation's 4 consecutive rows (columns) are one 16-byte read; rows of
+  // the slice padded by one vec4 (stores along k spread over the banks).
+  const uint32_t sa = bm / 4 + s.pad, sb = bn / 4 + s.pad;
+  c += "var<workgroup> As: array<" + V + ", " + std::to_string(bk * sa) + ">;\n";
+  c += "var<workgroup> Bs: array<" + V + ", " + std::to_string(bk * sb) + ">;\n";
   // slot of element e of a slice: (row or column in the tile, kk)
   c += "fn slot_a(e: u32) -> vec2<u32> { " +
        std::string(trans_a ? "return vec2<u32>(e % " + u(bm) + ", e / " + u(bm) + ");"
@@ -278,11 +281,11 @@ std::string gemm_body(const GemmShape& s, bool trans_a, bool trans_b, const std:
   c += "        {\n          let kf = 0u;\n" + indent(fetch, "          ") + "        }\n";
   c += "        for (var k0 = 0u; k0 < rlx_p.k; k0 += " + u(bk) + ") {\n";
   c += "          for (var q = 0u; q < " + u(la) + "; q++) {\n            let e = tid + q * " + u(nt) +
-       ";\n            let sl = slot_a(e);\n            if (e < " + u(bm * bk) + ") { As[sl.y * " + u(bm + s.pad) +
-       " + sl.x] = ra[q]; }\n          }\n";
+       ";\n            let sl = slot_a(e);\n            if (e < " + u(bm * bk) + ") { As[sl.y * " + u(sa) +
+       " + sl.x / 4u][sl.x % 4u] = ra[q]; }\n          }\n";
   c += "          for (var q = 0u; q < " + u(lb) + "; q++) {\n            let e = tid + q * " + u(nt) +
-       ";\n            let sl = slot_b(e);\n            if (e < " + u(bn * bk) + ") { Bs[sl.y * " + u(bn + s.pad) +
-       " + sl.x] = rb[q]; }\n          }\n";
+       ";\n            let sl = slot_b(e);\n            if (e < " + u(bn * bk) + ") { Bs[sl.y * " + u(sb) +
+       " + sl.x / 4u][sl.x % 4u] = rb[q]; }\n          }\n";
   c += "          workgroupBarrier();\n";
   c += "          if (k0 + " + u(bk) + " < rlx_p.k) {\n            let kf = k0 + " + u(bk) + ";\n" +
        indent(fetch, "            ") + "          }\n";
@@ -291,18 +294,19 @@ std::string gemm_body(const GemmShape& s, bool trans_a, bool trans_b, const std:
   for (uint32_t i = 0; i < s.tm; ++i)
     for (uint32_t j = 0; j < tn4; ++j) c += "          var p" + std::to_string(i) + "_" + std::to_string(j) + " = " + V + "();\n";
   c += "          for (var kk = 0u; kk < " + u(bk) + "; kk++) {\n";
-  c += "            let ao = kk * " + u(bm + s.pad) + " + ty;\n            let bo = kk * " + u(bn + s.pad) + " + tx;\n";
-  for (uint32_t j = 0; j < tn4; ++j) {
-    c += "            let bv" + std::to_string(j) + " = " + V + "(";
-    for (uint32_t q = 0; q < 4; ++q) c += (q ? ", " : "") + std::string("Bs[bo + ") + u((4 * j + q) * s.wx) + "]";
-    c += ");\n";
-  }
-  for (uint32_t i = 0; i < s.tm; ++i) {
-    c += "            let av" + std::to_string(i) + " = As[ao + " + u(i * s.wy) + "];\n";
-    for (uint32_t j = 0; j < tn4; ++j) {
-      const std::string pij = "p" + std::to_string(i) + "_" + std::to_string(j);
-      c += "            " + pij + " = mad4(" + pij + ", av" + std::to_string(i) + ", bv" + std::to_string(j) + ");\n";
-    }
+  // Invocation (tx, ty) owns rows 4 * ty + 4 * WY * i4 + q and columns 4 * tx + 4 * WX * j + q.
+  c += "            let ao = kk * " + u(sa) + " + ty;\n            let bo = kk * " + u(sb) + " + tx;\n";
+  for (uint32_t j = 0; j < tn4; ++j)
+    c += "            let bv" + std::to_string(j) + " = Bs[bo + " + u(j * s.wx) + "];\n";
+  static const char* comp[] = {"x", "y", "z", "w"};
+  for (uint32_t i4 = 0; i4 < s.tm / 4; ++i4) {
+    c += "            let av" + std::to_string(i4) + " = As[ao + " + u(i4 * s.wy) + "];\n";
+    for (uint32_t q = 0; q < 4; ++q)
+      for (uint32_t j = 0; j < tn4; ++j) {
+        const std::string pij = "p" + std::to_string(4 * i4 + q) + "_" + std::to_string(j);
+        c += "            " + pij + " = mad4(" + pij + ", av" + std::to_string(i4) + "." + comp[q] + ", bv" +
+             std::to_string(j) + ");\n";
+      }
   }
   c += "          }\n";
   for (uint32_t i = 0; i < s.tm; ++i)
@@ -313,11 +317,10 @@ std::string gemm_body(const GemmShape& s, bool trans_a, bool trans_b, const std:
   c += "          workgroupBarrier();\n        }\n";
   // stores
   for (uint32_t i = 0; i < s.tm; ++i) {
-    c += "        {\n          let r = row0 + ty + " + u(i * s.wy) + ";\n          if (r < rlx_p.m) {\n";
+    c += "        {\n          let r = row0 + ty * 4u + " + u((i / 4) * 4 * s.wy + i % 4) + ";\n          if (r < rlx_p.m) {\n";
     for (uint32_t j = 0; j < tn4; ++j)
       for (uint32_t q = 0; q < 4; ++q) {
-        const std::string col = "col0 + tx + " + u((4 * j + q) * s.wx);
-        static const char* comp[] = {"x", "y", "z", "w"};
+        const std::string col = "col0 + tx * 4u + " + u(j * 4 * s.wx + q);
         c += "            if (" + col + " < rlx_p.n) { rlx_epilogue((bi * rlx_p.m + r) * rlx_p.n + " + col + ", " + col +
              ", acc" + std::to_string(i) + "_" + std::to_string(j) + "." + comp[q] + "); }\n";
       }
@@ -379,7 +382,7 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   s.wy = g.m <= 16 ? 4 : full;
   s.tm = s.tn = large ? 8 : 4;
   const uint64_t limit = info.limits.max_compute_workgroup_storage_size;
-  while (s.bk > 4 && uint64_t{s.bk} * (s.bm() + s.pad + s.bn() + s.pad) * 4 > limit) s.bk /= 2;
+  while (s.bk > 4 && uint64_t{s.bk} * (s.bm() + s.bn() + 8 * s.pad) * 4 > limit) s.bk /= 2;
   Args args;
   args.what = step_label(st);
   args.add(cx.in(st.in.at(0)));
