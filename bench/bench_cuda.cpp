@@ -22,6 +22,9 @@
 #ifdef RLX_HAVE_VULKAN
 #include "backends/vulkan/variant.h"
 #endif
+#ifdef RLX_HAVE_WEBGPU
+#include "backends/webgpu/variant.h"
+#endif
 #include "runtime/knobs.h"
 #ifdef RLX_HAVE_CUDA
 #include <cuda_profiler_api.h>
@@ -120,6 +123,10 @@ void report(const std::string& name, const Timing& t, const std::string& extra =
 #ifdef RLX_HAVE_VULKAN
   const std::string vprof = vulkan::take_vulkan_profile();  // non-empty with RLX_VULKAN_PROFILE=1
   if (!vprof.empty()) std::fprintf(stderr, "%s", vprof.c_str());
+#endif
+#ifdef RLX_HAVE_WEBGPU
+  const std::string wprof = webgpu::take_webgpu_profile();  // non-empty with RLX_WEBGPU_PROFILE=1
+  if (!wprof.empty()) std::fprintf(stderr, "%s", wprof.c_str());
 #endif
 }
 
