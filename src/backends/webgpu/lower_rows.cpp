@@ -23,6 +23,7 @@
 
 #include "backends/webgpu/lower.h"
 #include "codegen/language.h"
+#include "plan/rows_work.h"
 #include "rlx/error.h"
 
 namespace rlx::webgpu {
@@ -362,14 +363,7 @@ void lower_softmax(LowerContext& cx, const plan::Step& st, bool log) {
 
 // ---- norms ----
 
-struct NormSpec {
-  bool rms = false, res = false, beta = false;
-  double eps = 0;
-  int64_t rows = 0, len = 0;
-  int64_t gmod = 1, gmul = 0, gdiv = 1;  // gamma index (row % gmod) * gmul + j / gdiv
-};
-
-void lower_norm(LowerContext& cx, const plan::Step& st, const NormSpec& n) {
+void lower_norm(LowerContext& cx, const plan::Step& st, const plan::NormWork& n) {
   const std::string what = step_label(st);
   const DType t = st.in.at(0).dtype;
   const uint32_t wg = workgroup(cx.info());
@@ -463,20 +457,13 @@ void lower_swiglu(LowerContext& cx, const plan::Step& st, bool gate_first) {
 
 // ---- claims ----
 
-bool kind(std::string_view name) {
-  return name == "reduce" || name == "softmax" || name == "log_softmax" || name == "layer_norm" ||
-         name == "rms_norm" || name == "fused_residual_ln" || name == "fused_residual_rms_norm" ||
-         name == "fused_swiglu" || name == "group_norm";
-}
+bool kind(std::string_view name) { return plan::rows_claims_kind(name); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
   (void)info;
+  if (!plan::rows_claims_dtypes_agree(g, n, "WebGPU", why)) return false;
   const std::string name = op_name(n.op);
   const DType t = g.shape(n.inputs.at(0)).dtype;
-  for (const Value& v : n.inputs)
-    if (g.shape(v).dtype != t) return refuse(why, "WebGPU " + name + " needs all its operands in one dtype");
-  for (const Shape& s : n.outputs)
-    if (s.dtype != t) return refuse(why, "WebGPU " + name + " needs its output in its input's dtype");
   if (const auto* r = std::get_if<ops::Reduce>(&n.op)) {
     const bool minmax = r->kind == ReduceKind::Max || r->kind == ReduceKind::Min;
     if (t == DType::Bool) return minmax ? true : refuse(why, "WebGPU reduce of bool is Max (any) or Min (all) only");
@@ -484,13 +471,7 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
     return refuse(why, std::string("the WebGPU reduce has no kernel for ") + dtype_name(t));
   }
   if (!is_row_float(t)) return refuse(why, "WebGPU " + name + " needs f32, f16 or bf16");
-  if (const auto* f = std::get_if<ops::FusedResidualLN>(&n.op); f && f->has_bias != (n.inputs.size() > 3))
-    return refuse(why, "fused_residual_ln: has_bias does not agree with the presence of the beta input");
-  if (const auto* f = std::get_if<ops::FusedResidualRmsNorm>(&n.op); f && f->has_bias != (n.inputs.size() > 3))
-    return refuse(why, "fused_residual_rms_norm: has_bias does not agree with the presence of the beta input");
-  if (std::holds_alternative<ops::GroupNorm>(n.op) && g.shape(n.inputs[0]).rank() < 2)
-    return refuse(why, "group_norm needs x of rank >= 2 (N, C, ...)");
-  return true;
+  return plan::rows_claims_attributes(g, n, why);
 }
 
 }  // namespace
@@ -500,48 +481,20 @@ const FamilyClaims kRowsClaims{kind, node};
 void lower_rows(LowerContext& cx, const plan::Step& st) {
   check_sizes(st);
   std::visit(
-      [&]<class T>(const T& op) {
-        if constexpr (std::is_same_v<T, ops::Reduce>) {
+      [&]<class W>(const W& w) {
+        if constexpr (std::is_same_v<W, plan::ReduceWork>) {
+          (void)w;
           lower_reduce(cx, st);
-        } else if constexpr (std::is_same_v<T, ops::Softmax> || std::is_same_v<T, ops::LogSoftmax>) {
-          lower_softmax(cx, st, std::is_same_v<T, ops::LogSoftmax>);
-        } else if constexpr (std::is_same_v<T, ops::LayerNorm> || std::is_same_v<T, ops::RmsNorm>) {
-          const auto& g = std::get<plan::AxisGeom>(st.geom);
-          NormSpec n;
-          n.rms = std::is_same_v<T, ops::RmsNorm>;
-          n.beta = st.in.size() > 2;
-          n.eps = op.eps, n.rows = g.outer, n.len = g.axis;
-          lower_norm(cx, st, n);
-        } else if constexpr (std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
-          const auto& g = std::get<plan::AxisGeom>(st.geom);
-          if (op.has_bias != (st.in.size() > 3))
-            throw Error(step_label(st) + ": has_bias does not agree with the presence of the beta input");
-          NormSpec n;
-          n.rms = std::is_same_v<T, ops::FusedResidualRmsNorm>;
-          n.res = true, n.beta = op.has_bias;
-          n.eps = op.eps, n.rows = g.outer, n.len = g.axis;
-          lower_norm(cx, st, n);
-        } else if constexpr (std::is_same_v<T, ops::GroupNorm>) {
-          const auto& g = std::get<plan::ChannelGeom>(st.geom);
-          if (g.groups <= 0 || g.channels % g.groups != 0)
-            throw Error(step_label(st) + ": groups=" + std::to_string(g.groups) + " does not divide C=" +
-                        std::to_string(g.channels));
-          NormSpec n;
-          n.beta = true;
-          n.eps = op.eps;
-          n.rows = g.n * g.groups;
-          n.len = g.channels / g.groups * g.spatial;
-          n.gmod = g.groups, n.gmul = g.channels / g.groups, n.gdiv = g.spatial;
-          lower_norm(cx, st, n);
-        } else if constexpr (std::is_same_v<T, ops::FusedSwiGLU>) {
-          lower_swiglu(cx, st, op.gate_first);
+        } else if constexpr (std::is_same_v<W, plan::SoftmaxWork>) {
+          lower_softmax(cx, st, w.log);
+        } else if constexpr (std::is_same_v<W, plan::NormWork>) {
+          lower_norm(cx, st, w);
         } else {
-          (void)op;
-          throw Error(step_label(st) + ": the WebGPU backend has no rows kernel for this op (it should have been "
-                      "legalized)");
+          static_assert(std::is_same_v<W, plan::SwiGLUWork>);
+          lower_swiglu(cx, st, w.gate_first);
         }
       },
-      st.op);
+      plan::rows_work(st, "WebGPU"));
 }
 
 }  // namespace rlx::webgpu
