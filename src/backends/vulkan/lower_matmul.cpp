@@ -26,14 +26,12 @@
 #include "backends/vulkan/lower.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
+#include "plan/gpu_claims.h"
+#include "plan/matmul_work.h"
 #include "rlx/error.h"
 
 namespace rlx::vulkan {
 namespace {
-
-constexpr int64_t kIndexLimit = int64_t{1} << 31;
-
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 // The accumulation dtype of a product of `t`.
 DType acc_dtype(DType t) {
@@ -43,52 +41,20 @@ DType acc_dtype(DType t) {
 }
 
 // The dtype the epilogue's steps compute in: the f32 accumulator for f16/bf16, else t.
-DType epilogue_dtype(DType t) { return is_half(t) ? DType::F32 : t; }
+DType epilogue_dtype(DType t) { return plan::matmul_epilogue_dtype(t); }
 
 std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
-  return std::vector<DType>(1 + (bias ? 1 : 0) + (residual ? 1 : 0), epilogue_dtype(t));
+  return plan::matmul_epilogue_inputs(t, bias, residual);
 }
 
-bool product_dtype(DType t) { return is_float(t) || is_int(t); }
 
 // ---- claims ----
 
-bool kind(std::string_view name) {
-  return name == "matmul" || name == "fused_matmul_bias_act" || name == "grouped_matmul";
-}
+bool kind(std::string_view name) { return plan::matmul_claims_kind(name); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
   (void)info;
-  const std::string name = op_name(n.op);
-  const DType out = n.outputs.at(0).dtype;
-  auto dt = [&](size_t i) { return g.shape(n.inputs.at(i)).dtype; };
-  if (!product_dtype(out))
-    return refuse(why, "Vulkan " + name + ": " + dtype_name(out) + " products are not supported (floats and integers only)");
-  if (std::holds_alternative<ops::GroupedMatMul>(n.op)) {
-    if (dt(0) != out || dt(1) != out)
-      return refuse(why, "Vulkan grouped_matmul needs x and w in the result's dtype, got " + std::string(dtype_name(dt(0))) +
-                             " and " + dtype_name(dt(1)));
-    if (!is_int(dt(2)))
-      return refuse(why, "Vulkan grouped_matmul needs integer expert indices, got " + std::string(dtype_name(dt(2))));
-    if (g.shape(n.inputs[0]).rank() != 2 || g.shape(n.inputs[1]).rank() != 3 || g.shape(n.inputs[2]).rank() != 1)
-      return refuse(why, "Vulkan grouped_matmul needs x (M, K), w (E, K, N) and idx (M)");
-    return true;
-  }
-  for (size_t i = 0; i < n.inputs.size(); ++i)
-    if (dt(i) != out)
-      return refuse(why, "Vulkan " + name + " needs every operand in the result's dtype (" + dtype_name(out) +
-                             "), operand " + std::to_string(i) + " is " + dtype_name(dt(i)));
-  if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1)
-    return refuse(why, "Vulkan " + name + ": rank-0 operand");
-  if (const auto* f = std::get_if<ops::FusedMatMulBiasAct>(&n.op)) {
-    const bool bias = f->has_bias(n.inputs.size());
-    const auto chain = codegen::matmul_epilogue_chain(bias, f->activation, f->residual);
-    std::string reason;
-    if (!chain.empty() &&
-        !codegen::chain_supported(codegen::glsl_language(), chain, epilogue_inputs(out, bias, f->residual), &reason))
-      return refuse(why, "Vulkan fused_matmul_bias_act epilogue: " + reason);
-  }
-  return true;
+  return plan::matmul_claims_node(codegen::glsl_language(), "Vulkan", g, n, why);
 }
 
 // ---- kernel assembly ----
@@ -226,9 +192,7 @@ std::string acc_defines(DType acc, uint32_t nt) {
 }
 
 void check_index(const plan::TensorRef& r, const std::string& what, const char* which) {
-  if (r.numel() >= kIndexLimit)
-    throw Error(what + ": the Vulkan matmul kernels index with 32 bits; " + which + " has " + std::to_string(r.numel()) +
-                " elements (2^31 or more): split the product or run it on the CPU or CUDA backend");
+  plan::check_matmul_index(r, what, which, "Vulkan");
 }
 
 uint32_t clamp_groups(int64_t g, uint32_t max) { return static_cast<uint32_t>(std::clamp<int64_t>(g, 1, max)); }
@@ -650,19 +614,9 @@ const FamilyClaims kMatmulClaims{kind, node};
 
 void lower_matmul(LowerContext& cx, const plan::Step& st) {
   if (std::holds_alternative<ops::GroupedMatMul>(st.op)) return lower_grouped(cx, st);
-  const std::string what = step_label(st);
-  const auto* fused = std::get_if<ops::FusedMatMulBiasAct>(&st.op);
-  if (!fused && !std::holds_alternative<ops::MatMul>(st.op))
-    throw Error(what + ": the Vulkan backend has no kernel for this op (it should have been legalized)");
+  const plan::MatmulOperands mo = plan::matmul_operands(st, "Vulkan");
   const auto& g = std::get<plan::MatMulGeom>(st.geom);
   const plan::TensorRef& c = st.out.at(0);
-  for (const plan::TensorRef& r : st.in)
-    if (r.dtype != c.dtype) throw Error(what + ": Vulkan matmul needs every operand in the result's dtype");
-  if (!product_dtype(c.dtype))
-    throw Error(what + ": Vulkan matmul: " + dtype_name(c.dtype) + " products are not supported (floats and integers only)");
-  check_index(st.in.at(0), what, "A");
-  check_index(st.in.at(1), what, "B");
-  check_index(c, what, "the result");
   Product p;
   p.t = c.dtype;
   p.acc = acc_dtype(c.dtype);
@@ -670,21 +624,10 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
   const Precision prec = cx.options().precision;
   if (p.t == DType::F32 && prec == Precision::Fp16) p.round_ab = DType::F16;
   if (p.t == DType::F32 && prec == Precision::Bf16) p.round_ab = DType::BF16;
-  if (fused) {
+  if (mo.fused) {
     p.act = g.activation;
-    if (fused->has_bias(st.in.size())) {
-      p.bias = &st.in.at(2);
-      p.bias_len = g.bias_len;
-      if (p.bias_len != 1 && p.bias_len != g.n)
-        throw Error(what + ": the bias has " + std::to_string(p.bias_len) + " elements, expected 1 or " +
-                    std::to_string(g.n) + " (one per column)");
-    }
-    if (fused->residual) {
-      p.residual = &st.in.back();
-      if (p.residual->numel() != c.numel())
-        throw Error(what + ": the residual has " + std::to_string(p.residual->numel()) + " elements, expected " +
-                    std::to_string(c.numel()));
-    }
+    if (mo.bias) p.bias = mo.bias, p.bias_len = mo.bias_len;
+    p.residual = mo.residual;
   }
   if (const int64_t rows = gemv_rows(g)) return lower_gemv(cx, st, g, p, rows);
   if (const plan::Step* pro = cx.absorbed_producer(st)) lower_step(cx, *pro);

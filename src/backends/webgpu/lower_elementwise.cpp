@@ -3,6 +3,7 @@
 #include "backends/webgpu/lower.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
+#include "plan/gpu_claims.h"
 #include "rlx/error.h"
 
 namespace rlx::webgpu {
@@ -41,18 +42,11 @@ void lower_elementwise(LowerContext& cx, const plan::Step& st) {
 
 namespace {
 
-bool kind(std::string_view name) {
-  return name == "binary" || name == "compare" || name == "where" || name == "activation" || name == "cast" ||
-         name == "elementwise_region";
-}
+bool kind(std::string_view name) { return plan::elementwise_claims_kind(name); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
   (void)info;
-  std::vector<DType> in;
-  for (const Value& v : n.inputs) in.push_back(g.shape(v).dtype);
-  std::string reason;
-  if (codegen::chain_supported(codegen::wgsl_language(), codegen::single_step_chain(n.op), in, &reason)) return true;
-  return refuse(why, reason);
+  return plan::elementwise_claims_node(codegen::wgsl_language(), g, n, why);
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+#pragma once
+// Claim checks that the shader-language GPU backends (Vulkan / GLSL, WebGPU / WGSL) share: each
+// takes the backend's codegen::Language and its name (for messages) and says whether the backend
+// runs a node as is; a backend's claims call them and add its own device / dtype checks.
+#include <string>
+#include <string_view>
+
+#include "codegen/language.h"
+#include "rlx/graph.h"
+
+namespace rlx::plan {
+
+// Elementwise family: the op kinds, and whether `lang` can spell the node's one-step chain for
+// its input dtypes (codegen::chain_supported; *why, when given, says what is missing).
+bool elementwise_claims_kind(std::string_view op_name);
+bool elementwise_claims_node(const codegen::Language& lang, const Graph& g, const Node& n, std::string* why);
+
+// Matmul family (MatMul, FusedMatMulBiasAct, GroupedMatMul): the op kinds, and the dtype / rank
+// checks and the fused epilogue's chain in `lang`; `backend` ("Vulkan") starts each refusal.
+bool matmul_claims_kind(std::string_view op_name);
+bool matmul_claims_node(const codegen::Language& lang, std::string_view backend, const Graph& g, const Node& n,
+                        std::string* why);
+
+// The dtype the matmul epilogue computes in (the f32 accumulator for f16 / bf16, else t), and
+// its input dtypes: the product, then the bias and the residual when present.
+DType matmul_epilogue_dtype(DType t);
+std::vector<DType> matmul_epilogue_inputs(DType t, bool bias, bool residual);
+// The dtypes the matmul kernels multiply: floats and integers.
+bool matmul_product_dtype(DType t);
+
+}  // namespace rlx::plan
