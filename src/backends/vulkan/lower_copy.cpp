@@ -10,6 +10,7 @@
 #include "backends/vulkan/kernels/copy.h"
 #include "backends/vulkan/lower.h"
 #include "codegen/language.h"
+#include "plan/copy_work.h"
 #include "rlx/error.h"
 
 namespace rlx::vulkan {
@@ -22,14 +23,7 @@ constexpr int64_t kTileMin = 16;     // the tiled transpose's smallest tiled dim
 // tiles of x and y; the kernel loops over the rest.
 constexpr uint32_t kBatchGroups = 1024;
 
-bool is_copy_kind(std::string_view n) {
-  return n == "reshape" || n == "stop_gradient" || n == "transpose" || n == "narrow" || n == "concat" ||
-         n == "expand" || n == "reverse" || n == "gather" || n == "pad";
-}
-
-bool is_int_dtype(DType t) {
-  return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U8 || t == DType::U32;
-}
+bool is_int_dtype(DType t) { return plan::copy_index_dtype(t); }
 
 // Raw words of an element's size, and the extensions they need.
 std::string elem_type(size_t bytes) {
@@ -53,18 +47,8 @@ std::string fill_template(std::string s, const std::vector<std::pair<std::string
   return s;
 }
 
-uint32_t u32(int64_t v, const std::string& what) {
-  if (v < 0 || v > INT32_MAX)
-    throw Error(what + ": the Vulkan kernels index with 32 bits; a size of " + std::to_string(v) +
-                " elements (2^31 or more) is too large: split the tensor or use the CUDA/CPU backend");
-  return static_cast<uint32_t>(v);
-}
-uint32_t i32_bits(int64_t v, const std::string& what) {
-  if (v < INT32_MIN || v > INT32_MAX)
-    throw Error(what + ": the Vulkan kernels index with 32 bits; an element offset of " + std::to_string(v) +
-                " does not fit: split the tensor or use the CUDA/CPU backend");
-  return static_cast<uint32_t>(static_cast<int32_t>(v));
-}
+uint32_t u32(int64_t v, const std::string& what) { return plan::index_u32(v, what, "Vulkan"); }
+uint32_t i32_bits(int64_t v, const std::string& what) { return plan::index_i32_bits(v, what, "Vulkan"); }
 // Every operand and result of the step below 2^31 elements.
 void check_sizes(const plan::Step& st) {
   for (const auto& r : st.in) u32(r.numel(), step_label(st));
@@ -257,7 +241,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
               cx.groups_1d(static_cast<uint64_t>(total), kWorkgroup));
 }
 
-bool kind(std::string_view name) { return is_copy_kind(name); }
+bool kind(std::string_view name) { return plan::copy_claims_kind(name); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
   const DType t = n.outputs.at(0).dtype;
@@ -268,12 +252,7 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
   if (info && elem == 1 && !info->int8)
     return refuse(why, "the Vulkan copy kernels move 1-byte elements as uint8_t, which needs shaderInt8 (the device " +
                            info->name + " has none)");
-  if (std::holds_alternative<ops::Gather>(n.op)) {
-    const DType it = g.shape(n.inputs.at(1)).dtype;
-    if (!is_int_dtype(it))
-      return refuse(why, std::string("Vulkan gather needs integer indices, got ") + dtype_name(it));
-  }
-  return true;
+  return plan::copy_claims_gather_indices(g, n, "Vulkan", why);
 }
 
 }  // namespace
@@ -285,25 +264,25 @@ void lower_copy(LowerContext& cx, const plan::Step& st) {
   check_sizes(st);
   const plan::TensorRef& out = st.out.at(0);
   const size_t elem = dtype_size(out.storage());
-  if (const auto* cg = std::get_if<plan::CopyGeom>(&st.geom)) {
-    strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), elem, cg->out_dims, cg->in_strides, cg->in_offset);
-    return;
-  }
-  if (std::holds_alternative<ops::Narrow>(st.op)) {
-    const auto& g = std::get<plan::AxisGeom>(st.geom);
-    const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
-    if (g.outer == 1) {
-      copy_contiguous(cx, what, dst, sub(src, g.start * g.inner, g.out_axis * g.inner, elem), g.out_axis * g.inner,
-                      elem);
-      return;
-    }
-    strided_copy(cx, what, dst, src, elem, {g.outer, g.out_axis * g.inner}, {g.axis * g.inner, 1}, g.start * g.inner);
-    return;
-  }
-  if (std::holds_alternative<ops::Concat>(st.op)) return lower_concat(cx, st);
-  if (std::holds_alternative<ops::Gather>(st.op)) return lower_gather(cx, st);
-  if (const auto* op = std::get_if<ops::Pad>(&st.op)) return lower_pad(cx, st, *op);
-  throw Error(what + ": not a data-movement op of the Vulkan backend");
+  std::visit(
+      [&]<class W>(const W& w) {
+        if constexpr (std::is_same_v<W, plan::StridedCopyWork>) {
+          strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), elem, w.dims, w.strides, w.in_offset);
+        } else if constexpr (std::is_same_v<W, plan::ContiguousCopyWork>) {
+          const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
+          copy_contiguous(cx, what, dst, sub(src, w.start, w.count, elem), w.count, elem);
+        } else if constexpr (std::is_same_v<W, plan::ConcatCopyWork>) {
+          (void)w;
+          lower_concat(cx, st);
+        } else if constexpr (std::is_same_v<W, plan::GatherCopyWork>) {
+          (void)w;
+          lower_gather(cx, st);
+        } else {
+          static_assert(std::is_same_v<W, plan::PadCopyWork>);
+          lower_pad(cx, st, *w.op);
+        }
+      },
+      plan::copy_work(st, "Vulkan"));
 }
 
 }  // namespace rlx::vulkan

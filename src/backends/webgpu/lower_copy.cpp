@@ -12,6 +12,7 @@
 
 #include "backends/webgpu/lower.h"
 #include "codegen/language.h"
+#include "plan/copy_work.h"
 #include "rlx/error.h"
 
 namespace rlx::webgpu {
@@ -20,27 +21,10 @@ namespace {
 constexpr uint64_t kWorkgroup = 256;
 constexpr size_t kMaxDims = 8;
 
-bool is_copy_kind(std::string_view n) {
-  return n == "reshape" || n == "stop_gradient" || n == "transpose" || n == "narrow" || n == "concat" ||
-         n == "expand" || n == "reverse" || n == "gather" || n == "pad";
-}
+bool is_int_dtype(DType t) { return plan::copy_index_dtype(t); }
 
-bool is_int_dtype(DType t) {
-  return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U8 || t == DType::U32;
-}
-
-uint32_t u32(int64_t v, const std::string& what) {
-  if (v < 0 || v > INT32_MAX)
-    throw Error(what + ": the WebGPU kernels index with 32 bits; a size of " + std::to_string(v) +
-                " elements (2^31 or more) is too large: split the tensor or use the CUDA/CPU backend");
-  return static_cast<uint32_t>(v);
-}
-uint32_t i32_bits(int64_t v, const std::string& what) {
-  if (v < INT32_MIN || v > INT32_MAX)
-    throw Error(what + ": the WebGPU kernels index with 32 bits; an element offset of " + std::to_string(v) +
-                " does not fit: split the tensor or use the CUDA/CPU backend");
-  return static_cast<uint32_t>(static_cast<int32_t>(v));
-}
+uint32_t u32(int64_t v, const std::string& what) { return plan::index_u32(v, what, "WebGPU"); }
+uint32_t i32_bits(int64_t v, const std::string& what) { return plan::index_i32_bits(v, what, "WebGPU"); }
 
 // The operand `o` moved `elems` words on, covering `count` words.
 Operand sub(Operand o, int64_t elems, int64_t count) {
@@ -371,13 +355,10 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
               false, cx.groups_1d(static_cast<uint64_t>(total), kWorkgroup));
 }
 
-bool kind(std::string_view name) { return is_copy_kind(name); }
+bool kind(std::string_view name) { return plan::copy_claims_kind(name); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo*, std::string* why) {
-  if (std::holds_alternative<ops::Gather>(n.op)) {
-    const DType it = g.shape(n.inputs.at(1)).dtype;
-    if (!is_int_dtype(it)) return refuse(why, std::string("WebGPU gather needs integer indices, got ") + dtype_name(it));
-  }
+  if (!plan::copy_claims_gather_indices(g, n, "WebGPU", why)) return false;
   if (const auto* p = std::get_if<ops::Pad>(&n.op))
     if (p->mode == PadMode::Constant && n.outputs.at(0).dtype == DType::I64 && !i64_fill_fits(p->value))
       return refuse(why, "the WebGPU backend holds i64 values in 32-bit words; the pad constant " +
@@ -398,24 +379,25 @@ void lower_copy(LowerContext& cx, const plan::Step& st) {
   for (const auto& r : st.in) u32(r.numel(), what);
   for (const auto& r : st.out) u32(r.numel(), what);
   const plan::TensorRef& out = st.out.at(0);
-  if (const auto* cg = std::get_if<plan::CopyGeom>(&st.geom)) {
-    strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), cg->out_dims, cg->in_strides, cg->in_offset);
-    return;
-  }
-  if (std::holds_alternative<ops::Narrow>(st.op)) {
-    const auto& g = std::get<plan::AxisGeom>(st.geom);
-    const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
-    if (g.outer == 1) {
-      copy_contiguous(cx, what, dst, sub(src, g.start * g.inner, g.out_axis * g.inner), g.out_axis * g.inner);
-      return;
-    }
-    strided_copy(cx, what, dst, src, {g.outer, g.out_axis * g.inner}, {g.axis * g.inner, 1}, g.start * g.inner);
-    return;
-  }
-  if (std::holds_alternative<ops::Concat>(st.op)) return lower_concat(cx, st);
-  if (std::holds_alternative<ops::Gather>(st.op)) return lower_gather(cx, st);
-  if (const auto* op = std::get_if<ops::Pad>(&st.op)) return lower_pad(cx, st, *op);
-  throw Error(what + ": not a data-movement op of the WebGPU backend");
+  std::visit(
+      [&]<class W>(const W& w) {
+        if constexpr (std::is_same_v<W, plan::StridedCopyWork>) {
+          strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), w.dims, w.strides, w.in_offset);
+        } else if constexpr (std::is_same_v<W, plan::ContiguousCopyWork>) {
+          const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
+          copy_contiguous(cx, what, dst, sub(src, w.start, w.count), w.count);
+        } else if constexpr (std::is_same_v<W, plan::ConcatCopyWork>) {
+          (void)w;
+          lower_concat(cx, st);
+        } else if constexpr (std::is_same_v<W, plan::GatherCopyWork>) {
+          (void)w;
+          lower_gather(cx, st);
+        } else {
+          static_assert(std::is_same_v<W, plan::PadCopyWork>);
+          lower_pad(cx, st, *w.op);
+        }
+      },
+      plan::copy_work(st, "WebGPU"));
 }
 
 }  // namespace rlx::webgpu
