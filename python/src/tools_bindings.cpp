@@ -122,7 +122,7 @@ void register_tools(py::module_& m) {
     return out;
   }, "The devices this build has a backend for (a GPU may still be absent at run time).");
   m.def("enable_profile", [](const std::string& device) { enable_device_profile(device_from_name(device)); }, py::arg("device"),
-        "Turns on per-step device times for a GPU backend ('cuda', 'vulkan') in this process.");
+        "Turns on per-step device times for a GPU backend ('cuda', 'vulkan', 'webgpu') in this process.");
   m.def("take_profile", [](const std::string& device) { return take_device_profile(device_from_name(device)); },
         py::arg("device"), "The profile table of the runs since the last call ('' when nothing was timed).");
   m.def("knobs", [] {
