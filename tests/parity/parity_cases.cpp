@@ -16,6 +16,7 @@ const CaseList& parity_cases() {
     add_conv_cases(l);
     add_select_cases(l);
     add_model_cases(l);
+    add_exported_cases(l);
     return l;
   }();
   return list;

@@ -53,5 +53,6 @@ void add_attention_cases(CaseList& list);
 void add_conv_cases(CaseList& list);
 void add_select_cases(CaseList& list);
 void add_model_cases(CaseList& list);
+void add_exported_cases(CaseList& list);  // cases_exported.cpp: models spelled op by op, as exporters write them
 
 }  // namespace rlx::testing
