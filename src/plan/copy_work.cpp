@@ -2,18 +2,10 @@
 
 #include <cstdint>
 
+#include "plan/gpu_claims.h"
 #include "rlx/error.h"
 
 namespace rlx::plan {
-namespace {
-
-bool refuse(std::string* why, const std::string& msg) {
-  if (why) *why = msg;
-  return false;
-}
-
-}  // namespace
-
 CopyWork copy_work(const Step& st, std::string_view backend) {
   if (const auto* cg = std::get_if<CopyGeom>(&st.geom)) return StridedCopyWork{cg->out_dims, cg->in_strides, cg->in_offset};
   if (std::holds_alternative<ops::Narrow>(st.op)) {
@@ -24,8 +16,7 @@ CopyWork copy_work(const Step& st, std::string_view backend) {
   if (std::holds_alternative<ops::Concat>(st.op)) return ConcatCopyWork{};
   if (std::holds_alternative<ops::Gather>(st.op)) return GatherCopyWork{};
   if (const auto* op = std::get_if<ops::Pad>(&st.op)) return PadCopyWork{op};
-  throw Error("node " + std::to_string(st.node) + " (" + op_name(st.op) + "): not a data-movement op of the " +
-              std::string(backend) + " backend");
+  throw Error(step_node_label(st) + ": not a data-movement op of the " + std::string(backend) + " backend");
 }
 
 bool copy_claims_kind(std::string_view n) {
@@ -41,7 +32,7 @@ bool copy_claims_gather_indices(const Graph& g, const Node& n, std::string_view 
   if (std::holds_alternative<ops::Gather>(n.op)) {
     const DType it = g.shape(n.inputs.at(1)).dtype;
     if (!copy_index_dtype(it))
-      return refuse(why, std::string(backend) + " gather needs integer indices, got " + dtype_name(it));
+      return claim_refuse(why, std::string(backend) + " gather needs integer indices, got " + dtype_name(it));
   }
   return true;
 }

@@ -14,7 +14,7 @@ void check_matmul_index(const TensorRef& r, const std::string& what, const char*
 
 MatmulOperands matmul_operands(const Step& st, std::string_view backend) {
   const std::string be(backend);
-  const std::string what = "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")";
+  const std::string what = step_node_label(st);
   MatmulOperands m;
   m.fused = std::get_if<ops::FusedMatMulBiasAct>(&st.op);
   if (!m.fused && !std::holds_alternative<ops::MatMul>(st.op))

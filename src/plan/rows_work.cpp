@@ -2,20 +2,10 @@
 
 #include <type_traits>
 
+#include "plan/gpu_claims.h"
 #include "rlx/error.h"
 
 namespace rlx::plan {
-namespace {
-
-std::string label(const Step& st) { return "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")"; }
-
-bool refuse(std::string* why, const std::string& msg) {
-  if (why) *why = msg;
-  return false;
-}
-
-}  // namespace
-
 RowsWork rows_work(const Step& st, std::string_view backend) {
   return std::visit(
       [&]<class T>(const T& op) -> RowsWork {
@@ -33,7 +23,7 @@ RowsWork rows_work(const Step& st, std::string_view backend) {
         } else if constexpr (std::is_same_v<T, ops::FusedResidualLN> || std::is_same_v<T, ops::FusedResidualRmsNorm>) {
           const auto& g = std::get<AxisGeom>(st.geom);
           if (op.has_bias != (st.in.size() > 3))
-            throw Error(label(st) + ": has_bias does not agree with the presence of the beta input");
+            throw Error(step_node_label(st) + ": has_bias does not agree with the presence of the beta input");
           NormWork n;
           n.rms = std::is_same_v<T, ops::FusedResidualRmsNorm>;
           n.res = true, n.beta = op.has_bias;
@@ -42,7 +32,7 @@ RowsWork rows_work(const Step& st, std::string_view backend) {
         } else if constexpr (std::is_same_v<T, ops::GroupNorm>) {
           const auto& g = std::get<ChannelGeom>(st.geom);
           if (g.groups <= 0 || g.channels % g.groups != 0)
-            throw Error(label(st) + ": groups=" + std::to_string(g.groups) + " does not divide C=" +
+            throw Error(step_node_label(st) + ": groups=" + std::to_string(g.groups) + " does not divide C=" +
                         std::to_string(g.channels));
           NormWork n;
           n.beta = true;
@@ -55,7 +45,7 @@ RowsWork rows_work(const Step& st, std::string_view backend) {
           return SwiGLUWork{op.gate_first};
         } else {
           (void)op;
-          throw Error(label(st) + ": the " + std::string(backend) +
+          throw Error(step_node_label(st) + ": the " + std::string(backend) +
                       " backend has no rows kernel for this op (it should have been legalized)");
         }
       },
@@ -73,19 +63,20 @@ bool rows_claims_dtypes_agree(const Graph& g, const Node& n, std::string_view ba
   const DType t = g.shape(n.inputs.at(0)).dtype;
   for (const Value& v : n.inputs)
     if (g.shape(v).dtype != t)
-      return refuse(why, std::string(backend) + " " + name + " needs all its operands in one dtype");
+      return claim_refuse(why, std::string(backend) + " " + name + " needs all its operands in one dtype");
   for (const Shape& s : n.outputs)
-    if (s.dtype != t) return refuse(why, std::string(backend) + " " + name + " needs its output in its input's dtype");
+    if (s.dtype != t)
+      return claim_refuse(why, std::string(backend) + " " + name + " needs its output in its input's dtype");
   return true;
 }
 
 bool rows_claims_attributes(const Graph& g, const Node& n, std::string* why) {
   if (const auto* f = std::get_if<ops::FusedResidualLN>(&n.op); f && f->has_bias != (n.inputs.size() > 3))
-    return refuse(why, "fused_residual_ln: has_bias does not agree with the presence of the beta input");
+    return claim_refuse(why, "fused_residual_ln: has_bias does not agree with the presence of the beta input");
   if (const auto* f = std::get_if<ops::FusedResidualRmsNorm>(&n.op); f && f->has_bias != (n.inputs.size() > 3))
-    return refuse(why, "fused_residual_rms_norm: has_bias does not agree with the presence of the beta input");
+    return claim_refuse(why, "fused_residual_rms_norm: has_bias does not agree with the presence of the beta input");
   if (std::holds_alternative<ops::GroupNorm>(n.op) && g.shape(n.inputs[0]).rank() < 2)
-    return refuse(why, "group_norm needs x of rank >= 2 (N, C, ...)");
+    return claim_refuse(why, "group_norm needs x of rank >= 2 (N, C, ...)");
   return true;
 }
 

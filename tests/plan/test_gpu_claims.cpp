@@ -7,6 +7,7 @@
 
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
+#include "plan/attention_work.h"
 #include "plan/gpu_claims.h"
 #include "plan/matmul_work.h"
 #include "rlx/error.h"
@@ -117,6 +118,42 @@ TEST(GpuClaims, ElementwiseIsTheLanguagesChain) {
     EXPECT_EQ(plan::elementwise_claims_node(*lang, g, g.node(add), &why), expect);
     EXPECT_EQ(why, expect ? "" : expect_why);
   }
+}
+
+TEST(GpuClaims, EpiloguePlanAndElementwisePlan) {
+  EXPECT_TRUE(plan::matmul_epilogue_plan(DType::F32, false, std::nullopt, false).steps.empty());
+  const auto p = plan::matmul_epilogue_plan(DType::F16, true, ActKind::Relu, true);
+  EXPECT_EQ(p.steps, codegen::matmul_epilogue_chain(true, ActKind::Relu, true));
+  EXPECT_EQ(p.in_dtypes, std::vector<DType>(3, DType::F32));
+  EXPECT_EQ(p.out_dtype, DType::F32);
+  plan::ElementwiseGeom geom;
+  geom.out_dims = {4};
+  geom.in_strides = {{1}};
+  geom.numel = 4;
+  const auto chain = codegen::single_step_chain(ops::Activation{});
+  EXPECT_EQ(plan::elementwise_plan_32(chain, {DType::F32}, DType::F32, geom, "n", "Vulkan").steps, chain);
+}
+
+TEST(GpuClaims, AttentionIndexChecks) {
+  plan::Step st;
+  st.node = 9;
+  st.op = ops::Attention{};
+  plan::AttentionGeom g;
+  g.mask = MaskKind::Custom;
+  st.geom = g;
+  st.in = {ref(DType::F32, {2}), ref(DType::F32, {2}), ref(DType::F32, {2}), ref(DType::F32, {int64_t{1} << 31})};
+  st.out = {ref(DType::F32, {2})};
+  try {
+    plan::check_attention_operands(st, "WebGPU");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "node 9 (attention): the WebGPU attention kernel indexes with 32 bits; its mask has 2147483648 elements "
+              "(2^31 or more): split the batch or use the CUDA/CPU backend");
+  }
+  g.mask = MaskKind::None;
+  st.geom = g;
+  EXPECT_NO_THROW(plan::check_attention_operands(st, "WebGPU"));
 }
 
 }  // namespace

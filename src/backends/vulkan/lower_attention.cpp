@@ -14,6 +14,7 @@
 #include "backends/vulkan/kernels/attention.h"
 #include "backends/vulkan/kernels/double_math.h"
 #include "backends/vulkan/lower.h"
+#include "plan/attention_work.h"
 #include "rlx/error.h"
 
 namespace rlx::vulkan {
@@ -28,7 +29,6 @@ constexpr int64_t kTargetGroups = 264;   // workgroups below which the keys are 
 constexpr int64_t kMinSplitKeys = 128;   // least keys per split of attn_flash
 constexpr int64_t kMinDecodeSplitKeys = 64;  // of attn_decode
 constexpr int64_t kMaxSplits = 64;
-constexpr int64_t kMaxIndex = (int64_t{1} << 31) - 1;
 
 int64_t vec4s(int64_t d) { return (d + 3) / 4; }
 
@@ -142,9 +142,7 @@ std::string keep_fn(DType m) {
 }
 
 void check_index(const plan::Step& st, const char* what, int64_t n) {
-  if (n > kMaxIndex)
-    throw Error(step_label(st) + ": the Vulkan attention kernel indexes with 32 bits; its " + what + " has " +
-                std::to_string(n) + " elements (2^31 or more): split the batch or use the CUDA/CPU backend");
+  plan::check_attention_index(st, what, n, "Vulkan");
 }
 
 }  // namespace
@@ -163,11 +161,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const DType ct = f64 ? DType::F64 : DType::F32;  // the partials' type
   const int64_t es_c = compute_bytes(t);
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
-  check_index(st, "q", st.in[0].numel());
-  check_index(st, "k", st.in[1].numel());
-  check_index(st, "v", st.in[2].numel());
-  check_index(st, "output", st.out.at(0).numel());
-  if (has_mask) check_index(st, "mask", st.in.at(3).numel());
+  plan::check_attention_operands(st, "Vulkan");
 
   const int64_t rows = g.q_len * g.group;  // query rows per KV head
   const int64_t bh = g.batch * g.num_kv_heads;

@@ -5,6 +5,7 @@
 #include "backends/vulkan/lower.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
+#include "plan/gpu_claims.h"
 #include "plan/step_family.h"
 #include "rlx/error.h"
 
@@ -26,7 +27,7 @@ uint32_t LowerContext::groups_1d(uint64_t items, uint64_t per_group) const {
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, std::min<uint32_t>(info().max_groups[0], kMaxGroups1d)));
 }
 
-std::string step_label(const plan::Step& st) { return "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")"; }
+std::string step_label(const plan::Step& st) { return plan::step_node_label(st); }
 
 void lower_step(LowerContext& cx, const plan::Step& st) {
   if (!vulkan_claims_kind(op_name(st.op)))

@@ -264,25 +264,16 @@ void lower_copy(LowerContext& cx, const plan::Step& st) {
   check_sizes(st);
   const plan::TensorRef& out = st.out.at(0);
   const size_t elem = dtype_size(out.storage());
-  std::visit(
-      [&]<class W>(const W& w) {
-        if constexpr (std::is_same_v<W, plan::StridedCopyWork>) {
-          strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), elem, w.dims, w.strides, w.in_offset);
-        } else if constexpr (std::is_same_v<W, plan::ContiguousCopyWork>) {
-          const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
-          copy_contiguous(cx, what, dst, sub(src, w.start, w.count, elem), w.count, elem);
-        } else if constexpr (std::is_same_v<W, plan::ConcatCopyWork>) {
-          (void)w;
-          lower_concat(cx, st);
-        } else if constexpr (std::is_same_v<W, plan::GatherCopyWork>) {
-          (void)w;
-          lower_gather(cx, st);
-        } else {
-          static_assert(std::is_same_v<W, plan::PadCopyWork>);
-          lower_pad(cx, st, *w.op);
-        }
-      },
-      plan::copy_work(st, "Vulkan"));
+  const plan::CopyWork w = plan::copy_work(st, "Vulkan");
+  if (const auto* sw = std::get_if<plan::StridedCopyWork>(&w))
+    return strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), elem, sw->dims, sw->strides, sw->in_offset);
+  if (const auto* cw = std::get_if<plan::ContiguousCopyWork>(&w)) {
+    const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
+    return copy_contiguous(cx, what, dst, sub(src, cw->start, cw->count, elem), cw->count, elem);
+  }
+  if (std::holds_alternative<plan::ConcatCopyWork>(w)) return lower_concat(cx, st);
+  if (std::holds_alternative<plan::GatherCopyWork>(w)) return lower_gather(cx, st);
+  lower_pad(cx, st, *std::get<plan::PadCopyWork>(w).op);
 }
 
 }  // namespace rlx::vulkan

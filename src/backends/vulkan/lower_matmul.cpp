@@ -43,11 +43,6 @@ DType acc_dtype(DType t) {
 // The dtype the epilogue's steps compute in: the f32 accumulator for f16/bf16, else t.
 DType epilogue_dtype(DType t) { return plan::matmul_epilogue_dtype(t); }
 
-std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
-  return plan::matmul_epilogue_inputs(t, bias, residual);
-}
-
-
 // ---- claims ----
 
 bool kind(std::string_view name) { return plan::matmul_claims_kind(name); }
@@ -161,13 +156,9 @@ std::string bind_epilogue(LowerContext& cx, const plan::Step& st, const Product&
     s += "  const " + E + " " + ins.back() + " = " + glsl_load(p.t, "RES.data[pc.o_RES + o]") + ";\n";
   }
   std::string result = "x0";
-  const auto chain = codegen::matmul_epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
-  if (!chain.empty()) {
-    codegen::ElementwisePlan plan;
-    plan.steps = chain;
-    plan.in_dtypes = epilogue_inputs(p.t, p.bias != nullptr, p.residual != nullptr);
-    plan.step_dtypes = codegen::chain_step_dtypes(chain, plan.in_dtypes);
-    plan.out_dtype = plan.step_dtypes.back();
+  const codegen::ElementwisePlan plan =
+      plan::matmul_epilogue_plan(p.t, p.bias != nullptr, p.act, p.residual != nullptr);
+  if (!plan.steps.empty()) {
     const codegen::ChainCode code = codegen::chain_code(
         codegen::glsl_language(), plan, ins,
         [](const std::string& type, const std::string& name) { return "const " + type + " " + name; }, h);

@@ -23,6 +23,7 @@
 
 #include "backends/webgpu/lower.h"
 #include "codegen/language.h"
+#include "plan/attention_work.h"
 #include "rlx/error.h"
 
 namespace rlx::webgpu {
@@ -71,9 +72,7 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 uint32_t f32_bits(double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)); }
 
 void check_index(const plan::Step& st, const char* what, int64_t n) {
-  if (n > INT32_MAX)
-    throw Error(step_label(st) + ": the WebGPU attention kernel indexes with 32 bits; its " + what + " has " +
-                std::to_string(n) + " elements (2^31 or more): split the batch or use the CUDA/CPU backend");
+  plan::check_attention_index(st, what, n, "WebGPU");
 }
 
 // The kernel after the declarations and helpers (ld_q/ld_k/ld_v(u32) -> f32, st_o(u32, f32),
@@ -385,11 +384,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
                   dtype_name(st.in.at(i).dtype));
   if (g.batch == 0 || g.q_len == 0 || g.num_heads == 0 || g.head_dim == 0) return;
   const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
-  check_index(st, "q", st.in[0].numel());
-  check_index(st, "k", st.in[1].numel());
-  check_index(st, "v", st.in[2].numel());
-  check_index(st, "output", st.out.at(0).numel());
-  if (has_mask) check_index(st, "mask", st.in.at(3).numel());
+  plan::check_attention_operands(st, "WebGPU");
   const uint64_t limit = cx.info().limits.max_compute_workgroup_storage_size;
   const int64_t rows = g.q_len * g.group;  // query rows per KV head (the heads of a group share K/V tiles)
   check_index(st, "query rows x group", rows);

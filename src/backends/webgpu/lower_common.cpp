@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/webgpu/lower.h"
+#include "plan/gpu_claims.h"
 #include "plan/step_family.h"
 #include "rlx/error.h"
 
@@ -61,7 +62,7 @@ uint32_t LowerContext::groups_1d(uint64_t items, uint64_t per_group) const {
       std::clamp<uint64_t>(g, 1, std::min<uint32_t>(info().limits.max_compute_workgroups_per_dimension, kMaxGroups1d)));
 }
 
-std::string step_label(const plan::Step& st) { return "node " + std::to_string(st.node) + " (" + op_name(st.op) + ")"; }
+std::string step_label(const plan::Step& st) { return plan::step_node_label(st); }
 
 void lower_step(LowerContext& cx, const plan::Step& st) {
   if (!webgpu_claims_kind(op_name(st.op)))

@@ -379,25 +379,16 @@ void lower_copy(LowerContext& cx, const plan::Step& st) {
   for (const auto& r : st.in) u32(r.numel(), what);
   for (const auto& r : st.out) u32(r.numel(), what);
   const plan::TensorRef& out = st.out.at(0);
-  std::visit(
-      [&]<class W>(const W& w) {
-        if constexpr (std::is_same_v<W, plan::StridedCopyWork>) {
-          strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), w.dims, w.strides, w.in_offset);
-        } else if constexpr (std::is_same_v<W, plan::ContiguousCopyWork>) {
-          const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
-          copy_contiguous(cx, what, dst, sub(src, w.start, w.count), w.count);
-        } else if constexpr (std::is_same_v<W, plan::ConcatCopyWork>) {
-          (void)w;
-          lower_concat(cx, st);
-        } else if constexpr (std::is_same_v<W, plan::GatherCopyWork>) {
-          (void)w;
-          lower_gather(cx, st);
-        } else {
-          static_assert(std::is_same_v<W, plan::PadCopyWork>);
-          lower_pad(cx, st, *w.op);
-        }
-      },
-      plan::copy_work(st, "WebGPU"));
+  const plan::CopyWork w = plan::copy_work(st, "WebGPU");
+  if (const auto* sw = std::get_if<plan::StridedCopyWork>(&w))
+    return strided_copy(cx, what, cx.out(out), cx.in(st.in.at(0)), sw->dims, sw->strides, sw->in_offset);
+  if (const auto* cw = std::get_if<plan::ContiguousCopyWork>(&w)) {
+    const Operand dst = cx.out(out), src = cx.in(st.in.at(0));
+    return copy_contiguous(cx, what, dst, sub(src, cw->start, cw->count), cw->count);
+  }
+  if (std::holds_alternative<plan::ConcatCopyWork>(w)) return lower_concat(cx, st);
+  if (std::holds_alternative<plan::GatherCopyWork>(w)) return lower_gather(cx, st);
+  lower_pad(cx, st, *std::get<plan::PadCopyWork>(w).op);
 }
 
 }  // namespace rlx::webgpu

@@ -16,10 +16,7 @@ void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, con
                      DType out_dtype, const plan::ElementwiseGeom& geom, const Operand& out,
                      const std::vector<Operand>& ins, const std::string& what) {
   if (geom.numel == 0) return;
-  const codegen::ElementwisePlan p = codegen::plan_elementwise(steps, in_dtypes, out_dtype, geom, 1);
-  if (p.wide_index)
-    throw Error(what + ": the WebGPU elementwise kernel indexes with 32 bits; this tensor has " +
-                std::to_string(geom.numel) + " elements (2^31 or more)");
+  const codegen::ElementwisePlan p = plan::elementwise_plan_32(steps, in_dtypes, out_dtype, geom, what, "WebGPU");
   std::vector<Operand> ops{out};
   ops.insert(ops.end(), ins.begin(), ins.end());
   const bool flag = codegen::wgsl_error_flag(p);

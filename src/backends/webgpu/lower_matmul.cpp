@@ -39,9 +39,6 @@ const codegen::Language& L() { return codegen::wgsl_language(); }
 
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 DType epilogue_dtype(DType t) { return plan::matmul_epilogue_dtype(t); }
-std::vector<DType> epilogue_inputs(DType t, bool bias, bool residual) {
-  return plan::matmul_epilogue_inputs(t, bias, residual);
-}
 
 std::string u(uint64_t v) { return std::to_string(v) + "u"; }
 
@@ -156,13 +153,9 @@ std::string epilogue_fn(const Product& p, const Binds& b, const EpiOps& e, codeg
     s += "  let " + ins.back() + ": " + E + " = " + L().load(p.t, b.at(e.res, "o")) + ";\n";
   }
   std::string result = "x0";
-  const auto chain = codegen::matmul_epilogue_chain(p.bias != nullptr, p.act, p.residual != nullptr);
-  if (!chain.empty()) {
-    codegen::ElementwisePlan plan;
-    plan.steps = chain;
-    plan.in_dtypes = epilogue_inputs(p.t, p.bias != nullptr, p.residual != nullptr);
-    plan.step_dtypes = codegen::chain_step_dtypes(chain, plan.in_dtypes);
-    plan.out_dtype = plan.step_dtypes.back();
+  const codegen::ElementwisePlan plan =
+      plan::matmul_epilogue_plan(p.t, p.bias != nullptr, p.act, p.residual != nullptr);
+  if (!plan.steps.empty()) {
     const codegen::ChainCode code = codegen::chain_code(
         L(), plan, ins, [](const std::string&, const std::string& name) { return "let " + name; }, h);
     for (const std::string& line : code.lines) s += "  " + line + "\n";

@@ -480,21 +480,11 @@ const FamilyClaims kRowsClaims{kind, node};
 
 void lower_rows(LowerContext& cx, const plan::Step& st) {
   check_sizes(st);
-  std::visit(
-      [&]<class W>(const W& w) {
-        if constexpr (std::is_same_v<W, plan::ReduceWork>) {
-          (void)w;
-          lower_reduce(cx, st);
-        } else if constexpr (std::is_same_v<W, plan::SoftmaxWork>) {
-          lower_softmax(cx, st, w.log);
-        } else if constexpr (std::is_same_v<W, plan::NormWork>) {
-          lower_norm(cx, st, w);
-        } else {
-          static_assert(std::is_same_v<W, plan::SwiGLUWork>);
-          lower_swiglu(cx, st, w.gate_first);
-        }
-      },
-      plan::rows_work(st, "WebGPU"));
+  const plan::RowsWork w = plan::rows_work(st, "WebGPU");
+  if (std::holds_alternative<plan::ReduceWork>(w)) return lower_reduce(cx, st);
+  if (const auto* s = std::get_if<plan::SoftmaxWork>(&w)) return lower_softmax(cx, st, s->log);
+  if (const auto* n = std::get_if<plan::NormWork>(&w)) return lower_norm(cx, st, *n);
+  lower_swiglu(cx, st, std::get<plan::SwiGLUWork>(w).gate_first);
 }
 
 }  // namespace rlx::webgpu
