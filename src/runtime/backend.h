@@ -85,6 +85,15 @@ std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options);
 // prepare() may throw. Devices not in this build -> rlx::Error.
 std::unique_ptr<Backend> make_backend_for_check(Device d);
 
+// The CPU thread budget (the worker pool and the BLAS: every CPU thread rlx uses) for the calling
+// thread while the returned object lives; n == 0 keeps the budget in force. Defined by the CPU
+// backend (backends/cpu/parallel.h), so the session sets it without depending on that backend.
+class ThreadBudget {
+ public:
+  virtual ~ThreadBudget() = default;
+};
+std::unique_ptr<ThreadBudget> scoped_thread_budget(int n);
+
 // Per-device factories (each defined by its backend).
 std::unique_ptr<Backend> make_cpu_backend(const CompileOptions& options);
 #ifdef RLX_HAVE_CUDA

@@ -7,7 +7,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "backends/cpu/parallel.h"
 #include "passes/hoist.h"
 #include "passes/pipeline.h"
 #include "passes/specialize.h"
@@ -260,7 +259,7 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
   Impl& m = *impl_;
   // The thread budget of everything a run does on the CPU: compiling a new shape binding
   // (constant folding), the weight prologue, and the CPU backend's steps.
-  cpu::ScopedThreads budget(m.options.num_threads);
+  const auto budget = scoped_thread_budget(m.options.num_threads);
   std::map<std::string, const Tensor*> feeds;
   for (const auto& [name, t] : inputs) {
     if (!m.input_ids.count(name)) {
@@ -349,7 +348,7 @@ CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options
 
 CompiledGraph Session::compile_checked(const Graph& graph, const CompileOptions& options) const {
   // CPU work done while compiling (constant folding) stays within the graph's thread budget too.
-  cpu::ScopedThreads budget(options.num_threads);
+  const auto budget = scoped_thread_budget(options.num_threads);
   auto impl = std::make_unique<CompiledGraph::Impl>();
   impl->backend = make_backend(device_, options);
   if (options.verify) graph.verify();

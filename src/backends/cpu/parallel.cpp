@@ -4,9 +4,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "runtime/backend.h"
 
 namespace rlx::cpu {
 namespace {
@@ -173,3 +176,18 @@ int max_parallel_threads_since_reset() { return max_seen.load(std::memory_order_
 void reset_parallel_stats() { max_seen.store(0, std::memory_order_relaxed); }
 
 }  // namespace rlx::cpu
+
+namespace rlx {
+namespace {
+class CpuThreadBudget final : public ThreadBudget {
+ public:
+  explicit CpuThreadBudget(int n) : scope_(n) {}
+
+ private:
+  cpu::ScopedThreads scope_;
+};
+}  // namespace
+
+std::unique_ptr<ThreadBudget> scoped_thread_budget(int n) { return std::make_unique<CpuThreadBudget>(n); }
+
+}  // namespace rlx
