@@ -142,6 +142,24 @@ TEST(WebGpuRuntime, BadWgslIsAnErrorNamingTheKernel) {
   }
 }
 
+TEST(WebGpuRuntime, AValueLargerThanABindingIsAnErrorAtCompile) {
+  RLX_REQUIRE_WEBGPU();
+  // One value just above the adapter's largest binding: the plan refuses it, naming the limit,
+  // before anything is allocated.
+  const uint64_t limit = webgpu::context().info.limits.max_storage_buffer_binding_size;
+  const int64_t n = static_cast<int64_t>(limit / 4 + 1024);
+  Graph g;
+  g.add_output(g.relu(g.input("x", Shape::of({n}))));
+  try {
+    Session(Device::WebGpu).compile(g);
+    FAIL() << "a value of " << n * 4 << " bytes was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("WebGPU"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(limit)), std::string::npos) << m;
+  }
+}
+
 TEST(WebGpuRuntime, UnclaimedOpIsAClearError) {
   RLX_REQUIRE_WEBGPU();
   Graph g;
