@@ -114,3 +114,23 @@ def test_onnx_info(tiny_onnx):
     assert [o["name"] for o in info["outputs"]] == ["h", "y"]
     assert info["op_histogram"] == {"Add": 1, "MatMul": 1, "Relu": 1, "Softmax": 1}
     assert info["opsets"] == [("", 17)]
+
+
+def test_webgpu_matches_cpu(tiny_onnx):
+    if "webgpu" not in rlx.devices():
+        pytest.skip("this build has no WebGPU backend")
+    try:
+        gpu = rlx.load(tiny_onnx, device="webgpu")
+    except rlx.Error as e:
+        if "no WebGPU device" in str(e):
+            pytest.skip(str(e))
+        raise
+    x = np.random.default_rng(7).standard_normal((2, 4)).astype(np.float32)
+    for got, want in zip(gpu(x=x), rlx.load(tiny_onnx)(x=x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    rlx.enable_profile("webgpu")
+    profiled = rlx.load(tiny_onnx, device="webgpu", dims={"batch": 2})
+    profiled(x=x)
+    table = rlx.take_profile("webgpu")
+    assert "ms" in table and "dispatches" in table
+    assert rlx.take_profile("webgpu") == ""
