@@ -1,5 +1,7 @@
 #include "plan/matmul_work.h"
 
+#include <cstdint>
+
 #include "plan/gpu_claims.h"
 #include "rlx/error.h"
 
@@ -10,6 +12,15 @@ void check_matmul_index(const TensorRef& r, const std::string& what, const char*
     throw Error(what + ": the " + std::string(backend) + " matmul kernels index with 32 bits; " + which + " has " +
                 std::to_string(r.numel()) +
                 " elements (2^31 or more): split the product or run it on the CPU or CUDA backend");
+}
+
+void check_grouped_matmul(const Step& st, std::string_view backend) {
+  const std::string what = step_node_label(st);
+  const auto& g = std::get<GroupedMatMulGeom>(st.geom);
+  check_matmul_index(st.in.at(0), what, "x", backend);
+  check_matmul_index(st.in.at(1), what, "w", backend);
+  check_matmul_index(st.out.at(0), what, "the result", backend);
+  if (g.experts > INT32_MAX) throw Error(what + ": more than 2^31 experts");
 }
 
 MatmulOperands matmul_operands(const Step& st, std::string_view backend) {

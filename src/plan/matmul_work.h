@@ -22,6 +22,10 @@ struct MatmulOperands {
 // matmul kernels index with 32 bits); `which` names the operand.
 void check_matmul_index(const TensorRef& r, const std::string& what, const char* which, std::string_view backend);
 
+// Checks GroupedMatMul step `st` (geometry GroupedMatMulGeom): x, w and the result below 2^31
+// elements, fewer than 2^31 experts; rlx::Error naming the node otherwise.
+void check_grouped_matmul(const Step& st, std::string_view backend);
+
 // Checks MatMul / FusedMatMulBiasAct step `st` (geometry MatMulGeom) and returns its epilogue
 // operands. Throws rlx::Error naming the node, in this order: another op kind, an operand not in
 // the result's dtype, a dtype that is no float or integer, an operand of 2^31 elements or more, a

@@ -6,6 +6,38 @@
 #include "rlx/error.h"
 
 namespace rlx::plan {
+uint32_t rows_u32(int64_t v, const std::string& what, std::string_view backend) {
+  if (v < 0 || v >= (int64_t{1} << 31))
+    throw Error(what + ": the " + std::string(backend) + " rows kernels index with 32 bits; a size of " +
+                std::to_string(v) + " (2^31 or more) does not fit: use the CPU or CUDA backend for tensors this large");
+  return static_cast<uint32_t>(v);
+}
+
+ReduceWalk reduce_walk(const Step& st, std::string_view backend) {
+  const std::string what = step_node_label(st);
+  const auto& g = std::get<ReduceGeom>(st.geom);
+  const DType t = st.in.at(0).dtype;
+  const bool minmax = g.kind == ReduceKind::Max || g.kind == ReduceKind::Min;
+  if (g.count == 0 && (minmax || (g.kind == ReduceKind::Mean && !is_float(t))))
+    throw Error(what + ": " + enum_name(g.kind) + " reduces zero elements (an empty reduced axis); only sum, prod " +
+                "and float mean allow that");
+  ReduceWalk w;
+  auto &kd = w.kept_dims, &ks = w.kept_strides, &rd = w.reduced_dims, &rs = w.reduced_strides;
+  int64_t stride = 1;
+  for (size_t d = g.dims.size(); d-- > 0;) {
+    (g.reduced[d] ? rd : kd).insert((g.reduced[d] ? rd : kd).begin(), rows_u32(g.dims[d], what, backend));
+    (g.reduced[d] ? rs : ks).insert((g.reduced[d] ? rs : ks).begin(), rows_u32(stride, what, backend));
+    stride *= g.dims[d];
+  }
+  if (kd.size() > 4 || rd.size() > 4)
+    throw Error(what + ": the " + std::string(backend) + " reduce walks at most 4 kept and 4 reduced axis groups; " +
+                "this one has " + std::to_string(kd.size()) + " and " + std::to_string(rd.size()));
+  w.row_first = g.dims.empty() || g.reduced.back() || kd.empty();
+  w.outputs = rows_u32(st.out.at(0).numel(), what, backend);
+  w.count = rows_u32(g.count, what, backend);
+  return w;
+}
+
 RowsWork rows_work(const Step& st, std::string_view backend) {
   return std::visit(
       [&]<class T>(const T& op) -> RowsWork {

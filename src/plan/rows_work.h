@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "plan/schedule.h"
 #include "rlx/graph.h"
@@ -33,6 +34,22 @@ struct SwiGLUWork {
   bool gate_first = false;
 };
 using RowsWork = std::variant<ReduceWork, SoftmaxWork, NormWork, SwiGLUWork>;
+
+// Reduce step `st` (geometry ReduceGeom) as the rows kernels walk it: the kept and the reduced
+// axis groups of the input (at most 4 each, outermost first) with their element strides, and
+// whether a line is one output's reduced elements (row_first: the reduced group is innermost).
+// Throws rlx::Error naming the node for an empty Max / Min / integer Mean, a size of 2^31 or
+// more, and more than 4 groups of either kind (`backend` names whose kernels refuse).
+struct ReduceWalk {
+  std::vector<uint32_t> kept_dims, kept_strides, reduced_dims, reduced_strides;
+  bool row_first = false;
+  uint32_t outputs = 0, count = 0;  // output elements, elements reduced into each
+};
+ReduceWalk reduce_walk(const Step& st, std::string_view backend);
+
+// v as a 32-bit size, or rlx::Error starting with `what` (the `backend`'s rows kernels index with
+// 32 bits).
+uint32_t rows_u32(int64_t v, const std::string& what, std::string_view backend);
 
 // The work of Rows step `st`. Throws rlx::Error naming the node when the fused residual norm's
 // has_bias does not agree with its beta input, when GroupNorm's groups does not divide C, and

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan/copy_work.h"
+#include "plan/gpu_work_test_util.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -50,12 +51,8 @@ TEST(CopyWork, EachCopyKind) {
   EXPECT_EQ(std::get<plan::PadCopyWork>(plan::copy_work(st, "Vulkan")).op, &std::get<ops::Pad>(st.op));
   st.op = ops::MatMul{};
   st.geom = plan::GenericGeom{};
-  try {
-    plan::copy_work(st, "WebGPU");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "node 5 (matmul): not a data-movement op of the WebGPU backend");
-  }
+  EXPECT_EQ(plantest::thrown([&] { plan::copy_work(st, "WebGPU"); }),
+            "node 5 (matmul): not a data-movement op of the WebGPU backend");
 }
 
 TEST(CopyWork, ClaimsAndIndexChecks) {
@@ -76,13 +73,9 @@ TEST(CopyWork, ClaimsAndIndexChecks) {
   EXPECT_EQ(plan::index_i32_bits(-1, "w", "X"), 0xffffffffu);
   EXPECT_THROW(plan::index_u32(-1, "w", "X"), Error);
   EXPECT_THROW(plan::index_i32_bits(int64_t{INT32_MAX} + 1, "w", "X"), Error);
-  try {
-    plan::index_u32(int64_t{1} << 31, "node 1 (concat)", "WebGPU");
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "node 1 (concat): the WebGPU kernels index with 32 bits; a size of 2147483648 elements (2^31 or more) is "
-              "too large: split the tensor or use the CUDA/CPU backend");
-  }
+  EXPECT_EQ(plantest::thrown([&] { plan::index_u32(int64_t{1} << 31, "node 1 (concat)", "WebGPU"); }),
+            "node 1 (concat): the WebGPU kernels index with 32 bits; a size of 2147483648 elements (2^31 or more) is "
+            "too large: split the tensor or use the CUDA/CPU backend");
 }
 
 }  // namespace

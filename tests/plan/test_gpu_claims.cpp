@@ -10,6 +10,7 @@
 #include "plan/attention_work.h"
 #include "plan/gpu_claims.h"
 #include "plan/matmul_work.h"
+#include "plan/gpu_work_test_util.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -35,12 +36,7 @@ plan::Step matmul_step(Op op, std::vector<plan::TensorRef> in, plan::TensorRef o
 }
 
 std::string error_of(const plan::Step& st) {
-  try {
-    plan::matmul_operands(st, "WebGPU");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return plantest::thrown([&] { plan::matmul_operands(st, "WebGPU"); });
 }
 
 TEST(GpuClaims, MatmulOperandsPlainAndFused) {
@@ -75,14 +71,26 @@ TEST(GpuClaims, MatmulOperandsErrorsNameTheNodeAndBackend) {
   f.residual = true;
   EXPECT_EQ(error_of(matmul_step(f, {a, b, ref(DType::F32, {2, 4})}, c)),
             "node 3 (fused_matmul_bias_act): the residual has 8 elements, expected 16");
-  try {
-    plan::check_matmul_index(ref(DType::F32, {int64_t{1} << 31}), "node 3 (matmul)", "A", "Vulkan");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "node 3 (matmul): the Vulkan matmul kernels index with 32 bits; A has 2147483648 elements (2^31 or "
-              "more): split the product or run it on the CPU or CUDA backend");
-  }
+  EXPECT_EQ(plantest::thrown([&] {
+              plan::check_matmul_index(ref(DType::F32, {int64_t{1} << 31}), "node 3 (matmul)", "A", "Vulkan");
+            }),
+            "node 3 (matmul): the Vulkan matmul kernels index with 32 bits; A has 2147483648 elements (2^31 or "
+            "more): split the product or run it on the CPU or CUDA backend");
+}
+
+TEST(GpuClaims, GroupedMatmulChecks) {
+  plan::Step st;
+  st.node = 2;
+  st.op = ops::GroupedMatMul{};
+  st.in = {ref(DType::F32, {2, 4}), ref(DType::F32, {3, 4, 8}), ref(DType::I32, {2})};
+  st.out = {ref(DType::F32, {2, 8})};
+  plan::GroupedMatMulGeom g;
+  g.m = 2, g.k = 4, g.n = 8, g.experts = 3;
+  st.geom = g;
+  EXPECT_EQ(plantest::thrown([&] { plan::check_grouped_matmul(st, "Vulkan"); }), "");
+  g.experts = int64_t{1} << 31;
+  st.geom = g;
+  EXPECT_EQ(plantest::thrown([&] { plan::check_grouped_matmul(st, "Vulkan"); }), "node 2 (grouped_matmul): more than 2^31 experts");
 }
 
 TEST(GpuClaims, MatmulClaimsNameTheBackend) {
@@ -143,14 +151,9 @@ TEST(GpuClaims, AttentionIndexChecks) {
   st.geom = g;
   st.in = {ref(DType::F32, {2}), ref(DType::F32, {2}), ref(DType::F32, {2}), ref(DType::F32, {int64_t{1} << 31})};
   st.out = {ref(DType::F32, {2})};
-  try {
-    plan::check_attention_operands(st, "WebGPU");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "node 9 (attention): the WebGPU attention kernel indexes with 32 bits; its mask has 2147483648 elements "
-              "(2^31 or more): split the batch or use the CUDA/CPU backend");
-  }
+  EXPECT_EQ(plantest::thrown([&] { plan::check_attention_operands(st, "WebGPU"); }),
+            "node 9 (attention): the WebGPU attention kernel indexes with 32 bits; its mask has 2147483648 elements "
+            "(2^31 or more): split the batch or use the CUDA/CPU backend");
   g.mask = MaskKind::None;
   st.geom = g;
   EXPECT_NO_THROW(plan::check_attention_operands(st, "WebGPU"));

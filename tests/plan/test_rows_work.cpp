@@ -2,9 +2,12 @@
 // indexing included), and the validation errors name the node; the shared rows claim checks.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/rows_work.h"
+#include "plan/gpu_work_test_util.h"
 #include "rlx/error.h"
 
 namespace rlx {
@@ -27,12 +30,7 @@ plan::AxisGeom axis(int64_t outer, int64_t len) {
 }
 
 std::string error_of(const plan::Step& st) {
-  try {
-    plan::rows_work(st, "Vulkan");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return plantest::thrown([&] { plan::rows_work(st, "Vulkan"); });
 }
 
 TEST(RowsWork, ReduceAndSoftmax) {
@@ -123,6 +121,48 @@ TEST(RowsWork, GroupNorm) {
 TEST(RowsWork, OtherOpNamesTheBackend) {
   EXPECT_EQ(error_of(step(ops::LayerNorm2d{}, 3, plan::ChannelGeom{})),
             "node 7 (layer_norm_2d): the Vulkan backend has no rows kernel for this op (it should have been legalized)");
+}
+
+TEST(RowsWork, ReduceWalk) {
+  plan::Step st;
+  st.node = 4;
+  st.op = ops::Reduce{};
+  st.in = {plan::TensorRef{}};
+  st.in[0].dims = {2, 3, 4};
+  st.out = {plan::TensorRef{}};
+  st.out[0].dims = {2, 4};
+  plan::ReduceGeom g;
+  g.simple = false;
+  g.dims = {2, 3, 4};
+  g.reduced = {0, 1, 0};
+  g.count = 3;
+  st.geom = g;
+  const plan::ReduceWalk w = plan::reduce_walk(st, "Vulkan");
+  EXPECT_EQ(w.kept_dims, (std::vector<uint32_t>{2, 4}));
+  EXPECT_EQ(w.kept_strides, (std::vector<uint32_t>{12, 1}));
+  EXPECT_EQ(w.reduced_dims, (std::vector<uint32_t>{3}));
+  EXPECT_EQ(w.reduced_strides, (std::vector<uint32_t>{4}));
+  EXPECT_FALSE(w.row_first);
+  EXPECT_EQ(w.outputs, 8u);
+  EXPECT_EQ(w.count, 3u);
+  g.kind = ReduceKind::Max;
+  g.count = 0;
+  g.dims = {2, 0};
+  g.reduced = {0, 1};
+  st.geom = g;
+  EXPECT_EQ(plantest::thrown([&] { plan::reduce_walk(st, "Vulkan"); }),
+            "node 4 (reduce): max reduces zero elements (an empty reduced axis); only sum, prod and float mean allow "
+            "that");
+  g.kind = ReduceKind::Sum;
+  g.count = 1;
+  g.dims = {2, 3, 2, 3, 2, 3, 2, 3, 2, 3};
+  g.reduced = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+  st.geom = g;
+  EXPECT_EQ(plantest::thrown([&] { plan::reduce_walk(st, "WebGPU"); }),
+            "node 4 (reduce): the WebGPU reduce walks at most 4 kept and 4 reduced axis groups; this one has 5 and 5");
+  EXPECT_EQ(plantest::thrown([&] { plan::rows_u32(int64_t{1} << 31, "node 4 (reduce)", "Vulkan"); }),
+            "node 4 (reduce): the Vulkan rows kernels index with 32 bits; a size of 2147483648 (2^31 or more) does "
+            "not fit: use the CPU or CUDA backend for tensors this large");
 }
 
 TEST(RowsWork, ClaimsKind) {

@@ -182,10 +182,6 @@ std::string acc_defines(DType acc, uint32_t nt) {
          "layout(local_size_x = " + std::to_string(nt) + ") in;\n";
 }
 
-void check_index(const plan::TensorRef& r, const std::string& what, const char* which) {
-  plan::check_matmul_index(r, what, which, "Vulkan");
-}
-
 uint32_t clamp_groups(int64_t g, uint32_t max) { return static_cast<uint32_t>(std::clamp<int64_t>(g, 1, max)); }
 
 // ---- GEMM ----
@@ -568,10 +564,7 @@ void lower_grouped(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
   const DType t = st.out.at(0).dtype;
   const DType it = st.in.at(2).dtype;
-  check_index(st.in.at(0), what, "x");
-  check_index(st.in.at(1), what, "w");
-  check_index(st.out.at(0), what, "the result");
-  if (g.experts > INT32_MAX) throw Error(what + ": more than 2^31 experts");
+  plan::check_grouped_matmul(st, "Vulkan");
   Product p;
   p.t = t;
   p.acc = acc_dtype(t);

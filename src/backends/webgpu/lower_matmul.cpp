@@ -165,10 +165,6 @@ std::string epilogue_fn(const Product& p, const Binds& b, const EpiOps& e, codeg
   return s + "  " + b.at(e.c, "o") + " = " + L().store(p.t, result) + ";\n}\n";
 }
 
-void check_index(const plan::TensorRef& r, const std::string& what, const char* which) {
-  plan::check_matmul_index(r, what, which, "WebGPU");
-}
-
 uint32_t clamp_groups(int64_t g) { return static_cast<uint32_t>(std::clamp<int64_t>(g, 1, kMaxGroups1d)); }
 
 // ---- GEMM ----
@@ -526,10 +522,7 @@ void lower_grouped(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::GroupedMatMulGeom>(st.geom);
   const std::string what = step_label(st);
   const DType t = st.out.at(0).dtype, it = st.in.at(2).dtype;
-  check_index(st.in.at(0), what, "x");
-  check_index(st.in.at(1), what, "w");
-  check_index(st.out.at(0), what, "the result");
-  if (g.experts > INT32_MAX) throw Error(what + ": more than 2^31 experts");
+  plan::check_grouped_matmul(st, "WebGPU");
   Product p = make_product(t);
   const GemvShape s = gemv_shape(cx.info(), 1, false);
   Args args;

@@ -49,12 +49,7 @@ uint32_t pow2_ceil(uint64_t v) {
 
 uint32_t line_threads(uint64_t len, uint32_t wg) { return std::clamp<uint32_t>(pow2_ceil((len + 3) / 4), 1, wg); }
 
-uint32_t u32(int64_t v, const std::string& what) {
-  if (v < 0 || v >= (int64_t{1} << 31))
-    throw Error(what + ": the WebGPU rows kernels index with 32 bits; a size of " + std::to_string(v) +
-                " (2^31 or more) does not fit: use the CPU or CUDA backend for tensors this large");
-  return static_cast<uint32_t>(v);
-}
+uint32_t u32(int64_t v, const std::string& what) { return plan::rows_u32(v, what, "WebGPU"); }
 
 void check_sizes(const plan::Step& st) {
   for (const auto& r : st.in) u32(r.numel(), step_label(st));
@@ -241,24 +236,12 @@ void lower_reduce(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::ReduceGeom>(st.geom);
   const DType t = st.in.at(0).dtype;
   const plan::TensorRef& out = st.out.at(0);
-  const bool minmax = g.kind == ReduceKind::Max || g.kind == ReduceKind::Min;
-  if (g.count == 0 && (minmax || (g.kind == ReduceKind::Mean && !is_float(t))))
-    throw Error(what + ": " + enum_name(g.kind) + " reduces zero elements (an empty reduced axis); only sum, prod " +
-                "and float mean allow that");
   // Kept and reduced groups with their strides in the (row-major) input.
-  std::vector<uint32_t> kd, ks, rd, rs;
-  int64_t stride = 1;
-  for (size_t d = g.dims.size(); d-- > 0;) {
-    (g.reduced[d] ? rd : kd).insert((g.reduced[d] ? rd : kd).begin(), u32(g.dims[d], what));
-    (g.reduced[d] ? rs : ks).insert((g.reduced[d] ? rs : ks).begin(), u32(stride, what));
-    stride *= g.dims[d];
-  }
-  if (kd.size() > 4 || rd.size() > 4)
-    throw Error(what + ": the WebGPU reduce walks at most 4 kept and 4 reduced axis groups; this one has " +
-                std::to_string(kd.size()) + " and " + std::to_string(rd.size()));
-  const bool rf = g.dims.empty() || g.reduced.back() || kd.empty();
+  plan::ReduceWalk walk = plan::reduce_walk(st, "WebGPU");
+  std::vector<uint32_t>&kd = walk.kept_dims, &ks = walk.kept_strides, &rd = walk.reduced_dims, &rs = walk.reduced_strides;
+  const bool rf = walk.row_first;
   const uint32_t wg = workgroup(cx.info());
-  const uint32_t outputs = u32(out.numel(), what), count = u32(g.count, what);
+  const uint32_t outputs = walk.outputs, count = walk.count;
   const uint32_t ty = rf ? line_threads(count, wg)
                          : wg / std::clamp<uint32_t>(pow2_ceil(kd.back()), 1, std::min<uint32_t>(32, wg));
   const uint32_t tx = wg / ty;
