@@ -51,4 +51,13 @@ uint32_t index_i32_bits(int64_t v, const std::string& what, std::string_view bac
   return static_cast<uint32_t>(static_cast<int32_t>(v));
 }
 
+std::vector<uint32_t> pad_table_words(const PadGeom& pg, const std::string& what, std::string_view backend) {
+  std::vector<uint32_t> words{static_cast<uint32_t>(pg.out_dims.size())};
+  for (int64_t d : pg.out_dims) words.push_back(index_u32(d, what, backend));
+  for (int64_t s : pg.in_strides) words.push_back(index_i32_bits(s, what, backend));
+  for (int64_t o : pg.source_offset) words.push_back(index_u32(o, what, backend));
+  for (int64_t s : pg.source) words.push_back(index_i32_bits(s, what, backend));
+  return words;
+}
+
 }  // namespace rlx::plan

@@ -48,4 +48,9 @@ uint32_t index_u32(int64_t v, const std::string& what, std::string_view backend)
 // v as the bits of a 32-bit signed element offset, or rlx::Error when it does not fit.
 uint32_t index_i32_bits(int64_t v, const std::string& what, std::string_view backend);
 
+// The source table of a Pad kernel (PadGeom): rank, then out_dims, in_strides (i32 bits),
+// source_offset and the per-axis source indices (i32 bits); rlx::Error starting with `what`
+// for a value that does not fit 32 bits.
+std::vector<uint32_t> pad_table_words(const PadGeom& pg, const std::string& what, std::string_view backend);
+
 }  // namespace rlx::plan

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/copy_work.h"
@@ -56,26 +57,36 @@ TEST(CopyWork, EachCopyKind) {
 }
 
 TEST(CopyWork, ClaimsAndIndexChecks) {
-  EXPECT_TRUE(plan::copy_claims_kind("pad"));
-  EXPECT_TRUE(plan::copy_claims_kind("stop_gradient"));
-  EXPECT_FALSE(plan::copy_claims_kind("slice"));
   Graph g;
-  const Value data = g.input("d", Shape({4, 3}, DType::F32));
-  const Value fidx = g.input("fi", Shape({2}, DType::F32));
-  const Value iidx = g.input("ii", Shape({2}, DType::U8));
-  const NodeId bad = g.add_node_with_shapes(ops::Gather{}, {data, fidx}, {Shape({2, 3}, DType::F32)});
-  const NodeId good = g.add_node_with_shapes(ops::Gather{}, {data, iidx}, {Shape({2, 3}, DType::F32)});
-  std::string why;
-  EXPECT_TRUE(plan::copy_claims_gather_indices(g, g.node(good), "Vulkan", &why));
-  EXPECT_FALSE(plan::copy_claims_gather_indices(g, g.node(bad), "Vulkan", &why));
-  EXPECT_EQ(why, "Vulkan gather needs integer indices, got f32");
+  const Shape data({4, 3}, DType::F32), out({2, 3}, DType::F32);
+  const NodeId bad = plantest::add_on_inputs(g, ops::Gather{}, {data, Shape({2}, DType::F32)}, {out});
+  const NodeId good = plantest::add_on_inputs(g, ops::Gather{}, {data, Shape({2}, DType::U8)}, {out});
+  for (const auto& [id, expect] : {std::pair{good, ""}, std::pair{bad, "Vulkan gather needs integer indices, got f32"}})
+    EXPECT_EQ(plantest::refusal([&](std::string* why) {
+                return plan::copy_claims_gather_indices(g, g.node(id), "Vulkan", why);
+              }),
+              expect);
   EXPECT_EQ(plan::index_u32(INT32_MAX, "w", "X"), uint32_t{INT32_MAX});
+  for (const char* kind : {"pad", "stop_gradient", "gather", "narrow"}) EXPECT_TRUE(plan::copy_claims_kind(kind)) << kind;
+  EXPECT_FALSE(plan::copy_claims_kind("slice"));
   EXPECT_EQ(plan::index_i32_bits(-1, "w", "X"), 0xffffffffu);
   EXPECT_THROW(plan::index_u32(-1, "w", "X"), Error);
   EXPECT_THROW(plan::index_i32_bits(int64_t{INT32_MAX} + 1, "w", "X"), Error);
   EXPECT_EQ(plantest::thrown([&] { plan::index_u32(int64_t{1} << 31, "node 1 (concat)", "WebGPU"); }),
             "node 1 (concat): the WebGPU kernels index with 32 bits; a size of 2147483648 elements (2^31 or more) is "
             "too large: split the tensor or use the CUDA/CPU backend");
+}
+
+TEST(CopyWork, PadTableWords) {
+  plan::PadGeom pg;
+  pg.out_dims = {3, 2};
+  pg.in_strides = {2, 1};
+  pg.source_offset = {0, 3};
+  pg.source = {-1, 0, 1, 0, 1};
+  EXPECT_EQ(plan::pad_table_words(pg, "w", "Vulkan"),
+            (std::vector<uint32_t>{2, 3, 2, 2, 1, 0, 3, 0xffffffffu, 0, 1, 0, 1}));
+  pg.out_dims = {int64_t{1} << 31};
+  EXPECT_NE(plantest::thrown([&] { plan::pad_table_words(pg, "w", "Vulkan"); }), "");
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ TEST(GpuClaims, GroupedMatmulChecks) {
   EXPECT_EQ(plantest::thrown([&] { plan::check_grouped_matmul(st, "Vulkan"); }), "");
   g.experts = int64_t{1} << 31;
   st.geom = g;
-  EXPECT_EQ(plantest::thrown([&] { plan::check_grouped_matmul(st, "Vulkan"); }), "node 2 (grouped_matmul): more than 2^31 experts");
+  EXPECT_EQ(plantest::thrown([&] { plan::check_grouped_matmul(st, "Vulkan"); }),
+            "node 2 (grouped_matmul): more than 2^31 experts");
 }
 
 TEST(GpuClaims, MatmulClaimsNameTheBackend) {
@@ -98,15 +99,17 @@ TEST(GpuClaims, MatmulClaimsNameTheBackend) {
   EXPECT_TRUE(plan::matmul_claims_kind("grouped_matmul"));
   EXPECT_FALSE(plan::matmul_claims_kind("dot_general"));
   Graph g;
-  const Value a = g.input("a", Shape({2, 4}, DType::F32));
-  const Value b = g.input("b", Shape({4, 8}, DType::F32));
-  const Value b16 = g.input("b16", Shape({4, 8}, DType::F16));
-  const NodeId ok = g.add_node_with_shapes(ops::MatMul{}, {a, b}, {Shape({2, 8}, DType::F32)});
-  const NodeId mixed = g.add_node_with_shapes(ops::MatMul{}, {a, b16}, {Shape({2, 8}, DType::F32)});
-  std::string why;
-  EXPECT_TRUE(plan::matmul_claims_node(codegen::glsl_language(), "Vulkan", g, g.node(ok), &why)) << why;
-  EXPECT_FALSE(plan::matmul_claims_node(codegen::wgsl_language(), "WebGPU", g, g.node(mixed), &why));
-  EXPECT_EQ(why, "WebGPU matmul needs every operand in the result's dtype (f32), operand 1 is f16");
+  const Shape a({2, 4}, DType::F32), c({2, 8}, DType::F32);
+  const NodeId ok = plantest::add_on_inputs(g, ops::MatMul{}, {a, Shape({4, 8}, DType::F32)}, {c});
+  const NodeId mixed = plantest::add_on_inputs(g, ops::MatMul{}, {a, Shape({4, 8}, DType::F16)}, {c});
+  EXPECT_EQ(plantest::refusal([&](std::string* why) {
+              return plan::matmul_claims_node(codegen::glsl_language(), "Vulkan", g, g.node(ok), why);
+            }),
+            "");
+  EXPECT_EQ(plantest::refusal([&](std::string* why) {
+              return plan::matmul_claims_node(codegen::wgsl_language(), "WebGPU", g, g.node(mixed), why);
+            }),
+            "WebGPU matmul needs every operand in the result's dtype (f32), operand 1 is f16");
   EXPECT_EQ(plan::matmul_epilogue_dtype(DType::BF16), DType::F32);
   EXPECT_EQ(plan::matmul_epilogue_dtype(DType::F64), DType::F64);
   EXPECT_EQ(plan::matmul_epilogue_inputs(DType::F16, true, true), std::vector<DType>(3, DType::F32));

@@ -176,36 +176,32 @@ TEST(RowsWork, ClaimsKind) {
 
 TEST(RowsWork, ClaimsDtypesAgree) {
   Graph g;
-  const Value x = g.input("x", Shape({2, 4}, DType::F32));
-  const Value gamma16 = g.input("g16", Shape({4}, DType::F16));
-  const Value gamma = g.input("g", Shape({4}, DType::F32));
-  const NodeId ok = g.add_node_with_shapes(ops::RmsNorm{}, {x, gamma}, {Shape({2, 4}, DType::F32)});
-  const NodeId mixed = g.add_node_with_shapes(ops::RmsNorm{}, {x, gamma16}, {Shape({2, 4}, DType::F32)});
-  std::string why;
-  EXPECT_TRUE(plan::rows_claims_dtypes_agree(g, g.node(ok), "WebGPU", &why));
-  EXPECT_FALSE(plan::rows_claims_dtypes_agree(g, g.node(mixed), "WebGPU", &why));
-  EXPECT_EQ(why, "WebGPU rms_norm needs all its operands in one dtype");
+  const Shape x({2, 4}, DType::F32);
+  const NodeId ok = plantest::add_on_inputs(g, ops::RmsNorm{}, {x, Shape({4}, DType::F32)}, {x});
+  const NodeId mixed = plantest::add_on_inputs(g, ops::RmsNorm{}, {x, Shape({4}, DType::F16)}, {x});
+  auto agree = [&](NodeId id) {
+    return plantest::refusal([&](std::string* why) { return plan::rows_claims_dtypes_agree(g, g.node(id), "WebGPU", why); });
+  };
+  EXPECT_EQ(agree(ok), "");
+  EXPECT_EQ(agree(mixed), "WebGPU rms_norm needs all its operands in one dtype");
   EXPECT_FALSE(plan::rows_claims_dtypes_agree(g, g.node(mixed), "WebGPU", nullptr));
 }
 
 TEST(RowsWork, ClaimsAttributes) {
   Graph g;
-  const Value x = g.input("x", Shape({2, 4}, DType::F32));
-  const Value r = g.input("r", Shape({2, 4}, DType::F32));
-  const Value gamma = g.input("g", Shape({4}, DType::F32));
+  const Shape x({2, 4}, DType::F32), gamma({4}, DType::F32);
   ops::FusedResidualLN ln;
   ln.has_bias = true;
-  const NodeId bad = g.add_node_with_shapes(ln, {x, r, gamma}, {Shape({2, 4}, DType::F32), Shape({2, 4}, DType::F32)});
+  const NodeId bad = plantest::add_on_inputs(g, ln, {x, x, gamma}, {x, x});
   ln.has_bias = false;
-  const NodeId good = g.add_node_with_shapes(ln, {x, r, gamma}, {Shape({2, 4}, DType::F32), Shape({2, 4}, DType::F32)});
-  std::string why;
-  EXPECT_TRUE(plan::rows_claims_attributes(g, g.node(good), &why));
-  EXPECT_FALSE(plan::rows_claims_attributes(g, g.node(bad), &why));
-  EXPECT_EQ(why, "fused_residual_ln: has_bias does not agree with the presence of the beta input");
-  const Value v = g.input("v", Shape({4}, DType::F32));
-  const NodeId gn = g.add_node_with_shapes(ops::GroupNorm{}, {v, gamma, gamma}, {Shape({4}, DType::F32)});
-  EXPECT_FALSE(plan::rows_claims_attributes(g, g.node(gn), &why));
-  EXPECT_EQ(why, "group_norm needs x of rank >= 2 (N, C, ...)");
+  const NodeId good = plantest::add_on_inputs(g, ln, {x, x, gamma}, {x, x});
+  auto attributes = [&](NodeId id) {
+    return plantest::refusal([&](std::string* why) { return plan::rows_claims_attributes(g, g.node(id), why); });
+  };
+  EXPECT_EQ(attributes(good), "");
+  EXPECT_EQ(attributes(bad), "fused_residual_ln: has_bias does not agree with the presence of the beta input");
+  const NodeId gn = plantest::add_on_inputs(g, ops::GroupNorm{}, {gamma, gamma, gamma}, {gamma});
+  EXPECT_EQ(attributes(gn), "group_norm needs x of rank >= 2 (N, C, ...)");
 }
 
 }  // namespace

@@ -223,12 +223,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
   const int64_t total = out.numel();
   if (total == 0) return;
   u32(total, what);
-  const size_t r = pg.out_dims.size();
-  std::vector<uint32_t> words{static_cast<uint32_t>(r)};
-  for (int64_t d : pg.out_dims) words.push_back(u32(d, what));
-  for (int64_t s : pg.in_strides) words.push_back(i32_bits(s, what));
-  for (int64_t o : pg.source_offset) words.push_back(u32(o, what));
-  for (int64_t s : pg.source) words.push_back(i32_bits(s, what));
+  const std::vector<uint32_t> words = plan::pad_table_words(pg, what, "Vulkan");
   const uint64_t fill = op.mode == PadMode::Constant ? plan::pad_fill_bits(out.dtype, op.value) : 0;
   const std::string fill_expr =
       elem == 8 ? "uvec2(p.fill_lo, p.fill_hi)" : elem == 4 ? "p.fill_lo" : elem_type(elem) + "(p.fill_lo)";

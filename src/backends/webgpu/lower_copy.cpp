@@ -338,12 +338,7 @@ void lower_pad(LowerContext& cx, const plan::Step& st, const ops::Pad& op) {
     copy_contiguous(cx, what, dst, cx.in(st.in.at(0)), 1);
     return;
   }
-  const size_t r = pg.out_dims.size();
-  std::vector<uint32_t> words{static_cast<uint32_t>(r)};
-  for (int64_t d : pg.out_dims) words.push_back(u32(d, what));
-  for (int64_t s : pg.in_strides) words.push_back(i32_bits(s, what));
-  for (int64_t o : pg.source_offset) words.push_back(u32(o, what));
-  for (int64_t s : pg.source) words.push_back(i32_bits(s, what));
+  const std::vector<uint32_t> words = plan::pad_table_words(pg, what, "WebGPU");
   const uint32_t fill = op.mode == PadMode::Constant ? pad_fill_word(out.dtype, op.value) : 0;
   const Operand in = cx.in(st.in.at(0)), tab = cx.table(words, what + " pad source table");
   const std::vector<Operand> ops{dst, in, tab};
