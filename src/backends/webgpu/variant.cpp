@@ -31,6 +31,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 )";
 
+// A copy between two regions of one buffer (WebGPU forbids buffer copies within one buffer):
+// both operands share binding 0 (plan_binds), o0 the destination, o1 the source.
+const char* kCopyWithin = R"(@group(0) @binding(0) var<storage, read_write> rlx_b0: array<u32>;
+struct RlxP { o0: u32, o1: u32, n: u32, }
+@group(0) @binding(1) var<uniform> rlx_p: RlxP;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  for (var i = gid.x; i < rlx_p.n; i += nwg.x * 256u) { rlx_b0[rlx_p.o0 + i] = rlx_b0[rlx_p.o1 + i]; }
+}
+)";
+
 constexpr uint64_t kUniformStride = 256;  // every device's minUniformBufferOffsetAlignment is at most 256
 
 // The memory plan's view of this device: bindings of at most maxStorageBufferBindingSize at
@@ -54,7 +65,7 @@ struct Command {
   const Pipeline* pipeline = nullptr;
   abi::BindGroup group = nullptr;
   uint32_t groups[3] = {1, 1, 1};
-  Operand dst, src;  // Copy, Fill
+  Operand dst, src;  // Copy (between two buffers), Fill
   uint64_t bytes = 0;
 };
 
@@ -160,6 +171,15 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   }
   void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
     if (bytes == 0) return;
+    if (bytes % 4 || dst.offset % 4 || src.offset % 4)
+      throw Error("WebGPU: internal: a device copy of " + std::to_string(bytes) + " bytes is not 4-byte aligned");
+    if (dst.buffer == src.buffer) {  // a kernel, dispatched like the others (its bind group made once)
+      Operand d = dst;
+      d.write = true;
+      dispatch(Kernel{"copy_within", kCopyWithin}, {d, src}, {static_cast<uint32_t>(bytes / 4)}, false,
+               groups_1d(bytes / 4, 256), 1, 1);
+      return;
+    }
     Command c;
     c.kind = Command::Kind::Copy;
     c.dst = dst, c.src = src, c.bytes = bytes;
@@ -314,7 +334,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
         }
         case Command::Kind::Copy:
           end_pass();
-          wd().encode_copy(enc, c.dst.buffer, c.dst.offset, c.src.buffer, c.src.offset, c.bytes);
+          a.CommandEncoderCopyBufferToBuffer(enc, c.src.buffer, c.src.offset, c.dst.buffer, c.dst.offset, c.bytes);
           break;
         case Command::Kind::Fill:
           end_pass();

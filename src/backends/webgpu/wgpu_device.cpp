@@ -70,7 +70,6 @@ void WebGpuDevice::encode_timestamp(abi::CommandEncoder enc, bool end) {
   r.timestamps = true;
   a.CommandEncoderCopyBufferToBuffer(enc, resolve_, 0, r.staging, 0, 16);
   pending_.push_back(std::move(r));  // submitted with `enc`, before wait()
-  device_timing_ = true;
 }
 
 DeviceBuf WebGpuDevice::allocate(size_t bytes, const std::string& what) {
@@ -268,7 +267,6 @@ void WebGpuDevice::wait() {
       elapsed_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
       timing_ = false;
     }
-    device_timing_ = false;
     check_uncaptured("running the recorded work");
     if (done.status != abi::QueueWorkDoneStatus::Success) throw Error("WebGPU: the queue's work failed (status " + std::to_string(static_cast<uint32_t>(done.status)) + ")" + (done.message.empty() ? "" : ": " + done.message));
     for (Readback& r : pending_) {

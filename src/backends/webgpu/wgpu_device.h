@@ -4,7 +4,7 @@
 // through wgpuQueueWriteBuffer (Dawn copies the bytes at the call, so every upload is staged);
 // downloads are copies into mappable read-back buffers, mapped at wait(). Everything is ordered
 // on the device's one queue. Copies within one buffer (which WebGPU forbids as buffer copies) run
-// as a small copy kernel.
+// as a small copy kernel (the runtime's device copies; a variant's recorded copies are its own).
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -40,10 +40,6 @@ class WebGpuDevice final : public DeviceApi {
   // read-back that wait() turns into elapsed_ms(). Otherwise nothing (elapsed_ms() is then the
   // host time from mark_start() to the end of wait()).
   void encode_timestamp(abi::CommandEncoder enc, bool end);
-  // Encodes a copy of `bytes` (a multiple of 4) between two regions of any buffers (a kernel
-  // when both are in one buffer).
-  void encode_copy(abi::CommandEncoder enc, abi::Buffer dst, uint64_t dst_off, abi::Buffer src, uint64_t src_off,
-                   uint64_t bytes);
 
  protected:
   void do_upload(std::span<const HostToDevice> copies, bool staged) override;
@@ -63,6 +59,10 @@ class WebGpuDevice final : public DeviceApi {
   abi::CommandEncoder encoder() const;
   void finish_and_submit(abi::CommandEncoder enc);
   std::pair<abi::Buffer, uint64_t> staging_buffer(uint64_t bytes);  // a read-back buffer and its size
+  // Encodes a copy of `bytes` (a multiple of 4) between two regions of any buffers (a kernel
+  // when both are in one buffer).
+  void encode_copy(abi::CommandEncoder enc, abi::Buffer dst, uint64_t dst_off, abi::Buffer src, uint64_t src_off,
+                   uint64_t bytes);
   void clear_pending();
 
   Context& cx_;
@@ -72,7 +72,6 @@ class WebGpuDevice final : public DeviceApi {
   std::vector<std::pair<abi::Buffer, uint64_t>> free_staging_;  // read-back buffers for reuse
   int flag_value_ = 0;
   bool timing_ = false;
-  bool device_timing_ = false;  // this run's timestamps were encoded
   abi::QuerySet queries_ = nullptr;
   abi::Buffer resolve_ = nullptr;
   std::chrono::steady_clock::time_point start_;
