@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/chain_test_util.h"
 #include "codegen/elementwise.h"
 #include "support/shader_compile.h"
 #include "support/test_util.h"
@@ -11,20 +12,7 @@
 namespace rlx::codegen {
 namespace {
 
-plan::ElementwiseGeom geom(std::vector<int64_t> dims, std::vector<std::vector<int64_t>> strides) {
-  plan::ElementwiseGeom g;
-  g.out_dims = std::move(dims);
-  g.in_strides = std::move(strides);
-  g.numel = 1;
-  for (int64_t d : g.out_dims) g.numel *= d;
-  return g;
-}
-
-RegionStep act(ActKind k, int32_t a) { return {RegionStepKind::Activation, static_cast<int32_t>(k), DType::F32, {a}}; }
-RegionStep bin(BinaryKind k, int32_t a, int32_t b) { return {RegionStepKind::Binary, static_cast<int32_t>(k), DType::F32, {a, b}}; }
-RegionStep cmp(CompareKind k, int32_t a, int32_t b) { return {RegionStepKind::Compare, static_cast<int32_t>(k), DType::F32, {a, b}}; }
-RegionStep cast(DType to, int32_t a) { return {RegionStepKind::Cast, 0, to, {a}}; }
-RegionStep where(int32_t c, int32_t a, int32_t b) { return {RegionStepKind::Where, 0, DType::F32, {c, a, b}}; }
+using namespace chain_test;
 
 TEST(ElementwisePlan, ClassifiesInputsAndPicksTheVectorWidth) {
   const std::vector<RegionStep> add = {bin(BinaryKind::Add, 0, 1)};

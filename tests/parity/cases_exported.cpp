@@ -11,7 +11,7 @@
 namespace rlx::testing {
 namespace {
 
-const char* dt(DType t) { return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : "bf16"; }
+std::string dt(DType t) { return dtype_name(t); }
 
 // x [.., E] @ w [E, N] + b [N].
 Value linear(Graph& g, Value x, const std::string& name, int64_t in, int64_t out, DType t) {
@@ -76,8 +76,8 @@ CaseGraph exported_llama_mlp_case(DType t) {
 
 void add_exported_cases(CaseList& l) {
   for (DType t : {DType::F32, DType::F16}) {
-    add_case(l, "model", std::string("exported_bert_layer_") + dt(t), [t] { CaseGraph c = exported_bert_layer_case(t); return one(std::move(c.graph), std::move(c.options)); });
-    add_case(l, "model", std::string("exported_llama_mlp_") + dt(t), [t] { CaseGraph c = exported_llama_mlp_case(t); return one(std::move(c.graph), std::move(c.options)); });
+    add_case(l, "model", "exported_bert_layer_" + dt(t), [t] { CaseGraph c = exported_bert_layer_case(t); return one(std::move(c.graph), std::move(c.options)); });
+    add_case(l, "model", "exported_llama_mlp_" + dt(t), [t] { CaseGraph c = exported_llama_mlp_case(t); return one(std::move(c.graph), std::move(c.options)); });
   }
 }
 

@@ -4,6 +4,7 @@
 // error flags. (The GLSL printer gets the same in tests/codegen with glslang.)
 #include <gtest/gtest.h>
 
+#include "codegen/chain_test_util.h"
 #include "codegen/elementwise.h"
 #include "webgpu/webgpu_test_util.h"
 #ifdef RLX_HAVE_WEBGPU
@@ -14,20 +15,7 @@ namespace rlx::codegen {
 namespace {
 
 #ifdef RLX_HAVE_WEBGPU
-plan::ElementwiseGeom geom(std::vector<int64_t> dims, std::vector<std::vector<int64_t>> strides) {
-  plan::ElementwiseGeom g;
-  g.out_dims = std::move(dims);
-  g.in_strides = std::move(strides);
-  g.numel = 1;
-  for (int64_t d : g.out_dims) g.numel *= d;
-  return g;
-}
-
-RegionStep act(ActKind k, int32_t a) { return {RegionStepKind::Activation, static_cast<int32_t>(k), DType::F32, {a}}; }
-RegionStep bin(BinaryKind k, int32_t a, int32_t b) { return {RegionStepKind::Binary, static_cast<int32_t>(k), DType::F32, {a, b}}; }
-RegionStep cmp(CompareKind k, int32_t a, int32_t b) { return {RegionStepKind::Compare, static_cast<int32_t>(k), DType::F32, {a, b}}; }
-RegionStep cast(DType to, int32_t a) { return {RegionStepKind::Cast, 0, to, {a}}; }
-RegionStep where(int32_t c, int32_t a, int32_t b) { return {RegionStepKind::Where, 0, DType::F32, {c, a, b}}; }
+using namespace chain_test;
 
 int g_kernel = 0;
 
