@@ -257,25 +257,32 @@ void dot_row_k(const uint8_t* w, int64_t blocks, const XBlockK* const* xr, float
   for (int r = 0; r < R; ++r) out[r * ld] = hsum(v[r]) + s[r];
 }
 
-template <QuantFormat F> void rows_of_k(const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
-                                        int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  const int64_t blocks = k / 256;
-  constexpr int64_t kMTile = 16;  // 16 rows of 256-value blocks: the same bytes as 32 rows of XBlock
+// Weight rows [n0, n1) against the x rows, in tiles of kMTile x rows that stay in cache while the
+// weight rows pass over them: four x rows per pass over a weight row (Dot4), then one by one (Dot1).
+template <class XB, int64_t kMTile, auto Dot4, auto Dot1>
+void tile_rows(const XB* xq, int64_t m, int64_t blocks, const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t n1,
+               float* y, int64_t ldy) {
   for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
     const int64_t m1 = m0 + kMTile < m ? m0 + kMTile : m;
     for (int64_t j = n0; j < n1; ++j) {
       const uint8_t* wr = w + j * row_bytes;
       int64_t i = m0;
       for (; i + 4 <= m1; i += 4) {
-        const XBlockK* xr[4] = {xq + i * blocks, xq + (i + 1) * blocks, xq + (i + 2) * blocks, xq + (i + 3) * blocks};
-        dot_row_k<F, 4>(wr, blocks, xr, y + i * ldy + j, ldy);
+        const XB* xr[4] = {xq + i * blocks, xq + (i + 1) * blocks, xq + (i + 2) * blocks, xq + (i + 3) * blocks};
+        Dot4(wr, blocks, xr, y + i * ldy + j, ldy);
       }
       for (; i < m1; ++i) {
-        const XBlockK* xr[1] = {xq + i * blocks};
-        dot_row_k<F, 1>(wr, blocks, xr, y + i * ldy + j, ldy);
+        const XB* xr[1] = {xq + i * blocks};
+        Dot1(wr, blocks, xr, y + i * ldy + j, ldy);
       }
     }
   }
+}
+
+// The K formats: x in 256-value blocks, 16 rows a tile (the bytes of 32 rows of XBlock).
+template <QuantFormat F> void rows_of_k(const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
+                                        int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  tile_rows<XBlockK, 16, dot_row_k<F, 4>, dot_row_k<F, 1>>(xq, m, k / 256, w, row_bytes, n0, n1, y, ldy);
 }
 
 // Writes the f32 values of the units to out[32 u ..].
@@ -319,27 +326,10 @@ template <QuantFormat F> void decode_of(const uint8_t* w, int64_t row_bytes, int
   }
 }
 
-// The 32-value formats (Q4_0 .. Q8_0): weight blocks and x blocks coincide.
+// The 32-value formats (Q4_0 .. Q8_0): weight blocks and x blocks coincide; 32 x rows a tile.
 template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                                       int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  const int64_t blocks = k / 32, xblocks = k / 32;
-  // Rows of x in tiles that stay in cache while a range of weight rows passes over them.
-  constexpr int64_t kMTile = 32;
-  for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
-    const int64_t m1 = m0 + kMTile < m ? m0 + kMTile : m;
-    for (int64_t j = n0; j < n1; ++j) {
-      const uint8_t* wr = w + j * row_bytes;
-      int64_t i = m0;
-      for (; i + 4 <= m1; i += 4) {
-        const XBlock* xr[4] = {xq + i * xblocks, xq + (i + 1) * xblocks, xq + (i + 2) * xblocks, xq + (i + 3) * xblocks};
-        dot_row<F, 4>(wr, blocks, xr, y + i * ldy + j, ldy);
-      }
-      for (; i < m1; ++i) {
-        const XBlock* xr[1] = {xq + i * xblocks};
-        dot_row<F, 1>(wr, blocks, xr, y + i * ldy + j, ldy);
-      }
-    }
-  }
+  tile_rows<XBlock, 32, dot_row<F, 4>, dot_row<F, 1>>(xq, m, k / 32, w, row_bytes, n0, n1, y, ldy);
 }
 
 }  // namespace
