@@ -362,8 +362,10 @@ int main(int argc, char** argv) {
         bench_gemv(5632, 2048, t);
       }
     if (want("attn")) {
-      bench_attention(4, 32, 2048, 128, DType::BF16);
-      bench_attention(4, 32, 2048, 64, DType::BF16);
+      for (DType t : {DType::BF16, DType::F16}) {
+        bench_attention(4, 32, 2048, 128, t);
+        bench_attention(4, 32, 2048, 64, t);
+      }
     }
     if (want("rows")) {
       bench_rows("layernorm", 16384, 4096, DType::BF16);

@@ -225,7 +225,8 @@ if __name__ == "__main__":
             # the Llama decode benchmark's products: QKV, O, gate+up, down
             gemv(2048, 3072, dt); gemv(2048, 2048, dt); gemv(2048, 11264, dt); gemv(5632, 2048, dt)
     if want("attn"):
-        attention(4, 32, 2048, 128, torch.bfloat16); attention(4, 32, 2048, 64, torch.bfloat16)
+        for dt in (torch.bfloat16, torch.float16):
+            attention(4, 32, 2048, 128, dt); attention(4, 32, 2048, 64, dt)
     if want("rows"):
         rows("layernorm", 16384, 4096, torch.bfloat16); rows("softmax", 16384, 4096, torch.bfloat16)
         rows("layernorm", 16384, 4096, torch.float32)

@@ -4,7 +4,8 @@
 // the tiles, the decode kernel's rows and ranges, operands at element offsets (slices of one packed tensor), the dispatch count of
 // the split path, f64 (exp and tanh in double), the honest refusals (head_dim > 256, f64 tiles
 // beyond the device's shared memory), and FusedAttentionBlock decomposed
-// by the shared legalize into an Attention the backend runs.
+// by the shared legalize into an Attention the backend runs; the cooperative-matrix kernel's
+// GLSL for every configuration (compiled here), and its parity where the device has it.
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -13,9 +14,13 @@
 #include "parity/attention_graph.h"
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
 #include "backends/vulkan/variant.h"
 #include "passes/legalize.h"
+#include "plan/schedule.h"
+#include "plan/step_family.h"
+#include "vulkan/source_only_context.h"
 #endif
 
 namespace {
@@ -25,6 +30,7 @@ using rlx::testing::AttnCase;
 using rlx::testing::attention_case_graph;
 using rlx::testing::expect_vulkan_parity;
 using rlx::testing::ParityOptions;
+using rlx::testing::SourceOnlyContext;
 
 #ifdef RLX_HAVE_VULKAN
 
@@ -178,6 +184,87 @@ TEST(VulkanAttention, F64ComputesInDouble) {
     o.lo = -3.0, o.hi = 3.0;  // scores over several units: exp's range reduction at work
     expect_vulkan_parity(attention_case_graph(c, DType::F64), Precision::Fp32, o);
   }
+}
+
+// The kernels the attention lowering emits for `g` on a device like NVIDIA's.
+std::vector<vulkan::Kernel> lowered_attention(const Graph& g, Precision prec, bool coopmat, bool knob = true) {
+  CompileOptions o;
+  o.precision = prec;
+  o.tuning.vulkan_coopmat = knob;
+  SourceOnlyContext cx(o);
+  cx.nvidia_like(coopmat);
+  plan::Schedule s = plan::build_schedule(g);
+  for (const plan::Step& st : s.steps)
+    if (plan::step_family(st.op) == plan::StepFamily::Attention) vulkan::lower_attention(cx, st);
+  return cx.kernels;
+}
+
+// Cases of the cooperative-matrix kernel: every mask kind, GQA (rows of a group over blocks),
+// BHSD, partial row blocks, head dims 16..128, split keys (a long KV), softcap and a scale.
+const std::vector<AttnCase>& coop_cases() {
+  static const std::vector<AttnCase> cases = {
+      {AttnLayout::BSHD, MaskKind::Causal, 2, 70, 70, 4, 2, 64},
+      {AttnLayout::BHSD, MaskKind::None, 1, 33, 50, 2, 2, 128, 0.05, 15.0},
+      {AttnLayout::BSHD, MaskKind::SlidingWindow, 1, 90, 90, 2, 1, 32, 0, 0, 7},
+      {AttnLayout::BSHD, MaskKind::Custom, 2, 20, 45, 2, 2, 16},
+      {AttnLayout::BHSD, MaskKind::Bias, 2, 24, 40, 2, 1, 80},
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 17, 1200, 2, 1, 128},  // 34 rows: splits of the keys
+      {AttnLayout::BSHD, MaskKind::Causal, 1, 300, 260, 1, 1, 64},   // the first 40 rows see no key
+  };
+  return cases;
+}
+
+// lavapipe has no cooperative matrices: the kernel's GLSL is compiled here for every case in f16
+// and in f32 under the Fp16 policy (16-byte word loads and element loads), and the choice is
+// checked: not for bf16, f32 under Fp32, head dims that are not multiples of 16 or exceed 128,
+// with the knob off, on devices without the extension, or for decode rows.
+TEST(VulkanAttention, CoopmatKernelsCompile) {
+  int compiled = 0;
+  for (const AttnCase& c : coop_cases())
+    for (DType t : {DType::F16, DType::F32}) {
+      SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
+      const auto ks = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32, true);
+      ASSERT_FALSE(ks.empty());
+      EXPECT_EQ(ks[0].name, "attention coopmat");
+      std::vector<uint32_t> words;
+      std::string error;
+      EXPECT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+      ++compiled;
+    }
+  EXPECT_EQ(compiled, 14);
+  const AttnCase base{AttnLayout::BSHD, MaskKind::Causal, 1, 40, 40, 2, 2, 64};
+  auto first = [](const Graph& g, Precision p, bool coop, bool knob = true) { return lowered_attention(g, p, coop, knob).at(0).name; };
+  EXPECT_EQ(first(attention_case_graph(base, DType::BF16), Precision::Fp32, true), "attention");
+  EXPECT_EQ(first(attention_case_graph(base, DType::F32), Precision::Fp32, true), "attention");
+  EXPECT_EQ(first(attention_case_graph(base, DType::F16), Precision::Fp32, false), "attention");
+  EXPECT_EQ(first(attention_case_graph(base, DType::F16), Precision::Fp32, true, false), "attention");
+  for (int64_t d : {int64_t{40}, int64_t{72}, int64_t{256}}) {
+    AttnCase c = base;
+    c.d = d;
+    EXPECT_EQ(first(attention_case_graph(c, DType::F16), Precision::Fp32, true), "attention") << d;
+  }
+  AttnCase dec = base;
+  dec.sq = 1, dec.skv = 700;
+  EXPECT_EQ(first(attention_case_graph(dec, DType::F16), Precision::Fp32, true), "attention decode");
+}
+
+TEST(VulkanAttention, CoopmatParity) {
+  RLX_REQUIRE_VULKAN();
+  if (!vulkan::context().info.coopmat_nv)
+    GTEST_SKIP() << "the Vulkan device has no VK_NV_cooperative_matrix (the kernels are compiled by CoopmatKernelsCompile)";
+  for (const AttnCase& c : coop_cases())
+    for (DType t : {DType::F16, DType::F32}) {
+      SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
+      ParityOptions o;  // f32 under the Fp16 policy: q, k, v and P rounded to f16
+      if (t == DType::F32) o.tolerance = [](DType) { return rlx::testing::parity_tolerance(DType::F16); };
+      expect_vulkan_parity(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32, o);
+    }
+  // Keep masks with NaN (kept) and a batch that keeps nothing (zeros).
+  AttnCase c{AttnLayout::BSHD, MaskKind::Custom, 3, 40, 64, 2, 2, 64};
+  c.mask_type = DType::F32;
+  ParityOptions o;
+  o.fixed_inputs = {{"mask", keep_mask(DType::F32, 3, 64)}};
+  expect_vulkan_parity(attention_case_graph(c, DType::F16), Precision::Fp32, o);
 }
 
 TEST(VulkanAttention, RefusesWhatItDoesNotCompute) {

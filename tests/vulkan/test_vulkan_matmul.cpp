@@ -20,6 +20,7 @@
 #include "backends/vulkan/vk_context.h"
 #include "plan/schedule.h"
 #include "plan/step_family.h"
+#include "vulkan/source_only_context.h"
 #endif
 
 namespace {
@@ -362,41 +363,6 @@ TEST(VulkanMatmul, LargeGemmTiles) {
   }
 }
 
-// A LowerContext without a device: operands at offset 0, kernels collected (their GLSL compiled by
-// the test). `info` says what the pretended device has.
-class SourceOnlyContext : public vulkan::LowerContext {
- public:
-  explicit SourceOnlyContext(const CompileOptions& o) : options_(o), knobs_(resolve_knobs(o)) {}
-  vulkan::DeviceInfo dev;
-  std::vector<vulkan::Kernel> kernels;
-  const CompileOptions& options() const override { return options_; }
-  const ResolvedKnobs& knobs() const override { return knobs_; }
-  const vulkan::DeviceInfo& info() const override { return dev; }
-  vulkan::Operand in(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), false); }
-  vulkan::Operand out(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), true); }
-  vulkan::Operand scratch(size_t bytes, const std::string&) override { return window(bytes, true); }
-  vulkan::Operand table(const std::vector<uint32_t>& words, const std::string&) override {
-    return window(words.size() * 4, false);
-  }
-  vulkan::Operand error_flag() override { return window(4, true); }
-  void dispatch(const vulkan::Kernel& k, const std::vector<vulkan::Operand>&, const std::vector<uint32_t>&, uint32_t,
-                uint32_t, uint32_t) override {
-    kernels.push_back(k);
-  }
-  void copy(const vulkan::Operand&, const vulkan::Operand&, uint64_t) override {}
-  void fill(const vulkan::Operand&, uint64_t, uint32_t) override {}
-
- private:
-  static vulkan::Operand window(uint64_t bytes, bool write) {
-    vulkan::Operand o;
-    o.range = o.bytes = std::max<uint64_t>(bytes, 4);
-    o.write = write;
-    return o;
-  }
-  CompileOptions options_;
-  ResolvedKnobs knobs_;
-};
-
 // The kernels the matmul lowering emits for the matmul step of `g` on a device like NVIDIA's
 // (subgroups of 32, 48 KiB of shared memory, VK_NV_cooperative_matrix when `coopmat`), with
 // the step's operands transposed as asked (the geometry patched: the sources do not depend on
@@ -407,12 +373,7 @@ std::vector<vulkan::Kernel> lowered_kernels(const Graph& g, Precision prec, bool
   o.precision = prec;
   o.tuning.vulkan_coopmat = knob;
   SourceOnlyContext cx(o);
-  cx.dev.float16 = cx.dev.storage16 = cx.dev.int16 = true;
-  cx.dev.subgroup_size = 32;
-  cx.dev.max_invocations = 1024;
-  cx.dev.max_shared_bytes = 49152;
-  cx.dev.max_groups[0] = 0x7fffffffu;
-  cx.dev.coopmat_nv = coopmat;
+  cx.nvidia_like(coopmat);
   plan::Schedule s = plan::build_schedule(g);
   for (plan::Step& st : s.steps) {
     if (plan::step_family(st.op) != plan::StepFamily::Matmul) continue;

@@ -5,13 +5,16 @@
 // workgroups and a combine dispatch when the workgroups are otherwise few (a long KV cache).
 // Every attribute is honoured: mask kinds (causal / sliding window with the KV-cache offset,
 // custom keep mask of any dtype, additive bias with broadcast strides), GQA, softcap,
-// score_scale (resolved in the geometry), BSHD / BHSD (strides from the geometry).
+// score_scale (resolved in the geometry), BSHD / BHSD (strides from the geometry). attn_coop
+// (kernels/attention_coopmat.h) replaces attn_flash for f16 inputs (and f32 under the Fp16
+// policy) on devices with VK_NV_cooperative_matrix (knob vulkan_coopmat).
 #include <algorithm>
 #include <bit>
 #include <optional>
 #include <string>
 
 #include "backends/vulkan/kernels/attention.h"
+#include "backends/vulkan/kernels/attention_coopmat.h"
 #include "backends/vulkan/kernels/double_math.h"
 #include "backends/vulkan/lower.h"
 #include "plan/attention_work.h"
@@ -74,6 +77,36 @@ uint64_t decode_shared_bytes(int64_t d, int64_t rows, int64_t es) {
   return static_cast<uint64_t>((rows * dv * 4 + rows * kThreads + ks * dv * 4) * es);
 }
 
+// attn_coop's configuration: NW subgroups (BR = 16 NW rows), BC keys per tile, the V tile over
+// the K tile (alias).
+struct CoopTiles {
+  int64_t nw = 0, bc = 32;  // nw 0: not used
+  bool alias = false;
+  int64_t br() const { return 16 * nw; }
+  int64_t row_words(int64_t d) const { return d / 8 + 1; }
+  int64_t kv_words(int64_t d) const { return std::max(br(), alias ? bc : 2 * bc) * row_words(d); }
+  uint64_t shared_bytes(int64_t d) const {
+    const int64_t rows = 16 * nw;
+    return static_cast<uint64_t>(kv_words(d) * 16 + rows * (bc + 4) * 4 + rows * (bc / 8 + 1) * 16 + rows * 4);
+  }
+};
+
+// attn_coop where the device, the knob, the dtype (f16, or f32 rounded to f16 under the Fp16
+// policy) and head_dim (a multiple of 16 up to 128) allow it and a configuration fits (else nw 0).
+CoopTiles pick_coop(const DeviceInfo& info, bool knob, DType t, Precision prec, int64_t d) {
+  if (!info.coopmat_nv || !knob || info.subgroup_size != 32 || !info.float16 || !info.subgroup_shuffle) return {};
+  if (!(t == DType::F16 || (t == DType::F32 && prec == Precision::Fp16))) return {};
+  if (d % 16 != 0 || d > 128) return {};
+  // Measured on an H200 (vk_kernel_lab, causal b4 h32 s2048): head_dim 128 runs best with 64 keys
+  // and V over K (37 TFLOP/s; 32 keys with both tiles: 32), head_dim 64 with 32 keys and both
+  // tiles (41; 64 keys: 24-26).
+  static constexpr CoopTiles kSmall[] = {{4, 32, false}, {4, 64, true}, {4, 32, true}, {4, 16, true}};
+  static constexpr CoopTiles kLarge[] = {{4, 64, true}, {4, 32, true}, {4, 32, false}, {4, 16, true}};
+  for (const CoopTiles& c : d <= 64 ? kSmall : kLarge)
+    if (c.nw * 32 <= info.max_invocations && c.shared_bytes(d) <= info.max_shared_bytes) return c;
+  return {};
+}
+
 bool float_input(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
 // Bytes of the kernels' compute type for inputs of dtype t (f64 computes in double).
 int64_t compute_bytes(DType t) { return t == DType::F64 ? 8 : 4; }
@@ -127,6 +160,25 @@ std::string vec_buffer(int binding, const std::string& name, DType t) {
   return "layout(std430, set = 0, binding = " + std::to_string(binding) + ") readonly buffer B" +
          std::to_string(binding) + " { " + type + " data[]; } " + name + ";\n";
 }
+// A readonly buffer of 16-byte words at `binding` (f16 rows read 8 elements at a time).
+std::string word_buffer(int binding, const std::string& name) {
+  return "layout(std430, set = 0, binding = " + std::to_string(binding) + ") readonly buffer B" +
+         std::to_string(binding) + " { uvec4 data[]; } " + name + ";\n";
+}
+// attn_coop's `uvec4 ld8_X(uint row, uint d)`: elements d..d+7 of a row as f16 pairs, read as one
+// word from buffer BUF (rows starting on words).
+std::string load8_words_fn(const std::string& x, const std::string& buf) {
+  return "uvec4 ld8_" + x + "(uint row, uint d) { return " + buf + ".data[(row + d) >> 3]; }\n";
+}
+// The same from two ld4_X reads, rounded to f16 (exact for f16 inputs; the Fp16 policy for f32).
+std::string load8_fn(const std::string& x, DType t) {
+  const std::string r = t == DType::F16 ? "" : "rlx_round_f16";
+  return "uvec4 ld8_" + x + "(uint row, uint d) {\n  const vec4 a = ld4_" + x + "(row, d), b = ld4_" + x +
+         "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n"
+         "    w[i] = packFloat2x16(f16vec2(float16_t(" + r + "(a[2u * i])), float16_t(" + r + "(a[2u * i + 1u]))));\n"
+         "    w[i + 2u] = packFloat2x16(f16vec2(float16_t(" + r + "(b[2u * i])), float16_t(" + r + "(b[2u * i + 1u]))));\n"
+         "  }\n  return w;\n}\n";
+}
 std::string store_fn(DType t) {
   return "void st_o(uint i, F v) { Out.data[i] = " + glsl_store(t, "v") + "; }\n";
 }
@@ -169,15 +221,19 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   check_index(st, "batch x kv heads", bh);
   // attn_decode for few rows (all in one workgroup), attn_flash otherwise.
   const bool decode = rows <= kMaxDecodeRows && decode_shared_bytes(g.head_dim, rows, es_c) <= info.max_shared_bytes;
+  const CoopTiles cti =
+      decode ? CoopTiles{} : pick_coop(info, cx.knobs().vulkan_coopmat(), t, cx.options().precision, g.head_dim);
+  const bool coop = cti.nw > 0;
   std::optional<Tiles> tiles;
-  if (!decode) {
+  if (!decode && !coop) {
     tiles = pick_tiles(g.head_dim, rows, info.max_shared_bytes, es_c);
     if (!tiles)
       throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) + " in " + dtype_name(t) +
                   " needs more workgroup shared memory than " + info.name + "'s " +
                   std::to_string(info.max_shared_bytes) + " bytes");
   }
-  const int64_t nblk = decode ? 1 : (rows + tiles->br - 1) / tiles->br;
+  const int64_t br = decode ? rows : coop ? cti.br() : tiles->br;
+  const int64_t nblk = (rows + br - 1) / br;
 
   // Keys split over workgroups when the blocks alone are few.
   int64_t splits = 1, split_len = std::max<int64_t>(g.kv_len, 1);
@@ -185,7 +241,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (base < kTargetGroups && g.kv_len >= 2 * min_keys) {
     splits = std::min({(kTargetGroups + base - 1) / base, g.kv_len / min_keys, kMaxSplits});
     split_len = (g.kv_len + splits - 1) / splits;
-    const int64_t unit = decode ? 16 : tiles->bc;
+    const int64_t unit = decode ? 16 : coop ? cti.bc : tiles->bc;
     split_len = (split_len + unit - 1) / unit * unit;
     splits = (g.kv_len + split_len - 1) / split_len;
   }
@@ -232,13 +288,23 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   // Subgroup operations: attn_decode's reductions (arithmetic), attn_flash's row reductions
   // (shuffles); not on doubles.
   const bool sg_arith = decode && !f64 && info.subgroup_arith;
-  const bool shuf = !decode && !f64 && info.subgroup_shuffle && tiles->tc > 1;
+  const bool shuf = coop || (!decode && !f64 && info.subgroup_shuffle && tiles->tc > 1);
+  // attn_coop reads f16 rows as 16-byte words where every row starts on one.
+  bool words = coop && t == DType::F16 && info.storage_alignment % 16 == 0;
+  for (int i = 0; i < 3; ++i) words = words && push[static_cast<size_t>(i)] % 8 == 0;
+  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v}) words = words && s->batch % 8 == 0 && s->seq % 8 == 0 && s->head % 8 == 0;
 
   std::vector<DType> types{t};
+  if (coop && t != DType::F16) types.push_back(DType::F16);
   if (has_mask) types.push_back(mt);
   std::string src = glsl_header(types, sg_arith);
   if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
-  if (vec)
+  if (coop)
+    src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+           "#extension GL_EXT_control_flow_attributes : require\n";
+  if (words)
+    src += word_buffer(0, "Qb") + word_buffer(1, "Kb") + word_buffer(2, "Vb");
+  else if (vec)
     src += vec_buffer(0, "Qb", t) + vec_buffer(1, "Kb", t) + vec_buffer(2, "Vb", t);
   else
     src += glsl_buffer(0, "Qb", t, true) + glsl_buffer(1, "Kb", t, true) + glsl_buffer(2, "Vb", t, true);
@@ -257,24 +323,42 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
          def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split);
   if (decode) {
     src += def("NR", rows) + def("SG", sg_arith);
+  } else if (coop) {
+    const int64_t dt = g.head_dim / 16;
+    src += def("NW", cti.nw) + def("BR", cti.br()) + def("BC", cti.bc) + def("DT", dt) +
+           def("CT", cti.bc / 16) + def("KV_ALIAS", cti.alias) + def("KVW", cti.kv_words(g.head_dim)) +
+           def("V_OFF", cti.alias ? 0 : cti.bc * cti.row_words(g.head_dim));
+    src += "#define FOR_DT(X)";
+    for (int64_t d = 0; d < dt; ++d) src += " X(" + std::to_string(d) + "u)";
+    src += "\n#define STORE_O";
+    for (int64_t d = 0; d < dt; ++d)
+      src += " store_o(o[" + std::to_string(d) + "], " + std::to_string(d) + "u, rid, sg, lane, b, kvh, R0, nrows, heads);";
+    src += "\n";
   } else {
     src += def("BR", tiles->br) + def("BC", tiles->bc) + def("TR", tiles->tr) + def("TC", tiles->tc) +
            def("RS", tiles->rs) + def("CS", tiles->cs) + def("DS", tiles->ds) + def("KV_ALIAS", tiles->alias) +
            def("SHUF", shuf);
   }
   src += math_prelude(f64) + glsl_dtype_helpers(types);
-  if (!vec) src += load_fn("ld_q", "Qb", t) + load_fn("ld_k", "Kb", t) + load_fn("ld_v", "Vb", t);
-  src += load4_fn("q", "Qb", t, vec, g.head_dim) + load4_fn("k", "Kb", t, vec, g.head_dim) +
-         load4_fn("v", "Vb", t, vec, g.head_dim);
+  if (words) {
+    src += load8_words_fn("q", "Qb") + load8_words_fn("k", "Kb") + load8_words_fn("v", "Vb");
+  } else {
+    if (!vec) src += load_fn("ld_q", "Qb", t) + load_fn("ld_k", "Kb", t) + load_fn("ld_v", "Vb", t);
+    src += load4_fn("q", "Qb", t, vec, g.head_dim) + load4_fn("k", "Kb", t, vec, g.head_dim) +
+           load4_fn("v", "Vb", t, vec, g.head_dim);
+    if (coop)
+      for (const char* x : {"q", "k", "v"}) src += load8_fn(x, t);
+  }
   if (!split) src += store_fn(t);
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", "Bb", mt);
   src += ksrc::kAttentionScore;
-  src += decode ? ksrc::kAttentionDecode : ksrc::kAttentionFlash;
+  src += decode ? ksrc::kAttentionDecode : coop ? ksrc::kAttentionCoopNV : ksrc::kAttentionFlash;
 
   const auto gx = static_cast<uint32_t>(std::min<int64_t>(nblk, info.max_groups[0]));
   const auto gz = static_cast<uint32_t>(std::min<int64_t>(bh, info.max_groups[2]));
-  cx.dispatch(Kernel{decode ? "attention decode" : "attention", src}, bind, push, gx, static_cast<uint32_t>(splits), gz);
+  cx.dispatch(Kernel{decode ? "attention decode" : coop ? "attention coopmat" : "attention", src}, bind, push, gx,
+              static_cast<uint32_t>(splits), gz);
   if (!split) return;
 
   // The combine: out[b, i, h, :] from the splits' partials.

@@ -1,0 +1,61 @@
+#pragma once
+// A Vulkan LowerContext without a device, for tests of kernels lavapipe cannot run (cooperative
+// matrices): operands at offset 0, the lowered kernels collected so that the test compiles their
+// GLSL. `dev` says what the pretended device has; nvidia_like() pretends NVIDIA's (subgroups of
+// 32, 48 KiB of shared memory, f16, shuffles, VK_NV_cooperative_matrix when `coopmat`).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/lower.h"
+#include "backends/vulkan/vk_context.h"
+#include "runtime/knobs.h"
+
+namespace rlx::testing {
+
+class SourceOnlyContext : public vulkan::LowerContext {
+ public:
+  explicit SourceOnlyContext(const CompileOptions& o) : options_(o), knobs_(resolve_knobs(o)) {}
+  vulkan::DeviceInfo dev;
+  std::vector<vulkan::Kernel> kernels;
+  const CompileOptions& options() const override { return options_; }
+  const ResolvedKnobs& knobs() const override { return knobs_; }
+  const vulkan::DeviceInfo& info() const override { return dev; }
+  vulkan::Operand in(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), false); }
+  vulkan::Operand out(const plan::TensorRef& r) override { return window(r.numel() * dtype_size(r.dtype), true); }
+  vulkan::Operand scratch(size_t bytes, const std::string&) override { return window(bytes, true); }
+  vulkan::Operand table(const std::vector<uint32_t>& words, const std::string&) override {
+    return window(words.size() * 4, false);
+  }
+  vulkan::Operand error_flag() override { return window(4, true); }
+  void dispatch(const vulkan::Kernel& k, const std::vector<vulkan::Operand>&, const std::vector<uint32_t>&, uint32_t,
+                uint32_t, uint32_t) override {
+    kernels.push_back(k);
+  }
+  void copy(const vulkan::Operand&, const vulkan::Operand&, uint64_t) override {}
+  void fill(const vulkan::Operand&, uint64_t, uint32_t) override {}
+
+  void nvidia_like(bool coopmat) {
+    dev.float16 = dev.storage16 = dev.int16 = true;
+    dev.subgroup_size = 32;
+    dev.subgroup_shuffle = dev.subgroup_arith = true;
+    dev.max_invocations = 1024;
+    dev.max_shared_bytes = 49152;
+    dev.max_groups[0] = dev.max_groups[1] = dev.max_groups[2] = 0x7fffffffu;
+    dev.storage_alignment = 16;
+    dev.coopmat_nv = coopmat;
+  }
+
+ private:
+  static vulkan::Operand window(uint64_t bytes, bool write) {
+    vulkan::Operand o;
+    o.range = o.bytes = std::max<uint64_t>(bytes, 4);
+    o.write = write;
+    return o;
+  }
+  CompileOptions options_;
+  ResolvedKnobs knobs_;
+};
+
+}  // namespace rlx::testing
