@@ -9,6 +9,8 @@
 // table in range); each source is compiled, warmed up, then dispatched N times in one command
 // buffer with a barrier between dispatches (as in a schedule). Prints ms per dispatch (timestamp
 // queries, median of 5 submissions) and, with --flops, TFLOP/s; the first row is the dumped GLSL.
+// With RLX_VULKAN_PIPELINE_STATS=1 the driver's statistics of each source follow the table
+// (register count, spills, ... as the driver names them).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -68,10 +70,11 @@ std::vector<rlx::DeviceBuf> zeroed_buffers(VulkanDevice& dev, const Job& job) {
 
 // ms per dispatch of `source`: `iters` dispatches per command buffer, median of 5 submissions.
 double time_source(VulkanDevice& dev, Job job, const uint32_t groups[3], const std::vector<rlx::DeviceBuf>& bufs, const std::string& name,
-                   const std::string& source, int iters) {
+                   const std::string& source, int iters, std::string* stats) {
   Context& cx = dev.cx();
   for (int i = 0; i < 3; ++i) job.groups[i] = groups[i];
   const Pipeline& p = pipeline_for(name, source, static_cast<uint32_t>(bufs.size()), static_cast<uint32_t>(job.push.size()));
+  if (stats) *stats = pipeline_statistics(p);
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(1, static_cast<uint32_t>(bufs.size()))};
   auto pi = vk_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
   pi.maxSets = 1;
@@ -170,7 +173,7 @@ int time_folder(const std::string& dir, int iters) {
     const Job job = read_job(j);
     const std::vector<rlx::DeviceBuf> bufs = zeroed_buffers(dev, job);
     const std::string src = read_text(j.substr(0, j.size() - 5) + ".comp");
-    const double ms = time_source(dev, job, job.groups, bufs, job.kernel, src, iters);
+    const double ms = time_source(dev, job, job.groups, bufs, job.kernel, src, iters, nullptr);
     for (rlx::DeviceBuf b : bufs) dev.release(b);
     sums[job.kernel].n++;
     sums[job.kernel].ms += ms;
@@ -216,6 +219,7 @@ int main(int argc, char** argv) {
                 dev.cx().info.name.c_str(), job.groups[0], job.groups[1], job.groups[2], iters);
     std::printf("| source | ms | TFLOP/s |\n|---|---:|---:|\n");
     std::vector<std::string> files{base + ".comp"};
+    std::vector<std::string> statistics;  // RLX_VULKAN_PIPELINE_STATS=1: the driver's, per source
     files.insert(files.end(), variants.begin(), variants.end());
     for (size_t v = 0; v < files.size(); ++v) {
       uint32_t groups[3] = {job.groups[0], job.groups[1], job.groups[2]};
@@ -226,14 +230,17 @@ int main(int argc, char** argv) {
         file.resize(at);
       }
       double ms = 0;
+      std::string stats;
       try {
-        ms = time_source(dev, job, groups, bufs, job.kernel + "_lab" + std::to_string(v), read_text(file), iters);
+        ms = time_source(dev, job, groups, bufs, job.kernel + "_lab" + std::to_string(v), read_text(file), iters, &stats);
       } catch (const rlx::Error& e) {  // a variant that does not compile: its log, then the next one
         std::printf("| %s | failed: %s |\n", files[v].c_str(), e.what());
         continue;
       }
       std::printf("| %s | %.4f | %.1f |\n", files[v].c_str(), ms, flops > 0 && ms > 0 ? flops / (ms * 1e9) : 0.0);
+      if (!stats.empty()) statistics.push_back(files[v] + ": " + stats);
     }
+    for (const std::string& s : statistics) std::printf("%s\n", s.c_str());
     for (rlx::DeviceBuf b : bufs) dev.release(b);
     save_pipeline_cache();
     return 0;

@@ -131,6 +131,10 @@ constexpr KnobInfo kKnobs[] = {
          "a folder receiving every recorded Vulkan dispatch: its GLSL (.comp) and its bindings, push constants and "
          "workgroups (.json), which bench/vk_kernel_lab replays",
          kProcess),
+    boolean("vulkan_pipeline_stats", "RLX_VULKAN_PIPELINE_STATS", false,
+            "pipelines keep the driver's statistics (registers, spills, ...) through "
+            "VK_KHR_pipeline_executable_properties where the device has it; bench/vk_kernel_lab prints them",
+            kProcess),
     text("webgpu_lib", "RLX_WEBGPU_LIB", "/usr/local/lib/rlx-webgpu/libwebgpu_wrapper.so", "",
          "the Dawn library (webgpu.h C API) the WebGPU backend loads; scripts/install-deps.sh installs the default",
          kProcess),

@@ -82,6 +82,7 @@ uint64_t decode_shared_bytes(int64_t d, int64_t rows, int64_t es) {
 struct CoopTiles {
   int64_t nw = 0, bc = 32;  // nw 0: not used
   bool alias = false;
+  bool prefetch = false;  // the next K/V tile loaded into registers during this one (not with alias)
   int64_t br() const { return 16 * nw; }
   int64_t row_words(int64_t d) const { return d / 8 + 1; }
   int64_t kv_words(int64_t d) const { return std::max(br(), alias ? bc : 2 * bc) * row_words(d); }
@@ -327,7 +328,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     const int64_t dt = g.head_dim / 16;
     src += def("NW", cti.nw) + def("BR", cti.br()) + def("BC", cti.bc) + def("DT", dt) +
            def("CT", cti.bc / 16) + def("KV_ALIAS", cti.alias) + def("KVW", cti.kv_words(g.head_dim)) +
-           def("V_OFF", cti.alias ? 0 : cti.bc * cti.row_words(g.head_dim));
+           def("V_OFF", cti.alias ? 0 : cti.bc * cti.row_words(g.head_dim)) + def("PREFETCH", cti.prefetch) +
+           def("PF", cti.bc * (g.head_dim / 8) / (32 * cti.nw));
     src += "#define FOR_DT(X)";
     for (int64_t d = 0; d < dt; ++d) src += " X(" + std::to_string(d) + "u)";
     src += "\n#define STORE_O";

@@ -94,6 +94,7 @@ const Pipeline& pipeline_for(const std::string& name, const std::string& source,
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.layout = pl->layout;
+  if (cx.info.pipeline_stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r = vk().vkCreateComputePipelines(cx.device, pipeline_cache(p, cx), 1, &ci, nullptr, &pl->pipeline);
   vk().vkDestroyShaderModule(cx.device, module, nullptr);
   if (r != VK_SUCCESS)
@@ -101,6 +102,44 @@ const Pipeline& pipeline_for(const std::string& name, const std::string& source,
   ++p.created;
   p.dirty = true;
   return *p.by_key.emplace(key, std::move(pl)).first->second;
+}
+
+std::string pipeline_statistics(const Pipeline& pl) {
+  Context& cx = context();
+  if (!cx.info.pipeline_stats) return {};
+  static const auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vk().vkGetDeviceProcAddr(cx.device, "vkGetPipelineExecutablePropertiesKHR"));
+  static const auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vk().vkGetDeviceProcAddr(cx.device, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!props || !stats) return {};
+  auto pi = vk_struct<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
+  pi.pipeline = pl.pipeline;
+  uint32_t n = 0;
+  if (props(cx.device, &pi, &n, nullptr) != VK_SUCCESS) return {};
+  std::string out;
+  for (uint32_t e = 0; e < n; ++e) {
+    auto ei = vk_struct<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
+    ei.pipeline = pl.pipeline;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    if (stats(cx.device, &ei, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> s(
+        m, vk_struct<VkPipelineExecutableStatisticKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
+    if (stats(cx.device, &ei, &m, s.data()) != VK_SUCCESS) continue;
+    for (uint32_t i = 0; i < m; ++i) {
+      out += out.empty() ? "" : ", ";
+      out += s[i].name;
+      out += " ";
+      switch (s[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: out += s[i].value.b32 ? "yes" : "no"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: out += std::to_string(s[i].value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: out += std::to_string(s[i].value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: out += std::to_string(s[i].value.f64); break;
+        default: out += "?"; break;
+      }
+    }
+  }
+  return out;
 }
 
 void save_pipeline_cache() {

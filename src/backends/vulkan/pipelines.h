@@ -20,6 +20,10 @@ struct Pipeline {
 // The pipeline of `source` with `bindings` storage buffers and `push_words` push-constant words
 // (valid for the process's lifetime).
 const Pipeline& pipeline_for(const std::string& name, const std::string& source, uint32_t bindings, uint32_t push_words);
+// The driver's statistics of the pipeline's executables ("Register Count 128, ...") when the
+// device was created with knob vulkan_pipeline_stats and has VK_KHR_pipeline_executable_properties;
+// else empty.
+std::string pipeline_statistics(const Pipeline& pl);
 // Writes the pipeline cache to disk when pipelines were created since the last save.
 void save_pipeline_cache();
 uint64_t pipelines_created();

@@ -234,6 +234,17 @@ Context* create_context() {
     }
   }
 
+  auto pstats = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  if (process_knobs::vulkan_pipeline_stats() &&
+      has_extension(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    pstats.pipelineExecutableInfo = VK_TRUE;
+    pstats.pNext = e2.pNext;
+    e2.pNext = &pstats;
+    info.pipeline_stats = true;
+  }
+
   uint32_t n_fam = 0;
   vk().vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_fam, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n_fam);

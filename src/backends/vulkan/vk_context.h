@@ -25,6 +25,7 @@ struct DeviceInfo {
   bool subgroup_clustered = false;           // clustered subgroup reductions
   uint32_t subgroup_size = 1;
   bool memory_budget = false;                // VK_EXT_memory_budget enabled
+  bool pipeline_stats = false;               // VK_KHR_pipeline_executable_properties enabled (knob vulkan_pipeline_stats)
   // Cooperative matrices: coopmat_nv is VK_NV_cooperative_matrix enabled (the GLSL of Debian's
   // glslang 12 spells only the NV extension); the KHR and NV2 extensions are only reported.
   bool coopmat_khr = false, coopmat_nv = false, coopmat2_nv = false;

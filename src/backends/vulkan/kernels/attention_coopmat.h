@@ -122,8 +122,33 @@ void main() {
       FOR_DT(O_ZERO)
       float m = NEG_INF, l = 0.0;
 
+#if PREFETCH
+      // The next tile's K and V words in registers while this tile computes.
+      uvec4 pk[PF], pv[PF];
+      for (uint q = 0u; q < PF; ++q) {
+        const uint x = tid + q * NT, c = x / DW, d8 = x % DW;
+        const int j = lo + int(c);
+        pk[q] = j < hi ? ld8_k(pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh, 8u * d8) : uvec4(0u);
+        pv[q] = j < hi ? ld8_v(pc.off_v + b * pc.vsb + uint(j) * pc.vss + kvh * pc.vsh, 8u * d8) : uvec4(0u);
+      }
+#endif
       for (int j0 = lo; j0 < hi; j0 += int(BC)) {
         barrier();  // the previous tile's (and the Q tile's) reads are done
+#if PREFETCH
+        for (uint q = 0u; q < PF; ++q) {
+          const uint x = tid + q * NT, c = x / DW, d8 = x % DW;
+          KVs[c * KW + d8] = pk[q];
+          KVs[V_OFF + c * KW + d8] = pv[q];
+        }
+        barrier();
+        if (j0 + int(BC) < hi)
+          for (uint q = 0u; q < PF; ++q) {
+            const uint x = tid + q * NT, c = x / DW, d8 = x % DW;
+            const int j = j0 + int(BC) + int(c);
+            pk[q] = j < hi ? ld8_k(pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh, 8u * d8) : uvec4(0u);
+            pv[q] = j < hi ? ld8_v(pc.off_v + b * pc.vsb + uint(j) * pc.vss + kvh * pc.vsh, 8u * d8) : uvec4(0u);
+          }
+#else
         for (uint x = tid; x < BC * DW; x += NT) {
           const uint c = x / DW, d8 = x % DW;
           const int j = j0 + int(c);
@@ -134,6 +159,7 @@ void main() {
 #endif
         }
         barrier();
+#endif
 
         // S = Q K^T (K read column-major: the B operand's column n is key n).
         for (uint c = 0u; c < CT; ++c) {
@@ -148,11 +174,20 @@ void main() {
         const uint sb = sg * 16u * SST + my_r * SST + side * (BC / 2u);
         float x[BC / 2u];
         float tmax = NEG_INF;
-        for (uint c = 0u; c < BC / 2u; ++c) {
-          const int key = j0 + int(side * (BC / 2u) + c);
-          const float v = valid ? attn_score(Ss[sb + c], key, hi, b, ri, rh, rlo, rhi) : NEG_INF;
-          x[c] = v;
-          if (v > tmax) tmax = v;  // NaN scores do not raise the max (as on the CPU)
+        // Tiles inside the row's visible keys take the scale alone (no mask, softcap or bias).
+        const bool plain = MASK < 3 && valid && SOFTCAP <= 0.0 && j0 >= rlo && j0 + int(BC) <= min(rhi, hi);
+        if (plain) {
+          for (uint c = 0u; c < BC / 2u; ++c) {
+            x[c] = Ss[sb + c] * SCALE;
+            if (x[c] > tmax) tmax = x[c];
+          }
+        } else {
+          for (uint c = 0u; c < BC / 2u; ++c) {
+            const int key = j0 + int(side * (BC / 2u) + c);
+            const float v = valid ? attn_score(Ss[sb + c], key, hi, b, ri, rh, rlo, rhi) : NEG_INF;
+            x[c] = v;
+            if (v > tmax) tmax = v;  // NaN scores do not raise the max (as on the CPU)
+          }
         }
         const float omax = subgroupShuffleXor(tmax, 1u);
         if (omax > tmax) tmax = omax;
