@@ -71,6 +71,9 @@ class CompiledGraph {
   std::vector<std::string> input_names() const;
   std::vector<std::string> param_names() const;
   size_t arena_bytes() const;  // bytes of the intermediate-value arena of the last run's plan
+  // Shape bindings compiled so far (a static graph: 1 at compile; a symbolic one: one per new
+  // binding of its dims, and again for a binding evicted from the cache of recent ones).
+  size_t compile_count() const;
 
  private:
   std::vector<Tensor> run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices);

@@ -90,6 +90,7 @@ struct CompiledGraph::Impl {
   std::map<std::string, Carried> state;  // by input name
   std::list<std::pair<Binding, CompiledVariant>> variants;  // most recent first
   size_t last_arena = 0;
+  size_t compiles = 0;  // variants prepared (compile_count)
 
   // The shape binding runs on another variant than the one holding carried values: they come
   // to the host (one download each) and are uploaded as inputs. This happens when the carried
@@ -139,6 +140,7 @@ struct CompiledGraph::Impl {
     for (NodeId id : g.input_nodes()) cv.inputs.emplace_back(id, std::get<ops::Input>(g.node(id).op).name);
     for (NodeId id : g.param_nodes()) cv.params.emplace_back(id, std::get<ops::Param>(g.node(id).op).name);
     cv.variant = backend->prepare(std::move(g), options);
+    ++compiles;
     variants.emplace_front(b, std::move(cv));
     if (variants.size() > kMaxVariants) variants.pop_back();
     return variants.front().second;
@@ -191,6 +193,7 @@ CompiledGraph::~CompiledGraph() = default;
 const Graph& CompiledGraph::graph() const { return impl_->graph; }
 Device CompiledGraph::device() const { return impl_->device; }
 size_t CompiledGraph::arena_bytes() const { return impl_->last_arena; }
+size_t CompiledGraph::compile_count() const { return impl_->compiles; }
 
 std::vector<std::string> CompiledGraph::input_names() const {
   std::vector<std::string> out;
