@@ -1,6 +1,7 @@
 #include "models/llama_gguf.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -112,7 +113,43 @@ struct Builder {
     return {g.act(ActKind::Cos, angle), g.act(ActKind::Sin, angle)};
   }
 
-  Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s) {
+  // The KV-cache form (build_llama_decoder_from_gguf): where the chunk's rows go in the caches
+  // and which cached keys each query row sees, computed once from "positions".
+  struct Cache {
+    int64_t max_ctx = 0;
+    Value keep_old;  // (1, max_ctx, 1, 1) bool: cache row j is not written by this chunk
+    Value src_row;   // (max_ctx) i64: the chunk row written to cache row j (0 where none)
+    Value bias;      // (1, 1, S, max_ctx) f32: 0 where key j <= position of query row i, else -inf
+    std::vector<Value> outputs;  // the updated caches, k then v per block
+  };
+
+  Cache cache_plan(Value positions, const Dim& s, int64_t max_ctx) {
+    Cache kc;
+    kc.max_ctx = max_ctx;
+    std::vector<int64_t> rows(static_cast<size_t>(max_ctx));
+    for (int64_t j = 0; j < max_ctx; ++j) rows[static_cast<size_t>(j)] = j;
+    Value row = g.reshape(g.constant(Tensor::i64({max_ctx}, rows)), {Dim(1), Dim(max_ctx)});
+    Value pos = g.reshape(positions, {s, Dim(1)});
+    Value hit = g.cast(g.compare(CompareKind::Eq, pos, row), DType::F32);  // (S, max_ctx)
+    Value written = g.reduce(ReduceKind::Max, hit, {0});                   // (max_ctx)
+    kc.keep_old = g.reshape(g.compare(CompareKind::Eq, written, g.scalar(0.0)), {Dim(1), Dim(max_ctx), Dim(1), Dim(1)});
+    kc.src_row = g.argmax(hit, 0);
+    Value visible = g.compare(CompareKind::Le, row, pos);  // (S, max_ctx)
+    kc.bias = g.reshape(g.where(visible, g.scalar(0.0), g.scalar(-std::numeric_limits<double>::infinity())),
+                        {Dim(1), Dim(1), s, Dim(max_ctx)});
+    return kc;
+  }
+
+  // The cache input `name` (1, max_ctx, Hkv, D) with the chunk's rows `x` (1, S, Hkv, D) written
+  // at their positions; the result is also a graph output (the next run's cache).
+  Value cache_update(Cache& kc, const std::string& name, Value x) {
+    Value cache = g.input(name, Shape({Dim(1), Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, DType::F32));
+    Value updated = g.where(kc.keep_old, cache, g.gather(x, kc.src_row, 1));
+    kc.outputs.push_back(updated);
+    return updated;
+  }
+
+  Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s, Cache* kc = nullptr) {
     const std::string p = "blk." + i2s(i) + ".";
     const int64_t e = c.hidden, hq = c.heads, hkv = c.kv_heads, d = c.head_dim;
     Value x = g.rms_norm(h, f32_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
@@ -127,7 +164,14 @@ struct Builder {
     attn.head_dim = d;
     attn.mask_kind = MaskKind::Causal;
     attn.layout = AttnLayout::BSHD;
-    Value ctx = g.reshape(g.attention(q, k, v, std::nullopt, attn), {Dim(1), s, Dim(hq * d)});
+    std::optional<Value> mask;
+    if (kc) {
+      k = cache_update(*kc, "cache_k." + i2s(i), k);
+      v = cache_update(*kc, "cache_v." + i2s(i), v);
+      attn.mask_kind = MaskKind::Bias;
+      mask = kc->bias;
+    }
+    Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {Dim(1), s, Dim(hq * d)});
     Value h1 = g.add(h, project(ctx, p + "attn_output.weight", e, hq * d, p + "attn_output.weight"));
     Value y = g.rms_norm(h1, f32_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
     Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
@@ -193,24 +237,36 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
   return c;
 }
 
-GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options) {
+namespace {
+
+// The teacher-forced graph (max_ctx 0) or the KV-cache decoder (max_ctx > 0).
+GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx) {
   GgufLlama m;
   m.config = read_gguf_llama_config(f);
   const GgufLlamaConfig& c = m.config;
-  if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
   Graph& g = m.graph;
   Builder b{f, c, g, m.params, {}};
-  const Dim s = options.seq ? Dim(options.seq) : Dim::symbol("seq");
+  const Dim s = seq ? Dim(seq) : Dim::symbol("seq");
   Value tokens = g.input("tokens", Shape({s}, DType::I64));
   Value positions = g.input("positions", Shape({s}, DType::I64));
+  std::optional<Value> logit_rows;
+  if (max_ctx) logit_rows = g.input("logit_rows", Shape({Dim::symbol("rows")}, DType::I64));
   Value emb = b.f32_param("token_embd.weight", {c.vocab, c.hidden});
   Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
   auto [cos, sin] = b.rope_tables(positions);
-  for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s);
+  std::optional<Builder::Cache> kc;
+  if (max_ctx) kc = b.cache_plan(positions, s, max_ctx);
+  for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s, kc ? &*kc : nullptr);
+  if (logit_rows) h = g.gather(h, *logit_rows, 1);  // (1, R, E): only the rows whose logits are wanted
   h = g.rms_norm(h, b.f32_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
   // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
   Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");
   g.add_output(logits, "logits");
+  if (kc)
+    for (int64_t i = 0; i < c.layers; ++i) {
+      g.add_output(kc->outputs[static_cast<size_t>(2 * i)], "cache_k." + i2s(i));
+      g.add_output(kc->outputs[static_cast<size_t>(2 * i + 1)], "cache_v." + i2s(i));
+    }
   std::vector<std::string> unused;
   for (const GgufTensorInfo& t : f.tensors())
     if (!b.used.count(t.name)) unused.push_back(t.name);
@@ -223,6 +279,18 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
   }
   g.verify();
   return m;
+}
+
+}  // namespace
+
+GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options) {
+  if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
+  return build_llama(f, options.seq, 0);
+}
+
+GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx) {
+  if (max_ctx <= 0) fail(f, "the KV cache length max_ctx must be positive, got " + i2s(max_ctx));
+  return build_llama(f, 0, max_ctx);
 }
 
 std::string describe_gguf_llama(const GgufFile& f) {

@@ -67,6 +67,22 @@ struct GgufLlama {
 
 GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options = {});
 
+// The KV-cache decoder (rlx/generate.h runs it): the same model over a chunk of S new tokens
+// (S is the symbolic dim "seq": a whole prompt, or 1 per decode step) that reads and writes
+// preallocated caches of `max_ctx` rows.
+//   inputs  "tokens" (S) i64, "positions" (S) i64 (the chunk's positions in the sequence, each
+//           < max_ctx), "logit_rows" (R) i64 (the chunk rows whose logits are wanted; R is the
+//           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (1, max_ctx, Hkv, D) f32
+//   outputs "logits" (1, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
+//           2 + 2N): the caches with the chunk's keys (after RoPE) and values written at rows
+//           `positions`; every other row is copied unchanged.
+// Attention runs over all max_ctx cached rows with an additive mask built from the positions:
+// query row i sees cache row j when j <= positions[i] (causal within the chunk, the whole valid
+// prefix before it); the rest get -inf. Rows beyond the last position are never read, so the
+// caches need no clearing between sequences. The graph does not change with the position, so one
+// compile per chunk length serves every step (bind_state carries the caches between runs).
+GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx);
+
 // One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,
 // vocab 100, context 256, rope theta 10000, projections: Q4_K x 12, F16 x 2".
 std::string describe_gguf_llama(const GgufFile& f);

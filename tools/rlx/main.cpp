@@ -6,6 +6,7 @@
 //   rlx check graph.json --device  per op kind: native / decomposed / unsupported on a device
 //   rlx knobs                      the tuning knobs: name, variable, type, range, default
 //   rlx quantize in out.gguf       a .safetensors / .gguf file as GGUF in a ggml block format
+//   rlx generate m.gguf -p TEXT    text from a Llama GGUF model (KV-cache decode, sampling)
 // Exit codes: 0 success, 1 error (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     commands.push_back(rlx::cli::add_check_command(app));
     commands.push_back(rlx::cli::add_knobs_command(app));
     commands.push_back(rlx::cli::add_quantize_command(app));
+    commands.push_back(rlx::cli::add_generate_command(app));
   } catch (const std::exception& e) {  // a bug in the option setup; never expected
     std::cerr << "rlx: internal error while setting up options: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,117 @@
+#pragma once
+// Text generation with a Llama GGUF model: prefill a prompt, then decode token by token with a
+// KV cache that stays with the compiled graph (docs/generation.md).
+//
+//   rlx::GgufFile f("model.gguf");
+//   rlx::Generator gen(f, {.device = rlx::Device::Cpu, .max_ctx = 512});
+//   rlx::GenerateOptions o;
+//   o.max_new_tokens = 64;
+//   o.sampling.temperature = 0.8;
+//   rlx::GenerateResult r = gen.generate("Once upon a time", o, [](int32_t id, const std::string& piece) {
+//     std::cout << piece << std::flush;
+//     return true;  // false stops
+//   });
+//
+// Design: one graph (models::build_llama_decoder_from_gguf) whose inputs are a chunk of tokens,
+// their positions and the per-block caches (1, max_ctx, Hkv, D), and whose outputs are the
+// logits of the chunk's last row and the updated caches. It is compiled once; its symbolic chunk
+// length gets one compiled variant per length used: prompts are fed in chunks of
+// `prefill_chunk` tokens and the remainder in power-of-two pieces, so prefill and decode use at
+// most log2(prefill_chunk) + 1 lengths whatever the prompt, and decode (length 1) never
+// compiles again. The caches are carried between runs with CompiledGraph::bind_state.
+// Sampling (repetition penalty, temperature, top-k, top-p, seeded) runs on the host over the
+// logits row.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/gguf.h"
+#include "rlx/session.h"
+#include "rlx/tokenizer.h"
+
+namespace rlx {
+
+struct SamplingOptions {
+  double temperature = 0.0;        // <= 0: greedy (argmax, lowest id on ties)
+  int64_t top_k = 0;               // 0: off
+  double top_p = 1.0;              // 1: off; in (0, 1]
+  double repetition_penalty = 1.0;  // 1: off; > 0 (logit / p if positive, * p if not)
+  int64_t repeat_last_n = 64;      // tokens (prompt included) the penalty looks back over
+  uint64_t seed = 0;
+};
+
+// Picks the next token from one row of logits (the seeded generator state lives in `rng`).
+class Sampler {
+ public:
+  explicit Sampler(const SamplingOptions& options);  // rlx::Error for out-of-range options
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  SamplingOptions o_;
+  uint64_t state_;
+  double uniform();  // [0, 1)
+};
+
+struct GeneratorOptions {
+  Device device = Device::Cpu;
+  int num_threads = 0;        // CompileOptions::num_threads
+  int64_t max_ctx = 0;        // cache rows; 0: the model's context_length, at most 4096
+  int64_t prefill_chunk = 64;  // the largest prompt chunk (a power of two)
+};
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 128;
+  SamplingOptions sampling;
+  bool stop_at_end_of_generation = true;  // stop after eos / eot (the tokenizer's list)
+  std::vector<int32_t> stop_tokens;       // more ids that stop generation (kept in the output)
+  EncodeOptions encode;                   // how the prompt text is tokenized
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt, tokens;  // the prompt's ids and the generated ids
+  std::string stop_reason;              // "length", "end of generation", "stop token", "context full", "callback"
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t decode_steps = 0;  // decode runs (each feeds one generated token back)
+  double prompt_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+class Generator {
+ public:
+  // Builds the decoder graph from the GGUF file (and its tokenizer, when the file has one),
+  // compiles it for options.device and sets its weights.
+  Generator(const GgufFile& f, const GeneratorOptions& options = {});
+  Generator(Generator&&) noexcept;
+  Generator& operator=(Generator&&) noexcept;
+  ~Generator();
+
+  bool has_tokenizer() const;
+  const Tokenizer& tokenizer() const;  // rlx::Error when the file has none
+  int64_t max_ctx() const;
+  int64_t vocab_size() const;
+  int64_t position() const;  // tokens in the cache
+  // Variants compiled so far (CompiledGraph::compile_count of the decoder graph).
+  size_t compile_count() const;
+
+  // Starts a new sequence with `ids` (at least one) and returns the logits (vocab) of its last token.
+  std::vector<float> prefill(std::span<const int32_t> ids);
+  // Appends `ids` to the current sequence; the logits of the last one.
+  std::vector<float> append(std::span<const int32_t> ids);
+  std::vector<float> step(int32_t id) { return append(std::span<const int32_t>(&id, 1)); }
+
+  // Called with each generated token and its text piece; return false to stop.
+  using TokenCallback = std::function<bool(int32_t id, const std::string& piece)>;
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options, const TokenCallback& on_token = {});
+  GenerateResult generate(std::string_view prompt, const GenerateOptions& options, const TokenCallback& on_token = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx

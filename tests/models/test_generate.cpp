@@ -1,0 +1,354 @@
+// Generation with the KV cache (rlx/generate.h): a tiny random Llama with a SentencePiece
+// tokenizer written here; every step's cached logits against the teacher-forced graph
+// (build_llama_from_gguf) recomputed from scratch over the whole sequence, greedy generation
+// (API and `rlx generate`) against the reference's argmax loop, compile counts, sampling.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/llama_gguf.h"
+#include "rlx/generate.h"
+#include "support/test_util.h"
+
+namespace rlx {
+namespace {
+
+using ::testing::HasSubstr;
+using rlx::testing::error_message;
+
+struct TinyLm {
+  int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 96;
+  GgmlType proj = GgmlType::F32;
+};
+
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(mean, scale);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return Tensor::f32(std::move(shape), v);
+}
+
+// <unk> <s> </s> ▁ a..z ▁a..▁j: 40 tokens.
+std::vector<std::string> vocab_tokens() {
+  std::vector<std::string> t = {"<unk>", "<s>", "</s>", "\xE2\x96\x81"};
+  for (char c = 'a'; c <= 'z'; ++c) t.push_back(std::string(1, c));
+  for (char c = 'a'; c <= 'j'; ++c) t.push_back("\xE2\x96\x81" + std::string(1, c));
+  return t;
+}
+
+std::string write_lm(const TinyLm& m) {
+  const std::vector<std::string> tokens = vocab_tokens();
+  const auto vocab = static_cast<int64_t>(tokens.size());
+  GgufWriter w;
+  w.add("general.architecture", GgufValue::string("llama"));
+  w.add("llama.block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.add("llama.context_length", GgufValue::u32(128));
+  w.add("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.add("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
+  w.add("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.add("llama.rope.freq_base", GgufValue::f32(1000.0f));
+  w.add("tokenizer.ggml.model", GgufValue::string("llama"));
+  w.add("tokenizer.ggml.tokens", GgufValue::strings(tokens));
+  std::vector<double> scores;
+  std::vector<int64_t> types;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    scores.push_back(i >= 30 ? -1.0 : -10.0);
+    types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
+  }
+  w.add("tokenizer.ggml.scores", GgufValue::array_of(GgufValueType::F32, scores));
+  w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
+  w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+  const int64_t e = m.hidden, d = m.hidden / m.heads;
+  const float s = 1.0f / std::sqrt(static_cast<float>(e));
+  uint64_t seed = 11;
+  auto add = [&](const std::string& name, const Tensor& t, GgmlType type) {
+    if (type == GgmlType::F32) w.add_tensor(name, t);
+    else w.add_tensor(name, t, type);
+  };
+  add("token_embd.weight", randn({vocab, e}, seed++, 1.0f), GgmlType::F32);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    add(p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(p + "attn_q.weight", randn({m.heads * d, e}, seed++, 2 * s), m.proj);
+    add(p + "attn_k.weight", randn({m.kv_heads * d, e}, seed++, 2 * s), m.proj);
+    add(p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
+    add(p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.proj);
+    add(p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
+  }
+  add("output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+  add("output.weight", randn({vocab, e}, seed++, 3 * s), m.proj);
+  return w.bytes();
+}
+
+GgufFile file_of(const std::string& bytes) { return GgufFile::from_bytes(bytes.data(), bytes.size(), "lm.gguf"); }
+
+// The no-cache reference: the teacher-forced graph run from scratch over the whole sequence;
+// the logits of its last row.
+struct Reference {
+  models::GgufLlama model;
+  CompiledGraph cg;
+  explicit Reference(const GgufFile& f)
+      : model(models::build_llama_from_gguf(f)), cg(Session(Device::Cpu).compile(model.graph)) {
+    for (const auto& [n, t] : model.params) cg.set_param(n, t);
+  }
+  std::vector<float> last_logits(const std::vector<int32_t>& seq) {
+    const auto s = static_cast<int64_t>(seq.size());
+    std::vector<int64_t> tok(seq.begin(), seq.end()), pos(seq.size());
+    for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = i;
+    const Tensor out = cg.run({{"tokens", Tensor::i64({s}, tok)}, {"positions", Tensor::i64({s}, pos)}})[0];
+    const int64_t v = model.config.vocab;
+    const float* d = out.data<float>() + (s - 1) * v;
+    return std::vector<float>(d, d + v);
+  }
+};
+
+int32_t argmax(const std::vector<float>& l) { return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()); }
+
+// Largest |a - b| over the largest |b|.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return num / den;
+}
+
+// Feeds `prompt`, then `steps` greedy tokens, checking each step's cached logits against the
+// recompute; returns the worst relative difference.
+double check_sequence(Generator& gen, Reference& ref, std::vector<int32_t> seq, int steps) {
+  double worst = 0;
+  std::vector<float> got = gen.prefill(seq);
+  for (int i = 0; i <= steps; ++i) {
+    const std::vector<float> want = ref.last_logits(seq);
+    const double r = rel_diff(got, want);
+    worst = std::max(worst, r);
+    EXPECT_EQ(gen.position(), static_cast<int64_t>(seq.size()));
+    if (i == steps) break;
+    const int32_t next = argmax(want);
+    seq.push_back(next);
+    got = gen.step(next);
+  }
+  return worst;
+}
+
+TEST(Generate, CachedDecodeMatchesRecomputeAndCompilesOnce) {
+  const std::string bytes = write_lm(TinyLm{});
+  const GgufFile f = file_of(bytes);
+  Reference ref(f);
+  Generator gen(f, {.max_ctx = 48, .prefill_chunk = 4});
+  EXPECT_EQ(gen.max_ctx(), 48);
+  EXPECT_EQ(gen.compile_count(), 0u);
+  // 7 prompt tokens: chunks of 4, 2 and 1 (three compiled lengths), then decode steps of 1.
+  const std::vector<int32_t> prompt = {1, 30, 7, 12, 33, 5, 18};
+  EXPECT_LT(check_sequence(gen, ref, prompt, 1), 1e-4);
+  const size_t after_one_step = gen.compile_count();
+  EXPECT_EQ(after_one_step, 3u);
+  EXPECT_LT(check_sequence(gen, ref, prompt, 24), 1e-4);
+  EXPECT_EQ(gen.compile_count(), after_one_step) << "decode steps must not compile";
+  // A new, shorter sequence on the same generator: rows left from the last one must not leak in.
+  EXPECT_LT(check_sequence(gen, ref, {1, 31, 9}, 6), 1e-4);
+  EXPECT_EQ(gen.compile_count(), after_one_step);
+  // Appending several tokens at once after decode (a chunk of 2 after steps of 1).
+  std::vector<int32_t> seq = {1, 4, 5, 6};
+  gen.prefill(seq);
+  seq.insert(seq.end(), {8, 9});
+  EXPECT_LT(rel_diff(gen.append(std::vector<int32_t>{8, 9}), ref.last_logits(seq)), 1e-4);
+}
+
+TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
+  TinyLm m;
+  m.proj = GgmlType::Q8_0;
+  const std::string bytes = write_lm(m);
+  const GgufFile f = file_of(bytes);
+  Reference ref(f);
+  Generator gen(f, {.max_ctx = 32});
+  // At most 15 rows: the reference's projections take the same int8 path (M < 16) as decode.
+  const double worst = check_sequence(gen, ref, {1, 30, 7, 12, 33}, 10);
+  EXPECT_LT(worst, 1e-3);
+}
+
+// The reference's greedy loop: argmax of the recomputed logits, stopping after </s>.
+std::vector<int32_t> reference_greedy(Reference& ref, std::vector<int32_t> seq, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = argmax(ref.last_logits(seq));
+    out.push_back(t);
+    seq.push_back(t);
+    if (t == 2) break;
+  }
+  return out;
+}
+
+TEST(Generate, GreedyGenerationMatchesTheReferenceAndCompilesDoNotGrow) {
+  const std::string bytes = write_lm(TinyLm{});
+  const GgufFile f = file_of(bytes);
+  Reference ref(f);
+  Generator gen(f, {.max_ctx = 64});
+  const std::vector<int32_t> prompt = gen.tokenizer().encode("abc def");
+  // "▁abc▁def": ▁a (score -1) and ▁d merge; the rest are characters.
+  EXPECT_EQ(prompt, (std::vector<int32_t>{1, 30, 5, 6, 33, 8, 9}));
+  GenerateOptions o;
+  o.max_new_tokens = 5;
+  o.stop_at_end_of_generation = true;
+  GenerateResult short_run = gen.generate(std::span<const int32_t>(prompt), o);
+  const size_t compiles = gen.compile_count();
+  o.max_new_tokens = 40;
+  std::string streamed;
+  GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o, [&](int32_t, const std::string& piece) {
+    streamed += piece;
+    return true;
+  });
+  EXPECT_EQ(gen.compile_count(), compiles) << "40 tokens compiled more than 5 did";
+  const std::vector<int32_t> want = reference_greedy(ref, prompt, 40);
+  EXPECT_EQ(r.tokens, want);
+  EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(short_run.tokens.size())),
+            short_run.tokens);
+  EXPECT_EQ(r.stop_reason, want.back() == 2 ? "end of generation" : "length");
+  EXPECT_EQ(r.decode_steps, static_cast<int64_t>(r.tokens.size()) - 1);  // no step after the last token
+  std::string pieces;
+  for (int32_t t : want) pieces += gen.tokenizer().piece(t);
+  EXPECT_EQ(streamed, pieces);
+  EXPECT_GT(r.prompt_tokens_per_second(), 0);
+}
+
+TEST(Generate, CliStreamsTheGreedyTokens) {
+  const std::string bytes = write_lm(TinyLm{});
+  const GgufFile f = file_of(bytes);
+  Reference ref(f);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const std::vector<int32_t> want = reference_greedy(ref, tok.encode("abc def"), 12);
+  std::string text;
+  for (int32_t t : want) text += tok.piece(t);
+  const auto dir = std::filesystem::temp_directory_path() / ("rlx_generate_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "lm.gguf").string(), out = (dir / "out.txt").string(), err = (dir / "err.txt").string();
+  {
+    std::ofstream(model, std::ios::binary) << bytes;
+  }
+  const std::string cmd = std::string("'") + RLX_CLI_PATH + "' generate '" + model +
+                          "' --prompt 'abc def' -n 12 --no-echo --threads 1 >'" + out + "' 2>'" + err + "'";
+  const int rc = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string got = slurp(out), log = slurp(err);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_EQ(got, text + "\n");
+  EXPECT_THAT(log, HasSubstr("prompt: 7 tokens"));
+  EXPECT_THAT(log, HasSubstr("tokens/s"));
+  // Echo on (the default): the prompt comes first.
+  const std::string cmd2 = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc def' -n 3 --temp 0.8 --top-k 5 --top-p 0.9 --seed 3 >'" +
+                           out + "' 2>'" + err + "'";
+  EXPECT_EQ(std::system(cmd2.c_str()), 0) << slurp(err);
+  EXPECT_EQ(slurp(out).rfind("abc def", 0), 0u);
+  const std::string bad = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Generate, ContextLimitAndBadInput) {
+  const std::string bytes = write_lm(TinyLm{});
+  const GgufFile f = file_of(bytes);
+  Generator gen(f, {.max_ctx = 8});
+  GenerateOptions o;
+  o.max_new_tokens = 10;
+  o.stop_at_end_of_generation = false;
+  const std::vector<int32_t> prompt = {1, 4, 5, 6, 7};
+  const GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o);
+  EXPECT_EQ(r.stop_reason, "context full");
+  EXPECT_EQ(r.tokens.size(), 4u);  // positions 5, 6, 7 fed back, the 4th token has no room
+  EXPECT_THAT(error_message([&] { gen.prefill(std::vector<int32_t>(9, 4)); }), HasSubstr("exceed the cache of 8 rows"));
+  EXPECT_THAT(error_message([&] { gen.prefill(std::vector<int32_t>{1, 40}); }), HasSubstr("token id 40 is out of range"));
+  EXPECT_THAT(error_message([&] { gen.prefill(std::vector<int32_t>{}); }), HasSubstr("at least one token"));
+  Generator fresh(f, {.max_ctx = 8});
+  EXPECT_THAT(error_message([&] { fresh.step(3); }), HasSubstr("before prefill"));
+  EXPECT_THAT(error_message([&] { Generator(f, {.max_ctx = 500}); }), HasSubstr("exceeds the model's context_length 128"));
+  EXPECT_THAT(error_message([&] { Generator(f, {.prefill_chunk = 6}); }), HasSubstr("power of two"));
+  // The decoder graph: every op is one the CPU runs; its inputs are the ones documented.
+  const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 16);
+  EXPECT_EQ(dec.graph.outputs().size(), 1u + 2 * 2);
+  EXPECT_EQ(dec.graph.output_names()[3], "cache_k.1");
+}
+
+// ---- sampling ----
+TEST(Sampler, GreedyTopKTopPAndPenalty) {
+  const std::vector<float> l = {0.5f, 2.0f, 2.0f, -1.0f};
+  EXPECT_EQ(Sampler({}).sample(l, {}), 1);  // the first of tied maxima
+  // Penalty 4 on token 1: 2.0 / 4 = 0.5, so token 2 wins.
+  EXPECT_EQ(Sampler({.repetition_penalty = 4.0}).sample(l, std::vector<int32_t>{1}), 2);
+  // A negative logit is multiplied: -1 * 4 stays the smallest.
+  EXPECT_EQ(Sampler({.repetition_penalty = 4.0}).sample(std::vector<float>{-1.0f, -0.5f}, std::vector<int32_t>{1}), 0);
+  // Beyond repeat_last_n the penalty does not apply.
+  EXPECT_EQ(Sampler({.repetition_penalty = 4.0, .repeat_last_n = 1}).sample(l, std::vector<int32_t>{1, 3}), 1);
+  // top_k 1 and a tiny top_p are greedy at any temperature.
+  Sampler k1({.temperature = 5.0, .top_k = 1, .seed = 9});
+  Sampler p0({.temperature = 5.0, .top_p = 1e-6, .seed = 9});
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(k1.sample(l, {}), 1);
+    EXPECT_EQ(p0.sample(l, {}), 1);
+  }
+  // top_k 2 never picks tokens 0 or 3.
+  Sampler k2({.temperature = 1.0, .top_k = 2, .seed = 1});
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = k2.sample(l, {});
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+}
+
+TEST(Sampler, SeededDistribution) {
+  // p(1) = 3 / 4 at temperature 1; at temperature 0.5 the odds square: 9 / 10.
+  const std::vector<float> l = {0.0f, static_cast<float>(std::log(3.0))};
+  auto freq = [&](double temp, uint64_t seed) {
+    Sampler s({.temperature = temp, .seed = seed});
+    int ones = 0;
+    for (int i = 0; i < 8000; ++i) ones += s.sample(l, {}) == 1;
+    return ones / 8000.0;
+  };
+  EXPECT_NEAR(freq(1.0, 5), 0.75, 0.02);
+  EXPECT_NEAR(freq(0.5, 5), 0.9, 0.015);
+  // top_p 0.7 keeps only token 1 (0.75 >= 0.7).
+  Sampler tp({.temperature = 1.0, .top_p = 0.7, .seed = 2});
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(tp.sample(l, {}), 1);
+  // Same seed, same draws; another seed, other draws.
+  std::vector<int32_t> a, b, c;
+  Sampler sa({.temperature = 1.0, .seed = 42}), sb({.temperature = 1.0, .seed = 42}), sc({.temperature = 1.0, .seed = 43});
+  const std::vector<float> flat(16, 0.0f);
+  for (int i = 0; i < 64; ++i) {
+    a.push_back(sa.sample(flat, {}));
+    b.push_back(sb.sample(flat, {}));
+    c.push_back(sc.sample(flat, {}));
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_THAT(error_message([] { Sampler({.top_k = -1}); }), HasSubstr("top_k"));
+  EXPECT_THAT(error_message([] { Sampler({.repetition_penalty = 0}); }), HasSubstr("repetition_penalty"));
+  EXPECT_THAT(error_message([] { Sampler({.temperature = NAN}); }), HasSubstr("temperature"));
+}
+
+}  // namespace
+}  // namespace rlx

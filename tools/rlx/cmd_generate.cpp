@@ -1,0 +1,114 @@
+// rlx generate: text from a Llama GGUF model (rlx::Generator): the prompt is tokenized with the
+// file's tokenizer, prefilled, then decoded token by token with the KV cache; the generated text
+// streams to stdout, the timings go to stderr.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli.h"
+#include "io/file_access.h"
+#include "rlx/generate.h"
+
+namespace rlx::cli {
+namespace {
+
+struct GenerateCliOptions {
+  std::string model, prompt, device = "cpu";
+  int64_t n = 128, ctx = 0, top_k = 0, repeat_last_n = 64, chunk = 64;
+  double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false;
+};
+
+int run_generate(const GenerateCliOptions& o) {
+  if (o.n < 0) throw UsageError("-n must be >= 0");
+  { const io::RegularFile probe(o.model, "model file '" + shown(o.model) + "'"); }
+  GgufFile f(o.model);
+  GeneratorOptions go;
+  go.device = device_from_name(o.device);
+  go.num_threads = o.threads;
+  go.prefill_chunk = o.chunk;
+  // Without --ctx: room for the prompt and -n tokens (rounded up to 64 rows), within the model's context.
+  int64_t ctx = o.ctx;
+  GenerateOptions opt;
+  opt.max_new_tokens = o.n;
+  opt.sampling.temperature = o.temp;
+  opt.sampling.top_k = o.top_k;
+  opt.sampling.top_p = o.top_p;
+  opt.sampling.repetition_penalty = o.repeat_penalty;
+  opt.sampling.repeat_last_n = o.repeat_last_n;
+  opt.sampling.seed = o.seed;
+  opt.stop_at_end_of_generation = !o.ignore_eos;
+  if (o.no_bos) opt.encode.add_bos = false;
+  opt.encode.parse_special = o.special;
+  if (!f.find("tokenizer.ggml.model"))
+    throw Error(f.what() + ": the file has no tokenizer (tokenizer.ggml.* metadata), so rlx generate cannot read the "
+                "prompt text");
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const std::vector<int32_t> prompt = tok.encode(o.prompt, opt.encode);
+  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens; give --prompt text");
+  if (ctx == 0) {
+    const int64_t want = static_cast<int64_t>(prompt.size()) + o.n;
+    ctx = (want + 63) / 64 * 64;
+    const GgufValue* c = f.find(f.get_string("general.architecture") + ".context_length");
+    if (c && c->is_integer() && c->as_i64() > 0) ctx = std::min(ctx, c->as_i64());
+  }
+  go.max_ctx = ctx;
+  const auto t_load = std::chrono::steady_clock::now();
+  Generator gen(f, go);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  if (!o.no_prompt) {
+    std::cout << o.prompt;
+    std::cout.flush();
+  }
+  GenerateResult r = gen.generate(std::span<const int32_t>(prompt), opt, [&](int32_t id, const std::string& piece) {
+    if (o.ids) std::cout << "[" << id << "]";
+    std::cout << piece;
+    std::cout.flush();
+    return true;
+  });
+  std::cout << "\n";
+  std::cout.flush();
+  std::fprintf(stderr,
+               "rlx generate: %s, %d thread(s) requested, cache %lld rows, graph built and compiled in %.2f s\n"
+               "  prompt: %zu tokens in %.3f s (%.1f tokens/s)\n"
+               "  decode: %zu tokens generated, %lld decode steps in %.3f s (%.2f tokens/s)\n"
+               "  stop: %s; compiled variants: %zu\n",
+               device_name(go.device), o.threads, static_cast<long long>(gen.max_ctx()), load_s, r.prompt.size(),
+               r.prefill_seconds, r.prompt_tokens_per_second(), r.tokens.size(), static_cast<long long>(r.decode_steps),
+               r.decode_seconds, r.decode_tokens_per_second(), r.stop_reason.c_str(), gen.compile_count());
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& parent) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  CLI::App* sub = parent.add_subcommand(
+      "generate", "Generate text with a Llama GGUF model: prefill the prompt, decode with a KV cache, stream the tokens");
+  sub->add_option("model", o->model, "the .gguf model (general.architecture llama, with a tokenizer)")->required();
+  sub->add_option("-p,--prompt", o->prompt, "the prompt text")->required();
+  sub->add_option("-n,--n-predict", o->n, "tokens to generate at most (default 128)");
+  sub->add_option("--device", o->device, "cpu (default), cuda, vulkan or webgpu");
+  sub->add_option("--temp", o->temp, "sampling temperature; 0 (default) = greedy");
+  sub->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off, default)");
+  sub->add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability mass (1 = off, default)");
+  sub->add_option("--repeat-penalty", o->repeat_penalty, "repetition penalty (1 = off, default)");
+  sub->add_option("--repeat-last-n", o->repeat_last_n, "tokens the repetition penalty looks back over (default 64)");
+  sub->add_option("--seed", o->seed, "sampling seed (default 0)");
+  sub->add_option("--ctx", o->ctx, "KV cache rows (default: prompt + n rounded up to 64, within the model's context)");
+  sub->add_option("--chunk", o->chunk, "largest prompt chunk per prefill run, a power of two (default 64)");
+  sub->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  sub->add_flag("--no-bos", o->no_bos, "do not put the BOS token in front of the prompt");
+  sub->add_flag("--special", o->special, "control tokens written in the prompt (<|eot_id|>, ...) become their ids");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-generation token");
+  sub->add_flag("--ids", o->ids, "print each generated token's id before its text");
+  sub->add_flag("--no-echo", o->no_prompt, "do not print the prompt before the generated text");
+  return {sub, [o] { return run_generate(*o); }};
+}
+
+}  // namespace rlx::cli
