@@ -6,16 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "rlx/device.h"
 #include "rlx/graph.h"
 #include "rlx/limits.h"
 #include "rlx/tensor.h"
 #include "rlx/tuning.h"
 
 namespace rlx {
-
-enum class Device { Cpu, Cuda, Vulkan, WebGpu };
-const char* device_name(Device d);
-Device device_from_name(const std::string& name);  // "cpu", "cuda", ... (throws on unknown)
 
 // Numeric policy of a device backend (the CPU backend always computes in the graph's dtypes).
 //   Fp32: exact FP32 math; Tf32: FP32 storage, TF32 tensor-core matmuls;
@@ -45,6 +42,25 @@ struct CompileOptions {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Device tensors in runs (rlx/tensor.h; CUDA only). An input may be a device tensor on the
+// device the graph was compiled for: it is copied device-to-device into the run's buffers (never
+// through the host), after the run's stream waited for the tensor's producer stream
+// (Tensor::stream()). A device tensor given to a graph compiled for another device (the CPU
+// included) is an rlx::Error naming the input and both devices: copy it with Tensor::to_host().
+// Outputs are host tensors unless RunOptions asks for device ones. run() returns when the
+// device has finished the run (it reads the kernels' error flag), so device outputs are ready on
+// every stream and the inputs' memory may be reused at once.
+struct RunOptions {
+  // Return every output as a device tensor in memory rlx allocates for it (on the compiled
+  // graph's device; freed when the last copy of the Tensor goes), copied there device-to-device.
+  bool device_outputs = false;
+  // Caller-provided destinations: empty, or one device tensor per returned output (same order),
+  // on the compiled graph's device, with that output's dtype and shape. The run writes the
+  // outputs into them (device-to-device) and returns them. Their producer streams are waited
+  // for before the writes.
+  std::vector<Tensor> out;
+};
+
 // A compiled graph owns its arena: run() on one CompiledGraph must not be called from two
 // threads at once (compile one CompiledGraph per thread instead).
 class CompiledGraph {
@@ -61,6 +77,10 @@ class CompiledGraph {
   std::vector<Tensor> run(const NamedTensors& inputs);
   // Runs and returns only the outputs listed (by index), in the order given.
   std::vector<Tensor> run(const NamedTensors& inputs, const std::vector<size_t>& output_indices);
+  // The same, with outputs placed as `options` says (device outputs: see RunOptions). Asking
+  // for device outputs from a graph compiled for a device without device tensors -> rlx::Error.
+  std::vector<Tensor> run(const NamedTensors& inputs, const std::vector<size_t>& output_indices,
+                          const RunOptions& options);
   // After each run, output `output_index` becomes input `input_name` of the next run without a
   // host round trip. Passing that input explicitly to run() overrides the carried state.
   void bind_state(const std::string& input_name, size_t output_index);
@@ -76,7 +96,8 @@ class CompiledGraph {
   size_t compile_count() const;
 
  private:
-  std::vector<Tensor> run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices);
+  std::vector<Tensor> run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices,
+                                  const RunOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

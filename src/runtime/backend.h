@@ -28,8 +28,9 @@ struct Carry {
 
 // Everything a Variant needs for one run.
 struct RunArgs {
-  // A host tensor for every Input and Param node of the variant's graph, by node id (borrowed),
-  // except the carried inputs.
+  // A tensor for every Input and Param node of the variant's graph, by node id (borrowed),
+  // except the carried inputs. Params are host tensors; inputs may be device tensors of the
+  // variant's device (the session checked the device kind) when the backend takes them.
   const std::unordered_map<NodeId, Tensor>& leaves;
   // Graph outputs to return, by index, in this order.
   const std::vector<size_t>& which;
@@ -43,13 +44,17 @@ struct RunArgs {
   // Outputs that the next run may carry, or kept_outputs return: the variant keeps their values
   // until its next run (a device variant where the run left them; the CPU one as host copies).
   std::span<const size_t> keep = {};
+  // Outputs as device tensors (RunOptions::device_outputs), or into `out` (RunOptions::out, one
+  // per entry of `which`); only for backends with device_tensors().
+  bool device_outputs = false;
+  std::span<const Tensor> out = {};
 };
 
 // One compiled shape binding of a graph, ready to run on the device.
 class Variant {
  public:
   virtual ~Variant() = default;
-  // Returns host copies of the requested outputs. If it throws, the values it was asked to keep
+  // Returns host copies of the requested outputs (device tensors when RunArgs asks). If it throws, the values it was asked to keep
   // by its previous run are lost (the run may have overwritten them).
   virtual std::vector<Tensor> run(const RunArgs& args) = 0;
   // Host copies of outputs that the last run kept (RunArgs::keep): carried state that leaves
@@ -63,6 +68,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  // Whether its variants take device tensors as inputs and return them as outputs (RunArgs).
+  virtual bool device_tensors() const { return false; }
   // True when the backend has a kernel for op kind `op_name` (e.g. "fused_swiglu") at all. The
   // optimizer only creates fused ops whose kind the backend claims.
   virtual bool claims_kind(std::string_view op_name) const = 0;

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "rlx/error.h"
+
 namespace rlx {
 namespace {
 
@@ -47,6 +49,30 @@ void DeviceApi::copy(std::span<const DeviceToDevice> copies) {
   do_copy(copies);
 }
 
+void DeviceApi::copy_in(std::span<const ExternalToDevice> copies) {
+  if (copies.empty()) return;
+  count(copies, counters().device_copies, counters().device_copy_bytes);
+  do_copy_in(copies);
+}
+
+void DeviceApi::copy_out(std::span<const DeviceToExternal> copies) {
+  if (copies.empty()) return;
+  count(copies, counters().device_copies, counters().device_copy_bytes);
+  do_copy_out(copies);
+}
+
+namespace {
+[[noreturn]] void no_device_tensors(const std::string& what) {
+  throw Error(what + ": this device takes no device tensors (only CUDA does); pass host tensors");
+}
+}  // namespace
+
+void DeviceApi::check_device_memory(const void*, size_t, const std::string& what) { no_device_tensors(what); }
+void DeviceApi::wait_for_stream(uintptr_t) { no_device_tensors("waiting for a device tensor's stream"); }
+Tensor DeviceApi::allocate_tensor(DType, const std::vector<int64_t>&, const std::string& what) { no_device_tensors(what); }
+void DeviceApi::do_copy_in(std::span<const ExternalToDevice>) { no_device_tensors("copying a device tensor in"); }
+void DeviceApi::do_copy_out(std::span<const DeviceToExternal>) { no_device_tensors("copying into a device tensor"); }
+
 void DeviceApi::read_error_flag(DeviceBuf flag) {
   ++counters().flag_reads;
   do_read_error_flag(flag);
@@ -70,6 +96,11 @@ DeviceStats device_stats() {
 namespace detail {
 void note_param_upload() { ++counters().param_uploads; }
 void note_device_ms(double ms) { counters().last_device_ms = ms; }
+void note_download(size_t bytes) {
+  if (bytes == 0) return;
+  ++counters().downloads;
+  counters().download_bytes += bytes;
+}
 }  // namespace detail
 
 }  // namespace rlx

@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
+
+#include "rlx/tensor.h"
 
 namespace rlx {
 
@@ -34,6 +37,20 @@ struct DeviceToHost {
   size_t offset = 0;
   size_t bytes = 0;
 };
+// Copies between a DeviceApi buffer and device memory outside the API (device tensors: a
+// borrowed input, an output buffer given by the caller or owned by a returned Tensor).
+struct ExternalToDevice {
+  DeviceBuf dst;
+  size_t offset = 0;
+  const void* src = nullptr;  // device memory of this device
+  size_t bytes = 0;
+};
+struct DeviceToExternal {
+  void* dst = nullptr;  // device memory of this device
+  DeviceBuf src;
+  size_t offset = 0;
+  size_t bytes = 0;
+};
 struct DeviceToDevice {
   DeviceBuf dst;
   size_t dst_offset = 0;
@@ -46,7 +63,7 @@ struct DeviceToDevice {
 struct DeviceStats {
   uint64_t uploads = 0, upload_bytes = 0;              // host -> device copies
   uint64_t downloads = 0, download_bytes = 0;          // device -> host copies of values
-  uint64_t device_copies = 0, device_copy_bytes = 0;   // device -> device copies
+  uint64_t device_copies = 0, device_copy_bytes = 0;   // device -> device copies (device tensors' included)
   uint64_t flag_reads = 0;                             // error-flag readbacks (one int each)
   uint64_t param_uploads = 0;  // times a variant uploaded its params (once per params generation)
   // Device time of the last run's recorded work (timestamps around it), in milliseconds.
@@ -72,6 +89,21 @@ class DeviceApi {
   void download(std::span<const DeviceToHost> copies);
   // Device -> device; source and destination regions must not overlap.
   void copy(std::span<const DeviceToDevice> copies);
+  // ---- device tensors (rlx/tensor.h): memory of this device outside its buffers ----
+  // Whether this device takes device tensors; the members below throw rlx::Error when it does not.
+  virtual bool takes_device_tensors() const { return false; }
+  virtual int ordinal() const { return 0; }  // the device's ordinal among those of its kind
+  // rlx::Error naming `what` unless [ptr, ptr + bytes) is memory of this device.
+  virtual void check_device_memory(const void* ptr, size_t bytes, const std::string& what);
+  // Work enqueued after this call waits for the work enqueued on `stream` (a CUDA stream as an
+  // integer, Tensor::kCudaLegacyStream, ...) so far.
+  virtual void wait_for_stream(uintptr_t stream);
+  // A tensor in this device's memory that owns it (freed when the last copy of it goes).
+  virtual Tensor allocate_tensor(DType dtype, const std::vector<int64_t>& dims, const std::string& what);
+  // Device copies from / to device tensors, enqueued like copy() (counted as device copies).
+  void copy_in(std::span<const ExternalToDevice> copies);
+  void copy_out(std::span<const DeviceToExternal> copies);
+
   // Enqueues the readback of the int error flag in `flag`; error_flag() returns it after wait().
   void read_error_flag(DeviceBuf flag);
   virtual int error_flag() const = 0;
@@ -89,11 +121,14 @@ class DeviceApi {
   virtual void do_download(std::span<const DeviceToHost> copies) = 0;
   virtual void do_copy(std::span<const DeviceToDevice> copies) = 0;
   virtual void do_read_error_flag(DeviceBuf flag) = 0;
+  virtual void do_copy_in(std::span<const ExternalToDevice> copies);
+  virtual void do_copy_out(std::span<const DeviceToExternal> copies);
 };
 
 namespace detail {
 void note_param_upload();
 void note_device_ms(double ms);
+void note_download(size_t bytes);  // a device -> host copy outside a DeviceApi (Tensor::to_host)
 }  // namespace detail
 
 }  // namespace rlx

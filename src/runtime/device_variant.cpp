@@ -185,6 +185,7 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
     if (k >= sched_.outputs.size()) throw Error("device run: output index " + std::to_string(k) + " is out of range");
   for (NodeId id : inputs_)
     if (!carried.count(id)) check_bytes(id, leaf_tensor(id, args));
+  check_device_tensors(args, carried);
   const bool new_params = !params_uploaded_ || args.params_generation != params_generation_;
   if (new_params)
     for (NodeId id : params_) check_bytes(id, leaf_tensor(id, args));
@@ -204,20 +205,41 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
     detail::note_param_upload();
   }
   std::vector<HostToDevice> ups;
+  std::vector<ExternalToDevice> ins;
+  std::set<uintptr_t> producers;  // streams of device inputs and caller outputs to wait for
   for (NodeId id : inputs_) {
     if (carried.count(id)) continue;
     const Tensor& t = leaf_tensor(id, args);
-    if (leaf_storage(id) != t.dtype()) upload_leaf(id, t, false);  // converted into staged_
-    else if (t.nbytes()) ups.push_back({leaves_.at(id), 0, t.raw(), t.nbytes()});
+    if (t.is_device()) {
+      if (t.stream()) producers.insert(*t.stream());
+      if (t.nbytes()) ins.push_back({leaves_.at(id), 0, t.device_data(), t.nbytes()});
+    } else if (leaf_storage(id) != t.dtype()) {
+      upload_leaf(id, t, false);  // converted into staged_
+    } else if (t.nbytes()) {
+      ups.push_back({leaves_.at(id), 0, t.raw(), t.nbytes()});
+    }
   }
+  for (const Tensor& o : args.out)
+    if (o.stream()) producers.insert(*o.stream());
+  const bool on_device = args.device_outputs || !args.out.empty();
+  std::vector<Tensor> device_outs;
+  if (on_device) device_outs = device_outputs(args);  // allocated before anything is enqueued
+  for (uintptr_t s : producers) dev_->wait_for_stream(s);
   dev_->upload(ups);
+  dev_->copy_in(ins);
 
   dev_->mark_start();
   submit();
   dev_->mark_stop();
 
   std::vector<Pending> pending;
-  std::vector<Tensor> outs = download_outputs(args.which, pending);
+  std::vector<Tensor> outs;
+  if (on_device) {
+    copy_outputs(args.which, device_outs);
+    outs = std::move(device_outs);
+  } else {
+    outs = download_outputs(args.which, pending);
+  }
   dev_->read_error_flag(flag_);
   try {
     dev_->wait();
@@ -231,6 +253,76 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
   finish_outputs(args.which, outs, pending);
   kept_.assign(args.keep.begin(), args.keep.end());
   return outs;
+}
+
+// Device inputs and outputs (RunArgs): each on this device, and stored on it in its own dtype
+// (a leaf or output whose storage dtype differs is converted at the host boundary only).
+void DeviceVariant::check_device_tensors(const RunArgs& args, const std::set<NodeId>& carried) const {
+  const bool device_outs = args.device_outputs || !args.out.empty();
+  bool any_device_input = false;
+  for (NodeId id : inputs_)
+    if (!carried.count(id) && leaf_tensor(id, args).is_device()) any_device_input = true;
+  if (!any_device_input && !device_outs) return;
+  if (!dev_->takes_device_tensors())
+    throw Error("device run: internal: device tensors reached a device that takes none");
+  for (NodeId id : inputs_) {
+    if (carried.count(id)) continue;
+    const Tensor& t = leaf_tensor(id, args);
+    if (!t.is_device()) continue;
+    const std::string what = "input '" + std::get<ops::Input>(graph_.node(id).op).name + "'";
+    if (t.device_ordinal() != dev_->ordinal())
+      throw Error("run: " + what + " is in the memory of " + device_name(t.device()) + " device " +
+                  std::to_string(t.device_ordinal()) + ", but this graph runs on device " +
+                  std::to_string(dev_->ordinal()) + " (RLX_CUDA_DEVICE picks it); copy it there or to the host");
+    if (leaf_storage(id) != t.dtype())
+      throw Error("run: " + what + " is a device tensor of " + dtype_name(t.dtype()) + ", which this device stores as " +
+                  dtype_name(leaf_storage(id)) + "; pass it as a host tensor (it is converted on the way in)");
+    if (t.nbytes()) dev_->check_device_memory(t.device_data(), t.nbytes(), what);
+  }
+  if (!device_outs) return;
+  if (!args.out.empty() && args.out.size() != args.which.size())
+    throw Error("run: internal: " + std::to_string(args.out.size()) + " output tensors for " +
+                std::to_string(args.which.size()) + " outputs");
+  for (size_t i = 0; i < args.which.size(); ++i) {
+    const plan::TensorRef& r = sched_.outputs.at(args.which[i]);
+    const std::string what = "output " + std::to_string(args.which[i]);
+    if (r.storage() != r.dtype)
+      throw Error("run: " + what + " (" + dtype_name(r.dtype) + ") is stored as " + dtype_name(r.storage()) +
+                  " on this device and converted on the way to the host; ask for host outputs");
+    if (args.out.empty()) continue;
+    const Tensor& o = args.out[i];
+    const std::string dest = "RunOptions::out[" + std::to_string(i) + "] (for " + what + ")";
+    if (!o.is_device()) throw Error("run: " + dest + " is in host memory; it must be a device tensor");
+    if (o.device_ordinal() != dev_->ordinal())
+      throw Error("run: " + dest + " is on device " + std::to_string(o.device_ordinal()) + ", this graph runs on device " +
+                  std::to_string(dev_->ordinal()));
+    if (o.dtype() != r.dtype || o.shape() != r.dims)
+      throw Error("run: " + dest + " is " + o.shape_info().str() + ", the output is " + dtype_name(r.dtype) +
+                  dims_str(r.dims) + "; pass a tensor of that dtype and shape");
+    if (o.nbytes()) dev_->check_device_memory(o.device_data(), o.nbytes(), dest);
+  }
+}
+
+// The device tensors that outputs `which` go to: the caller's (RunArgs::out) or new ones.
+std::vector<Tensor> DeviceVariant::device_outputs(const RunArgs& args) {
+  std::vector<Tensor> outs;
+  outs.reserve(args.which.size());
+  for (size_t i = 0; i < args.which.size(); ++i) {
+    const plan::TensorRef& r = sched_.outputs.at(args.which[i]);
+    outs.push_back(args.out.empty() ? dev_->allocate_tensor(r.dtype, r.dims, "output " + std::to_string(args.which[i]))
+                                    : args.out[i]);
+  }
+  return outs;
+}
+
+// Enqueues the device-to-device copies of outputs `which` into `outs` (device_outputs).
+void DeviceVariant::copy_outputs(const std::vector<size_t>& which, const std::vector<Tensor>& outs) {
+  std::vector<DeviceToExternal> copies;
+  for (size_t i = 0; i < which.size(); ++i) {
+    const auto [src, off] = where(sched_.outputs.at(which[i]));
+    if (outs[i].nbytes()) copies.push_back({outs[i].device_data(), src, off, outs[i].nbytes()});
+  }
+  dev_->copy_out(copies);
 }
 
 std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which) {

@@ -1,9 +1,11 @@
 #pragma once
 // The run protocol of a device backend, written once over the device API (runtime/device_api.h):
 // the schedule and its arena, one device buffer per leaf (constants uploaded at prepare, params
-// once per params generation, inputs every run through the API's staging), the carried state of
-// bind_state moved on the device, readback of only the requested outputs, and the kernels'
-// error flag checked after every run. A backend subclasses it: its constructor lowers the
+// once per params generation, inputs every run through the API's staging, or device-to-device
+// from device tensors after waiting for their producer streams), the carried state of
+// bind_state moved on the device, readback of only the requested outputs (or device-to-device
+// copies into device tensors), and the kernels' error flag checked after every run (so the run
+// has finished on the device when run() returns). A backend subclasses it: its constructor lowers the
 // schedule into recorded work (reading the buffers' addresses through its own device type), and
 // submit() enqueues that work.
 #include <memory>
@@ -71,6 +73,11 @@ class DeviceVariant : public Variant {
     std::vector<uint8_t> bytes;  // the storage bytes, converted by finish_outputs
   };
   std::vector<Tensor> download_outputs(const std::vector<size_t>& which, std::vector<Pending>& pending);
+  // Device tensors (RunArgs: device inputs, device_outputs, out): checked before anything is
+  // enqueued; outputs copied device-to-device into the returned device tensors.
+  void check_device_tensors(const RunArgs& args, const std::set<NodeId>& carried) const;
+  std::vector<Tensor> device_outputs(const RunArgs& args);
+  void copy_outputs(const std::vector<size_t>& which, const std::vector<Tensor>& outs);
   void finish_outputs(const std::vector<size_t>& which, std::vector<Tensor>& outs, std::vector<Pending>& pending) const;
 
   Graph graph_;

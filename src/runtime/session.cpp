@@ -211,6 +211,9 @@ void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
   if (it == impl_->param_ids.end())
     throw Error("set_param: the graph has no param named '" + name + "' (params: " + names_list(param_names()) + ")");
   const auto& p = std::get<ops::Param>(impl_->graph.node(it->second).op);
+  if (value.is_device())
+    throw Error("set_param('" + name + "'): the value is in " + device_name(value.device()) +
+                " memory; params are copied from host tensors (pass value.to_host())");
   if (value.dtype() != p.shape.dtype)
     throw Error("set_param('" + name + "'): got dtype " + dtype_name(value.dtype()) + ", the param is " + p.shape.str());
   if (!p.shape.is_static())
@@ -254,12 +257,51 @@ std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs) {
 }
 
 std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
-  ScopedLimits scoped(impl_->options.limits);
-  return translate_errors("run", [&] { return run_checked(inputs, output_indices); });
+  return run(inputs, output_indices, RunOptions{});
 }
 
-std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices) {
+std::vector<Tensor> CompiledGraph::run(const NamedTensors& inputs, const std::vector<size_t>& output_indices,
+                                       const RunOptions& options) {
+  ScopedLimits scoped(impl_->options.limits);
+  return translate_errors("run", [&] { return run_checked(inputs, output_indices, options); });
+}
+
+namespace {
+std::string memory_of(const Tensor& t) {
+  return t.is_device() ? std::string(device_name(t.device())) + " memory (device " + std::to_string(t.device_ordinal()) + ")"
+                       : std::string("host memory");
+}
+}  // namespace
+
+std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices,
+                                               const RunOptions& options) {
   Impl& m = *impl_;
+  // Device tensors: only those of the compiled device, and only where the backend takes them.
+  const bool takes_device = m.backend->device_tensors();
+  const std::string compiled_for = std::string("this graph was compiled for ") + device_name(m.device);
+  for (const auto& [name, t] : inputs) {
+    if (!t.is_device()) continue;
+    if (t.device() != m.device)
+      throw Error("run: input '" + name + "' is in " + memory_of(t) + " but " + compiled_for +
+                  "; copy it to the host first (Tensor::to_host) or compile the graph for " + device_name(t.device()));
+    if (!takes_device)
+      throw Error("run: input '" + name + "' is a " + device_name(t.device()) + " device tensor, which the " +
+                  device_name(m.device) + " backend does not take; pass a host tensor (Tensor::to_host)");
+  }
+  if ((options.device_outputs || !options.out.empty()) && !takes_device)
+    throw Error(std::string("run: device outputs were asked for, but ") + compiled_for +
+                ", whose backend returns host tensors only; run without RunOptions::device_outputs / out");
+  if (options.device_outputs && !options.out.empty())
+    throw Error("run: RunOptions::device_outputs and RunOptions::out are exclusive (out already says where outputs go)");
+  if (!options.out.empty() && options.out.size() != output_indices.size())
+    throw Error("run: RunOptions::out has " + std::to_string(options.out.size()) + " tensors for " +
+                std::to_string(output_indices.size()) + " requested outputs (give one per output, or none)");
+  for (size_t i = 0; i < options.out.size(); ++i) {
+    const Tensor& o = options.out[i];
+    if (!o.is_device() || o.device() != m.device)
+      throw Error("run: RunOptions::out[" + std::to_string(i) + "] is in " + memory_of(o) + "; it must be a " +
+                  device_name(m.device) + " device tensor (" + compiled_for + ")");
+  }
   // The thread budget of everything a run does on the CPU: compiling a new shape binding
   // (constant folding), the weight prologue, and the CPU backend's steps.
   const auto budget = scoped_thread_budget(m.options.num_threads);
@@ -331,7 +373,8 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     if (std::find(keep.begin(), keep.end(), k) == keep.end()) keep.push_back(k);
   std::vector<Tensor> got;
   try {
-    got = cv.variant->run(RunArgs{leaves, output_indices, &m.params, m.params_generation, carry, keep});
+    got = cv.variant->run(RunArgs{leaves, output_indices, &m.params, m.params_generation, carry, keep,
+                                  options.device_outputs, options.out});
   } catch (...) {
     m.forget_device_state();
     throw;

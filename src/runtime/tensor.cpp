@@ -3,6 +3,8 @@
 #include <new>
 
 #include "rlx/limits.h"
+#include "runtime/device_api.h"
+#include "runtime/device_memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +74,72 @@ Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, void* data) {
   return t;
 }
 
+Tensor Tensor::borrow_device(Device device, int ordinal, DType dtype, std::vector<int64_t> shape, void* data,
+                             std::optional<uintptr_t> stream) {
+  checked_nbytes(shape, dtype, "Tensor::borrow_device");
+  const std::string what = std::string("Tensor::borrow_device(") + device_name(device) + ", " + std::to_string(ordinal) +
+                           ", " + dtype_name(dtype) + dims_str(shape) + ")";
+  if (device != Device::Cuda)
+    throw Error(what + ": rlx takes device memory of CUDA only; pass " + device_name(device) +
+                " data as a host tensor (Tensor::borrow)");
+  if (ordinal < 0) throw Error(what + ": negative device ordinal");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  if (!data && t.numel() != 0) throw Error(what + ": null device pointer for a non-empty tensor");
+  if (stream && *stream == 0)
+    throw Error(what + ": stream 0 is ambiguous; pass Tensor::kCudaLegacyStream (1) for the legacy default stream");
+  t.data_ = data;
+  t.device_ = device;
+  t.ordinal_ = ordinal;
+  t.stream_ = stream;
+  return t;
+}
+
+Tensor Tensor::adopt_device(Device device, int ordinal, DType dtype, std::vector<int64_t> shape, void* data,
+                            std::shared_ptr<void> owner) {
+  Tensor t = borrow_device(device, ordinal, dtype, std::move(shape), data);
+  if (!owner) throw Error("Tensor::adopt_device: no owner given (use borrow_device for memory the caller keeps)");
+  t.storage_ = std::move(owner);
+  return t;
+}
+
+void Tensor::throw_not_host(const char* what) const {
+  throw Error(std::string("Tensor::") + what + ": the tensor " + shape_info().str() + " is in " + device_name(device_) +
+              " memory (device " + std::to_string(ordinal_) +
+              "), not host memory; copy it to the host with to_host() first, or pass it to a graph compiled for " +
+              device_name(device_));
+}
+
+void* Tensor::device_data() const {
+  if (device_ == Device::Cpu)
+    throw Error("Tensor::device_data: the tensor " + shape_info().str() + " is in host memory; use raw() or data()");
+  return data_;
+}
+
+void Tensor::ready_on(uintptr_t consumer) const {
+  if (device_ == Device::Cpu) throw Error("Tensor::ready_on: the tensor " + shape_info().str() + " is in host memory");
+  if (!stream_ || *stream_ == consumer) return;
+#ifdef RLX_HAVE_CUDA
+  cuda::stream_wait(*stream_, consumer);
+#else
+  throw Error("Tensor::ready_on: this build of rlx has no CUDA backend (configure with -DRLX_CUDA=ON)");
+#endif
+}
+
+Tensor Tensor::to_host() const {
+  if (device_ == Device::Cpu) return *this;
+  Tensor out = empty(dtype_, shape_);
+  if (nbytes() == 0) return out;
+#ifdef RLX_HAVE_CUDA
+  cuda::copy_to_host(out.data_, data_, nbytes(), stream_);
+  detail::note_download(nbytes());
+  return out;
+#else
+  throw Error("Tensor::to_host: this build of rlx has no CUDA backend (configure with -DRLX_CUDA=ON)");
+#endif
+}
+
 Tensor Tensor::f32(std::vector<int64_t> shape, std::span<const float> v) { return of<float>(std::move(shape), v); }
 Tensor Tensor::f64(std::vector<int64_t> shape, std::span<const double> v) { return of<double>(std::move(shape), v); }
 Tensor Tensor::i64(std::vector<int64_t> shape, std::span<const int64_t> v) { return of<int64_t>(std::move(shape), v); }
@@ -106,12 +174,14 @@ int64_t Tensor::numel() const {
 }
 
 void Tensor::check_type(DType t) const {
+  check_host("data");
   if (t == dtype_) return;
   if (t == DType::U8 && dtype_ == DType::Bool) return;  // bool is stored as uint8_t
   throw Error(std::string("tensor of dtype ") + dtype_name(dtype_) + " accessed as " + dtype_name(t));
 }
 
 Tensor Tensor::cast(DType to) const {
+  check_host("cast");
   Tensor out = empty(to, shape_);
   const int64_t n = numel();
   visit_dtype(dtype_, [&]<DType S>() {
@@ -132,19 +202,24 @@ Tensor Tensor::cast(DType to) const {
   return out;
 }
 
-Tensor Tensor::clone() const { return from_bytes(dtype_, shape_, data_, nbytes()); }
+Tensor Tensor::clone() const {
+  check_host("clone");
+  return from_bytes(dtype_, shape_, data_, nbytes()); }
 
 std::vector<double> Tensor::to_f64() const {
+  check_host("to_f64");
   Tensor c = cast(DType::F64);
   const double* p = c.data<double>();
   return std::vector<double>(p, p + numel());
 }
 std::vector<float> Tensor::to_f32() const {
+  check_host("to_f32");
   Tensor c = cast(DType::F32);
   const float* p = c.data<float>();
   return std::vector<float>(p, p + numel());
 }
 std::vector<int64_t> Tensor::to_i64() const {
+  check_host("to_i64");
   Tensor c = cast(DType::I64);
   const int64_t* p = c.data<int64_t>();
   return std::vector<int64_t>(p, p + numel());
@@ -178,6 +253,7 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 std::string Tensor::summary() const {
   std::ostringstream os;
   os << shape_info().str();
+  if (device_ != Device::Cpu) return os.str() + " on " + device_name(device_) + ":" + std::to_string(ordinal_);
   const int64_t n = numel();
   if (n == 0) return os.str() + " (empty)";
   std::vector<double> v = to_f64();

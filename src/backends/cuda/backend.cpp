@@ -10,6 +10,7 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   Device device() const override { return Device::Cuda; }
+  bool device_tensors() const override { return true; }
   bool claims_kind(std::string_view op) const override { return cuda::cuda_claims_kind(op); }
   bool claims(const Graph& g, const Node& n) const override { return cuda::cuda_claims_node(g, n); }
   std::string unclaimed_reason(const Graph& g, const Node& n) const override {

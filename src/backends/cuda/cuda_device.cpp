@@ -5,6 +5,7 @@
 
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
+#include "rlx/limits.h"
 
 namespace rlx::cuda {
 
@@ -84,6 +85,51 @@ void CudaDevice::do_copy(std::span<const DeviceToDevice> copies) {
     if (c.bytes)
       RLX_CUDA_CHECK(cudaMemcpyAsync(address(c.dst) + c.dst_offset, address(c.src) + c.src_offset, c.bytes,
                                      cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+int CudaDevice::ordinal() const { return device().ordinal; }
+
+void CudaDevice::check_device_memory(const void* ptr, size_t bytes, const std::string& what) {
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    throw Error(what + ": cudaPointerGetAttributes failed on its pointer (" + cudaGetErrorName(e) +
+                "); pass CUDA device memory");
+  }
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+    throw Error(what + ": its pointer is not CUDA device memory (memory type " + std::to_string(static_cast<int>(a.type)) +
+                ": host or unregistered); pass a host tensor for host memory");
+  if (a.device != ordinal())
+    throw Error(what + ": its memory is on CUDA device " + std::to_string(a.device) + ", but this graph runs on device " +
+                std::to_string(ordinal()) + "; copy it to that device or to the host");
+  (void)bytes;  // the runtime cannot tell an allocation's extent from one pointer
+}
+
+void CudaDevice::wait_for_stream(uintptr_t stream) {
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (s == stream_.get()) return;
+  RLX_CUDA_CHECK(cudaEventRecord(ev_producer_.get(), s));
+  RLX_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ev_producer_.get(), 0));
+}
+
+Tensor CudaDevice::allocate_tensor(DType dtype, const std::vector<int64_t>& dims, const std::string& what) {
+  const auto bytes = static_cast<size_t>(checked_nbytes(dims, dtype, what));
+  auto buf = std::make_shared<DeviceBuffer>(bytes, what + " (a device tensor)");
+  void* p = buf->data();
+  return Tensor::adopt_device(Device::Cuda, ordinal(), dtype, dims, p, std::move(buf));
+}
+
+void CudaDevice::do_copy_in(std::span<const ExternalToDevice> copies) {
+  for (const ExternalToDevice& c : copies)
+    if (c.bytes)
+      RLX_CUDA_CHECK(cudaMemcpyAsync(address(c.dst) + c.offset, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+void CudaDevice::do_copy_out(std::span<const DeviceToExternal> copies) {
+  for (const DeviceToExternal& c : copies)
+    if (c.bytes)
+      RLX_CUDA_CHECK(cudaMemcpyAsync(c.dst, address(c.src) + c.offset, c.bytes, cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
 void CudaDevice::do_read_error_flag(DeviceBuf flag) {

@@ -1,8 +1,9 @@
 #pragma once
 // The device API (runtime/device_api.h) on CUDA: cudaMalloc'd buffers, one non-blocking stream
 // for every copy and launch, per-run host->device and device->host copies through pinned staging
-// buffers, device-to-device copies, events around the recorded work, and the error flag read
-// back through pinned memory.
+// buffers, device-to-device copies (device tensors' included: their producer streams are waited
+// for through an event), events around the recorded work, and the error flag read back through
+// pinned memory.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -25,6 +26,12 @@ class CudaDevice final : public DeviceApi {
   double elapsed_ms() override;
   void wait() override;
 
+  bool takes_device_tensors() const override { return true; }
+  int ordinal() const override;
+  void check_device_memory(const void* ptr, size_t bytes, const std::string& what) override;
+  void wait_for_stream(uintptr_t stream) override;
+  Tensor allocate_tensor(DType dtype, const std::vector<int64_t>& dims, const std::string& what) override;
+
   uint8_t* address(DeviceBuf b) const;  // the buffer's device address (null for 0 bytes)
   size_t size(DeviceBuf b) const;
   cudaStream_t stream() const { return stream_.get(); }
@@ -34,6 +41,8 @@ class CudaDevice final : public DeviceApi {
   void do_download(std::span<const DeviceToHost> copies) override;
   void do_copy(std::span<const DeviceToDevice> copies) override;
   void do_read_error_flag(DeviceBuf flag) override;
+  void do_copy_in(std::span<const ExternalToDevice> copies) override;
+  void do_copy_out(std::span<const DeviceToExternal> copies) override;
 
  private:
   const DeviceBuffer& buffer(DeviceBuf b) const;
@@ -41,6 +50,7 @@ class CudaDevice final : public DeviceApi {
 
   Stream stream_;
   Event ev_start_, ev_stop_;
+  Event ev_producer_{false};  // recorded on a device tensor's producer stream (no timing)
   std::vector<DeviceBuffer> bufs_;  // by DeviceBuf id - 1
   PinnedBuffer in_stage_, out_stage_, err_host_;
   size_t in_used_ = 0, out_used_ = 0;  // staging bytes in flight until the next wait()

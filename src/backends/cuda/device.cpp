@@ -166,7 +166,9 @@ Stream::Stream() { RLX_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBl
 Stream::~Stream() {
   if (s_) cudaStreamDestroy(s_);
 }
-Event::Event() { RLX_CUDA_CHECK(cudaEventCreate(&e_)); }
+Event::Event(bool timing) {
+  RLX_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
 Event::~Event() {
   if (e_) cudaEventDestroy(e_);
 }

@@ -95,10 +95,10 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
-// A CUDA event for timing.
+// A CUDA event, for timing unless `timing` is false (then only for ordering streams).
 class Event {
  public:
-  Event();
+  explicit Event(bool timing = true);
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event();
