@@ -21,6 +21,7 @@ from ._rlx import (  # noqa: F401  (re-exported)
     Value,
     ValueInfo,
     compile,
+    device_stats,
     devices,
     dtype_name,
     dtypes,
@@ -131,6 +132,6 @@ def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: 
 __all__ = [
     "Error", "Graph", "Model", "Tensor", "Value", "ValueInfo", "CheckReport", "PassReport", "CaseResult",
     "load", "load_graph", "compile", "check", "pass_report", "conformance", "devices", "dtypes",
-    "dtype_name", "numpy_dtype", "from_dlpack", "enable_profile", "take_profile", "knobs", "pass_names",
+    "dtype_name", "numpy_dtype", "from_dlpack", "device_stats", "enable_profile", "take_profile", "knobs", "pass_names",
     "load_safetensors", "save_safetensors", "load_onnx_tensor", "onnx_info",
 ]

@@ -46,7 +46,8 @@ struct HeldTensor {
 // and rlx.Tensors are borrowed (no copy); other layouts are copied once; objects with
 // __dlpack__ are imported through DLPack. `what` names the value in errors ("input 'x'").
 HeldTensor tensor_from_py(const py::handle& obj, std::optional<DType> expected, const std::string& what);
-// A NumPy array over the tensor's storage (no copy; the array keeps the storage alive).
+// A NumPy array over the tensor's storage (no copy; the array keeps the storage alive). A device
+// tensor -> rlx::Error.
 py::array tensor_to_numpy(const Tensor& t);
 
 // ---- tensor_type.cpp ----
@@ -56,7 +57,8 @@ struct PyTensor {
   std::shared_ptr<void> owner;
 };
 // Imports an object with __dlpack__ (or a DLPack capsule) without copying where it is a
-// row-major host tensor; strided ones are copied to a contiguous tensor.
+// row-major host tensor; strided ones are copied to a contiguous tensor. CUDA tensors become
+// device tensors (rlx::Tensor::borrow_device; row-major only) sharing the producer's memory.
 PyTensor tensor_from_dlpack(const py::handle& obj);
 
 // ---- graph_bindings.cpp ----

@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "rlx/onnx.h"
+#include "runtime/device_api.h"
 
 namespace rlx::python {
 namespace {
@@ -181,7 +182,8 @@ std::shared_ptr<Model> load_onnx(const py::object& source, const std::string& de
   return std::make_shared<Model>(std::move(m));
 }
 
-py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& feeds, const py::object& outputs, bool as_tensors) {
+py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& feeds, const py::object& outputs, bool as_tensors,
+             bool device_outputs = false, const py::object& out = py::none()) {
   NamedTensors named;
   named.reserve(feeds.size());
   std::vector<py::object> keep;
@@ -194,12 +196,32 @@ py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& fe
     keep.push_back(std::move(h.keep));
   }
   std::vector<size_t> which;
-  const bool all = outputs.is_none();
-  if (!all) {
-    if (py::isinstance<py::str>(outputs) || py::isinstance<py::int_>(outputs)) {
-      which.push_back(output_index(m, outputs));  // one name or index
-    } else {
-      for (const py::handle h : outputs) which.push_back(output_index(m, h));
+  if (outputs.is_none()) {
+    which.resize(m.names.size());
+    for (size_t i = 0; i < which.size(); ++i) which[i] = i;
+  } else if (py::isinstance<py::str>(outputs) || py::isinstance<py::int_>(outputs)) {
+    which.push_back(output_index(m, outputs));  // one name or index
+  } else {
+    for (const py::handle h : outputs) which.push_back(output_index(m, h));
+  }
+  // Caller-provided device buffers (rlx.Tensors or DLPack CUDA tensors), one per output returned.
+  RunOptions options;
+  options.device_outputs = device_outputs;
+  std::vector<py::object> out_objects;
+  if (!out.is_none()) {
+    if (py::isinstance<py::str>(out) || !py::isinstance<py::sequence>(out))
+      throw Error("Model.run: out must be a list of device tensors (one per output returned), got " +
+                  py::repr(out).cast<std::string>());
+    size_t i = 0;
+    for (const py::handle h : out) {
+      if (!py::isinstance<PyTensor>(h) && !py::hasattr(h, "__dlpack__"))
+        throw Error("Model.run: out[" + std::to_string(i) + "] is " + py::repr(h).cast<std::string>() +
+                    "; it must be an rlx.Tensor or a DLPack tensor in device memory");
+      HeldTensor held = tensor_from_py(h, std::nullopt, "out[" + std::to_string(i) + "]");
+      options.out.push_back(std::move(held.tensor));
+      keep.push_back(std::move(held.keep));
+      out_objects.push_back(py::reinterpret_borrow<py::object>(h));
+      ++i;
     }
   }
   std::vector<Tensor> result;
@@ -207,12 +229,15 @@ py::list run(Model& m, const std::vector<std::pair<std::string, py::handle>>& fe
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(m.run_mu);
     if (m.onnx) m.last = &m.onnx->compiled(named);
-    result = all ? m.last->run(named) : m.last->run(named, which);
+    result = m.last->run(named, which, options);
   }
-  py::list out(result.size());
-  for (size_t i = 0; i < result.size(); ++i)
-    out[i] = as_tensors ? py::cast(PyTensor{std::move(result[i]), nullptr}) : py::object(tensor_to_numpy(result[i]));
-  return out;
+  py::list list(result.size());
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (!out_objects.empty()) list[i] = out_objects[i];  // the caller's object, now holding output i
+    else if (as_tensors || result[i].is_device()) list[i] = py::cast(PyTensor{std::move(result[i]), nullptr});
+    else list[i] = tensor_to_numpy(result[i]);
+  }
+  return list;
 }
 
 std::vector<std::pair<std::string, py::handle>> feeds_from_mapping(const py::handle& inputs) {
@@ -234,7 +259,8 @@ A graph compiled for a device (rlx.load / rlx.compile). Call it with the inputs 
 (``model(x=array)``, or positionally in input order): it returns the output as a NumPy array,
 or a tuple of arrays when the graph has several outputs. ``model.run(inputs, outputs=[...])``
 returns a list. Inputs are NumPy arrays (C-contiguous ones are read in place), rlx.Tensors,
-objects with __dlpack__ (host memory), or lists/scalars (converted to the input's dtype).
+objects with __dlpack__ (host memory, or CUDA memory for a model on 'cuda'), or lists/scalars
+(converted to the input's dtype).
 Outputs are NumPy arrays over rlx's result buffers (no copy); bf16 ones are uint16 bits
 (pass as_tensors=True for rlx.Tensors, which carry bf16 through DLPack).
 A model runs one call at a time (calls from several threads wait for each other).
@@ -250,12 +276,16 @@ A model runs one call at a time (calls from several threads wait for each other)
              if (out.size() == 1) return out[0];
              return py::tuple(out);
            })
-      .def("run", [](Model& self, const py::handle& inputs, const py::object& outputs, bool as_tensors) {
-             return run(self, feeds_from_mapping(inputs), outputs, as_tensors);
-           }, py::arg("inputs"), py::arg("outputs") = py::none(), py::arg("as_tensors") = false,
+      .def("run", [](Model& self, const py::handle& inputs, const py::object& outputs, bool as_tensors,
+                     bool device_outputs, const py::object& out) {
+             return run(self, feeds_from_mapping(inputs), outputs, as_tensors, device_outputs, out);
+           }, py::arg("inputs"), py::arg("outputs") = py::none(), py::arg("as_tensors") = false, py::kw_only(),
+           py::arg("device_outputs") = false, py::arg("out") = py::none(),
            "Runs with a dict of inputs; returns a list of the outputs named or indexed by `outputs` "
            "(a list, or one name or index; default: all, in order), as NumPy arrays or (as_tensors=True) "
-           "rlx.Tensors.")
+           "rlx.Tensors. On CUDA, inputs may be CUDA tensors (DLPack, e.g. torch); device_outputs=True "
+           "returns rlx.Tensors in device memory (no host copy), and out=[...] (device tensors, one per "
+           "output returned) has the outputs written into the caller's buffers; those objects are returned.")
       .def("set_param", [](Model& self, const std::string& name, const py::handle& value) {
              const auto it = self.param_dtypes.find(name);
              const std::optional<DType> expected = it == self.param_dtypes.end() ? std::nullopt : std::optional(it->second);
@@ -311,6 +341,22 @@ A model runs one call at a time (calls from several threads wait for each other)
         return "rlx.Model(device='" + std::string(device_name(self.device())) + "', inputs=" + std::to_string(self.inputs.size()) +
                ", outputs=" + std::to_string(self.names.size()) + (self.onnx ? ", specialized per input shapes" : "") + ")";
       });
+  m.def("device_stats", [] {
+    const DeviceStats s = device_stats();
+    py::dict d;
+    d["uploads"] = s.uploads;
+    d["upload_bytes"] = s.upload_bytes;
+    d["downloads"] = s.downloads;
+    d["download_bytes"] = s.download_bytes;
+    d["device_copies"] = s.device_copies;
+    d["device_copy_bytes"] = s.device_copy_bytes;
+    d["flag_reads"] = s.flag_reads;
+    d["param_uploads"] = s.param_uploads;
+    return d;
+  }, "Process-wide counters of the device runtime (every GPU backend): host -> device copies "
+     "(uploads, upload_bytes), device -> host copies of values (downloads, download_bytes; "
+     "Tensor.to_host included), device -> device copies (device_copies, device_copy_bytes; device "
+     "tensors' inputs and outputs), error-flag reads, param uploads. Take differences.");
   m.def("compile", &compile, py::arg("graph"), py::arg("device") = "cpu", py::arg("precision") = "fp32",
         py::arg("num_threads") = 0, py::arg("optimize") = true, py::arg("verify") = true, py::arg("pass_report") = false,
         py::arg("disabled_passes") = std::vector<std::string>{}, py::arg("knobs") = py::none(),

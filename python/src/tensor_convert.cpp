@@ -1,6 +1,6 @@
 // Python objects <-> rlx::Tensor: NumPy arrays (borrowed when the layout allows, else copied
-// once), rlx.Tensor, DLPack producers, lists and scalars; outputs as NumPy arrays over the
-// tensor's own storage.
+// once), rlx.Tensor, DLPack producers (host or CUDA), lists and scalars; outputs as NumPy arrays
+// over the tensor's own storage (host tensors only).
 #include "bindings.h"
 
 namespace rlx::python {
@@ -57,6 +57,9 @@ HeldTensor tensor_from_py(const py::handle& obj, std::optional<DType> expected, 
 }
 
 py::array tensor_to_numpy(const Tensor& t) {
+  if (t.is_device())
+    throw Error("NumPy array of rlx.Tensor " + t.summary() + ": the tensor is in device memory; copy it with "
+                "to_host() first (or hand it to a device consumer through DLPack)");
   const Tensor owned = t.is_borrowed() ? t.clone() : t;
   const py::dtype d = numpy_dtype(owned.dtype());
   std::vector<py::ssize_t> shape(owned.shape().begin(), owned.shape().end());
