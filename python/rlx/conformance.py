@@ -1,13 +1,24 @@
 """rlx.conformance: the ONNX backend node cases (DIR/test_*/model.onnx with
-test_data_set_0/{input,output}_<i>.pb), run in this process with the same comparison as
-``rlx conformance`` (floats: |got - want| <= 1e-4 + 1e-3 |want|, NaN equal to NaN; others exact).
-Unlike the CLI it does not fork: a case that crashes the library takes Python down with it."""
+test_data_set_0/{input,output}_<i>.pb), run with the same comparison as ``rlx conformance``
+(floats: |got - want| <= 1e-4 + 1e-3 |want|, NaN equal to NaN; others exact).
+
+Like the CLI, cases run out of this process by default: one worker process (a fresh Python
+interpreter running ``_worker_main``) takes case after case over a pipe; a case that crashes
+the library (a signal, an abort) or runs past the timeout takes only the worker down, becomes a
+FAIL row naming the case and how the worker ended, and a new worker takes the next case.
+``isolate=False`` runs the cases in this process instead."""
 from __future__ import annotations
 
 import glob
+import json
 import os
+import select
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -72,11 +83,130 @@ def run_case(case_dir: str, device: str = "cpu") -> CaseResult:
     return CaseResult(name, "PASS")
 
 
-def conformance(directory: str, device: str = "cpu", filter: Optional[str] = None) -> List[CaseResult]:
-    """Runs every case ``DIR/test_*`` (those whose name contains `filter`) on `device`."""
+def _worker_main() -> None:
+    """The worker loop: reads "<device>\t<case dir>" lines on stdin and answers each with one
+    JSON line [name, status, detail] on the original stdout. Whatever the library prints to
+    stdout goes to stderr, so that it cannot corrupt the answers."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        device, case_dir = line.rstrip("\n").split("\t", 1)
+        try:
+            r = run_case(case_dir, device)
+        except Exception as e:  # a Python-level failure of one case, not a crash
+            r = CaseResult(os.path.basename(os.path.normpath(case_dir)), "FAIL", f"{type(e).__name__}: {e}")
+        answers.write(json.dumps([r.name, r.status, r.detail]) + "\n")
+        answers.flush()
+
+
+# The worker's command line: this interpreter, importing this same rlx package.
+_worker_command: Sequence[str] = (sys.executable, "-c", "from rlx.conformance import _worker_main; _worker_main()")
+
+
+def _ended(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class _Worker:
+    """One worker process and the bytes it has written but not yet been asked for."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(list(_worker_command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.pending = b""
+
+    def ask(self, device: str, case_dir: str, timeout: float) -> Optional[CaseResult]:
+        """The case's result; None when the worker died or timed out on it (then it is gone)."""
+        name = os.path.basename(os.path.normpath(case_dir))
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(f"{device}\t{case_dir}\n".encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return None
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None  # end of file: the worker died
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        got_name, status, detail = json.loads(line)
+        if got_name != name:
+            raise _rlx.Error(f"rlx.conformance: internal: the worker answered for '{got_name}', asked '{name}'")
+        return CaseResult(got_name, status, detail)
+
+    def end(self) -> str:
+        """Stops the worker (killing it if it still runs); how it ended."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        code = self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except BrokenPipeError:
+                    pass
+        return _ended(code)
+
+
+def _run_isolated(cases: List[str], device: str, timeout: float) -> List[CaseResult]:
+    results: List[CaseResult] = []
+    worker: Optional[_Worker] = None
+    try:
+        for case_dir in cases:
+            if worker is None:
+                worker = _Worker()
+            start = time.monotonic()
+            r = worker.ask(device, case_dir, timeout)
+            if r is None:  # the case took the worker down, or hung
+                timed_out = worker.proc.poll() is None and time.monotonic() - start >= timeout
+                how = worker.end()
+                worker = None
+                name = os.path.basename(os.path.normpath(case_dir))
+                why = f"timed out after {timeout:g} s (worker killed)" if timed_out else f"the worker running it {how}"
+                r = CaseResult(name, "FAIL", why)
+            results.append(r)
+    finally:
+        if worker is not None:
+            assert worker.proc.stdin is not None
+            worker.proc.stdin.close()  # end of input: the worker's loop ends
+            try:
+                worker.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            worker.end()
+    return results
+
+
+def conformance(directory: str, device: str = "cpu", filter: Optional[str] = None, *, isolate: bool = True,
+                timeout: float = 120.0) -> List[CaseResult]:
+    """Runs every case ``DIR/test_*`` (those whose name contains `filter`) on `device`.
+
+    isolate=True (default): in a worker process, so that a case that crashes or hangs (longer
+    than `timeout` seconds) becomes a FAIL row naming it; isolate=False: in this process."""
     cases = sorted(d for d in glob.glob(os.path.join(directory, "test_*")) if os.path.isdir(d))
     if filter:
         cases = [d for d in cases if filter in os.path.basename(d)]
     if not cases:
         raise _rlx.Error(f"rlx.conformance: no test_* case folders in '{directory}'")
-    return [run_case(d, device) for d in cases]
+    if timeout <= 0:
+        raise _rlx.Error(f"rlx.conformance: timeout must be positive, got {timeout}")
+    if not isolate:
+        return [run_case(d, device) for d in cases]
+    return _run_isolated(cases, device, timeout)

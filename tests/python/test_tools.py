@@ -95,6 +95,42 @@ def test_conformance_runs_node_cases(tmp_path):
         rlx.conformance(str(tmp_path / "empty"))
 
 
+def test_conformance_isolates_a_crashing_case(tmp_path, monkeypatch):
+    """A case that kills its worker (SIGSEGV, as a crash in the library would) or hangs past the
+    timeout is a FAIL row naming it; the cases before and after it run in new workers."""
+    import importlib
+    import sys
+    F = onnx_writer.FLOAT
+    a = np.array([1, -2, 3], np.float32)
+    vi = [onnx_writer.value_info("a", F, [3])]
+    vo = [onnx_writer.value_info("b", F, [3])]
+    for name in ["test_a_relu", "test_b_crash", "test_c_relu", "test_d_hang", "test_e_relu"]:
+        write_case(tmp_path, name, [onnx_writer.node("Relu", ["a"], ["b"])], vi, vo, [a], [np.maximum(a, 0)])
+    # The real worker loop, with run_case wrapped so that two cases end their worker.
+    worker = ("import importlib, os, signal, time\n"
+              "c = importlib.import_module('rlx.conformance')\n"
+              "real = c.run_case\n"
+              "def run_case(d, device):\n"
+              "    if d.endswith('crash'): os.kill(os.getpid(), signal.SIGSEGV)\n"
+              "    if d.endswith('hang'): time.sleep(600)\n"
+              "    return real(d, device)\n"
+              "c.run_case = run_case\n"
+              "c._worker_main()\n")
+    module = importlib.import_module("rlx.conformance")  # rlx.conformance is also the function
+    monkeypatch.setattr(module, "_worker_command", (sys.executable, "-c", worker))
+    results = rlx.conformance(str(tmp_path), timeout=3)
+    got = {r.name: (r.status, r.detail) for r in results}
+    assert [r.name for r in results] == ["test_a_relu", "test_b_crash", "test_c_relu", "test_d_hang", "test_e_relu"]
+    assert got["test_b_crash"] == ("FAIL", "the worker running it was killed by signal SIGSEGV")
+    assert got["test_d_hang"] == ("FAIL", "timed out after 3 s (worker killed)")
+    for name in ["test_a_relu", "test_c_relu", "test_e_relu"]:
+        assert got[name] == ("PASS", ""), name
+    # In this process, the same cases (without the wrapper) all pass.
+    assert {r.status for r in rlx.conformance(str(tmp_path), isolate=False)} == {"PASS"}
+    with pytest.raises(rlx.Error, match="timeout must be positive"):
+        rlx.conformance(str(tmp_path), timeout=0)
+
+
 def big_graph(n):
     g = rlx.Graph()
     x = g.input("x", [4, 4])
@@ -127,7 +163,7 @@ def test_keyboard_interrupt_during_compile_is_raised():
 
 
 def test_conformance_suite_matches_the_cli_floor():
-    """The ONNX node suite (../shared/onnx-node, when present) in this process: no case fails and
+    """The ONNX node suite (../shared/onnx-node, when present) in a worker process: no case fails and
     at least as many pass as the CLI's committed floor (tests/onnx/conformance_floor.txt)."""
     root = Path(__file__).resolve().parents[2]
     suite = root.parent / "shared" / "onnx-node"
