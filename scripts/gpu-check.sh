@@ -11,6 +11,10 @@
 #                                        copy rlx_tests, bench_cuda and their non-system, non-CUDA
 #                                        shared libraries into <dir> (stripped)
 #   RLX_GPU_TESTS=<gtest filter>         default 'Cuda*'
+#   RLX_GPU_PYTHON=0                     skip the Python CUDA tests (tests/python/test_cuda_dlpack.py and
+#                                        test_device_tensors.py with PyTorch: torch CUDA tensors through
+#                                        an rlx model with no host copy); they run when the build or the
+#                                        pack has the Python module (<bin>/python/rlx), log python.log
 #   RLX_GPU_BENCH=0                      skip the benchmarks
 #   RLX_GPU_PEER=0                       skip the PyTorch peer (rlx numbers only)
 #   RLX_GPU_BENCH_ONLY=<substring>       run only the benchmark cases whose group matches
@@ -48,6 +52,19 @@ if [[ "${1:-}" == "pack" ]]; then
       esac
     done
   done
+  # The Python package (rlx._rlx for this build's Python version) and its libraries.
+  if compgen -G "$build/python/rlx/_rlx*.so" >/dev/null; then
+    mkdir -p "$dest/python"
+    rm -rf "$dest/python/rlx" && cp -r "$build/python/rlx" "$dest/python/rlx"
+    strip "$dest"/python/rlx/_rlx*.so
+    ldd "$build"/python/rlx/_rlx*.so | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libpython*) ;;
+        libcublas*|libnvrtc*|libcudart*|libcuda.so*|libcudnn*) ;;
+        *) cp -L "$lib" "$dest/lib/" ;;
+      esac
+    done
+  fi
   strip "$dest"/lib/*.so* 2>/dev/null || true
   # Dawn is opened at run time (not in ldd's list): packed as is (its symbols are its ABI).
   dawn="${RLX_WEBGPU_LIB:-/usr/local/lib/rlx-webgpu/libwebgpu_wrapper.so}"
@@ -82,6 +99,9 @@ else
   cmake -S "$ROOT" -B "$BIN" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   ninja -C "$BIN" rlx_tests bench_cuda rlx >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  if [[ "${RLX_GPU_PYTHON:-1}" != "0" ]]; then
+    ninja -C "$BIN" rlx_python >>"$OUT/build.log" 2>&1 || echo "python module: not built (see build.log)"
+  fi
 fi
 
 export RLX_CACHE_DIR="${RLX_CACHE_DIR:-$OUT/kernel-cache}"
@@ -97,6 +117,14 @@ fi
 "$BIN/rlx_tests" --gtest_filter="${RLX_GPU_TESTS:-Cuda*}" --gtest_brief=1 >"$OUT/tests.log" 2>&1
 tests_rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED  \]" "$OUT/tests.log" | tail -40
+
+py_rc=0
+if [[ "${RLX_GPU_PYTHON:-1}" != "0" ]] && compgen -G "$BIN/python/rlx/_rlx*.so" >/dev/null; then
+  python3 -c "import pytest, numpy" 2>/dev/null || echo "python: this python3 lacks pytest or numpy (python.log says which)"
+  PYTHONPATH="$BIN/python" python3 -m pytest -q -rs "$ROOT/tests/python/test_cuda_dlpack.py" \
+    "$ROOT/tests/python/test_device_tensors.py" >"$OUT/python.log" 2>&1; py_rc=$?
+  tail -15 "$OUT/python.log"
+fi
 
 bench_rc=0
 if [[ "${RLX_GPU_BENCH:-1}" != "0" && -x "$BIN/bench_cuda" ]]; then
@@ -142,5 +170,5 @@ if [[ -n "${RLX_GPU_CONFORMANCE:-}" ]]; then
     echo "conformance: no rlx binary in $BIN"; conf_rc=1
   fi
 fi
-echo "tests rc=$tests_rc bench rc=$bench_rc conformance rc=$conf_rc (logs in $OUT)"
-exit $(( tests_rc != 0 || bench_rc != 0 || conf_rc != 0 ))
+echo "tests rc=$tests_rc python rc=$py_rc bench rc=$bench_rc conformance rc=$conf_rc (logs in $OUT)"
+exit $(( tests_rc != 0 || py_rc != 0 || bench_rc != 0 || conf_rc != 0 ))
