@@ -135,6 +135,7 @@ TEST(CudaDeviceTensors, RunWaitsForTheProducerStream) {
   opts.device_outputs = true;
   for (int round = 0; round < 3; ++round) {
     ASSERT_EQ(cudaMemset(xbuf.data(), 0, xbuf.size()), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // zeros before the side stream's work (it does not wait for them)
     for (int i = 0; i < 4; ++i) ASSERT_EQ(cudaMemsetAsync(slow.data(), i, slow.size(), s), cudaSuccess);
     ASSERT_EQ(cudaMemcpyAsync(xbuf.data(), staged.data(), f.x.nbytes(), cudaMemcpyHostToDevice, s), cudaSuccess);
     const Tensor dx = Tensor::borrow_device(Device::Cuda, cuda::device().ordinal, DType::F32, {8, 64}, xbuf.data(),
