@@ -121,6 +121,7 @@ class _Worker:
         env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(list(_worker_command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.pending = b""
+        self.answered = 0
 
     def ask(self, device: str, case_dir: str, timeout: float) -> Optional[CaseResult]:
         """The case's result; None when the worker died or timed out on it (then it is gone)."""
@@ -146,6 +147,7 @@ class _Worker:
                 return None  # end of file: the worker died
             self.pending += chunk
         line, _, self.pending = self.pending.partition(b"\n")
+        self.answered += 1
         got_name, status, detail = json.loads(line)
         if got_name != name:
             raise _rlx.Error(f"rlx.conformance: internal: the worker answered for '{got_name}', asked '{name}'")
@@ -176,8 +178,15 @@ def _run_isolated(cases: List[str], device: str, timeout: float) -> List[CaseRes
             r = worker.ask(device, case_dir, timeout)
             if r is None:  # the case took the worker down, or hung
                 timed_out = worker.proc.poll() is None and time.monotonic() - start >= timeout
+                fresh = worker.answered == 0
                 how = worker.end()
+                code = worker.proc.returncode
                 worker = None
+                if fresh and not timed_out and code is not None and code > 0:
+                    # A Python-level exit before any answer: the worker could not start (e.g. rlx
+                    # does not import there), which every later case would repeat.
+                    raise _rlx.Error(f"rlx.conformance: the worker process {how} before answering (its "
+                                     f"stderr is above); command: {list(_worker_command)}")
                 name = os.path.basename(os.path.normpath(case_dir))
                 why = f"timed out after {timeout:g} s (worker killed)" if timed_out else f"the worker running it {how}"
                 r = CaseResult(name, "FAIL", why)

@@ -129,6 +129,10 @@ def test_conformance_isolates_a_crashing_case(tmp_path, monkeypatch):
     assert {r.status for r in rlx.conformance(str(tmp_path), isolate=False)} == {"PASS"}
     with pytest.raises(rlx.Error, match="timeout must be positive"):
         rlx.conformance(str(tmp_path), timeout=0)
+    # A worker that cannot start is an error, not a FAIL row per case.
+    monkeypatch.setattr(module, "_worker_command", (sys.executable, "-c", "raise SystemExit(3)"))
+    with pytest.raises(rlx.Error, match="the worker process exited with status 3 before answering"):
+        rlx.conformance(str(tmp_path))
 
 
 def big_graph(n):
