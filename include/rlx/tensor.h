@@ -5,8 +5,9 @@
 // A tensor is in host memory (device() == Device::Cpu) or in the memory of a device
 // (is_device(): today CUDA only, made by borrow_device / adopt_device or returned by a run with
 // RunOptions::device_outputs). Device tensors carry their dtype, shape and device pointer; every
-// accessor that would read or write the bytes on the host (raw, data, cast, clone, to_f32...,
-// summary) throws rlx::Error for them: copy them with to_host() first.
+// accessor that would read or write the bytes on the host (raw, data, cast, clone, to_f32...)
+// throws rlx::Error for them (summary() gives only dtype, shape and device): copy them with
+// to_host() first.
 #include <cstdint>
 #include <memory>
 #include <optional>
