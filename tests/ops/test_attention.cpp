@@ -209,6 +209,26 @@ TEST(Attention, BiasBroadcastShapes) {
   check(c, random_tensor(DType::F32, {2, 2, 3, 5}, seed));
 }
 
+// A KV cache masked to its valid prefix: -inf bias on leading and trailing keys, which the CPU
+// kernel skips (per batch and row; one row sees nothing), and a -inf key in the middle.
+TEST(Attention, BiasMinusInfPrefixAndSuffix) {
+  Cfg c;
+  c.B = 2, c.Hq = 4, c.Hkv = 2, c.Sq = 3, c.Skv = 40, c.D = 8, c.mask = MaskKind::Bias;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  std::vector<double> bias(static_cast<size_t>(2 * 3 * 40), ninf);
+  const int64_t lo[2] = {0, 5}, hi[2][3] = {{7, 8, 9}, {0, 21, 30}};  // batch 1 row 0: no key
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = lo[b]; j < hi[b][i]; ++j) bias[static_cast<size_t>((b * 3 + i) * 40 + j)] = j == 12 ? ninf : 0.1 * j;
+  const auto out = to_doubles(check(c, from_doubles(DType::F32, {2, 1, 3, 40}, bias)));
+  for (int64_t h = 0; h < c.Hq; ++h)
+    for (int64_t d = 0; d < c.D; ++d) ASSERT_EQ(out[static_cast<size_t>(at(c, 1, 0, h, d, c.Sq, c.Hq))], 0.0);
+  c.Sq = 1;  // decode: one row
+  std::vector<double> row(40, ninf);
+  for (int64_t j = 0; j < 17; ++j) row[static_cast<size_t>(j)] = 0.0;
+  check(c, from_doubles(DType::F32, {1, 1, 1, 40}, row));
+}
+
 TEST(Attention, GqaAndMqa) {
   for (int64_t hkv : {4, 2, 1}) {
     for (AttnLayout l : {AttnLayout::BSHD, AttnLayout::BHSD}) {

@@ -44,8 +44,20 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   // Columns the whole block can see: rows are ordered by position, so the first row has the
   // lowest window start and the last row the highest end.
   const KeyRange first = key_range(p, i0), last = key_range(p, i1 - 1);
-  const int64_t c0 = std::min(first.lo, last.lo);
-  const int64_t c1 = std::max(first.hi, last.hi);
+  int64_t c0 = std::min(first.lo, last.lo);
+  int64_t c1 = std::max(first.hi, last.hi);
+  // Leading and trailing keys whose bias is -inf in every row of the block get weight 0 whatever
+  // their score: they are not computed (a KV cache masked to its valid prefix costs O(prefix)).
+  if (p.bias) {
+    const C* bias = p.bias + b * p.bias_strides[0] + h * p.bias_strides[1];
+    auto dead = [&](int64_t j) {
+      for (int64_t i = i0; i < i1; ++i)
+        if (!(bias[i * p.bias_strides[2] + j * p.bias_strides[3]] == -std::numeric_limits<C>::infinity())) return false;
+      return true;
+    };
+    while (c1 > c0 && dead(c1 - 1)) --c1;
+    while (c0 < c1 && dead(c0)) ++c0;
+  }
   const int64_t ncol = std::max<int64_t>(c1 - c0, 0);
   const int64_t ld = std::max<int64_t>(ncol, 1);
   scratch.resize(static_cast<size_t>(rows * ld));
