@@ -4,7 +4,7 @@
 // decode, at each thread count and cache length asked for. Decode tokens/s counts decode runs
 // (one token fed back each); prompt tokens/s the prefill of the whole prompt.
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
-//                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf]
+//                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
 // --save keeps the file, so that `rlx generate model.gguf -p "..." -n 64 --ctx 256 -t 1` can run it.
 #include <chrono>
 #include <cmath>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rlx/generate.h"
+#include "runtime/device_profile.h"
 
 namespace {
 
@@ -44,6 +45,7 @@ rlx::Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float 
 
 int main(int argc, char** argv) {
   std::string type = "q4_0", save;
+  bool profile = false;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
   std::vector<int64_t> ctxs = {256, 1024}, threads = {1, 2};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
     else if (a == "--ctx") ctxs = parse_list(v);
     else if (a == "--threads") threads = parse_list(v);
     else if (a == "--save") save = v;
+    else if (a == "--profile") profile = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -151,7 +154,12 @@ int main(int argc, char** argv) {
         o.stop_at_end_of_generation = false;
         gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
+        if (profile) {
+          rlx::enable_device_profile(rlx::Device::Cpu);
+          rlx::take_device_profile(rlx::Device::Cpu);
+        }
         const rlx::GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o);
+        if (profile) std::printf("CPU steps of the measured prompt + decode:\n%s", rlx::take_device_profile(rlx::Device::Cpu).c_str());
         std::printf("| %lld | %lld | %.2f | %.1f | %.2f | %.1f | %zu |\n", static_cast<long long>(th),
                     static_cast<long long>(ctx), load_s, r.prompt_tokens_per_second(), r.decode_tokens_per_second(),
                     1000.0 / r.decode_tokens_per_second(), gen.compile_count());

@@ -55,8 +55,8 @@ enum class TokenizerModel { SentencePiece, Bpe };
 enum class TokenType : uint8_t { Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
 struct EncodeOptions {
-  std::optional<bool> add_bos;  // unset: tokenizer.ggml.add_bos_token (or the model's default)
-  std::optional<bool> add_eos;  // unset: tokenizer.ggml.add_eos_token (default false)
+  std::optional<bool> add_bos = std::nullopt;  // unset: tokenizer.ggml.add_bos_token (or the model's default)
+  std::optional<bool> add_eos = std::nullopt;  // unset: tokenizer.ggml.add_eos_token (default false)
   bool parse_special = false;   // control tokens written in the text become their ids
 };
 

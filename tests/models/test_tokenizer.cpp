@@ -201,7 +201,7 @@ TEST(Tokenizer, Llama3SplitRules) {
   // Each piece is a whole token here, so the ids show the split itself.
   Vocab v;
   const std::vector<std::string> pieces = {"!!" + kC, kG + kG, kG + "a", "'RE"};
-  for (const std::string& c : {"!", "x", "a", "'", "R", "E"}) v.add(c);
+  for (const char* c : {"!", "x", "a", "'", "R", "E"}) v.add(c);
   v.add(kG);
   v.add(kC);
   for (const auto& p : pieces) v.add(p);
