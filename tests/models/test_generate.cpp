@@ -18,6 +18,7 @@
 
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
+#include "rlx/serialize.h"
 #include "support/test_util.h"
 
 namespace rlx {
@@ -348,6 +349,45 @@ TEST(Sampler, SeededDistribution) {
   EXPECT_THAT(error_message([] { Sampler({.top_k = -1}); }), HasSubstr("top_k"));
   EXPECT_THAT(error_message([] { Sampler({.repetition_penalty = 0}); }), HasSubstr("repetition_penalty"));
   EXPECT_THAT(error_message([] { Sampler({.temperature = NAN}); }), HasSubstr("temperature"));
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// The decoder graph (F32 weights) uses only ops the GPU backends claim: `rlx check` reports every
+// node runnable on CUDA, Vulkan and WebGPU (a static check; no GPU needed). With Q8_0 weights the
+// DequantMatMul nodes are reported unsupported there (no GPU kernel yet).
+TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlx_generate_check_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto check = [&](GgmlType proj, const std::string& device) {
+    TinyLm m;
+    m.proj = proj;
+    const std::string bytes = write_lm(m);
+    const GgufFile f = file_of(bytes);
+    const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32);
+    const std::string path = (dir / "dec.json").string(), out = (dir / "out.txt").string();
+    save_graph_json(dec.graph, path);
+    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' check '" + path + "' --device " + device +
+                            " --dim seq=1 --dim rows=1 >'" + out + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return std::make_pair(rc, ss.str());
+  };
+  for (const std::string device : {"cuda", "vulkan", "webgpu"}) {
+    SCOPED_TRACE(device);
+    const auto [rc, text] = check(GgmlType::F32, device);
+    EXPECT_EQ(rc, 0) << text;
+    const auto [rc_q, text_q] = check(GgmlType::Q8_0, device);
+    EXPECT_NE(rc_q, 0) << text_q;
+    EXPECT_THAT(text_q, HasSubstr("dequant_matmul")) << text_q;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
