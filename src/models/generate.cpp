@@ -164,7 +164,12 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   m.max_ctx = options.max_ctx ? options.max_ctx : std::min<int64_t>(m.config.context, 4096);
   if (m.max_ctx > m.config.context)
     throw Error("generate: max_ctx " + i2s(m.max_ctx) + " exceeds the model's context_length " + i2s(m.config.context));
-  if (f.find("tokenizer.ggml.model")) m.tokenizer = Tokenizer::from_gguf(f);
+  if (f.find("tokenizer.ggml.model")) {
+    m.tokenizer = Tokenizer::from_gguf(f);
+    if (m.tokenizer->vocab_size() > m.config.vocab)
+      throw Error(f.what() + ": the tokenizer has " + i2s(m.tokenizer->vocab_size()) + " tokens but token_embd.weight only " +
+                  i2s(m.config.vocab) + " rows; the file's tokenizer and weights do not belong together");
+  }
   models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx);
   CompileOptions co;
   co.num_threads = options.num_threads;

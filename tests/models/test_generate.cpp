@@ -30,6 +30,7 @@ using rlx::testing::error_message;
 struct TinyLm {
   int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 96;
   GgmlType proj = GgmlType::F32;
+  int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
 };
 
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
@@ -51,8 +52,9 @@ std::vector<std::string> vocab_tokens() {
 }
 
 std::string write_lm(const TinyLm& m) {
-  const std::vector<std::string> tokens = vocab_tokens();
+  std::vector<std::string> tokens = vocab_tokens();
   const auto vocab = static_cast<int64_t>(tokens.size());
+  for (int64_t i = 0; i < m.extra_tokens; ++i) tokens.push_back("x" + std::to_string(i));
   GgufWriter w;
   w.add("general.architecture", GgufValue::string("llama"));
   w.add("llama.block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
@@ -290,6 +292,10 @@ TEST(Generate, ContextLimitAndBadInput) {
   EXPECT_THAT(error_message([&] { fresh.step(3); }), HasSubstr("before prefill"));
   EXPECT_THAT(error_message([&] { Generator(f, {.max_ctx = 500}); }), HasSubstr("exceeds the model's context_length 128"));
   EXPECT_THAT(error_message([&] { Generator(f, {.prefill_chunk = 6}); }), HasSubstr("power of two"));
+  TinyLm mismatched;
+  mismatched.extra_tokens = 3;
+  const std::string mb = write_lm(mismatched);
+  EXPECT_THAT(error_message([&] { Generator(file_of(mb)); }), HasSubstr("the tokenizer has 43 tokens but token_embd.weight only 40 rows"));
   // The decoder graph: every op is one the CPU runs; its inputs are the ones documented.
   const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 16);
   EXPECT_EQ(dec.graph.outputs().size(), 1u + 2 * 2);
