@@ -21,7 +21,7 @@ struct GenerateCliOptions {
   double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
   uint64_t seed = 0;
   int threads = 0;
-  bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false;
+  bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false, warmup = false;
 };
 
 int run_generate(const GenerateCliOptions& o) {
@@ -60,6 +60,10 @@ int run_generate(const GenerateCliOptions& o) {
   go.max_ctx = ctx;
   const auto t_load = std::chrono::steady_clock::now();
   Generator gen(f, go);
+  if (o.warmup && o.n > 0) {  // compiles the prompt's chunk lengths and the decode step outside the timings
+    gen.prefill(prompt);
+    if (gen.position() < gen.max_ctx()) gen.step(prompt.back());
+  }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   if (!o.no_prompt) {
     std::cout << o.prompt;
@@ -74,11 +78,12 @@ int run_generate(const GenerateCliOptions& o) {
   std::cout << "\n";
   std::cout.flush();
   std::fprintf(stderr,
-               "rlx generate: %s, %d thread(s) requested, cache %lld rows, graph built and compiled in %.2f s\n"
+               "rlx generate: %s, %d thread(s) requested, cache %lld rows, graph built and compiled in %.2f s%s\n"
                "  prompt: %zu tokens in %.3f s (%.1f tokens/s)\n"
                "  decode: %zu tokens generated, %lld decode steps in %.3f s (%.2f tokens/s)\n"
                "  stop: %s; compiled variants: %zu\n",
-               device_name(go.device), o.threads, static_cast<long long>(gen.max_ctx()), load_s, r.prompt.size(),
+               device_name(go.device), o.threads, static_cast<long long>(gen.max_ctx()), load_s,
+               o.warmup ? " (with the warm-up run)" : " (the prompt time includes compiling each chunk length)", r.prompt.size(),
                r.prefill_seconds, r.prompt_tokens_per_second(), r.tokens.size(), static_cast<long long>(r.decode_steps),
                r.decode_seconds, r.decode_tokens_per_second(), r.stop_reason.c_str(), gen.compile_count());
   return 0;
@@ -108,6 +113,8 @@ Command add_generate_command(CLI::App& parent) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-generation token");
   sub->add_flag("--ids", o->ids, "print each generated token's id before its text");
   sub->add_flag("--no-echo", o->no_prompt, "do not print the prompt before the generated text");
+  sub->add_flag("--warmup", o->warmup,
+                "run the prompt and one decode step once before the timed run, so that the timings exclude compiling");
   return {sub, [o] { return run_generate(*o); }};
 }
 
