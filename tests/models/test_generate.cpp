@@ -31,6 +31,7 @@ struct TinyLm {
   int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 96;
   GgmlType proj = GgmlType::F32;
   int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
+  bool bpe = false;          // a Llama 3 style byte-level BPE tokenizer instead of SentencePiece
 };
 
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
@@ -64,19 +65,42 @@ std::string write_lm(const TinyLm& m) {
   w.add("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
   w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
   w.add("llama.rope.freq_base", GgufValue::f32(1000.0f));
-  w.add("tokenizer.ggml.model", GgufValue::string("llama"));
-  w.add("tokenizer.ggml.tokens", GgufValue::strings(tokens));
-  std::vector<double> scores;
-  std::vector<int64_t> types;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    scores.push_back(i >= 30 ? -1.0 : -10.0);
-    types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
+  if (m.bpe) {
+    // <|begin_of_text|> <|eot_id|> ! Ġ a..z Ġa..Ġj (40 tokens), merges "Ġ a" .. "Ġ j".
+    const std::string g = "\xC4\xA0";
+    std::vector<std::string> bt = {"<|begin_of_text|>", "<|eot_id|>", "!", g};
+    std::vector<std::string> merges;
+    for (char c = 'a'; c <= 'z'; ++c) bt.push_back(std::string(1, c));
+    for (char c = 'a'; c <= 'j'; ++c) {
+      bt.push_back(g + std::string(1, c));
+      merges.push_back(g + " " + std::string(1, c));
+    }
+    for (int64_t i = 0; i < m.extra_tokens; ++i) bt.push_back("x" + std::to_string(i));
+    std::vector<int64_t> types(bt.size(), 1);
+    types[0] = types[1] = 3;
+    w.add("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    w.add("tokenizer.ggml.pre", GgufValue::string("llama-bpe"));
+    w.add("tokenizer.ggml.tokens", GgufValue::strings(bt));
+    w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
+    w.add("tokenizer.ggml.merges", GgufValue::strings(merges));
+    w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(0));
+    w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(1));
+    w.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+  } else {
+    w.add("tokenizer.ggml.model", GgufValue::string("llama"));
+    w.add("tokenizer.ggml.tokens", GgufValue::strings(tokens));
+    std::vector<double> scores;
+    std::vector<int64_t> types;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      scores.push_back(i >= 30 ? -1.0 : -10.0);
+      types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
+    }
+    w.add("tokenizer.ggml.scores", GgufValue::array_of(GgufValueType::F32, scores));
+    w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
+    w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+    w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+    w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
   }
-  w.add("tokenizer.ggml.scores", GgufValue::array_of(GgufValueType::F32, scores));
-  w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
-  w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
-  w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
-  w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
   const int64_t e = m.hidden, d = m.hidden / m.heads;
   const float s = 1.0f / std::sqrt(static_cast<float>(e));
   uint64_t seed = 11;
@@ -192,13 +216,13 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
 }
 
 // The reference's greedy loop: argmax of the recomputed logits, stopping after </s>.
-std::vector<int32_t> reference_greedy(Reference& ref, std::vector<int32_t> seq, int n) {
+std::vector<int32_t> reference_greedy(Reference& ref, std::vector<int32_t> seq, int n, int32_t eos = 2) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     const int32_t t = argmax(ref.last_logits(seq));
     out.push_back(t);
     seq.push_back(t);
-    if (t == 2) break;
+    if (t == eos) break;
   }
   return out;
 }
@@ -272,6 +296,35 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));
   std::filesystem::remove_all(dir);
+}
+
+// The same through a Llama 3 style BPE tokenizer: the prompt split and merged ("abc", " def" ->
+// a b c Ġd e f), generated pieces with Ġ mapped back to spaces.
+TEST(Generate, BpeTokenizerEndToEnd) {
+  TinyLm m;
+  m.bpe = true;
+  const std::string bytes = write_lm(m);
+  const GgufFile f = file_of(bytes);
+  Reference ref(f);
+  Generator gen(f, {.max_ctx = 64});
+  const Tokenizer& tok = gen.tokenizer();
+  EXPECT_EQ(tok.model(), TokenizerModel::Bpe);
+  const std::vector<int32_t> prompt = tok.encode("abc def");
+  EXPECT_EQ(prompt, (std::vector<int32_t>{0, 4, 5, 6, 33, 8, 9}));
+  EXPECT_EQ(tok.decode(prompt), "abc def");
+  GenerateOptions o;
+  o.max_new_tokens = 16;
+  std::string streamed;
+  const GenerateResult r = gen.generate("abc def", o, [&](int32_t, const std::string& piece) {
+    streamed += piece;
+    return true;
+  });
+  const std::vector<int32_t> want = reference_greedy(ref, prompt, 16, 1);
+  EXPECT_EQ(r.tokens, want);
+  std::string text;
+  for (int32_t t : want) text += tok.piece(t);
+  EXPECT_EQ(streamed, text);
+  EXPECT_EQ(tok.decode(r.tokens), text);
 }
 
 TEST(Generate, ContextLimitAndBadInput) {
