@@ -120,19 +120,12 @@ std::string from_acc(DType t, const std::string& a) {
   }
 }
 
-uint32_t tile_cols(int64_t inner) {
-  uint32_t p = 1;
-  while (p < inner && p < 32) p <<= 1;
-  return p;
-}
-
 // One scan of x (dtype xt) into y (dtype yt) along [outer, len, inner].
 void scan(LowerContext& cx, const std::string& what, const Operand& x, DType xt, const Operand& y, DType yt, DType acc,
           int64_t outer, int64_t len, int64_t inner, bool excl, bool rev) {
-  const uint32_t ti = tile_cols(inner);
-  const uint32_t seg = dtype_size(acc) == 8 ? 4 : 8;
-  const int64_t ch = int64_t{kSelectWorkgroup / ti} * seg;
-  const int64_t nch = (len + ch - 1) / ch;
+  const plan::ScanWork w = plan::scan_work(outer, len, inner, static_cast<uint32_t>(dtype_size(acc)));
+  const uint32_t ti = w.ti, seg = w.seg;
+  const int64_t nch = w.nch;
   std::string src = glsl_header({xt, yt, acc}) + "layout(local_size_x = 256) in;\n" + glsl_dtype_helpers({xt, yt}) +
                     glsl_buffer(0, "x", xt, true) + glsl_buffer(1, "y", yt, false) + glsl_buffer(2, "cbuf", acc, false);
   src += "#define ACC " + glsl_compute_type(acc) + "\n#define TI " + std::to_string(ti) + "u\n#define SEG " +
@@ -140,7 +133,7 @@ void scan(LowerContext& cx, const std::string& what, const Operand& x, DType xt,
          from_acc(yt, "a_") + ")\n";
   src += kScan;
   const Kernel k{"cumsum", src};
-  const auto tiles = [&](int64_t chunks) { return cx.groups_1d(outer * chunks * ((inner + ti - 1) / ti), 1); };
+  const auto tiles = [&](int64_t chunks) { return cx.groups_1d(w.tiles(chunks), 1); };
   const uint32_t mode = (excl ? 1u : 0u) | (rev ? 2u : 0u);
   const uint32_t ox = x.elem(dtype_size(xt)), oy = y.elem(dtype_size(yt));
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };

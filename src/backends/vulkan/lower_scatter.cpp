@@ -99,28 +99,17 @@ std::string add_expr(DType t) {
 
 void lower_scatter_add(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
-  const auto& sg = std::get<plan::ScatterAddGeom>(st.geom);
   const plan::TensorRef &data = st.in.at(0), &idx = st.in.at(1), &upd = st.in.at(2);
   const DType t = data.dtype, it = idx.dtype;
   const std::string add = add_expr(t);
   if (add.empty() || upd.dtype != t) throw Error(what + ": Vulkan scatter_add needs non-bool data and updates of one dtype");
   if (it != DType::I8 && it != DType::I16 && it != DType::I32 && it != DType::I64 && it != DType::U8)
     throw Error(what + ": Vulkan scatter_add takes i8/i16/i32/i64/u8 indices, not " + dtype_name(it));
-  const size_t rank = sg.idx_dims.size();
-  if (rank > 8 || rank == 0) throw Error(what + ": Vulkan scatter_add supports ranks 1 to 8");
-  require_32bit(what, data.numel(), "the data");
-  require_32bit(what, sg.count, "the indices");
+  const plan::ScatterAddWork w = plan::scatter_add_work(st, "Vulkan");
   const Operand out = cx.out(st.out.at(0)), src = cx.in(data);
   const uint64_t bytes = static_cast<uint64_t>(data.numel()) * dtype_size(t);
   if (bytes > 0 && !(src.buffer == out.buffer && src.offset + src.skip == out.offset + out.skip)) cx.copy(out, src, bytes);
-  if (sg.count == 0) return;
-  const size_t axis = static_cast<size_t>(sg.axis);
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < axis; ++d) outer *= sg.idx_dims[d];
-  for (size_t d = axis + 1; d < rank; ++d) inner *= sg.idx_dims[d];
-  const int64_t mid = sg.idx_dims[axis], cols = outer * inner;
-  // By destination when the columns are too few to fill the device and the data axis is short.
-  const bool by_dest = cols < 4096 && sg.axis_size > 0 && sg.axis_size <= 4096 && cols * sg.axis_size < (int64_t{1} << 31);
+  if (w.count == 0) return;
   const std::string IT = it == DType::I64 ? "int64_t" : "int";
   std::string k = glsl_header({t, it}) + "layout(local_size_x = 256) in;\n" + glsl_dtype_helpers({t}) +
                   glsl_buffer(0, "outb", t, false) + glsl_buffer(1, "ind", it, true) + glsl_buffer(2, "upd", t, true) +
@@ -128,19 +117,10 @@ void lower_scatter_add(LowerContext& cx, const plan::Step& st) {
   k += "#define IT " + IT + "\n#define ST " + codegen::glsl_language().storage_type(t) + "\n#define ADD(a_, b_) (" + add +
        ")\n";
   k += kScatter;
-  std::vector<uint32_t> push = {out.elem(dtype_size(t)),
-                                cx.in(idx).elem(dtype_size(it)),
-                                cx.in(upd).elem(dtype_size(t)),
-                                static_cast<uint32_t>(rank),
-                                static_cast<uint32_t>(axis),
-                                static_cast<uint32_t>(sg.axis_size),
-                                static_cast<uint32_t>(mid),
-                                static_cast<uint32_t>(inner),
-                                static_cast<uint32_t>(outer),
-                                by_dest ? 1u : 0u};
-  for (size_t d = 0; d < 8; ++d) push.push_back(d < rank ? static_cast<uint32_t>(sg.idx_dims[d]) : 1u);
-  for (size_t d = 0; d < 8; ++d) push.push_back(d < rank ? static_cast<uint32_t>(sg.data_strides[d]) : 0u);
-  const int64_t items = by_dest ? cols * sg.axis_size : cols;
+  std::vector<uint32_t> push = {out.elem(dtype_size(t)), cx.in(idx).elem(dtype_size(it)), cx.in(upd).elem(dtype_size(t))};
+  const std::vector<uint32_t> params = w.params();
+  push.insert(push.end(), params.begin(), params.end());
+  const int64_t items = w.items;
   cx.dispatch(Kernel{"scatter_add", k}, {out, cx.in(idx), cx.in(upd), cx.error_flag()}, push,
               cx.groups_1d(items, kSelectWorkgroup));
 }

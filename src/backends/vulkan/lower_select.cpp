@@ -18,20 +18,12 @@ std::string select_fill(std::string src, const std::vector<std::pair<std::string
 }
 
 void require_32bit(const std::string& what, int64_t n, const std::string& of) {
-  if (n >= (int64_t{1} << 31))
-    throw Error(what + ": the Vulkan kernel indexes with 32 bits; " + of + " has " + std::to_string(n) +
-                " elements (2^31 or more); split the tensor or use the CUDA/CPU backend");
+  plan::select_require_32bit(what, "Vulkan", n, of);
 }
 
 namespace {
 
 constexpr uint32_t kWg = kSelectWorkgroup;
-
-uint32_t pow2_at_least(int64_t n) {
-  uint32_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 bool is_float_small(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
@@ -66,21 +58,13 @@ std::string kernel_prelude(const std::vector<DType>& dtypes, bool subgroups) {
   return glsl_header(dtypes, subgroups) + "layout(local_size_x = 256) in;\n";
 }
 
-// Shared bytes of the radix gather (kRadix + kWgScan) for p2 slots of `key_bytes` keys.
-uint64_t radix_shared_bytes(uint32_t p2, uint32_t key_bytes) { return uint64_t{p2} * (key_bytes + 4) + 2 * 1024 + 32; }
-
 void lower_arg_reduce(LowerContext& cx, const plan::Step& st) {
-  const std::string what = step_label(st);
-  const auto& g = std::get<plan::AxisGeom>(st.geom);
   const bool is_max = std::holds_alternative<ops::ArgMax>(st.op);
   const bool last = is_max ? std::get<ops::ArgMax>(st.op).select_last : std::get<ops::ArgMin>(st.op).select_last;
-  if (g.outer * g.inner == 0) return;
-  if (g.axis == 0)
-    throw Error(what + ": " + op_name(st.op) + " over an axis of size 0 of input " + dims_str(st.in.at(0).dims) +
-                " has no element to pick");
-  require_32bit(what, st.in.at(0).numel(), "the input");
+  const plan::ArgReduceWork g = plan::arg_reduce_work(st, "Vulkan");
+  if (g.tiles == 0) return;
   const DType t = st.in.at(0).dtype;
-  const uint32_t ti = std::min<uint32_t>(32, pow2_at_least(g.inner));
+  const uint32_t ti = g.ti;
   std::string src = kernel_prelude({t, DType::I64}, false) + glsl_dtype_helpers({t}) + glsl_buffer(0, "x", t, true) +
                     glsl_buffer(1, "y", DType::I64, false);
   src += "#define CT " + cmp_type(t) + "\n#define TI " + std::to_string(ti) + "u\n";
@@ -88,27 +72,19 @@ void lower_arg_reduce(LowerContext& cx, const plan::Step& st) {
   src += std::string("#define ISNAN(v) ") + (is_float(t) ? "isnan(v)" : "false") + "\n";
   src += ksrc::kArgReduce;
   const Operand x = cx.in(st.in.at(0)), y = cx.out(st.out.at(0));
-  const uint32_t tiles = static_cast<uint32_t>(g.outer * ((g.inner + ti - 1) / ti));
+  const uint32_t tiles = static_cast<uint32_t>(g.tiles);
   cx.dispatch(Kernel{"arg_reduce", src}, {x, y},
-              {x.elem(dtype_size(t)), y.elem(8), static_cast<uint32_t>(g.outer), static_cast<uint32_t>(g.axis),
+              {x.elem(dtype_size(t)), y.elem(8), static_cast<uint32_t>(g.outer), static_cast<uint32_t>(g.len),
                static_cast<uint32_t>(g.inner), is_max ? 1u : 0u, last ? 1u : 0u},
               cx.groups_1d(tiles, 1));
 }
 
 void lower_topk(LowerContext& cx, const plan::Step& st) {
-  const std::string what = step_label(st);
-  const auto& op = std::get<ops::TopK>(st.op);
-  const auto& g = std::get<plan::AxisGeom>(st.geom);
-  if (op.k < 1 || op.k > g.axis)
-    throw Error(what + ": k = " + std::to_string(op.k) + " is not in [1, " + std::to_string(g.axis) +
-                "] for the axis of input " + dims_str(st.in.at(0).dims));
-  if (op.k > kVulkanTopKMax)
-    throw Error(what + ": Vulkan topk supports k <= " + std::to_string(kVulkanTopKMax) + ", not " + std::to_string(op.k));
+  const plan::TopKWork g = plan::topk_work(st, "Vulkan");
   if (g.outer * g.inner == 0) return;
-  require_32bit(what, st.in.at(0).numel(), "the input");
   const DType t = st.in.at(0).dtype;
   const bool wide = key64(t);
-  const uint32_t p2 = std::max<uint32_t>(2, pow2_at_least(op.k));
+  const uint32_t p2 = g.slots;
   std::string src = kernel_prelude({t, DType::I64}, cx.info().subgroup_arith) + glsl_dtype_helpers({t});
   if (cx.info().subgroup_arith) src += "#define SUBGROUPS 1\n";
   src += glsl_buffer(0, "x", t, true) + glsl_buffer(1, "vals", t, false) + glsl_buffer(2, "idxs", DType::I64, false);
@@ -123,13 +99,10 @@ void lower_topk(LowerContext& cx, const plan::Step& st) {
   const Operand x = cx.in(st.in.at(0)), vals = cx.out(st.out.at(0)), idxs = cx.out(st.out.at(1));
   cx.dispatch(Kernel{"topk", src}, {x, vals, idxs},
               {x.elem(dtype_size(t)), vals.elem(dtype_size(t)), idxs.elem(8), static_cast<uint32_t>(g.outer),
-               static_cast<uint32_t>(g.axis), static_cast<uint32_t>(g.inner), static_cast<uint32_t>(op.k),
-               op.largest ? 1u : 0u},
+               static_cast<uint32_t>(g.len), static_cast<uint32_t>(g.inner), static_cast<uint32_t>(g.k),
+               g.largest ? 1u : 0u},
               cx.groups_1d(g.outer * g.inner, 1));
 }
-
-// The kept count of a Sample: top_k when it limits the vocabulary, else the vocabulary.
-int64_t sample_kept(const ops::Sample& op, int64_t vocab) { return op.top_k > 0 && op.top_k < vocab ? op.top_k : vocab; }
 
 constexpr const char* kSampleMain = R"GLSL(
 shared uint sbk[256];
@@ -235,11 +208,11 @@ void lower_sample(LowerContext& cx, const plan::Step& st) {
   if (sg.rows == 0) return;
   if (sg.vocab <= 0) throw Error(what + ": the vocabulary dim is 0; nothing can be sampled");
   require_32bit(what, logits.numel(), "the logits");
-  const int64_t kept = op.temperature == 0 ? 1 : sample_kept(op, sg.vocab);
+  const int64_t kept = op.temperature == 0 ? 1 : plan::sample_kept(op, sg.vocab);
   if (kept > kVulkanTopKMax)
     throw Error(what + ": Vulkan sample keeps at most " + std::to_string(kVulkanTopKMax) + " tokens (top_k in [1, " +
                 std::to_string(kVulkanTopKMax) + "] or a vocabulary that small); this one keeps " + std::to_string(kept));
-  const uint32_t p2 = std::max<uint32_t>(2, pow2_at_least(kept));
+  const uint32_t p2 = plan::ranked_slots(kept);
   const bool sub = cx.info().subgroup_arith;
   std::string src = kernel_prelude({t, DType::I64, DType::F64}, sub) + glsl_dtype_helpers({t});
   if (sub) src += "#define SUBGROUPS 1\n";
@@ -278,77 +251,22 @@ void lower_sample(LowerContext& cx, const plan::Step& st) {
 // ---- claims ----
 
 bool kind(std::string_view n) {
-  return n == "argmax" || n == "argmin" || n == "topk" || n == "sample" || n == "cumsum" || n == "scatter_add" ||
-         n == "rng_uniform" || n == "rng_normal";
+  return plan::select_claims_kind(n) || plan::scan_claims_kind(n) || plan::scatter_claims_kind(n) ||
+         plan::random_claims_kind(n);
 }
-
-bool static_dims(const Shape& s) { return s.is_static(); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
   const std::string name = op_name(n.op);
   if (info && info->max_invocations < kWg)
     return refuse(why, "the Vulkan " + name + " kernels run 256 invocations per workgroup; " + info->name + " allows " +
                            std::to_string(info->max_invocations));
-  const bool f64 = !info || info->float64;
-  if (name == "argmax" || name == "argmin") {
-    if (n.outputs.at(0).dtype != DType::I64) return refuse(why, "Vulkan " + name + " writes i64 indices");
-    return true;
+  plan::SelectDevice dev;
+  if (info) {
+    dev.f64 = info->float64;
+    dev.shared_bytes = info->max_shared_bytes;
+    dev.name = info->name;
   }
-  if (name == "topk") {
-    const auto& op = std::get<ops::TopK>(n.op);
-    if (op.k > kVulkanTopKMax)
-      return refuse(why, "Vulkan topk sorts the k winners in workgroup memory: k <= " + std::to_string(kVulkanTopKMax) +
-                             ", not " + std::to_string(op.k));
-    const DType t = g.shape(n.inputs.at(0)).dtype;
-    const uint64_t need = radix_shared_bytes(std::max<uint32_t>(2, pow2_at_least(std::max<int64_t>(op.k, 1))), key64(t) ? 8 : 4);
-    if (info && need > info->max_shared_bytes)
-      return refuse(why, "Vulkan topk with k = " + std::to_string(op.k) + " needs " + std::to_string(need) +
-                             " bytes of workgroup memory; " + info->name + " has " + std::to_string(info->max_shared_bytes));
-    return true;
-  }
-  if (name == "sample") {
-    const auto& op = std::get<ops::Sample>(n.op);
-    const Shape& s = g.shape(n.inputs.at(0));
-    if (!is_float_small(s.dtype)) return refuse(why, "Vulkan sample ranks f32/f16/bf16 logits, not " + std::string(dtype_name(s.dtype)));
-    if (!(op.temperature >= 0) || std::isinf(op.temperature))
-      return refuse(why, "Vulkan sample needs a finite temperature >= 0 (its rank order is the logits' order)");
-    if (op.temperature == 0) return true;
-    if (!f64) return refuse(why, "Vulkan sample computes the CPU's probabilities in double; the device has no shaderFloat64");
-    if (!static_dims(s) || s.rank() < 1) return refuse(why, "Vulkan sample needs static logits dims");
-    const int64_t kept = sample_kept(op, s.dims.back().value);
-    if (kept > kVulkanTopKMax)
-      return refuse(why, "Vulkan sample sorts the kept tokens in workgroup memory: it needs top_k in [1, " +
-                             std::to_string(kVulkanTopKMax) + "] or a vocabulary of at most " +
-                             std::to_string(kVulkanTopKMax) + " (this one keeps " + std::to_string(kept) + ")");
-    const uint64_t need = radix_shared_bytes(std::max<uint32_t>(2, pow2_at_least(kept)), 4) + 8ull * pow2_at_least(kept) + 2048;
-    if (info && need > info->max_shared_bytes)
-      return refuse(why, "Vulkan sample keeping " + std::to_string(kept) + " tokens needs " + std::to_string(need) +
-                             " bytes of workgroup memory; " + info->name + " has " + std::to_string(info->max_shared_bytes));
-    return true;
-  }
-  if (name == "cumsum") {
-    const DType t = g.shape(n.inputs.at(0)).dtype;
-    if (t == DType::Bool) return refuse(why, "cumsum does not take bool input");
-    if (t == DType::F32 && !f64)
-      return refuse(why, "Vulkan cumsum accumulates f32 in double like the CPU; the device has no shaderFloat64");
-    return true;
-  }
-  if (name == "scatter_add") {
-    const DType t = g.shape(n.inputs.at(0)).dtype, it = g.shape(n.inputs.at(1)).dtype;
-    if (t == DType::Bool) return refuse(why, "scatter_add does not take bool data");
-    if (g.shape(n.inputs.at(2)).dtype != t) return refuse(why, "Vulkan scatter_add needs updates of data's dtype");
-    if (it != DType::I8 && it != DType::I16 && it != DType::I32 && it != DType::I64 && it != DType::U8)
-      return refuse(why, "Vulkan scatter_add takes i8/i16/i32/i64/u8 indices, not " + std::string(dtype_name(it)));
-    return true;
-  }
-  if (name == "rng_uniform" || name == "rng_normal") {
-    const DType t = n.outputs.at(0).dtype;
-    if (!is_float(t)) return refuse(why, name + ": output dtype must be float, got " + dtype_name(t));
-    if (!f64)
-      return refuse(why, "Vulkan " + name + " computes the CPU's double-precision transform; the device has no shaderFloat64");
-    return true;
-  }
-  return refuse(why, "the Vulkan backend has no kernel for '" + name + "'");
+  return plan::select_family_claims_node("Vulkan", dev, g, n, why);
 }
 
 }  // namespace

@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "backends/vulkan/lower.h"
+#include "plan/select_work.h"
 
 namespace rlx::vulkan {
 
-inline constexpr uint32_t kSelectWorkgroup = 256;  // invocations per workgroup of every kernel here
-inline constexpr int64_t kVulkanTopKMax = 1024;    // kept elements sorted in shared memory
+using plan::kSelectWorkgroup;                            // invocations per workgroup of every kernel here
+inline constexpr int64_t kVulkanTopKMax = plan::kTopKMax;  // kept elements sorted in shared memory
 
 void lower_cumsum(LowerContext& cx, const plan::Step& st);
 void lower_scatter_add(LowerContext& cx, const plan::Step& st);
