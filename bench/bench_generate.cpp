@@ -5,6 +5,7 @@
 // (one token fed back each); prompt tokens/s the prefill of the whole prompt.
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
 //                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
+//                  [--tokenize-bytes N]  (also times the tokenizer on N bytes of text)
 // --save keeps the file, so that `rlx generate model.gguf -p "..." -n 64 --ctx 256 -t 1` can run it.
 #include <chrono>
 #include <cmath>
@@ -46,6 +47,7 @@ rlx::Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float 
 int main(int argc, char** argv) {
   std::string type = "q4_0", save;
   bool profile = false;
+  int64_t tokenize_bytes = 0;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
   std::vector<int64_t> ctxs = {256, 1024}, threads = {1, 2};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = parse_list(v);
     else if (a == "--save") save = v;
     else if (a == "--profile") profile = std::atoi(v) != 0;
+    else if (a == "--tokenize-bytes") tokenize_bytes = std::atoll(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -139,6 +142,21 @@ int main(int argc, char** argv) {
                 static_cast<long long>(layers), static_cast<long long>(hidden), static_cast<long long>(heads),
                 static_cast<long long>(kv_heads), static_cast<long long>(ffn), static_cast<long long>(vocab), type.c_str(),
                 static_cast<double>(params) / 1e6, static_cast<double>(bytes.size()) / (1 << 20), write_s);
+    if (tokenize_bytes > 0) {  // the tokenizer alone: encode and decode of an English-like text
+      const rlx::Tokenizer tok = rlx::Tokenizer::from_gguf(f);
+      const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog,", "and", "then", "forest."};
+      std::string text;
+      for (size_t i = 0; static_cast<int64_t>(text.size()) < tokenize_bytes; ++i) text += std::string(words[(i * 7) % 11]) + " ";
+      auto a = std::chrono::steady_clock::now();
+      const std::vector<int32_t> ids = tok.encode(text);
+      const double enc = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      a = std::chrono::steady_clock::now();
+      const std::string back = tok.decode(ids);
+      const double dec = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      std::printf("tokenizer: %zu bytes -> %zu tokens: encode %.3f s (%.2f MB/s), decode %.3f s, round trip %s\n\n",
+                  text.size(), ids.size(), enc, static_cast<double>(text.size()) / enc / 1e6, dec,
+                  back == text ? "exact" : "DIFFERS");
+    }
     std::printf("prompt %lld tokens, %lld generated (greedy)\n\n", static_cast<long long>(prompt_len), static_cast<long long>(n));
     std::printf("| threads | ctx | compile + load s | prompt tok/s | decode tok/s | decode ms/token | compiled variants |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
