@@ -9,7 +9,10 @@
 #                                        of building (for GPU machines without the build deps)
 #   scripts/gpu-check.sh pack <build-dir> <dir>
 #                                        copy rlx_tests, bench_cuda and their non-system, non-CUDA
-#                                        shared libraries into <dir> (stripped)
+#                                        shared libraries into <dir> (stripped); with the Python
+#                                        module built, also python/librlx_all.so (rlx_core as one
+#                                        shared library) from which the run builds rlx._rlx for the
+#                                        GPU machine's python3 (needs g++, Python.h and pybind11 there)
 #   RLX_GPU_TESTS=<gtest filter>         default 'Cuda*'
 #   RLX_GPU_PYTHON=0                     skip the Python CUDA tests (tests/python/test_cuda_dlpack.py and
 #                                        test_device_tensors.py with PyTorch: torch CUDA tensors through
@@ -52,18 +55,19 @@ if [[ "${1:-}" == "pack" ]]; then
       esac
     done
   done
-  # The Python package (rlx._rlx for this build's Python version) and its libraries.
+  # The Python package: its files, and rlx_core with its static dependencies linked here as one
+  # shared library (python/librlx_all.so, with the headers the bindings need), so that the run
+  # step can build rlx._rlx for the GPU machine's Python (another version than this build's).
   if compgen -G "$build/python/rlx/_rlx*.so" >/dev/null; then
-    mkdir -p "$dest/python"
-    rm -rf "$dest/python/rlx" && cp -r "$build/python/rlx" "$dest/python/rlx"
-    strip "$dest"/python/rlx/_rlx*.so
-    ldd "$build"/python/rlx/_rlx*.so | awk '/=> \// {print $3}' | while read -r lib; do
-      case "$(basename "$lib")" in
-        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libgcc_s.so*|libstdc++.so*|ld-linux*|libpython*) ;;
-        libcublas*|libnvrtc*|libcudart*|libcuda.so*|libcudnn*) ;;
-        *) cp -L "$lib" "$dest/lib/" ;;
-      esac
-    done
+    mkdir -p "$dest/python/inc"
+    rm -rf "$dest/python/rlx" && cp -r "$build/python/rlx" "$dest/python/rlx" && rm -f "$dest"/python/rlx/_rlx*.so
+    link=$(ninja -C "$build" -t commands rlx_python | tail -1)
+    link=${link#:*&& }; link=${link%&& :*}
+    link=$(tr ' ' '\n' <<<"$link" | grep -v -e 'rlx_python.dir' -e 'exclude-libs' |
+           sed "s|^python/rlx/_rlx.*\.so\$|$(realpath "$dest")/python/librlx_all.so|" | tr '\n' ' ')
+    (cd "$build" && eval "$link") || echo "pack: linking python/librlx_all.so failed"
+    strip "$dest/python/librlx_all.so" 2>/dev/null || true
+    for h in dlpack vulkan vk_video; do [[ -d /usr/include/$h ]] && cp -r /usr/include/$h "$dest/python/inc/"; done
   fi
   strip "$dest"/lib/*.so* 2>/dev/null || true
   # Dawn is opened at run time (not in ldd's list): packed as is (its symbols are its ABI).
@@ -119,6 +123,16 @@ tests_rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED  \]" "$OUT/tests.log" | tail -40
 
 py_rc=0
+# A pack's Python package: rlx._rlx built here for this python3 against python/librlx_all.so.
+if [[ "${RLX_GPU_PYTHON:-1}" != "0" && -f "$BIN/python/librlx_all.so" ]] && ! compgen -G "$BIN/python/rlx/_rlx*.so" >/dev/null; then
+  g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -DONNX_ML=1 -DONNX_NAMESPACE=onnx -DRLX_HAVE_CUDA \
+    -DRLX_HAVE_VULKAN -DRLX_HAVE_WEBGPU -DNDEBUG -I"$ROOT/include" -I"$ROOT/src" -I"$BIN/python/inc" \
+    -I/usr/local/cuda/include -I"$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")" \
+    -I"$(python3 -c "import pybind11; print(pybind11.get_include())")" "$ROOT"/python/src/*.cpp \
+    -o "$BIN/python/rlx/_rlx$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")" \
+    -L"$BIN/python" -lrlx_all -Wl,-rpath,"$BIN/python" >"$OUT/python-build.log" 2>&1 ||
+    echo "python module: not built for $(python3 --version) (python-build.log; needs g++, Python.h, pybind11)"
+fi
 if [[ "${RLX_GPU_PYTHON:-1}" != "0" ]] && compgen -G "$BIN/python/rlx/_rlx*.so" >/dev/null; then
   python3 -c "import pytest, numpy" 2>/dev/null || echo "python: this python3 lacks pytest or numpy (python.log says which)"
   PYTHONPATH="$BIN/python" python3 -m pytest -q -rs "$ROOT/tests/python/test_cuda_dlpack.py" \

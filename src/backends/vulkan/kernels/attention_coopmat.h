@@ -14,7 +14,7 @@
 // P in f16 to the subgroup's P tile and the row's rescale factor to Rs. The accumulators are
 // rescaled per row: which row a component of an accumulator holds is implementation-defined, so
 // a matrix whose elements are their row numbers is loaded once (rid) and its components name
-// the rows. Then O += P V on the matrices. The end: O scaled by 1 / l (or the partial and its
+// the rows (the factors are read once per tile for all accumulators). Then O += P V on the matrices. The end: O scaled by 1 / l (or the partial and its
 // max and sum when SPLIT), each accumulator through the score tile to global memory.
 //
 // Defines: NW, NT (32 NW), BR, BC (16, 32 or 64), D (a multiple of 16, at most 128), DT, CT,
@@ -210,8 +210,15 @@ void main() {
         m = mnew;
         if (side == 0u) Rs[sg * 16u + my_r] = alpha;
         sg_sync();
+        if (rid.length() <= 8) {  // every accumulator's components: the rows of rid's (NVIDIA: 8)
+          float f[8];
+          for (int i = 0; i < 8; ++i) f[i] = i < rid.length() ? Rs[sg * 16u + uint(rid[i])] : 0.0;
+#define O_SCALE8(d) for (int i = 0; i < o[d].length(); ++i) o[d][i] *= f[i];
+          FOR_DT(O_SCALE8)
+        } else {
 #define O_SCALE(d) scale_rows(o[d], rid, sg);
-        FOR_DT(O_SCALE)
+          FOR_DT(O_SCALE)
+        }
 #if KV_ALIAS
         barrier();  // every subgroup is done with the K tile
         for (uint x = tid; x < BC * DW; x += NT) {
