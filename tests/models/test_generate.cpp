@@ -292,6 +292,16 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
                            out + "' 2>'" + err + "'";
   EXPECT_EQ(std::system(cmd2.c_str()), 0) << slurp(err);
   EXPECT_EQ(slurp(out).rfind("abc def", 0), 0u);
+  // --stop at the third greedy token: exactly three pieces come out.
+  const std::string cmd3 = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc def' -n 12 --no-echo --stop " +
+                           std::to_string(want.at(2)) + " >'" + out + "' 2>'" + err + "'";
+  EXPECT_EQ(std::system(cmd3.c_str()), 0) << slurp(err);
+  size_t first_stop = 0;
+  while (want[first_stop] != want.at(2)) ++first_stop;
+  std::string until_stop;
+  for (size_t i = 0; i <= first_stop; ++i) until_stop += tok.piece(want[i]);
+  EXPECT_EQ(slurp(out), until_stop + "\n");
+  EXPECT_THAT(slurp(err), HasSubstr("stop: stop token"));
   const std::string bad = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,7 @@ struct GenerateCliOptions {
   double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
   uint64_t seed = 0;
   int threads = 0;
+  std::vector<int64_t> stop;
   bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false, warmup = false;
 };
 
@@ -43,6 +45,10 @@ int run_generate(const GenerateCliOptions& o) {
   opt.sampling.repeat_last_n = o.repeat_last_n;
   opt.sampling.seed = o.seed;
   opt.stop_at_end_of_generation = !o.ignore_eos;
+  for (int64_t id : o.stop) {
+    if (id < 0 || id > INT32_MAX) throw UsageError("--stop " + std::to_string(id) + " is not a token id");
+    opt.stop_tokens.push_back(static_cast<int32_t>(id));
+  }
   if (o.no_bos) opt.encode.add_bos = false;
   opt.encode.parse_special = o.special;
   if (!f.find("tokenizer.ggml.model"))
@@ -111,6 +117,7 @@ Command add_generate_command(CLI::App& parent) {
   sub->add_flag("--no-bos", o->no_bos, "do not put the BOS token in front of the prompt");
   sub->add_flag("--special", o->special, "control tokens written in the prompt (<|eot_id|>, ...) become their ids");
   sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-generation token");
+  sub->add_option("--stop", o->stop, "a token id that ends generation (repeatable; kept in the output)");
   sub->add_flag("--ids", o->ids, "print each generated token's id before its text");
   sub->add_flag("--no-echo", o->no_prompt, "do not print the prompt before the generated text");
   sub->add_flag("--warmup", o->warmup,
