@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""rlx against ONNX Runtime on the CPU, same machine, same run, same inputs.
+
+Writes a small model set itself (random weights, no downloads) with tests/python/onnx_writer.py,
+runs each model with `rlx run` and with bench/ort_peer.mjs (onnxruntime-node, installed by
+scripts/install-deps.sh) at 1 and 2 intra-op threads, checks that the outputs agree, and prints
+one table: median ms of rlx, of ORT, and the ratio rlx / ORT (below 1: rlx is faster).
+
+  /usr/bin/python3 bench/bench_cpu_models.py [--rlx build/release/rlx] [--repeat 20] [--threads 1,2]
+                                             [--models mobilenet,encoder256,...] [--keep DIR]
+
+Models:
+  mobilenet   MobileNetV2/V3-style block stack at 1x3x224x224: Conv 3x3 s2 + BatchNormalization +
+              HardSwish stem, inverted residual blocks (pointwise 1x1 expand + BN + Relu/HardSwish,
+              depthwise 3x3 group=C (stride 1 or 2) + BN + activation, pointwise 1x1 project + BN,
+              residual Add), GlobalAveragePool, Flatten, Gemm classifier.
+  encoder256  PyTorch-export-style transformer encoder layer (post-norm, like torch.nn.
+  encoder512  TransformerEncoderLayer / BERT): MatMul + Add projections, Reshape/Transpose heads,
+              MatMul, Div by sqrt(d), Softmax, MatMul, written-out LayerNorm (ReduceMean, Sub, Pow,
+              Sqrt, Div, Mul, Add) and erf GELU; batch 1, sequence 128; hidden 256 (4 heads, FFN 1024)
+              or 512 (8 heads, FFN 2048).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+import onnx_writer as ow  # noqa: E402
+
+
+class Net:
+    """Accumulates ONNX nodes and initializers with generated names."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[bytes] = []
+        self.inits: list[bytes] = []
+        self.n = 0
+
+    def name(self, stem: str) -> str:
+        self.n += 1
+        return f"{stem}_{self.n}"
+
+    def init(self, stem: str, array: np.ndarray) -> str:
+        nm = self.name(stem)
+        self.inits.append(ow.tensor(nm, array))
+        return nm
+
+    def weight(self, shape, fan_in: int) -> str:
+        return self.init("w", (self.rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32))
+
+    def op(self, op: str, inputs, **attrs) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(ow.node(op, inputs, [out], **attrs))
+        return out
+
+    def const(self, value, dtype=np.float32) -> str:
+        return self.init("c", np.array(value, dtype=dtype))
+
+    # --- CNN pieces ---
+    def bn(self, x: str, c: int) -> str:
+        r = self.rng
+        scale = (1 + 0.1 * r.standard_normal(c)).astype(np.float32)
+        bias = (0.1 * r.standard_normal(c)).astype(np.float32)
+        mean = (0.1 * r.standard_normal(c)).astype(np.float32)
+        var = (1 + 0.2 * r.random(c)).astype(np.float32)
+        return self.op("BatchNormalization", [x, self.init("bn_s", scale), self.init("bn_b", bias),
+                                              self.init("bn_m", mean), self.init("bn_v", var)], epsilon=1e-5)
+
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> str:
+        w = self.weight((cout, cin // groups, k, k), cin // groups * k * k)
+        p = k // 2
+        return self.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[p, p, p, p],
+                       group=groups, dilations=[1, 1])
+
+    def act(self, x: str, kind: str) -> str:
+        return x if kind == "none" else self.op("HardSwish" if kind == "hs" else "Relu", [x])
+
+    # --- transformer pieces ---
+    def linear(self, x: str, i: int, o: int) -> str:
+        return self.op("Add", [self.op("MatMul", [x, self.weight((i, o), i)]),
+                               self.init("b", (0.02 * self.rng.standard_normal(o)).astype(np.float32))])
+
+    def layer_norm(self, x: str, h: int) -> str:
+        mean = self.op("ReduceMean", [x], axes=[-1], keepdims=1)
+        d = self.op("Sub", [x, mean])
+        var = self.op("ReduceMean", [self.op("Pow", [d, self.const(2.0)])], axes=[-1], keepdims=1)
+        norm = self.op("Div", [d, self.op("Sqrt", [self.op("Add", [var, self.const(1e-5)])])])
+        g = self.init("ln_g", (1 + 0.1 * self.rng.standard_normal(h)).astype(np.float32))
+        b = self.init("ln_b", (0.1 * self.rng.standard_normal(h)).astype(np.float32))
+        return self.op("Add", [self.op("Mul", [norm, g]), b])
+
+    def model(self, inputs, outputs) -> bytes:
+        return ow.model(self.nodes, inputs, outputs, self.inits, opset=17)
+
+
+def mobilenet(res: int = 224):
+    m = Net(1)
+    x = "x"
+    y = m.act(m.bn(m.conv(x, 3, 16, 3, 2), 16), "hs")
+    c = 16
+    # (expand ratio, out channels, depthwise stride, activation), MobileNetV3-small-like widths.
+    blocks = [(1, 16, 1, "re"), (4, 24, 2, "re"), (3, 24, 1, "re"), (3, 40, 2, "hs"), (3, 40, 1, "hs"),
+              (6, 80, 2, "hs"), (3, 80, 1, "hs"), (6, 112, 1, "hs"), (6, 160, 2, "hs"), (4, 160, 1, "hs")]
+    for e, co, s, a in blocks:
+        h = y
+        mid = c * e
+        if e != 1:
+            h = m.act(m.bn(m.conv(h, c, mid, 1), mid), a)
+        h = m.act(m.bn(m.conv(h, mid, mid, 3, s, groups=mid), mid), a)
+        h = m.bn(m.conv(h, mid, co, 1), co)
+        y = m.op("Add", [y, h]) if s == 1 and co == c else h
+        c = co
+    y = m.act(m.bn(m.conv(y, c, 576, 1), 576), "hs")
+    y = m.op("Flatten", [m.op("GlobalAveragePool", [y])], axis=1)
+    w = m.init("fc_w", (m.rng.standard_normal((1000, 576)) / 24).astype(np.float32))
+    b = m.init("fc_b", np.zeros(1000, np.float32))
+    out = "logits"
+    m.nodes.append(ow.node("Gemm", [y, w, b], [out], transB=1))
+    data = m.model([ow.value_info("x", ow.FLOAT, [1, 3, res, res])], [ow.value_info(out, ow.FLOAT, [1, 1000])])
+    inputs = {"x": np.random.default_rng(11).standard_normal((1, 3, res, res)).astype(np.float32)}
+    return data, inputs
+
+
+def encoder(hidden: int, heads: int, ffn: int, seq: int = 128):
+    m = Net(2)
+    d = hidden // heads
+    x = "x"
+    shape_heads = m.const([1, seq, heads, d], np.int64)
+    shape_back = m.const([1, seq, hidden], np.int64)
+
+    def split(t: str, perm):
+        return m.op("Transpose", [m.op("Reshape", [t, shape_heads])], perm=perm)
+
+    q = split(m.linear(x, hidden, hidden), [0, 2, 1, 3])
+    kt = split(m.linear(x, hidden, hidden), [0, 2, 3, 1])
+    v = split(m.linear(x, hidden, hidden), [0, 2, 1, 3])
+    sc = m.op("Div", [m.op("MatMul", [q, kt]), m.const(float(np.sqrt(d)))])
+    o = m.op("MatMul", [m.op("Softmax", [sc], axis=-1), v])
+    o = m.op("Reshape", [m.op("Transpose", [o], perm=[0, 2, 1, 3]), shape_back])
+    h = m.layer_norm(m.op("Add", [x, m.linear(o, hidden, hidden)]), hidden)
+    f = m.linear(h, hidden, ffn)
+    gelu = m.op("Mul", [m.op("Mul", [f, m.op("Add", [m.op("Erf", [m.op("Div", [f, m.const(float(np.sqrt(2.0)))])]),
+                                                     m.const(1.0)])]), m.const(0.5)])
+    y = m.layer_norm(m.op("Add", [h, m.linear(gelu, ffn, hidden)]), hidden)
+    out = "y"
+    m.nodes.append(ow.node("Identity", [y], [out]))
+    data = m.model([ow.value_info("x", ow.FLOAT, [1, seq, hidden])], [ow.value_info(out, ow.FLOAT, [1, seq, hidden])])
+    inputs = {"x": np.random.default_rng(12).standard_normal((1, seq, hidden)).astype(np.float32)}
+    return data, inputs
+
+
+MODELS = {
+    "mobilenet": lambda: mobilenet(224),
+    "encoder256": lambda: encoder(256, 4, 1024),
+    "encoder512": lambda: encoder(512, 8, 2048),
+}
+
+
+def run(cmd, what):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench_cpu_models: {what} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def rlx_ms(args, model, feeds, threads, outdir):
+    cmd = [args.rlx, "run", str(model), "-n", str(args.repeat), "--warmup", str(args.warmup), "-t", str(threads),
+           "--save-outputs", str(outdir)]
+    for k, f in feeds.items():
+        cmd += ["--input", f"{k}={f}"]
+    out = run(cmd, "rlx run")
+    mt = re.search(r"p50 ([0-9.]+) ms", out)
+    if not mt:
+        sys.exit(f"bench_cpu_models: no latency in rlx's output:\n{out}")
+    return float(mt.group(1))
+
+
+def ort_ms(args, model, feeds, threads, outdir):
+    cmd = ["node", str(ROOT / "bench" / "ort_peer.mjs"), str(model), "--repeat", str(args.repeat), "--warmup",
+           str(args.warmup), "--threads", str(threads), "--save-outputs", str(outdir)]
+    for k, f in feeds.items():
+        cmd += ["--input", f"{k}={f}"]
+    out = run(cmd, "ort_peer")
+    mt = re.search(r"ORT_PEER ms_p50=([0-9.]+)", out)
+    if not mt:
+        sys.exit(f"bench_cpu_models: no ORT_PEER line:\n{out}")
+    return float(mt.group(1))
+
+
+def compare(a: Path, b: Path):
+    worst_abs, worst_rel = 0.0, 0.0
+    for f in sorted(b.glob("*.npy")):
+        x, y = np.load(a / f.name).astype(np.float64), np.load(f).astype(np.float64)
+        if x.shape != y.shape:
+            sys.exit(f"bench_cpu_models: {f.name}: rlx shape {x.shape} != ORT {y.shape}")
+        diff = np.abs(x - y)
+        worst_abs = max(worst_abs, float(diff.max(initial=0)))
+        worst_rel = max(worst_rel, float(diff.max(initial=0) / max(np.abs(y).max(initial=0), 1e-30)))
+    return worst_abs, worst_rel
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rlx", default=str(ROOT / "build" / "release" / "rlx"))
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--keep", help="write the models and outputs here (default: a temporary folder)")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    names = args.models.split(",")
+    for n in names:
+        if n not in MODELS:
+            sys.exit(f"bench_cpu_models: unknown model {n} (have {', '.join(MODELS)})")
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rlx_cpu_models_"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for name in names:
+            data, inputs = MODELS[name]()
+            d = work / name
+            d.mkdir(exist_ok=True)
+            model = d / "model.onnx"
+            model.write_bytes(data)
+            feeds = {}
+            for k, v in inputs.items():
+                np.save(d / f"{k}.npy", v)
+                feeds[k] = d / f"{k}.npy"
+            for t in threads:
+                r = rlx_ms(args, model, feeds, t, d / f"rlx_t{t}")
+                o = ort_ms(args, model, feeds, t, d / f"ort_t{t}")
+                ea, er = compare(d / f"rlx_t{t}", d / f"ort_t{t}")
+                rows.append((name, t, r, o, r / o, er))
+                print(f"  {name} t={t}: rlx {r:.3f} ms, ORT {o:.3f} ms, max rel err {er:.1e}", file=sys.stderr)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print("| model | threads | rlx ms | ORT ms | rlx / ORT | max rel err |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, t, r, o, ratio, er in rows:
+        print(f"| {name} | {t} | {r:.3f} | {o:.3f} | {ratio:.2f}x | {er:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
