@@ -241,6 +241,30 @@ void bench_gemv(int64_t k, int64_t n, DType t) {
   report("gemv_1x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t), tm, extra);
 }
 
+// DequantMatMul (GGUF blocks decoded as they stream): m rows of x against an n x k weight of
+// format f; GB/s of the quantized weight bytes (the decode bound).
+void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
+  Graph g;
+  ops::DequantMatMul op;
+  op.format = f;
+  op.k = k;
+  const QuantBlock blk = quant_block(f);
+  const int64_t row_bytes = k / blk.elements * blk.bytes;
+  g.add_output(g.apply(op, {g.input("x", Shape::of({m, k}, t)), g.param("w", Shape::of({n, row_bytes}, DType::U8))}));
+  auto cg = Session(g_device).compile(g);
+  // Blocks of small f16 scales (0x2000 = 2^-7) over random quants: finite products.
+  std::vector<uint8_t> w(static_cast<size_t>(n * row_bytes));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  for (size_t b = 0; b + static_cast<size_t>(blk.bytes) <= w.size(); b += static_cast<size_t>(blk.bytes))
+    for (size_t o = 0; o < static_cast<size_t>(blk.bytes); o += 2) w[b + o + 1] = w[b + o + 1] & 0x23;
+  cg.set_param("w", Tensor::from_bytes(DType::U8, {n, row_bytes}, w.data(), w.size()));
+  const Timing tm = time_runs(cg, {{"x", fill(t, {m, k}, 5, 1.f)}}, 50);
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.0f GB/s", static_cast<double>(n * row_bytes) / (tm.device_p50 * 1e6));
+  report(std::string("dequant_") + EnumNames<QuantFormat>::names[static_cast<size_t>(f)] + "_" + std::to_string(m) +
+             "x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t), tm, extra);
+}
+
 void bench_attention(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
   Graph g;
   ops::Attention a;
@@ -360,6 +384,12 @@ int main(int argc, char** argv) {
         bench_gemv(2048, 2048, t);
         bench_gemv(2048, 11264, t);
         bench_gemv(5632, 2048, t);
+      }
+    if (want("dequant") && g_device == Device::Cuda)
+      for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K}) {
+        bench_dequant(f, 1, 4096, 4096, DType::F16);
+        bench_dequant(f, 1, 4096, 14336, DType::F16);
+        bench_dequant(f, 8, 4096, 4096, DType::F16);
       }
     if (want("attn")) {
       for (DType t : {DType::BF16, DType::F16}) {

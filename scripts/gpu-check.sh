@@ -21,7 +21,7 @@
 #   RLX_GPU_BENCH=0                      skip the benchmarks
 #   RLX_GPU_PEER=0                       skip the PyTorch peer (rlx numbers only)
 #   RLX_GPU_BENCH_ONLY=<substring>       run only the benchmark cases whose group matches
-#                                        (gemm, gemv, attn, rows, bert, llama = decode + prefill)
+#                                        (gemm, gemv, dequant (CUDA), attn, rows, bert, llama = decode + prefill)
 #   RLX_GPU_SWEEP="A=1 A=2,B=0 ..."      also run bench_cuda (group RLX_GPU_BENCH_ONLY) once per
 #                                        setting (commas join variables of one setting) and
 #                                        print its device p50 lines (bench_sweep.txt)

@@ -22,7 +22,7 @@ bool cuda_claims_kind(std::string_view name) {
       "input", "param", "constant",
       "binary", "compare", "where", "activation", "cast", "elementwise_region",
       "reshape", "stop_gradient", "transpose", "narrow", "concat", "expand", "reverse", "gather", "pad",
-      "matmul", "fused_matmul_bias_act",
+      "matmul", "fused_matmul_bias_act", "dequant_matmul",
       "softmax", "log_softmax", "reduce",
       "layer_norm", "rms_norm", "fused_residual_ln", "fused_residual_rms_norm", "fused_swiglu",
       "rope", "attention"};
@@ -61,6 +61,9 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
             return fail(why, "CUDA matmul needs f32/f16/bf16/f64 operands of one dtype");
           if (g.shape(n.inputs[0]).rank() < 1 || g.shape(n.inputs[1]).rank() < 1) return fail(why, "rank-0 matmul operand");
           return true;
+        } else if constexpr (std::is_same_v<T, ops::DequantMatMul>) {
+          (void)op;
+          return claims_node_dequant(g, n, why);
         } else if constexpr (std::is_same_v<T, ops::Reduce>) {
           // Every dtype the CPU reduces: floats (f64 in double), integers in 64 bits, bool Max /
           // Min (the graph refuses the other bool kinds).
@@ -106,6 +109,7 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Elementwise: lower_elementwise(cx, st); return;
     case plan::StepFamily::Matmul:
       if (std::holds_alternative<ops::GroupedMatMul>(st.op)) lower_select_family(cx, st);  // select_ops.cpp's
+      else if (std::holds_alternative<ops::DequantMatMul>(st.op)) lower_dequant_matmul(cx, st);
       else lower_matmul(cx, st);
       return;
     case plan::StepFamily::Rows: lower_rows(cx, st); return;

@@ -105,6 +105,10 @@ void lower_attention(LowerContext& cx, const plan::Step& st);
 bool claims_kind_select(std::string_view op_name);
 bool claims_node_select(const Graph& g, const Node& n, std::string* why);
 bool lower_select_family(LowerContext& cx, const plan::Step& st);
+// lower_dequant.cpp: DequantMatMul (GGUF block weights decoded in registers).
+bool claims_node_dequant(const Graph& g, const Node& n, std::string* why);
+void lower_dequant_matmul(LowerContext& cx, const plan::Step& st);
+std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows);  // kernels/dequant.h, `rows` x rows per chunk
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);

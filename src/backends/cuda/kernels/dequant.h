@@ -1,0 +1,145 @@
+#pragma once
+// DequantMatMul on CUDA: y[m, n] = sum_k x[m, k] * dequant(w)[n, k], w as GGUF stores it (N rows of
+// K / QE blocks of QB bytes, one row per output feature). One warp per output feature n: lane l
+// takes the 32-value units l, l + 32, ... of the row (a unit is a block of the 32-value formats,
+// an eighth of a 256-value superblock of the K formats), decodes them to f32 in registers and
+// multiplies them with MR rows of x (rows m0 .. m0 + MR - 1 of grid.y's chunk), summed over the
+// warp with shuffles. The weights stream once per chunk of MR rows (decode: once); every value is
+// decoded as the CPU oracle decodes it (quant/ggml_blocks.cpp), in f32.
+//
+// Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k),
+// QE (values per block), QB (bytes per block), MR (rows per chunk), WARPS (per block).
+namespace rlx::cuda::ksrc {
+
+inline constexpr const char* kDequantGemv = R"CUDA(
+__device__ __forceinline__ float dq_h(const unsigned char* p) {
+  const unsigned short h = (unsigned short)(p[0] | (p[1] << 8));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned dq_u32(const unsigned char* p) {
+  return (unsigned)p[0] | ((unsigned)p[1] << 8) | ((unsigned)p[2] << 16) | ((unsigned)p[3] << 24);
+}
+// 4-bit value j of a 32-value block: low nibbles hold values 0..15, high nibbles 16..31.
+__device__ __forceinline__ int dq_nib(const unsigned char* qs, int j) { return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4); }
+__device__ __forceinline__ int dq_two_bits(const unsigned char* qs, int i) {
+  const int c = i / 128, s = (i % 128) / 32, l = i % 32;
+  return (qs[32 * c + l] >> (2 * s)) & 3;
+}
+
+// Values i0 .. i0 + 31 of block b (i0 a multiple of 32) into y.
+__device__ __forceinline__ void dq_unit(const unsigned char* b, int i0, float (&y)[32]) {
+#if FMT == 0
+  const float d = dq_h(b);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = d * (float)(dq_nib(b + 2, j) - 8);
+#elif FMT == 1
+  const float d = dq_h(b), m = dq_h(b + 2);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = d * (float)dq_nib(b + 4, j) + m;
+#elif FMT == 2
+  const float d = dq_h(b);
+  const unsigned qh = dq_u32(b + 2);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = d * (float)((dq_nib(b + 6, j) | (int)((qh >> j) & 1) << 4) - 16);
+#elif FMT == 3
+  const float d = dq_h(b), m = dq_h(b + 2);
+  const unsigned qh = dq_u32(b + 4);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = d * (float)(dq_nib(b + 8, j) | (int)((qh >> j) & 1) << 4) + m;
+#elif FMT == 4
+  const float d = dq_h(b);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = d * (float)(signed char)b[2 + j];
+#elif FMT == 5  // q2_k: scales[16] (low nibble scale, high nibble min), qs[64] at 16, d at 80, dmin at 82
+  const float d = dq_h(b + 80), dmin = dq_h(b + 82);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int i = i0 + j;
+    const unsigned char sc = b[i / 16];
+    y[j] = d * (float)(sc & 0xF) * (float)dq_two_bits(b + 16, i) - dmin * (float)(sc >> 4);
+  }
+#elif FMT == 6  // q3_k: hmask[32], qs[64] at 32, 6-bit scales at 96, d at 108
+  const float d = dq_h(b + 108);
+  const unsigned char* sc = b + 96;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int i = i0 + j, s = i / 16;
+    const int low = (sc[s % 8] >> (s < 8 ? 0 : 4)) & 0xF;
+    const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const int q = dq_two_bits(b + 32, i) - (((b[i % 32] >> (i / 32)) & 1) ? 0 : 4);
+    y[j] = d * (float)((low | high << 4) - 32) * (float)q;
+  }
+#elif FMT == 7 || FMT == 8  // q4_k / q5_k: d, dmin, 6-bit scales and mins at 4, (qh[32] at 16,) qs
+  const float d = dq_h(b), dmin = dq_h(b + 2);
+  const unsigned char* s6 = b + 4;
+  const int s = i0 / 32;  // the unit is sub-block s
+  int sc, mn;
+  if (s < 4) {
+    sc = s6[s] & 63;
+    mn = s6[s + 4] & 63;
+  } else {
+    sc = (s6[s + 4] & 0xF) | ((s6[s - 4] >> 6) << 4);
+    mn = (s6[s + 4] >> 4) | ((s6[s] >> 6) << 4);
+  }
+  const float step = d * (float)sc, off = dmin * (float)mn;
+  const unsigned char* qs = b + (FMT == 8 ? 48 : 16) + 32 * (s / 2);
+#pragma unroll
+  for (int l = 0; l < 32; ++l) {
+    int q = (s % 2) ? qs[l] >> 4 : qs[l] & 0xF;
+#if FMT == 8
+    q |= ((b[16 + l] >> s) & 1) << 4;
+#endif
+    y[l] = step * (float)q - off;
+  }
+#else  // q6_k: ql[128], qh[64] at 128, int8 scales[16] at 192, d at 208; value i = 128h + 32k + l
+  const float d = dq_h(b + 208);
+  const int h = i0 / 128, k = (i0 % 128) / 32;
+#pragma unroll
+  for (int l = 0; l < 32; ++l) {
+    const int ql = 64 * h + l + 32 * (k & 1), qh = 32 * h + l, scale = 8 * h + l / 16 + 2 * k;
+    const int q = ((b[ql] >> (4 * (k >> 1))) & 0xF) | (((b[128 + qh] >> (2 * k)) & 3) << 4);
+    y[l] = d * (float)(signed char)b[192 + scale] * (float)(q - 32);
+  }
+#endif
+}
+
+// grid.x: blocks of WARPS output features; grid.y: chunks of MR rows of x.
+extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* __restrict__ x,
+                                                                      const unsigned char* __restrict__ w,
+                                                                      T* __restrict__ y, long long m, long long k,
+                                                                      long long n, long long row_bytes) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long col = (long long)blockIdx.x * WARPS + warp;
+  const long long m0 = (long long)blockIdx.y * MR;
+  if (col >= n) return;  // the whole warp
+  const unsigned char* row = w + col * row_bytes;
+  float acc[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+  const long long units = k / 32;
+  for (long long u = lane; u < units; u += 32) {
+    float v[32];
+    dq_unit(row + (u * 32 / QE) * QB, (int)((u * 32) % QE), v);
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (m0 + r >= m) break;
+      const T* xr = x + (m0 + r) * k + u * 32;
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) s = fmaf(v[j], to_f(xr[j]), s);
+      acc[r] += s;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float s = acc[r];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0 && m0 + r < m) y[(m0 + r) * n + col] = from_f<T>(s);
+  }
+}
+)CUDA";
+
+}  // namespace rlx::cuda::ksrc

@@ -1,0 +1,64 @@
+// DequantMatMul on CUDA (kernels/dequant.h): x (..., M, K) f32/f16/bf16 @ dequant(w)^T with w the
+// raw GGUF blocks, one warp per output feature, the weights decoded in registers as they stream.
+// Decode (M <= 8) reads the weights once; larger M walks them once per chunk of 8 rows.
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernels/dequant.h"
+#include "backends/cuda/select_lower.h"
+#include "rlx/error.h"
+
+namespace rlx::cuda {
+
+namespace {
+constexpr int64_t kDequantWarps = 4;  // output features (warps) per block
+}  // namespace
+
+bool claims_node_dequant(const Graph& g, const Node& n, std::string* why) {
+  const DType t = g.shape(n.inputs.at(0)).dtype;
+  if (!cuda_float(t)) {
+    if (why) *why = std::string("CUDA dequant_matmul takes f32/f16/bf16 activations, not ") + dtype_name(t);
+    return false;
+  }
+  return true;
+}
+
+std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows) {
+  const QuantBlock blk = quant_block(f);
+  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
+                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
+                           "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
+                           std::to_string(kDequantWarps) + "\n";
+  return kernel_source(ksrc::kDequantGemv, {{"T", storage_type(t)}}, defs);
+}
+
+void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
+  const auto& op = std::get<ops::DequantMatMul>(st.op);
+  const std::string what = step_label(st);
+  const plan::TensorRef &x = st.in.at(0), &w = st.in.at(1), &y = st.out.at(0);
+  if (!cuda_float(x.dtype) || y.dtype != x.dtype)
+    throw Error(what + ": CUDA dequant_matmul takes f32/f16/bf16 activations and returns their dtype");
+  const QuantBlock blk = quant_block(op.format);
+  const int64_t k = op.k;
+  if (k <= 0 || k % blk.elements != 0 || w.dims.size() != 2)
+    throw Error(what + ": CUDA dequant_matmul needs K a positive multiple of the block (" +
+                std::to_string(blk.elements) + ") and a 2-d weight (it should have been verified)");
+  const int64_t n = w.dims[0], row_bytes = w.dims[1];
+  const int64_t m = k > 0 ? x.numel() / k : 0;
+  if (m == 0 || n == 0) return;
+  constexpr int64_t kRows = 8, kWarps = kDequantWarps;
+  const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m));
+  const int64_t gx = (n + kWarps - 1) / kWarps, gy = (m + kRows - 1) / kRows;
+  if (gx > 0x7fffffff || gy > 65535)
+    throw Error(what + ": CUDA dequant_matmul takes at most " + std::to_string(65535 * kRows) + " rows and 2^31 warps");
+  auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv", src), static_cast<unsigned>(gx),
+                                          static_cast<unsigned>(32 * kWarps), 0, static_cast<unsigned>(gy));
+  l->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<const unsigned char*>(cx.ptr(w)))
+      .arg(static_cast<void*>(cx.ptr(y))).arg(static_cast<long long>(m)).arg(static_cast<long long>(k))
+      .arg(static_cast<long long>(n)).arg(static_cast<long long>(row_bytes));
+  push_launch(cx, l);
+}
+
+}  // namespace rlx::cuda

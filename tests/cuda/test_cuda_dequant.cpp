@@ -1,0 +1,113 @@
+// DequantMatMul on CUDA: the kernel's source compiles (NVRTC, no GPU needed) for every format and
+// activation dtype; on a GPU, every format against the exact product with the dequantized weight
+// (computed in double here from the CPU's reference dequantizer), for decode (M = 1), a few rows,
+// a chunked prefill (M = 37), a batch dim, and K of several blocks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/lower.h"
+#include "cuda/cuda_test_util.h"
+#include "quant/ggml_blocks.h"
+#include "rlx/gguf.h"
+#include "rlx/rlx.h"
+
+namespace {
+
+using namespace rlx;
+
+constexpr QuantFormat kAll[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1,
+                                QuantFormat::Q8_0, QuantFormat::Q2_K, QuantFormat::Q3_K, QuantFormat::Q4_K,
+                                QuantFormat::Q5_K, QuantFormat::Q6_K};
+
+std::string fmt_name(QuantFormat f) { return EnumNames<QuantFormat>::names[static_cast<size_t>(f)]; }
+
+TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
+  for (QuantFormat f : kAll)
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t));
+      EXPECT_GT(cuda::nvrtc_compile("dequant_gemv", cuda::dequant_gemv_source(f, t, 8), "sm_90").size(), 100u);
+    }
+}
+
+// n x k weight bytes of format f: quantized Gaussian values where rlx has a quantizer, else
+// random bytes with small f16 scales (Q2_K / Q3_K).
+std::vector<uint8_t> weight_bytes(QuantFormat f, int64_t n, int64_t k, uint64_t seed) {
+  const GgmlType t = quant::ggml_type_of(f);
+  std::mt19937_64 rng(seed);
+  if (ggml_type_info(t).quantize) {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n * k));
+    for (float& x : v) x = d(rng);
+    return ggml_quantize(t, v);
+  }
+  const QuantBlock blk = quant_block(f);
+  std::vector<uint8_t> b(static_cast<size_t>(n * k / blk.elements * blk.bytes));
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  const uint16_t d = f32_to_f16_bits(0.05f), dmin = f32_to_f16_bits(0.02f);
+  for (size_t i = 0; i < b.size(); i += static_cast<size_t>(blk.bytes)) {
+    if (f == QuantFormat::Q2_K) {
+      std::memcpy(&b[i + 80], &d, 2);
+      std::memcpy(&b[i + 82], &dmin, 2);
+    } else {
+      std::memcpy(&b[i + 108], &d, 2);
+    }
+  }
+  return b;
+}
+
+TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
+  RLX_REQUIRE_CUDA();
+  struct Case {
+    std::vector<int64_t> x_dims;  // (..., M, K)
+    int64_t n;
+  };
+  for (QuantFormat f : kAll) {
+    const int64_t be = quant_block(f).elements, bb = quant_block(f).bytes;
+    for (const Case& c : {Case{{1, 2 * be}, 40}, Case{{5, 4 * be}, 33}, Case{{37, be}, 9}, Case{{2, 3, 2 * be}, 17}})
+      for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const int64_t k = c.x_dims.back(), n = c.n;
+        int64_t m = 1;
+        for (size_t i = 0; i + 1 < c.x_dims.size(); ++i) m *= c.x_dims[i];
+        SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t) + " m " + std::to_string(m) + " k " + std::to_string(k));
+        Graph g;
+        ops::DequantMatMul op;
+        op.format = f;
+        op.k = k;
+        const Value x = g.input("x", Shape::from(c.x_dims, t));
+        g.add_output(g.apply(op, {x, g.param("w", Shape::of({n, k / be * bb}, DType::U8))}));
+        const auto wb = weight_bytes(f, n, k, 7 + static_cast<uint64_t>(f));
+        std::mt19937_64 rng(11);
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        std::vector<double> xd(static_cast<size_t>(m * k));
+        for (double& v : xd) v = u(rng);
+        const Tensor xt = Tensor::f64(c.x_dims, xd).cast(t);
+        const std::vector<double> xr = xt.to_f64();  // x as the dtype holds it
+        auto cg = Session(Device::Cuda).compile(g);
+        cg.set_param("w", Tensor::from_bytes(DType::U8, {n, k / be * bb}, wb.data(), wb.size()));
+        const std::vector<double> y = cg.run({{"x", xt}}).at(0).to_f64();
+        const auto wf = ggml_dequantize(quant::ggml_type_of(f), wb);
+        ASSERT_EQ(y.size(), static_cast<size_t>(m * n));
+        // f32 accumulation error, plus the output's rounding for f16 / bf16.
+        const double out_eps = t == DType::F32 ? 0 : (t == DType::F16 ? 1.0 / 1024 : 1.0 / 128);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double e = 0, a = 0;
+            for (int64_t q = 0; q < k; ++q) {
+              const double p = xr[static_cast<size_t>(i * k + q)] * wf[static_cast<size_t>(j * k + q)];
+              e += p;
+              a += std::fabs(p);
+            }
+            const double got = y[static_cast<size_t>(i * n + j)];
+            ASSERT_NEAR(got, e, 2e-5 * a + 1e-6 + out_eps * std::fabs(e)) << "row " << i << " col " << j;
+          }
+      }
+  }
+}
+
+}  // namespace
