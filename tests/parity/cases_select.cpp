@@ -181,6 +181,38 @@ void add_cumsum(CaseList& l) {
     });
 }
 
+// RngUniform / RngNormal: the Philox stream of (seed, offset), element by element as the CPU
+// computes it; odd lengths (a partial last block of 4), a range that rounds to its ends in f16,
+// and an offset input past 32 bits.
+void add_random(CaseList& l) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    add_case(l, "select", "rng_" + dt(t), [t] {
+      std::vector<CaseGraph> v;
+      for (bool with_offset : {false, true}) {
+        const std::string tail = with_offset ? " offset" : "";
+        Graph g;
+        std::vector<Value> ins;
+        if (with_offset) ins.push_back(g.input("offset", Shape::of({}, DType::I64)));
+        ops::RngUniform u;
+        u.shape = Shape::of({3, 1001}, t);
+        u.low = -2.5, u.high = 7.0, u.seed = 42;
+        g.add_output(g.apply(u, ins));
+        ops::RngUniform narrow = u;
+        narrow.shape = Shape::of({7}, t);
+        narrow.low = 1.0, narrow.high = 1.0009765625, narrow.seed = 0x123456789abcdefULL;  // one f16 step
+        g.add_output(g.apply(narrow, ins));
+        ops::RngNormal n;
+        n.shape = Shape::of({2, 501}, t);
+        n.mean = 0.5, n.stddev = 2.0, n.seed = 7;
+        g.add_output(g.apply(n, ins));
+        ParityOptions o;
+        if (with_offset) o.fixed_inputs = {{"offset", Tensor::scalar_i64(int64_t{3} << 33)}};
+        v.push_back({"uniform and normal" + tail, std::move(g), o});
+      }
+      return v;
+    });
+}
+
 }  // namespace
 
 void add_select_cases(CaseList& l) {
@@ -188,6 +220,7 @@ void add_select_cases(CaseList& l) {
   add_topk(l);
   add_sample(l);
   add_cumsum(l);
+  add_random(l);
 }
 
 }  // namespace rlx::testing

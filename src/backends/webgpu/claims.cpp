@@ -16,6 +16,11 @@ const FamilyClaims* const kFamilies[] = {
     &kRowsClaims,
     &kRopeClaims,
     &kAttentionClaims,
+    &kSpatialClaims,
+    &kSelectClaims,
+    &kScanClaims,
+    &kScatterClaims,
+    &kRandomClaims,
 };
 
 bool is_leaf(std::string_view name) { return name == "input" || name == "param" || name == "constant"; }

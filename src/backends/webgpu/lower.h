@@ -87,6 +87,10 @@ void lower_matmul(LowerContext& cx, const plan::Step& st);       // lower_matmul
 void lower_rows(LowerContext& cx, const plan::Step& st);         // lower_rows.cpp
 void lower_rope(LowerContext& cx, const plan::Step& st);         // lower_rope.cpp
 void lower_attention(LowerContext& cx, const plan::Step& st);    // lower_attention.cpp
+void lower_spatial(LowerContext& cx, const plan::Step& st);      // lower_spatial.cpp
+void lower_select(LowerContext& cx, const plan::Step& st);       // lower_select.cpp (ArgMax/ArgMin, TopK, Sample)
+void lower_scan(LowerContext& cx, const plan::Step& st);         // lower_scan.cpp (Cumsum)
+void lower_scatter(LowerContext& cx, const plan::Step& st);      // lower_scatter.cpp (ScatterAdd)
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
@@ -109,6 +113,11 @@ extern const FamilyClaims kMatmulClaims;
 extern const FamilyClaims kRowsClaims;
 extern const FamilyClaims kRopeClaims;
 extern const FamilyClaims kAttentionClaims;
+extern const FamilyClaims kSpatialClaims;
+extern const FamilyClaims kSelectClaims;
+extern const FamilyClaims kScanClaims;
+extern const FamilyClaims kScatterClaims;
+extern const FamilyClaims kRandomClaims;  // refuses (no f64): the reason for legalize to report
 bool refuse(std::string* why, const std::string& msg);
 
 }  // namespace rlx::webgpu

@@ -77,6 +77,10 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Rows: lower_rows(cx, st); return;
     case plan::StepFamily::Rope: lower_rope(cx, st); return;
     case plan::StepFamily::Attention: lower_attention(cx, st); return;
+    case plan::StepFamily::Spatial: lower_spatial(cx, st); return;
+    case plan::StepFamily::Select: lower_select(cx, st); return;
+    case plan::StepFamily::Scan: lower_scan(cx, st); return;
+    case plan::StepFamily::Scatter: lower_scatter(cx, st); return;
     default: break;
   }
   throw Error(step_label(st) + ": the WebGPU backend has no kernel for this op (it should have been legalized)");
