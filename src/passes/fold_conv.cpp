@@ -1,5 +1,8 @@
 // fold_conv_affine: Conv followed by BatchNormInference or per-channel Mul/Div/Add/Sub with
-// Constant operands becomes one Conv with new Constant weight and bias.
+// Constant operands becomes one Conv with new Constant weight and bias. A weight (or bias) that
+// is a Param (the ONNX importer makes every initializer over 4 KiB one) is scaled by a Mul with
+// a per-channel Constant instead: the node depends on a Param and Constants alone, so the session
+// computes it once in the weight prologue (passes/hoist.h), not per run.
 #include "passes/canonical.h"
 #include "passes/exporter.h"
 #include "passes/exporter_util.h"
@@ -51,12 +54,20 @@ Graph fold_conv_affine(const Graph& g, const PassContext& ctx) {
     if (!conv) return false;
     const Tensor* w = constant_of(g, n.inputs[1]);
     const Tensor* b = n.inputs.size() > 2 ? constant_of(g, n.inputs[2]) : nullptr;
-    if (!w || !is_float(w->dtype()) || w->rank() < 3 || (n.inputs.size() > 2 && !b)) return false;
+    const bool w_param = !w && op_as<ops::Param>(g, n.inputs[1]);
+    const bool b_param = n.inputs.size() > 2 && !b && op_as<ops::Param>(g, n.inputs[2]);
+    if ((!w && !w_param) || (n.inputs.size() > 2 && !b && !b_param)) return false;
+    const Shape& ws = g.shape(n.inputs[1]);
+    if (!is_float(ws.dtype) || ws.rank() < 3 || !ws.is_static()) return false;
     const Shape& ys = n.outputs[0];
-    const int64_t cout = w->dim(0), rank = ys.rank();
-    if (cout <= 0 || w->numel() == 0 || rank < 3 || ys.dims[1] != Dim(cout) || ys.dtype != w->dtype()) return false;
-    if (b && (b->rank() != 1 || b->dim(0) != cout || b->dtype() != w->dtype())) return false;
-    // y = a * conv(x, w) + t, per output channel.
+    const int64_t cout = ws.dims[0].value, rank = ys.rank();
+    if (cout <= 0 || ws.numel() == 0 || rank < 3 || ys.dims[1] != Dim(cout) || ys.dtype != ws.dtype) return false;
+    if (b && (b->rank() != 1 || b->dim(0) != cout || b->dtype() != ws.dtype)) return false;
+    if (b_param) {
+      const Shape& bs = g.shape(n.inputs[2]);
+      if (bs.rank() != 1 || bs.dims[0] != Dim(cout) || bs.dtype != ws.dtype) return false;
+    }
+    // y = a * conv(x, w) + t, per output channel (a Param bias b adds a * b to t at the end).
     std::vector<double> a(static_cast<size_t>(cout), 1.0), t(static_cast<size_t>(cout), 0.0);
     if (b) t = b->to_f64();
     std::vector<NodeId> chain;
@@ -116,19 +127,33 @@ Graph fold_conv_affine(const Graph& g, const PassContext& ctx) {
       cur = Value{u.id, 0};
     }
     if (chain.empty()) return false;
-    // New weight: w[o, ...] * a[o]; new bias: t.
-    const std::vector<double> wv = w->to_f64();
-    std::vector<double> nw(wv.size());
-    const size_t per_out = wv.size() / static_cast<size_t>(cout);
-    for (size_t i = 0; i < wv.size(); ++i) nw[i] = wv[i] * a[i / per_out];
-    for (double v : nw)
+    for (double v : a)
       if (!std::isfinite(v)) return false;
     for (double v : t)
       if (!std::isfinite(v)) return false;
-    const Tensor w2 = Tensor::f64(w->shape(), nw).cast(w->dtype());
-    const Tensor b2 = Tensor::f64({cout}, t).cast(w->dtype());
-    if (!backend_runs(ctx, *conv, {g.shape(n.inputs[0]), w2.shape_info(), b2.shape_info()}, &ys)) return false;
-    const Value out = rw.emit(*conv, {rw.map(n.inputs[0]), rw.out().constant(w2), rw.out().constant(b2)});
+    const DType dt = ws.dtype;
+    const Tensor b2 = Tensor::f64({cout}, t).cast(dt);
+    if (!backend_runs(ctx, *conv, {g.shape(n.inputs[0]), ws, b2.shape_info()}, &ys)) return false;
+    Value new_w, new_b;
+    if (w) {  // new weight: w[o, ...] * a[o]
+      const std::vector<double> wv = w->to_f64();
+      std::vector<double> nw(wv.size());
+      const size_t per_out = wv.size() / static_cast<size_t>(cout);
+      for (size_t i = 0; i < wv.size(); ++i) nw[i] = wv[i] * a[i / per_out];
+      for (double v : nw)
+        if (!std::isfinite(v)) return false;
+      new_w = rw.out().constant(Tensor::f64(w->shape(), nw).cast(dt));
+    } else {  // Mul(w, a as (cout, 1, ...)): hoisted into the weight prologue
+      std::vector<int64_t> as(static_cast<size_t>(ws.rank()), 1);
+      as[0] = cout;
+      new_w = rw.out().mul(rw.map(n.inputs[1]), rw.out().constant(Tensor::f64(as, a).cast(dt)));
+    }
+    if (b_param)  // a * b + t
+      new_b = rw.out().add(rw.out().mul(rw.map(n.inputs[2]), rw.out().constant(Tensor::f64({cout}, a).cast(dt))),
+                           rw.out().constant(b2));
+    else
+      new_b = rw.out().constant(b2);
+    const Value out = rw.emit(*conv, {rw.map(n.inputs[0]), new_w, new_b});
     rw.replace(chain.back(), {out});
     rw.absorb(n.id);
     for (size_t i = 0; i + 1 < chain.size(); ++i) rw.absorb(chain[i]);

@@ -146,6 +146,28 @@ TEST(Conv, ParallelPaths) {
   check_conv({{1, 16, 14, 14}, {4, 16, 3, 3}, false, {2, 1}, {1, 1, 1, 1}, {}, 1}, DType::BF16, 302);
 }
 
+// The direct depthwise kernel (one input channel per group): strides 1/2/3, asymmetric pads,
+// dilation, channel multipliers, odd widths (vector remainders), taps that miss the input
+// entirely, 1-d and 3-d, many planes (parallel), every float dtype.
+TEST(Conv, Depthwise) {
+  const std::vector<ConvCase> cases = {
+      {{1, 5, 19, 23}, {5, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 5},
+      {{2, 6, 21, 17}, {6, 1, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {}, 6},          // stride 2
+      {{1, 4, 13, 29}, {4, 1, 5, 5}, false, {2, 3}, {2, 1, 2, 3}, {}, 4},         // 5x5, stride 3 in x
+      {{1, 3, 11, 12}, {3, 1, 3, 3}, true, {1, 1}, {2, 2, 2, 2}, {2, 2}, 3},      // dilation
+      {{1, 3, 9, 10}, {6, 1, 3, 2}, true, {1, 2}, {0, 1, 1, 0}, {1, 1}, 3},       // multiplier 2
+      {{1, 2, 3, 3}, {2, 1, 3, 3}, true, {1, 1}, {3, 3, 3, 3}, {}, 2},            // rows/cols of pad only
+      {{1, 2, 2, 40}, {2, 1, 1, 7}, false, {1, 1}, {0, 3, 0, 3}, {1, 3}, 2},      // 1 x k, long rows
+      {{2, 3, 33}, {3, 1, 5}, true, {2}, {2, 2}, {1}, 3},                         // 1-d
+      {{1, 2, 5, 6, 7}, {4, 1, 3, 3, 3}, true, {1, 2, 1}, {1, 1, 1, 1, 0, 1}, {}, 2},  // 3-d, multiplier 2
+  };
+  uint64_t seed = 500;
+  for (const auto& c : cases)
+    for (DType dt : kFloats) check_conv(c, dt, seed += 3);
+  check_conv({{2, 96, 28, 28}, {96, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 96}, DType::F32, 600);  // many planes
+  check_conv({{1, 64, 57, 57}, {64, 1, 3, 3}, false, {2, 2}, {0, 0, 1, 1}, {}, 64}, DType::F32, 601);
+}
+
 TEST(Conv, ZeroBatchAndZeroCout) {
   check_conv({{0, 3, 5, 5}, {4, 3, 3, 3}, true, {}, {}, {}, 1}, DType::F32, 400);
   check_conv({{2, 3, 5, 5}, {0, 3, 3, 3}, false, {}, {}, {}, 1}, DType::F32, 401);

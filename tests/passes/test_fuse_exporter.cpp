@@ -6,6 +6,7 @@
 
 #include "passes/exporter.h"
 #include "passes/fusion.h"
+#include "passes/hoist.h"
 #include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
@@ -498,13 +499,16 @@ TEST(FuseAttention, NearMissesDoNotFire) {
 
 // ---- Conv + BatchNorm / per-channel affine -------------------------------------------------
 
-Graph conv_graph(bool bias, int tail, bool param_weight = false, bool extra_use = false, bool bn_param = false) {
+Graph conv_graph(bool bias, int tail, bool param_weight = false, bool extra_use = false, bool bn_param = false,
+                 bool param_bias = false, bool computed_weight = false) {
   Graph g;
   Value x = g.input("x", Shape::of({2, 3, 9, 9}));
   Value w = param_weight ? g.param("w", Shape::of({8, 3, 3, 3}))
                          : g.constant(testing::random_tensor(DType::F32, {8, 3, 3, 3}, 1));
+  if (computed_weight) w = g.act(ActKind::Neg, g.input("w_in", Shape::of({8, 3, 3, 3})));
   std::vector<Value> ins{x, w};
-  if (bias) ins.push_back(g.constant(testing::random_tensor(DType::F32, {8}, 2)));
+  if (bias)
+    ins.push_back(param_bias ? g.param("b", Shape::of({8})) : g.constant(testing::random_tensor(DType::F32, {8}, 2)));
   Value y = g.apply(ops::Conv{{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, ins);
   Value c = y;
   auto vec = [&](uint64_t seed, double lo, double hi) {
@@ -536,8 +540,30 @@ TEST(FoldConvAffine, BatchNormAndPerChannelConstantsFoldIntoTheConv) {
     }
 }
 
+// A Param weight (what the ONNX importer makes of any initializer over 4 KiB) and a Param bias
+// fold too: the conv reads Mul(w, a) and Add(Mul(b, a), t), which depend on Params and Constants
+// alone, so the session's weight prologue computes them once (hoist_param_computations).
+TEST(FoldConvAffine, ParamWeightAndBiasFoldThroughTheWeightPrologue) {
+  for (bool bias : {false, true})
+    for (bool param_bias : {false, true})
+      for (int tail : {0, 1, 2}) {
+        if (param_bias && !bias) continue;
+        SCOPED_TRACE(std::to_string(bias) + std::to_string(param_bias) + std::to_string(tail));
+        Graph g = conv_graph(bias, tail, true, false, false, param_bias);
+        Graph f = fold_conv_affine(g);
+        EXPECT_EQ(count_op(f, "conv"), 1u);
+        EXPECT_EQ(count_op(f, "batch_norm_inference"), 0u);
+        const passes::HoistedGraph h = passes::hoist_param_computations(f);
+        EXPECT_EQ(h.derived.size(), param_bias ? 2u : 1u);  // the scaled weight (and bias)
+        EXPECT_EQ(passes::op_count(h.main), 1u);            // the conv alone runs per call
+        EXPECT_TRUE(same_numbers(g, pass_fn(fold_conv_affine), 1e-5));
+      }
+}
+
 TEST(FoldConvAffine, NearMissesDoNotFire) {
-  EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 0, true))), 2u);  // weight is a Param
+  EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 0, false, false, false, false, true))),
+            3u);  // weight computed per run (not a Param or Constant)
+  EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 0, true, true))), 2u);  // Param weight, 2nd reader
   EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 0, false, true))), 2u);  // 2nd reader
   EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 0, false, false, true))), 2u);  // BN param
   EXPECT_EQ(passes::op_count(fold_conv_affine(conv_graph(true, 3))), 2u);  // not per channel

@@ -1,4 +1,6 @@
-// CPU kernels: Conv (1-3 spatial dims, im2col + gemm), ConvTranspose (2-d, gemm + col2im), Im2Col.
+// CPU kernels: Conv (1-3 spatial dims: im2col + gemm; a 1x1 stride-1 conv is a gemm on the input
+// as it lies; a depthwise conv, one input channel per group, runs as a direct sliding-window
+// loop), ConvTranspose (2-d, gemm + col2im), Im2Col.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -7,7 +9,10 @@
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vec_math.h"
 #include "rlx/error.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"  // 8-lane bodies only run inlined in AVX2 functions (vec_math.h)
 
 namespace rlx::cpu {
 namespace {
@@ -46,6 +51,214 @@ struct ConvScratch {
   std::vector<A> col, acc, xa;
 };
 
+// Depthwise conv, one output plane: y[o] = bias + sum over taps of w[tap] * x[window(o, tap)],
+// accumulated in A over output rows (each tap adds a strided slice of an input row to the whole
+// valid span of the output row: the inner loop runs over contiguous outputs and vectorizes).
+// `acc` holds one output row when T is not A (else the row of y is the accumulator).
+template <class T, class A>
+RLX_VEC_INLINE void depthwise_plane_body(const T* x, const A* w, A bias, const Window3& win, T* y, A* acc) {
+  const int64_t ow = win.out[2], ohw = win.out[1] * ow, sx = win.stride[2];
+  for (int64_t oz = 0; oz < win.out[0]; ++oz)
+    for (int64_t oy = 0; oy < win.out[1]; ++oy) {
+      A* a;
+      if constexpr (std::is_same_v<T, A>) a = y + oz * ohw + oy * ow;
+      else a = acc;
+      for (int64_t ox = 0; ox < ow; ++ox) a[ox] = bias;
+      for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+        const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+        if (iz < 0 || iz >= win.in[0]) continue;
+        for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+          const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+          if (iy < 0 || iy >= win.in[1]) continue;
+          const T* row = x + (iz * win.in[1] + iy) * win.in[2];
+          const A* wk = w + (kz * win.k[1] + ky) * win.k[2];
+          for (int64_t kx = 0; kx < win.k[2]; ++kx) {
+            int64_t lo, hi;
+            win.valid_range(2, kx, lo, hi);
+            const A wv = wk[kx];
+            const T* src = row + lo * sx - win.pad[2] + kx * win.dil[2];
+            A* dst = a + lo;
+            const int64_t len = hi - lo;
+            if (sx == 1) {
+              for (int64_t i = 0; i < len; ++i) dst[i] += wv * A(load(src[i]));
+            } else if (sx == 2) {
+              for (int64_t i = 0; i < len; ++i) dst[i] += wv * A(load(src[2 * i]));
+            } else {
+              for (int64_t i = 0; i < len; ++i) dst[i] += wv * A(load(src[i * sx]));
+            }
+          }
+        }
+      }
+      if constexpr (!std::is_same_v<T, A>) {
+        T* yr = y + oz * ohw + oy * ow;
+        for (int64_t ox = 0; ox < ow; ++ox) yr[ox] = store<T>(a[ox]);
+      }
+    }
+}
+
+// NB * kV outputs of the f32 depthwise plane from column ox on (every tap inside the input): bias,
+// then the taps in (kz, ky, kx) order, as depthwise_plane_f32_body's scalar sums. NB blocks of
+// lanes at once keep NB independent add chains in flight.
+template <class V, int NB>
+RLX_VEC_INLINE void depthwise_block(int64_t ox, float bias, int64_t nr, const float* const* rows,
+                                    const float* const* wrows, int64_t kx_n, int64_t sx, int64_t dx, int64_t px,
+                                    int64_t iw, float* yr) {
+  constexpr int L = vec::kLanes<V>;
+  V a[NB];
+  for (int j = 0; j < NB; ++j) a[j] = vec::splat<V>(bias);
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* src = rows[r] + ox * sx - px;
+    const float* end = rows[r] + iw;
+    for (int64_t kx = 0; kx < kx_n; ++kx) {
+      const V wv = vec::splat<V>(wrows[r][kx]);
+      for (int j = 0; j < NB; ++j) {
+        const float* s = src + (kx * dx + j * L * sx);
+        V v;
+        if (sx == 1) {
+          v = vec::load<V>(s);
+        } else if (s + 2 * L <= end) {  // stride 2: the even lanes of two vectors
+          const V lo = vec::load<V>(s), hi = vec::load<V>(s + L);
+          if constexpr (L == 8) v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+          else v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+        } else {  // the second load would pass the row's end
+          for (int i = 0; i < L; ++i) v[i] = s[2 * i];
+        }
+        a[j] += wv * v;
+      }
+    }
+  }
+  for (int j = 0; j < NB; ++j) vec::store<V>(yr + ox + j * L, a[j]);
+}
+
+// The f32 plane on lanes of V (and of 4 lanes for what is left): for each output row the valid
+// (kz, ky) tap rows are listed; the columns whose every kx tap lies inside the input (the
+// interior) get all taps summed in a vector register, kV outputs at a time (stride 1: one
+// unaligned load per tap; stride 2: two loads and an even-lane shuffle), the last block moved
+// back to end at the interior's end (overlapping outputs get the same bits again); the border
+// columns and narrow interiors run the same sums one output at a time. Other strides: scalar.
+template <class V>
+RLX_VEC_INLINE void depthwise_plane_f32_body(const float* x, const float* w, float bias, const Window3& win, float* y,
+                                             const float** rows, const float** wrows) {
+  constexpr int64_t L = vec::kLanes<V>;
+  const int64_t ow = win.out[2], ohw = win.out[1] * ow, sx = win.stride[2], kx_n = win.k[2], dx = win.dil[2];
+  const int64_t px = win.pad[2], iw = win.in[2];
+  int64_t xa = 0, xb = ow;  // the interior columns
+  for (int64_t kx = 0; kx < kx_n; ++kx) {
+    int64_t lo, hi;
+    win.valid_range(2, kx, lo, hi);
+    xa = std::max(xa, lo);
+    xb = std::min(xb, hi);
+  }
+  if (xb < xa || (sx != 1 && sx != 2)) xb = xa;
+  for (int64_t oz = 0; oz < win.out[0]; ++oz)
+    for (int64_t oy = 0; oy < win.out[1]; ++oy) {
+      int64_t nr = 0;
+      for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+        const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+        if (iz < 0 || iz >= win.in[0]) continue;
+        for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+          const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+          if (iy < 0 || iy >= win.in[1]) continue;
+          rows[nr] = x + (iz * win.in[1] + iy) * iw;
+          wrows[nr++] = w + (kz * win.k[1] + ky) * kx_n;
+        }
+      }
+      float* yr = y + oz * ohw + oy * ow;
+      int64_t vlo = xa, vhi = xa;  // the columns the vector blocks cover
+      if (xb - xa >= L) {
+        vhi = xa;
+        for (; vhi + 4 * L <= xb; vhi += 4 * L)
+          depthwise_block<V, 4>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        for (; vhi + 2 * L <= xb; vhi += 2 * L)
+          depthwise_block<V, 2>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        for (; vhi + L <= xb; vhi += L)
+          depthwise_block<V, 1>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        if (vhi < xb) depthwise_block<V, 1>(xb - L, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        vhi = xb;
+      } else if (L > 4 && xb - xa >= 4) {
+        for (vhi = xa; vhi + 4 <= xb; vhi += 4)
+          depthwise_block<vec::f32x4, 1>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        if (vhi < xb) depthwise_block<vec::f32x4, 1>(xb - 4, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
+        vhi = xb;
+      }
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        if (ox == vlo && vhi > vlo) ox = vhi;
+        if (ox >= ow) break;
+        float a = bias;
+        for (int64_t r = 0; r < nr; ++r)
+          for (int64_t kx = 0; kx < kx_n; ++kx) {
+            const int64_t ix = ox * sx - px + kx * dx;
+            if (ix >= 0 && ix < iw) a += wrows[r][kx] * rows[r][ix];
+          }
+        yr[ox] = a;
+      }
+    }
+}
+
+template <class T, class A>
+void depthwise_plane(const T* x, const A* w, A bias, const Window3& win, T* y, A* acc) {
+  depthwise_plane_body(x, w, bias, win, y, acc);
+}
+void depthwise_plane_f32(const float* x, const float* w, float bias, const Window3& win, float* y, const float** rows,
+                         const float** wrows) {
+  depthwise_plane_f32_body<vec::f32x4>(x, w, bias, win, y, rows, wrows);
+}
+#if RLX_VEC_X86
+// The same loops compiled for AVX2 (8-lane vectors; no contraction, so the same bits).
+template <class T, class A>
+RLX_VEC_AVX2 void depthwise_plane_avx2(const T* x, const A* w, A bias, const Window3& win, T* y, A* acc) {
+  depthwise_plane_body(x, w, bias, win, y, acc);
+}
+RLX_VEC_AVX2 void depthwise_plane_f32_avx2(const float* x, const float* w, float bias, const Window3& win, float* y,
+                                           const float** rows, const float** wrows) {
+  depthwise_plane_f32_body<vec::f32x8>(x, w, bias, win, y, rows, wrows);
+}
+#endif
+
+// Conv whose groups each read one input channel (depthwise; groups == C, any channel multiplier
+// Cout / C): output channel o reads input channel o / (Cout / C). Planes run in parallel.
+template <class T>
+void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout, const T* xp, const gemm_t<T>* wp,
+                    const gemm_t<T>* bp, T* yp) {
+  using A = gemm_t<T>;
+  const int64_t mult = cout / c, k = win.k_size(), p = win.out_size(), in_sz = win.in_size();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, k * p));
+#if RLX_VEC_X86
+  const bool avx2 = vec::has_avx2();
+#endif
+  parallel_for(n_batch * cout, grain, [&](int64_t b, int64_t e) {
+    std::vector<A> acc;
+    if constexpr (!std::is_same_v<T, A>) acc.resize(static_cast<size_t>(win.out[2]));
+    std::vector<const float*> rows, wrows;  // the f32 path's tap rows of one output row
+    if constexpr (std::is_same_v<T, float>) {
+      rows.resize(static_cast<size_t>(win.k[0] * win.k[1]));
+      wrows.resize(rows.size());
+    }
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t n = t / cout, o = t % cout;
+      const T* x = xp + (n * c + o / mult) * in_sz;
+      const A bias = bp ? bp[o] : A(0);
+      if constexpr (std::is_same_v<T, float>) {
+#if RLX_VEC_X86
+        if (avx2) {
+          depthwise_plane_f32_avx2(x, wp + o * k, bias, win, yp + t * p, rows.data(), wrows.data());
+          continue;
+        }
+#endif
+        depthwise_plane_f32(x, wp + o * k, bias, win, yp + t * p, rows.data(), wrows.data());
+        continue;
+      }
+#if RLX_VEC_X86
+      if (avx2) {
+        depthwise_plane_avx2<T, A>(x, wp + o * k, bias, win, yp + t * p, acc.data());
+        continue;
+      }
+#endif
+      depthwise_plane<T, A>(x, wp + o * k, bias, win, yp + t * p, acc.data());
+    }
+  });
+}
+
 template <class T>
 void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   using A = gemm_t<T>;
@@ -67,6 +280,10 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   const A* bp = ctx.in.size() > 2 ? as_gemm_type<T>(ctx.in[2], bbuf) : nullptr;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
+  if (cg == 1 && groups > 1 && k > 1) {
+    depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp);
+    return;
+  }
 
   for_tasks<ConvScratch<A>>(n_batch * groups, coutg * cgk * p + cgk * p, [&](int64_t task, ConvScratch<A>& s, bool alone) {
     const int64_t n = task / groups, g = task % groups;
