@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "plan/gpu_claims.h"
 #include "plan/step_family.h"
@@ -181,6 +182,98 @@ ScatterAddWork scatter_add_work(const Step& st, std::string_view backend) {
   w.by_dest = cols < 4096 && sg.axis_size > 0 && sg.axis_size <= 4096 && cols * sg.axis_size < (int64_t{1} << 31);
   w.items = w.by_dest ? cols * sg.axis_size : cols;
   return w;
+}
+
+namespace {
+
+// The value of dtype t nearest v as the CPU stores a double (f16 / bf16 through f32).
+double round_to(DType t, double v) {
+  const auto f = static_cast<float>(v);
+  if (t == DType::F64) return v;
+  if (t == DType::F16) return static_cast<float>(f16(f));
+  if (t == DType::BF16) return static_cast<float>(bf16(f));
+  return f;
+}
+
+// The neighbouring value of v (a value of t) towards +inf (up) or -inf.
+double step(DType t, double v, bool up) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  if (t == DType::F64) return std::nextafter(v, up ? inf : -inf);
+  if (t == DType::F32)
+    return std::nextafter(static_cast<float>(v), up ? std::numeric_limits<float>::infinity()
+                                                    : -std::numeric_limits<float>::infinity());
+  uint16_t bits = t == DType::F16 ? f16(static_cast<float>(v)).bits : bf16(static_cast<float>(v)).bits;
+  const uint16_t mag = bits & 0x7FFF;
+  const bool neg = (bits & 0x8000) != 0;
+  if (mag == 0) bits = up ? 0x0001 : 0x8001;                   // +-0 -> the smallest subnormal
+  else if (neg == up) bits = static_cast<uint16_t>(bits - 1);  // towards zero
+  else bits = static_cast<uint16_t>(bits + 1);
+  if (t == DType::F16) {
+    f16 h;
+    h.bits = bits;
+    return static_cast<float>(h);
+  }
+  bf16 h;
+  h.bits = bits;
+  return static_cast<float>(h);
+}
+
+// d = m * 2^e with m an odd integer (m = 0 for d = 0).
+void odd_significand(double d, int64_t& m, int& e) {
+  if (d == 0) {
+    m = 0, e = 0;
+    return;
+  }
+  int ex = 0;
+  const double fr = std::frexp(d, &ex);  // d = fr * 2^ex, |fr| in [0.5, 1)
+  m = static_cast<int64_t>(std::ldexp(fr, 53));
+  e = ex - 53;
+  while (m % 2 == 0) m /= 2, ++e;
+}
+
+int bit_length(uint64_t v) {
+  int n = 0;
+  while (v) v >>= 1, ++n;
+  return n;
+}
+
+}  // namespace
+
+UniformBounds rng_uniform_bounds(DType t, double low, double high, const std::string& what) {
+  UniformBounds b;
+  b.lo = round_to(t, low);
+  if (b.lo < low) b.lo = step(t, b.lo, true);
+  b.hi = round_to(t, high);
+  while (b.hi >= high) b.hi = step(t, b.hi, false);
+  if (!(b.lo <= b.hi))
+    throw Error(what + ": the output dtype " + dtype_name(t) +
+                " has no value in [low, high); widen the range or use a wider dtype");
+  return b;
+}
+
+std::optional<ExactUniform> rng_uniform_exact(double low, double high) {
+  const double width = high - low;
+  if (!std::isfinite(low) || !std::isfinite(width) || !(width > 0)) return std::nullopt;
+  int64_t ml = 0, mw = 0;
+  int el = 0, ew = 0;
+  odd_significand(low, ml, el);
+  odd_significand(width, mw, ew);
+  if (bit_length(static_cast<uint64_t>(mw)) > 21) return std::nullopt;  // width * r rounds
+  const int eb = ew - 32;
+  const int e0 = ml == 0 ? eb : std::min(el, eb);
+  if (e0 < -126 || e0 > 74) return std::nullopt;
+  // a = ml * 2^(el - e0), b = mw * 2^(eb - e0); the sum is exact while |a| + b * r < 2^53.
+  const int sa = ml == 0 ? 0 : el - e0, sb = eb - e0;
+  if (sa > 53 || sb > 21) return std::nullopt;
+  const uint64_t abs_a = static_cast<uint64_t>(ml < 0 ? -ml : ml) << sa;
+  const uint64_t b = static_cast<uint64_t>(mw) << sb;
+  if (abs_a >= (uint64_t{1} << 53) || b >= (uint64_t{1} << 22)) return std::nullopt;
+  if (abs_a + b * 0xFFFFFFFFull >= (uint64_t{1} << 53)) return std::nullopt;
+  ExactUniform x;
+  x.a = ml < 0 ? -static_cast<int64_t>(abs_a) : static_cast<int64_t>(abs_a);
+  x.b = static_cast<uint32_t>(b);
+  x.e = e0;
+  return x;
 }
 
 }  // namespace rlx::plan

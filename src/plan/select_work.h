@@ -5,6 +5,7 @@
 // kernel (columns per workgroup, chunks of a scan, the kept slots of a ranked gather) and the
 // scatter's parameter table. Every kernel here runs 256 invocations per workgroup.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,27 @@ struct ScatterAddWork {
   std::vector<uint32_t> params() const;
 };
 ScatterAddWork scatter_add_work(const Step& st, std::string_view backend);
+
+// RngUniform's clamp bounds (the CPU kernel's): the smallest value of float dtype t >= low and
+// the largest < high, as doubles; rlx::Error starting with `what` when t has no value in
+// [low, high).
+struct UniformBounds {
+  double lo = 0, hi = 0;
+};
+UniformBounds rng_uniform_bounds(DType t, double low, double high, const std::string& what);
+
+// RngUniform's value low + (high - low) * (r * 2^-32) computed in double as the CPU does, when
+// that computation is exact for every 32-bit r: the value is then (a + b * r) * 2^e exactly,
+// with |a| + b * (2^32 - 1) < 2^53 (so a shader can compute it in 64-bit integers and round it
+// once to f32). nullopt when a rounding of the double computation would have to be emulated
+// (the width's significand needs more than 21 bits, or low and the width are too far apart), or
+// when the values leave the f32 normal range (e outside [-126, 74]).
+struct ExactUniform {
+  int64_t a = 0;
+  uint32_t b = 0;
+  int e = 0;
+};
+std::optional<ExactUniform> rng_uniform_exact(double low, double high);
 
 // rlx::Error naming `what` when `n` does not fit the kernels' 32-bit indices.
 void select_require_32bit(const std::string& what, std::string_view backend, int64_t n, const std::string& of);

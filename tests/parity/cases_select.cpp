@@ -182,14 +182,15 @@ void add_cumsum(CaseList& l) {
 }
 
 // RngUniform / RngNormal: the Philox stream of (seed, offset), element by element as the CPU
-// computes it; odd lengths (a partial last block of 4), a range that rounds to its ends in f16,
-// and an offset input past 32 bits.
+// computes it; odd lengths (a partial last block of 4). rng_uniform_*: ranges whose double
+// computation is exact (every device with f32 runs them, WebGPU included), one that rounds to
+// its ends in f16, offsets within 32 bits. rng_*: a range whose double computation rounds, the
+// normal transform and an offset past 32 bits.
 void add_random(CaseList& l) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16})
-    add_case(l, "select", "rng_" + dt(t), [t] {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    add_case(l, "select", "rng_uniform_" + dt(t), [t] {
       std::vector<CaseGraph> v;
       for (bool with_offset : {false, true}) {
-        const std::string tail = with_offset ? " offset" : "";
         Graph g;
         std::vector<Value> ins;
         if (with_offset) ins.push_back(g.input("offset", Shape::of({}, DType::I64)));
@@ -197,20 +198,36 @@ void add_random(CaseList& l) {
         u.shape = Shape::of({3, 1001}, t);
         u.low = -2.5, u.high = 7.0, u.seed = 42;
         g.add_output(g.apply(u, ins));
+        ops::RngUniform unit = u;
+        unit.shape = Shape::of({2, 333}, t);
+        unit.low = 0.0, unit.high = 1.0, unit.seed = 0x123456789abcdefULL;
+        g.add_output(g.apply(unit, ins));
         ops::RngUniform narrow = u;
         narrow.shape = Shape::of({7}, t);
-        narrow.low = 1.0, narrow.high = 1.0009765625, narrow.seed = 0x123456789abcdefULL;  // one f16 step
+        narrow.low = 1.0, narrow.high = 1.0009765625, narrow.seed = 3;  // one f16 step
         g.add_output(g.apply(narrow, ins));
-        ops::RngNormal n;
-        n.shape = Shape::of({2, 501}, t);
-        n.mean = 0.5, n.stddev = 2.0, n.seed = 7;
-        g.add_output(g.apply(n, ins));
         ParityOptions o;
-        if (with_offset) o.fixed_inputs = {{"offset", Tensor::scalar_i64(int64_t{3} << 33)}};
-        v.push_back({"uniform and normal" + tail, std::move(g), o});
+        if (with_offset) o.fixed_inputs = {{"offset", Tensor::scalar_i64(-123456789)}};
+        v.push_back({with_offset ? "offset" : "no offset", std::move(g), o});
       }
       return v;
     });
+    add_case(l, "select", "rng_" + dt(t), [t] {
+      Graph g;
+      const Value off = g.input("offset", Shape::of({}, DType::I64));
+      ops::RngUniform u;
+      u.shape = Shape::of({3, 1001}, t);
+      u.low = 0.1, u.high = 0.7, u.seed = 42;
+      g.add_output(g.apply(u, {off}));
+      ops::RngNormal n;
+      n.shape = Shape::of({2, 501}, t);
+      n.mean = 0.5, n.stddev = 2.0, n.seed = 7;
+      g.add_output(g.apply(n, {off}));
+      ParityOptions o;
+      o.fixed_inputs = {{"offset", Tensor::scalar_i64(int64_t{3} << 33)}};
+      return one(std::move(g), o);
+    });
+  }
 }
 
 }  // namespace

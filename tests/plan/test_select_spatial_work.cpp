@@ -177,4 +177,27 @@ TEST(SelectWork, ClaimsFollowTheDevice) {
   EXPECT_NE(claim(t, plan::SelectDevice{}, false).find("k <= 1024"), std::string::npos);
 }
 
+TEST(SelectWork, RngUniformExactFormAndBounds) {
+  const auto unit = plan::rng_uniform_exact(0, 1);
+  ASSERT_TRUE(unit);
+  EXPECT_EQ(unit->a, 0);
+  EXPECT_EQ(unit->b, 1u);
+  EXPECT_EQ(unit->e, -32);
+  const auto shifted = plan::rng_uniform_exact(-2.5, 7);  // (-5 * 2^32 + 19 r) * 2^-33
+  ASSERT_TRUE(shifted);
+  EXPECT_EQ(shifted->a, -5 * (int64_t{1} << 32));
+  EXPECT_EQ(shifted->b, 19u);
+  EXPECT_EQ(shifted->e, -33);
+  EXPECT_FALSE(plan::rng_uniform_exact(0.1, 0.7));        // 0.6 needs 53 bits: the product rounds
+  EXPECT_FALSE(plan::rng_uniform_exact(1e300, 2e300));    // beyond f32
+  EXPECT_FALSE(plan::rng_uniform_exact(1, 1));            // empty
+  EXPECT_FALSE(plan::rng_uniform_exact(0x1p40, 0x1p40 + 1));  // low and the width 2^72 apart in units
+  const plan::UniformBounds b = plan::rng_uniform_bounds(DType::F16, 0, 1, "x");
+  EXPECT_EQ(b.lo, 0);
+  EXPECT_EQ(b.hi, 1 - 0x1p-11);  // the largest f16 below 1
+  EXPECT_NE(plantest::thrown([] { plan::rng_uniform_bounds(DType::F16, 1.0001, 1.0002, "node 1"); })
+                .find("node 1: the output dtype f16 has no value in [low, high)"),
+            std::string::npos);
+}
+
 }  // namespace

@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "backends/webgpu/lower.h"
+#include "plan/select_work.h"
 #include "support/parity.h"
 #include "webgpu/webgpu_test_util.h"
 
@@ -146,8 +148,9 @@ TEST(WebGpuSelect, GreedySampleErrors) {
   EXPECT_THROW(run_webgpu(g, {{"logits", from_doubles(DType::F32, {2, 4}, {1, 2, 3, 0, -inf, -inf, -inf, -inf})}}), Error);
 }
 
-// A temperature > 0 (double-precision probabilities) and random ops (double transforms) are not
-// claimed, with the reason; f32 cumsum is.
+// A temperature > 0 (double-precision probabilities), rng_normal and rng_uniform over a range
+// whose double computation rounds are not claimed, with the reason; rng_uniform over [0, 1) and
+// f32 cumsum are.
 TEST(WebGpuSelect, WhatIsRefused) {
   Graph g;
   ops::Sample s;
@@ -156,14 +159,53 @@ TEST(WebGpuSelect, WhatIsRefused) {
   const Value hot = g.apply(s, {l});
   ops::RngUniform r;
   r.shape = Shape::of({8}, DType::F32);
-  const Value rnd = g.apply(r, {});
+  const Value unit = g.apply(r, {});
+  r.low = 0.1, r.high = 0.7;
+  const Value rounded = g.apply(r, {});
+  ops::RngNormal nr;
+  nr.shape = Shape::of({8}, DType::F32);
+  const Value normal = g.apply(nr, {});
   const Value cs = g.cumsum(l, 1);
   std::string why;
   EXPECT_FALSE(webgpu::webgpu_claims_node(g, g.node(hot.node), nullptr, &why));
   EXPECT_NE(why.find("double"), std::string::npos) << why;
-  EXPECT_FALSE(webgpu::webgpu_claims_node(g, g.node(rnd.node), nullptr, &why));
+  EXPECT_FALSE(webgpu::webgpu_claims_node(g, g.node(normal.node), nullptr, &why));
   EXPECT_NE(why.find("double"), std::string::npos) << why;
+  EXPECT_FALSE(webgpu::webgpu_claims_node(g, g.node(rounded.node), nullptr, &why));
+  EXPECT_NE(why.find("double-precision value rounds"), std::string::npos) << why;
+  EXPECT_TRUE(webgpu::webgpu_claims_node(g, g.node(unit.node), nullptr, &why)) << why;
   EXPECT_TRUE(webgpu::webgpu_claims_node(g, g.node(cs.node), nullptr, &why)) << why;
+}
+
+// RngUniform bit for bit against the CPU over ranges of every sign and scale the exact integer
+// form takes (values rounded to f32 at ties, a range far from zero, one crossing it, one above
+// 2^10 with steps below an f32 ulp), in f32 / f16 / bf16, with an offset input.
+TEST(WebGpuSelect, RngUniformBitForBit) {
+  RLX_REQUIRE_WEBGPU();
+  struct Range {
+    double low, high;
+  };
+  const Range ranges[] = {{0, 1}, {-1, 1}, {-2.5, 7}, {1000, 1024}, {-0.75, 0.25}, {-3e6, 5e6}, {0.5, 0.5 + 0x1p-20}};
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    Graph g;
+    const Value off = g.input("offset", Shape::of({}, DType::I64));
+    uint64_t seed = 11;
+    for (const Range& r : ranges) {
+      ops::RngUniform u;
+      u.shape = Shape::of({40001}, t);
+      u.low = r.low, u.high = r.high, u.seed = seed++ * 0x9E3779B97F4A7C15ull;
+      ASSERT_TRUE(plan::rng_uniform_exact(u.low, u.high)) << u.low << " " << u.high;
+      g.add_output(g.apply(u, {off}));
+    }
+    const NamedTensors ins{{"offset", Tensor::scalar_i64(77)}};
+    const auto gpu = run_webgpu(g, ins);
+    const auto cpu = Session(Device::Cpu).compile(g).run(ins);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " range " + std::to_string(i));
+      ASSERT_EQ(gpu[i].nbytes(), cpu[i].nbytes());
+      EXPECT_EQ(std::memcmp(gpu[i].raw(), cpu[i].raw(), cpu[i].nbytes()), 0);
+    }
+  }
 }
 
 // Max pool of i64 (held in i32 words) and u8; a linear resize of f16 (rounded once); a grouped

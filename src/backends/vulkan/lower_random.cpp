@@ -7,9 +7,7 @@
 // [lo, hi] (the smallest value of the dtype >= low and the largest < high, from the host): bit
 // for bit the CPU's values. RngNormal: Box-Muller in double with this file's log / sin / cos
 // (kernels/select.h, about one ulp of double): after rounding to f32 it shows only rarely, as 1 ulp.
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "backends/vulkan/kernels/select.h"
 #include "backends/vulkan/lower_select.h"
@@ -67,38 +65,6 @@ void main() {
 }
 )GLSL";
 
-// The value of dtype t nearest v as the CPU stores a double (f16 / bf16 through f32).
-double round_to(DType t, double v) {
-  const auto f = static_cast<float>(v);
-  if (t == DType::F64) return v;
-  if (t == DType::F16) return static_cast<float>(f16(f));
-  if (t == DType::BF16) return static_cast<float>(bf16(f));
-  return f;
-}
-
-// The neighbouring value of v (a value of t) towards +inf (up) or -inf.
-double step(DType t, double v, bool up) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  if (t == DType::F64) return std::nextafter(v, up ? inf : -inf);
-  if (t == DType::F32)
-    return std::nextafter(static_cast<float>(v), up ? std::numeric_limits<float>::infinity()
-                                                    : -std::numeric_limits<float>::infinity());
-  uint16_t bits = t == DType::F16 ? f16(static_cast<float>(v)).bits : bf16(static_cast<float>(v)).bits;
-  const uint16_t mag = bits & 0x7FFF;
-  const bool neg = (bits & 0x8000) != 0;
-  if (mag == 0) bits = up ? 0x0001 : 0x8001;  // +-0 -> the smallest subnormal
-  else if (neg == up) bits = static_cast<uint16_t>(bits - 1);  // towards zero
-  else bits = static_cast<uint16_t>(bits + 1);
-  if (t == DType::F16) {
-    f16 h;
-    h.bits = bits;
-    return static_cast<float>(h);
-  }
-  bf16 h;
-  h.bits = bits;
-  return static_cast<float>(h);
-}
-
 uint64_t bits_of(double d) {
   uint64_t u;
   std::memcpy(&u, &d, 8);
@@ -118,13 +84,9 @@ void lower_rng(LowerContext& cx, const plan::Step& st) {
   if (uniform) {
     const auto& u = std::get<ops::RngUniform>(st.op);
     // [lo, hi]: the smallest value of t >= low and the largest < high (the CPU kernel's clamp).
-    lo = round_to(t, u.low);
-    if (lo < u.low) lo = step(t, lo, true);
-    hi = round_to(t, u.high);
-    while (hi >= u.high) hi = step(t, hi, false);
-    if (lo > hi)
-      throw Error(what + ": the output dtype " + dtype_name(t) +
-                  " has no value in [low, high); widen the range or use a wider dtype");
+    const plan::UniformBounds bounds = plan::rng_uniform_bounds(t, u.low, u.high, what);
+    lo = bounds.lo;
+    hi = bounds.hi;
     a = u.low, b = u.high - u.low, seed = u.seed;
   } else {
     const auto& nr = std::get<ops::RngNormal>(st.op);

@@ -91,6 +91,7 @@ void lower_spatial(LowerContext& cx, const plan::Step& st);      // lower_spatia
 void lower_select(LowerContext& cx, const plan::Step& st);       // lower_select.cpp (ArgMax/ArgMin, TopK, Sample)
 void lower_scan(LowerContext& cx, const plan::Step& st);         // lower_scan.cpp (Cumsum)
 void lower_scatter(LowerContext& cx, const plan::Step& st);      // lower_scatter.cpp (ScatterAdd)
+void lower_random(LowerContext& cx, const plan::Step& st);       // lower_random.cpp (RngUniform)
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.
 void add_elementwise(LowerContext& cx, const std::vector<RegionStep>& steps, const std::vector<DType>& in_dtypes,
@@ -117,7 +118,7 @@ extern const FamilyClaims kSpatialClaims;
 extern const FamilyClaims kSelectClaims;
 extern const FamilyClaims kScanClaims;
 extern const FamilyClaims kScatterClaims;
-extern const FamilyClaims kRandomClaims;  // refuses (no f64): the reason for legalize to report
+extern const FamilyClaims kRandomClaims;
 bool refuse(std::string* why, const std::string& msg);
 
 }  // namespace rlx::webgpu

@@ -81,6 +81,7 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Select: lower_select(cx, st); return;
     case plan::StepFamily::Scan: lower_scan(cx, st); return;
     case plan::StepFamily::Scatter: lower_scatter(cx, st); return;
+    case plan::StepFamily::Random: lower_random(cx, st); return;
     default: break;
   }
   throw Error(step_label(st) + ": the WebGPU backend has no kernel for this op (it should have been legalized)");

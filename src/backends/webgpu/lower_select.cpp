@@ -381,22 +381,9 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
   return plan::select_family_claims_node(kBackend, dev, g, n, why);
 }
 
-// RngUniform / RngNormal: the CPU transforms the Philox bits in double, which WGSL cannot
-// compute bit for bit; plan::select_family_claims_node refuses them with that reason (legalize
-// then reports it).
-bool random_kind(std::string_view n) { return plan::random_claims_kind(n); }
-
-bool random_node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
-  plan::SelectDevice dev;
-  dev.f64 = false;
-  if (info) dev.name = info->name;
-  return plan::select_family_claims_node(kBackend, dev, g, n, why);
-}
-
 }  // namespace
 
 const FamilyClaims kSelectClaims{kind, node};
-const FamilyClaims kRandomClaims{random_kind, random_node};
 
 void lower_select(LowerContext& cx, const plan::Step& st) {
   if (std::holds_alternative<ops::ArgMax>(st.op) || std::holds_alternative<ops::ArgMin>(st.op)) return lower_arg_reduce(cx, st);
