@@ -9,8 +9,11 @@
 #include <fstream>
 
 #include "onnx/onnx_builder.h"
+#include "passes/hoist.h"
+#include "passes/pipeline.h"
 #include "rlx/onnx.h"
 #include "rlx/session.h"
+#include "runtime/backend.h"
 #include "support/test_util.h"
 
 namespace rlx {
@@ -29,6 +32,52 @@ size_t count_op(const Graph& g, const std::string& name) {
   size_t n = 0;
   for (const auto& node : g.nodes()) n += op_name(node.op) == name;
   return n;
+}
+
+// Conv + BatchNormalization + Relu with a weight over 4 KiB (imported as a Param) and a bias:
+// the CPU pipeline folds the BatchNorm into the conv (the scaled weight and bias are computed by
+// the weight prologue), and the run matches the unfolded graph's.
+TEST(OnnxImport, BatchNormFoldsIntoAConvWithParamWeights) {
+  OnnxBuilder b;
+  b.input("x", kF32, {1, 8, 11, 13}).output("y");
+  b.initializer("w", testing::random_tensor(DType::F32, {16, 8, 3, 3}, 1));  // 4.6 KiB: a Param
+  b.initializer("cb", testing::random_tensor(DType::F32, {16}, 2));
+  b.initializer("s", testing::random_tensor(DType::F32, {16}, 3, 0.5, 2));
+  b.initializer("bb", testing::random_tensor(DType::F32, {16}, 4));
+  b.initializer("m", testing::random_tensor(DType::F32, {16}, 5));
+  b.initializer("v", testing::random_tensor(DType::F32, {16}, 6, 0.1, 2));
+  auto& conv = b.node("Conv", {"x", "w", "cb"}, {"c"});
+  set_attr(conv, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  set_attr(conv, "strides", std::vector<int64_t>{2, 1});
+  set_attr(b.node("BatchNormalization", {"c", "s", "bb", "m", "v"}, {"n"}), "epsilon", 1e-3f);
+  b.node("Relu", {"n"}, {"y"});
+  const Graph g = import(b);
+  ASSERT_EQ(count_op(g, "param"), 1u);  // the weight
+  ASSERT_EQ(count_op(g, "batch_norm_inference"), 1u);
+
+  CompileOptions co;
+  co.num_threads = 1;
+  const auto cpu = make_cpu_backend(co);
+  const passes::HoistedGraph h = passes::hoist_param_computations(passes::optimize_for_backend(g, *cpu, co));
+  EXPECT_EQ(count_op(h.main, "batch_norm_inference"), 0u);
+  EXPECT_EQ(count_op(h.main, "conv"), 1u);
+  EXPECT_EQ(h.derived.size(), 1u);  // the scaled weight
+
+  CompileOptions unfolded = co;
+  unfolded.disabled_passes = {"fold_conv_affine"};
+  const Tensor x = testing::random_tensor(DType::F32, {1, 8, 11, 13}, 7);
+  CompiledGraph a = Session(Device::Cpu).compile(g, co);
+  CompiledGraph r = Session(Device::Cpu).compile(g, unfolded);
+  const Tensor ya = a.run({{"x", x}})[0], yr = r.run({{"x", x}})[0];
+  const std::vector<double> va = ya.to_f64(), vr = yr.to_f64();
+  ASSERT_EQ(va.size(), vr.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    worst = std::max(worst, std::abs(va[i] - vr[i]));
+    scale = std::max(scale, std::abs(vr[i]));
+  }
+  EXPECT_GT(scale, 0.1);
+  EXPECT_LE(worst, 1e-5 * scale);
 }
 
 TEST(OnnxImport, ElementwiseWithSymbolicAndMissingDims) {

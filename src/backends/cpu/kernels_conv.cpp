@@ -96,46 +96,57 @@ RLX_VEC_INLINE void depthwise_plane_body(const T* x, const A* w, A bias, const W
     }
 }
 
-// NB * kV outputs of the f32 depthwise plane from column ox on (every tap inside the input): bias,
-// then the taps in (kz, ky, kx) order, as depthwise_plane_f32_body's scalar sums. NB blocks of
-// lanes at once keep NB independent add chains in flight.
-template <class V, int NB>
+// NB * kV outputs of the f32 depthwise plane from column ox on, stride SX (1 or 2) along x:
+// bias, then the taps in (kz, ky, kx) order, as depthwise_plane_f32_body's scalar sums. Every
+// load must lie inside its input row (stride 2 loads 2 kV floats per block and keeps the even
+// ones). NB blocks at once keep NB independent add chains in flight.
+template <class V, int NB, int SX>
 RLX_VEC_INLINE void depthwise_block(int64_t ox, float bias, int64_t nr, const float* const* rows,
-                                    const float* const* wrows, int64_t kx_n, int64_t sx, int64_t dx, int64_t px,
-                                    int64_t iw, float* yr) {
+                                    const float* const* wrows, int64_t kx_n, int64_t dx, int64_t px, float* yr) {
   constexpr int L = vec::kLanes<V>;
   V a[NB];
   for (int j = 0; j < NB; ++j) a[j] = vec::splat<V>(bias);
   for (int64_t r = 0; r < nr; ++r) {
-    const float* src = rows[r] + ox * sx - px;
-    const float* end = rows[r] + iw;
+    const float* src = rows[r] + ox * SX - px;
+    const float* wr = wrows[r];
     for (int64_t kx = 0; kx < kx_n; ++kx) {
-      const V wv = vec::splat<V>(wrows[r][kx]);
+      const V wv = vec::splat<V>(wr[kx]);
+      const float* s = src + kx * dx;
       for (int j = 0; j < NB; ++j) {
-        const float* s = src + (kx * dx + j * L * sx);
-        V v;
-        if (sx == 1) {
-          v = vec::load<V>(s);
-        } else if (s + 2 * L <= end) {  // stride 2: the even lanes of two vectors
-          const V lo = vec::load<V>(s), hi = vec::load<V>(s + L);
+        if constexpr (SX == 1) {
+          a[j] += wv * vec::load<V>(s + j * L);
+        } else {
+          const V lo = vec::load<V>(s + 2 * j * L), hi = vec::load<V>(s + 2 * j * L + L);
+          V v;
           if constexpr (L == 8) v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
           else v = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
-        } else {  // the second load would pass the row's end
-          for (int i = 0; i < L; ++i) v[i] = s[2 * i];
+          a[j] += wv * v;
         }
-        a[j] += wv * v;
       }
     }
   }
   for (int j = 0; j < NB; ++j) vec::store<V>(yr + ox + j * L, a[j]);
 }
 
-// The f32 plane on lanes of V (and of 4 lanes for what is left): for each output row the valid
-// (kz, ky) tap rows are listed; the columns whose every kx tap lies inside the input (the
-// interior) get all taps summed in a vector register, kV outputs at a time (stride 1: one
-// unaligned load per tap; stride 2: two loads and an even-lane shuffle), the last block moved
-// back to end at the interior's end (overlapping outputs get the same bits again); the border
-// columns and narrow interiors run the same sums one output at a time. Other strides: scalar.
+// Vector blocks over the output columns [xa, xb) (every load inside the rows; xb - xa >= L):
+// 4, 2, then 1 block of kV at a time, the last block moved back to end at xb (its overlapping
+// outputs get the same bits again).
+template <class V, int SX>
+RLX_VEC_INLINE void depthwise_span(int64_t xa, int64_t xb, float bias, int64_t nr, const float* const* rows,
+                                   const float* const* wrows, int64_t kx_n, int64_t dx, int64_t px, float* yr) {
+  constexpr int64_t L = vec::kLanes<V>;
+  int64_t ox = xa;
+  for (; ox + 4 * L <= xb; ox += 4 * L) depthwise_block<V, 4, SX>(ox, bias, nr, rows, wrows, kx_n, dx, px, yr);
+  for (; ox + 2 * L <= xb; ox += 2 * L) depthwise_block<V, 2, SX>(ox, bias, nr, rows, wrows, kx_n, dx, px, yr);
+  for (; ox + L <= xb; ox += L) depthwise_block<V, 1, SX>(ox, bias, nr, rows, wrows, kx_n, dx, px, yr);
+  if (ox < xb) depthwise_block<V, 1, SX>(xb - L, bias, nr, rows, wrows, kx_n, dx, px, yr);
+}
+
+// The f32 plane on lanes of V (and of 4 lanes for narrow spans): for each output row the valid
+// (kz, ky) tap rows are listed; the columns whose every load lies inside the input (the
+// interior; for stride 2 also the second load of each block) are summed in vector registers
+// (depthwise_span); the other columns, and every column of other strides, run the same sums one
+// output at a time.
 template <class V>
 RLX_VEC_INLINE void depthwise_plane_f32_body(const float* x, const float* w, float bias, const Window3& win, float* y,
                                              const float** rows, const float** wrows) {
@@ -149,7 +160,11 @@ RLX_VEC_INLINE void depthwise_plane_f32_body(const float* x, const float* w, flo
     xa = std::max(xa, lo);
     xb = std::min(xb, hi);
   }
+  // Stride 2: a block ending at column e loads up to index 2e - px + (kx_n - 1) dx - 1.
+  if (sx == 2) xb = std::min(xb, floor_div(iw + px - (kx_n - 1) * dx, 2));
   if (xb < xa || (sx != 1 && sx != 2)) xb = xa;
+  const int64_t lanes = xb - xa >= L ? L : xb - xa >= 4 ? 4 : 0;  // 0: no vector span
+  if (lanes == 0) xb = xa;
   for (int64_t oz = 0; oz < win.out[0]; ++oz)
     for (int64_t oy = 0; oy < win.out[1]; ++oy) {
       int64_t nr = 0;
@@ -164,25 +179,15 @@ RLX_VEC_INLINE void depthwise_plane_f32_body(const float* x, const float* w, flo
         }
       }
       float* yr = y + oz * ohw + oy * ow;
-      int64_t vlo = xa, vhi = xa;  // the columns the vector blocks cover
-      if (xb - xa >= L) {
-        vhi = xa;
-        for (; vhi + 4 * L <= xb; vhi += 4 * L)
-          depthwise_block<V, 4>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        for (; vhi + 2 * L <= xb; vhi += 2 * L)
-          depthwise_block<V, 2>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        for (; vhi + L <= xb; vhi += L)
-          depthwise_block<V, 1>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        if (vhi < xb) depthwise_block<V, 1>(xb - L, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        vhi = xb;
-      } else if (L > 4 && xb - xa >= 4) {
-        for (vhi = xa; vhi + 4 <= xb; vhi += 4)
-          depthwise_block<vec::f32x4, 1>(vhi, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        if (vhi < xb) depthwise_block<vec::f32x4, 1>(xb - 4, bias, nr, rows, wrows, kx_n, sx, dx, px, iw, yr);
-        vhi = xb;
+      if (lanes == L) {
+        if (sx == 1) depthwise_span<V, 1>(xa, xb, bias, nr, rows, wrows, kx_n, dx, px, yr);
+        else depthwise_span<V, 2>(xa, xb, bias, nr, rows, wrows, kx_n, dx, px, yr);
+      } else if (lanes == 4) {
+        if (sx == 1) depthwise_span<vec::f32x4, 1>(xa, xb, bias, nr, rows, wrows, kx_n, dx, px, yr);
+        else depthwise_span<vec::f32x4, 2>(xa, xb, bias, nr, rows, wrows, kx_n, dx, px, yr);
       }
       for (int64_t ox = 0; ox < ow; ++ox) {
-        if (ox == vlo && vhi > vlo) ox = vhi;
+        if (ox == xa && xb > xa) ox = xb;
         if (ox >= ow) break;
         float a = bias;
         for (int64_t r = 0; r < nr; ++r)
@@ -312,13 +317,10 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
       s.acc.resize(static_cast<size_t>(coutg * p));
       dst = s.acc.data();
     }
-    if (cgk > 0) gemm(false, false, coutg, p, cgk, A(1), wp + g * coutg * cgk, cgk, col, p, A(0), dst, p);
-    else std::fill(dst, dst + coutg * p, A(0));
-    if (bp)
-      for (int64_t co = 0; co < coutg; ++co) {
-        const A b = bp[g * coutg + co];
-        for (A *d = dst + co * p, *e = d + p; d < e; ++d) *d += b;
-      }
+    // The bias is written first and the gemm accumulates onto it (beta 1): no zero-fill pass
+    // and no bias pass over the output.
+    for (int64_t co = 0; co < coutg; ++co) std::fill(dst + co * p, dst + (co + 1) * p, bp ? bp[g * coutg + co] : A(0));
+    if (cgk > 0) gemm(false, false, coutg, p, cgk, A(1), wp + g * coutg * cgk, cgk, col, p, A(1), dst, p);
     if constexpr (!std::is_same_v<T, A>)
       for (int64_t i = 0; i < coutg * p; ++i) yg[i] = store<T>(dst[i]);
   });
