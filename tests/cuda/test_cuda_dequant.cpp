@@ -28,11 +28,16 @@ constexpr QuantFormat kAll[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantForma
 std::string fmt_name(QuantFormat f) { return EnumNames<QuantFormat>::names[static_cast<size_t>(f)]; }
 
 TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
-  for (QuantFormat f : kAll)
-    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
-      SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t));
-      EXPECT_GT(cuda::nvrtc_compile("dequant_gemv", cuda::dequant_gemv_source(f, t, 8), "sm_90").size(), 100u);
-    }
+  // Every format's decoder once (f16 activations, vector loads); the activation dtypes and the
+  // scalar x loads on one 32-value and one K format (NVRTC takes about 0.4 s a kernel).
+  auto compiles = [](QuantFormat f, DType t, bool xvec) {
+    SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t) + (xvec ? " xvec" : ""));
+    EXPECT_GT(cuda::nvrtc_compile("dequant_gemv", cuda::dequant_gemv_source(f, t, 8, xvec), "sm_90").size(), 100u);
+  };
+  for (QuantFormat f : kAll) compiles(f, DType::F16, true);
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q6_K})
+    for (DType t : {DType::F32, DType::BF16})
+      for (bool xvec : {false, true}) compiles(f, t, xvec);
 }
 
 // n x k weight bytes of format f: quantized Gaussian values where rlx has a quantizer, else

@@ -108,7 +108,8 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st);
 // lower_dequant.cpp: DequantMatMul (GGUF block weights decoded in registers).
 bool claims_node_dequant(const Graph& g, const Node& n, std::string* why);
 void lower_dequant_matmul(LowerContext& cx, const plan::Step& st);
-std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows);  // kernels/dequant.h, `rows` x rows per chunk
+// kernels/dequant.h for `rows` rows per chunk; `xvec`: x read as 16-byte vectors.
+std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec);
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);

@@ -25,12 +25,12 @@ bool claims_node_dequant(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
-std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows) {
+std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec) {
   const QuantBlock blk = quant_block(f);
   const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
                            std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
                            "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
-                           std::to_string(kDequantWarps) + "\n";
+                           std::to_string(kDequantWarps) + "\n#define XVEC " + (xvec ? "1" : "0") + "\n";
   return kernel_source(ksrc::kDequantGemv, {{"T", storage_type(t)}}, defs);
 }
 
@@ -49,7 +49,8 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
   const int64_t m = k > 0 ? x.numel() / k : 0;
   if (m == 0 || n == 0) return;
   constexpr int64_t kRows = 8, kWarps = kDequantWarps;
-  const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m));
+  const bool xvec = reinterpret_cast<uintptr_t>(cx.ptr(x)) % 16 == 0 && (k * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
+  const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m), xvec);
   const int64_t gx = (n + kWarps - 1) / kWarps, gy = (m + kRows - 1) / kRows;
   if (gx > 0x7fffffff || gy > 65535)
     throw Error(what + ": CUDA dequant_matmul takes at most " + std::to_string(65535 * kRows) + " rows and 2^31 warps");

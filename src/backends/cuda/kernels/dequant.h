@@ -8,7 +8,8 @@
 // decoded as the CPU oracle decodes it (quant/ggml_blocks.cpp), in f32.
 //
 // Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k),
-// QE (values per block), QB (bytes per block), MR (rows per chunk), WARPS (per block).
+// QE (values per block), QB (bytes per block), MR (rows per chunk), WARPS (per block), XVEC (x
+// read as 16-byte vectors: its rows start on 16 bytes).
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kDequantGemv = R"CUDA(
@@ -127,8 +128,18 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* _
       if (m0 + r >= m) break;
       const T* xr = x + (m0 + r) * k + u * 32;
       float s = 0.0f;
+#if XVEC  // the unit's x values as 16-byte vectors
+#define XW (16 / (int)sizeof(T))
+#pragma unroll
+      for (int c = 0; c < 32 / XW; ++c) {
+        const Vec<T, XW> xv = reinterpret_cast<const Vec<T, XW>*>(xr)[c];
+#pragma unroll
+        for (int e = 0; e < XW; ++e) s = fmaf(v[c * XW + e], to_f(xv.v[e]), s);
+      }
+#else
 #pragma unroll
       for (int j = 0; j < 32; ++j) s = fmaf(v[j], to_f(xr[j]), s);
+#endif
       acc[r] += s;
     }
   }
