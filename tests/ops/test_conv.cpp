@@ -160,6 +160,8 @@ TEST(Conv, Depthwise) {
       {{1, 2, 2, 40}, {2, 1, 1, 7}, false, {1, 1}, {0, 3, 0, 3}, {1, 3}, 2},      // 1 x k, long rows
       {{2, 3, 33}, {3, 1, 5}, true, {2}, {2, 2}, {1}, 3},                         // 1-d
       {{1, 2, 5, 6, 7}, {4, 1, 3, 3, 3}, true, {1, 2, 1}, {1, 1, 1, 1, 0, 1}, {}, 2},  // 3-d, multiplier 2
+      {{1, 2, 9, 17}, {6, 1, 3, 3}, true, {1, 1}, {1, 2, 1, 0}, {}, 2},            // x-padded copy, multiplier 3
+      {{2, 3, 8, 21}, {3, 1, 3, 5}, false, {1, 1}, {3, 4, 3, 4}, {2, 2}, 3},       // x-padded copy, dilated
   };
   uint64_t seed = 500;
   for (const auto& c : cases)
