@@ -144,6 +144,10 @@ TEST(Conv, ParallelPaths) {
   check_conv({{4, 8, 10, 10}, {8, 4, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 2}, DType::F32, 300);  // many tasks
   check_conv({{1, 16, 14, 14}, {4, 16, 3, 3}, true, {1, 1}, {}, {}, 1}, DType::F32, 301);     // one big task
   check_conv({{1, 16, 14, 14}, {4, 16, 3, 3}, false, {2, 1}, {1, 1, 1, 1}, {}, 1}, DType::BF16, 302);
+  // wide outputs of one task: output columns split over the threads (odd last slice)
+  check_conv({{1, 6, 41, 43}, {4, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1}, DType::F32, 303);
+  check_conv({{1, 8, 37, 39}, {8, 8, 1, 1}, true, {}, {}, {}, 1}, DType::F32, 304);  // pointwise
+  check_conv({{1, 8, 37, 39}, {8, 8, 1, 1}, false, {}, {}, {}, 1}, DType::F16, 305);
 }
 
 // The direct depthwise kernel (one input channel per group): strides 1/2/3, asymmetric pads,
