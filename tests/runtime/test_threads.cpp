@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/parallel.h"
@@ -121,6 +122,33 @@ TEST(CpuThreads, ParallelForUsesAtMostTheBudgetAndRunsInline) {
   std::atomic<int> inside{0};
   cpu::parallel_for(64, 1, [&](int64_t, int64_t) { inside = std::max(inside.load(), cpu::blas_threads_wanted()); });
   EXPECT_EQ(inside.load(), 1);
+}
+
+// Many back-to-back jobs, small (often finished by the caller before a worker wakes: the worker
+// must then skip the closed job, not run a later job's chunks with stale bounds) and large, each
+// chunk covered exactly once; an exception in a job still reaches the caller and the pool goes on.
+TEST(CpuThreads, BackToBackJobsCoverEveryChunkOnce) {
+  cpu::ScopedThreads t(3);
+  std::vector<std::atomic<int>> hits(4096);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = job % 3 == 0 ? 4096 : 1 + job % 97;
+    cpu::parallel_for(n, 1 + job % 5, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[static_cast<size_t>(i)].exchange(0), 1) << "job " << job << " index " << i;
+    }
+  }
+  EXPECT_THROW(cpu::parallel_for(1000, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b >= 500) throw Error("chunk failed");
+                                 }),
+               Error);
+  std::atomic<int64_t> sum{0};
+  cpu::parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
 }
 
 TEST(CpuThreads, OutOfRangeThreadCountIsAnError) {

@@ -373,8 +373,9 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     };
     constexpr int64_t kColBlock = 64;
     const int64_t nblk = (p + kColBlock - 1) / kColBlock;
-    if (alone && num_threads() > 1 && p >= 8 * coutg && nblk >= 2 * num_threads()) {
-      const int64_t per = std::max<int64_t>(1, nblk / (4 * num_threads()));  // ~4 slices per thread
+    const int threads = num_threads();
+    if (alone && threads > 1 && p >= 8 * coutg && nblk >= 2 * threads) {
+      const int64_t per = std::max<int64_t>(1, nblk / (4 * threads));  // ~4 slices per thread
       const int64_t grain = std::max<int64_t>(per, (int64_t{1} << 17) / std::max<int64_t>(1, coutg * cgk * kColBlock));
       parallel_for(nblk, grain, [&](int64_t b, int64_t e) { columns(b * kColBlock, std::min(p, e * kColBlock)); });
     } else {

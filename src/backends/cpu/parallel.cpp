@@ -35,6 +35,10 @@ class Pool {
     size_.store(workers_.size(), std::memory_order_release);
   }
 
+  // The caller works on the job too. When it has claimed the last chunk it closes the job and
+  // waits only for the workers that joined it: a worker still waking up then finds the job
+  // closed and goes back to sleep without touching it (so a job the caller finishes alone does
+  // not wait for a wake-up).
   void run(int64_t n, int64_t chunk, int active, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> job_lock(job_mu_);  // one job at a time (nested calls run inline)
     {
@@ -44,14 +48,16 @@ class Pool {
       chunk_ = chunk;
       next_.store(0);
       active_ = std::min(active, static_cast<int>(workers_.size()));
-      pending_ = active_;
+      open_ = true;
+      running_ = 0;
       error_ = nullptr;
       ++generation_;
     }
     cv_.notify_all();
     work();
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    open_ = false;
+    done_cv_.wait(lk, [&] { return running_ == 0; });
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -81,11 +87,12 @@ class Pool {
         cv_.wait(lk, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
-        if (index >= active_) continue;  // not in this job's budget
+        if (index >= active_ || !open_) continue;  // not in this job's budget, or finished
+        ++running_;
       }
       work();
       std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) done_cv_.notify_all();
+      if (--running_ == 0) done_cv_.notify_all();
     }
   }
   void stop() {
@@ -107,7 +114,8 @@ class Pool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};
-  int active_ = 0, pending_ = 0;
+  int active_ = 0, running_ = 0;  // running_: workers inside the current job
+  bool open_ = false;              // the current job takes workers
   std::exception_ptr error_;
 };
 
