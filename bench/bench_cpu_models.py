@@ -9,6 +9,9 @@ fastest run of each (on a shared machine the minimum shows what each reaches whe
 
   /usr/bin/python3 bench/bench_cpu_models.py [--rlx build/release/rlx] [--repeat 20] [--threads 1,2]
                                              [--models mobilenet,encoder256,...] [--keep DIR]
+                                             [--rlx-before OTHER_RLX]
+--rlx-before adds a column: the median of another rlx binary (e.g. one built at an earlier
+commit) on the same model and thread count, measured in the same run.
 
 Models:
   mobilenet   MobileNetV2/V3-style block stack at 1x3x224x224: Conv 3x3 s2 + BatchNormalization +
@@ -175,8 +178,8 @@ def run(cmd, what):
     return r.stdout
 
 
-def rlx_ms(args, model, feeds, threads, outdir):
-    cmd = [args.rlx, "run", str(model), "-n", str(args.repeat), "--warmup", str(args.warmup), "-t", str(threads),
+def rlx_ms(args, model, feeds, threads, outdir, binary=None):
+    cmd = [binary or args.rlx, "run", str(model), "-n", str(args.repeat), "--warmup", str(args.warmup), "-t", str(threads),
            "--save-outputs", str(outdir)]
     for k, f in feeds.items():
         cmd += ["--input", f"{k}={f}"]
@@ -219,6 +222,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--keep", help="write the models and outputs here (default: a temporary folder)")
+    ap.add_argument("--rlx-before", help="another rlx binary to time alongside (a 'before' column)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     names = args.models.split(",")
@@ -240,18 +244,23 @@ def main():
                 np.save(d / f"{k}.npy", v)
                 feeds[k] = d / f"{k}.npy"
             for t in threads:
+                before = None
+                if args.rlx_before:
+                    before = rlx_ms(args, model, feeds, t, d / f"before_t{t}", args.rlx_before)[0]
                 r, rmin = rlx_ms(args, model, feeds, t, d / f"rlx_t{t}")
                 o, omin = ort_ms(args, model, feeds, t, d / f"ort_t{t}")
                 ea, er = compare(d / f"rlx_t{t}", d / f"ort_t{t}")
-                rows.append((name, t, r, o, r / o, rmin, omin, er))
+                rows.append((name, t, r, o, r / o, rmin, omin, er, before))
                 print(f"  {name} t={t}: rlx {r:.3f} ms, ORT {o:.3f} ms, max rel err {er:.1e}", file=sys.stderr)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("| model | threads | rlx ms | ORT ms | rlx / ORT | rlx min | ORT min | max rel err |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, t, r, o, ratio, rmin, omin, er in rows:
-        print(f"| {name} | {t} | {r:.3f} | {o:.3f} | {ratio:.2f}x | {rmin:.3f} | {omin:.3f} | {er:.1e} |")
+    extra = " rlx before ms |" if args.rlx_before else ""
+    print(f"| model | threads |{extra} rlx ms | ORT ms | rlx / ORT | rlx min | ORT min | max rel err |")
+    print("|---|---:|" + ("---:|" if args.rlx_before else "") + "---:|---:|---:|---:|---:|---:|")
+    for name, t, r, o, ratio, rmin, omin, er, before in rows:
+        b = f" {before:.3f} |" if before is not None else ""
+        print(f"| {name} | {t} |{b} {r:.3f} | {o:.3f} | {ratio:.2f}x | {rmin:.3f} | {omin:.3f} | {er:.1e} |")
 
 
 if __name__ == "__main__":
