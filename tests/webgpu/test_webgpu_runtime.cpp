@@ -162,17 +162,20 @@ TEST(WebGpuRuntime, AValueLargerThanABindingIsAnErrorAtCompile) {
 
 TEST(WebGpuRuntime, UnclaimedOpIsAClearError) {
   RLX_REQUIRE_WEBGPU();
-  // CumSum (the Scan family) has no WGSL kernel yet: compiling names the node, the op and WebGPU.
+  // RngNormal (the CPU's double-precision Box-Muller) is not claimed: compiling names the node,
+  // the op, WebGPU and why.
   Graph g;
-  const Value x = g.input("x", Shape::of({2, 8}));
-  g.add_output(g.cumsum(x, 1));
+  ops::RngNormal n;
+  n.shape = Shape::of({2, 8}, DType::F32);
+  g.add_output(g.apply(n, {}));
   try {
     Session(Device::WebGpu).compile(g);
-    FAIL() << "cumsum compiled for WebGPU, which has no kernel for it";
+    FAIL() << "rng_normal compiled for WebGPU, which does not claim it";
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("WebGPU"), std::string::npos) << m;
-    EXPECT_NE(m.find("cumsum"), std::string::npos) << m;
+    EXPECT_NE(m.find("rng_normal"), std::string::npos) << m;
+    EXPECT_NE(m.find("double"), std::string::npos) << m;
   }
 }
 #endif
