@@ -317,6 +317,34 @@ TEST(Attention, FullyMaskedRowsAreZero) {
   for (double x : to_doubles(check(z))) ASSERT_EQ(x, 0.0);
 }
 
+// No mask, f32 (the kernel's unmasked path): a query whose scores are all -inf (an infinite
+// query component against negative keys) outputs zeros; so does one whose scores are all NaN
+// (no score exceeds -inf: the masked path's rule), and the other rows match the reference.
+TEST(Attention, UnmaskedRowsAllMinusInfAreZeroAndTheRestMatch) {
+  Cfg c;
+  c.B = 1, c.Hq = 2, c.Hkv = 2, c.Sq = 70, c.Skv = 19, c.D = 4;  // two query blocks
+  Inputs in = make_inputs(c, 41);
+  std::vector<double> q = to_doubles(in.q), k = to_doubles(in.k);
+  for (int64_t j = 0; j < c.Skv; ++j)  // key component 0 negative everywhere
+    for (int64_t h = 0; h < c.Hkv; ++h) k[static_cast<size_t>(at(c, 0, j, h, 0, c.Skv, c.Hkv))] = -0.5 - 0.01 * j;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto qat = [&](int64_t i, int64_t h, int64_t d) -> double& { return q[static_cast<size_t>(at(c, 0, i, h, d, c.Sq, c.Hq))]; };
+  for (int64_t d = 0; d < c.D; ++d) qat(3, 1, d) = d == 0 ? inf : 0.0;  // scores all -inf
+  qat(66, 0, 2) = std::numeric_limits<double>::quiet_NaN();               // scores all NaN
+  const Tensor qt = from_doubles(DType::F32, dims_of(c, c.Sq, c.Hq), q);
+  const Tensor kt = from_doubles(DType::F32, dims_of(c, c.Skv, c.Hkv), k);
+  const auto o = to_doubles(run_attention(c, qt, kt, in.v, std::nullopt));
+  const auto want = ref_attention(c, q, k, to_doubles(in.v), {}, {});
+  for (int64_t i = 0; i < c.Sq; ++i)
+    for (int64_t h = 0; h < c.Hq; ++h)
+      for (int64_t d = 0; d < c.D; ++d) {
+        const size_t idx = static_cast<size_t>(at(c, 0, i, h, d, c.Sq, c.Hq));
+        if (i == 3 && h == 1) ASSERT_EQ(o[idx], 0.0);
+        else if (i == 66 && h == 0) ASSERT_EQ(o[idx], 0.0);
+        else ASSERT_NEAR(o[idx], want[idx], 1e-5) << i << " " << h << " " << d;
+      }
+}
+
 TEST(Attention, AllFloatDtypes) {
   for (DType t : {DType::F64, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));

@@ -73,6 +73,22 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
 
   const C neg_inf = -std::numeric_limits<C>::infinity();
   const uint8_t* keep = p.keep ? p.keep + b * p.keep_batch : nullptr;
+  if constexpr (std::is_same_v<C, float>) {
+    // No mask, bias or softcap: every key of [c0, c1) counts as scored, so a row only needs its
+    // max (a branch-free loop the compiler vectorizes; NaN never becomes the max, as below) to
+    // tell an all -inf row (zeros) from the others (the vector softmax).
+    if (p.mask == MaskKind::None && !keep && !p.bias && !(p.softcap > 0)) {
+      for (int64_t r = 0; r < rows; ++r) {
+        C* row = s + r * ld;
+        C mx = neg_inf;
+        for (int64_t j = 0; j < ncol; ++j) mx = row[j] > mx ? row[j] : mx;
+        if (mx == neg_inf) std::fill(row, row + ncol, C(0));
+        else softmax_row_f32(row, row, ncol, false);
+      }
+      gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, p.out.seq);
+      return;
+    }
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     C* row = s + r * ld;
