@@ -2,8 +2,8 @@
 """rlx against ONNX Runtime on the CPU, same machine, same run, same inputs.
 
 Writes a small model set itself (random weights, no downloads) with tests/python/onnx_writer.py,
-runs each model with `rlx run` and with bench/ort_peer.mjs (onnxruntime-node, installed by
-scripts/install-deps.sh) at 1 and 2 intra-op threads, checks that the outputs agree, and prints
+runs each model with `rlx run` and with bench/ort_peer.mjs (onnxruntime-node, which this script
+installs with npm into --ort-dir on its first run) at 1 and 2 intra-op threads, checks that the outputs agree, and prints
 one table: median ms of rlx, of ORT (each the lowest median of --rounds alternating rounds), the
 ratio rlx / ORT (below 1: rlx is faster), and the fastest run of each (on a shared machine the
 minimum shows what each reaches when left alone).
@@ -215,8 +215,28 @@ def compare(a: Path, b: Path):
     return worst_abs, worst_rel
 
 
+ORT_PKG = "onnxruntime-node@1.30.0"  # pinned; MIT; its npm install script (GPU builds) is skipped
+
+
+def ensure_ort(ort_dir: Path) -> None:
+    """Installs the peer into ort_dir unless that pinned version is there already."""
+    stamp = ort_dir / "VERSION"
+    if stamp.exists() and stamp.read_text().strip() == ORT_PKG:
+        return
+    if not shutil.which("npm"):
+        sys.exit("bench_cpu_models: npm is needed to install the ONNX Runtime peer (scripts/install-deps.sh installs it)")
+    ort_dir.mkdir(parents=True, exist_ok=True)
+    print(f"bench_cpu_models: installing {ORT_PKG} into {ort_dir}", file=sys.stderr)
+    run(["npm", "install", "--prefix", str(ort_dir), "--ignore-scripts", "--no-audit", "--no-fund", "--silent",
+         ORT_PKG], "npm install")
+    stamp.write_text(ORT_PKG + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rlx" / "ort"
+    ap.add_argument("--ort-dir", default=os.environ.get("RLX_ORT_DIR", str(cache)),
+                    help="where onnxruntime-node is (installed there when missing)")
     ap.add_argument("--rlx", default=str(ROOT / "build" / "release" / "rlx"))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -226,6 +246,8 @@ def main():
     ap.add_argument("--keep", help="write the models and outputs here (default: a temporary folder)")
     ap.add_argument("--rlx-before", help="another rlx binary to time alongside (a 'before' column)")
     args = ap.parse_args()
+    ensure_ort(Path(args.ort_dir))
+    os.environ["RLX_ORT_DIR"] = args.ort_dir  # bench/ort_peer.mjs looks there
     threads = [int(t) for t in args.threads.split(",")]
     names = args.models.split(",")
     for n in names:

@@ -3,8 +3,8 @@
 //        [--repeat N] [--save-outputs DIR]
 // Inputs not given are random normal(0,1) floats of the model's input shapes (dynamic dims: 1).
 // Prints one machine-readable line:  ORT_PEER ms_p50=<median ms> ms_min=<ms> runs=<n> threads=<n>
-// The package is looked up in $RLX_ORT_DIR (default /usr/local/lib/rlx-ort, where
-// scripts/install-deps.sh puts it), then in node's ordinary module path.
+// The package is looked up in $RLX_ORT_DIR (default ~/.cache/rlx/ort, where
+// bench/bench_cpu_models.py installs it), then in node's ordinary module path.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -15,7 +15,8 @@ function fail(msg) {
 }
 
 function loadOrt() {
-  const dir = process.env.RLX_ORT_DIR || '/usr/local/lib/rlx-ort';
+  const home = process.env.XDG_CACHE_HOME || path.join(process.env.HOME || '/root', '.cache');
+  const dir = process.env.RLX_ORT_DIR || path.join(home, 'rlx', 'ort');
   for (const base of [path.join(dir, 'node_modules'), dir]) {
     try {
       return createRequire(path.join(base, 'x.js'))('onnxruntime-node');
@@ -24,7 +25,7 @@ function loadOrt() {
   try {
     return createRequire(import.meta.url)('onnxruntime-node');
   } catch (e) {
-    fail(`onnxruntime-node not found in ${dir} (run scripts/install-deps.sh) nor in node's module path`);
+    fail(`onnxruntime-node not found in ${dir} (bench/bench_cpu_models.py installs it) nor in node's module path`);
   }
 }
 

@@ -60,14 +60,3 @@ elif [ ! -f "$WEBGPU_DIR/libwebgpu_wrapper.so" ] || [ "$(cat "$WEBGPU_DIR/VERSIO
   echo "install-deps: Dawn (WebGPU) from $WEBGPU_PKG in $WEBGPU_DIR"
 fi
 
-# The CPU benchmark peer (bench/ort_peer.mjs, bench/bench_cpu_models.py): ONNX Runtime's Node.js
-# binding onnxruntime-node (MIT), pinned, installed with npm into a fixed folder. Its install
-# script (which fetches GPU builds) is skipped: the package ships the CPU library itself.
-ORT_PKG=onnxruntime-node@1.30.0
-ORT_DIR=/usr/local/lib/rlx-ort
-if [ "$(cat "$ORT_DIR/VERSION" 2>/dev/null)" != "$ORT_PKG" ]; then
-  $SUDO mkdir -p "$ORT_DIR"
-  $SUDO npm install --prefix "$ORT_DIR" --ignore-scripts --no-audit --no-fund --silent "$ORT_PKG" >/dev/null
-  echo "$ORT_PKG" | $SUDO tee "$ORT_DIR/VERSION" >/dev/null
-  echo "install-deps: ONNX Runtime (benchmark peer) from $ORT_PKG in $ORT_DIR"
-fi

@@ -59,8 +59,15 @@ TEST(WebGpuSelect, CumsumOverManyChunks) {
     o.lo = t == DType::F16 ? -1 : -1000;  // f16: running sums within its range
     o.hi = -o.lo;
     o.int_hi = 1000;
-    // f32: within an ulp of the CPU's double sum (the running sum carries about 48 bits).
-    if (t == DType::F32) o.tolerance = [](DType) { return rlx::testing::Tolerance{1.2e-7, 0}; };
+    // f32: within an ulp of the CPU's double sum (the running sum carries about 48 bits). GPU
+    // adapters do not claim f32 cumsum yet (see lower_scan.cpp): checked by the refusal below.
+    if (t == DType::F32) {
+      if (!rlx::testing::webgpu_is_cpu_adapter()) {
+        EXPECT_THROW(run_webgpu(g, {}), Error);
+        continue;
+      }
+      o.tolerance = [](DType) { return rlx::testing::Tolerance{1.2e-7, 0}; };
+    }
     expect_webgpu_parity(g, o);
   }
 }

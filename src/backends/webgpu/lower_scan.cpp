@@ -219,7 +219,15 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
       return refuse(why, "the WebGPU cumsum kernel runs 256 invocations per workgroup; " + info->name + " allows " +
                              std::to_string(info->limits.max_compute_invocations_per_workgroup));
   }
-  // f32 sums run in two f32 words (see above), rounding as the CPU's double sum does.
+  // f32 sums run in two f32 words (see above), rounding as the CPU's double sum does: measured on
+  // CPU adapters (SwiftShader). On the H200 (NVIDIA's driver under Dawn) the low word is lost on
+  // the way to the machine code and the sums come out as plain f32 accumulation (3e-5 off near
+  // zero after cancellations in the shared parity case), so GPU adapters do not take f32 cumsum
+  // until that is understood; `info` null (`rlx check` without a device) assumes they do.
+  if (info && info->adapter_type != "CPU" && g.shape(n.inputs.at(0)).dtype == DType::F32)
+    return refuse(why, "WebGPU f32 cumsum rounds as the CPU's double sum only on CPU adapters so far (on " +
+                           info->name + ", a " + info->adapter_type +
+                           ", its two-word sums came out as plain f32 accumulation); run it on the CPU");
   return plan::select_family_claims_node(kBackend, dev, g, n, why, true);
 }
 
