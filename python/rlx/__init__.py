@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 from . import _rlx
 from ._rlx import (  # noqa: F401  (re-exported)
     Error,
+    Generator,
     Graph,
     Model,
     Tensor,
@@ -130,7 +131,7 @@ def load(source: Union[PathLike, Graph, bytes], device: str = "cpu", precision: 
 
 
 __all__ = [
-    "Error", "Graph", "Model", "Tensor", "Value", "ValueInfo", "CheckReport", "PassReport", "CaseResult",
+    "Error", "Generator", "Graph", "Model", "Tensor", "Value", "ValueInfo", "CheckReport", "PassReport", "CaseResult",
     "load", "load_graph", "compile", "check", "pass_report", "conformance", "devices", "dtypes",
     "dtype_name", "numpy_dtype", "from_dlpack", "device_stats", "enable_profile", "take_profile", "knobs", "pass_names",
     "load_safetensors", "save_safetensors", "load_onnx_tensor", "onnx_info",

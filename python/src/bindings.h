@@ -21,6 +21,7 @@ void register_tensor(py::module_& m);   // tensor_type.cpp (rlx.Tensor, DLPack)
 void register_graph(py::module_& m);    // graph_bindings.cpp
 void register_model(py::module_& m);    // model_bindings.cpp
 void register_tools(py::module_& m);    // tools_bindings.cpp (check, pass report, profile, files)
+void register_generate(py::module_& m); // generate_bindings.cpp (rlx.Generator)
 
 // ---- dtypes.cpp ----
 // NumPy dtype of an rlx dtype (bf16 -> uint16: NumPy has no bfloat16; the bits are kept).

@@ -13,5 +13,6 @@ PYBIND11_MODULE(_rlx, m) {
   rlx::python::register_graph(m);
   rlx::python::register_model(m);
   rlx::python::register_tools(m);
+  rlx::python::register_generate(m);
   m.attr("__version__") = "0.1.0";
 }
