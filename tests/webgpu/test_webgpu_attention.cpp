@@ -28,16 +28,10 @@ using rlx::testing::AttnCase;
 using rlx::testing::attention_case_graph;
 using rlx::testing::attention_case_name;
 using rlx::testing::ParityOptions;
+using rlx::testing::expect_webgpu_parity;
 
 #ifdef RLX_HAVE_WEBGPU
 
-void expect_webgpu_parity(const Graph& g, ParityOptions o = {}) {
-  rlx::testing::RunConfig cpu, gpu;
-  gpu.label = "webgpu";
-  gpu.device = Device::WebGpu;
-  const auto rep = rlx::testing::compare_configs(g, cpu, gpu, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
 
 // Every mask kind with MHA, GQA and MQA, with and without softcap and an explicit score_scale
 // (the original RLX kernels ignored both and ran Custom masks as biases).

@@ -17,16 +17,10 @@ namespace {
 using namespace rlx;
 using rlx::testing::from_doubles;
 using rlx::testing::ParityOptions;
+using rlx::testing::expect_webgpu_parity;
 
 #ifdef RLX_HAVE_WEBGPU
 
-void expect_webgpu_parity(const Graph& g, ParityOptions o = {}) {
-  rlx::testing::RunConfig cpu, gpu;
-  gpu.label = "webgpu";
-  gpu.device = Device::WebGpu;
-  const auto rep = rlx::testing::compare_configs(g, cpu, gpu, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
 
 const DType kAll[] = {DType::F32, DType::F16, DType::BF16, DType::I8,  DType::I16,
                       DType::I32, DType::I64, DType::U8,   DType::U32, DType::Bool};

@@ -32,20 +32,12 @@ namespace {
 using namespace rlx;
 using rlx::testing::from_doubles;
 using rlx::testing::ParityOptions;
+using rlx::testing::expect_webgpu_parity;
 using rlx::testing::random_tensor;
 
 constexpr DType kProductTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I16,
                                    DType::I32, DType::I64, DType::U8,   DType::U32};
 
-void expect_webgpu_parity(const Graph& g, const ParityOptions& o = {}) {
-  rlx::testing::RunConfig cpu;
-  cpu.label = "cpu";
-  rlx::testing::RunConfig side;
-  side.label = "webgpu";
-  side.device = Device::WebGpu;
-  const auto rep = rlx::testing::compare_configs(g, cpu, side, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
 
 // Integer inputs large enough that sums (and for i32 products) wrap; i64 sums stay in 32 bits.
 ParityOptions wrapping(DType t) {

@@ -23,18 +23,10 @@ namespace {
 using namespace rlx;
 using rlx::testing::from_doubles;
 using rlx::testing::ParityOptions;
+using rlx::testing::expect_webgpu_parity;
 
 constexpr ReduceKind kKinds[] = {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod};
 
-void expect_webgpu_parity(const Graph& g, const ParityOptions& o = {}) {
-  rlx::testing::RunConfig cpu;
-  cpu.label = "cpu";
-  rlx::testing::RunConfig side;
-  side.label = "webgpu";
-  side.device = Device::WebGpu;
-  const auto rep = rlx::testing::compare_configs(g, cpu, side, o);
-  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
-}
 
 #ifdef RLX_HAVE_WEBGPU
 // Whether the WebGPU backend runs every non-leaf node of g natively (so parity tests the kernels).

@@ -22,16 +22,10 @@ namespace {
 using namespace rlx;
 using rlx::testing::from_doubles;
 using rlx::testing::ParityOptions;
+using rlx::testing::expect_webgpu_parity;
 
 #ifdef RLX_HAVE_WEBGPU
 
-void expect_webgpu_parity(const Graph& g, ParityOptions o = {}) {
-  rlx::testing::RunConfig cpu, gpu;
-  gpu.label = "webgpu";
-  gpu.device = Device::WebGpu;
-  const auto rep = rlx::testing::compare_configs(g, cpu, gpu, o);
-  EXPECT_TRUE(rep.pass) << rep.text;
-}
 
 std::vector<Tensor> run_webgpu(const Graph& g, const NamedTensors& ins) {
   auto cg = Session(Device::WebGpu).compile(g);

@@ -43,4 +43,13 @@ uint64_t webgpu_dispatches(const Graph& g, const CompileOptions& options) {
 #endif
 }
 
+void expect_webgpu_parity(const Graph& g, const ParityOptions& o) {
+  RunConfig cpu, gpu;
+  cpu.label = "cpu";
+  gpu.label = "webgpu";
+  gpu.device = Device::WebGpu;
+  const auto rep = compare_configs(g, cpu, gpu, o);
+  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
+}
+
 }  // namespace rlx::testing

@@ -6,6 +6,7 @@
 
 #include "rlx/graph.h"
 #include "rlx/session.h"
+#include "support/parity.h"
 
 namespace rlx::testing {
 
@@ -24,5 +25,9 @@ bool webgpu_is_cpu_adapter();
 
 // Dispatches recorded by compiling `g` for WebGPU with `options` (webgpu_stats before and after).
 uint64_t webgpu_dispatches(const Graph& g, const CompileOptions& options = {});
+
+// EXPECT that `g` gives the CPU oracle's results on WebGPU (compare_configs), printing the report
+// and the graph.
+void expect_webgpu_parity(const Graph& g, const ParityOptions& o = {});
 
 }  // namespace rlx::testing
