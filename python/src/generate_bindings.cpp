@@ -15,12 +15,6 @@ namespace {
 // character) becomes U+FFFD.
 py::object text_of(const std::string& s) { return py::bytes(s).attr("decode")("utf-8", "replace"); }
 
-// The GGUF file outlives the generator built from it.
-struct PyGenerator {
-  std::shared_ptr<GgufFile> file;
-  std::unique_ptr<Generator> gen;
-};
-
 py::dict result_dict(const Generator& g, const GenerateResult& r) {
   py::dict d;
   d["prompt_ids"] = r.prompt;
@@ -38,47 +32,45 @@ py::dict result_dict(const Generator& g, const GenerateResult& r) {
 }  // namespace
 
 void register_generate(py::module_& m) {
-  py::class_<PyGenerator>(m, "Generator",
+  py::class_<Generator>(m, "Generator",
                           "A Llama-family GGUF model ready to generate text (KV cache on the device, no "
                           "recompile per token).")
       .def(py::init([](const std::string& path, const std::string& device, int64_t max_ctx, int threads,
                        int64_t prefill_chunk) {
-             auto p = std::make_unique<PyGenerator>();
              GeneratorOptions o;
              o.device = device_from_name(device);
              o.max_ctx = max_ctx;
              o.num_threads = threads;
              o.prefill_chunk = prefill_chunk;
              py::gil_scoped_release release;
-             p->file = std::make_shared<GgufFile>(path);
-             p->gen = std::make_unique<Generator>(*p->file, o);
-             return p;
+             // The generator copies the weights and the tokenizer: the file is unmapped once it is built.
+             return std::make_unique<Generator>(GgufFile(path), o);
            }),
            py::arg("path"), py::kw_only(), py::arg("device") = "cpu", py::arg("max_ctx") = 0, py::arg("threads") = 0,
            py::arg("prefill_chunk") = 64,
            "Loads `path` (a GGUF file), builds the decoder and compiles it for `device`. max_ctx: cache rows "
            "(0: the model's context length, at most 4096).")
-      .def_property_readonly("max_ctx", [](const PyGenerator& g) { return g.gen->max_ctx(); })
-      .def_property_readonly("vocab_size", [](const PyGenerator& g) { return g.gen->vocab_size(); })
-      .def_property_readonly("position", [](const PyGenerator& g) { return g.gen->position(); },
+      .def_property_readonly("max_ctx", [](const Generator& g) { return g.max_ctx(); })
+      .def_property_readonly("vocab_size", [](const Generator& g) { return g.vocab_size(); })
+      .def_property_readonly("position", [](const Generator& g) { return g.position(); },
                              "Tokens in the cache.")
-      .def_property_readonly("compile_count", [](const PyGenerator& g) { return g.gen->compile_count(); },
+      .def_property_readonly("compile_count", [](const Generator& g) { return g.compile_count(); },
                              "Variants compiled so far (does not grow with the number of tokens).")
-      .def_property_readonly("has_tokenizer", [](const PyGenerator& g) { return g.gen->has_tokenizer(); })
+      .def_property_readonly("has_tokenizer", [](const Generator& g) { return g.has_tokenizer(); })
       .def(
           "encode",
-          [](const PyGenerator& g, const std::string& text, std::optional<bool> add_bos) {
+          [](const Generator& g, const std::string& text, std::optional<bool> add_bos) {
             EncodeOptions o;
             o.add_bos = add_bos;
-            return g.gen->tokenizer().encode(text, o);
+            return g.tokenizer().encode(text, o);
           },
           py::arg("text"), py::kw_only(), py::arg("add_bos") = py::none(), "Token ids of `text`.")
       .def(
-          "decode", [](const PyGenerator& g, const std::vector<int32_t>& ids) { return text_of(g.gen->tokenizer().decode(ids)); },
+          "decode", [](const Generator& g, const std::vector<int32_t>& ids) { return text_of(g.tokenizer().decode(ids)); },
           py::arg("ids"), "The text of `ids` (invalid UTF-8 replaced by U+FFFD).")
       .def(
           "generate",
-          [](PyGenerator& g, const py::object& prompt, int64_t max_new_tokens, double temperature, int64_t top_k,
+          [](Generator& g, const py::object& prompt, int64_t max_new_tokens, double temperature, int64_t top_k,
              double top_p, double repetition_penalty, uint64_t seed, const std::vector<int32_t>& stop_tokens,
              const py::object& on_token) {
             GenerateOptions o;
@@ -107,14 +99,14 @@ void register_generate(py::module_& m) {
             if (py::isinstance<py::str>(prompt)) {
               const std::string text = prompt.cast<std::string>();
               py::gil_scoped_release release;
-              r = g.gen->generate(text, o, cb);
+              r = g.generate(text, o, cb);
             } else {
               const auto ids = prompt.cast<std::vector<int32_t>>();
               py::gil_scoped_release release;
-              r = g.gen->generate(ids, o, cb);
+              r = g.generate(ids, o, cb);
             }
             if (raised) throw std::move(*raised);
-            return result_dict(*g.gen, r);
+            return result_dict(g, r);
           },
           py::arg("prompt"), py::kw_only(), py::arg("max_new_tokens") = 128, py::arg("temperature") = 0.0,
           py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0,
