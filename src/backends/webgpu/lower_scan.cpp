@@ -224,11 +224,8 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
   // the way to the machine code and the sums come out as plain f32 accumulation (3e-5 off near
   // zero after cancellations in the shared parity case), so GPU adapters do not take f32 cumsum
   // until that is understood; `info` null (`rlx check` without a device) assumes they do.
-  if (info && info->adapter_type != "CPU" && g.shape(n.inputs.at(0)).dtype == DType::F32)
-    return refuse(why, "WebGPU f32 cumsum rounds as the CPU's double sum only on CPU adapters so far (on " +
-                           info->name + ", a " + info->adapter_type +
-                           ", its two-word sums came out as plain f32 accumulation); run it on the CPU");
-  return plan::select_family_claims_node(kBackend, dev, g, n, why, true);
+  const bool exact_f32 = !info || info->adapter_type == "CPU";
+  return plan::select_family_claims_node(kBackend, dev, g, n, why, exact_f32);
 }
 
 }  // namespace
