@@ -14,7 +14,6 @@
 #include "parity/attention_graph.h"
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
-#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
 #include "backends/vulkan/variant.h"
 #include "passes/legalize.h"
@@ -188,11 +187,7 @@ TEST(VulkanAttention, F64ComputesInDouble) {
 
 // The kernels the attention lowering emits for `g` on a device like NVIDIA's.
 std::vector<vulkan::Kernel> lowered_attention(const Graph& g, Precision prec, bool coopmat, bool knob = true) {
-  CompileOptions o;
-  o.precision = prec;
-  o.tuning.vulkan_coopmat = knob;
-  SourceOnlyContext cx(o);
-  cx.nvidia_like(coopmat);
+  SourceOnlyContext cx(prec, coopmat, knob);
   plan::Schedule s = plan::build_schedule(g);
   for (const plan::Step& st : s.steps)
     if (plan::step_family(st.op) == plan::StepFamily::Attention) vulkan::lower_attention(cx, st);
@@ -226,9 +221,7 @@ TEST(VulkanAttention, CoopmatKernelsCompile) {
       const auto ks = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32, true);
       ASSERT_FALSE(ks.empty());
       EXPECT_EQ(ks[0].name, "attention coopmat");
-      std::vector<uint32_t> words;
-      std::string error;
-      EXPECT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+      rlx::testing::expect_glsl_compiles(ks[0]);
       ++compiled;
     }
   EXPECT_EQ(compiled, 14);

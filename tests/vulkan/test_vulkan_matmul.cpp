@@ -14,7 +14,6 @@
 
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
-#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
 #include "backends/vulkan/variant.h"
 #include "backends/vulkan/vk_context.h"
@@ -369,11 +368,7 @@ TEST(VulkanMatmul, LargeGemmTiles) {
 // where the operands are).
 std::vector<vulkan::Kernel> lowered_kernels(const Graph& g, Precision prec, bool coopmat, bool trans_a = false,
                                             bool trans_b = false, bool knob = true) {
-  CompileOptions o;
-  o.precision = prec;
-  o.tuning.vulkan_coopmat = knob;
-  SourceOnlyContext cx(o);
-  cx.nvidia_like(coopmat);
+  SourceOnlyContext cx(prec, coopmat, knob);
   plan::Schedule s = plan::build_schedule(g);
   for (plan::Step& st : s.steps) {
     if (plan::step_family(st.op) != plan::StepFamily::Matmul) continue;
@@ -415,9 +410,7 @@ TEST(VulkanMatmul, CoopmatKernelsCompile) {
             const auto ks = lowered_kernels(g, prec, true, ta, tb);
             ASSERT_EQ(ks.size(), 1u);
             EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat");
-            std::vector<uint32_t> words;
-            std::string error;
-            EXPECT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+            expect_glsl_compiles(ks[0]);
             ++compiled;
           }
   EXPECT_EQ(compiled, 72);
