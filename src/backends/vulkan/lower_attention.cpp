@@ -285,17 +285,21 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
 
   // Q, K and V read as 4-vectors where every row starts on one (offsets, strides and head_dim
   // multiples of 4 elements, bindings aligned to the vectors).
-  bool vec = !f64 && g.head_dim % 4 == 0 && info.storage_alignment % (4 * es) == 0;
-  for (int i = 0; i < 3; ++i) vec = vec && push[static_cast<size_t>(i)] % 4 == 0;
-  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v}) vec = vec && s->batch % 4 == 0 && s->seq % 4 == 0 && s->head % 4 == 0;
+  // Every Q/K/V row starts on a multiple of n elements: the operands' offsets and strides.
+  auto rows_on = [&](uint32_t n) {
+    for (int i = 0; i < 3; ++i)
+      if (push[static_cast<size_t>(i)] % n != 0) return false;
+    for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v})
+      if (s->batch % n != 0 || s->seq % n != 0 || s->head % n != 0) return false;
+    return true;
+  };
+  const bool vec = !f64 && g.head_dim % 4 == 0 && info.storage_alignment % (4 * es) == 0 && rows_on(4);
   // Subgroup operations: attn_decode's reductions (arithmetic), attn_flash's row reductions
   // (shuffles); not on doubles.
   const bool sg_arith = decode && !f64 && info.subgroup_arith;
   const bool shuf = coop || (!decode && !f64 && info.subgroup_shuffle && tiles->tc > 1);
   // attn_coop reads f16 rows as 16-byte words where every row starts on one.
-  bool words = coop && t == DType::F16 && info.storage_alignment % 16 == 0;
-  for (int i = 0; i < 3; ++i) words = words && push[static_cast<size_t>(i)] % 8 == 0;
-  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v}) words = words && s->batch % 8 == 0 && s->seq % 8 == 0 && s->head % 8 == 0;
+  const bool words = coop && t == DType::F16 && info.storage_alignment % 16 == 0 && rows_on(8);
 
   std::vector<DType> types{t};
   if (coop && t != DType::F16) types.push_back(DType::F16);
