@@ -4,7 +4,7 @@
 #   scripts/test.sh              release build + tests + fuzz smoke
 #   scripts/test.sh --sanitize   also an ASan+UBSan build + tests
 #   scripts/test.sh --no-fuzz    without the fuzz smoke
-# FUZZ_SECONDS: seconds per fuzz target (default 40); the smoke fails on any crash, sanitizer
+# FUZZ_SECONDS: seconds per fuzz target (default 25); the smoke fails on any crash, sanitizer
 # report, leak, timeout, out-of-memory or exception that is not rlx::Error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,6 @@ fi
 if [ "$FUZZ" = 1 ]; then
   # A fresh scratch corpus each time; the committed seeds (fuzz/corpus/) are only read.
   fuzz_start=$(date +%s)
-  FUZZ_FRESH=1 bash scripts/fuzz.sh "${FUZZ_SECONDS:-40}"
+  FUZZ_FRESH=1 bash scripts/fuzz.sh "${FUZZ_SECONDS:-25}"
   echo "test.sh: fuzz stage (build + smoke) took $(( $(date +%s) - fuzz_start ))s"
 fi
