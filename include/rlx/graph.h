@@ -101,6 +101,8 @@ class Graph {
   // ---- builder: indexing ----
   Value gather(Value data, Value indices, int64_t axis);
   Value scatter_add(Value data, Value indices, Value updates, int64_t axis);
+  // ops::CacheWrite: cache with rows written at row `positions` of axis 1.
+  Value cache_write(Value cache, Value rows, Value positions);
   Value argmax(Value x, int64_t axis, bool keep_dims = false);
   Value argmin(Value x, int64_t axis, bool keep_dims = false);
   std::pair<Value, Value> topk(Value x, int64_t k, int64_t axis = -1, bool largest = true);

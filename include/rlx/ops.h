@@ -65,9 +65,9 @@ template <> struct EnumNames<ReduceKind> {
 };
 enum class RopeStyle : uint8_t { NeoX, GptJ };
 template <> struct EnumNames<RopeStyle> { static constexpr std::array names{"neox", "gptj"}; };
-enum class MaskKind : uint8_t { None, Causal, SlidingWindow, Custom, Bias };
+enum class MaskKind : uint8_t { None, Causal, SlidingWindow, Custom, Bias, Positions };
 template <> struct EnumNames<MaskKind> {
-  static constexpr std::array names{"none", "causal", "sliding_window", "custom", "bias"};
+  static constexpr std::array names{"none", "causal", "sliding_window", "custom", "bias", "positions"};
 };
 enum class AttnLayout : uint8_t { BSHD, BHSD };
 template <> struct EnumNames<AttnLayout> { static constexpr std::array names{"bshd", "bhsd"}; };
@@ -220,6 +220,16 @@ struct ScatterAdd {
   int64_t axis = 0;
   template <class V> void visit(V&& v) { v("axis", axis); }
 };
+// [cache (B, M, ...), rows (B, S, ...), positions (S) integer] -> cache's shape and dtype:
+// the cache with rows[:, s] written at row positions[s] of axis 1 (a KV cache at run-time
+// positions); the other rows unchanged. Every position must be in [0, M) (rlx::Error otherwise,
+// before anything is written); when two rows name one position the later row wins. When the
+// cache is carried state (CompiledGraph::bind_state) the CPU writes only the S rows in place
+// (docs/generation.md).
+struct CacheWrite {
+  RLX_OP_HEADER("cache_write", 3, 3)
+  template <class V> void visit(V&&) {}
+};
 // -> i64 index of the first max (or min) along axis; select_last picks the last tie.
 struct ArgMax {
   RLX_OP_HEADER("argmax", 1, 1)
@@ -339,6 +349,9 @@ struct Rope {
 // Query i sits at position Skv - Sq + i (decode with a KV cache).
 // Causal: key j visible when j <= pos; SlidingWindow: also j > pos - window.
 // Custom: mask (B, Skv), nonzero = keep (key padding). Bias: additive, broadcastable to (B, Hq, Sq, Skv).
+// Positions: mask (Sq) or (B, Sq) integer positions; key j visible to query row i when
+// j <= positions[(b,) i] (a KV cache's valid prefix; kernels read only keys up to it, a run-time
+// length); a negative position hides every key.
 // A row with every key masked outputs zeros.
 struct Attention {
   RLX_OP_HEADER("attention", 3, 4)
@@ -578,7 +591,7 @@ using Op = std::variant<
     ops::If, ops::While,
     ops::FusedMatMulBiasAct, ops::FusedResidualLN, ops::FusedResidualRmsNorm, ops::FusedSwiGLU,
     ops::FusedAttentionBlock, ops::FusedTransformerLayer, ops::ElementwiseRegion,
-    ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul>;
+    ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul, ops::CacheWrite>;
 
 // The op's name ("matmul", ...).
 const char* op_name(const Op& op);

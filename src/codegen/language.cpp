@@ -42,6 +42,9 @@ std::string kernel_error_message(int code, const std::string& device) {
       return "grouped_matmul on " + device + ": an expert index is out of range (indices must be in [0, experts))";
     case kErrSampleNaN: return "sample on " + device + ": a logits row has NaN; check the model's logits";
     case kErrSampleAllNegInf: return "sample on " + device + ": every logit of a row is -inf; nothing can be sampled";
+    case kErrCachePosition:
+      return "cache_write on " + device + ": a position is outside the cache's rows (positions must be in [0, rows); "
+             "a longer sequence needs a larger cache)";
     default: break;
   }
   if (code == kErrIntDivZero)

@@ -43,6 +43,7 @@ inline constexpr int kErrSampleAllNegInf = 5;  // sample: every logit of a row i
 inline constexpr int kErrIntDivZero = 6;       // an integer Div/Mod/FMod divisor is 0
 inline constexpr int kErrIntPowZero = 7;       // an integer 0 raised to a negative power
 inline constexpr int kErrNarrowOverflow = 8;   // an i64 result beyond the 32-bit words a device holds i64 in (WGSL)
+inline constexpr int kErrCachePosition = 9;    // cache_write: a position outside [0, cache rows)
 // The rlx::Error text of a code on device `device` ("" for an unknown code).
 std::string kernel_error_message(int code, const std::string& device);
 

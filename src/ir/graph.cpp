@@ -246,6 +246,7 @@ Value Graph::reverse(Value x, std::vector<int64_t> axes) { return apply(ops::Rev
 Value Graph::stop_gradient(Value x) { return apply(ops::StopGradient{}, {x}); }
 Value Graph::gather(Value d, Value i, int64_t axis) { return apply(ops::Gather{axis}, {d, i}); }
 Value Graph::scatter_add(Value d, Value i, Value u, int64_t axis) { return apply(ops::ScatterAdd{axis}, {d, i, u}); }
+Value Graph::cache_write(Value cache, Value rows, Value positions) { return apply(ops::CacheWrite{}, {cache, rows, positions}); }
 Value Graph::argmax(Value x, int64_t axis, bool keep) { return apply(ops::ArgMax{axis, keep, false}, {x}); }
 Value Graph::argmin(Value x, int64_t axis, bool keep) { return apply(ops::ArgMin{axis, keep, false}, {x}); }
 std::pair<Value, Value> Graph::topk(Value x, int64_t k, int64_t axis, bool largest) {

@@ -1,4 +1,5 @@
-// Shape inference for the indexing family: Gather, ScatterAdd, ArgMax, ArgMin, TopK, Cumsum.
+// Shape inference for the indexing family: Gather, ScatterAdd, CacheWrite, ArgMax, ArgMin, TopK,
+// Cumsum.
 //
 // Semantics decided here (see also the kernels in src/backends/cpu/kernels_indexing.cpp):
 //  - Index operands take any integer dtype (i8, i16, i32, i64, u8, u32); bool and floats are
@@ -96,6 +97,38 @@ std::vector<Shape> ops::ScatterAdd::infer(std::span<const Shape> in) const {
                   "); every dim except axis " + std::to_string(a) + " must be <= data's");
   }
   return {data};
+}
+
+std::vector<Shape> ops::CacheWrite::infer(std::span<const Shape> in) const {
+  const Shape& cache = in[0];
+  const Shape& rows = in[1];
+  const Shape& pos = in[2];
+  if (cache.rank() < 2)
+    throw Error(std::string(kName) + ": cache " + cache.str() + " must have rank >= 2 (batch, rows, ...)");
+  if (rows.dtype != cache.dtype)
+    throw Error(std::string(kName) + ": rows " + rows.str() + " must have the cache's dtype " + cache.str() +
+                " (cast them)");
+  if (rows.rank() != cache.rank())
+    throw Error(std::string(kName) + ": rows " + rows.str() + " must have the cache's rank (" + cache.str() +
+                "): (batch, new rows, ...)");
+  for (int64_t d = 0; d < cache.rank(); ++d) {
+    if (d == 1) continue;
+    const Dim& a = rows.dims[static_cast<size_t>(d)];
+    const Dim& b = cache.dims[static_cast<size_t>(d)];
+    if (a.is_static() && b.is_static() && a.value != b.value)
+      throw Error(std::string(kName) + ": rows " + rows.str() + " and cache " + cache.str() + " differ in dim " +
+                  std::to_string(d) + "; only dim 1 (the row count) may differ");
+  }
+  if (pos.dtype != DType::I32 && pos.dtype != DType::I64)
+    throw Error(std::string(kName) + ": positions must be i32 or i64, got " + pos.str() + " (cast them)");
+  if (pos.rank() != 1)
+    throw Error(std::string(kName) + ": positions must be rank 1 (one per new row), got " + pos.str());
+  const Dim& s = pos.dims[0];
+  const Dim& r = rows.dims[1];
+  if (s.is_static() && r.is_static() && s.value != r.value)
+    throw Error(std::string(kName) + ": " + std::to_string(s.value) + " positions " + pos.str() + " for " +
+                std::to_string(r.value) + " rows " + rows.str() + "; give one position per row");
+  return {cache};
 }
 
 std::vector<Shape> ops::ArgMax::infer(std::span<const Shape> in) const { return infer_arg(*this, in); }

@@ -137,19 +137,20 @@ std::vector<Shape> ops::Attention::infer(std::span<const Shape> in) const {
     throw Error("attention: score_scale must be finite (0 = 1/sqrt(head_dim)), got " + std::to_string(score_scale));
   if (!std::isfinite(softcap) || softcap < 0)
     throw Error("attention: softcap must be finite and >= 0 (0 = off), got " + std::to_string(softcap));
-  if (static_cast<uint8_t>(mask_kind) > static_cast<uint8_t>(MaskKind::Bias))
+  if (static_cast<uint8_t>(mask_kind) > static_cast<uint8_t>(MaskKind::Positions))
     throw Error("attention: invalid mask_kind value " + i2s(static_cast<int>(mask_kind)));
   if (static_cast<uint8_t>(layout) > static_cast<uint8_t>(AttnLayout::BHSD))
     throw Error("attention: invalid layout value " + i2s(static_cast<int>(layout)));
 
-  const bool needs_mask = mask_kind == MaskKind::Custom || mask_kind == MaskKind::Bias;
+  const bool needs_mask =
+      mask_kind == MaskKind::Custom || mask_kind == MaskKind::Bias || mask_kind == MaskKind::Positions;
   if (needs_mask && in.size() != 4)
     throw Error(std::string("attention: mask_kind ") + enum_name(mask_kind) +
                 " needs a 4th input (the mask), got " + i2s(static_cast<int64_t>(in.size())) + " inputs");
   if (!needs_mask && in.size() != 3)
     throw Error(std::string("attention: mask_kind ") + enum_name(mask_kind) +
                 " takes no mask input; got a 4th input " + in[3].str() +
-                " (use mask_kind custom or bias to pass one)");
+                " (use mask_kind custom, bias or positions to pass one)");
 
   const bool bshd = layout == AttnLayout::BSHD;
   const char* lay = bshd ? "(B, S, H, D) for layout bshd" : "(B, H, S, D) for layout bhsd";
@@ -189,6 +190,19 @@ std::vector<Shape> ops::Attention::infer(std::span<const Shape> in) const {
     if (!ok)
       throw Error("attention: bias " + bias.str() + " must broadcast to (B, Hq, Sq, Skv) = (" + target[0].str() +
                   ", " + target[1].str() + ", " + target[2].str() + ", " + target[3].str() + ")");
+  } else if (mask_kind == MaskKind::Positions) {
+    const Shape& pos = in[3];
+    if (pos.dtype != DType::I32 && pos.dtype != DType::I64)
+      throw Error("attention: mask_kind positions takes i32 or i64 positions, got " + pos.str() + " (cast them)");
+    if (pos.rank() == 1) {
+      require_dim(op, "positions", pos, 0, q[sa], "q's sequence length");
+    } else if (pos.rank() == 2) {
+      require_dim(op, "positions", pos, 0, q[0], "q's batch size");
+      require_dim(op, "positions", pos, 1, q[sa], "q's sequence length");
+    } else {
+      throw Error("attention: positions must be (Sq) = (" + q[sa].str() + ") or (B, Sq) = (" + q[0].str() + ", " +
+                  q[sa].str() + "), got " + pos.str());
+    }
   }
   return {q};
 }

@@ -113,38 +113,20 @@ struct Builder {
     return {g.act(ActKind::Cos, angle), g.act(ActKind::Sin, angle)};
   }
 
-  // The KV-cache form (build_llama_decoder_from_gguf): where the chunk's rows go in the caches
-  // and which cached keys each query row sees, computed once from "positions".
+  // The KV-cache form (build_llama_decoder_from_gguf): the chunk's positions say where its rows
+  // go in the caches (CacheWrite) and which cached keys each query row sees (a Positions mask).
   struct Cache {
     int64_t max_ctx = 0;
-    Value keep_old;  // (1, max_ctx, 1, 1) bool: cache row j is not written by this chunk
-    Value src_row;   // (max_ctx) i64: the chunk row written to cache row j (0 where none)
-    Value bias;      // (1, 1, S, max_ctx) f32: 0 where key j <= position of query row i, else -inf
+    Value positions;             // (S) i64
     std::vector<Value> outputs;  // the updated caches, k then v per block
   };
 
-  Cache cache_plan(Value positions, const Dim& s, int64_t max_ctx) {
-    Cache kc;
-    kc.max_ctx = max_ctx;
-    std::vector<int64_t> rows(static_cast<size_t>(max_ctx));
-    for (int64_t j = 0; j < max_ctx; ++j) rows[static_cast<size_t>(j)] = j;
-    Value row = g.reshape(g.constant(Tensor::i64({max_ctx}, rows)), {Dim(1), Dim(max_ctx)});
-    Value pos = g.reshape(positions, {s, Dim(1)});
-    Value hit = g.cast(g.compare(CompareKind::Eq, pos, row), DType::F32);  // (S, max_ctx)
-    Value written = g.reduce(ReduceKind::Max, hit, {0});                   // (max_ctx)
-    kc.keep_old = g.reshape(g.compare(CompareKind::Eq, written, g.scalar(0.0)), {Dim(1), Dim(max_ctx), Dim(1), Dim(1)});
-    kc.src_row = g.argmax(hit, 0);
-    Value visible = g.compare(CompareKind::Le, row, pos);  // (S, max_ctx)
-    kc.bias = g.reshape(g.where(visible, g.scalar(0.0), g.scalar(-std::numeric_limits<double>::infinity())),
-                        {Dim(1), Dim(1), s, Dim(max_ctx)});
-    return kc;
-  }
-
   // The cache input `name` (1, max_ctx, Hkv, D) with the chunk's rows `x` (1, S, Hkv, D) written
-  // at their positions; the result is also a graph output (the next run's cache).
+  // at their positions; the result is also a graph output (the next run's cache). Carried by
+  // bind_state, the CPU writes only the S rows in place (docs/generation.md).
   Value cache_update(Cache& kc, const std::string& name, Value x) {
     Value cache = g.input(name, Shape({Dim(1), Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, DType::F32));
-    Value updated = g.where(kc.keep_old, cache, g.gather(x, kc.src_row, 1));
+    Value updated = g.cache_write(cache, x, kc.positions);
     kc.outputs.push_back(updated);
     return updated;
   }
@@ -168,8 +150,8 @@ struct Builder {
     if (kc) {
       k = cache_update(*kc, "cache_k." + i2s(i), k);
       v = cache_update(*kc, "cache_v." + i2s(i), v);
-      attn.mask_kind = MaskKind::Bias;
-      mask = kc->bias;
+      attn.mask_kind = MaskKind::Positions;  // key j visible to row i when j <= positions[i]
+      mask = kc->positions;
     }
     Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {Dim(1), s, Dim(hq * d)});
     Value h1 = g.add(h, project(ctx, p + "attn_output.weight", e, hq * d, p + "attn_output.weight"));
@@ -255,7 +237,7 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx) {
   Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
   auto [cos, sin] = b.rope_tables(positions);
   std::optional<Builder::Cache> kc;
-  if (max_ctx) kc = b.cache_plan(positions, s, max_ctx);
+  if (max_ctx) kc = Builder::Cache{max_ctx, positions, {}};
   for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s, kc ? &*kc : nullptr);
   if (logit_rows) h = g.gather(h, *logit_rows, 1);  // (1, R, E): only the rows whose logits are wanted
   h = g.rms_norm(h, b.f32_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);

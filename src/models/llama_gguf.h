@@ -75,12 +75,14 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 //           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (1, max_ctx, Hkv, D) f32
 //   outputs "logits" (1, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
 //           2 + 2N): the caches with the chunk's keys (after RoPE) and values written at rows
-//           `positions`; every other row is copied unchanged.
-// Attention runs over all max_ctx cached rows with an additive mask built from the positions:
-// query row i sees cache row j when j <= positions[i] (causal within the chunk, the whole valid
-// prefix before it); the rest get -inf. Rows beyond the last position are never read, so the
+//           `positions` (CacheWrite; every other row unchanged). A position outside [0, max_ctx)
+//           is an rlx::Error at run time.
+// Attention uses a Positions mask: query row i sees cache row j when j <= positions[i] (causal
+// within the chunk, the whole valid prefix before it); kernels read only the keys up to the
+// largest position, a run-time length. Rows beyond the last position are never read, so the
 // caches need no clearing between sequences. The graph does not change with the position, so one
-// compile per chunk length serves every step (bind_state carries the caches between runs).
+// compile per chunk length serves every step (bind_state carries the caches between runs; the CPU
+// then writes the new rows in place and copies no cache).
 GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx);
 
 // One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,

@@ -2,6 +2,7 @@
 // rewriter's output graph with the same numbers as the op's definition in include/rlx/ops.h.
 #include <numeric>
 
+#include "passes/expand_cache.h"
 #include "passes/expand_vision.h"
 #include "passes/legalize.h"
 #include "passes/uses.h"
@@ -343,6 +344,13 @@ bool expand_node(Rewriter& rw, const Node& n) {
       return done(expand_conv_transpose(g, op, in));
     } else if constexpr (std::is_same_v<T, ops::Pool>) {
       auto v = expand_pool(g, op, in[0], n.outputs.at(0));
+      return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::CacheWrite>) {
+      auto v = expand_cache_write(g, in);
+      return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::Attention>) {
+      if (op.mask_kind != MaskKind::Positions) return false;
+      auto v = expand_positions_attention(g, op, in);
       return v ? done(*v) : false;
     } else {
       return false;

@@ -20,7 +20,7 @@ void check_attention_operands(const Step& st, std::string_view backend) {
   check_attention_index(st, "k", st.in[1].numel(), backend);
   check_attention_index(st, "v", st.in[2].numel(), backend);
   check_attention_index(st, "output", st.out.at(0).numel(), backend);
-  if (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias)
+  if (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias || g.mask == MaskKind::Positions)
     check_attention_index(st, "mask", st.in.at(3).numel(), backend);
 }
 

@@ -133,6 +133,7 @@ AttentionGeom attention_geom(const ops::Attention& op, const std::vector<Dims>& 
   g.mask = op.mask_kind;
   g.window = op.window;
   if (op.mask_kind == MaskKind::Custom) g.mask_batch_stride = g.kv_len;
+  if (op.mask_kind == MaskKind::Positions) g.mask_batch_stride = in.at(3).size() == 2 ? g.q_len : 0;
   if (op.mask_kind == MaskKind::Bias) {
     const Dims& bd = in.at(3);
     Dims four(4, 1);

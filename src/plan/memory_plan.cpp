@@ -73,6 +73,10 @@ class Planner {
     bytes_.resize(n_nodes);
     assign_roots();
     compute_last_uses();
+    if (pick_input_writes()) {  // those outputs now live in their Input: redo roots and lifetimes
+      assign_roots();
+      compute_last_uses();
+    }
     allocate();
     finalize();
     return std::move(mp_);
@@ -119,7 +123,32 @@ class Planner {
     }
   }
 
+  // PlanOptions::write_inputs: the CacheWrite nodes that write over their cache Input (see
+  // memory_plan.h). Returns whether any does.
+  bool pick_input_writes() {
+    writes_input_.assign(g_.size(), false);
+    if (!o_.write_inputs) return false;
+    bool any = false;
+    for (const Node& n : g_.nodes()) {
+      if (!std::holds_alternative<ops::CacheWrite>(n.op)) continue;
+      const Root& r = root(n.inputs[0]);
+      if (!r.leaf || r.rel != 0 || !std::holds_alternative<ops::Input>(g_.node(r.value.node).op)) continue;
+      if (bytes(r.value) != bytes(Value{n.id, 0}) || storage_[r.value.node][0] != storage_[n.id][0]) continue;
+      if (last_[r.value.node][r.value.port] != static_cast<int64_t>(n.id)) continue;  // read later, or an output
+      bool clash = false;
+      for (size_t k = 1; k < n.inputs.size(); ++k) clash |= root(n.inputs[k]).value == r.value;
+      if (clash) continue;
+      writes_input_[n.id] = true;
+      mp_.written_inputs.push_back(r.value.node);
+      mp_.in_place_input[n.id] = 0;
+      ++mp_.num_in_place;
+      any = true;
+    }
+    return any;
+  }
+
   void assign_roots() {
+    mp_.num_views = 0;
     for (const Node& n : g_.nodes()) {
       if (n.id != static_cast<NodeId>(&n - g_.nodes().data()))
         throw Error(node_label(n) + ": node ids must equal their position in the graph");
@@ -135,6 +164,8 @@ class Planner {
         const Root& in = root(n.inputs[0]);
         r[0] = Root{in.leaf, in.value, in.rel + view_offset(g_, n, storage_[n.inputs[0].node][n.inputs[0].port])};
         ++mp_.num_views;
+      } else if (!writes_input_.empty() && writes_input_[n.id]) {
+        r[0] = Root{true, root(n.inputs[0]).value, 0};  // written over its cache Input
       } else {
         for (uint32_t p = 0; p < n.outputs.size(); ++p) r[p] = Root{false, Value{n.id, p}, 0};
       }
@@ -219,6 +250,7 @@ class Planner {
         ++mp_.num_in_place;
       }
       for (uint32_t p = 0; p < n.outputs.size(); ++p) {
+        if (roots_[n.id][p].leaf) continue;  // written over an Input (write_inputs): no slot
         const int64_t b = bytes(Value{n.id, p});
         mp_.no_reuse_bytes += align_up(b, align_);
         ++mp_.num_roots;
@@ -238,7 +270,7 @@ class Planner {
         if (!r.leaf && last_[r.value.node][r.value.port] == i) dying.insert(r.value);
       }
       for (uint32_t p = 0; p < n.outputs.size(); ++p)
-        if (last_[n.id][p] == i) dying.insert(Value{n.id, p});
+        if (!roots_[n.id][p].leaf && last_[n.id][p] == i) dying.insert(Value{n.id, p});
       for (Value r : dying) {
         if (ip >= 0 && r == taken) continue;  // its bytes (and slot) now belong to the output
         release(r);
@@ -353,6 +385,7 @@ class Planner {
   std::vector<std::vector<int64_t>> bytes_;    // per value: its bytes in that dtype
   std::vector<int64_t> slot_used_;             // per slot: the most bytes a value placed in it uses
   std::vector<std::vector<Root>> roots_;
+  std::vector<bool> writes_input_;  // per node: a CacheWrite written over its cache Input
   std::vector<std::vector<int64_t>> last_;
   std::vector<std::vector<int32_t>> slot_of_;
   std::set<std::pair<int64_t, int32_t>> free_;  // (slot bytes, slot)

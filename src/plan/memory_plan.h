@@ -18,8 +18,16 @@
 // element i). Only Binary, Compare, Activation, ElementwiseRegion, and Where with a
 // full-shape condition qualify.
 //
-// Never overwritten: Input, Param and Constant bytes (they are not in the arena), and graph
-// outputs (live until the run ends, so their slot is never handed out again).
+// Never overwritten: Param and Constant bytes (they are not in the arena), Input bytes except
+// as below, and graph outputs (live until the run ends, so their slot is never handed out again).
+//
+// Written inputs (PlanOptions::write_inputs). A CacheWrite whose cache operand is an Input's
+// whole bytes (no view offset, same storage size), read by nothing after it and by no other
+// operand of the node, writes its output over that Input: the output's Location is the Input's
+// Leaf (is_view, root = the Input), and the Input is listed in MemoryPlan::written_inputs. Only
+// the new rows are then written. The runtime must give such an input bytes it owns: the CPU
+// executor copies a caller's tensor first and writes a donated one (carried state) in place; a
+// device variant uploads every input into its own leaf buffer anyway.
 //
 // Device limits (PlanOptions::device, plan/device_limits.h; the defaults change nothing):
 //   - Storage dtypes: every value is held as device.storage.storage(its dtype); byte sizes and
@@ -46,6 +54,7 @@ struct PlanOptions {
   bool reuse = true;       // liveness-based slot reuse; false = one slot per root (the no-reuse baseline)
   bool in_place = true;    // elementwise outputs over a dying input (needs reuse)
   bool views = true;       // Reshape / StopGradient / contiguous Narrow as views (else copies)
+  bool write_inputs = false;  // CacheWrite over a dying Input (see "Written inputs" above)
   int64_t alignment = 256; // slot alignment in bytes (a power of two)
   Limits limits;           // the compile's size policy (arena size; While iterations at run time)
   DeviceLimits device;     // the backend's buffer limits and storage dtypes (defaults: none)
@@ -112,6 +121,7 @@ struct MemoryPlan {
   int64_t num_roots = 0;       // values that own arena bytes
   int64_t num_views = 0;       // values placed as views
   int64_t num_in_place = 0;    // nodes writing over a dying input
+  std::vector<NodeId> written_inputs;  // Input nodes a step writes over (write_inputs), in node order
 
   const Location& at(Value v) const { return locations.at(v.node).at(v.port); }
 };

@@ -92,7 +92,7 @@ struct AttentionGeom {
   double softcap = 0.0;  // 0 = off
   MaskKind mask = MaskKind::None;
   int64_t window = 0;
-  int64_t mask_batch_stride = 0;   // Custom: keep[b * mask_batch_stride + j]
+  int64_t mask_batch_stride = 0;   // Custom: keep[b * mask_batch_stride + j]; Positions: pos[b * it + i]
   int64_t bias_strides[4] = {0, 0, 0, 0};  // Bias: element strides for (b, h, i, j), broadcast = 0
 };
 

@@ -28,7 +28,7 @@ constexpr StepFamily family_of() {
   else if constexpr (is_one_of<T, Attention, FusedAttentionBlock, FusedTransformerLayer>) return StepFamily::Attention;
   else if constexpr (is_one_of<T, ArgMax, ArgMin, TopK, Sample>) return StepFamily::Select;
   else if constexpr (is_one_of<T, Cumsum>) return StepFamily::Scan;
-  else if constexpr (is_one_of<T, ScatterAdd>) return StepFamily::Scatter;
+  else if constexpr (is_one_of<T, ScatterAdd, CacheWrite>) return StepFamily::Scatter;
   else if constexpr (is_one_of<T, RngUniform, RngNormal>) return StepFamily::Random;
   else if constexpr (is_one_of<T, Conv, ConvTranspose, Pool, Im2Col, Resize>) return StepFamily::Spatial;
   else if constexpr (is_one_of<T, If, While>) return StepFamily::Control;

@@ -21,7 +21,7 @@ enum class StepFamily : uint8_t {
   Attention,    // Attention, FusedAttentionBlock, FusedTransformerLayer
   Select,       // per-row selection: ArgMax, ArgMin, TopK, Sample
   Scan,         // Cumsum
-  Scatter,      // ScatterAdd
+  Scatter,      // ScatterAdd, CacheWrite
   Random,       // RngUniform, RngNormal
   Spatial,      // windows and resampling over the spatial dims: Conv, ConvTranspose, Pool, Im2Col, Resize
   Control,      // If, While (subgraphs)

@@ -26,10 +26,13 @@ struct KeyRange {
 };
 
 template <class C>
-KeyRange key_range(const Problem<C>& p, int64_t i) {
+KeyRange key_range(const Problem<C>& p, int64_t b, int64_t i) {
   const int64_t pos = p.kv_len - p.q_len + i;
   KeyRange r{0, p.kv_len};
-  if (p.mask == MaskKind::Causal || p.mask == MaskKind::SlidingWindow) {
+  if (p.mask == MaskKind::Positions) {
+    const int64_t at = p.positions[b * p.positions_batch + i];
+    r.hi = at < 0 ? 0 : std::min(at, p.kv_len - 1) + 1;
+  } else if (p.mask == MaskKind::Causal || p.mask == MaskKind::SlidingWindow) {
     r.hi = std::clamp<int64_t>(pos + 1, 0, p.kv_len);
     if (p.mask == MaskKind::SlidingWindow) r.lo = std::clamp<int64_t>(pos - p.window + 1, 0, p.kv_len);
     if (r.lo > r.hi) r.lo = r.hi;
@@ -43,9 +46,13 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   const int64_t kh = h / (p.num_heads / p.num_kv_heads);
   // Columns the whole block can see: rows are ordered by position, so the first row has the
   // lowest window start and the last row the highest end.
-  const KeyRange first = key_range(p, i0), last = key_range(p, i1 - 1);
+  const KeyRange first = key_range(p, b, i0), last = key_range(p, b, i1 - 1);
   int64_t c0 = std::min(first.lo, last.lo);
   int64_t c1 = std::max(first.hi, last.hi);
+  if (p.mask == MaskKind::Positions) {  // any order: the keys up to the block's largest position
+    c0 = 0;
+    for (int64_t i = i0; i < i1; ++i) c1 = std::max(c1, key_range(p, b, i).hi);
+  }
   // Leading and trailing keys whose bias is -inf in every row of the block get weight 0 whatever
   // their score: they are not computed (a KV cache masked to its valid prefix costs O(prefix)).
   if (p.bias) {
@@ -92,7 +99,7 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     C* row = s + r * ld;
-    const KeyRange kr = key_range(p, i);
+    const KeyRange kr = key_range(p, b, i);
     const C* bias = p.bias ? p.bias + b * p.bias_strides[0] + h * p.bias_strides[1] + i * p.bias_strides[2]
                            : nullptr;
     C mx = neg_inf;

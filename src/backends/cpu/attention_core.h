@@ -9,6 +9,7 @@
 //   Causal:          key j dropped when j > pos
 //   SlidingWindow:   key j dropped when j > pos or j <= pos - window
 //   Custom:          key j dropped when keep[b, j] == 0
+//   Positions:       key j dropped when j > positions[b, i] (keys past the largest are never read)
 //   p = softmax over the kept keys (max-subtracted); out_i = sum_j p_j v_j.
 // A row whose kept keys all score -inf (or with no kept key at all) outputs zeros.
 #include <cstdint>
@@ -44,6 +45,9 @@ struct Problem {
   // Bias: bias[b*bs[0] + h*bs[1] + i*bs[2] + j*bs[3]] (broadcast strides may be 0).
   const C* bias = nullptr;
   int64_t bias_strides[4] = {0, 0, 0, 0};
+  // Positions: query row i of batch b sees keys j <= positions[b * positions_batch + i].
+  const int64_t* positions = nullptr;
+  int64_t positions_batch = 0;
 };
 
 // Runs the whole problem, parallel over (batch, head, block of query rows).

@@ -1,6 +1,7 @@
 // The CPU backend: claims every op and runs variants with the reference executor.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "backends/cpu/executor.h"
@@ -13,6 +14,7 @@ namespace {
 plan::PlanOptions plan_options(const CompileOptions& o) {
   plan::PlanOptions p;
   p.limits = o.limits;
+  p.write_inputs = true;  // CacheWrite in place over carried caches (CpuVariant::run donates them)
   return p;
 }
 
@@ -20,24 +22,32 @@ class CpuVariant final : public Variant {
  public:
   CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)), threads_(o.num_threads) {}
 
-  // Bound state stays in host memory: the outputs a run keeps are host copies, and carried
-  // inputs read them.
+  // Bound state stays in host memory: the outputs a run keeps are host tensors that only this
+  // variant holds, and carried inputs read them. Those are donated to the executor: a step that
+  // writes over its input (CacheWrite, MemoryPlan::written_inputs) updates them in place, and the
+  // output comes back as the same tensor, so a decode step copies no cache. Inputs the caller
+  // passes are never written (the executor copies them first).
   std::vector<Tensor> run(const RunArgs& a) override {
     cpu::ScopedThreads budget(threads_);  // the pool and the BLAS use this compile's budget
     std::map<size_t, Tensor> previous = std::move(kept_);
     kept_.clear();
     if (a.carry.empty() && a.keep.empty()) return ex_.run(a.leaves, a.which, a.params);
     std::unordered_map<NodeId, Tensor> leaves = a.leaves;  // copies share storage
+    std::set<NodeId> donated;
+    std::map<const void*, int> holders;  // storage -> carried inputs reading it
     for (const Carry& c : a.carry) {
       auto it = previous.find(c.output);
       if (it == previous.end())
         throw Error("CPU run: internal: output " + std::to_string(c.output) + " was not kept by the previous run");
       leaves[c.input] = it->second;
+      ++holders[it->second.raw()];
     }
+    for (const Carry& c : a.carry)  // one output carried into two inputs: neither may be written
+      if (holders[leaves.at(c.input).raw()] == 1) donated.insert(c.input);
     std::vector<size_t> need = a.which;
     for (size_t k : a.keep)
       if (std::find(need.begin(), need.end(), k) == need.end()) need.push_back(k);
-    std::vector<Tensor> got = ex_.run(leaves, need, a.params);
+    std::vector<Tensor> got = ex_.run(leaves, need, a.params, &donated);
     for (size_t k : a.keep) {
       const size_t pos = static_cast<size_t>(std::find(need.begin(), need.end(), k) - need.begin());
       // A kept value that is also returned gets its own copy: the caller may modify the result.

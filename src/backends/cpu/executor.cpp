@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
+#include <set>
+#include <cstdlib>
 
 #include "backends/cpu/kernels.h"
 #include "runtime/device_profile.h"
@@ -11,13 +14,15 @@ namespace rlx::cpu {
 namespace {
 
 std::atomic<bool> g_profile_on{false};
+std::atomic<uint64_t> g_copied_bytes{0};
 StepProfile g_profile;  // op kind -> wall time of its steps
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
     Device::Cpu, {[] { set_step_profile(true); }, [] { return g_profile.take("steps"); }});
 
 // Base pointer of every leaf's bytes for one run (nullptr for non-leaves), checking that each
-// bound tensor matches its node. Leaf bytes are only ever read (the plan never writes through
-// a Leaf location), so dropping const to build borrowed views over them is safe.
+// bound tensor matches its node. Leaf bytes are only read, except those of the written inputs
+// (MemoryPlan::written_inputs), whose tensors Executor::run made its own or was given (donated),
+// so dropping const to build views over them is safe.
 std::vector<uint8_t*> leaf_bases(const Graph& g, const std::unordered_map<NodeId, Tensor>& leaves) {
   std::vector<uint8_t*> base(g.size(), nullptr);
   for (const Node& n : g.nodes()) {
@@ -39,7 +44,17 @@ std::vector<uint8_t*> leaf_bases(const Graph& g, const std::unordered_map<NodeId
   return base;
 }
 
+std::string detail_key(const plan::Step& st) {
+  std::string k = std::to_string(st.node) + " " + op_name(st.op);
+  if (const auto* c = std::get_if<ops::Conv>(&st.op)) k += " g" + std::to_string(c->groups);
+  for (const auto& r : st.in) { k += " ["; for (auto d : r.dims) k += std::to_string(d) + ","; k += "]"; }
+  return k;
+}
+
 }  // namespace
+
+uint64_t copied_bytes() { return g_copied_bytes.load(std::memory_order_relaxed); }
+void note_copied_bytes(size_t n) { g_copied_bytes.fetch_add(n, std::memory_order_relaxed); }
 
 void set_step_profile(bool on) { g_profile_on.store(on, std::memory_order_relaxed); }
 bool step_profile_on() { return g_profile_on.load(std::memory_order_relaxed); }
@@ -91,12 +106,26 @@ std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<T
   return ex->run(leaves, all, outer_params);
 }
 
-std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leaves, const std::vector<size_t>& which,
-                                  const std::map<std::string, Tensor>* outer_params) {
+std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& given, const std::vector<size_t>& which,
+                                  const std::map<std::string, Tensor>* outer_params, const std::set<NodeId>* donated) {
   for (size_t k : which)
     if (k >= graph_.outputs().size())
       throw Error("output index " + std::to_string(k) + " is out of range (the graph has " +
                   std::to_string(graph_.outputs().size()) + " outputs)");
+  // Inputs a step writes over: donated ones as they are, the caller's copied first (its tensor
+  // stays unchanged).
+  const std::vector<NodeId>& written = schedule_.memory.written_inputs;
+  std::unordered_map<NodeId, Tensor> own;
+  if (!written.empty()) {
+    own = given;  // copies share storage
+    for (NodeId id : written) {
+      auto it = own.find(id);
+      if (it == own.end() || (donated && donated->count(id))) continue;
+      it->second = it->second.clone();
+      note_copied_bytes(it->second.nbytes());
+    }
+  }
+  const std::unordered_map<NodeId, Tensor>& leaves = written.empty() ? given : own;
   const std::vector<uint8_t*> leaf_base = leaf_bases(graph_, leaves);
   auto view = [&](const plan::TensorRef& r) {
     uint8_t* base = r.loc.kind == plan::Location::Kind::Leaf ? leaf_base[r.loc.leaf] : arena_;
@@ -129,12 +158,25 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& leav
       throw Error(node_label(n) + ": " + e.what());
     }
     if (profile)
-      g_profile.add(op_name(n.op), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      g_profile.add(std::getenv("RLX_TMP_DETAIL") ? detail_key(st) : std::string(op_name(n.op)), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (hook_) hook_(st, ins, outs);
   }
   std::vector<Tensor> result;
   result.reserve(which.size());
-  for (size_t k : which) result.push_back(view(schedule_.outputs[k]).clone());
+  std::set<NodeId> handed;  // written inputs already returned as themselves
+  for (size_t k : which) {
+    const plan::TensorRef& r = schedule_.outputs[k];
+    if (r.loc.kind == plan::Location::Kind::Leaf && r.loc.offset == 0 &&
+        std::find(written.begin(), written.end(), r.loc.leaf) != written.end() && handed.insert(r.loc.leaf).second) {
+      const Tensor& t = leaves.at(r.loc.leaf);
+      if (t.dtype() == r.dtype && t.shape() == r.dims) {
+        result.push_back(t);
+        continue;
+      }
+    }
+    result.push_back(view(r).clone());
+    note_copied_bytes(result.back().nbytes());
+  }
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -28,16 +29,29 @@ using StepHook = std::function<void(const plan::Step&, std::span<const Tensor> i
 void set_step_profile(bool on);
 bool step_profile_on();
 
+// Bytes the CPU backend copied whole since the process started: run outputs cloned for the
+// caller, inputs copied before a step writes over them (MemoryPlan::written_inputs), and the
+// caches CacheWrite copies because it cannot write them in place. Tests read it to check that
+// a decode step's copies do not grow with the KV cache.
+uint64_t copied_bytes();
+void note_copied_bytes(size_t n);
+
 class Executor {
  public:
   // `g` must be verified and fully static.
   explicit Executor(Graph g, const plan::PlanOptions& options = {});
 
-  // leaves: a tensor for every Input and Param node, by node id (borrowed, not modified).
+  // leaves: a tensor for every Input and Param node, by node id (borrowed, not modified, except
+  // the donated ones below).
   // Returns the graph outputs listed in `which` (owning copies), in that order.
   // `outer_params` resolves Param nodes of subgraphs that are not in the subgraph's own weights.
+  // Inputs the plan writes over (MemoryPlan::written_inputs, PlanOptions::write_inputs) are
+  // written in place when listed in `donated` (the caller gives their bytes up: carried state
+  // that nothing else holds), else copied first. An output that is such an input's whole bytes
+  // is returned as that tensor (no copy; it shares the donated or copied storage).
   std::vector<Tensor> run(const std::unordered_map<NodeId, Tensor>& leaves, const std::vector<size_t>& which,
-                          const std::map<std::string, Tensor>* outer_params = nullptr);
+                          const std::map<std::string, Tensor>* outer_params = nullptr,
+                          const std::set<NodeId>* donated = nullptr);
 
   const Graph& graph() const { return graph_; }
   const plan::Schedule& schedule() const { return schedule_; }

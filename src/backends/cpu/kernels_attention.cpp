@@ -52,6 +52,7 @@ void attention_typed(KernelContext& ctx) {
 
   std::vector<uint8_t> keep;
   std::optional<attn::ComputeBuf<T>> bias;
+  std::vector<int64_t> positions;
   if (g.mask == MaskKind::Custom) {
     keep = attn::keep_flags(ctx.in[3]);
     p.keep = keep.data();
@@ -60,6 +61,13 @@ void attention_typed(KernelContext& ctx) {
     bias.emplace(ctx.in[3]);
     p.bias = bias->get();
     for (int i = 0; i < 4; ++i) p.bias_strides[i] = g.bias_strides[i];
+  } else if (g.mask == MaskKind::Positions) {
+    const Tensor& pt = ctx.in[3];
+    positions.resize(static_cast<size_t>(pt.numel()));
+    for (int64_t i = 0; i < pt.numel(); ++i)
+      positions[static_cast<size_t>(i)] = pt.dtype() == DType::I32 ? pt.data<int32_t>()[i] : pt.data<int64_t>()[i];
+    p.positions = positions.data();
+    p.positions_batch = g.mask_batch_stride;
   }
   attn::run(p);
 

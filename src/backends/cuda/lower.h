@@ -219,7 +219,7 @@ uint64_t attention_kv_smem_copies();
 uint64_t attention_tc_decodes();
 
 // The attention kernels' mask numbering: 0 none, 1 causal, 2 sliding window, 3 custom keep
-// mask, 4 additive bias.
+// mask, 4 additive bias, 5 positions (only the generic `attention` kernel, compiled with POS_MASK).
 inline int attention_mask_code(MaskKind m) {
   switch (m) {
     case MaskKind::None: return 0;
@@ -227,6 +227,7 @@ inline int attention_mask_code(MaskKind m) {
     case MaskKind::SlidingWindow: return 2;
     case MaskKind::Custom: return 3;
     case MaskKind::Bias: return 4;
+    case MaskKind::Positions: return 5;
   }
   return 0;
 }

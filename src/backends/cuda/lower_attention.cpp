@@ -268,6 +268,7 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
 bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
                 const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs, const plan::Step* rope_q,
                 const plan::Step* rope_k) {  // the absorbed RoPEs of q and of the new K rows, or null
+  if (g.mask == MaskKind::Positions) return false;  // the generic kernel applies positions
   const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
@@ -405,7 +406,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   for (const plan::Step* p : cx.absorbed_producers(st))
     (std::holds_alternative<ops::Rope>(p->op) ? ropes : concats).push_back(p);
   if (concats.empty() && ropes.empty() && lower_attention_mma(cx, st)) return;  // f16/bf16 prefill on the tensor cores
-  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
+  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias || g.mask == MaskKind::Positions;
   const DType mt = has_mask ? st.in.at(3).dtype : t;
 
   AttnArgs a{};
@@ -458,7 +459,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
   const std::string src = kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}},
                                         "#define HD " + std::to_string(g.head_dim) + "\n#define RPW " +
-                                            std::to_string(rpw) + "\n");
+                                            std::to_string(rpw) + "\n" +
+                                            (g.mask == MaskKind::Positions ? "#define POS_MASK 1\n" : ""));
   const CUfunction fn = get_kernel("attention", src);
   // Q, K (rows padded by 4 floats), V, and each warp's probabilities of a tile.
   const size_t smem =

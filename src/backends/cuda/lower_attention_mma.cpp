@@ -85,6 +85,7 @@ std::string mma_rejection(const plan::AttentionGeom& g, DType t, const void* q, 
                           const void* out, bool custom_masks, const ResolvedKnobs& knobs) {
   if (std::string off = turned_off(knobs, knobs.cuda_attn_mma(), "cuda_attn_mma", "false"); !off.empty()) return off;
   if (t != DType::F16 && t != DType::BF16) return std::string("dtype ") + dtype_name(t) + " (f16/bf16 only)";
+  if (g.mask == MaskKind::Positions) return "mask positions (the generic attention kernel applies it)";
   if (!custom_masks && (g.mask == MaskKind::Custom || g.mask == MaskKind::Bias))
     return std::string("mask ") + enum_name(g.mask) + " (only the Hopper wgmma kernel applies custom masks and biases)";
   if (g.head_dim <= 0 || g.head_dim % 16 != 0 || g.head_dim > 256)

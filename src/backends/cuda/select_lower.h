@@ -1,7 +1,7 @@
 #pragma once
 // Lowerings of the select op family of the CUDA backend (select_ops.cpp dispatches to them):
 // lower_select.cpp (ArgMax/ArgMin, TopK, Sample), lower_scan.cpp (Cumsum), lower_random.cpp
-// (RngUniform/RngNormal), lower_scatter.cpp (ScatterAdd, GroupedMatMul).
+// (RngUniform/RngNormal), lower_scatter.cpp (ScatterAdd, GroupedMatMul), lower_cache.cpp (CacheWrite).
 #include <memory>
 #include <string>
 
@@ -24,6 +24,7 @@ void lower_cumsum(LowerContext& cx, const plan::Step& st);
 void lower_rng(LowerContext& cx, const plan::Step& st);
 void lower_scatter_add(LowerContext& cx, const plan::Step& st);
 void lower_grouped_matmul(LowerContext& cx, const plan::Step& st);
+void lower_cache_write(LowerContext& cx, const plan::Step& st);
 
 // Largest TopK k the CUDA kernel takes (its winners are sorted in shared memory).
 inline constexpr int64_t kCudaTopKMax = 1024;

@@ -25,7 +25,7 @@ constexpr int64_t kMaxRow = int64_t{1} << 31;
 bool claims_kind_select(std::string_view name) {
   static const std::set<std::string_view> kinds = {"argmax", "argmin",      "topk",        "sample",
                                                    "cumsum", "scatter_add", "rng_uniform", "rng_normal",
-                                                   "grouped_matmul"};
+                                                   "grouped_matmul", "cache_write"};
   return kinds.count(name) > 0;
 }
 
@@ -60,6 +60,12 @@ bool claims_node_select(const Graph& g, const Node& n, std::string* why) {
           if (in(0).dtype == DType::Bool) return fail(why, "scatter_add does not take bool data");
           if (in(2).dtype != in(0).dtype) return fail(why, "CUDA scatter_add needs updates in data's dtype");
           return is_integer(in(1).dtype) ? true : fail(why, "scatter_add needs integer indices");
+        } else if constexpr (std::is_same_v<T, ops::CacheWrite>) {
+          (void)op;
+          if (in(1).dtype != in(0).dtype) return fail(why, "CUDA cache_write needs rows of the cache's dtype");
+          return in(2).dtype == DType::I32 || in(2).dtype == DType::I64
+                     ? true
+                     : fail(why, "CUDA cache_write takes i32 or i64 positions");
         } else if constexpr (std::is_same_v<T, ops::RngUniform> || std::is_same_v<T, ops::RngNormal>) {
           (void)op;
           if (!cuda_float(n.outputs.at(0).dtype)) return fail(why, "CUDA random ops produce f32/f16/bf16");
@@ -93,6 +99,8 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st) {
     lower_scatter_add(cx, st);
   } else if (std::holds_alternative<ops::GroupedMatMul>(op)) {
     lower_grouped_matmul(cx, st);
+  } else if (std::holds_alternative<ops::CacheWrite>(op)) {
+    lower_cache_write(cx, st);
   } else {
     return false;
   }

@@ -18,7 +18,7 @@ struct AttnArgs {
   long long qs_b, qs_s, qs_h, ks_b, ks_s, ks_h, vs_b, vs_s, vs_h, os_b, os_s, os_h;
   long long batch, q_len, kv_len, heads, group;
   float scale, softcap;
-  int mask_kind;  // 0 none, 1 causal, 2 sliding window, 3 custom (keep), 4 bias
+  int mask_kind;  // 0 none, 1 causal, 2 sliding window, 3 custom (keep), 4 bias, 5 positions (POS_MASK, M integer)
   long long window, mask_batch;
   long long bias_s[4];
   long long split_len;  // keys per split
@@ -58,6 +58,9 @@ __device__ __forceinline__ float attn_score(const AttnArgs& a, float dot, long l
   if (a.mask_kind == 1) keep = keep && key <= pos;
   else if (a.mask_kind == 2) keep = keep && key <= pos && key > pos - a.window;
   else if (a.mask_kind == 3) keep = keep && to_f(a.mask[b * a.mask_batch + key]) != 0.f;
+#ifdef POS_MASK
+  else if (a.mask_kind == 5) keep = keep && key <= (long long)a.mask[b * a.mask_batch + row];
+#endif
   else if (a.mask_kind == 4 && keep)
     x += to_f(a.mask[b * a.bias_s[0] + h * a.bias_s[1] + row * a.bias_s[2] + key * a.bias_s[3]]);
   return keep ? x : RLX_NEG_INF;
@@ -94,6 +97,13 @@ extern "C" __global__ void __launch_bounds__(128) attention(AttnArgs a) {
   long long hi = min(a.kv_len, lo + a.split_len);
   if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + min(q0 + QB, a.q_len));
   if (a.mask_kind == 2) lo = max(lo, offset + q0 - a.window + 1);
+#ifdef POS_MASK
+  if (a.mask_kind == 5) {  // keys up to the block's largest position: a length known at run time
+    long long top = -1;
+    for (long long r = q0; r < min(q0 + QB, a.q_len); ++r) top = max(top, (long long)a.mask[b * a.mask_batch + r]);
+    hi = min(hi, top + 1);
+  }
+#endif
 
   float m[RPW], l[RPW], acc[RPW][DE];
 #pragma unroll
