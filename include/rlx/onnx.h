@@ -84,6 +84,13 @@ OnnxModelInfo onnx_model_info(const std::string& path);
 // fold: Conv/Pad output sizes, Slice ends from Shape -> Gather, Range limits, Equal on shapes)
 // and compiles it for the device. The compiled graphs of the `max_signatures` most recently
 // used signatures are kept; the least recently used one is dropped when a new one comes.
+//
+// If nodes whose condition is computed from graph input values (a sample rate, a use-cache
+// flag: branch_inputs()) are specialized the same way: the values of those inputs (at most 64
+// elements each) are part of the signature and are given to the import as known values, so the
+// condition is evaluated on the host, only the taken branch is imported and inlined, and the
+// other one is never built. Conditions computed from other run-time values stay If nodes that
+// run the taken branch when the model runs (CPU).
 struct OnnxModelOptions {
   Device device = Device::Cpu;
   CompileOptions compile;
@@ -124,6 +131,9 @@ class OnnxModel {
   // Symbolic dims of the inputs that options.import.dims leaves unbound.
   std::set<std::string> symbols() const;
   const OnnxModelOptions& options() const;
+  // The inputs whose values decide If conditions, in input order: a run's values of them are
+  // part of its signature (each distinct value is imported and compiled once).
+  const std::vector<std::string>& branch_inputs() const;
 
   // The dims binding of a run with `inputs`: options.import.dims plus every symbolic input dim
   // read from the tensors. rlx::Error naming the input (expected vs given) for an unknown or
@@ -134,8 +144,8 @@ class OnnxModel {
   // (initializers are not read again). Nothing is cached.
   Graph import(const std::map<std::string, int64_t>& dims = {}) const;
 
-  // The compiled graph of the inputs' signature: imported and compiled at its first use (every
-  // input must be given then). The reference stays valid until a later call evicts it.
+  // The compiled graph of the inputs' signature (shapes, and values of branch_inputs()):
+  // imported and compiled at its first use (every input must be given then). The reference stays valid until a later call evicts it.
   CompiledGraph& compiled(const NamedTensors& inputs);
   // compiled(inputs).run(inputs).
   std::vector<Tensor> run(const NamedTensors& inputs);

@@ -532,7 +532,7 @@ const ConverterTable& converters() {
 Importer::Importer(Graph& g, const OnnxImportOptions& opts, std::map<std::string, int64_t> opsets, std::string base_dir,
                    Importer* parent, bool same_graph)
     : g_(g), opts_(opts), opsets_(std::move(opsets)), base_dir_(std::move(base_dir)), parent_(parent),
-      same_graph_(same_graph), depth_(parent ? parent->depth_ + 1 : 0) {
+      same_graph_(same_graph), depth_(parent ? parent->depth_ + 1 : 0), root_(parent ? parent->root_ : nullptr) {
   const int max_depth = active_limits().max_nesting_depth;
   if (depth_ > max_depth)
     throw Error("subgraphs (If / Loop / Scan bodies) are nested more than " + std::to_string(max_depth) +
@@ -711,6 +711,7 @@ void Importer::add_initializer(const onnx::TensorProto& t) {
 }
 
 void Importer::import_main(const onnx::GraphProto& gp) {
+  root_ = &gp;
   check_body(gp, "the model's graph");
   for (const auto& [name, v] : opts_.dims)
     if (v < 0)

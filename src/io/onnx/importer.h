@@ -147,6 +147,9 @@ class Importer {
   // Initializer values read before (by name): used instead of reading the TensorProtos again.
   void use_parsed_initializers(const std::map<std::string, Tensor>* parsed) { parsed_initializers_ = parsed; }
   const OnnxImportOptions& options() const { return opts_; }
+  // The model's top-level graph (nullptr before import_main): for messages that name the graph
+  // inputs a value is computed from.
+  const onnx::GraphProto* root_graph() const { return root_; }
   Val* lookup(const std::string& name);  // nullptr when undefined in every enclosing scope
   Value materialize(Val& v);
   // Defines a name of this scope; rlx::Error when the name is already defined here or
@@ -182,6 +185,7 @@ class Importer {
   std::set<std::string> defined_;  // names defined by this scope (not lookups cached from outer ones)
   std::map<std::string, Tensor> initializers_;  // top level: materialized as Params when large
   const std::map<std::string, Tensor>* parsed_initializers_ = nullptr;
+  const onnx::GraphProto* root_ = nullptr;
 };
 
 // The ai.onnx opsets of a model (validated with its IR version); `what` names it in errors.

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <list>
+#include <optional>
 
 #include "io/file_access.h"
+#include "io/onnx/if_conditions.h"
 #include "io/onnx/importer.h"
 #include "io/onnx/proto.h"
 #include "rlx/onnx.h"
@@ -28,6 +30,17 @@ std::string shapes_text(const std::vector<std::string>& names, const std::vector
   return s;
 }
 
+// "16000", "[1, 0, 1]": a small input value in a signature.
+std::string value_text(const Tensor& t) {
+  std::string s;
+  if (is_float(t.dtype())) {
+    for (double v : t.to_f64()) s += (s.empty() ? "" : ", ") + std::to_string(v);
+  } else {
+    for (int64_t v : t.to_i64()) s += (s.empty() ? "" : ", ") + std::to_string(v);
+  }
+  return t.rank() == 0 ? s : "[" + s + "]";
+}
+
 }  // namespace
 
 struct OnnxModel::Impl {
@@ -39,9 +52,18 @@ struct OnnxModel::Impl {
   std::vector<std::vector<std::string>> declared_syms;  // per input, per axis: the symbol ("" = static)
   std::vector<std::string> outputs;
   std::map<std::string, Tensor> initializers;  // top-level initializers, read once
+  // Inputs whose values decide If conditions (onnx_io::branch_inputs): a run's values of them
+  // (when small) are part of its signature and given to the import as known values.
+  std::vector<std::string> branch_inputs;
 
+  struct Key {
+    std::vector<std::vector<int64_t>> shapes;  // the given shapes, in input order
+    // Per branch input: its bytes, or nullopt when it is too large to specialize on.
+    std::vector<std::optional<std::string>> values;
+    bool operator==(const Key&) const = default;
+  };
   struct Entry {
-    std::vector<std::vector<int64_t>> key;  // the given shapes, in input order
+    Key key;
     CompiledGraph cg;
   };
   std::list<Entry> cache;  // most recently used first
@@ -97,6 +119,7 @@ struct OnnxModel::Impl {
                     quoted({symbols.begin(), symbols.end()}) + ")");
     }
     for (const auto& vi : gp.output()) outputs.push_back(vi.name());
+    branch_inputs = onnx_io::branch_inputs(gp);
     for (const auto& t : gp.initializer()) {
       if (initializers.count(t.name())) continue;  // reported by the import
       initializers.emplace(t.name(),
@@ -168,10 +191,12 @@ struct OnnxModel::Impl {
     return b;
   }
 
-  Graph import(const std::map<std::string, int64_t>& dims, const std::map<std::string, std::vector<int64_t>>& shapes) const {
+  Graph import(const std::map<std::string, int64_t>& dims, const std::map<std::string, std::vector<int64_t>>& shapes,
+               const std::map<std::string, Tensor>& known = {}) const {
     OnnxImportOptions o = opts.import;
     for (const auto& [k, v] : dims) o.dims[k] = v;
     for (const auto& [k, v] : shapes) o.input_shapes[k] = v;
+    for (const auto& [k, v] : known) o.known_inputs.emplace(k, v);  // a value the caller gave wins
     o.limits.validate();
     ScopedLimits scoped(o.limits);
     return onnx_io::import_model(proto, base_dir, o, &initializers);
@@ -210,6 +235,7 @@ OnnxModel::~OnnxModel() = default;
 const std::vector<OnnxModel::Input>& OnnxModel::inputs() const { return impl_->inputs; }
 std::vector<std::string> OnnxModel::output_names() const { return impl_->outputs; }
 const OnnxModelOptions& OnnxModel::options() const { return impl_->opts; }
+const std::vector<std::string>& OnnxModel::branch_inputs() const { return impl_->branch_inputs; }
 
 std::set<std::string> OnnxModel::symbols() const {
   std::set<std::string> s;
@@ -240,7 +266,9 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
     Impl& m = *impl_;
     ++m.stats.runs;
     const auto dims = m.bind(inputs);
-    std::vector<std::vector<int64_t>> key;
+    Impl::Key key;
+    std::map<std::string, Tensor> known;  // branch inputs' values, given to the import
+    std::string values_text;
     std::vector<std::string> missing;
     std::map<std::string, std::vector<int64_t>> undeclared;  // shapes of inputs declared without one
     for (const auto& in : m.inputs) {
@@ -251,8 +279,17 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
         missing.push_back(in.name);
         continue;
       }
-      key.push_back(t->shape());
+      key.shapes.push_back(t->shape());
       if (!in.has_shape) undeclared[in.name] = t->shape();
+      if (std::find(m.branch_inputs.begin(), m.branch_inputs.end(), in.name) == m.branch_inputs.end()) continue;
+      if (t->numel() > onnx_io::kMaxBranchInputElements) {
+        key.values.emplace_back();  // too large: its If conditions stay run-time values
+        continue;
+      }
+      const Tensor v = t->clone();
+      key.values.emplace_back(std::string(static_cast<const char*>(v.raw()), v.nbytes()));
+      known.emplace(in.name, v);
+      values_text += ", " + io::printable(in.name) + "=" + value_text(v);
     }
     if (!missing.empty())
       throw Error(m.what + ": missing input" + (missing.size() > 1 ? "s " : " ") + quoted(missing) +
@@ -264,9 +301,10 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
         return m.cache.front().cg;
       }
     Graph g;
-    const std::string sig = "input shapes " + shapes_text(m.input_names(), key);
+    const std::string sig = "input shapes " + shapes_text(m.input_names(), key.shapes) +
+                            (values_text.empty() ? "" : "; values " + values_text.substr(2));
     try {
-      g = m.import(dims, undeclared);
+      g = m.import(dims, undeclared, known);
     } catch (const OnnxDimsError& e) {
       throw OnnxDimsError(m.what + " (" + sig + "): " + e.what(), e.node());
     } catch (const Error& e) {

@@ -1,8 +1,10 @@
-// ONNX control flow: If (inlined when the condition is known, else an IR If with both
-// branches as subgraphs), Loop and Scan (unrolled at import time; their trip counts and
-// sequence lengths must be known).
+// ONNX control flow: If (inlined when the condition is known, or given at import time through
+// a graph input's value, else an IR If with both branches as subgraphs), Loop and Scan
+// (unrolled at import time; their trip counts and sequence lengths must be known).
 #include <set>
 
+#include "io/file_access.h"
+#include "io/onnx/if_conditions.h"
 #include "io/onnx/importer.h"
 #include "rlx/limits.h"
 
@@ -29,13 +31,53 @@ bool known_bool(const Val& v, bool& out) {
   return true;
 }
 
+// A condition known at import time, or given through graph input values (a hint: the run-time
+// inputs carry the same values, OnnxImportOptions::known_inputs).
+bool known_or_given_bool(const Val& v, bool& out) {
+  if (known_bool(v, out)) return true;
+  if (!v.hint || v.hint->numel() != 1) return false;
+  out = v.hint->to_f64()[0] != 0;
+  return true;
+}
+
+std::string names_text(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "'" : ", '") + io::printable(n) + "'";
+  return s;
+}
+
+// Why the If's condition is a run-time value and what would make it known, for the message of a
+// branch that cannot be built.
+std::string run_time_condition_text(const NodeCtx& c) {
+  std::string s = "; the condition ('" + io::printable(c.node().input(0)) +
+                  "') is only known at run time, so rlx builds both branches";
+  const onnx::GraphProto* root = c.importer().root_graph();
+  if (!root) return s;
+  const auto all = if_conditions(*root);
+  const auto it = all.find(c.node().output(0));
+  if (it == all.end()) return s;
+  const IfCondition& ic = it->second;
+  if (ic.from_inputs && ic.reachable && !ic.inputs.empty())
+    return s + ". It is computed from the value of graph input" + (ic.inputs.size() > 1 ? "s " : " ") +
+           names_text(ic.inputs) + ": rlx run and rlx::OnnxModel evaluate such a condition from each run's input "
+           "values (inputs of at most " + std::to_string(kMaxBranchInputElements) +
+           " elements) and import only the taken branch; import_onnx takes the values in "
+           "OnnxImportOptions::known_inputs";
+  std::string from = ic.inputs.empty() ? "" : " (and the graph inputs " + names_text(ic.inputs) + ")";
+  if (!ic.reachable)
+    return s + ". The If is inside a branch of another If whose condition is only known at run time, so no "
+           "input value can select its branch at import time; the branch must import on its own";
+  return s + ". It is computed from values only known while the model runs" + from +
+         " (a loop value, a subgraph result or a random op), so the branch must import on its own";
+}
+
 V if_op(const NodeCtx& c) {
   c.allow_only({"then_branch", "else_branch"});
   const auto& then_b = body_attr(c, "then_branch");
   const auto& else_b = body_attr(c, "else_branch");
   Importer& im = c.importer();
   bool cond = false;
-  if (known_bool(c.in(0), cond)) return im.inline_body(cond ? then_b : else_b, {}, c.where());
+  if (known_or_given_bool(c.in(0), cond)) return im.inline_body(cond ? then_b : else_b, {}, c.where());
   // Run-time condition: both branches become subgraphs reading the same captured values.
   std::vector<std::string> caps;
   std::set<std::string> seen;
@@ -46,8 +88,18 @@ V if_op(const NodeCtx& c) {
       if (v->konst || v->dims) continue;  // known values are embedded in the branch
       if (seen.insert(name).second) caps.push_back(name);
     }
-  auto then_g = im.build_subgraph(then_b, {}, caps, c.where() + " then_branch");
-  auto else_g = im.build_subgraph(else_b, {}, caps, c.where() + " else_branch");
+  auto build = [&](const onnx::GraphProto& body, const char* which) {
+    try {
+      return im.build_subgraph(body, {}, caps, c.where() + " " + which);
+    } catch (const OnnxDimsError& e) {
+      throw OnnxDimsError(c.where() + ": " + which + " cannot be built: " + e.what() + run_time_condition_text(c),
+                          e.node());
+    } catch (const Error& e) {
+      throw Error(c.where() + ": " + which + " cannot be built: " + e.what() + run_time_condition_text(c));
+    }
+  };
+  auto then_g = build(then_b, "then_branch");
+  auto else_g = build(else_b, "else_branch");
   std::vector<Value> ins{c.value(0)};
   for (const auto& name : caps) ins.push_back(im.materialize(*im.lookup(name)));
   ops::If op;
