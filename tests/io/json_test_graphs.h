@@ -60,6 +60,7 @@ inline Graph all_ops_graph() {
   std::vector<int64_t> scatter_idx(16);
   for (size_t i = 0; i < scatter_idx.size(); ++i) scatter_idx[i] = static_cast<int64_t>(i % 4);
   g.scatter_add(x, g.constant(Tensor::i64({2, 1, 8}, scatter_idx)), g.constant(f32_values({2, 1, 8}, 1.0f, 1.0f)), 1);
+  g.cache_write(x, g.narrow(x, 1, 0, 2), g.constant(Tensor::i64({2}, std::vector<int64_t>{3, 0})));
   g.apply(ops::ArgMax{.axis = -1, .keep_dims = true, .select_last = true}, {x});
   g.argmin(x, 1);
   g.apply_multi(ops::TopK{.k = 3, .axis = -1, .largest = false}, {x});
@@ -88,6 +89,8 @@ inline Graph all_ops_graph() {
   g.attention(x4, x4, x4, std::nullopt,
               ops::Attention{.num_heads = 2, .num_kv_heads = 2, .head_dim = 4, .mask_kind = MaskKind::SlidingWindow,
                              .window = 2, .score_scale = 0.5, .softcap = 30.0, .layout = AttnLayout::BSHD});
+  g.attention(x4, x4, x4, g.constant(Tensor::i64({4}, std::vector<int64_t>{0, 2, -1, 3})),
+              ops::Attention{.num_heads = 2, .num_kv_heads = 2, .head_dim = 4, .mask_kind = MaskKind::Positions});
   // vision
   g.apply(ops::Conv{.stride = {1, 1}, .pads = {0, 1, 0, 1}, .dilation = {1, 1}, .groups = 2},
           {x4, g.constant(f32_values({6, 2, 1, 3}, 0.0f, 0.01f)), g.constant(f32_values({6}, 0.0f, 1.0f))});

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/executor.h"
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
 #include "rlx/serialize.h"
@@ -201,6 +202,24 @@ TEST(Generate, CachedDecodeMatchesRecomputeAndCompilesOnce) {
   gen.prefill(seq);
   seq.insert(seq.end(), {8, 9});
   EXPECT_LT(rel_diff(gen.append(std::vector<int32_t>{8, 9}), ref.last_logits(seq)), 1e-4);
+}
+
+// The caches stay with the compiled graph (bind_state) and each decode step writes its row in
+// place: the bytes the CPU copies per step (the logits) do not depend on the cache size.
+TEST(Generate, DecodeStepsCopyNoCache) {
+  const std::string bytes = write_lm(TinyLm{});
+  const GgufFile f = file_of(bytes);
+  std::vector<uint64_t> per_step;
+  for (int64_t ctx : {16, 128}) {
+    Generator gen(f, {.max_ctx = ctx});
+    gen.prefill(std::vector<int32_t>{1, 30, 7});  // chunks of 2 and 1
+    gen.step(5);
+    const uint64_t start = cpu::copied_bytes();
+    for (int32_t i = 0; i < 4; ++i) gen.step(6 + i);
+    per_step.push_back((cpu::copied_bytes() - start) / 4);
+    EXPECT_EQ(per_step.back(), static_cast<uint64_t>(gen.vocab_size()) * 4) << "only the logits row is copied";
+  }
+  EXPECT_EQ(per_step[0], per_step[1]);
 }
 
 TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {

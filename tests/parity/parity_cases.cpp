@@ -13,6 +13,7 @@ const CaseList& parity_cases() {
     add_reduce_cases(l);
     add_shape_cases(l);
     add_attention_cases(l);
+    add_kv_cache_cases(l);
     add_conv_cases(l);
     add_select_cases(l);
     add_model_cases(l);

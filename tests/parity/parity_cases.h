@@ -53,6 +53,7 @@ void add_attention_cases(CaseList& list);
 void add_conv_cases(CaseList& list);
 void add_select_cases(CaseList& list);
 void add_model_cases(CaseList& list);
+void add_kv_cache_cases(CaseList& list);  // cases_kv_cache.cpp: CacheWrite, Attention's Positions mask
 void add_exported_cases(CaseList& list);  // cases_exported.cpp: models spelled op by op, as exporters write them
 
 }  // namespace rlx::testing

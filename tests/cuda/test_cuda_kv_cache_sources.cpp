@@ -1,0 +1,50 @@
+// The KV-cache kernel sources compile with NVRTC (no GPU needed): cache_write for every storage
+// type the lowering instantiates, and the generic attention kernel with the Positions mask
+// (POS_MASK, i32 / i64 positions as M).
+#ifdef RLX_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_types.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/cache.h"
+#include "backends/cuda/lower.h"
+
+namespace {
+
+using namespace rlx;
+using namespace rlx::cuda;
+
+void compiles(const std::string& entry, const std::string& src) {
+  SCOPED_TRACE(entry);
+  EXPECT_GT(nvrtc_compile(entry, src, "sm_90").size(), 100u);
+}
+
+TEST(CudaKvCacheSources, CacheWriteCompilesForEveryStorageType) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64})
+    for (DType it : {DType::I32, DType::I64})
+      compiles(std::string("cache_write ") + dtype_name(t) + " " + dtype_name(it),
+               kernel_source(ksrc::kCacheWrite, {{"T", storage_type(t)}, {"I", storage_type(it)}}));
+}
+
+TEST(CudaKvCacheSources, AttentionWithPositionsMaskCompiles) {
+  EXPECT_EQ(attention_mask_code(MaskKind::Positions), 5);
+  const std::string body = std::string(ksrc::kAttentionCommon) + ksrc::kAttention + ksrc::kAttentionCombine;
+  struct Variant {
+    int hd;
+    DType t, positions;
+  };
+  for (const Variant& v : {Variant{64, DType::F32, DType::I64}, Variant{128, DType::F16, DType::I32},
+                           Variant{16, DType::BF16, DType::I64}}) {
+    const int rpw = v.hd <= 64 ? 16 : 8;  // the query rows per warp the lowering picks
+    compiles("attention positions",
+             kernel_source(body.c_str(), {{"T", storage_type(v.t)}, {"M", storage_type(v.positions)}},
+                           "#define HD " + std::to_string(v.hd) + "\n#define RPW " + std::to_string(rpw) +
+                               "\n#define POS_MASK 1\n"));
+  }
+}
+
+}  // namespace
+#endif  // RLX_HAVE_CUDA
