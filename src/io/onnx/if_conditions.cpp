@@ -22,6 +22,20 @@ bool has_body(const onnx::NodeProto& n) {
   return false;
 }
 
+// An input declared with a static shape of at most kMaxBranchInputElements elements: a value
+// a model can be specialized on (a sample rate, a flag). Larger or dynamic inputs are run-time
+// data.
+bool small_static(const onnx::ValueInfoProto& vi) {
+  if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return false;
+  int64_t n = 1;
+  for (const auto& d : vi.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return false;
+    n *= d.dim_value();
+    if (n > kMaxBranchInputElements) return false;
+  }
+  return true;
+}
+
 struct Deps {
   std::set<std::string> inputs;  // top-level inputs whose values are read
   bool opaque = false;           // also reads something no import-time value can give
@@ -43,7 +57,7 @@ class Walker {
   std::map<std::string, IfCondition> run() {
     Scope top = scope_of(main_, nullptr);
     for (const auto& vi : main_.input())
-      if (!top.inits.count(vi.name())) top.graph_inputs.insert(vi.name());
+      if (!top.inits.count(vi.name()) && small_static(vi)) top.graph_inputs.insert(vi.name());
     walk(top, main_, true);
     return std::move(out_);
   }
@@ -87,10 +101,10 @@ class Walker {
       d.opaque = true;
     } else if (s.graph_inputs.count(name)) {
       d.inputs.insert(name);
-    } else if (s.parent) {
-      d = resolve(*s.parent, name);
+    } else if (!s.parent) {
+      d.opaque = true;  // a large or dynamic graph input, or undefined (the import reports that)
     } else {
-      d.opaque = true;  // undefined: the import reports it
+      d = resolve(*s.parent, name);
     }
     visiting_.erase(key);
     memo_.emplace(key, d);

@@ -15,11 +15,12 @@ namespace rlx::onnx_io {
 
 struct IfCondition {
   // Top-level graph inputs whose values (not only shapes) the condition reads, in the order of
-  // the graph's inputs.
+  // the graph's inputs; only inputs declared with a static shape of at most
+  // kMaxBranchInputElements elements count (others make the condition a run-time value).
   std::vector<std::string> inputs;
   // The condition is computed from those inputs, input shapes, initializers and constants only
-  // (no loop-carried or iteration value, no subgraph result, no random op): knowing the inputs'
-  // values and shapes at import time makes it known.
+  // (no larger or dynamic input's value, loop-carried or iteration value, subgraph result or
+  // random op): knowing the inputs' values and shapes at import time makes it known.
   bool from_inputs = false;
   // The If is imported into the graph that holds the values it reads (the top-level graph, the
   // taken branch of such an If, an unrolled Loop / Scan body), so a value given at import time
@@ -27,7 +28,8 @@ struct IfCondition {
   bool reachable = false;
 };
 
-// The most elements a graph input may have for OnnxModel to specialize on its value.
+// The most elements a graph input may have (declared statically) for OnnxModel to specialize on
+// its value.
 inline constexpr int64_t kMaxBranchInputElements = 64;
 
 // Every If node of the model (nested bodies included), by its first output name (ONNX names

@@ -1,11 +1,13 @@
 // ONNX control flow: If (inlined when the condition is known, or given at import time through
 // a graph input's value, else an IR If with both branches as subgraphs), Loop and Scan
 // (unrolled at import time; their trip counts and sequence lengths must be known).
+#include <limits>
 #include <set>
 
 #include "io/file_access.h"
 #include "io/onnx/if_conditions.h"
 #include "io/onnx/importer.h"
+#include "passes/legalize.h"
 #include "rlx/limits.h"
 
 namespace rlx::onnx_io {
@@ -60,15 +62,14 @@ std::string run_time_condition_text(const NodeCtx& c) {
   if (ic.from_inputs && ic.reachable && !ic.inputs.empty())
     return s + ". It is computed from the value of graph input" + (ic.inputs.size() > 1 ? "s " : " ") +
            names_text(ic.inputs) + ": rlx run and rlx::OnnxModel evaluate such a condition from each run's input "
-           "values (inputs of at most " + std::to_string(kMaxBranchInputElements) +
-           " elements) and import only the taken branch; import_onnx takes the values in "
-           "OnnxImportOptions::known_inputs";
-  std::string from = ic.inputs.empty() ? "" : " (and the graph inputs " + names_text(ic.inputs) + ")";
+           "values and import only the taken branch; import_onnx takes the values in OnnxImportOptions::known_inputs";
   if (!ic.reachable)
     return s + ". The If is inside a branch of another If whose condition is only known at run time, so no "
            "input value can select its branch at import time; the branch must import on its own";
-  return s + ". It is computed from values only known while the model runs" + from +
-         " (a loop value, a subgraph result or a random op), so the branch must import on its own";
+  return s + ". It is computed from values only known while the model runs (the value of a graph input with "
+         "dynamic dims or more than " + std::to_string(kMaxBranchInputElements) +
+         " elements, a loop value, a subgraph result or a random op), so no input value selects the branch at "
+         "import time and the branch must import on its own";
 }
 
 V if_op(const NodeCtx& c) {
@@ -125,17 +126,113 @@ Value stack(const NodeCtx& c, const std::vector<Value>& items, int64_t axis, boo
   return g.concat(parts, normalize_axis(axis, r, "scan output axis"));
 }
 
+// A one-element value as a 0-d one (ONNX allows [1] for a Loop's trip count and condition).
+Value as_scalar(const NodeCtx& c, Graph& g, Value v, DType dt, const std::string& what) {
+  const Shape& s = g.shape(v);
+  if (!s.is_static() || s.numel() != 1 || s.dtype != dt)
+    c.fail("the " + what + " must be one " + dtype_name(dt) + " value, got " + s.str());
+  return s.rank() == 0 ? v : g.reshape(v, {});
+}
+
+// A Loop whose trip count or condition is only known at run time (or that runs more iterations
+// than rlx unrolls): an IR While over (iteration, keep going, trip count, carried values...,
+// captured outer values...). cond: keep going and iteration < trip count; body: the ONNX body on
+// (iteration, keep going, carried...) giving (iteration + 1, its condition, the trip count,
+// its carried results, the captured values unchanged). The CPU runs it (kernels_control.cpp),
+// bounded by Limits::max_loop_iterations when there is no trip count.
+V loop_at_run_time(const NodeCtx& c, const onnx::GraphProto& body, size_t n_carried, size_t n_scan) {
+  Importer& im = c.importer();
+  Graph& g = c.g();
+  if (n_scan > 0)
+    c.fail("the trip count or the condition is only known at run time (or the loop runs more than " +
+           std::to_string(active_limits().max_unroll_steps) + " iterations), and the body has " +
+           std::to_string(n_scan) +
+           " scan outputs whose length would only be known at run time; rlx runs such a Loop only without scan "
+           "outputs (give the trip count and condition at import: OnnxImportOptions::known_inputs)");
+  std::vector<Value> ins;
+  ins.push_back(g.constant(Tensor::scalar_i64(0)));
+  ins.push_back(c.present(1) ? as_scalar(c, g, c.value(1), DType::Bool, "loop condition (input 1)")
+                             : g.constant(Tensor::boolean({}, std::vector<uint8_t>{1})));
+  ins.push_back(c.present(0) ? as_scalar(c, g, c.value(0), DType::I64, "trip count (input 0)")
+                             : g.constant(Tensor::scalar_i64(std::numeric_limits<int64_t>::max())));
+  std::vector<Shape> formal{Shape({}, DType::I64), Shape({}, DType::Bool)};
+  for (size_t i = 0; i < n_carried; ++i) {
+    ins.push_back(c.value(i + 2));
+    formal.push_back(g.shape(ins.back()));
+  }
+  std::vector<std::string> caps;
+  for (const auto& name : Importer::free_names(body)) {
+    Val* v = im.lookup(name);
+    if (!v) c.fail("the body reads '" + name + "', which is not defined");
+    if (v->konst || v->dims) continue;  // known values are embedded in the body
+    caps.push_back(name);
+    ins.push_back(im.materialize(*v));
+  }
+  std::shared_ptr<Graph> onnx_body;
+  try {
+    onnx_body = im.build_subgraph(body, formal, caps, c.where() + " body");
+  } catch (const OnnxDimsError& e) {
+    throw OnnxDimsError(c.where() + ": the body cannot be built: " + e.what(), e.node());
+  } catch (const Error& e) {
+    c.fail(std::string("the body cannot be built (it runs as a loop at run time, as its trip count or condition is "
+                       "only known then): ") + e.what());
+  }
+  std::vector<Shape> carried;
+  for (Value v : ins) carried.push_back(g.shape(v));
+  auto cond_g = std::make_shared<Graph>();
+  auto body_g = std::make_shared<Graph>();
+  std::vector<Value> cin, bin;
+  for (size_t k = 0; k < carried.size(); ++k) {
+    cin.push_back(cond_g->input("carried" + std::to_string(k), carried[k]));
+    bin.push_back(body_g->input("carried" + std::to_string(k), carried[k]));
+  }
+  cond_g->add_output(cond_g->binary(BinaryKind::And, cin[1], cond_g->compare(CompareKind::Lt, cin[0], cin[2])));
+  std::vector<Value> args{bin[0], bin[1]};
+  for (size_t k = 3; k < bin.size(); ++k) args.push_back(bin[k]);
+  const auto res = passes::inline_subgraph(*body_g, *onnx_body, args);
+  if (!res) c.fail("the body holds a weight rlx cannot embed in a loop body");
+  std::vector<Value> outs{body_g->add(bin[0], body_g->constant(Tensor::scalar_i64(1)))};
+  const Shape& cs = body_g->shape((*res)[0]);
+  if (cs.dtype != DType::Bool || !cs.is_static() || cs.numel() != 1)
+    c.fail("the body's condition output must be one bool value, got " + cs.str());
+  outs.push_back(cs.rank() == 0 ? (*res)[0] : body_g->reshape((*res)[0], {}));
+  outs.push_back(bin[2]);
+  for (size_t i = 0; i < n_carried; ++i) {
+    Value v = (*res)[1 + i];
+    if (body_g->shape(v) != carried[3 + i])
+      c.fail("loop-carried value " + std::to_string(i) + " ('" + io::printable(body.input(static_cast<int>(2 + i)).name()) +
+             "') enters the body as " + carried[3 + i].str() + " but the body returns " + body_g->shape(v).str() +
+             "; a Loop run at run time must keep each carried value's dtype and shape");
+    outs.push_back(v);
+  }
+  for (size_t k = 3 + n_carried; k < bin.size(); ++k) outs.push_back(bin[k]);
+  body_g->set_outputs(outs);
+  ops::While op;
+  op.cond = cond_g;
+  op.body = body_g;
+  op.max_iterations = 0;
+  const std::vector<Value> w = g.apply_multi(op, ins);
+  V result;
+  for (size_t i = 0; i < n_carried; ++i) result.push_back(c.out(w[3 + i]));
+  return result;
+}
+
+bool known_or_given(const NodeCtx& c, size_t i) {
+  if (!c.present(i)) return true;
+  const Val& v = c.in(i);
+  return v.konst || v.hint;
+}
+
 V loop(const NodeCtx& c) {
   c.allow_only({"body"});
   const auto& body = body_attr(c, "body");
   Importer& im = c.importer();
   const int64_t max_unroll = active_limits().max_unroll_steps;
+  const bool known = known_or_given(c, 0) && known_or_given(c, 1);
   int64_t trips = max_unroll + 1;
-  if (c.present(0)) {
-    trips = c.scalar_input(0, "trip count (rlx unrolls Loop at import time)");
-  }
+  if (known && c.present(0)) trips = c.scalar_input(0, "trip count (rlx unrolls Loop at import time)");
   bool cond = true;
-  if (c.present(1)) cond = c.scalar_input(1, "loop condition (rlx unrolls Loop at import time)") != 0;
+  if (known && c.present(1)) cond = c.scalar_input(1, "loop condition (rlx unrolls Loop at import time)") != 0;
   const size_t n_carried = c.num_inputs() >= 2 ? c.num_inputs() - 2 : 0;
   V carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(c.in(i + 2));
@@ -150,14 +247,24 @@ V loop(const NodeCtx& c) {
     c.fail("the node has " + std::to_string(c.num_outputs()) + " outputs but the body gives " +
            std::to_string(n_carried + n_scan));
   std::vector<std::vector<Value>> scans(n_scan);
+  // Unrolled when the trip count and condition are known and the loop is short; else (without
+  // scan outputs) a While the CPU runs.
+  if (!known) return loop_at_run_time(c, body, n_carried, n_scan);
+  if (n_scan == 0 && cond && c.present(0) && trips > max_unroll) return loop_at_run_time(c, body, n_carried, n_scan);
   int64_t it = 0;
   for (; it < trips && cond; ++it) {
-    if (it >= max_unroll)
+    if (it >= max_unroll) {
+      if (n_scan == 0) return loop_at_run_time(c, body, n_carried, n_scan);
       c.fail("more than " + std::to_string(max_unroll) + " iterations to unroll at import time" + raise_hint());
+    }
     V args{Val::known(Tensor::scalar_i64(it)), Val::known(Tensor::boolean({}, std::vector<uint8_t>{1}))};
     args.insert(args.end(), carried.begin(), carried.end());
     V outs = im.inline_body(body, args, c.where() + " body");
-    if (!known_bool(outs[0], cond)) c.fail("the body's condition output depends on run-time values");
+    if (!known_bool(outs[0], cond)) {
+      if (n_scan == 0) return loop_at_run_time(c, body, n_carried, n_scan);
+      c.fail("the body's condition output depends on run-time values, and the body has scan outputs (their "
+             "length would only be known at run time)");
+    }
     for (size_t i = 0; i < n_carried; ++i) carried[i] = outs[1 + i];
     for (size_t j = 0; j < n_scan; ++j) scans[j].push_back(im.materialize(outs[1 + n_carried + j]));
   }
