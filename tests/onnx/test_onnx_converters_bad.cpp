@@ -143,15 +143,21 @@ TEST(OnnxConvertersBad, LoopAndScanBodiesOfTheWrongArity) {
     expect_error(b, "scan", {"the body has 0 outputs"});
   }
   {
-    // A trip count over the unroll cap.
+    // A trip count over the unroll cap, with a scan output (without one the loop would run as a
+    // While at run time).
     onnx::GraphProto body;
     body.set_name("body");
     for (const char* nm : {"it", "cond"}) body.add_input()->set_name(nm);
     body.add_output()->set_name("cond");
+    body.add_output()->set_name("it_out");
+    auto* id = body.add_node();
+    id->set_op_type("Identity");
+    id->add_input("it");
+    id->add_output("it_out");
     OnnxBuilder b;
     b.input("x", kF32, {2}).output("x");
     b.initializer("trips", Tensor::scalar_i64(100));
-    auto& n = b.node("Loop", {"trips", ""}, {}, "loop");
+    auto& n = b.node("Loop", {"trips", ""}, {"its"}, "loop");
     set_attr(n, "body", body);
     OnnxImportOptions o;
     o.limits.max_unroll_steps = 10;
