@@ -105,6 +105,7 @@ struct Generator::Impl {
   std::optional<Tokenizer> tokenizer;
   std::optional<CompiledGraph> cg;
   int64_t pos = 0;
+  bool carried = false;  // the compiled graph carries the caches (a run succeeded since the last failure)
 
   std::vector<float> run_chunk(std::span<const int32_t> ids, bool first) {
     const auto s = static_cast<int64_t>(ids.size());
@@ -114,14 +115,23 @@ struct Generator::Impl {
     NamedTensors in = {{"tokens", Tensor::i64({s}, tok)},
                        {"positions", Tensor::i64({s}, positions)},
                        {"logit_rows", Tensor::i64({1}, std::span<const int64_t>(&last, 1))}};
-    if (first) {
+    // Caches are given once; a new sequence reuses the carried ones as they are (rows past its
+    // positions are never read), so starting a sequence copies no cache either.
+    if (first && !carried) {
       const Tensor zeros = Tensor::zeros(DType::F32, {1, max_ctx, config.kv_heads, config.head_dim});
       for (int64_t b = 0; b < config.layers; ++b) {
         in.emplace_back("cache_k." + i2s(b), zeros);
         in.emplace_back("cache_v." + i2s(b), zeros);
       }
     }
-    std::vector<Tensor> out = cg->run(in, {0});
+    std::vector<Tensor> out;
+    try {
+      out = cg->run(in, {0});
+    } catch (...) {
+      carried = false;  // the run may have dropped or half-written the carried caches
+      throw;
+    }
+    carried = true;
     pos += s;
     const Tensor& t = out.at(0);
     const float* d = t.data<float>();
