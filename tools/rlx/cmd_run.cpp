@@ -235,7 +235,15 @@ int run_run(const RunOptions& o) {
     for (const auto& in : inputs)
       for (const auto& [name, t] : feeds)
         if (name == in.name) shapes += (shapes.empty() ? "" : ", ") + shown(name) + "=" + dims_str(t.shape());
-    std::cerr << "importing for input shapes " << shapes << " and compiling for " << o.device << "...\n";
+    // Inputs whose values select If branches are part of the signature: say which branch values.
+    std::string values;
+    for (const auto& name : model->branch_inputs())
+      for (const auto& [given, t] : feeds)
+        if (given == name && t.numel() == 1)
+          values += (values.empty() ? "" : ", ") + shown(name) + "=" +
+                    (is_float(t.dtype()) ? std::to_string(t.to_f64()[0]) : std::to_string(t.to_i64()[0]));
+    std::cerr << "importing for input shapes " << shapes << (values.empty() ? "" : " (If branches chosen by " + values + ")")
+              << " and compiling for " << o.device << "...\n";
     cgp = &model->compiled(feeds);
   } else {
     std::cerr << "compiling " << json_graph.size() << " nodes for " << o.device << "...\n";
