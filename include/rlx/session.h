@@ -1,6 +1,7 @@
 #pragma once
 // Runtime API: Session(Device).compile(graph, options) -> CompiledGraph; set_param; run.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -61,6 +62,16 @@ struct RunOptions {
   std::vector<Tensor> out;
 };
 
+// What CompiledGraph::export_web wrote.
+struct WebExportSummary {
+  std::vector<std::string> files;  // relative to the bundle folder
+  std::string target;              // the limits the kernels were made for
+  size_t kernels = 0;              // distinct WGSL kernels
+  size_t dispatches = 0;           // dispatches per run
+  uint64_t weight_bytes = 0;       // weights.bin
+  uint64_t buffer_bytes = 0;       // device memory the bundle allocates (weights, arena, scratch)
+};
+
 // A compiled graph owns its arena: run() on one CompiledGraph must not be called from two
 // threads at once (compile one CompiledGraph per thread instead).
 class CompiledGraph {
@@ -86,6 +97,13 @@ class CompiledGraph {
   void bind_state(const std::string& input_name, size_t output_index);
   void reset_state();  // forgets carried values (the next run needs the inputs again)
 
+  // Writes an ahead-of-time web bundle of this graph into folder `dir`: its WebGPU program (WGSL
+  // kernels, the recorded dispatches, the memory plan), the weights in their device dtypes, an ES
+  // module that runs it in a browser through navigator.gpu with no rlx runtime, and a demo page
+  // (docs/web-export.md). `dims` gives a value to each symbolic dim of the inputs (none for a
+  // static graph). The graph must be compiled for Device::WebGpu with the knob webgpu_limits =
+  // "web", so that its kernels fit the limits every browser offers; params must have values.
+  WebExportSummary export_web(const std::string& dir, const std::map<std::string, int64_t>& dims = {});
   const Graph& graph() const;
   Device device() const;
   std::vector<std::string> input_names() const;

@@ -45,7 +45,9 @@ struct CompileOptions;
   /* CUDA: elementwise kernels and launches */                                                    \
   BOOL(cuda_tiny_early) BOOL(cuda_graphs)                                                         \
   /* Vulkan */                                                                                    \
-  BOOL(vulkan_coopmat) BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs)
+  BOOL(vulkan_coopmat) BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs)                       \
+  /* WebGPU */                                                                                    \
+  STRING(webgpu_limits)
 
 // Per-compile overrides of the compile-scope knobs (`CompileOptions::tuning`): an unset member
 // leaves the knob to its environment variable, then to its default. Set members directly

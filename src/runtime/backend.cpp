@@ -1,6 +1,12 @@
 #include "runtime/backend.h"
 
+#include "io/web_bundle.h"
+
 namespace rlx {
+
+std::unique_ptr<web::WebProgram> Variant::web_program() const {
+  throw Error("export_web: only graphs compiled for WebGPU record a web program; compile with Device::WebGpu");
+}
 
 std::unique_ptr<Backend> make_backend(Device d, const CompileOptions& options) {
   switch (d) {

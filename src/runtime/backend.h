@@ -17,6 +17,10 @@
 #include "rlx/session.h"
 #include "rlx/tensor.h"
 
+namespace rlx::web {
+struct WebProgram;
+}
+
 namespace rlx {
 
 // Bound state (CompiledGraph::bind_state): input node `input` of a run takes the value of
@@ -62,6 +66,9 @@ class Variant {
   virtual std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) = 0;
   virtual const Graph& graph() const = 0;  // the static, optimized graph it runs
   virtual size_t arena_bytes() const = 0;  // bytes of its intermediate-value arena
+  // The recorded device program, for an ahead-of-time web bundle (io/web_bundle.h). Only WebGPU
+  // variants record one; the others throw rlx::Error.
+  virtual std::unique_ptr<web::WebProgram> web_program() const;
 };
 
 class Backend {

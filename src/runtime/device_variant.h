@@ -48,6 +48,7 @@ class DeviceVariant : public Variant {
   // form, e.g. packed): its buffer is freed and new param values are no longer uploaded into it.
   void drop_leaf(NodeId id);
   bool is_dropped(NodeId id) const { return dropped_.count(id) != 0; }
+  DType leaf_storage(NodeId id) const;  // the dtype leaf `id` is stored as on the device
 
   // Enqueues the recorded work once (after this run's uploads, before its readback).
   virtual void submit() = 0;
@@ -63,7 +64,6 @@ class DeviceVariant : public Variant {
   void carry_in(std::span<const Carry> carry);
   size_t output_bytes(size_t k) const;  // in its storage dtype
   size_t leaf_bytes(NodeId id) const;   // the device bytes of a leaf (its storage dtype)
-  DType leaf_storage(NodeId id) const;
   // Enqueues the upload of host tensor `t` (leaf `id`), converted to the leaf's storage dtype when
   // that differs (the converted bytes are kept in staged_ until the next wait()).
   void upload_leaf(NodeId id, const Tensor& t, bool borrowed);

@@ -109,6 +109,11 @@ constexpr KnobInfo kKnobs[] = {
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),
+    // WebGPU
+    text("webgpu_limits", "RLX_WEBGPU_LIMITS", "adapter", "adapter|web",
+         "what WebGPU kernels are compiled for: adapter = this adapter's limits and features; web = the WebGPU "
+         "spec's default limits and no optional feature, so the kernels run on any browser's adapter (rlx "
+         "export-web uses it)"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

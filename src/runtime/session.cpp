@@ -5,12 +5,15 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
+#include "io/web_bundle.h"
 #include "passes/hoist.h"
 #include "passes/pipeline.h"
 #include "passes/specialize.h"
 #include "runtime/backend.h"
+#include "runtime/knobs.h"
 
 namespace rlx {
 
@@ -144,6 +147,26 @@ struct CompiledGraph::Impl {
     variants.emplace_front(b, std::move(cv));
     if (variants.size() > kMaxVariants) variants.pop_back();
     return variants.front().second;
+  }
+
+  // Runs the weight prologue of `cv` when the params changed since its last run.
+  void derive_params(CompiledVariant& cv) {
+    if (!cv.prologue || cv.derived_generation == params_generation) return;
+    std::unordered_map<NodeId, Tensor> pl;
+    for (const auto& [id, name] : cv.prologue_params) pl[id] = params.at(name);
+    std::vector<size_t> all(cv.derived_names.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    std::vector<Tensor> vals = cv.prologue->run(RunArgs{pl, all, &params, params_generation});
+    for (size_t i = 0; i < vals.size(); ++i) cv.derived[cv.derived_names[i]] = std::move(vals[i]);
+    cv.derived_generation = params_generation;
+  }
+
+  // The names of params without values ("" when every param has one).
+  std::string missing_params() const {
+    std::vector<std::string> missing;
+    for (const auto& [name, id] : param_ids)
+      if (!params.count(name)) missing.push_back(name);
+    return missing.empty() ? std::string() : names_list(missing);
   }
 
   // The dtype and dims of one input's value for this run (a tensor or a carried value).
@@ -327,11 +350,8 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     else shapes[name] = {st->second.dtype, &st->second.dims};
   }
   if (!missing.empty()) throw Error("run: missing inputs " + names_list(missing) + "; pass them by name");
-  std::vector<std::string> missing_params;
-  for (const auto& [name, id] : m.param_ids)
-    if (!m.params.count(name)) missing_params.push_back(name);
-  if (!missing_params.empty())
-    throw Error("run: params without values " + names_list(missing_params) + "; call set_param for each");
+  if (const std::string missing_params = m.missing_params(); !missing_params.empty())
+    throw Error("run: params without values " + missing_params + "; call set_param for each");
   for (size_t k : output_indices)
     if (k >= m.graph.outputs().size())
       throw Error("run: output index " + std::to_string(k) + " is out of range (the graph has " +
@@ -341,15 +361,7 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
   m.carried_to_host_unless(binding);
   CompiledVariant& cv = m.variant_for(binding);
   m.last_arena = cv.variant->arena_bytes();
-  if (cv.prologue && cv.derived_generation != m.params_generation) {
-    std::unordered_map<NodeId, Tensor> pl;
-    for (const auto& [id, name] : cv.prologue_params) pl[id] = m.params.at(name);
-    std::vector<size_t> all(cv.derived_names.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    std::vector<Tensor> vals = cv.prologue->run(RunArgs{pl, all, &m.params, m.params_generation});
-    for (size_t i = 0; i < vals.size(); ++i) cv.derived[cv.derived_names[i]] = std::move(vals[i]);
-    cv.derived_generation = m.params_generation;
-  }
+  m.derive_params(cv);
   // Inputs given now override carried values; the others are carried: from the host when they
   // had to leave their variant, else on the device from this variant's last run.
   std::unordered_map<NodeId, Tensor> leaves;
@@ -385,6 +397,49 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     m.state[name] = Impl::Carried{std::nullopt, binding, k, sh.dtype, sh.concrete()};
   }
   return got;
+}
+
+WebExportSummary CompiledGraph::export_web(const std::string& dir, const std::map<std::string, int64_t>& dims) {
+  ScopedLimits scoped(impl_->options.limits);
+  return translate_errors("export_web", [&] {
+    Impl& m = *impl_;
+    if (m.device != Device::WebGpu)
+      throw Error(std::string("export_web: this graph was compiled for ") + device_name(m.device) +
+                  "; web bundles hold WebGPU programs: compile it with Session(Device::WebGpu) and the knob "
+                  "webgpu_limits=web");
+    if (resolve_knobs(m.options).webgpu_limits() != "web")
+      throw Error("export_web: the graph's kernels were made for this machine's WebGPU adapter, whose limits and "
+                  "features a browser may not have; compile it with the knob webgpu_limits=web "
+                  "(CompileOptions::tuning.webgpu_limits = \"web\" or RLX_WEBGPU_LIMITS=web)");
+    std::set<std::string> symbols;
+    for (const auto& [name, id] : m.input_ids)
+      for (const Dim& d : std::get<ops::Input>(m.graph.node(id).op).shape.dims)
+        if (!d.is_static()) symbols.insert(d.sym);
+    std::vector<std::string> missing, unknown;
+    for (const std::string& sym : symbols)
+      if (!dims.count(sym)) missing.push_back(sym);
+    for (const auto& [sym, v] : dims)
+      if (!symbols.count(sym)) unknown.push_back(sym);
+    if (!unknown.empty())
+      throw Error("export_web: " + names_list(unknown) + " is not a symbolic dim of the graph's inputs (they have " +
+                  (symbols.empty() ? std::string("none") : names_list({symbols.begin(), symbols.end()})) + ")");
+    if (!missing.empty())
+      throw Error("export_web: a web bundle runs one shape binding; give a value to the symbolic dims " +
+                  names_list(missing) + " (rlx export-web --dim NAME=VALUE)");
+    for (const auto& [sym, v] : dims)
+      if (v < 0) throw Error("export_web: symbolic dim '" + sym + "' = " + std::to_string(v) + " is negative");
+    if (const std::string miss = m.missing_params(); !miss.empty())
+      throw Error("export_web: params without values " + miss + "; call set_param for each");
+    const auto budget = scoped_thread_budget(m.options.num_threads);
+    CompiledVariant& cv = m.variant_for(Impl::Binding(dims.begin(), dims.end()));
+    m.derive_params(cv);
+    std::map<std::string, Tensor> values;
+    for (const auto& [id, name] : cv.params) {
+      auto d = cv.derived.find(name);
+      values[name] = d != cv.derived.end() ? d->second : m.params.at(name);
+    }
+    return web::write_web_bundle(*cv.variant->web_program(), values, dir);
+  });
 }
 
 CompiledGraph Session::compile(const Graph& graph, const CompileOptions& options) const {

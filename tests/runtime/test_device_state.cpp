@@ -228,6 +228,11 @@ std::vector<std::string> gpu_devices() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, DeviceState, ::testing::ValuesIn(gpu_devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;  // "web-limits" -> "web_limits"
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
 
 }  // namespace

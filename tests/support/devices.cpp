@@ -44,6 +44,20 @@ std::vector<TestDevice> builtin_devices() {
     v.push_back(std::move(d));
   }
   {
+    // WebGPU compiled for the limits every browser offers (knob webgpu_limits=web: the kernels
+    // and the plan of rlx export-web's bundles), on the same adapter.
+    TestDevice d;
+    d.name = "web-limits";
+    d.device = Device::WebGpu;
+    d.unavailable = webgpu_unavailable_reason;
+    d.precisions = {Precision::Fp32};
+    d.skip_unclaimed = true;
+    d.cpu_adapter = webgpu_is_cpu_adapter;
+    d.documented_limits = {"holds i64 values in 32-bit words", "the device holds i64 tensors as"};
+    d.options.tuning.webgpu_limits = "web";
+    v.push_back(std::move(d));
+  }
+  {
     TestDevice d;
     d.name = "cpu-unoptimized";
     d.device = Device::Cpu;

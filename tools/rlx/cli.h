@@ -42,6 +42,7 @@ Command add_check_command(CLI::App& parent);
 Command add_knobs_command(CLI::App& parent);
 Command add_quantize_command(CLI::App& parent);
 Command add_generate_command(CLI::App& parent);
+Command add_export_web_command(CLI::App& parent);
 
 // ---- helpers (cli_util.cpp) ----
 // Splits "name=value" at the first '='; `what` names the option in the error (UsageError).

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     commands.push_back(rlx::cli::add_knobs_command(app));
     commands.push_back(rlx::cli::add_quantize_command(app));
     commands.push_back(rlx::cli::add_generate_command(app));
+    commands.push_back(rlx::cli::add_export_web_command(app));
   } catch (const std::exception& e) {  // a bug in the option setup; never expected
     std::cerr << "rlx: internal error while setting up options: " << e.what() << "\n";
     return 1;

@@ -1,5 +1,6 @@
 // The WebGPU backend: claims what its WGSL kernels run (claims.cpp) on the process's WebGPU
 // device (wgpu_context.h) and prepares variants (variant.cpp).
+#include "backends/webgpu/device_target.h"
 #include "backends/webgpu/lower.h"
 #include "backends/webgpu/variant.h"
 #include "backends/webgpu/wgpu_context.h"
@@ -29,8 +30,9 @@ class WebGpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_webgpu_backend(const CompileOptions& options) {
-  (void)options;
-  return std::make_unique<WebGpuBackend>(&webgpu::context().info);  // throws "no WebGPU device: <reason>"
+  // The claims of the target the kernels are made for (knob webgpu_limits); throws "no WebGPU
+  // device: <reason>".
+  return std::make_unique<WebGpuBackend>(&webgpu::target_info(resolve_knobs(options)));
 }
 
 std::unique_ptr<Backend> make_webgpu_backend_for_check() {

@@ -4,12 +4,16 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
+#include "backends/webgpu/device_target.h"
 #include "backends/webgpu/lower.h"
 #include "backends/webgpu/wgpu_device.h"
 #include "codegen/language.h"
+#include "io/web_bundle.h"
 #include "plan/device_limits.h"
 #include "plan/memory_plan.h"
+#include "plan/storage.h"
 #include "rlx/error.h"
 #include "runtime/device_profile.h"
 #include "runtime/device_variant.h"
@@ -47,8 +51,7 @@ constexpr uint64_t kUniformStride = 256;  // every device's minUniformBufferOffs
 // The memory plan's view of this device: bindings of at most maxStorageBufferBindingSize at
 // offsets aligned to minStorageBufferOffsetAlignment, every buffer bound whole (so no larger
 // than one binding), and WGSL's storage dtypes.
-plan::PlanOptions plan_options() {
-  const DeviceInfo& di = context().info;
+plan::PlanOptions plan_options(const DeviceInfo& di) {
   plan::PlanOptions o;
   o.device.device = "WebGPU (" + di.name + ")";
   o.device.alignment = std::max<int64_t>(di.limits.min_storage_buffer_offset_alignment, 4);
@@ -67,14 +70,28 @@ struct Command {
   uint32_t groups[3] = {1, 1, 1};
   Operand dst, src;  // Copy (between two buffers), Fill
   uint64_t bytes = 0;
+  // Dispatch: what its bind group binds (kept for web_program()): the operands, their bindings
+  // and the uniform's words.
+  std::vector<Operand> ops;
+  Binds binds;
+  std::vector<uint32_t> words;
+};
+
+// A device buffer the variant owns besides the runtime's: scratch, or a table of words.
+struct Owned {
+  DeviceBuf buf;
+  std::string what;
+  std::vector<uint32_t> words;  // a table's contents
+  bool table = false;
 };
 
 class WebGpuVariant final : public DeviceVariant, private LowerContext {
  public:
   WebGpuVariant(Graph g, const CompileOptions& options)
-      : DeviceVariant(std::move(g), std::make_unique<WebGpuDevice>(), plan_options()),
+      : DeviceVariant(std::move(g), std::make_unique<WebGpuDevice>(), plan_options(target_info(resolve_knobs(options)))),
         options_(options),
-        knobs_(resolve_knobs(options)) {
+        knobs_(resolve_knobs(options)),
+        info_(target_info(knobs_)) {
     for (const plan::Step& st : schedule().steps) {
       label_ = op_name(st.op);
       lower_step(*this, st);
@@ -105,7 +122,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   // ---- LowerContext ----
   const CompileOptions& options() const override { return options_; }
   const ResolvedKnobs& knobs() const override { return knobs_; }
-  const DeviceInfo& info() const override { return wd().cx().info; }
+  const DeviceInfo& info() const override { return info_; }
 
   Operand ref(const plan::TensorRef& r, bool write) {
     const auto [buf, offset] = where(r);
@@ -119,9 +136,9 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   Operand in(const plan::TensorRef& r) override { return ref(r, false); }
   Operand out(const plan::TensorRef& r) override { return ref(r, true); }
   Operand scratch(size_t bytes, const std::string& what) override {
-    scratch_.push_back(dev().allocate(bytes, what));
+    scratch_.push_back({dev().allocate(bytes, what), what, {}, false});
     Operand o;
-    o.buffer = wd().buffer(scratch_.back());
+    o.buffer = wd().buffer(scratch_.back().buf);
     o.bytes = bytes;
     o.write = true;
     return o;
@@ -129,13 +146,13 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
 
   Operand table(const std::vector<uint32_t>& words, const std::string& what) override {
     const size_t bytes = std::max<size_t>(words.size(), 1) * 4;
-    scratch_.push_back(dev().allocate(bytes, what));
+    scratch_.push_back({dev().allocate(bytes, what), what, words, true});
     if (!words.empty()) {
-      const HostToDevice c{scratch_.back(), 0, words.data(), words.size() * 4};
+      const HostToDevice c{scratch_.back().buf, 0, words.data(), words.size() * 4};
       dev().upload({&c, 1});  // staged: `words` may go
     }
     Operand o;
-    o.buffer = wd().buffer(scratch_.back());
+    o.buffer = wd().buffer(scratch_.back().buf);
     o.bytes = bytes;
     return o;
   }
@@ -238,9 +255,110 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
       bd.entry_count = entries.size();
       bd.entries = entries.data();
       scoped("binding the operands of a kernel", [&] { cmds_[p.command].group = a.DeviceCreateBindGroup(wd().cx().device, &bd); });
+      Command& c = cmds_[p.command];
+      c.ops = std::move(p.ops);
+      c.binds = std::move(p.binds);
+      c.words = std::move(p.words);
     }
     a.QueueWriteBuffer(wd().cx().queue, uniforms_, 0, host.data(), host.size() * 4);
     pending_.clear();
+  }
+
+  // ---- the recorded program, for web bundles (io/web_bundle.h) ----
+  std::unique_ptr<web::WebProgram> web_program() const override {
+    auto p = std::make_unique<web::WebProgram>();
+    p->target = info_.name;
+    std::unordered_map<abi::Buffer, int> index;
+    auto described = [](web::BufferRole role, std::string name) {
+      web::WebBuffer b;
+      b.role = role;
+      b.name = std::move(name);
+      return b;
+    };
+    auto add = [&](DeviceBuf b, web::WebBuffer wb) {
+      wb.bytes = wd().size(b);
+      index.emplace(wd().buffer(b), static_cast<int>(p->buffers.size()));
+      p->buffers.push_back(std::move(wb));
+    };
+    const auto& mem = schedule().memory;
+    for (size_t i = 0; i < std::max<size_t>(mem.arena_buffers.size(), 1); ++i)
+      add(arena_buf(i), described(web::BufferRole::Arena, "arena " + std::to_string(i)));
+    add(flag_buf(), described(web::BufferRole::Flag, "the error flag"));
+    p->flag = static_cast<int>(p->buffers.size()) - 1;
+    for (const Node& n : graph().nodes()) {
+      const auto* in = std::get_if<ops::Input>(&n.op);
+      const auto* par = std::get_if<ops::Param>(&n.op);
+      const auto* cst = std::get_if<ops::Constant>(&n.op);
+      if ((!in && !par && !cst) || is_dropped(n.id)) continue;
+      web::WebBuffer wb;
+      wb.role = in ? web::BufferRole::Input : par ? web::BufferRole::Param : web::BufferRole::Constant;
+      wb.name = in ? in->name : par ? par->name : node_label(n);
+      wb.dtype = n.outputs.at(0).dtype;
+      wb.storage = leaf_storage(n.id);
+      wb.dims = n.outputs.at(0).concrete();
+      if (cst) wb.init = plan::to_storage(cst->value, wb.storage, node_label(n));
+      add(leaf_buf(n.id), std::move(wb));
+    }
+    for (const Owned& o : scratch_) {
+      web::WebBuffer wb = described(o.table ? web::BufferRole::Table : web::BufferRole::Scratch, o.what);
+      if (o.table) {
+        wb.init.resize(o.words.size() * 4);
+        if (!o.words.empty()) std::memcpy(wb.init.data(), o.words.data(), wb.init.size());
+      }
+      add(o.buf, std::move(wb));
+    }
+    auto id = [&](abi::Buffer b) {
+      auto it = index.find(b);
+      if (it == index.end()) throw Error("export_web: internal: a recorded command uses a buffer the variant does not own");
+      return it->second;
+    };
+    std::unordered_map<const Pipeline*, int> kernels;
+    for (const Command& c : cmds_) {
+      web::WebCommand w;
+      w.label = c.label;
+      switch (c.kind) {
+        case Command::Kind::Dispatch: {
+          w.kind = web::WebCommand::Kind::Dispatch;
+          auto [it, fresh] = kernels.emplace(c.pipeline, static_cast<int>(p->kernels.size()));
+          if (fresh) {
+            web::WebKernel k{c.pipeline->name, c.pipeline->source, {}};
+            for (BindingKind b : c.pipeline->bindings) k.bindings.push_back(static_cast<web::BindingKind>(b));
+            p->kernels.push_back(std::move(k));
+          }
+          w.kernel = it->second;
+          w.buffers.assign(c.binds.kinds.size() - 1, -1);
+          for (size_t k = 0; k < c.ops.size(); ++k) w.buffers[static_cast<size_t>(c.binds.binding_of[k])] = id(c.ops[k].buffer);
+          if (c.binds.error_flag) w.buffers[static_cast<size_t>(c.binds.flag_binding())] = p->flag;
+          w.uniform = c.words;
+          std::copy(std::begin(c.groups), std::end(c.groups), w.groups);
+          break;
+        }
+        case Command::Kind::Copy:
+          w.kind = web::WebCommand::Kind::Copy;
+          w.dst = id(c.dst.buffer), w.src = id(c.src.buffer);
+          w.dst_offset = c.dst.offset, w.src_offset = c.src.offset, w.bytes = c.bytes;
+          break;
+        case Command::Kind::Fill:
+          w.kind = web::WebCommand::Kind::Clear;
+          w.dst = id(c.dst.buffer), w.dst_offset = c.dst.offset, w.bytes = c.bytes;
+          break;
+      }
+      p->commands.push_back(std::move(w));
+    }
+    const auto& names = graph().output_names();
+    for (size_t k = 0; k < schedule().outputs.size(); ++k) {
+      const plan::TensorRef& r = schedule().outputs[k];
+      const auto [buf, offset] = where(r);
+      web::WebOutput o;
+      o.name = k < names.size() && !names[k].empty() ? names[k] : "output" + std::to_string(k);
+      o.dtype = r.dtype, o.storage = r.storage(), o.dims = r.dims;
+      o.buffer = id(wd().buffer(buf)), o.offset = offset;
+      p->outputs.push_back(std::move(o));
+    }
+    for (int code = 1; code < 64; ++code)
+      if (std::string m = kernel_error_message(code); !m.empty() && m != DeviceVariant::kernel_error_message(code))
+        p->error_codes[code] = m;
+    return p;
   }
 
   // ---- profiling: each dispatch in its own pass between two timestamps ----
@@ -295,7 +413,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   // ---- running (DeviceVariant) ----
   void submit() override {
     const Api& a = api();
-    const bool profile = process_knobs::webgpu_profile() && info().timestamps && profiled_count() > 0;
+    const bool profile = process_knobs::webgpu_profile() && wd().cx().info.timestamps && profiled_count() > 0;
     if (profile) prepare_profile();
     uint32_t timed = 0;
     abi::CommandEncoderDescriptor ed;
@@ -363,10 +481,11 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
 
   CompileOptions options_;
   ResolvedKnobs knobs_;
+  const DeviceInfo& info_;  // what the kernels are made for (device_target.h)
   std::string label_;
   std::vector<Command> cmds_;
   std::vector<PendingDispatch> pending_;  // until make_bind_groups
-  std::vector<DeviceBuf> scratch_;
+  std::vector<Owned> scratch_;
   abi::Buffer uniforms_ = nullptr;
   abi::QuerySet prof_queries_ = nullptr;
   abi::Buffer prof_resolve_ = nullptr, prof_readback_ = nullptr;

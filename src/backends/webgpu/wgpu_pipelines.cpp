@@ -20,6 +20,8 @@ Pipeline create(const std::string& name, const std::string& source, const std::v
   Context& cx = context();
   Pipeline p;
   p.bindings = bindings;
+  p.name = name;
+  p.source = source;
   std::vector<abi::BindGroupLayoutEntry> entries(bindings.size());
   for (size_t i = 0; i < bindings.size(); ++i) {
     entries[i].binding = static_cast<uint32_t>(i);

@@ -16,6 +16,7 @@ struct Pipeline {
   abi::ComputePipeline pipeline = nullptr;
   abi::BindGroupLayout layout = nullptr;
   std::vector<BindingKind> bindings;
+  std::string name, source;  // the kernel it was made from (for exported programs)
 };
 
 const Pipeline& pipeline_for(const std::string& name, const std::string& source, const std::vector<BindingKind>& bindings);
