@@ -276,6 +276,9 @@ rlx.Value. Dims are ints, or strings for symbolic dims ("batch", "seq").
       .def("scatter_add", [](const GraphPtr& self, const PyValue& d, const PyValue& i, const PyValue& u, int64_t axis) {
              return wrap(self, self->scatter_add(in_graph(self, d), in_graph(self, i), in_graph(self, u), axis));
            }, py::arg("data"), py::arg("indices"), py::arg("updates"), py::arg("axis") = 0)
+      .def("cache_write", [](const GraphPtr& self, const PyValue& c, const PyValue& r, const PyValue& p) {
+             return wrap(self, self->cache_write(in_graph(self, c), in_graph(self, r), in_graph(self, p)));
+           }, py::arg("cache"), py::arg("rows"), py::arg("positions"))
       .def("argmax", [](const GraphPtr& self, const PyValue& x, int64_t axis, bool keep) { return wrap(self, self->argmax(in_graph(self, x), axis, keep)); },
            py::arg("x"), py::arg("axis"), py::arg("keep_dims") = false)
       .def("argmin", [](const GraphPtr& self, const PyValue& x, int64_t axis, bool keep) { return wrap(self, self->argmin(in_graph(self, x), axis, keep)); },
