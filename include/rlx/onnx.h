@@ -25,7 +25,8 @@ namespace rlx {
 struct OnnxImportOptions {
   // Values of graph inputs known at import time. The importer uses them only where the IR
   // needs a value at import time (Reshape's shape, Slice's starts, TopK's k, ...); every
-  // other use still reads the run-time input, which must then be fed the same value. Their
+  // other use still reads the run-time input, which must then be fed the same value; an If whose
+  // condition they decide is replaced by its taken branch (the other is not imported). Their
   // shapes also fix the input's declared symbolic dims.
   std::map<std::string, Tensor> known_inputs;
   // Overrides for symbolic input dims, by symbol name (e.g. {"batch", 1}). An unnamed dim

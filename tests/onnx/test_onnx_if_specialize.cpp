@@ -295,5 +295,57 @@ TEST(OnnxIfSpecialize, ValueSignaturesAreBoundedAndCheckedLikeShapes) {
   }
 }
 
+// A bool input used as the condition (a merged decoder's use_cache_branch), with an If nested in
+// the taken branch whose condition reads another input: both inputs select branches; an If in
+// the branch of a run-time If (ReduceSum(x) > 0) does not make its inputs branch inputs.
+TEST(OnnxIfSpecialize, FlagInputsAndNestedIfsSelectBranches) {
+  auto unary = [](const std::string& op, const std::string& out) {
+    OnnxBuilder body;
+    body.output(out);
+    body.node(op, {"x"}, {out});
+    return body.graph();
+  };
+  OnnxBuilder inner_then;
+  inner_then.output("t");
+  inner_then.initializer("k0", Tensor::scalar_i64(0));
+  inner_then.node("Greater", {"mode", "k0"}, {"mode_pos"});
+  auto& inner = inner_then.node("If", {"mode_pos"}, {"t"}, "inner");
+  set_attr(inner, "then_branch", unary("Neg", "tn"));
+  set_attr(inner, "else_branch", unary("Abs", "ta"));
+  OnnxBuilder b(17);
+  b.input("x", kF32, {3}).input("flag", onnx::TensorProto::BOOL, {1}).input("mode", kI64, {}).output("y");
+  auto& outer = b.node("If", {"flag"}, {"y"}, "outer");
+  set_attr(outer, "then_branch", inner_then.graph());
+  set_attr(outer, "else_branch", unary("Exp", "e"));
+  OnnxModel m = model_of(b);
+  EXPECT_EQ(m.branch_inputs(), (std::vector<std::string>{"flag", "mode"}));
+  const Tensor x = Tensor::f32({3}, std::vector<float>{-1, 0, 2});
+  auto run = [&](bool flag, int64_t mode) {
+    return m.run({{"x", x}, {"flag", Tensor::boolean({1}, std::vector<uint8_t>{flag})}, {"mode", Tensor::scalar_i64(mode)}})[0]
+        .to_f32();
+  };
+  EXPECT_EQ(run(true, 1), (std::vector<float>{1, -0.0f, -2}));
+  EXPECT_EQ(run(true, -1), (std::vector<float>{1, 0, 2}));
+  EXPECT_EQ(run(false, 1), (std::vector<float>{std::exp(-1.0f), 1, std::exp(2.0f)}));
+  EXPECT_EQ(m.stats().imports, 3);
+  for (const Node& n : m.compiled({{"x", x}, {"flag", Tensor::boolean({1}, std::vector<uint8_t>{1})}, {"mode", Tensor::scalar_i64(1)}})
+                           .graph()
+                           .nodes())
+    EXPECT_NE(std::string(op_name(n.op)), "if");
+
+  // The same inner If under an outer If on a run-time value: 'mode' cannot select anything at
+  // import (the outer branches are built on their own).
+  OnnxBuilder r(17);
+  r.input("x", kF32, {-1}, {"n"}).input("mode", kI64, {}).output("y");  // x: dynamic, so run-time data
+  r.initializer("zero", Tensor::scalar_f32(0.0f));
+  auto& sum = r.node("ReduceSum", {"x"}, {"total"});
+  set_attr(sum, "keepdims", int64_t{0});
+  r.node("Greater", {"total", "zero"}, {"positive"});
+  auto& rt = r.node("If", {"positive"}, {"y"}, "outer");
+  set_attr(rt, "then_branch", inner_then.graph());
+  set_attr(rt, "else_branch", unary("Exp", "e"));
+  EXPECT_TRUE(model_of(r).branch_inputs().empty());
+}
+
 }  // namespace
 }  // namespace rlx
