@@ -3,6 +3,7 @@
 // or lacks a dtype or the precision policy a case needs, skips it with the reason printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <ostream>
 #include <set>
@@ -34,6 +35,8 @@ TEST_P(Devices, MatchTheCpu) {
   const ParityCase& c = parity_cases().at(GetParam().kase);
   if (const std::string why = dev.unavailable ? dev.unavailable() : ""; !why.empty())
     GTEST_SKIP() << dev.name << " is not available: " << why;
+  if (!dev.families.empty() && std::find(dev.families.begin(), dev.families.end(), c.family) == dev.families.end())
+    GTEST_SKIP() << dev.name << " does not run the " << c.family << " family: " << dev.families_reason;
   const std::vector<CaseGraph> graphs = c.build();
   std::set<DType> needed(c.dtypes.begin(), c.dtypes.end());
   for (const CaseGraph& cg : graphs)

@@ -38,6 +38,9 @@ struct TestDevice {
   std::vector<std::string> documented_limits;
   // Compile options of the device side (the case sets `precision`).
   CompileOptions options;
+  // The case families it runs (empty: all); the others are skipped with the reason.
+  std::vector<std::string> families;
+  std::string families_reason;
 };
 
 // Every registered device, the built-in table first.
