@@ -252,7 +252,7 @@ void lower_sample(LowerContext& cx, const plan::Step& st) {
 
 bool kind(std::string_view n) {
   return plan::select_claims_kind(n) || plan::scan_claims_kind(n) || plan::scatter_claims_kind(n) ||
-         plan::random_claims_kind(n);
+         plan::random_claims_kind(n) || n == "cache_write";
 }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
@@ -260,6 +260,7 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
   if (info && info->max_invocations < kWg)
     return refuse(why, "the Vulkan " + name + " kernels run 256 invocations per workgroup; " + info->name + " allows " +
                            std::to_string(info->max_invocations));
+  if (std::holds_alternative<ops::CacheWrite>(n.op)) return claims_cache_write(g, n, why);
   plan::SelectDevice dev;
   if (info) {
     dev.f64 = info->float64;
@@ -284,6 +285,8 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st) {
     lower_cumsum(cx, st);
   } else if (std::holds_alternative<ops::ScatterAdd>(st.op)) {
     lower_scatter_add(cx, st);
+  } else if (std::holds_alternative<ops::CacheWrite>(st.op)) {
+    lower_cache_write(cx, st);
   } else if (std::holds_alternative<ops::RngUniform>(st.op) || std::holds_alternative<ops::RngNormal>(st.op)) {
     lower_rng(cx, st);
   } else {

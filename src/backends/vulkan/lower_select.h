@@ -1,7 +1,8 @@
 #pragma once
 // The Select, Scan, Scatter and Random families of the Vulkan backend: lower_select.cpp
 // (claims, ArgMax / ArgMin, TopK, Sample), lower_scan.cpp (Cumsum), lower_scatter.cpp
-// (ScatterAdd), lower_random.cpp (RngUniform / RngNormal). Kernel templates: kernels/select.h.
+// (ScatterAdd), lower_random.cpp (RngUniform / RngNormal), lower_cache.cpp (CacheWrite). Kernel
+// templates: kernels/select.h.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -18,6 +19,9 @@ inline constexpr int64_t kVulkanTopKMax = plan::kTopKMax;  // kept elements sort
 void lower_cumsum(LowerContext& cx, const plan::Step& st);
 void lower_scatter_add(LowerContext& cx, const plan::Step& st);
 void lower_rng(LowerContext& cx, const plan::Step& st);
+// CacheWrite (lower_cache.cpp): its claim and its lowering.
+bool claims_cache_write(const Graph& g, const Node& n, std::string* why);
+void lower_cache_write(LowerContext& cx, const plan::Step& st);
 
 // `src` with every "{NAME}" replaced.
 std::string select_fill(std::string src, const std::vector<std::pair<std::string, std::string>>& subs);
