@@ -87,11 +87,12 @@ OnnxModelInfo onnx_model_info(const std::string& path);
 // used signatures are kept; the least recently used one is dropped when a new one comes.
 //
 // If nodes whose condition is computed from graph input values (a sample rate, a use-cache
-// flag: branch_inputs()) are specialized the same way: the values of those inputs (at most 64
+// flag: value_inputs()) are specialized the same way: the values of those inputs (at most 64
 // elements each) are part of the signature and are given to the import as known values, so the
 // condition is evaluated on the host, only the taken branch is imported and inlined, and the
 // other one is never built. Conditions computed from other run-time values stay If nodes that
-// run the taken branch when the model runs (CPU).
+// run the taken branch when the model runs (CPU). The trip count and condition of a Loop with
+// scan outputs (unrolled at import) are value inputs too.
 struct OnnxModelOptions {
   Device device = Device::Cpu;
   CompileOptions compile;
@@ -132,9 +133,10 @@ class OnnxModel {
   // Symbolic dims of the inputs that options.import.dims leaves unbound.
   std::set<std::string> symbols() const;
   const OnnxModelOptions& options() const;
-  // The inputs whose values decide If conditions, in input order: a run's values of them are
-  // part of its signature (each distinct value is imported and compiled once).
-  const std::vector<std::string>& branch_inputs() const;
+  // The inputs whose values decide If conditions (or the trip count of a Loop with scan outputs),
+  // in input order: a run's values of them are part of its signature (each distinct value is
+  // imported and compiled once).
+  const std::vector<std::string>& value_inputs() const;
 
   // The dims binding of a run with `inputs`: options.import.dims plus every symbolic input dim
   // read from the tensors. rlx::Error naming the input (expected vs given) for an unknown or
@@ -145,7 +147,7 @@ class OnnxModel {
   // (initializers are not read again). Nothing is cached.
   Graph import(const std::map<std::string, int64_t>& dims = {}) const;
 
-  // The compiled graph of the inputs' signature (shapes, and values of branch_inputs()):
+  // The compiled graph of the inputs' signature (shapes, and the values of value_inputs()):
   // imported and compiled at its first use (every input must be given then). The reference stays valid until a later call evicts it.
   CompiledGraph& compiled(const NamedTensors& inputs);
   // compiled(inputs).run(inputs).

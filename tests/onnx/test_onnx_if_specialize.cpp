@@ -191,7 +191,7 @@ TEST(OnnxIfSpecialize, KnownInputValueInlinesTheTakenBranch) {
 
 TEST(OnnxIfSpecialize, OnnxModelRunsEitherBranchAndCachesEachValue) {
   OnnxModel m = model_of(sample_rate_model());
-  EXPECT_EQ(m.branch_inputs(), (std::vector<std::string>{"sr"}));
+  EXPECT_EQ(m.value_inputs(), (std::vector<std::string>{"sr"}));
   const Tensor x = testing::random_tensor(DType::F32, {2, 320}, 8);
   expect_near(m.run(feeds(x, 16000))[0], reference_lstm(x), {1, 2, kHidden});
   expect_near(m.run(feeds(x, 8000))[0], reference_sum(x), {1, 2, kHidden});
@@ -244,7 +244,7 @@ TEST(OnnxIfSpecialize, RlxRunTakesTheBranchOfTheGivenValue) {
 // branches are built and the CPU If kernel runs the taken one, as before.
 TEST(OnnxIfSpecialize, ComputedConditionRunsTheTakenBranchAtRunTime) {
   OnnxModel m = model_of(sample_rate_model("x", false));
-  EXPECT_TRUE(m.branch_inputs().empty());
+  EXPECT_TRUE(m.value_inputs().empty());
   const Tensor pos = testing::random_tensor(DType::F32, {1, 320}, 12, 0.0, 1.0);
   const Tensor neg = testing::random_tensor(DType::F32, {1, 320}, 13, -1.0, 0.0);
   expect_near(m.run(feeds(pos, 8000))[0], reference_lstm(pos), {1, 1, kHidden});
@@ -259,7 +259,7 @@ TEST(OnnxIfSpecialize, ComputedConditionRunsTheTakenBranchAtRunTime) {
 // select the branch, so the import fails and says which If, which branch, and why.
 TEST(OnnxIfSpecialize, ComputedConditionWithABranchThatCannotBeBuiltIsAnError) {
   OnnxModel m = model_of(sample_rate_model("x", true));
-  EXPECT_TRUE(m.branch_inputs().empty());
+  EXPECT_TRUE(m.value_inputs().empty());
   const Tensor x = testing::random_tensor(DType::F32, {1, 320}, 14);
   try {
     m.run(feeds(x, 16000));
@@ -318,7 +318,7 @@ TEST(OnnxIfSpecialize, FlagInputsAndNestedIfsSelectBranches) {
   set_attr(outer, "then_branch", inner_then.graph());
   set_attr(outer, "else_branch", unary("Exp", "e"));
   OnnxModel m = model_of(b);
-  EXPECT_EQ(m.branch_inputs(), (std::vector<std::string>{"flag", "mode"}));
+  EXPECT_EQ(m.value_inputs(), (std::vector<std::string>{"flag", "mode"}));
   const Tensor x = Tensor::f32({3}, std::vector<float>{-1, 0, 2});
   auto run = [&](bool flag, int64_t mode) {
     return m.run({{"x", x}, {"flag", Tensor::boolean({1}, std::vector<uint8_t>{flag})}, {"mode", Tensor::scalar_i64(mode)}})[0]
@@ -344,7 +344,7 @@ TEST(OnnxIfSpecialize, FlagInputsAndNestedIfsSelectBranches) {
   auto& rt = r.node("If", {"positive"}, {"y"}, "outer");
   set_attr(rt, "then_branch", inner_then.graph());
   set_attr(rt, "else_branch", unary("Exp", "e"));
-  EXPECT_TRUE(model_of(r).branch_inputs().empty());
+  EXPECT_TRUE(model_of(r).value_inputs().empty());
 }
 
 }  // namespace

@@ -127,8 +127,26 @@ TEST(OnnxLoopRuntime, ScanOutputsWithARunTimeTripCountAreAnError) {
     FAIL() << "the import succeeded";
   } catch (const Error& e) {
     EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr("'doubling' (Loop"), HasSubstr("scan outputs"),
-                                             HasSubstr("known_inputs")));
+                                             HasSubstr("known_inputs"), HasSubstr("rlx run")));
   }
+}
+
+// With scan outputs the loop must unroll: OnnxModel specializes on the trip count's value.
+TEST(OnnxLoopRuntime, ScanOutputsUnrollPerTripCountThroughOnnxModel) {
+  const std::string bytes = trip_count_model(true).bytes();
+  OnnxModel m(bytes.data(), bytes.size(), "");
+  EXPECT_EQ(m.value_inputs(), (std::vector<std::string>{"n"}));
+  const std::vector<float> x{1, -2, 0.5f}, bias{0.25f, 0, -1};
+  for (int64_t n : {2, 4, 2}) {
+    const auto got = m.run({{"x", Tensor::f32({3}, x)}, {"n", Tensor::scalar_i64(n)}, {"bias", Tensor::f32({3}, bias)}});
+    EXPECT_EQ(got[0].to_f32(), reference_doubling(x, n, bias));
+    ASSERT_EQ(got[1].shape(), (std::vector<int64_t>{n, 3}));
+    const auto ys = got[1].to_f32();
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(std::vector<float>(ys.begin() + i * 3, ys.begin() + i * 3 + 3), reference_doubling(x, i + 1, bias));
+  }
+  EXPECT_EQ(m.stats().imports, 2);
+  EXPECT_EQ(m.stats().hits, 1);
 }
 
 // A loop that never stops is stopped by the size policy's iteration limit, with an rlx::Error.

@@ -237,7 +237,7 @@ int run_run(const RunOptions& o) {
         if (name == in.name) shapes += (shapes.empty() ? "" : ", ") + shown(name) + "=" + dims_str(t.shape());
     // Inputs whose values select If branches are part of the signature: say which branch values.
     std::string values;
-    for (const auto& name : model->branch_inputs())
+    for (const auto& name : model->value_inputs())
       for (const auto& [given, t] : feeds)
         if (given == name && t.numel() == 1)
           values += (values.empty() ? "" : ", ") + shown(name) + "=" +

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "io/file_access.h"
-#include "io/onnx/if_conditions.h"
+#include "io/onnx/control_inputs.h"
 #include "io/onnx/importer.h"
 #include "io/onnx/proto.h"
 #include "rlx/onnx.h"
@@ -52,13 +52,14 @@ struct OnnxModel::Impl {
   std::vector<std::vector<std::string>> declared_syms;  // per input, per axis: the symbol ("" = static)
   std::vector<std::string> outputs;
   std::map<std::string, Tensor> initializers;  // top-level initializers, read once
-  // Inputs whose values decide If conditions (onnx_io::branch_inputs): a run's values of them
-  // (when small) are part of its signature and given to the import as known values.
-  std::vector<std::string> branch_inputs;
+  // Inputs whose values decide If conditions or the trip counts of Loops that must unroll
+  // (onnx_io::value_inputs): a run's values of them are part of its signature and given to the
+  // import as known values.
+  std::vector<std::string> value_inputs;
 
   struct Key {
     std::vector<std::vector<int64_t>> shapes;  // the given shapes, in input order
-    // Per branch input: its bytes, or nullopt when it is too large to specialize on.
+    // Per value input: its bytes, or nullopt when it is too large to specialize on.
     std::vector<std::optional<std::string>> values;
     bool operator==(const Key&) const = default;
   };
@@ -119,7 +120,7 @@ struct OnnxModel::Impl {
                     quoted({symbols.begin(), symbols.end()}) + ")");
     }
     for (const auto& vi : gp.output()) outputs.push_back(vi.name());
-    branch_inputs = onnx_io::branch_inputs(gp);
+    value_inputs = onnx_io::value_inputs(gp);
     for (const auto& t : gp.initializer()) {
       if (initializers.count(t.name())) continue;  // reported by the import
       initializers.emplace(t.name(),
@@ -235,7 +236,7 @@ OnnxModel::~OnnxModel() = default;
 const std::vector<OnnxModel::Input>& OnnxModel::inputs() const { return impl_->inputs; }
 std::vector<std::string> OnnxModel::output_names() const { return impl_->outputs; }
 const OnnxModelOptions& OnnxModel::options() const { return impl_->opts; }
-const std::vector<std::string>& OnnxModel::branch_inputs() const { return impl_->branch_inputs; }
+const std::vector<std::string>& OnnxModel::value_inputs() const { return impl_->value_inputs; }
 
 std::set<std::string> OnnxModel::symbols() const {
   std::set<std::string> s;
@@ -267,7 +268,7 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
     ++m.stats.runs;
     const auto dims = m.bind(inputs);
     Impl::Key key;
-    std::map<std::string, Tensor> known;  // branch inputs' values, given to the import
+    std::map<std::string, Tensor> known;  // value inputs' values, given to the import
     std::string values_text;
     std::vector<std::string> missing;
     std::map<std::string, std::vector<int64_t>> undeclared;  // shapes of inputs declared without one
@@ -281,8 +282,8 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
       }
       key.shapes.push_back(t->shape());
       if (!in.has_shape) undeclared[in.name] = t->shape();
-      if (std::find(m.branch_inputs.begin(), m.branch_inputs.end(), in.name) == m.branch_inputs.end()) continue;
-      if (t->numel() > onnx_io::kMaxBranchInputElements) {
+      if (std::find(m.value_inputs.begin(), m.value_inputs.end(), in.name) == m.value_inputs.end()) continue;
+      if (t->numel() > onnx_io::kMaxValueInputElements) {
         key.values.emplace_back();  // too large: its If conditions stay run-time values
         continue;
       }

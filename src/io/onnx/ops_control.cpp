@@ -5,7 +5,7 @@
 #include <set>
 
 #include "io/file_access.h"
-#include "io/onnx/if_conditions.h"
+#include "io/onnx/control_inputs.h"
 #include "io/onnx/importer.h"
 #include "passes/legalize.h"
 #include "rlx/limits.h"
@@ -67,7 +67,7 @@ std::string run_time_condition_text(const NodeCtx& c) {
     return s + ". The If is inside a branch of another If whose condition is only known at run time, so no "
            "input value can select its branch at import time; the branch must import on its own";
   return s + ". It is computed from values only known while the model runs (the value of a graph input with "
-         "dynamic dims or more than " + std::to_string(kMaxBranchInputElements) +
+         "dynamic dims or more than " + std::to_string(kMaxValueInputElements) +
          " elements, a loop value, a subgraph result or a random op), so no input value selects the branch at "
          "import time and the branch must import on its own";
 }
@@ -148,7 +148,9 @@ V loop_at_run_time(const NodeCtx& c, const onnx::GraphProto& body, size_t n_carr
            std::to_string(active_limits().max_unroll_steps) + " iterations), and the body has " +
            std::to_string(n_scan) +
            " scan outputs whose length would only be known at run time; rlx runs such a Loop only without scan "
-           "outputs (give the trip count and condition at import: OnnxImportOptions::known_inputs)");
+           "outputs (give the trip count and condition at import: OnnxImportOptions::known_inputs; rlx run and "
+           "rlx::OnnxModel do when they come from graph inputs of at most " +
+           std::to_string(kMaxValueInputElements) + " elements)");
   std::vector<Value> ins;
   ins.push_back(g.constant(Tensor::scalar_i64(0)));
   ins.push_back(c.present(1) ? as_scalar(c, g, c.value(1), DType::Bool, "loop condition (input 1)")

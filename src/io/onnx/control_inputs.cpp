@@ -1,7 +1,7 @@
-// What each If condition of an ONNX model is computed from (see if_conditions.h): a walk back
-// from the condition through the nodes that produce it, scope by scope (a body reads the values
-// of its enclosing graphs).
-#include "io/onnx/if_conditions.h"
+// What each If condition and Loop trip count of an ONNX model is computed from (see
+// control_inputs.h): a walk back from the value through the nodes that produce it, scope by
+// scope (a body reads the values of its enclosing graphs).
+#include "io/onnx/control_inputs.h"
 
 #include <algorithm>
 #include <utility>
@@ -22,7 +22,7 @@ bool has_body(const onnx::NodeProto& n) {
   return false;
 }
 
-// An input declared with a static shape of at most kMaxBranchInputElements elements: a value
+// An input declared with a static shape of at most kMaxValueInputElements elements: a value
 // a model can be specialized on (a sample rate, a flag). Larger or dynamic inputs are run-time
 // data.
 bool small_static(const onnx::ValueInfoProto& vi) {
@@ -31,7 +31,7 @@ bool small_static(const onnx::ValueInfoProto& vi) {
   for (const auto& d : vi.type().tensor_type().shape().dim()) {
     if (!d.has_dim_value() || d.dim_value() < 0) return false;
     n *= d.dim_value();
-    if (n > kMaxBranchInputElements) return false;
+    if (n > kMaxValueInputElements) return false;
   }
   return true;
 }
@@ -54,13 +54,14 @@ class Walker {
  public:
   explicit Walker(const onnx::GraphProto& main) : main_(main) {}
 
-  std::map<std::string, IfCondition> run() {
+  void run() {
     Scope top = scope_of(main_, nullptr);
     for (const auto& vi : main_.input())
       if (!top.inits.count(vi.name()) && small_static(vi)) top.graph_inputs.insert(vi.name());
     walk(top, main_, true);
-    return std::move(out_);
   }
+  const std::map<std::string, IfCondition>& ifs() const { return out_; }
+  const std::set<std::string>& loop_inputs() const { return loop_inputs_; }
 
  private:
   Scope scope_of(const onnx::GraphProto& g, const Scope* parent) {
@@ -130,6 +131,24 @@ class Walker {
         c.reachable = reachable;
         out_.emplace(n.output(0), c);
         bodies_reachable = reachable && c.from_inputs;  // else the branches are built on their own
+      } else if (n.op_type() == "Loop" && (n.domain().empty() || n.domain() == "ai.onnx")) {
+        // Trip count (input 0) and condition (input 1). A Loop with scan outputs is unrolled, so
+        // both must be known at import: their inputs are value inputs. Without scan outputs a
+        // run-time trip count runs as a While (no specialization needed).
+        Deps d;
+        for (int k = 0; k < 2 && k < n.input_size(); ++k) {
+          if (n.input(k).empty()) continue;
+          Deps sub = resolve(s, n.input(k));
+          d.inputs.insert(sub.inputs.begin(), sub.inputs.end());
+          d.opaque = d.opaque || sub.opaque;
+        }
+        const onnx::GraphProto* body = nullptr;
+        for (const auto& a : n.attribute())
+          if (a.name() == "body" && a.has_g()) body = &a.g();
+        const int carried = std::max(0, n.input_size() - 2);
+        const bool has_scan = body && body->output_size() > 1 + carried;
+        if (reachable && has_scan && !d.opaque) loop_inputs_.insert(d.inputs.begin(), d.inputs.end());
+        bodies_reachable = reachable && !d.opaque && (has_scan || d.inputs.empty());  // unrolled
       }
       for (const auto& a : n.attribute()) {
         if (a.has_g()) walk_body(s, a.g(), bodies_reachable);
@@ -148,15 +167,22 @@ class Walker {
   std::map<std::pair<int, std::string>, Deps> memo_;
   std::set<std::pair<int, std::string>> visiting_;
   std::map<std::string, IfCondition> out_;
+  std::set<std::string> loop_inputs_;
 };
 
 }  // namespace
 
-std::map<std::string, IfCondition> if_conditions(const onnx::GraphProto& main) { return Walker(main).run(); }
+std::map<std::string, IfCondition> if_conditions(const onnx::GraphProto& main) {
+  Walker w(main);
+  w.run();
+  return w.ifs();
+}
 
-std::vector<std::string> branch_inputs(const onnx::GraphProto& main) {
-  std::set<std::string> names;
-  for (const auto& [out, c] : if_conditions(main))
+std::vector<std::string> value_inputs(const onnx::GraphProto& main) {
+  Walker w(main);
+  w.run();
+  std::set<std::string> names = w.loop_inputs();
+  for (const auto& [out, c] : w.ifs())
     if (c.reachable && c.from_inputs) names.insert(c.inputs.begin(), c.inputs.end());
   std::vector<std::string> v;
   for (const auto& vi : main.input())
