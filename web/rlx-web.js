@@ -73,6 +73,29 @@ function bf16Round(x) {
   return scratchF[0];
 }
 
+// 2-byte f16 / bf16 weights (`bytes` at `offset` of weights.bin) widened to the f32 words the
+// kernels read.
+let f16Table = null;
+function widen(weights, offset, bytes, form) {
+  const halves = new Uint16Array(weights, offset, bytes / 2);
+  const out = new Float32Array(halves.length);
+  if (form === 'bf16') {
+    const bits = new Uint32Array(out.buffer);
+    for (let i = 0; i < halves.length; ++i) bits[i] = halves[i] << 16;
+    return out;
+  }
+  if (form !== 'f16') throw new RlxError(`weights.bin holds values of an unknown form '${form}'; export the model again`);
+  if (!f16Table) {
+    f16Table = new Float32Array(65536);
+    for (let h = 0; h < 65536; ++h) {
+      const e = (h >> 10) & 31, m = h & 1023, s = h & 0x8000 ? -1 : 1;
+      f16Table[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1024 + m) * 2 ** (e - 25);
+    }
+  }
+  for (let i = 0; i < halves.length; ++i) out[i] = f16Table[halves[i]];
+  return out;
+}
+
 // The 32-bit words an input's value is stored as on the device.
 function toStorage(input, value) {
   const what = `input '${input.name}' (${input.dtype}[${input.dims.join(', ')}])`;
@@ -198,7 +221,8 @@ class Model {
     this._buffers = m.buffers.map((b) => {
       const buf = d.createBuffer({ size: Math.max(align4(b.bytes), 4), usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
                                    label: `${b.role} ${b.name}` });
-      if (b.init) d.queue.writeBuffer(buf, 0, this._weights, b.init[0], b.init[1]);
+      if (b.init && b.init[2]) d.queue.writeBuffer(buf, 0, widen(this._weights, b.init[0], b.init[1], b.init[2]));
+      else if (b.init) d.queue.writeBuffer(buf, 0, this._weights, b.init[0], b.init[1]);
       return buf;
     });
     this._weights = null;

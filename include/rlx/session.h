@@ -62,6 +62,16 @@ struct RunOptions {
   std::vector<Tensor> out;
 };
 
+// How CompiledGraph::export_web writes a bundle.
+struct WebExportOptions {
+  std::map<std::string, int64_t> dims;  // a value for each symbolic dim of the inputs
+  // Float weights (params, constants) of an f32 graph go into weights.bin as f16, halving it; the
+  // page widens them to the f32 words the kernels read, so the model computes with weights
+  // rounded to f16 (a weight beyond f16's range is an rlx::Error). f16 and bf16 weights are
+  // always written in their own 2-byte form (exact).
+  bool f16_weights = false;
+};
+
 // What CompiledGraph::export_web wrote.
 struct WebExportSummary {
   std::vector<std::string> files;  // relative to the bundle folder
@@ -100,10 +110,11 @@ class CompiledGraph {
   // Writes an ahead-of-time web bundle of this graph into folder `dir`: its WebGPU program (WGSL
   // kernels, the recorded dispatches, the memory plan), the weights in their device dtypes, an ES
   // module that runs it in a browser through navigator.gpu with no rlx runtime, and a demo page
-  // (docs/web-export.md). `dims` gives a value to each symbolic dim of the inputs (none for a
-  // static graph). The graph must be compiled for Device::WebGpu with the knob webgpu_limits =
-  // "web", so that its kernels fit the limits every browser offers; params must have values.
-  WebExportSummary export_web(const std::string& dir, const std::map<std::string, int64_t>& dims = {});
+  // (docs/web-export.md). `options.dims` gives a value to each symbolic dim of the inputs (none
+  // for a static graph). The graph must be compiled for Device::WebGpu with the knob
+  // webgpu_limits = "web", so that its kernels fit the limits every browser offers; params must
+  // have values.
+  WebExportSummary export_web(const std::string& dir, const WebExportOptions& options = {});
   const Graph& graph() const;
   Device device() const;
   std::vector<std::string> input_names() const;

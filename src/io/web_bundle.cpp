@@ -1,6 +1,8 @@
 #include "io/web_bundle.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,6 +64,31 @@ std::vector<uint8_t> initial_bytes(const WebBuffer& b, const std::map<std::strin
   return plan::to_storage(t, b.storage, "param '" + b.name + "'");
 }
 
+// The 2-byte form `init` (f32 words) is written in, "" for none: bf16 / f16 weights always (their
+// values fit exactly), f32 ones when asked for (rounded to f16).
+std::string packed_form(const WebBuffer& b, bool f16_weights) {
+  if ((b.role != BufferRole::Param && b.role != BufferRole::Constant) || b.storage != DType::F32) return "";
+  if (b.dtype == DType::BF16) return "bf16";
+  if (b.dtype == DType::F16 || (b.dtype == DType::F32 && f16_weights)) return "f16";
+  return "";
+}
+
+// f32 words -> 2-byte values of `form`; an f32 weight beyond f16's range is an error.
+std::vector<uint8_t> pack_halves(const std::vector<uint8_t>& words, const std::string& form, const WebBuffer& b) {
+  const size_t n = words.size() / 4;
+  std::vector<uint8_t> out(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, words.data() + 4 * i, 4);
+    const uint16_t h = form == "bf16" ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+    if (form == "f16" && std::isfinite(v) && !std::isfinite(f16_bits_to_f32(h)))
+      throw Error("export_web: " + std::string(role_name(b.role)) + " '" + b.name + "' element " + std::to_string(i) +
+                  " = " + std::to_string(v) + " is beyond f16's range; export with f32 weights");
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
 json tensor_json(const std::string& name, DType dtype, DType storage, const std::vector<int64_t>& dims, int buffer) {
   return json{{"name", name}, {"dtype", dtype_name(dtype)}, {"storage", dtype_name(storage)}, {"dims", dims},
               {"buffer", buffer}};
@@ -69,7 +96,8 @@ json tensor_json(const std::string& name, DType dtype, DType storage, const std:
 
 }  // namespace
 
-WebExportSummary write_web_bundle(const WebProgram& p, const std::map<std::string, Tensor>& params, const std::string& dir) {
+WebExportSummary write_web_bundle(const WebProgram& p, const std::map<std::string, Tensor>& params, const std::string& dir,
+                                  bool f16_weights) {
   namespace fs = std::filesystem;
   const fs::path root(dir);
   std::error_code ec;
@@ -85,13 +113,19 @@ WebExportSummary write_web_bundle(const WebProgram& p, const std::map<std::strin
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const WebBuffer& b = p.buffers[i];
     json jb{{"role", role_name(b.role)}, {"name", b.name}, {"bytes", b.bytes}};
-    const std::vector<uint8_t> init = initial_bytes(b, params);
+    std::vector<uint8_t> init = initial_bytes(b, params);
     if (init.size() > b.bytes)
       throw Error("export_web: internal: '" + b.name + "' has " + std::to_string(init.size()) + " initial bytes for a " +
                   std::to_string(b.bytes) + "-byte buffer");
     if (!init.empty()) {
-      weights.resize((weights.size() + 3) / 4 * 4, 0);  // queue.writeBuffer wants 4-byte offsets and sizes
-      jb["init"] = {weights.size(), (init.size() + 3) / 4 * 4};
+      // [offset, bytes] of f32 / i32 / u32 words in weights.bin (queue.writeBuffer wants 4-byte
+      // offsets and sizes), or [offset, bytes, "f16" | "bf16"] of 2-byte values the page widens.
+      const std::string form = packed_form(b, f16_weights);
+      const size_t words = init.size();
+      if (!form.empty()) init = pack_halves(init, form, b);
+      weights.resize((weights.size() + 3) / 4 * 4, 0);
+      jb["init"] = {weights.size(), form.empty() ? (words + 3) / 4 * 4 : init.size()};
+      if (!form.empty()) jb["init"].push_back(form);
       weights.insert(weights.end(), init.begin(), init.end());
       weights.resize((weights.size() + 3) / 4 * 4, 0);
     }

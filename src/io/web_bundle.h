@@ -75,6 +75,9 @@ struct WebProgram {
 // Writes `p` into folder `dir` (created when missing; files of the same names are replaced).
 // `params`: the value of every Param buffer by name (host tensors in their logical dtype),
 // converted to the buffer's storage dtype (an element that does not fit is an rlx::Error).
-WebExportSummary write_web_bundle(const WebProgram& p, const std::map<std::string, Tensor>& params, const std::string& dir);
+// Weights of logical dtype f16 / bf16 held in f32 words are written as their 2-byte values
+// (exact); `f16_weights`: f32 ones too, rounded to f16 (WebExportOptions::f16_weights).
+WebExportSummary write_web_bundle(const WebProgram& p, const std::map<std::string, Tensor>& params,
+                                  const std::string& dir, bool f16_weights = false);
 
 }  // namespace rlx::web

@@ -399,7 +399,7 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
   return got;
 }
 
-WebExportSummary CompiledGraph::export_web(const std::string& dir, const std::map<std::string, int64_t>& dims) {
+WebExportSummary CompiledGraph::export_web(const std::string& dir, const WebExportOptions& options) {
   ScopedLimits scoped(impl_->options.limits);
   return translate_errors("export_web", [&] {
     Impl& m = *impl_;
@@ -411,6 +411,7 @@ WebExportSummary CompiledGraph::export_web(const std::string& dir, const std::ma
       throw Error("export_web: the graph's kernels were made for this machine's WebGPU adapter, whose limits and "
                   "features a browser may not have; compile it with the knob webgpu_limits=web "
                   "(CompileOptions::tuning.webgpu_limits = \"web\" or RLX_WEBGPU_LIMITS=web)");
+    const std::map<std::string, int64_t>& dims = options.dims;
     std::set<std::string> symbols;
     for (const auto& [name, id] : m.input_ids)
       for (const Dim& d : std::get<ops::Input>(m.graph.node(id).op).shape.dims)
@@ -438,7 +439,7 @@ WebExportSummary CompiledGraph::export_web(const std::string& dir, const std::ma
       auto d = cv.derived.find(name);
       values[name] = d != cv.derived.end() ? d->second : m.params.at(name);
     }
-    return web::write_web_bundle(*cv.variant->web_program(), values, dir);
+    return web::write_web_bundle(*cv.variant->web_program(), values, dir, options.f16_weights);
   });
 }
 

@@ -6,7 +6,7 @@ HTTP server. Every output must match the CPU's, a second run must give the same 
 inputs must be refused with RlxError messages.
 
   /usr/bin/python3 tests/web/test_export_web.py --rlx build/release/rlx [--chromium chromium]
-                                                [--models bert,cnn] [--keep DIR]
+                                                [--cases bert,cnn,bert_f16w] [--keep DIR]
 
 Exit 0: passed; 1: failed; 77: skipped (no Chromium, or no WebGPU adapter for rlx), reason printed.
 """
@@ -87,8 +87,13 @@ def browser_result(chromium: str, folder: Path, timeout: float) -> dict:
     return json.loads(body)
 
 
-def check_model(name: str, args, work: Path) -> list[str]:
-    data, inputs, dims = web_models.MODELS[name]()
+# (case, model, extra export-web arguments, max error / max |value| allowed per output): f16
+# weights round every weight to f16, so that case allows the rounding's effect.
+CASES = [("bert", "bert", [], 1e-4), ("cnn", "cnn", [], 1e-4), ("bert_f16w", "bert", ["--weights", "f16"], 1e-2)]
+
+
+def check_model(name: str, model_name: str, export_args: list, rtol: float, args, work: Path) -> list[str]:
+    data, inputs, dims = web_models.MODELS[model_name]()
     d = work / name
     d.mkdir()
     model = d / f"{name}.onnx"
@@ -100,7 +105,8 @@ def check_model(name: str, args, work: Path) -> list[str]:
     run([args.rlx, "run", model, *feeds, "--save-outputs", d / "cpu"])
     bundle = d / "bundle"
     t0 = time.time()
-    out = run([args.rlx, "export-web", model, bundle, *sum((["--dim", f"{k}={v}"] for k, v in dims.items()), [])])
+    out = run([args.rlx, "export-web", model, bundle, *export_args,
+               *sum((["--dim", f"{k}={v}"] for k, v in dims.items()), [])])
     export_s = time.time() - t0
     shutil.copy(HERE / "harness.html", bundle / "harness.html")
     spec = {}
@@ -127,8 +133,8 @@ def check_model(name: str, args, work: Path) -> list[str]:
         scale = float(np.max(np.abs(ref))) if ref.size else 0.0
         rel = err / scale if scale else err
         print(f"  {oname:<20} {str(list(o['dims'])):<16} {err:10.3g} {scale:10.3g} {rel:9.2e}")
-        if not np.all(np.isfinite(got)) or rel > args.rtol:
-            fails.append(f"{name}/{oname}: max error {err:.3g} is {rel:.2e} of the largest value (limit {args.rtol})")
+        if not np.all(np.isfinite(got)) or rel > rtol:
+            fails.append(f"{name}/{oname}: max error {err:.3g} is {rel:.2e} of the largest value (limit {rtol})")
     if set(res["outputs"]) != set(o["name"] for o in manifest["outputs"]):
         fails.append(f"{name}: outputs {sorted(res['outputs'])}, the bundle has {[o['name'] for o in manifest['outputs']]}")
     if not res["repeat_equal"]:
@@ -146,10 +152,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rlx", required=True)
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
-    ap.add_argument("--models", default=",".join(web_models.MODELS))
+    ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
     ap.add_argument("--keep", help="keep the models and bundles in this folder")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds for each page")
-    ap.add_argument("--rtol", type=float, default=1e-4, help="max error / max |value| allowed per output")
     args = ap.parse_args()
     if not shutil.which(args.chromium):
         print(f"SKIP: no Chromium ('{args.chromium}'); scripts/install-deps.sh installs Debian's chromium")
@@ -164,9 +169,11 @@ def main() -> int:
         work.mkdir(parents=True)
     fails = []
     try:
-        for name in args.models.split(","):
+        for name, model_name, export_args, rtol in CASES:
+            if name not in args.cases.split(","):
+                continue
             try:
-                fails += check_model(name, args, work)
+                fails += check_model(name, model_name, export_args, rtol, args, work)
             except RuntimeError as e:
                 if "no WebGPU device" in str(e):
                     print(f"SKIP: rlx has no WebGPU adapter to compile with: {e}")
@@ -177,7 +184,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     for f in fails:
         print("FAIL:", f)
-    print("web export:", "FAILED" if fails else "passed", f"({args.models})")
+    print("web export:", "FAILED" if fails else "passed", f"({args.cases})")
     return 1 if fails else 0
 
 

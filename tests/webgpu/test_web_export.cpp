@@ -73,17 +73,17 @@ TEST(WebExport, SymbolicDimsAndParamsMustBeGiven) {
   RLX_REQUIRE_WEBGPU();
   auto cg = Session(Device::WebGpu).compile(lookup_graph(Dim::symbol("n")), web_options());
   const std::string dir = fresh_dir("dims").string();
-  EXPECT_NE(thrown([&] { cg.export_web(dir, {{"n", 3}}); }).find("params without values 'table'"), std::string::npos);
+  EXPECT_NE(thrown([&] { cg.export_web(dir, {{{"n", 3}}}); }).find("params without values 'table'"), std::string::npos);
   cg.set_param("table", table_value());
   EXPECT_NE(thrown([&] { cg.export_web(dir); }).find("give a value to the symbolic dims 'n'"), std::string::npos);
-  EXPECT_NE(thrown([&] { cg.export_web(dir, {{"n", 3}, {"m", 2}}); }).find("'m' is not a symbolic dim"),
+  EXPECT_NE(thrown([&] { cg.export_web(dir, {{{"n", 3}, {"m", 2}}}); }).find("'m' is not a symbolic dim"),
             std::string::npos);
-  EXPECT_NE(thrown([&] { cg.export_web(dir, {{"n", -1}}); }).find("negative"), std::string::npos);
+  EXPECT_NE(thrown([&] { cg.export_web(dir, {{{"n", -1}}}); }).find("negative"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir)) << "nothing is written when the export is refused";
   // A file where the folder should be.
   const fs::path file = fresh_dir("file");
   std::ofstream(file) << "x";
-  EXPECT_NE(thrown([&] { cg.export_web(file.string(), {{"n", 3}}); }).find("cannot create the folder"),
+  EXPECT_NE(thrown([&] { cg.export_web(file.string(), {{{"n", 3}}}); }).find("cannot create the folder"),
             std::string::npos);
   fs::remove(file);
 }
@@ -93,7 +93,7 @@ TEST(WebExport, ManifestAndWeightsDescribeTheProgram) {
   auto cg = Session(Device::WebGpu).compile(lookup_graph(Dim::symbol("n")), web_options());
   cg.set_param("table", table_value());
   const fs::path dir = fresh_dir("manifest");
-  const WebExportSummary s = cg.export_web(dir.string(), {{"n", 3}});
+  const WebExportSummary s = cg.export_web(dir.string(), {{{"n", 3}}});
   for (const char* f : {"model.json", "weights.bin", "rlx-web.js", "index.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
   EXPECT_EQ(s.files.size(), 4u);
   EXPECT_NE(s.target.find("default limits"), std::string::npos) << s.target;
@@ -150,6 +150,35 @@ TEST(WebExport, ManifestAndWeightsDescribeTheProgram) {
     saw_param = true;
   }
   EXPECT_TRUE(saw_param);
+  fs::remove_all(dir);
+
+  // f16 weights: the param as 2-byte halves, rounded; the i64 input untouched.
+  WebExportOptions half;
+  half.dims = {{"n", 3}};
+  half.f16_weights = true;
+  const WebExportSummary h = cg.export_web(dir.string(), half);
+  EXPECT_LT(h.weight_bytes, s.weight_bytes);
+  const json mh = json::parse(std::ifstream(dir / "model.json"));
+  std::vector<char> hb(fs::file_size(dir / "weights.bin"));
+  std::ifstream(dir / "weights.bin", std::ios::binary).read(hb.data(), static_cast<std::streamsize>(hb.size()));
+  for (const json& b : mh["buffers"]) {
+    if (b["role"] != "param") continue;
+    ASSERT_EQ(b["init"].size(), 3u);
+    EXPECT_EQ(b["init"][2], "f16");
+    ASSERT_EQ(b["init"][1].get<uint64_t>(), 24u * 2);
+    const Tensor want = table_value();
+    for (size_t i = 0; i < 24; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, hb.data() + b["init"][0].get<uint64_t>() + 2 * i, 2);
+      EXPECT_EQ(f16_bits_to_f32(bits), f16_bits_to_f32(f32_to_f16_bits(want.data<float>()[i])));
+    }
+  }
+  fs::remove_all(dir);
+  // A weight f16 cannot hold is refused, naming it.
+  std::vector<float> big(24, 1.0f);
+  big[5] = 1e6f;
+  cg.set_param("table", Tensor::f32({6, 4}, big));
+  EXPECT_NE(thrown([&] { cg.export_web(dir.string(), half); }).find("'table' element 5"), std::string::npos);
   fs::remove_all(dir);
 }
 

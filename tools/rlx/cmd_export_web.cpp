@@ -13,13 +13,16 @@ namespace {
 struct ExportWebOptions {
   std::string path, dir;
   std::vector<std::string> dims, knobs;
+  std::string weights = "f32";
 };
 
 int run_export_web(const ExportWebOptions& o) {
   // ONNX models take the dims at import (a node may need them to import at all); graph JSON
   // binds them at export.
   Graph g;
-  std::map<std::string, int64_t> bind;
+  WebExportOptions wo;
+  wo.f16_weights = o.weights == "f16";
+  std::map<std::string, int64_t>& bind = wo.dims;
   if (is_onnx_path(o.path)) {
     try {
       g = load_graph_file(o.path, parse_dims(o.dims, nullptr));
@@ -37,7 +40,7 @@ int run_export_web(const ExportWebOptions& o) {
   if (co.tuning.webgpu_limits != "web")
     throw UsageError("--knob webgpu_limits: a web bundle is always compiled for the browsers' limits (web)");
   CompiledGraph cg = Session(Device::WebGpu).compile(g, co);
-  const WebExportSummary s = cg.export_web(o.dir, bind);
+  const WebExportSummary s = cg.export_web(o.dir, wo);
   std::cout << "wrote " << shown(o.dir) << ": ";
   for (size_t i = 0; i < s.files.size(); ++i) std::cout << (i ? ", " : "") << s.files[i];
   std::cout << "\n  " << s.kernels << " WGSL kernels, " << s.dispatches << " dispatches per run\n"
@@ -59,6 +62,11 @@ Command add_export_web_command(CLI::App& parent) {
   app->add_option("dir", opts->dir, "Folder to write the bundle into (created when missing)")->required();
   app->add_option("--dim", opts->dims, "Value of a symbolic input dim: NAME=VALUE (repeatable; a bundle runs one shape)");
   app->add_option("--knob", opts->knobs, kKnobHelp);
+  app->add_option("--weights", opts->weights,
+                  "f32: weights as the model has them; f16: f32 weights rounded to f16 in weights.bin (half the "
+                  "download; the page widens them; numbers change by the rounding)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
   app->footer(
       "Writes model.json (WGSL kernels, buffers, recorded dispatches), weights.bin, rlx-web.js (the ES module that "
       "runs it: loadModel(url) then model.run({name: array})) and index.html (a demo page). Compiling needs a "
