@@ -311,6 +311,32 @@ A model runs one call at a time (calls from several threads wait for each other)
       .def("reset_state", [](Model& self) {
              if (self.fixed) self.fixed->reset_state();
            }, "Forgets carried state (the next run needs those inputs again).")
+      .def("export_web", [](Model& self, const std::string& dir, const py::object& dims, bool f16_weights) {
+             if (self.onnx)
+               throw Error("Model.export_web: this ONNX model is specialized per input-shape signature (a node needs "
+                           "concrete dims); load it with dims={...} binding every symbolic dim");
+             WebExportOptions o;
+             o.f16_weights = f16_weights;
+             if (!dims.is_none())
+               for (const auto& [k, v] : dims.cast<py::dict>()) o.dims[k.cast<std::string>()] = v.cast<int64_t>();
+             WebExportSummary s;
+             {
+               py::gil_scoped_release release;
+               s = self.fixed->export_web(dir, o);
+             }
+             py::dict d;
+             d["files"] = s.files;
+             d["target"] = s.target;
+             d["kernels"] = s.kernels;
+             d["dispatches"] = s.dispatches;
+             d["weight_bytes"] = s.weight_bytes;
+             d["buffer_bytes"] = s.buffer_bytes;
+             return d;
+           }, py::arg("dir"), py::arg("dims") = py::none(), py::arg("f16_weights") = false,
+           "Writes a web bundle of this model into folder `dir` (docs/web-export.md): its WebGPU program, "
+           "weights, the rlx-web.js module that runs it in a browser, a demo page. Compile with "
+           "device='webgpu' and knobs={'webgpu_limits': 'web'}; `dims` binds symbolic input dims. Returns "
+           "{'files', 'target', 'kernels', 'dispatches', 'weight_bytes', 'buffer_bytes'}.")
       .def_readonly("inputs", &Model::inputs, "ValueInfo of every input: name, dtype, dims (str = symbolic).")
       .def_property_readonly("outputs", [](const Model& self) { return graph_outputs(self.current("outputs").graph()); },
                              "ValueInfo of every output (of the latest call's signature for a specialized ONNX model).")
