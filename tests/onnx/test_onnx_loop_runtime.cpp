@@ -149,6 +149,53 @@ TEST(OnnxLoopRuntime, ScanOutputsUnrollPerTripCountThroughOnnxModel) {
   EXPECT_EQ(m.stats().hits, 1);
 }
 
+// A body that changes a carried value's shape cannot run as a While (its values keep their shapes).
+TEST(OnnxLoopRuntime, ACarriedValueThatChangesShapeIsAnError) {
+  OnnxBuilder body;
+  body.input("i", kI64, {}).input("c", kBool, {}).input("v", kF32, {3});
+  body.output("c", kBool).output("v2");
+  auto& cat = body.node("Concat", {"v", "v"}, {"v2"});
+  set_attr(cat, "axis", int64_t{0});
+  OnnxBuilder b(17);
+  b.input("x", kF32, {3}).input("n", kI64, {}).output("y");
+  auto& n = b.node("Loop", {"n", "", "x"}, {"y"}, "grow");
+  set_attr(n, "body", body.graph());
+  try {
+    testing::import_built(b);
+    FAIL() << "the import succeeded";
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr("'grow' (Loop"), HasSubstr("carried value 0 ('v')"),
+                                             HasSubstr("f32[3]"), HasSubstr("f32[6]")));
+  }
+}
+
+// A Scan over a symbolic sequence length needs the dim: an OnnxDimsError (OnnxModel binds it).
+TEST(OnnxLoopRuntime, ScanOverASymbolicLengthNeedsTheDim) {
+  OnnxBuilder body;
+  body.input("acc", kF32, {2}).input("row", kF32, {2});
+  body.output("acc2").output("row2");
+  body.node("Add", {"acc", "row"}, {"acc2"});
+  body.node("Identity", {"acc2"}, {"row2"});
+  OnnxBuilder b(17);
+  b.input("init", kF32, {2}).input("xs", kF32, {-1, 2}, {"steps"}).output("total").output("partial");
+  auto& n = b.node("Scan", {"init", "xs"}, {"total", "partial"}, "cumulate");
+  set_attr(n, "num_scan_inputs", int64_t{1});
+  set_attr(n, "body", body.graph());
+  try {
+    testing::import_built(b);
+    FAIL() << "the import succeeded";
+  } catch (const OnnxDimsError& e) {
+    EXPECT_THAT(e.node(), HasSubstr("cumulate"));
+    EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr("'steps'"), HasSubstr("--dim")));
+  }
+  const std::string bytes = b.bytes();
+  OnnxModel m(bytes.data(), bytes.size(), "");
+  const auto out = m.run({{"init", Tensor::f32({2}, std::vector<float>{0, 1})},
+                          {"xs", Tensor::f32({3, 2}, std::vector<float>{1, 2, 3, 4, 5, 6})}});
+  EXPECT_EQ(out[0].to_f32(), (std::vector<float>{9, 13}));
+  EXPECT_EQ(out[1].to_f32(), (std::vector<float>{1, 3, 4, 7, 9, 13}));
+}
+
 // A loop that never stops is stopped by the size policy's iteration limit, with an rlx::Error.
 TEST(OnnxLoopRuntime, EndlessLoopsHitTheIterationLimit) {
   OnnxBuilder body;

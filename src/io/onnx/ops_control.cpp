@@ -306,7 +306,9 @@ V scan(const NodeCtx& c) {
     const Shape& s = c.shape(n + j);
     axes[j] = normalize_axis(in_axes[j], s.rank(), "scan_input_axes");
     const Dim& d = s.dims[static_cast<size_t>(axes[j])];
-    if (d.is_symbolic()) c.fail("the sequence length must be static");
+    if (d.is_symbolic())
+      c.fail("the sequence length (axis " + std::to_string(axes[j]) + " of scan input " + std::to_string(j) +
+             ") is the symbolic dim '" + io::printable(d.sym) + "'; rlx unrolls Scan at import time and needs its value");
     if (len >= 0 && len != d.value) c.fail("scan inputs have different sequence lengths");
     len = d.value;
   }
