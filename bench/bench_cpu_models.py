@@ -137,10 +137,10 @@ def mobilenet(res: int = 224):
     return data, inputs
 
 
-def encoder(hidden: int, heads: int, ffn: int, seq: int = 128):
-    m = Net(2)
+def encoder_layer(m: Net, x: str, hidden: int, heads: int, ffn: int, seq: int, mask: str | None = None) -> str:
+    """A post-norm encoder layer over x (1, seq, hidden), as PyTorch exports it; `mask`: an additive
+    score mask broadcast to (1, heads, seq, seq)."""
     d = hidden // heads
-    x = "x"
     shape_heads = m.const([1, seq, heads, d], np.int64)
     shape_back = m.const([1, seq, hidden], np.int64)
 
@@ -151,13 +151,20 @@ def encoder(hidden: int, heads: int, ffn: int, seq: int = 128):
     kt = split(m.linear(x, hidden, hidden), [0, 2, 3, 1])
     v = split(m.linear(x, hidden, hidden), [0, 2, 1, 3])
     sc = m.op("Div", [m.op("MatMul", [q, kt]), m.const(float(np.sqrt(d)))])
+    if mask:
+        sc = m.op("Add", [sc, mask])
     o = m.op("MatMul", [m.op("Softmax", [sc], axis=-1), v])
     o = m.op("Reshape", [m.op("Transpose", [o], perm=[0, 2, 1, 3]), shape_back])
     h = m.layer_norm(m.op("Add", [x, m.linear(o, hidden, hidden)]), hidden)
     f = m.linear(h, hidden, ffn)
     gelu = m.op("Mul", [m.op("Mul", [f, m.op("Add", [m.op("Erf", [m.op("Div", [f, m.const(float(np.sqrt(2.0)))])]),
                                                      m.const(1.0)])]), m.const(0.5)])
-    y = m.layer_norm(m.op("Add", [h, m.linear(gelu, ffn, hidden)]), hidden)
+    return m.layer_norm(m.op("Add", [h, m.linear(gelu, ffn, hidden)]), hidden)
+
+
+def encoder(hidden: int, heads: int, ffn: int, seq: int = 128):
+    m = Net(2)
+    y = encoder_layer(m, "x", hidden, heads, ffn, seq)
     out = "y"
     m.nodes.append(ow.node("Identity", [y], [out]))
     data = m.model([ow.value_info("x", ow.FLOAT, [1, seq, hidden])], [ow.value_info(out, ow.FLOAT, [1, seq, hidden])])

@@ -17,34 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 import onnx_writer as ow  # noqa: E402
-from bench_cpu_models import Net, mobilenet  # noqa: E402
+from bench_cpu_models import Net, encoder_layer, mobilenet  # noqa: E402
 
 
 def bert(seq: int = 16, vocab: int = 50, hidden: int = 32, heads: int = 2, ffn: int = 64):
     m = Net(5)
-    d = hidden // heads
     emb = m.init("word_emb", (0.5 * m.rng.standard_normal((vocab, hidden))).astype(np.float32))
     pos = m.init("pos_emb", (0.1 * m.rng.standard_normal((1, seq, hidden))).astype(np.float32))
     x = m.layer_norm(m.op("Add", [m.op("Gather", [emb, "input_ids"], axis=0), pos]), hidden)
-    shape_heads = m.const([1, seq, heads, d], np.int64)
-    shape_back = m.const([1, seq, hidden], np.int64)
-
-    def split(t: str, perm):
-        return m.op("Transpose", [m.op("Reshape", [t, shape_heads])], perm=perm)
-
-    q = split(m.linear(x, hidden, hidden), [0, 2, 1, 3])
-    kt = split(m.linear(x, hidden, hidden), [0, 2, 3, 1])
-    v = split(m.linear(x, hidden, hidden), [0, 2, 1, 3])
     mask = np.zeros((1, 1, 1, seq), np.float32)
     mask[..., seq - 3:] = -10000.0  # the last three tokens are padding
-    sc = m.op("Add", [m.op("Div", [m.op("MatMul", [q, kt]), m.const(float(np.sqrt(d)))]), m.init("mask", mask)])
-    o = m.op("MatMul", [m.op("Softmax", [sc], axis=-1), v])
-    o = m.op("Reshape", [m.op("Transpose", [o], perm=[0, 2, 1, 3]), shape_back])
-    h = m.layer_norm(m.op("Add", [x, m.linear(o, hidden, hidden)]), hidden)
-    f = m.linear(h, hidden, ffn)
-    gelu = m.op("Mul", [m.op("Mul", [f, m.op("Add", [m.op("Erf", [m.op("Div", [f, m.const(float(np.sqrt(2.0)))])]),
-                                                     m.const(1.0)])]), m.const(0.5)])
-    y = m.layer_norm(m.op("Add", [h, m.linear(gelu, ffn, hidden)]), hidden)
+    y = encoder_layer(m, x, hidden, heads, ffn, seq, m.init("mask", mask))
     m.nodes.append(ow.node("Identity", [y], ["last_hidden_state"]))
     first = m.op("Gather", [y, m.const(0, np.int64)], axis=1)
     m.nodes.append(ow.node("Tanh", [m.linear(first, hidden, hidden)], ["pooler_output"]))
