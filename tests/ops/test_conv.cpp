@@ -148,6 +148,12 @@ TEST(Conv, ParallelPaths) {
   check_conv({{1, 6, 41, 43}, {4, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1}, DType::F32, 303);
   check_conv({{1, 8, 37, 39}, {8, 8, 1, 1}, true, {}, {}, {}, 1}, DType::F32, 304);  // pointwise
   check_conv({{1, 8, 37, 39}, {8, 8, 1, 1}, false, {}, {}, {}, 1}, DType::F16, 305);
+  // The f32 tile kernel: channel counts that leave 1..5 rows of a 6-row tile, column counts
+  // with 1..15 left over a 16-wide tile, more than one column chunk, long k.
+  check_conv({{1, 37, 29, 31}, {71, 37, 1, 1}, true, {}, {}, {}, 1}, DType::F32, 306);
+  check_conv({{2, 5, 7, 9}, {13, 5, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {}, 1}, DType::F32, 307);
+  check_conv({{1, 300, 7, 7}, {20, 300, 1, 1}, false, {}, {}, {}, 1}, DType::F32, 308);
+  check_conv({{1, 4, 3, 5}, {8, 4, 1, 1}, true, {}, {}, {}, 1}, DType::F32, 309);
 }
 
 // The direct depthwise kernel (one input channel per group): strides 1/2/3, asymmetric pads,

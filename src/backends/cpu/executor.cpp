@@ -4,9 +4,12 @@
 #include <chrono>
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <cstdlib>
 
+#include "backends/cpu/conv_epilogue.h"
 #include "backends/cpu/kernels.h"
 #include "runtime/device_profile.h"
 
@@ -44,13 +47,6 @@ std::vector<uint8_t*> leaf_bases(const Graph& g, const std::unordered_map<NodeId
   return base;
 }
 
-std::string detail_key(const plan::Step& st) {
-  std::string k = std::to_string(st.node) + " " + op_name(st.op);
-  if (const auto* c = std::get_if<ops::Conv>(&st.op)) k += " g" + std::to_string(c->groups);
-  for (const auto& r : st.in) { k += " ["; for (auto d : r.dims) k += std::to_string(d) + ","; k += "]"; }
-  return k;
-}
-
 }  // namespace
 
 uint64_t copied_bytes() { return g_copied_bytes.load(std::memory_order_relaxed); }
@@ -73,9 +69,39 @@ Executor::Executor(Graph g, const plan::PlanOptions& options)
     throw Error("out of memory allocating the CPU arena of " + std::to_string(bytes) +
                 " bytes (intermediate values of the graph); use smaller inputs or free memory");
   }
+  plan_conv_epilogues();
   const auto base = reinterpret_cast<uintptr_t>(arena_storage_.get());
   const auto aligned = (base + static_cast<uintptr_t>(align) - 1) / static_cast<uintptr_t>(align) * static_cast<uintptr_t>(align);
   arena_ = arena_storage_.get() + (aligned - base);
+}
+
+void Executor::plan_conv_epilogues() {
+  const auto& steps = schedule_.steps;
+  fuse_next_.assign(steps.size(), false);
+  // Reads of each value (by the steps and as a graph output), counting views of it as reads.
+  std::map<Value, int64_t> reads;
+  auto note = [&](const plan::TensorRef& r, bool view_only) {
+    if (!view_only) ++reads[r.value];
+    if (r.loc.is_view && !(r.loc.root == r.value)) ++reads[r.loc.root];
+  };
+  for (const plan::Step& st : steps) {
+    for (const plan::TensorRef& r : st.in) note(r, false);
+    for (const plan::TensorRef& r : st.out) note(r, true);
+  }
+  for (const plan::TensorRef& r : schedule_.outputs) {
+    note(r, false);
+    ++reads[r.value];  // a graph output is never fused away
+  }
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    const plan::Step& conv = steps[i];
+    const plan::Step& next = steps[i + 1];
+    if (!std::holds_alternative<ops::Conv>(conv.op) || conv.out.size() != 1) continue;
+    const Value v = conv.out[0].value;
+    int64_t by_next = 0;
+    for (const plan::TensorRef& r : next.in) by_next += r.value == v ? 1 : 0;
+    if (by_next == 0 || reads[v] != by_next) continue;
+    fuse_next_[i] = conv_epilogue_fusable(conv, next);
+  }
 }
 
 std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<Tensor>& inputs,
@@ -136,13 +162,29 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
   };
   std::vector<Tensor> ins, outs;
   const bool profile = !nested_ && step_profile_on();
-  for (const plan::Step& st : schedule_.steps) {
+  std::vector<Tensor> next_ins, next_outs;
+  const bool fuse = conv_fusion_ && !hook_;  // a hook sees every step's values: no fusion then
+  for (size_t si = 0; si < schedule_.steps.size(); ++si) {
+    const plan::Step& st = schedule_.steps[si];
     const Node& n = graph_.node(st.node);
     ins.clear();
     outs.clear();
     for (const plan::TensorRef& r : st.in) ins.push_back(view(r));
     for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
     KernelContext ctx{n, ins, outs, runner, st, options_.limits};
+    // A conv whose only reader is the next elementwise step runs that step as its epilogue.
+    std::optional<ConvEpilogue> epilogue;
+    const plan::Step* fused = nullptr;
+    if (fuse && fuse_next_[si]) {
+      fused = &schedule_.steps[si + 1];
+      next_ins.clear();
+      next_outs.clear();
+      for (const plan::TensorRef& r : fused->in) next_ins.push_back(view(r));
+      for (const plan::TensorRef& r : fused->out) next_outs.push_back(view(r));
+      epilogue.emplace(*fused, next_ins, next_outs[0], st.out[0].value);
+      ctx.epilogue = &*epilogue;
+      ++si;
+    }
     const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     try {
       std::visit([&](const auto& o) {
@@ -155,10 +197,12 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
         }
       }, n.op);
     } catch (const Error& e) {
-      throw Error(node_label(n) + ": " + e.what());
+      throw Error(node_label(n) + (fused ? " (with " + node_label(graph_.node(fused->node)) + " as its epilogue)" : "") +
+                  ": " + e.what());
     }
     if (profile)
-      g_profile.add(std::getenv("RLX_TMP_DETAIL") ? detail_key(st) : std::string(op_name(n.op)), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      g_profile.add(fused ? std::string(op_name(n.op)) + "+" + op_name(fused->op) : std::string(op_name(n.op)),
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (hook_) hook_(st, ins, outs);
   }
   std::vector<Tensor> result;

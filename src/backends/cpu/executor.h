@@ -57,9 +57,15 @@ class Executor {
   const plan::Schedule& schedule() const { return schedule_; }
   size_t arena_bytes() const { return static_cast<size_t>(schedule_.memory.arena_bytes); }
   const uint8_t* arena() const { return arena_; }
+  // While a hook is set, every step runs on its own (no conv epilogue fusion).
   void set_step_hook(StepHook hook) { hook_ = std::move(hook); }
+  // Conv + elementwise consumer fusion (conv_epilogue.h), on by default; tests compare both.
+  void set_conv_fusion(bool on) { conv_fusion_ = on; }
+  // The steps whose next step runs as their epilogue (by step index).
+  const std::vector<bool>& conv_epilogue_steps() const { return fuse_next_; }
 
  private:
+  void plan_conv_epilogues();
   std::vector<Tensor> run_subgraph(const Graph& sub, const std::vector<Tensor>& inputs,
                                    const std::map<std::string, Tensor>* outer_params);
 
@@ -70,6 +76,8 @@ class Executor {
   uint8_t* arena_ = nullptr;
   std::map<const Graph*, std::unique_ptr<Executor>> sub_executors_;
   StepHook hook_;
+  std::vector<bool> fuse_next_;  // step i runs step i + 1 as its epilogue
+  bool conv_fusion_ = true;
   bool nested_ = false;  // a subgraph's executor (its steps are inside its parent's step time)
 };
 

@@ -17,6 +17,8 @@
 
 namespace rlx::cpu {
 
+class ConvEpilogue;
+
 // Runs a subgraph (If/While bodies) with the given inputs bound to its Input nodes in
 // node order; returns its outputs.
 using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
@@ -28,6 +30,8 @@ struct KernelContext {
   const SubgraphRunner& run_subgraph;
   const plan::Step& step;       // the node's step: operand locations and resolved geometry
   const Limits& limits;         // the compile's size policy (While iteration cap, ...)
+  // Conv only: the fused consumer step (conv_epilogue.h) its results go through, or null.
+  const ConvEpilogue* epilogue = nullptr;
 };
 
 #define RLX_CPU_KERNEL(T) void kernel(const ops::T& op, KernelContext& ctx);

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -232,7 +234,7 @@ RLX_VEC_AVX2 void depthwise_plane_f32_avx2(const float* x, const float* w, float
 // Cout / C): output channel o reads input channel o / (Cout / C). Planes run in parallel.
 template <class T>
 void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout, const T* xp, const gemm_t<T>* wp,
-                    const gemm_t<T>* bp, T* yp) {
+                    const gemm_t<T>* bp, T* yp, const ConvEpilogue* epi) {
   using A = gemm_t<T>;
   const int64_t mult = cout / c, k = win.k_size(), p = win.out_size(), in_sz = win.in_size();
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, k * p));
@@ -266,6 +268,12 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
     int64_t padded_plane = -1;  // the input plane `padded` holds
     std::vector<A> acc;
     if constexpr (!std::is_same_v<T, A>) acc.resize(static_cast<size_t>(win.out[2]));
+    // With an epilogue: consecutive output planes (contiguous in y) gather here and go through
+    // it ~4K values at once.
+    std::vector<float> plane_out;
+    const int64_t batch_planes = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p));
+    int64_t pending = 0, first = b;
+    if (epi) plane_out.resize(static_cast<size_t>(batch_planes * p));
     std::vector<const float*> rows, wrows;  // the f32 path's tap rows of one output row
     if constexpr (std::is_same_v<T, float>) {
       rows.resize(static_cast<size_t>(win.k[0] * win.k[1]));
@@ -287,13 +295,17 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
           x = padded.data();
           g = &pwin;
         }
+        float* yt = epi ? plane_out.data() + pending * p : yp + t * p;
 #if RLX_VEC_X86
-        if (avx2) {
-          depthwise_plane_f32_avx2(x, wp + o * k, bias, *g, yp + t * p, rows.data(), wrows.data());
-          continue;
-        }
+        if (avx2) depthwise_plane_f32_avx2(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
+        else
 #endif
-        depthwise_plane_f32(x, wp + o * k, bias, *g, yp + t * p, rows.data(), wrows.data());
+          depthwise_plane_f32(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
+        if (epi && (++pending == batch_planes || t + 1 == e)) {
+          epi->apply(plane_out.data(), first * p, pending * p);
+          first = t + 1;
+          pending = 0;
+        }
         continue;
       }
 #if RLX_VEC_X86
@@ -307,6 +319,41 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
   });
 }
 
+// The f32 conv of one group (groups == 1) on conv_gemm: a pointwise conv reads the input as it
+// lies, others unfold it first (im2col). Images run in parallel; one image splits its product.
+void conv_f32_gemm(const Window3& win, bool pointwise, int64_t n_batch, int64_t c, int64_t cout, const float* xp,
+                   const float* wp, const float* bp, float* yp, const ConvEpilogue* epi) {
+  const int64_t k = win.k_size(), ck = c * k, p = win.out_size(), in_sz = win.in_size();
+  for_tasks<ConvScratch<float>>(n_batch, cout * ck * p + ck * p, [&](int64_t n, ConvScratch<float>& s, bool alone) {
+    const float* xn = xp + n * c * in_sz;
+    const float* col = xn;
+    if (!pointwise && ck > 0) {
+      s.col.resize(static_cast<size_t>(ck * p));
+      float* colp = s.col.data();
+      if (alone && c > 1) {
+        parallel_for(c, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * p)), [&](int64_t b, int64_t e) {
+          for (int64_t ci = b; ci < e; ++ci) im2col(xn + ci * in_sz, 1, win, colp + ci * k * p);
+        });
+      } else {
+        im2col(xn, c, win, colp);
+      }
+      col = colp;
+    }
+    ConvGemm g;
+    g.m = cout;
+    g.n = p;
+    g.k = ck;
+    g.w = wp;
+    g.b = col;
+    g.ldb = p;
+    g.bias = bp;
+    g.y = yp + n * cout * p;
+    g.y_offset = n * cout * p;
+    g.epi = epi;
+    conv_gemm(g, alone);
+  });
+}
+
 template <class T>
 void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   using A = gemm_t<T>;
@@ -314,6 +361,8 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   const Tensor& w = ctx.in[1];
   Tensor& y = ctx.out[0];
   if (y.numel() == 0) return;
+  const ConvEpilogue* epi = ctx.epilogue;
+  if (epi && !std::is_same_v<T, float>) throw Error("conv: internal: a fused epilogue on a conv that is not f32");
   const auto& xs = x.shape();
   const auto& ys = y.shape();
   const int64_t n_batch = xs[0], c = xs[1], cout = ys[1], groups = op.groups;
@@ -329,8 +378,20 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   if (cg == 1 && groups > 1 && k > 1) {
-    depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp);
+    depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp, epi);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (groups == 1 && (epi || conv_gemm_avx2_usable())) {
+      conv_f32_gemm(win, pointwise, n_batch, c, cout, xp, wp, bp, yp, epi);
+      return;
+    }
+  }
+  // Other layouts with an epilogue: the conv into a buffer, then the epilogue over it.
+  std::vector<T> unfused;
+  if (epi) {
+    unfused.resize(static_cast<size_t>(y.numel()));
+    yp = unfused.data();
   }
 
   for_tasks<ConvScratch<A>>(n_batch * groups, coutg * cgk * p + cgk * p, [&](int64_t task, ConvScratch<A>& s, bool alone) {
@@ -384,6 +445,10 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     if constexpr (!std::is_same_v<T, A>)
       for (int64_t i = 0; i < coutg * p; ++i) yg[i] = store<T>(dst[i]);
   });
+  if constexpr (std::is_same_v<T, float>) {
+    if (epi)
+      parallel_for(y.numel(), int64_t{1} << 14, [&](int64_t b, int64_t e) { epi->apply(yp + b, b, e - b); });
+  }
 }
 
 template <class T>
