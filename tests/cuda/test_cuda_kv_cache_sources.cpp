@@ -1,6 +1,7 @@
 // The KV-cache kernel sources compile with NVRTC (no GPU needed): cache_write for every storage
-// type the lowering instantiates, and the generic attention kernel with the Positions mask
-// (POS_MASK, i32 / i64 positions as M).
+// type the lowering instantiates, and the attention kernels with the Positions mask (i32 / i64
+// positions as M): the generic one and the split decode one (POS_MASK), the tensor-core decode
+// one (MASK 5).
 #ifdef RLX_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -9,7 +10,10 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/attention.h"
+#include "backends/cuda/kernels/attention_decode_tc.h"
 #include "backends/cuda/kernels/cache.h"
+#include "backends/cuda/kernels/attention_mma.h"
+#include "backends/cuda/kernels/mma.h"
 #include "backends/cuda/lower.h"
 
 namespace {
@@ -44,6 +48,24 @@ TEST(CudaKvCacheSources, AttentionWithPositionsMaskCompiles) {
                            "#define HD " + std::to_string(v.hd) + "\n#define RPW " + std::to_string(rpw) +
                                "\n#define POS_MASK 1\n"));
   }
+}
+
+TEST(CudaKvCacheSources, DecodeAttentionWithPositionsMaskCompiles) {
+  auto def = [](const char* n, int64_t v) { return "#define " + std::string(n) + " " + std::to_string(v) + "\n"; };
+  const std::string split = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecode;
+  for (DType it : {DType::I32, DType::I64})
+    compiles("attn_decode positions",
+             kernel_source(split.c_str(), {{"T", "float"}, {"M", storage_type(it)}, {"TC", "float"}},
+                           def("HD", 64) + def("R", 3) + def("K_STATIC", 0) + def("V_STATIC", 0) + def("ROPE_Q", 0) +
+                               def("ROPE_K", 0) + def("NK", 0) + def("NV", 0) + def("SMKV", 0) + def("CL", 0) +
+                               def("KC", ksrc::kDecodeChunkKeys) + "#define POS_MASK 1\n"));
+  const std::string tc = std::string(ksrc::kAttentionCommon) + ksrc::kAttentionDecodeLoads + ksrc::kAttentionDecodeTc;
+  compiles("attn_decode_tc positions",
+           kernel_source(tc.c_str(), {{"T", "bf16_t"}, {"M", "i64_t"}, {"TC", "float"}},
+                         def("BF16", 1) + def("HD", 64) + def("R", 3) + def("NW", 8) + def("BN", 64) + def("MASK", 5) +
+                             def("SOFTCAP", 0) + def("ROPE_STATIC", 0) + def("K_STATIC", 0) + def("V_STATIC", 0) +
+                             def("ROPE_Q", 0) + def("ROPE_K", 0) + def("NK", 0) + ksrc::kTensorCoreHelpers +
+                             ksrc::kMma16816));
 }
 
 }  // namespace

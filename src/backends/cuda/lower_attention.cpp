@@ -268,7 +268,9 @@ void add_decode_tc(LowerContext& cx, const plan::Step& st, const plan::Attention
 bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeom& g, AttnArgs a, DType t, DType mt,
                 const std::optional<SplitKv>& ks, const std::optional<SplitKv>& vs, const plan::Step* rope_q,
                 const plan::Step* rope_k) {  // the absorbed RoPEs of q and of the new K rows, or null
-  if (g.mask == MaskKind::Positions) return false;  // the generic kernel applies positions
+  // The decode kernels read the positions before their programmatic-launch wait: only a leaf's
+  // (uploaded before any kernel runs).
+  if (g.mask == MaskKind::Positions && st.in.at(3).loc.kind != plan::Location::Kind::Leaf) return false;
   const int64_t es = static_cast<int64_t>(dtype_size(t)), ve = 16 / es;
   const int64_t rows = g.q_len * g.group;
   const int64_t row_bytes = g.head_dim * es;
@@ -359,7 +361,8 @@ bool try_decode(LowerContext& cx, const plan::Step& st, const plan::AttentionGeo
     const std::string defs = def("HD", g.head_dim) + def("R", rows) + def("K_STATIC", k_static) +
                              def("V_STATIC", v_static) + def("ROPE_Q", rope_q != nullptr) +
                              def("ROPE_K", rope_k != nullptr) + def("NK", new_k) + def("NV", new_v) +
-                             def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0) + def("KC", chunk);
+                             def("SMKV", d.smkv) + def("CL", d.cluster ? d.splits : 0) + def("KC", chunk) +
+                             (g.mask == MaskKind::Positions ? "#define POS_MASK 1\n" : "");
     const std::string src =
         kernel_source(body.c_str(), {{"T", storage_type(t)}, {"M", storage_type(mt)}, {"TC", storage_type(tc_type)}}, defs);
     const CUfunction fn = get_kernel("attn_decode", src);

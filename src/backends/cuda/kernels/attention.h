@@ -401,6 +401,15 @@ extern "C" __global__ void __launch_bounds__(NT) attn_decode(AttnArgs a) {
   const long long offset = a.kv_len - a.q_len;
   if (a.mask_kind == 1 || a.mask_kind == 2) hi = min(hi, offset + a.q_len);
   if (a.mask_kind == 2) lo = max(lo, offset - a.window + 1);
+#ifdef POS_MASK
+  // Keys up to the largest position of the batch's rows (the positions are a leaf, uploaded before
+  // any kernel: read before the wait). Splits past it see no key.
+  if (a.mask_kind == 5) {
+    long long top = -1;
+    for (long long r = 0; r < a.q_len; ++r) top = max(top, (long long)a.mask[b * a.mask_batch + r]);
+    hi = min(hi, top + 1);
+  }
+#endif
   const long long base = lo < 0 ? 0 : lo;  // the block's first key
   const long long kc_end = min(hi, a.k_split), vc_end = min(hi, a.v_split);  // its cached rows end
 #if SMKV

@@ -13,7 +13,7 @@
 // accumulator fragments, an online softmax per row, P rounded to T and O += P V (ldmatrix.trans
 // of V). The warps' (max, sum, O) are merged through shared memory with the split helpers of
 // kAttentionCommon. Compiled per (T, M, TC, BF16, HD a multiple of 16 <= 128, R <= 16, NW, BN,
-// MASK = AttnArgs::mask_kind, SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC).
+// MASK = AttnArgs::mask_kind (5: positions, read before the wait: the host takes it only from a leaf), SOFTCAP, K_STATIC, V_STATIC, ROPE_Q, ROPE_K, NK, ROPE_STATIC).
 // Shared memory (host: decode_tc_smem): K and V [cap][HD + 8] of T (cap = kv_len rounded up to
 // BN; rows past the keys are zero), Q [16][HD + 8], then [NW][R][HD] + 2 [NW][R] floats for the
 // merge.
@@ -57,6 +57,13 @@ extern "C" __global__ void __launch_bounds__(NT, 512 / NT) attn_decode_tc(AttnAr
   long long lo = 0, hi = a.kv_len;              // keys some row may see; key lo + i is shared row i
   if (MASK == 1 || MASK == 2) hi = min(hi, offset + a.q_len);
   if (MASK == 2) lo = max(lo, offset - a.window + 1);
+#if MASK == 5
+  {  // keys up to the largest position of the batch's rows (a leaf: read before the wait)
+    long long top = -1;
+    for (long long r = 0; r < a.q_len; ++r) top = max(top, (long long)a.mask[b * a.mask_batch + r]);
+    hi = min(hi, top + 1);
+  }
+#endif
   const int n = hi > lo ? (int)(hi - lo) : 0;
   const long long kc_end = min(hi, a.k_split), vc_end = min(hi, a.v_split);  // the cached rows end
   const long long k2_begin = max(lo, a.k_split), v2_begin = max(lo, a.v_split);
@@ -158,6 +165,9 @@ extern "C" __global__ void __launch_bounds__(NT, 512 / NT) attn_decode_tc(AttnAr
       long long l0 = lo, h0 = hi;
       if (MASK == 1 || MASK == 2) h0 = min(h0, pos + 1);
       if (MASK == 2) l0 = max(l0, pos - a.window + 1);
+#if MASK == 5
+      h0 = min(h0, (long long)a.mask[b * a.mask_batch + qi] + 1);
+#endif
       klo[hf] = (int)(l0 - lo), khi[hf] = (int)max(l0 - lo, h0 - lo);
       moff[hf] = MASK == 4 ? b * a.bias_s[0] + h * a.bias_s[1] + qi * a.bias_s[2] : b * a.mask_batch;
     }
