@@ -92,7 +92,8 @@ OnnxModelInfo onnx_model_info(const std::string& path);
 // condition is evaluated on the host, only the taken branch is imported and inlined, and the
 // other one is never built. Conditions computed from other run-time values stay If nodes that
 // run the taken branch when the model runs (CPU). The trip count and condition of a Loop with
-// scan outputs (unrolled at import) are value inputs too.
+// scan outputs (unrolled at import) are value inputs too, and those of every Loop when the
+// device is not the CPU (which runs the others as a While).
 struct OnnxModelOptions {
   Device device = Device::Cpu;
   CompileOptions compile;

@@ -79,6 +79,10 @@ TEST(OnnxLoopRuntime, TripCountFromAnInputRunsAsAWhile) {
                   .to_f32(),
               reference_doubling(x, n, bias));
   EXPECT_EQ(m.stats().imports, 1);
+  // For a device without While the trip count is a value input (the loop unrolls per value).
+  OnnxModelOptions gpu;
+  gpu.device = Device::Cuda;
+  EXPECT_EQ(OnnxModel(bytes.data(), bytes.size(), "", gpu).value_inputs(), (std::vector<std::string>{"n"}));
 }
 
 TEST(OnnxLoopRuntime, KnownTripCountsAreStillUnrolled) {

@@ -52,7 +52,7 @@ struct Scope {
 
 class Walker {
  public:
-  explicit Walker(const onnx::GraphProto& main) : main_(main) {}
+  Walker(const onnx::GraphProto& main, bool unroll_loops) : main_(main), unroll_loops_(unroll_loops) {}
 
   void run() {
     Scope top = scope_of(main_, nullptr);
@@ -134,7 +134,7 @@ class Walker {
       } else if (n.op_type() == "Loop" && (n.domain().empty() || n.domain() == "ai.onnx")) {
         // Trip count (input 0) and condition (input 1). A Loop with scan outputs is unrolled, so
         // both must be known at import: their inputs are value inputs. Without scan outputs a
-        // run-time trip count runs as a While (no specialization needed).
+        // run-time trip count runs as a While, except for devices that run none (unroll_loops).
         Deps d;
         for (int k = 0; k < 2 && k < n.input_size(); ++k) {
           if (n.input(k).empty()) continue;
@@ -147,8 +147,9 @@ class Walker {
           if (a.name() == "body" && a.has_g()) body = &a.g();
         const int carried = std::max(0, n.input_size() - 2);
         const bool has_scan = body && body->output_size() > 1 + carried;
-        if (reachable && has_scan && !d.opaque) loop_inputs_.insert(d.inputs.begin(), d.inputs.end());
-        bodies_reachable = reachable && !d.opaque && (has_scan || d.inputs.empty());  // unrolled
+        const bool unrolled = has_scan || unroll_loops_;
+        if (reachable && unrolled && !d.opaque) loop_inputs_.insert(d.inputs.begin(), d.inputs.end());
+        bodies_reachable = reachable && !d.opaque && (unrolled || d.inputs.empty());
       }
       for (const auto& a : n.attribute()) {
         if (a.has_g()) walk_body(s, a.g(), bodies_reachable);
@@ -163,6 +164,7 @@ class Walker {
   }
 
   const onnx::GraphProto& main_;
+  const bool unroll_loops_;
   int next_id_ = 0;
   std::map<std::pair<int, std::string>, Deps> memo_;
   std::set<std::pair<int, std::string>> visiting_;
@@ -173,13 +175,13 @@ class Walker {
 }  // namespace
 
 std::map<std::string, IfCondition> if_conditions(const onnx::GraphProto& main) {
-  Walker w(main);
+  Walker w(main, false);
   w.run();
   return w.ifs();
 }
 
-std::vector<std::string> value_inputs(const onnx::GraphProto& main) {
-  Walker w(main);
+std::vector<std::string> value_inputs(const onnx::GraphProto& main, bool unroll_loops) {
+  Walker w(main, unroll_loops);
   w.run();
   std::set<std::string> names = w.loop_inputs();
   for (const auto& [out, c] : w.ifs())

@@ -38,8 +38,9 @@ inline constexpr int64_t kMaxValueInputElements = 64;
 std::map<std::string, IfCondition> if_conditions(const onnx::GraphProto& main);
 
 // The top-level inputs whose values decide a reachable If condition computed from inputs only,
-// or the trip count / condition of a reachable Loop with scan outputs (unrolled at import), in
-// input order: what rlx::OnnxModel specializes on.
-std::vector<std::string> value_inputs(const onnx::GraphProto& main);
+// or the trip count / condition of a reachable Loop with scan outputs (unrolled at import; with
+// `unroll_loops`, of every such Loop: for devices that run no While), in input order: what
+// rlx::OnnxModel specializes on.
+std::vector<std::string> value_inputs(const onnx::GraphProto& main, bool unroll_loops = false);
 
 }  // namespace rlx::onnx_io

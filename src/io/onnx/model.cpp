@@ -120,7 +120,9 @@ struct OnnxModel::Impl {
                     quoted({symbols.begin(), symbols.end()}) + ")");
     }
     for (const auto& vi : gp.output()) outputs.push_back(vi.name());
-    value_inputs = onnx_io::value_inputs(gp);
+    // The CPU runs a Loop with a run-time trip count as a While; other devices run none, so
+    // their models are specialized on the trip count and the loop is unrolled.
+    value_inputs = onnx_io::value_inputs(gp, opts.device != Device::Cpu);
     for (const auto& t : gp.initializer()) {
       if (initializers.count(t.name())) continue;  // reported by the import
       initializers.emplace(t.name(),

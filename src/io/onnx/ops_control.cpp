@@ -64,7 +64,8 @@ std::string run_time_condition_text(const NodeCtx& c) {
            names_text(ic.inputs) + ": rlx run and rlx::OnnxModel evaluate such a condition from each run's input "
            "values and import only the taken branch; import_onnx takes the values in OnnxImportOptions::known_inputs";
   if (!ic.reachable)
-    return s + ". The If is inside a branch of another If whose condition is only known at run time, so no "
+    return s + ". The If is inside a branch of another If whose condition is only known at run time (or inside "
+               "the body of a Loop run at run time), so no "
            "input value can select its branch at import time; the branch must import on its own";
   return s + ". It is computed from values only known while the model runs (the value of a graph input with "
          "dynamic dims or more than " + std::to_string(kMaxValueInputElements) +
