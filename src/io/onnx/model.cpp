@@ -289,7 +289,7 @@ CompiledGraph& OnnxModel::compiled(const NamedTensors& inputs) {
         key.values.emplace_back();  // too large: its If conditions stay run-time values
         continue;
       }
-      const Tensor v = t->clone();
+      const Tensor v = t->to_host().clone();  // a device-resident value is read back (a few bytes)
       key.values.emplace_back(std::string(static_cast<const char*>(v.raw()), v.nbytes()));
       known.emplace(in.name, v);
       values_text += ", " + io::printable(in.name) + "=" + value_text(v);
