@@ -120,6 +120,33 @@ TEST(CacheWrite, CarriedCacheIsWrittenInPlaceAndTheCallersTensorIsUnchanged) {
   EXPECT_EQ(per_step[0], per_step[1]) << "the bytes copied per step must not grow with the cache";
 }
 
+// One output carried into two inputs: the two share a tensor, so neither is donated (writing one
+// in place would change the other before it is read).
+TEST(CacheWrite, AnOutputCarriedIntoTwoInputsIsNotWrittenInPlace) {
+  Graph g;
+  const Value a = g.input("a", Shape::of({1, 8, 4}));
+  const Value b = g.input("b", Shape::of({1, 8, 4}));
+  const Value rows = g.input("rows", Shape::of({1, 1, 4}));
+  g.add_output(g.cache_write(a, rows, g.input("pos", Shape::of({1}, DType::I64))));
+  g.add_output(g.mul(b, g.scalar(1.0)));  // reads b after the write
+  CompiledGraph cg = Session(Device::Cpu).compile(g);
+  cg.bind_state("a", 0);
+  cg.bind_state("b", 0);
+  const Tensor start = random_tensor(DType::F32, {1, 8, 4}, 7);
+  auto run = [&](int64_t p, bool give) {
+    NamedTensors in = {{"rows", random_tensor(DType::F32, {1, 1, 4}, 20 + static_cast<uint64_t>(p))},
+                       {"pos", Tensor::i64({1}, std::vector<int64_t>{p})}};
+    if (give) in.insert(in.end(), {{"a", start}, {"b", start}});
+    return cg.run(in);
+  };
+  std::vector<Tensor> prev = run(0, true);
+  for (int64_t p = 1; p < 4; ++p) {
+    const std::vector<Tensor> cur = run(p, false);
+    EXPECT_TRUE(all_close(cur[1], {1, 8, 4}, to_doubles(prev[0]), {0, 0})) << "b changed under the write, step " << p;
+    prev = cur;
+  }
+}
+
 TEST(CacheWrite, PlainRunLeavesTheCallersTensorUnchanged) {
   const Tensor cache = random_tensor(DType::F32, {1, 16, 2, 4}, 4);
   const Tensor before = cache.clone();
