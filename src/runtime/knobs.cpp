@@ -114,6 +114,9 @@ constexpr KnobInfo kKnobs[] = {
          "what WebGPU kernels are compiled for: adapter = this adapter's limits and features; web = the WebGPU "
          "spec's default limits and no optional feature, so the kernels run on any browser's adapter (rlx "
          "export-web uses it)"),
+    boolean("webgpu_attn_baked", "RLX_WEBGPU_ATTN_BAKED", false,
+            "the attention kernel's head_dim and tile sizes are WGSL literals instead of uniform parameters (loops "
+            "unrolled, accumulators in registers; slow to compile on CPU adapters)"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

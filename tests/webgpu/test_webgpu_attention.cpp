@@ -52,6 +52,30 @@ TEST(WebGpuAttention, MasksTimesGqaTimesSoftcap) {
       }
 }
 
+// The knob webgpu_attn_baked: the same kernel with its sizes as WGSL literals gives the same
+// numbers (a prefill with GQA and a head_dim that does not divide the tiles, a bias mask, and a
+// decode over a long KV whose keys split over workgroups).
+TEST(WebGpuAttention, BakedSizesMatchTheCpu) {
+  RLX_REQUIRE_WEBGPU();
+  AttnCase prefill{AttnLayout::BSHD, MaskKind::Causal, 2, 11, 29, 4, 2, 24};
+  AttnCase bias{AttnLayout::BHSD, MaskKind::Bias, 1, 9, 9, 2, 2, 16};
+  AttnCase decode{AttnLayout::BSHD, MaskKind::Causal, 1, 1, 1100, 4, 1, 32};
+  for (const AttnCase& c : {prefill, bias, decode}) {
+    SCOPED_TRACE(attention_case_name(c));
+    rlx::testing::RunConfig cpu, gpu;
+    cpu.label = "cpu";
+    gpu.label = "webgpu baked";
+    gpu.device = Device::WebGpu;
+    gpu.options.tuning.webgpu_attn_baked = true;
+    const Graph g = attention_case_graph(c, DType::F32);
+    (void)Session(Device::WebGpu).compile(g);  // the uniform-parameter kernel
+    const uint64_t before = webgpu::pipelines_created();
+    const auto rep = rlx::testing::compare_configs(g, cpu, gpu, {});
+    EXPECT_TRUE(rep.pass) << rep.text;
+    EXPECT_GT(webgpu::pipelines_created(), before) << "the baked kernel is another pipeline";
+  }
+}
+
 // Keep mask (B, Skv) in dtype t: batch 0 keeps every other key and has one NaN (kept), batch 1
 // keeps nothing (its rows output zeros), the rest keep all keys but the first.
 Tensor keep_mask(DType t, int64_t b, int64_t skv) {

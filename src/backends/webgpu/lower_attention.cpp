@@ -79,7 +79,10 @@ void check_index(const plan::Step& st, const char* what, int64_t n) {
 // keep_at(u32) -> bool, bias_at(u32) -> f32). Constants: D, BR, BC, WG, TC, NACC, MASK, ALIAS,
 // SPLIT. SPLIT: the workgroup takes only keys [split * split_len, (split + 1) * split_len) of
 // its rows (split = the unit's last coordinate) and writes each row's unnormalized output, max
-// and sum to the partials: [split][(b * heads + h) * q_len + i][D + 2].
+// and sum to the partials: [split][(b * heads + h) * q_len + i][D + 2]. The tile sizes come from
+// c_d(), c_br(), c_bc(), c_tc(), c_nacc(), c_alias(): uniform parameters, or literals when the
+// knob webgpu_attn_baked asks for them (the compiler then unrolls the loops over them and keeps
+// the accumulators in registers; SwiftShader takes seconds to compile such a pipeline).
 const char* kFlash = R"(
 var<workgroup> pool: array<f32, POOL_WORDS>;  // Q tile [BR][D], K tile [BC][D], V tile [BC][D] (or over K), P [BR][BC]
 var<workgroup> red: array<f32, WG>;
@@ -109,7 +112,7 @@ fn row_keys(i: u32) -> vec2<i32> {
 fn row_max(t: u32, lane: u32, v: f32) -> f32 {
   red[t] = v;
   workgroupBarrier();
-  for (var w = rlx_p.tc / 2u; w > 0u; w = w / 2u) {
+  for (var w = c_tc() / 2u; w > 0u; w = w / 2u) {
     if (lane < w) {
       let a = red[t];
       let o = red[t + w];
@@ -124,7 +127,7 @@ fn row_max(t: u32, lane: u32, v: f32) -> f32 {
 fn row_sum(t: u32, lane: u32, v: f32) -> f32 {
   red[t] = v;
   workgroupBarrier();
-  for (var w = rlx_p.tc / 2u; w > 0u; w = w / 2u) {
+  for (var w = c_tc() / 2u; w > 0u; w = w / 2u) {
     if (lane < w) { red[t] = red[t] + red[t + w]; }
     workgroupBarrier();
   }
@@ -137,13 +140,13 @@ fn row_sum(t: u32, lane: u32, v: f32) -> f32 {
 fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
   let neg_inf = bitcast<f32>(rlx_p.neg_inf);
-  let D = rlx_p.head_dim;
-  let BR = rlx_p.br;
-  let BC = rlx_p.bc;
-  let TC = rlx_p.tc;
+  let D = c_d();
+  let BR = c_br();
+  let BC = c_bc();
+  let TC = c_tc();
   let QS = 0u;  // the tiles' places in the pool
   let KS = BR * D;
-  let VS = KS + select(BC * D, 0u, rlx_p.kv_alias != 0u);
+  let VS = KS + select(BC * D, 0u, c_alias() != 0u);
   let SS = VS + BC * D;
   let heads = rlx_p.heads;
   let group = rlx_p.group;
@@ -194,10 +197,10 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
         var vx = 0.0f;
         if (j < hi) {
           kx = ld_k(kb + u32(j) * rlx_p.kss + x % D);
-          if (rlx_p.kv_alias == 0u) { vx = ld_v(vb + u32(j) * rlx_p.vss + x % D); }
+          if (c_alias() == 0u) { vx = ld_v(vb + u32(j) * rlx_p.vss + x % D); }
         }
         pool[KS + x] = kx;
-        if (rlx_p.kv_alias == 0u) { pool[VS + x] = vx; }
+        if (c_alias() == 0u) { pool[VS + x] = vx; }
       }
       workgroupBarrier();
       // The BR x BC scores.
@@ -248,7 +251,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       l = l * alpha + psum;
       m = mnew;
       if (lane == 0u) { alpha_s[r3] = alpha; }
-      if (rlx_p.kv_alias != 0u) {
+      if (c_alias() != 0u) {
         workgroupBarrier();  // the K tile is no longer read
         for (var x = t; x < BC * D; x += WG) {
           let j = j0 + i32(x / D);
@@ -259,7 +262,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       }
       workgroupBarrier();  // P, alpha (and V) are in workgroup memory
       // O = O * alpha + P V over this invocation's accumulators.
-      for (var k = 0u; k < rlx_p.nacc; k++) {
+      for (var k = 0u; k < c_nacc(); k++) {
         let e = t + WG * k;
         if (e < BR * D) {
           let r = e / D;
@@ -276,7 +279,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       l_s[r3] = l;
     }
     workgroupBarrier();
-    for (var k = 0u; k < rlx_p.nacc; k++) {
+    for (var k = 0u; k < c_nacc(); k++) {
       let e = t + WG * k;
       let r = e / D;
       let R = R0 + r;
@@ -461,6 +464,17 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   }
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", b, 4);
   else src += "fn bias_at(e: u32) -> f32 { return 0.0f; }\n";
+  const bool baked = cx.knobs().webgpu_attn_baked();
+  auto cfg = [&](const char* fn, const char* field, int64_t v) {
+    src += std::string("fn ") + fn + "() -> u32 { return " + (baked ? std::to_string(v) + "u" : std::string("rlx_p.") + field) +
+           "; }\n";
+  };
+  cfg("c_d", "head_dim", g.head_dim);
+  cfg("c_br", "br", tiles->br);
+  cfg("c_bc", "bc", tiles->bc);
+  cfg("c_tc", "tc", kWg / tiles->br);
+  cfg("c_nacc", "nacc", nacc);
+  cfg("c_alias", "kv_alias", tiles->alias ? 1 : 0);
   src += kFlash;
   const auto groups = [&](int64_t n) {
     return static_cast<uint32_t>(std::clamp<int64_t>(
