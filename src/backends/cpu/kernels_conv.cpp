@@ -8,6 +8,7 @@
 #include "backends/cpu/blas.h"
 #include "backends/cpu/conv_epilogue.h"
 #include "backends/cpu/conv_gemm.h"
+#include "backends/cpu/depthwise_avx2.h"
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -262,9 +263,22 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
       pwin.pad[2] = 0;
     }
   }
+  // f32 2-d / 1-d planes with x stride 1 or 2 on AVX2: every plane copied into zero-padded rows
+  // and summed on vectors only (depthwise_avx2.h; MobileNet's 7x7 and 14x14 planes ran ~3x
+  // slower through the per-row border handling below).
+  bool padded_all = false;
+  PaddedPlane pg;
+  if constexpr (std::is_same_v<T, float>) {
+    padded_all = depthwise_padded_usable(win);
+    if (padded_all) {
+      pg = depthwise_padded_geometry(win);
+      pad_x = false;
+    }
+  }
   parallel_for(n_batch * cout, grain, [&](int64_t b, int64_t e) {
     std::vector<float> padded;
     if (pad_x) padded.assign(static_cast<size_t>(pwin.in[0] * pwin.in[1] * pwin.in[2]), 0.f);
+    if (padded_all) padded.assign(static_cast<size_t>(pg.width * pg.height), 0.f);
     int64_t padded_plane = -1;  // the input plane `padded` holds
     std::vector<A> acc;
     if constexpr (!std::is_same_v<T, A>) acc.resize(static_cast<size_t>(win.out[2]));
@@ -285,7 +299,16 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
       const A bias = bp ? bp[o] : A(0);
       if constexpr (std::is_same_v<T, float>) {
         const Window3* g = &win;
-        if (pad_x) {
+        float* yt = epi ? plane_out.data() + pending * p : yp + t * p;
+        if (padded_all) {
+          const int64_t plane = n * c + o / mult, iw = win.in[2];
+          if (plane != padded_plane) {  // zeros stay in the pads
+            for (int64_t r = 0; r < win.in[1]; ++r)
+              std::copy(x + r * iw, x + (r + 1) * iw, padded.data() + (r + win.pad[1]) * pg.width + win.pad[2]);
+            padded_plane = plane;
+          }
+          depthwise_padded_avx2(padded.data(), pg, wp + o * k, bias, win, yt);
+        } else if (pad_x) {
           const int64_t plane = n * c + o / mult, iw = win.in[2], pw = pwin.in[2], lp = win.pad[2];
           if (plane != padded_plane) {  // zeros stay in the pads; the data lands at column lp
             for (int64_t r = 0; r < win.in[0] * win.in[1]; ++r)
@@ -295,12 +318,13 @@ void depthwise_impl(const Window3& win, int64_t n_batch, int64_t c, int64_t cout
           x = padded.data();
           g = &pwin;
         }
-        float* yt = epi ? plane_out.data() + pending * p : yp + t * p;
+        if (!padded_all) {
 #if RLX_VEC_X86
-        if (avx2) depthwise_plane_f32_avx2(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
-        else
+          if (avx2) depthwise_plane_f32_avx2(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
+          else
 #endif
-          depthwise_plane_f32(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
+            depthwise_plane_f32(x, wp + o * k, bias, *g, yt, rows.data(), wrows.data());
+        }
         if (epi && (++pending == batch_planes || t + 1 == e)) {
           epi->apply(plane_out.data(), first * p, pending * p);
           first = t + 1;
