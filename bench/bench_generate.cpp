@@ -6,14 +6,30 @@
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
 //                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
 //                  [--tokenize-bytes N]  (also times the tokenizer on N bytes of text)
+//                  [--write-model model.gguf]  (write the file and stop: no benchmark)
+//                  [--model model.gguf]  (benchmark this file instead of writing one)
+//                  [--prompt-ids 1,5,9,...]  (the prompt as token ids, used as given: no BOS added)
+//                  [--repeat N]  (measured runs per thread count and cache size; the medians are printed;
+//                                 0: none, e.g. with --trace only)
+//                  [--chunk 64]  (GeneratorOptions::prefill_chunk)
+//                  [--trace out.json]  (greedy ids of the first thread count and cache size, with the
+//                                       top-8 logits of each step: {"tokens": [...], "top": [[[id, logit], ...], ...]})
+//                  [--follow-ids 7,3,...]  (with --trace: feed these ids back instead of the argmax, teacher
+//                                           forcing another runtime's greedy tokens; "tokens" stays the argmax)
 // --save keeps the file, so that `rlx generate model.gguf -p "..." -n 64 --ctx 256 -t 1` can run it.
+// Each measured configuration also prints a machine-readable line:
+//   BENCH_GENERATE threads=T ctx=C prompt_tokens=P prompt_tps=X decode_steps=D decode_tps=Y
+// (bench/bench_llm_cpu.py reads it).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "rlx/generate.h"
@@ -42,12 +58,32 @@ rlx::Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float 
   return rlx::Tensor::f32(std::move(shape), v);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Greedy as rlx::Sampler does it (argmax, lowest id on ties), and the k largest logits.
+std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& l, size_t k) {
+  std::vector<int32_t> ids(l.size());
+  for (size_t i = 0; i < l.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  k = std::min(k, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+    return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)] || (l[static_cast<size_t>(a)] == l[static_cast<size_t>(b)] && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> out;
+  for (size_t i = 0; i < k; ++i) out.emplace_back(ids[i], l[static_cast<size_t>(ids[i])]);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string type = "q4_0", save;
+  std::string type = "q4_0", save, write_model, model_path, trace;
   bool profile = false;
-  int64_t tokenize_bytes = 0;
+  int64_t tokenize_bytes = 0, repeat = 1, chunk = 64;
+  std::vector<int64_t> prompt_ids, follow_ids;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
   std::vector<int64_t> ctxs = {256, 1024}, threads = {1, 2};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -67,12 +103,24 @@ int main(int argc, char** argv) {
     else if (a == "--save") save = v;
     else if (a == "--profile") profile = std::atoi(v) != 0;
     else if (a == "--tokenize-bytes") tokenize_bytes = std::atoll(v);
+    else if (a == "--write-model") write_model = v;
+    else if (a == "--model") model_path = v;
+    else if (a == "--prompt-ids") prompt_ids = parse_list(v);
+    else if (a == "--repeat") repeat = std::max<int64_t>(0, std::atoll(v));
+    else if (a == "--chunk") chunk = std::atoll(v);
+    else if (a == "--trace") trace = v;
+    else if (a == "--follow-ids") follow_ids = parse_list(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
   try {
+    std::unique_ptr<rlx::GgufFile> file;
+    if (!model_path.empty()) {
+      file = std::make_unique<rlx::GgufFile>(model_path);
+      std::printf("model: %s\n", model_path.c_str());
+    } else {
     const rlx::GgmlType qt = rlx::ggml_type_from_name(type);
     const auto t0 = std::chrono::steady_clock::now();
     rlx::GgufWriter w;
@@ -83,6 +131,11 @@ int main(int argc, char** argv) {
     w.add("llama.feed_forward_length", rlx::GgufValue::u32(static_cast<uint32_t>(ffn)));
     w.add("llama.attention.head_count", rlx::GgufValue::u32(static_cast<uint32_t>(heads)));
     w.add("llama.attention.head_count_kv", rlx::GgufValue::u32(static_cast<uint32_t>(kv_heads)));
+    // llama.cpp requires the norm epsilon (no default there); rlx defaults it to 1e-5 as written.
+    w.add("llama.attention.layer_norm_rms_epsilon", rlx::GgufValue::f32(1e-5f));
+    w.add("llama.rope.freq_base", rlx::GgufValue::f32(10000.0f));
+    w.add("llama.rope.dimension_count", rlx::GgufValue::u32(static_cast<uint32_t>(hidden / heads)));
+    w.add("llama.vocab_size", rlx::GgufValue::u32(static_cast<uint32_t>(vocab)));
     // Tokenizer: <unk> <s> </s>, the 256 byte tokens, ▁, printable ASCII, then "▁w<i>" words.
     std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
     std::vector<int64_t> types = {2, 3, 3};
@@ -133,15 +186,25 @@ int main(int argc, char** argv) {
     }
     add("output_norm.weight", randn({hidden}, seed++, 0.1f, 1.0f), false);
     add("output.weight", randn({vocab, hidden}, seed++, s), true);
+    if (!write_model.empty()) {
+      w.save(write_model);
+      std::printf("wrote %s: llama %lld blocks, hidden %lld, heads %lld (kv %lld), ffn %lld, vocab %lld, %s, %.1fM params\n",
+                  write_model.c_str(), static_cast<long long>(layers), static_cast<long long>(hidden),
+                  static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(ffn),
+                  static_cast<long long>(vocab), type.c_str(), static_cast<double>(params) / 1e6);
+      return 0;
+    }
     const std::string bytes = w.bytes();
     if (!save.empty()) w.save(save);
-    const rlx::GgufFile f = rlx::GgufFile::from_bytes(bytes.data(), bytes.size(), "bench.gguf");
+    file = std::make_unique<rlx::GgufFile>(rlx::GgufFile::from_bytes(bytes.data(), bytes.size(), "bench.gguf"));
     const double write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("model: llama %lld blocks, hidden %lld, heads %lld (kv %lld), ffn %lld, vocab %lld, %s, %.1fM params, "
                 "%.1f MiB file (made in %.1f s)\n",
                 static_cast<long long>(layers), static_cast<long long>(hidden), static_cast<long long>(heads),
                 static_cast<long long>(kv_heads), static_cast<long long>(ffn), static_cast<long long>(vocab), type.c_str(),
                 static_cast<double>(params) / 1e6, static_cast<double>(bytes.size()) / (1 << 20), write_s);
+    }
+    const rlx::GgufFile& f = *file;
     if (tokenize_bytes > 0) {  // the tokenizer alone: encode and decode of an English-like text
       const rlx::Tokenizer tok = rlx::Tokenizer::from_gguf(f);
       const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog,", "and", "then", "forest."};
@@ -157,31 +220,73 @@ int main(int argc, char** argv) {
                   text.size(), ids.size(), enc, static_cast<double>(text.size()) / enc / 1e6, dec,
                   back == text ? "exact" : "DIFFERS");
     }
-    std::printf("prompt %lld tokens, %lld generated (greedy)\n\n", static_cast<long long>(prompt_len), static_cast<long long>(n));
+    std::vector<int32_t> prompt;
+    if (!prompt_ids.empty()) {
+      for (int64_t id : prompt_ids) prompt.push_back(static_cast<int32_t>(id));
+    } else {
+      if (const rlx::GgufValue* t = f.find("tokenizer.ggml.tokens")) vocab = static_cast<int64_t>(t->as_strings().size());
+      for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<int32_t>(3 + (i * 7919) % (vocab - 3)));
+    }
+    std::printf("prompt %zu tokens, %lld generated (greedy), %lld measured run(s) each (medians)\n\n", prompt.size(),
+                static_cast<long long>(n), static_cast<long long>(repeat));
     std::printf("| threads | ctx | compile + load s | prompt tok/s | decode tok/s | decode ms/token | compiled variants |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
-    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-    for (int64_t i = 0; i < prompt_len; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>(3 + (i * 7919) % (vocab - 3));
+    bool traced = false;
     for (int64_t ctx : ctxs)
       for (int64_t th : threads) {
         const auto a = std::chrono::steady_clock::now();
-        rlx::Generator gen(f, {.num_threads = static_cast<int>(th), .max_ctx = ctx});
+        rlx::Generator gen(f, {.num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk});
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
         rlx::GenerateOptions o;
         o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
         o.stop_at_end_of_generation = false;
-        gen.generate(std::span<const int32_t>(prompt), o);
+        if (repeat > 0) gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
         if (profile) {
           rlx::enable_device_profile(rlx::Device::Cpu);
           rlx::take_device_profile(rlx::Device::Cpu);
         }
-        const rlx::GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o);
-        if (profile) std::printf("CPU steps of the measured prompt + decode:\n%s", rlx::take_device_profile(rlx::Device::Cpu).c_str());
-        std::printf("| %lld | %lld | %.2f | %.1f | %.2f | %.1f | %zu |\n", static_cast<long long>(th),
-                    static_cast<long long>(ctx), load_s, r.prompt_tokens_per_second(), r.decode_tokens_per_second(),
-                    1000.0 / r.decode_tokens_per_second(), gen.compile_count());
+        std::vector<double> prompt_tps, decode_tps;
+        int64_t steps = 0;
+        for (int64_t rep = 0; rep < repeat; ++rep) {
+          const rlx::GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o);
+          prompt_tps.push_back(r.prompt_tokens_per_second());
+          decode_tps.push_back(r.decode_tokens_per_second());
+          steps = r.decode_steps;
+          if (profile && rep == 0)
+            std::printf("CPU steps of the measured prompt + decode:\n%s", rlx::take_device_profile(rlx::Device::Cpu).c_str());
+        }
+        const double ptps = median(prompt_tps), dtps = median(decode_tps);
+        if (repeat > 0) {
+          std::printf("| %lld | %lld | %.2f | %.1f | %.2f | %.1f | %zu |\n", static_cast<long long>(th),
+                      static_cast<long long>(ctx), load_s, ptps, dtps, 1000.0 / dtps, gen.compile_count());
+          std::printf("BENCH_GENERATE threads=%lld ctx=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld decode_tps=%.3f\n",
+                      static_cast<long long>(th), static_cast<long long>(ctx), prompt.size(), ptps,
+                      static_cast<long long>(steps), dtps);
+        }
         std::fflush(stdout);
+        if (!trace.empty() && !traced) {  // greedy ids and the top logits of each step
+          traced = true;
+          std::vector<float> logits = gen.prefill(prompt);
+          std::ofstream out(trace);
+          std::string tokens = "[", tops = "[";
+          for (int64_t step = 0; step < n; ++step) {
+            const auto top = top_logits(logits, 8);
+            tokens += (step ? "," : "") + std::to_string(top[0].first);
+            tops += step ? ",[" : "[";
+            for (size_t k = 0; k < top.size(); ++k) {
+              char buf[64];
+              std::snprintf(buf, sizeof buf, "%s[%d,%.6g]", k ? "," : "", top[k].first, static_cast<double>(top[k].second));
+              tops += buf;
+            }
+            tops += "]";
+            const int32_t next = static_cast<size_t>(step) < follow_ids.size()
+                                     ? static_cast<int32_t>(follow_ids[static_cast<size_t>(step)]) : top[0].first;
+            if (step + 1 < n) logits = gen.step(next);
+          }
+          out << "{\"tokens\": " << tokens << "],\n \"top\": " << tops << "]}\n";
+          if (!out) throw rlx::Error("cannot write " + trace);
+        }
       }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_generate: %s\n", e.what());
