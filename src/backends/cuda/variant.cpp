@@ -36,11 +36,22 @@ constexpr size_t kPackStaging = size_t(16) << 20;
 
 StepProfile g_profile;  // op kind -> device time of its launches
 
+// A CacheWrite over a dying cache Input writes its new rows in place (PlanOptions::write_inputs):
+// every input is uploaded (or carried) into the variant's own leaf buffer, so no caller memory is
+// written, and a carried cache that is already that buffer is not copied (DeviceVariant::carry_in).
+plan::PlanOptions plan_options() {
+  plan::PlanOptions p;
+  p.write_inputs = true;
+  return p;
+}
+
 
 class CudaVariant final : public DeviceVariant, private LowerContext {
  public:
   CudaVariant(Graph g, const CompileOptions& options)
-      : DeviceVariant(std::move(g), std::make_unique<CudaDevice>()), options_(options), knobs_(resolve_knobs(options)) {
+      : DeviceVariant(std::move(g), std::make_unique<CudaDevice>(), plan_options()),
+        options_(options),
+        knobs_(resolve_knobs(options)) {
     const plan::Schedule& sched_ = schedule();
     // Producers absorbed into a GEMV prologue (knob cuda_gemv_prologue) or read in place by the
     // attention decode (knob cuda_attn_concat) are not lowered on their own.
