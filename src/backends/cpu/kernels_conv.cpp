@@ -1,6 +1,8 @@
 // CPU kernels: Conv (1-3 spatial dims: im2col + gemm; a 1x1 stride-1 conv is a gemm on the input
-// as it lies; a depthwise conv, one input channel per group, runs as a direct sliding-window
-// loop), ConvTranspose (2-d, gemm + col2im), Im2Col.
+// as it lies; f32 convs of one group run on rlx's own tile kernel (conv_gemm.h), and take the
+// executor's fused consumer step as an epilogue (conv_epilogue.h); a depthwise conv, one input
+// channel per group, runs as a direct sliding-window loop, f32 2-d planes on zero-padded rows
+// (depthwise_avx2.h)), ConvTranspose (2-d, gemm + col2im), Im2Col.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
