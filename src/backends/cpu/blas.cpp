@@ -92,6 +92,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           int64_t ldc) {
   if (!prepare(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
   apply_blas_threads(m, n, k);
+  if (m == 1) {  // one row: a matrix-vector product (sgemm would pack all of B first)
+    if (beta == 0.f) std::fill(c, c + n, 0.f);  // no garbage (NaN) times zero in the scaling
+    cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, static_cast<blasint>(trans_b ? n : k),
+                static_cast<blasint>(trans_b ? k : n), alpha, b, static_cast<blasint>(ldb), a,
+                static_cast<blasint>(trans_a ? lda : 1), beta, c, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, tr(trans_a), tr(trans_b), static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
@@ -103,6 +110,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           int64_t ldc) {
   if (!prepare(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc)) return;
   apply_blas_threads(m, n, k);
+  if (m == 1) {
+    if (beta == 0.0) std::fill(c, c + n, 0.0);
+    cblas_dgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, static_cast<blasint>(trans_b ? n : k),
+                static_cast<blasint>(trans_b ? k : n), alpha, b, static_cast<blasint>(ldb), a,
+                static_cast<blasint>(trans_a ? lda : 1), beta, c, 1);
+    return;
+  }
   cblas_dgemm(CblasRowMajor, tr(trans_a), tr(trans_b), static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,

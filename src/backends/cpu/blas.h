@@ -1,6 +1,7 @@
 #pragma once
 // Thin typed wrappers over OpenBLAS for the CPU kernels (row-major, 64-bit sizes). Each call
-// runs on the calling thread's budget (parallel.h): OpenBLAS's thread count is set to it first.
+// runs on the calling thread's budget (parallel.h): OpenBLAS's thread count is set to it first
+// (one thread for products under 4 M multiply-adds). A one-row product runs as gemv.
 #include <cstdint>
 
 namespace rlx::cpu {

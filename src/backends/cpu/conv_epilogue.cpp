@@ -10,6 +10,7 @@
 namespace rlx::cpu {
 namespace epilogue_avx2 {
 void step_block(int kind, const float* a, bool a_bc, const float* b, bool b_bc, float* dst);
+void hardswish_block(const float* x, const float* c, float* out);
 }
 namespace {
 
@@ -136,11 +137,26 @@ ConvEpilogue::ConvEpilogue(const plan::Step& consumer, std::span<const Tensor> i
     else if (!in.binary && static_cast<ActKind>(in.op) == ActKind::Relu) in.fast = 6;
     else fast_ = false;
   }
+  // HardSwish as imported: Mul(x, c0), Add(., c1), Min(., c2), Max(., c3), Mul(x, .), x the conv.
+  const auto is = [&](size_t s, BinaryKind k, ArgKind a, ArgKind b) {
+    const Instr& in = prog_[s];
+    return in.binary && in.op == static_cast<int32_t>(k) && in.a.kind == a && in.b.kind == b &&
+           (a != ArgKind::Step || in.a.step + 1 == static_cast<int32_t>(s)) &&
+           (b != ArgKind::Step || in.b.step + 1 == static_cast<int32_t>(s));
+  };
+  if (fast_ && prog_.size() == 5 && is(0, BinaryKind::Mul, ArgKind::Conv, ArgKind::Scalar) &&
+      is(1, BinaryKind::Add, ArgKind::Step, ArgKind::Scalar) && is(2, BinaryKind::Min, ArgKind::Step, ArgKind::Scalar) &&
+      is(3, BinaryKind::Max, ArgKind::Step, ArgKind::Scalar) && is(4, BinaryKind::Mul, ArgKind::Conv, ArgKind::Step)) {
+    hardswish_ = true;
+    for (size_t s = 0; s < 4; ++s) hs_consts_[s] = *prog_[s].b.p;
+  }
 }
 
 void ConvEpilogue::apply(const float* vals, int64_t offset, int64_t n) const {
   int64_t done = 0;
-  if (fast_ && n >= kBlock) {
+  if (hardswish_) {
+    for (; done + kBlock <= n; done += kBlock) epilogue_avx2::hardswish_block(vals + done, hs_consts_, out_ + offset + done);
+  } else if (fast_ && n >= kBlock) {
     float tmp[kMaxFastSteps][kBlock];
     const size_t steps = prog_.size();
     for (; done + kBlock <= n; done += kBlock) {

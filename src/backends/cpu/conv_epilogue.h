@@ -53,7 +53,9 @@ class ConvEpilogue {
   void apply_spans(const float* vals, int64_t offset, int64_t n) const;
 
   std::vector<Instr> prog_;
-  bool fast_ = false;  // every step runs on the AVX2 block path
+  bool fast_ = false;       // every step runs on the AVX2 block path
+  bool hardswish_ = false;  // ... and the steps are the imported HardSwish: one pass in registers
+  float hs_consts_[4] = {};
   float* out_ = nullptr;
 };
 

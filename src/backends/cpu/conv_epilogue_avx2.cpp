@@ -73,6 +73,19 @@ void step_block(int kind, const float* a, bool a_bc, const float* b, bool b_bc, 
   }
 }
 
+// The HardSwish chain as the ONNX importer writes it, x * max(min(x * c[0] + c[1], c[2]), c[3]),
+// over 64 values in registers: out[0..64) from x[0..64), the steps' own operations and order.
+void hardswish_block(const float* x, const float* c, float* out) {
+  const __m256 c0 = _mm256_broadcast_ss(c), c1 = _mm256_broadcast_ss(c + 1), c2 = _mm256_broadcast_ss(c + 2),
+               c3 = _mm256_broadcast_ss(c + 3);
+  for (int v = 0; v < 8; ++v) {
+    const __m256 xv = _mm256_loadu_ps(x + 8 * v);
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(xv, c0), c1);
+    t = max_nan(min_nan(t, c2), c3);
+    _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(xv, t));
+  }
+}
+
 }  // namespace rlx::cpu::epilogue_avx2
 
 #if defined(__clang__)
@@ -85,6 +98,7 @@ void step_block(int kind, const float* a, bool a_bc, const float* b, bool b_bc, 
 
 namespace rlx::cpu::epilogue_avx2 {
 void step_block(int, const float*, bool, const float*, bool, float*) {}
+void hardswish_block(const float*, const float*, float*) {}
 }  // namespace rlx::cpu::epilogue_avx2
 
 #endif
