@@ -129,6 +129,19 @@ TEST(ConvEpilogue, ResidualReadFirstAndLargeOutputs) {
   EXPECT_EQ(fused_steps(b), 2);
 }
 
+TEST(ConvEpilogue, LongSumsOnTheBlasPath) {
+  // k >= 240 runs on OpenBLAS per task: a 7x7 projection from 256 channels + residual, and a
+  // HardSwish expansion from 300 channels over 14 x 14 positions.
+  Built b;
+  const Value x = input(b, "x", {1, 256, 7, 7});
+  const Value r = input(b, "r", {1, 40, 7, 7});
+  const Value p = add(b, add_conv(b, x, 256, 40, 1, 1, 1, DType::F32, "p"), r);
+  const Value x2 = input(b, "x2", {1, 300, 14, 14});
+  const Value e = hardswish(b, add_conv(b, x2, 300, 64, 1, 1, 1, DType::F32, "e"));
+  b.g.set_outputs({p, e});
+  EXPECT_EQ(fused_steps(b), 2);
+}
+
 TEST(ConvEpilogue, NearMissesDoNotFuse) {
   {  // the conv's output has a second reader
     Built b;

@@ -1,6 +1,6 @@
 // The driver of conv_gemm.h: tasks of (column chunk, group of 6-row blocks) over the pool; each
-// block runs the AVX2/FMA tile kernel (conv_gemm_avx2.cpp) or, on CPUs without it, one
-// single-threaded OpenBLAS product per task.
+// block runs the AVX2/FMA tile kernel (conv_gemm_avx2.cpp) or, for long sums and on CPUs
+// without it, one single-threaded OpenBLAS product per task.
 #include "backends/cpu/conv_gemm.h"
 
 #include <algorithm>
@@ -26,12 +26,17 @@ int64_t chunk_columns(int64_t n, int64_t k) {
 
 void conv_gemm(const ConvGemm& g, bool parallel) {
   if (g.m <= 0 || g.n <= 0) return;
-  const bool avx2 = conv_gemm_avx2_usable();
-  const int64_t nc = chunk_columns(g.n, g.k);
+  // Long sums (k >= kBlasK) go to OpenBLAS, whose packed panels win there: the tile kernel
+  // streams each 6-row block's k x 16 input panel from L2 (one thread, MobileNet's shapes:
+  // 480 -> 112 at 14x14 0.35 vs 0.29 ms, 672 -> 160 at 7x7 0.22 vs 0.17 ms; k <= 160 even or
+  // faster, k <= 64 at 112x112 0.40 vs 0.52 ms).
+  constexpr int64_t kBlasK = 240;
+  const bool avx2 = conv_gemm_avx2_usable() && g.k < kBlasK;
+  const int64_t nc = avx2 ? chunk_columns(g.n, g.k) : g.n;
   const int64_t n_chunks = (g.n + nc - 1) / nc;
   const int64_t m_blocks = (g.m + kRows - 1) / kRows;
   // Enough tasks for ~4 per thread: split the rows when the columns give too few chunks.
-  const int64_t want = parallel ? 4 * static_cast<int64_t>(num_threads()) : 1;
+  const int64_t want = parallel ? (avx2 ? 4 : 1) * static_cast<int64_t>(num_threads()) : 1;
   int64_t per_group = m_blocks;
   if (n_chunks < want) per_group = std::max<int64_t>(1, (m_blocks * n_chunks + want - 1) / want);
   const int64_t m_groups = (m_blocks + per_group - 1) / per_group;
@@ -81,7 +86,8 @@ void conv_gemm(const ConvGemm& g, bool parallel) {
       const int64_t ldc = g.epi ? cols : g.n;
       for (int64_t r = 0; r < rows; ++r) std::fill(dst + r * ldc, dst + r * ldc + cols, g.bias ? g.bias[r0 + r] : 0.f);
       if (g.k > 0) gemm(false, false, rows, cols, g.k, 1.f, g.w + r0 * g.k, g.k, g.b + j0, g.ldb, 1.f, dst, ldc);
-      if (g.epi)
+      if (g.epi && cols == g.n) g.epi->apply(dst, g.y_offset + r0 * g.n, rows * cols);  // rows back to back
+      else if (g.epi)
         for (int64_t r = 0; r < rows; ++r) g.epi->apply(dst + r * cols, g.y_offset + (r0 + r) * g.n + j0, cols);
     }
   });

@@ -1,10 +1,11 @@
 #pragma once
 // Internal to the CPU conv kernels: the f32 product behind a pointwise (1x1) or im2col conv,
 //   y[m, j] = bias[m] + sum_k w[m, k] * b[k, j]      (m < M output channels, j < N positions),
-// computed by rlx's own register-tiled AVX2/FMA kernel (OpenBLAS where the CPU lacks them) on
+// computed by rlx's own register-tiled AVX2/FMA kernel (OpenBLAS for k >= 240 and where the CPU
+// lacks them) on
 // the NCHW operands as they lie: w is the conv weight (M x K, row-major), b the input (or its
 // im2col columns, K rows of ldb floats). Tiles of output columns x channels run on the pool's
-// threads (one thread budget; no BLAS threads). An optional epilogue (conv_epilogue.h) turns
+// threads (one thread budget; OpenBLAS one thread per task). An optional epilogue (conv_epilogue.h) turns
 // each finished tile into the fused consumer's output while the tile is in cache.
 #include <cstdint>
 
