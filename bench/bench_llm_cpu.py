@@ -201,6 +201,8 @@ def main():
         for t, mib, th, rp, lp, rd, ld in rows:
             print(f"| {t} | {mib:.1f} | {th} | {rp:.1f} | {lp:.1f} | {rp / lp:.2f} | {rd:.2f} | {ld:.2f} | {rd / ld:.2f} |")
         print()
+    if not agree:
+        return
     print(f"| model | greedy tokens equal before the first divergence (of {args.n}) | same argmax, llama.cpp's tokens "
           f"fed to both | largest logit-difference error | first divergence (margins: each runtime's logit of its "
           "pick minus the other's) |")
