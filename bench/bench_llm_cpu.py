@@ -13,7 +13,8 @@ scheme (every matrix, the embedding and output included; the norms stay F32).
 
 For each file:
   1. (--check-types) Greedy token ids over --n steps from the same prompt ids (no BOS added by
-     either), rlx and llama.cpp (1 thread, llama.cpp with an F32 KV cache like rlx's): how many
+     either), rlx and llama.cpp (1 thread, llama.cpp with an F32 KV cache like rlx's and flash
+     attention off, which rounds to f16 inside on the CPU): how many
      agree before the first divergence, and the logit margins there (rlx's logits; llama.cpp's
      log-probabilities of the raw logits, whose differences are logit differences). Random weights
      give near-tied logits, so rlx also runs teacher-forced on llama.cpp's tokens: the steps whose
