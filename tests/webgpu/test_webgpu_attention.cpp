@@ -52,7 +52,8 @@ TEST(WebGpuAttention, MasksTimesGqaTimesSoftcap) {
       }
 }
 
-// The knob webgpu_attn_baked: the same kernel with its sizes as WGSL literals gives the same
+// The knob webgpu_attn_baked at 1 (the default on GPU adapters, not on this CPU one): the same
+// kernel with its sizes as WGSL literals gives the same
 // numbers (a prefill with GQA and a head_dim that does not divide the tiles, a bias mask, and a
 // decode over a long KV whose keys split over workgroups).
 TEST(WebGpuAttention, BakedSizesMatchTheCpu) {
@@ -66,9 +67,11 @@ TEST(WebGpuAttention, BakedSizesMatchTheCpu) {
     cpu.label = "cpu";
     gpu.label = "webgpu baked";
     gpu.device = Device::WebGpu;
-    gpu.options.tuning.webgpu_attn_baked = true;
+    gpu.options.tuning.webgpu_attn_baked = 1;
     const Graph g = attention_case_graph(c, DType::F32);
-    (void)Session(Device::WebGpu).compile(g);  // the uniform-parameter kernel
+    CompileOptions uniform;
+    uniform.tuning.webgpu_attn_baked = 0;
+    (void)Session(Device::WebGpu).compile(g, uniform);  // the uniform-parameter kernel
     const uint64_t before = webgpu::pipelines_created();
     const auto rep = rlx::testing::compare_configs(g, cpu, gpu, {});
     EXPECT_TRUE(rep.pass) << rep.text;

@@ -36,6 +36,7 @@ int run_export_web(const ExportWebOptions& o) {
   }
   CompileOptions co;
   co.tuning.webgpu_limits = "web";
+  co.tuning.webgpu_attn_baked = 1;  // browsers mostly run GPUs: the faster attention kernel
   apply_knobs(co, o.knobs);
   if (co.tuning.webgpu_limits != "web")
     throw UsageError("--knob webgpu_limits: a web bundle is always compiled for the browsers' limits (web)");
