@@ -150,10 +150,10 @@ TEST(DeviceVariant, CarriedStateStaysOnTheDevice) {
 
   // The carried value leaves the device only when asked for.
   Delta fetch;
-  const Tensor kept = v.kept_outputs({0}).at(0);
+  const Tensor kept = v.kept_outputs({0}, false).at(0);
   EXPECT_EQ(fetch.now().download_bytes, 64u * 4);
   EXPECT_FLOAT_EQ(kept.to_f32()[5], hv);
-  EXPECT_THAT(testing::error_message([&] { v.kept_outputs({1}); }), HasSubstr("was not kept"));
+  EXPECT_THAT(testing::error_message([&] { v.kept_outputs({1}, false); }), HasSubstr("was not kept"));
 
   // A new params generation is uploaded once.
   Delta gen;

@@ -61,9 +61,11 @@ class Variant {
   // Returns host copies of the requested outputs (device tensors when RunArgs asks). If it throws, the values it was asked to keep
   // by its previous run are lost (the run may have overwritten them).
   virtual std::vector<Tensor> run(const RunArgs& args) = 0;
-  // Host copies of outputs that the last run kept (RunArgs::keep): carried state that leaves
-  // this variant, e.g. because the next run has another shape binding.
-  virtual std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) = 0;
+  // Copies of outputs that the last run kept (RunArgs::keep): carried state that leaves this
+  // variant, e.g. because the next run has another shape binding. `on_device`: device tensors
+  // where the backend takes them (and the output is stored in its own dtype), so the state moves
+  // device to device; otherwise host tensors.
+  virtual std::vector<Tensor> kept_outputs(const std::vector<size_t>& which, bool on_device) = 0;
   virtual const Graph& graph() const = 0;  // the static, optimized graph it runs
   virtual size_t arena_bytes() const = 0;  // bytes of its intermediate-value arena
   // The recorded device program, for an ahead-of-time web bundle (io/web_bundle.h). Only WebGPU

@@ -325,10 +325,22 @@ void DeviceVariant::copy_outputs(const std::vector<size_t>& which, const std::ve
   dev_->copy_out(copies);
 }
 
-std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which) {
+std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which, bool on_device) {
   for (size_t k : which)
     if (std::find(kept_.begin(), kept_.end(), k) == kept_.end())
       throw Error("device variant: internal: output " + std::to_string(k) + " was not kept by the last run");
+  bool device = on_device && dev_->takes_device_tensors();
+  for (size_t k : which) device = device && sched_.outputs.at(k).storage() == sched_.outputs.at(k).dtype;
+  if (device) {  // device to device into tensors rlx owns (no host round trip)
+    std::vector<Tensor> outs;
+    for (size_t k : which) {
+      const plan::TensorRef& r = sched_.outputs.at(k);
+      outs.push_back(dev_->allocate_tensor(r.dtype, r.dims, "carried output " + std::to_string(k)));
+    }
+    copy_outputs(which, outs);
+    dev_->wait();
+    return outs;
+  }
   std::vector<Pending> pending;
   std::vector<Tensor> outs = download_outputs(which, pending);
   dev_->wait();

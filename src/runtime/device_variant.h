@@ -24,7 +24,7 @@ namespace rlx {
 class DeviceVariant : public Variant {
  public:
   std::vector<Tensor> run(const RunArgs& args) override;
-  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) override;
+  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which, bool on_device) override;
   const Graph& graph() const override { return graph_; }
   size_t arena_bytes() const override { return static_cast<size_t>(sched_.memory.arena_bytes); }
 

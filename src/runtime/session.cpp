@@ -82,7 +82,9 @@ struct CompiledGraph::Impl {
   // A carried value (bind_state). Normally it stays where the run that made it left it (device
   // memory on a GPU): output `output` of the last run, on the variant of `binding`, which kept it
   // (RunArgs::keep) and hands it to its next run (RunArgs::carry) without a host round trip.
-  // `host` holds it instead once it left that variant (a run on another shape binding).
+  // `host` holds it instead once it left that variant (a run on another shape binding): a host
+  // tensor, or on a backend that takes device tensors (CUDA) a device tensor rlx owns, which the
+  // next variant copies device to device.
   struct Carried {
     std::optional<Tensor> host;
     Binding binding;
@@ -95,8 +97,9 @@ struct CompiledGraph::Impl {
   size_t last_arena = 0;
   size_t compiles = 0;  // variants prepared (compile_count)
 
-  // The shape binding runs on another variant than the one holding carried values: they come
-  // to the host (one download each) and are uploaded as inputs. This happens when the carried
+  // The shape binding runs on another variant than the one holding carried values: they leave
+  // it (device to device where the backend takes device tensors, else one download each) and
+  // are given to the next variant as inputs. This happens when the carried
   // state changes shape (e.g. a growing cache with a symbolic length), which also compiles or
   // picks another variant; a run at a fixed shape never comes here.
   void carried_to_host_unless(const Binding& b) {
@@ -108,7 +111,7 @@ struct CompiledGraph::Impl {
       if (it == variants.end()) throw Error("internal: the variant holding the carried state is gone");
       std::vector<size_t> which;
       for (const auto& e : entries) which.push_back(e.second);
-      std::vector<Tensor> got = it->second.variant->kept_outputs(which);
+      std::vector<Tensor> got = it->second.variant->kept_outputs(which, backend->device_tensors());
       for (size_t i = 0; i < entries.size(); ++i) state.at(entries[i].first).host = std::move(got[i]);
     }
   }

@@ -63,3 +63,50 @@ TEST(CudaKvCache, CarriedCacheIsWrittenInPlace) {
 }
 
 }  // namespace
+
+namespace {
+
+// A chunk of S rows (S symbolic): prefill chunks and decode steps are different variants.
+Graph chunk_graph(int64_t max_ctx) {
+  Graph g;
+  const Value cache = g.input("cache", Shape({1, max_ctx, 2, 4}));
+  const Value rows = g.input("rows", Shape({1, Dim::symbol("S"), 2, 4}));
+  const Value pos = g.input("pos", Shape({Dim::symbol("S")}, DType::I64));
+  g.add_output(g.reduce(ReduceKind::Sum, rows, {1, 2, 3}, false));
+  g.add_output(g.cache_write(cache, rows, pos));
+  return g;
+}
+
+// Carried caches that move between the variants of two chunk lengths stay on the device: no
+// download of the cache's bytes, and the cache holds every chunk's rows.
+TEST(CudaKvCache, CachesMoveBetweenChunkLengthsOnTheDevice) {
+  RLX_REQUIRE_CUDA();
+  const int64_t max_ctx = 1024;
+  CompiledGraph cg = Session(Device::Cuda).compile(chunk_graph(max_ctx));
+  cg.bind_state("cache", 1);
+  const Tensor zero = Tensor::zeros(DType::F32, {1, max_ctx, 2, 4});
+  std::vector<double> want(static_cast<size_t>(max_ctx * 8), 0.0);
+  int64_t next = 0;
+  auto chunk = [&](int64_t s, bool first) {
+    const Tensor rows = random_tensor(DType::F32, {1, s, 2, 4}, 50 + static_cast<uint64_t>(next));
+    std::vector<int64_t> p(static_cast<size_t>(s));
+    for (int64_t i = 0; i < s; ++i) p[static_cast<size_t>(i)] = next + i;
+    const std::vector<double> r = to_doubles(rows);
+    std::copy(r.begin(), r.end(), want.begin() + next * 8);
+    next += s;
+    NamedTensors in = {{"rows", rows}, {"pos", Tensor::i64({s}, p)}};
+    if (first) in.emplace_back("cache", zero);
+    cg.run(in, {0});
+  };
+  chunk(8, true);
+  const uint64_t down = device_stats().download_bytes;
+  for (int64_t s : {4, 1, 1, 4, 1}) chunk(s, false);  // every switch moves the carried cache
+  EXPECT_LT(device_stats().download_bytes - down, uint64_t{1024}) << "the cache came through the host";
+  const Tensor got = cg.run({{"rows", random_tensor(DType::F32, {1, 1, 2, 4}, 7)},
+                             {"pos", Tensor::i64({1}, std::vector<int64_t>{max_ctx - 1})}},
+                            {1})[0];
+  const std::vector<double> g = to_doubles(got);
+  for (int64_t i = 0; i < next * 8; ++i) EXPECT_EQ(g[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << i;
+}
+
+}  // namespace

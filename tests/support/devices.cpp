@@ -55,9 +55,10 @@ std::vector<TestDevice> builtin_devices() {
     d.cpu_adapter = webgpu_is_cpu_adapter;
     d.documented_limits = {"holds i64 values in 32-bit words", "the device holds i64 tensors as"};
     d.options.tuning.webgpu_limits = "web";
-    // Elementwise and shape kernels do not depend on the limits or features (the same WGSL).
-    d.families = {"matmul", "rows", "reduce", "attention", "conv", "select", "model"};
-    d.families_reason = "its elementwise and shape kernels are those of 'webgpu'";
+    // The families whose kernels read the limits or the optional features (workgroup memory,
+    // subgroups, f16); elementwise, shape, conv and select kernels are the same WGSL as 'webgpu'.
+    d.families = {"matmul", "rows", "reduce", "attention", "model"};
+    d.families_reason = "its kernels of this family are those of 'webgpu' (they read no limit or feature)";
     // f16 and bf16 are f32 words on WebGPU: the same kernels as f32 but for their loads.
     d.dtypes = {DType::F32, DType::I32, DType::I64, DType::Bool, DType::U8, DType::I8, DType::I16, DType::U32};
     v.push_back(std::move(d));

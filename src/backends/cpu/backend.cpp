@@ -56,7 +56,8 @@ class CpuVariant final : public Variant {
     got.resize(a.which.size());
     return got;
   }
-  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) override {
+  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which, bool on_device) override {
+    (void)on_device;  // host memory is the CPU's device memory
     std::vector<Tensor> out;
     for (size_t k : which) {
       auto it = kept_.find(k);

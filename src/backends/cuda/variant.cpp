@@ -98,9 +98,9 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
     device();
     return DeviceVariant::run(args);
   }
-  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which) override {
+  std::vector<Tensor> kept_outputs(const std::vector<size_t>& which, bool on_device) override {
     device();
-    return DeviceVariant::kept_outputs(which);
+    return DeviceVariant::kept_outputs(which, on_device);
   }
 
  private:
