@@ -1,0 +1,57 @@
+#include "support/kv_cache_steps.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "support/test_util.h"
+
+namespace rlx::testing {
+
+Graph kv_decode_graph(int64_t max_ctx) {
+  Graph g;
+  const Value cache = g.input("cache", Shape::of({1, max_ctx, 2, 4}));
+  const Value rows = g.input("rows", Shape::of({1, 1, 2, 4}));
+  const Value pos = g.input("pos", Shape::of({1}, DType::I64));
+  g.add_output(g.mul(rows, g.scalar(2.0)));
+  g.add_output(g.cache_write(cache, rows, pos));
+  return g;
+}
+
+uint64_t run_carried_cache_steps(Device device, int64_t max_ctx, const std::function<uint64_t()>& counter) {
+  CompiledGraph cg = Session(device).compile(kv_decode_graph(max_ctx));
+  cg.bind_state("cache", 1);
+  const Tensor mine = random_tensor(DType::F32, {1, max_ctx, 2, 4}, 3);
+  const Tensor before = mine.clone();
+  std::vector<Tensor> written;
+  std::vector<int64_t> pos;
+  auto step = [&](int64_t p, bool give_cache) {
+    written.push_back(random_tensor(DType::F32, {1, 1, 2, 4}, 10 + static_cast<uint64_t>(p)));
+    pos.push_back(p);
+    NamedTensors in = {{"rows", written.back()}, {"pos", Tensor::i64({1}, std::vector<int64_t>{p})}};
+    if (give_cache) in.emplace_back("cache", mine);
+    cg.run(in, {0});
+  };
+  step(0, true);  // the caller's cache: copied first, never written
+  EXPECT_EQ(std::memcmp(mine.raw(), before.raw(), mine.nbytes()), 0) << "the caller's tensor changed";
+  const uint64_t start = counter();
+  for (int64_t p = 1; p <= 8; ++p) step(p, false);  // carried: written in place
+  const uint64_t per_step = (counter() - start) / 8;
+  EXPECT_EQ(std::memcmp(mine.raw(), before.raw(), mine.nbytes()), 0) << "the caller's tensor changed";
+  // The carried cache holds the caller's rows with the 9 written ones.
+  written.push_back(random_tensor(DType::F32, {1, 1, 2, 4}, 99));
+  pos.push_back(max_ctx - 1);
+  const Tensor got =
+      cg.run({{"rows", written.back()}, {"pos", Tensor::i64({1}, std::vector<int64_t>{max_ctx - 1})}}, {1})[0];
+  std::vector<double> want = to_doubles(before);
+  for (size_t i = 0; i < written.size(); ++i) {
+    const std::vector<double> r = to_doubles(written[i]);
+    std::copy(r.begin(), r.end(), want.begin() + pos[i] * 8);
+  }
+  EXPECT_TRUE(all_close(got, {1, max_ctx, 2, 4}, want, {0, 0}));
+  return per_step;
+}
+
+}  // namespace rlx::testing
