@@ -223,7 +223,7 @@ std::vector<Tensor> DeviceVariant::run(const RunArgs& args) {
     if (o.stream()) producers.insert(*o.stream());
   const bool on_device = args.device_outputs || !args.out.empty();
   std::vector<Tensor> device_outs;
-  if (on_device) device_outs = device_outputs(args);  // allocated before anything is enqueued
+  if (on_device) device_outs = device_outputs(args.which, args.out);  // allocated before anything is enqueued
   for (uintptr_t s : producers) dev_->wait_for_stream(s);
   dev_->upload(ups);
   dev_->copy_in(ins);
@@ -304,13 +304,12 @@ void DeviceVariant::check_device_tensors(const RunArgs& args, const std::set<Nod
 }
 
 // The device tensors that outputs `which` go to: the caller's (RunArgs::out) or new ones.
-std::vector<Tensor> DeviceVariant::device_outputs(const RunArgs& args) {
+std::vector<Tensor> DeviceVariant::device_outputs(const std::vector<size_t>& which, std::span<const Tensor> out) {
   std::vector<Tensor> outs;
-  outs.reserve(args.which.size());
-  for (size_t i = 0; i < args.which.size(); ++i) {
-    const plan::TensorRef& r = sched_.outputs.at(args.which[i]);
-    outs.push_back(args.out.empty() ? dev_->allocate_tensor(r.dtype, r.dims, "output " + std::to_string(args.which[i]))
-                                    : args.out[i]);
+  outs.reserve(which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    const plan::TensorRef& r = sched_.outputs.at(which[i]);
+    outs.push_back(out.empty() ? dev_->allocate_tensor(r.dtype, r.dims, "output " + std::to_string(which[i])) : out[i]);
   }
   return outs;
 }
@@ -332,11 +331,7 @@ std::vector<Tensor> DeviceVariant::kept_outputs(const std::vector<size_t>& which
   bool device = on_device && dev_->takes_device_tensors();
   for (size_t k : which) device = device && sched_.outputs.at(k).storage() == sched_.outputs.at(k).dtype;
   if (device) {  // device to device into tensors rlx owns (no host round trip)
-    std::vector<Tensor> outs;
-    for (size_t k : which) {
-      const plan::TensorRef& r = sched_.outputs.at(k);
-      outs.push_back(dev_->allocate_tensor(r.dtype, r.dims, "carried output " + std::to_string(k)));
-    }
+    std::vector<Tensor> outs = device_outputs(which, {});
     copy_outputs(which, outs);
     dev_->wait();
     return outs;

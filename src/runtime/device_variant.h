@@ -76,7 +76,8 @@ class DeviceVariant : public Variant {
   // Device tensors (RunArgs: device inputs, device_outputs, out): checked before anything is
   // enqueued; outputs copied device-to-device into the returned device tensors.
   void check_device_tensors(const RunArgs& args, const std::set<NodeId>& carried) const;
-  std::vector<Tensor> device_outputs(const RunArgs& args);
+  // The device tensors outputs `which` go to: `out` (the caller's) or, when empty, new ones.
+  std::vector<Tensor> device_outputs(const std::vector<size_t>& which, std::span<const Tensor> out);
   void copy_outputs(const std::vector<size_t>& which, const std::vector<Tensor>& outs);
   void finish_outputs(const std::vector<size_t>& which, std::vector<Tensor>& outs, std::vector<Pending>& pending) const;
 

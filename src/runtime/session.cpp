@@ -164,6 +164,12 @@ struct CompiledGraph::Impl {
     cv.derived_generation = params_generation;
   }
 
+  // The value variant `cv` gets for its param `name`: the prologue's derived one, else the user's.
+  const Tensor& param_value(const CompiledVariant& cv, const std::string& name) const {
+    auto d = cv.derived.find(name);
+    return d != cv.derived.end() ? d->second : params.at(name);
+  }
+
   // The names of params without values ("" when every param has one).
   std::string missing_params() const {
     std::vector<std::string> missing;
@@ -378,10 +384,7 @@ std::vector<Tensor> CompiledGraph::run_checked(const NamedTensors& inputs, const
     if (c.host) leaves[id] = *c.host;
     else carry.push_back({id, c.output});
   }
-  for (const auto& [id, name] : cv.params) {
-    auto d = cv.derived.find(name);
-    leaves[id] = d != cv.derived.end() ? d->second : m.params[name];
-  }
+  for (const auto& [id, name] : cv.params) leaves[id] = m.param_value(cv, name);
   // Outputs carried as state stay with the variant (kept); only the requested ones come back.
   std::vector<size_t> keep;
   for (const auto& [name, k] : m.state_bindings)
@@ -438,10 +441,7 @@ WebExportSummary CompiledGraph::export_web(const std::string& dir, const WebExpo
     CompiledVariant& cv = m.variant_for(Impl::Binding(dims.begin(), dims.end()));
     m.derive_params(cv);
     std::map<std::string, Tensor> values;
-    for (const auto& [id, name] : cv.params) {
-      auto d = cv.derived.find(name);
-      values[name] = d != cv.derived.end() ? d->second : m.params.at(name);
-    }
+    for (const auto& [id, name] : cv.params) values[name] = m.param_value(cv, name);
     return web::write_web_bundle(*cv.variant->web_program(), values, dir, options.f16_weights);
   });
 }
