@@ -16,7 +16,6 @@ import argparse
 import base64
 import http.server
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -105,8 +104,8 @@ def check_model(name: str, model_name: str, export_args: list, rtol: float, args
     run([args.rlx, "run", model, *feeds, "--save-outputs", d / "cpu"])
     bundle = d / "bundle"
     t0 = time.time()
-    out = run([args.rlx, "export-web", model, bundle, *export_args,
-               *sum((["--dim", f"{k}={v}"] for k, v in dims.items()), [])])
+    run([args.rlx, "export-web", model, bundle, *export_args,
+         *sum((["--dim", f"{k}={v}"] for k, v in dims.items()), [])])
     export_s = time.time() - t0
     shutil.copy(HERE / "harness.html", bundle / "harness.html")
     spec = {}
