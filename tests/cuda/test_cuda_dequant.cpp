@@ -32,7 +32,7 @@ TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
   // scalar x loads on one 32-value and one K format (NVRTC takes about 0.4 s a kernel).
   auto compiles = [](QuantFormat f, DType t, bool xvec) {
     SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t) + (xvec ? " xvec" : ""));
-    EXPECT_GT(cuda::nvrtc_compile("dequant_gemv", cuda::dequant_gemv_source(f, t, 8, xvec), "sm_90").size(), 100u);
+    EXPECT_GT(cuda::nvrtc_compile("dequant_gemv", cuda::dequant_gemv_source(f, t, 8, xvec), "sm_90", true).size(), 100u);
   };
   for (QuantFormat f : kAll) compiles(f, DType::F16, true);
   for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q6_K})

@@ -31,7 +31,7 @@ using namespace rlx::cuda;
 
 void compiles(const std::string& entry, const std::string& src) {
   SCOPED_TRACE(entry);
-  const auto cubin = nvrtc_compile(entry, src, "sm_90");
+  const auto cubin = nvrtc_compile(entry, src, "sm_90", /*fast_compile=*/true);
   EXPECT_GT(cubin.size(), 100u);
 }
 
@@ -207,12 +207,12 @@ TEST(CudaKernelSources, WgmmaAttentionCompilesForSm90a) {
   for (int hd : {64, 128})
     for (int bn : {64, 128}) {
       SCOPED_TRACE("head_dim " + std::to_string(hd) + " keys " + std::to_string(bn));
-      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, hd, 2, bn, 2, 1, 1, 0), "sm_90a").size(), 100u);
-      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, hd, 3, bn, 3, 1, 2, 1), "sm_90a").size(), 100u);
+      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, hd, 2, bn, 2, 1, 1, 0), "sm_90a", true).size(), 100u);
+      EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, hd, 3, bn, 3, 1, 2, 1), "sm_90a", true).size(), 100u);
     }
-  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 64, 2, 2, 0, 0), "sm_90a").size(), 100u);
-  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 128, 2, 2, 3, 0), "sm_90a").size(), 100u);  // keep
-  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, 128, 3, 64, 3, 1, 4, 1), "sm_90a").size(), 100u);  // bias
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 64, 2, 2, 0, 0), "sm_90a", true).size(), 100u);
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::BF16, 64, 1, 128, 2, 2, 3, 0), "sm_90a", true).size(), 100u);  // keep
+  EXPECT_GT(nvrtc_compile("attention_wgmma", src(DType::F16, 128, 3, 64, 3, 1, 4, 1), "sm_90a", true).size(), 100u);  // bias
 }
 
 // The select family (kernels/select.h, scan.h, random.h, scatter.h) for every type the

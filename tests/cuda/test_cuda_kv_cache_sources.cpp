@@ -23,7 +23,7 @@ using namespace rlx::cuda;
 
 void compiles(const std::string& entry, const std::string& src) {
   SCOPED_TRACE(entry);
-  EXPECT_GT(nvrtc_compile(entry, src, "sm_90").size(), 100u);
+  EXPECT_GT(nvrtc_compile(entry, src, "sm_90", /*fast_compile=*/true).size(), 100u);
 }
 
 TEST(CudaKvCacheSources, CacheWriteCompilesForEveryStorageType) {

@@ -42,7 +42,8 @@ std::string nvrtc_version() {
 
 }  // namespace
 
-std::vector<char> nvrtc_compile(const std::string& entry, const std::string& source, const std::string& arch) {
+std::vector<char> nvrtc_compile(const std::string& entry, const std::string& source, const std::string& arch,
+                                bool fast_compile) {
   nvrtcProgram prog = nullptr;
   RLX_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), (entry + ".cu").c_str(), 0, nullptr, nullptr));
   struct Guard {
@@ -50,8 +51,8 @@ std::vector<char> nvrtc_compile(const std::string& entry, const std::string& sou
     ~Guard() { nvrtcDestroyProgram(&p); }
   } guard{prog};
   const std::string arch_opt = "--gpu-architecture=" + arch;
-  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device"};
-  const nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device", "--Ofast-compile=max"};
+  const nvrtcResult r = nvrtcCompileProgram(prog, fast_compile ? 4 : 3, opts);
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
