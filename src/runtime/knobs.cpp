@@ -72,6 +72,8 @@ constexpr KnobInfo kKnobs[] = {
     boolean("gemv_l2pf", "RLX_GEMV_L2PF", false, "the GEMV prefetches its later weight rows into L2"),
     boolean("cuda_gemv_prologue", "RLX_CUDA_GEMV_PROLOGUE", true,
             "decode GEMVs absorb a preceding RmsNorm / SwiGLU as their prologue"),
+    boolean("cuda_dequant_dp4a", "RLX_CUDA_DEQUANT_DP4A", true,
+            "decode DequantMatMul (M <= 8) of q4_0/q8_0/q4_k/q6_k quantizes x to 8-bit blocks and uses integer dots"),
     // CUDA: attention
     integer("cuda_attn_decode_keys", "RLX_CUDA_ATTN_DECODE_KEYS", 1, 1 << 20, "64",
             "least keys per split of the decode attention"),

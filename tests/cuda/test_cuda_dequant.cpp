@@ -4,8 +4,10 @@
 // a chunked prefill (M = 37), a batch dim, and K of several blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +40,20 @@ TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
   for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q6_K})
     for (DType t : {DType::F32, DType::BF16})
       for (bool xvec : {false, true}) compiles(f, t, xvec);
+}
+
+TEST(CudaKernelSources, DequantGemvDp4aCompilesForItsFormats) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_GT(cuda::nvrtc_compile("quantize_x_q8", cuda::quantize_x_q8_source(t), "sm_90", true).size(), 100u);
+  }
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    for (int64_t rows : {1, 3}) {
+      SCOPED_TRACE(fmt_name(f) + " rows " + std::to_string(rows));
+      EXPECT_GT(cuda::nvrtc_compile("dequant_gemv_dp4a", cuda::dequant_gemv_dp4a_source(f, DType::F16, rows), "sm_90", true).size(),
+                100u);
+    }
+  EXPECT_THROW(cuda::dequant_gemv_dp4a_source(QuantFormat::Q2_K, DType::F32, 1), Error);
 }
 
 // n x k weight bytes of format f: quantized Gaussian values where rlx has a quantizer, else
@@ -98,20 +114,55 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
         const std::vector<double> y = cg.run({{"x", xt}}).at(0).to_f64();
         const auto wf = ggml_dequantize(quant::ggml_type_of(f), wb);
         ASSERT_EQ(y.size(), static_cast<size_t>(m * n));
-        // f32 accumulation error, plus the output's rounding for f16 / bf16.
+        // f32 accumulation error, plus the output's rounding for f16 / bf16; on the integer-dot
+        // path (decode of its formats) also x's rounding to 8-bit blocks: half a step of each
+        // 32-value block (max |x| / 127) times |w|.
         const double out_eps = t == DType::F32 ? 0 : (t == DType::F16 ? 1.0 / 1024 : 1.0 / 128);
+        const bool int8_x = m <= 8 && (f == QuantFormat::Q4_0 || f == QuantFormat::Q8_0 || f == QuantFormat::Q4_K ||
+                                       f == QuantFormat::Q6_K);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
-            double e = 0, a = 0;
-            for (int64_t q = 0; q < k; ++q) {
-              const double p = xr[static_cast<size_t>(i * k + q)] * wf[static_cast<size_t>(j * k + q)];
-              e += p;
-              a += std::fabs(p);
+            double e = 0, a = 0, qerr = 0;
+            for (int64_t q0 = 0; q0 < k; q0 += 32) {
+              double amax = 0, wsum = 0;
+              for (int64_t q = q0; q < q0 + 32; ++q) {
+                const double p = xr[static_cast<size_t>(i * k + q)] * wf[static_cast<size_t>(j * k + q)];
+                e += p;
+                a += std::fabs(p);
+                amax = std::max(amax, std::fabs(xr[static_cast<size_t>(i * k + q)]));
+                wsum += std::fabs(wf[static_cast<size_t>(j * k + q)]);
+              }
+              if (int8_x) qerr += amax / 127 / 2 * wsum;
             }
             const double got = y[static_cast<size_t>(i * n + j)];
-            ASSERT_NEAR(got, e, 2e-5 * a + 1e-6 + out_eps * std::fabs(e)) << "row " << i << " col " << j;
+            ASSERT_NEAR(got, e, 2e-5 * a + 1e-6 + qerr + out_eps * std::fabs(e)) << "row " << i << " col " << j;
           }
       }
+  }
+}
+
+// Decode on the integer-dot path: a NaN or an infinity in x makes the outputs of its rows NaN (the
+// 8-bit block of a non-finite value has no scale), other rows stay finite.
+TEST(CudaDequantMatMul, NonFiniteXGivesNaNOnTheIntegerDotPath) {
+  RLX_REQUIRE_CUDA();
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K}) {
+    SCOPED_TRACE(fmt_name(f));
+    const int64_t k = 256, n = 8, bytes = k / quant_block(f).elements * quant_block(f).bytes;
+    Graph g;
+    ops::DequantMatMul op;
+    op.format = f;
+    op.k = k;
+    g.add_output(g.apply(op, {g.input("x", Shape::of({2, k}, DType::F32)), g.param("w", Shape::of({n, bytes}, DType::U8))}));
+    auto cg = Session(Device::Cuda).compile(g);
+    const auto wb = weight_bytes(f, n, k, 3);
+    cg.set_param("w", Tensor::from_bytes(DType::U8, {n, bytes}, wb.data(), wb.size()));
+    std::vector<float> x(static_cast<size_t>(2 * k), 0.5f);
+    x[40] = std::numeric_limits<float>::infinity();
+    const std::vector<double> y = cg.run({{"x", Tensor::f32({2, k}, x)}}).at(0).to_f64();
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "col " << j;
+      EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(n + j)])) << "col " << j;
+    }
   }
 }
 

@@ -110,6 +110,9 @@ bool claims_node_dequant(const Graph& g, const Node& n, std::string* why);
 void lower_dequant_matmul(LowerContext& cx, const plan::Step& st);
 // kernels/dequant.h for `rows` rows per chunk; `xvec`: x read as 16-byte vectors.
 std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec);
+// The integer-dot decode path (kernels/dequant_dp4a.h): x to 8-bit blocks, then the GEMV of `rows` rows.
+std::string quantize_x_q8_source(DType t);
+std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows);
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);

@@ -1,12 +1,16 @@
-// DequantMatMul on CUDA (kernels/dequant.h): x (..., M, K) f32/f16/bf16 @ dequant(w)^T with w the
-// raw GGUF blocks, one warp per output feature, the weights decoded in registers as they stream.
-// Decode (M <= 8) reads the weights once; larger M walks them once per chunk of 8 rows.
+// DequantMatMul on CUDA: x (..., M, K) f32/f16/bf16 @ dequant(w)^T with w the raw GGUF blocks,
+// one warp per output feature.
+// - Decode (M <= 8) of Q4_0 / Q8_0 / Q4_K / Q6_K (kernels/dequant_dp4a.h): x quantized to 8-bit
+//   blocks once, then integer dot products (__dp4a) on the weight words; knob cuda_dequant_dp4a.
+// - Otherwise (kernels/dequant.h): the weights decoded to f32 in registers as they stream; decode
+//   reads them once, larger M walks them once per chunk of 8 rows.
 #include <algorithm>
 #include <string>
 
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/dequant.h"
+#include "backends/cuda/kernels/dequant_dp4a.h"
 #include "backends/cuda/select_lower.h"
 #include "rlx/error.h"
 
@@ -14,7 +18,32 @@ namespace rlx::cuda {
 
 namespace {
 constexpr int64_t kDequantWarps = 4;  // output features (warps) per block
+constexpr int64_t kDp4aRows = 8;      // most rows of x the integer-dot path takes
+
+// Lane tasks per weight block of the integer-dot kernel; 0: the format has none.
+int dp4a_tasks(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::Q4_0:
+    case QuantFormat::Q8_0: return 1;
+    case QuantFormat::Q4_K: return 4;
+    case QuantFormat::Q6_K: return 8;
+    default: return 0;
+  }
+}
 }  // namespace
+
+std::string quantize_x_q8_source(DType t) { return kernel_source(ksrc::kQuantizeXQ8, {{"T", storage_type(t)}}, ""); }
+
+std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows) {
+  const QuantBlock blk = quant_block(f);
+  const int tasks = dp4a_tasks(f);
+  if (tasks == 0) throw Error(std::string("dequant_gemv_dp4a: no integer-dot kernel for ") + EnumNames<QuantFormat>::names[static_cast<size_t>(f)]);
+  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
+                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
+                           "\n#define UPB " + std::to_string(tasks) + "\n#define MR " + std::to_string(rows) +
+                           "\n#define WARPS " + std::to_string(kDequantWarps) + "\n";
+  return kernel_source(ksrc::kDequantGemvDp4a, {{"T", storage_type(t)}}, defs);
+}
 
 bool claims_node_dequant(const Graph& g, const Node& n, std::string* why) {
   const DType t = g.shape(n.inputs.at(0)).dtype;
@@ -49,6 +78,28 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
   const int64_t m = k > 0 ? x.numel() / k : 0;
   if (m == 0 || n == 0) return;
   constexpr int64_t kRows = 8, kWarps = kDequantWarps;
+  const int64_t align = op.format == QuantFormat::Q4_K ? 4 : 2;  // the kernel's word loads
+  if (dp4a_tasks(op.format) > 0 && m <= kDp4aRows && cx.knobs().cuda_dequant_dp4a() &&
+      reinterpret_cast<uintptr_t>(cx.ptr(w)) % align == 0 && row_bytes % align == 0) {
+    // x -> 8-bit blocks (xq, then the blocks' (d, d * sum q) at a 16-byte aligned offset)
+    const int64_t blocks = m * k / 32, xq_bytes = (m * k + 15) / 16 * 16;
+    uint8_t* xs = cx.scratch(static_cast<size_t>(xq_bytes + blocks * 8), what + " quantized x");
+    auto q = std::make_shared<KernelLaunch>(what + " (quantize x)", get_kernel("quantize_x_q8", quantize_x_q8_source(x.dtype)),
+                                            static_cast<unsigned>((blocks + 7) / 8), 256u);
+    q->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<void*>(xs)).arg(static_cast<void*>(xs + xq_bytes))
+        .arg(static_cast<long long>(blocks));
+    push_launch(cx, q);
+    const int64_t gx = (n + kWarps - 1) / kWarps;
+    if (gx > 0x7fffffff) throw Error(what + ": CUDA dequant_matmul takes at most 2^31 warps");
+    auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv_dp4a", dequant_gemv_dp4a_source(op.format, x.dtype, m)),
+                                            static_cast<unsigned>(gx), static_cast<unsigned>(32 * kWarps));
+    l->arg(static_cast<const void*>(xs)).arg(static_cast<const void*>(xs + xq_bytes))
+        .arg(static_cast<const unsigned char*>(cx.ptr(w))).arg(static_cast<void*>(cx.ptr(y)))
+        .arg(static_cast<long long>(m)).arg(static_cast<long long>(k)).arg(static_cast<long long>(n))
+        .arg(static_cast<long long>(row_bytes));
+    push_launch(cx, l);
+    return;
+  }
   const bool xvec = reinterpret_cast<uintptr_t>(cx.ptr(x)) % 16 == 0 && (k * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
   const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m), xvec);
   const int64_t gx = (n + kWarps - 1) / kWarps, gy = (m + kRows - 1) / kRows;
