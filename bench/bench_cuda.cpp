@@ -242,7 +242,7 @@ void bench_gemv(int64_t k, int64_t n, DType t) {
 }
 
 // DequantMatMul (GGUF blocks decoded as they stream): m rows of x against an n x k weight of
-// format f; GB/s of the quantized weight bytes (the decode bound).
+// format f; GB/s of the quantized weight bytes (the decode bound) and TFLOP/s (2 m n k).
 void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
   Graph g;
   ops::DequantMatMul op;
@@ -260,7 +260,8 @@ void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
   cg.set_param("w", Tensor::from_bytes(DType::U8, {n, row_bytes}, w.data(), w.size()));
   const Timing tm = time_runs(cg, {{"x", fill(t, {m, k}, 5, 1.f)}}, 50);
   char extra[64];
-  std::snprintf(extra, sizeof extra, "%.0f GB/s", static_cast<double>(n * row_bytes) / (tm.device_p50 * 1e6));
+  std::snprintf(extra, sizeof extra, "%.0f GB/s %.2f TFLOP/s", static_cast<double>(n * row_bytes) / (tm.device_p50 * 1e6),
+                2.0 * static_cast<double>(m * n * k) / (tm.device_p50 * 1e9));
   report(std::string("dequant_") + EnumNames<QuantFormat>::names[static_cast<size_t>(f)] + "_" + std::to_string(m) +
              "x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t), tm, extra);
 }
@@ -385,11 +386,14 @@ int main(int argc, char** argv) {
         bench_gemv(2048, 11264, t);
         bench_gemv(5632, 2048, t);
       }
-    if (want("dequant") && g_device == Device::Cuda)
+    // CUDA and Vulkan run DequantMatMul (WebGPU does not claim it). Decode rows (1, 8) and a
+    // prefill chunk (128: Vulkan's tiled kernel).
+    if (want("dequant") && g_device != Device::WebGpu)
       for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K}) {
         bench_dequant(f, 1, 4096, 4096, DType::F16);
         bench_dequant(f, 1, 4096, 14336, DType::F16);
         bench_dequant(f, 8, 4096, 4096, DType::F16);
+        bench_dequant(f, 128, 4096, 4096, DType::F16);
       }
     if (want("attn")) {
       for (DType t : {DType::BF16, DType::F16}) {

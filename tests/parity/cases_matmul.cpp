@@ -1,12 +1,18 @@
 // MatMul parity cases: shapes with batching and broadcasting, the skinny (decode) products of
 // the split-K GEMV, fused bias / activation / residual epilogues, f64 products under every
-// precision policy (which f64 ignores), and the grouped (mixture-of-experts) product.
+// precision policy (which f64 ignores), the grouped (mixture-of-experts) product, and the product
+// with GGUF block-quantized weights (DequantMatMul).
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parity/parity_cases.h"
+#include "quant/ggml_blocks.h"
+#include "rlx/gguf.h"
 
 namespace rlx::testing {
 
@@ -147,6 +153,48 @@ void add_grouped(CaseList& l) {
       });
 }
 
+// DequantMatMul (GGUF block weights; Gaussian values quantized here) for the formats rlx can
+// quantize: a prefill-sized product (24 rows, batch dims: the CPU decodes tiles and calls sgemm,
+// within f32 rounding) and a decode row (the CPU quantizes x to 8 bits there on AVX2 machines,
+// a per-product error of up to |w| / 254: an absolute tolerance well above that, far below what a
+// wrong block or scale gives).
+void add_dequant(CaseList& l) {
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    for (DType t : kFloats) {
+      const std::string fname = EnumNames<QuantFormat>::names[static_cast<size_t>(f)];
+      add_case(l, "matmul", "dequant_matmul_" + fname + "_" + dt(t), [f, t] {
+        std::vector<CaseGraph> v;
+        const QuantBlock blk = quant_block(f);
+        const int64_t k = 2 * blk.elements;
+        for (const auto& [x_dims, n] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{2, 12, k}, 40}, {{1, k}, 33}}) {
+          Graph g;
+          ops::DequantMatMul op;
+          op.format = f;
+          op.k = k;
+          const int64_t row_bytes = k / blk.elements * blk.bytes;
+          g.add_output(g.apply(op, {g.input("x", Shape::from(x_dims, t)), g.param("w", Shape::of({n, row_bytes}, DType::U8))}));
+          std::mt19937_64 rng(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(f));
+          std::normal_distribution<float> d(0.0f, 1.0f);
+          std::vector<float> wv(static_cast<size_t>(n * k));
+          for (float& x : wv) x = d(rng);
+          const std::vector<uint8_t> wb = ggml_quantize(quant::ggml_type_of(f), wv);
+          ParityOptions o;
+          o.fixed_params = {{"w", Tensor::from_bytes(DType::U8, {n, row_bytes}, wb.data(), wb.size())}};
+          const bool decode = x_dims.size() == 2;
+          o.tolerance = [k, decode](DType dt) {
+            Tolerance tol = parity_tolerance(dt);
+            const double sk = std::sqrt(static_cast<double>(k));
+            if (decode) tol.atol = std::max(tol.atol, 0.02 * sk);
+            else if (dt == DType::F32) tol.atol = 1e-5 * sk;
+            return tol;
+          };
+          v.push_back({decode ? "decode" : "prefill", std::move(g), o});
+        }
+        return v;
+      });
+    }
+}
+
 }  // namespace
 
 void add_matmul_cases(CaseList& l) {
@@ -154,6 +202,7 @@ void add_matmul_cases(CaseList& l) {
   add_fused(l);
   add_f64(l);
   add_grouped(l);
+  add_dequant(l);
 }
 
 }  // namespace rlx::testing

@@ -9,8 +9,9 @@
 namespace rlx::vulkan {
 namespace {
 
-const FamilyClaims* const kFamilies[] = {&kElementwiseClaims, &kCopyClaims,      &kRopeClaims,   &kMatmulClaims,
-                                         &kRowsClaims,        &kAttentionClaims, &kSelectClaims, &kSpatialClaims};
+const FamilyClaims* const kFamilies[] = {&kElementwiseClaims, &kCopyClaims,   &kRopeClaims,
+                                         &kMatmulClaims,      &kDequantClaims, &kRowsClaims,
+                                         &kAttentionClaims,   &kSelectClaims,  &kSpatialClaims};
 
 bool is_leaf(std::string_view name) { return name == "input" || name == "param" || name == "constant"; }
 

@@ -94,6 +94,7 @@ void lower_matmul(LowerContext& cx, const plan::Step& st);        // lower_matmu
 // Rows of a matmul step the vector GEMV could take with an absorbed prologue, or 0 (the
 // GemvRowsFn of plan_gemv_prologues; the operands' alignment is checked when it is lowered).
 int64_t gemv_prologue_rows(const plan::Step& st);                  // lower_matmul.cpp
+void lower_dequant(LowerContext& cx, const plan::Step& st);       // lower_dequant.cpp: DequantMatMul
 void lower_rows(LowerContext& cx, const plan::Step& st);          // lower_rows.cpp
 void lower_attention(LowerContext& cx, const plan::Step& st);     // lower_attention.cpp
 // Families owned by their files; each returns false for an op it does not own.
@@ -134,8 +135,8 @@ struct FamilyClaims {
   bool (*kind)(std::string_view op_name);
   bool (*node)(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why);
 };
-extern const FamilyClaims kElementwiseClaims, kCopyClaims, kRopeClaims, kMatmulClaims, kRowsClaims, kAttentionClaims,
-    kSelectClaims, kSpatialClaims;
+extern const FamilyClaims kElementwiseClaims, kCopyClaims, kRopeClaims, kMatmulClaims, kDequantClaims, kRowsClaims,
+    kAttentionClaims, kSelectClaims, kSpatialClaims;
 // Sets *why (when given) and returns false.
 bool refuse(std::string* why, const std::string& msg);
 

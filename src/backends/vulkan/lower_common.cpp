@@ -39,7 +39,10 @@ void lower_step(LowerContext& cx, const plan::Step& st) {
     case plan::StepFamily::Elementwise: lower_elementwise(cx, st); return;
     case plan::StepFamily::Copy: lower_copy(cx, st); return;
     case plan::StepFamily::Rope: lower_rope(cx, st); return;
-    case plan::StepFamily::Matmul: lower_matmul(cx, st); return;
+    case plan::StepFamily::Matmul:
+      if (std::holds_alternative<ops::DequantMatMul>(st.op)) lower_dequant(cx, st);
+      else lower_matmul(cx, st);
+      return;
     case plan::StepFamily::Rows: lower_rows(cx, st); return;
     case plan::StepFamily::Attention: lower_attention(cx, st); return;
     case plan::StepFamily::Select:
