@@ -5,6 +5,7 @@
 // (one token fed back each); prompt tokens/s the prefill of the whole prompt.
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
 //                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
+//                  (--profile: CPU kernel times of one prompt and of the decode steps, apart)
 //                  [--tokenize-bytes N]  (also times the tokenizer on N bytes of text)
 //                  [--write-model model.gguf]  (write the file and stop: no benchmark)
 //                  [--model model.gguf]  (benchmark this file instead of writing one)
@@ -253,8 +254,21 @@ int main(int argc, char** argv) {
           prompt_tps.push_back(r.prompt_tokens_per_second());
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
-          if (profile && rep == 0)
-            std::printf("CPU steps of the measured prompt + decode:\n%s", rlx::take_device_profile(rlx::Device::Cpu).c_str());
+        }
+        if (profile) {  // the prompt and the decode steps apart: kernel time against wall time
+          rlx::take_device_profile(rlx::Device::Cpu);
+          auto a0 = std::chrono::steady_clock::now();
+          std::vector<float> logits = gen.prefill(prompt);
+          const double pre_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+          std::printf("CPU steps of the prompt (%zu tokens, %.2f ms wall):\n%s", prompt.size(), pre_s * 1e3,
+                      rlx::take_device_profile(rlx::Device::Cpu).c_str());
+          a0 = std::chrono::steady_clock::now();
+          for (int64_t step = 1; step < n; ++step)
+            logits = gen.step(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+          const double dec_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+          std::printf("CPU steps of %lld decode steps (%.3f ms wall a step):\n%s", static_cast<long long>(n - 1),
+                      dec_s * 1e3 / static_cast<double>(std::max<int64_t>(1, n - 1)),
+                      rlx::take_device_profile(rlx::Device::Cpu).c_str());
         }
         const double ptps = median(prompt_tps), dtps = median(decode_tps);
         if (repeat > 0) {

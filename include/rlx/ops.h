@@ -86,9 +86,12 @@ template <> struct EnumNames<NearestRound> {
 enum class PadMode : uint8_t { Constant, Reflect, Edge };
 template <> struct EnumNames<PadMode> { static constexpr std::array names{"constant", "reflect", "edge"}; };
 // Block formats of DequantMatMul's weight (the GGUF / ggml block layouts, src/quant/ggml_blocks.h).
-enum class QuantFormat : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+// F16 and BF16: plain 16-bit floats, taken in "blocks" of 32 values (64 bytes, no scale), so that a
+// 16-bit GGUF matrix stays 2 bytes a weight in memory (K a multiple of 32).
+enum class QuantFormat : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, BF16 };
 template <> struct EnumNames<QuantFormat> {
-  static constexpr std::array names{"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  static constexpr std::array names{"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k",
+                                    "q3_k", "q4_k", "q5_k", "q6_k", "f16",  "bf16"};
 };
 // Values and bytes per block of a format (Q4_0: 32 values in 18 bytes, Q4_K: 256 in 144, ...).
 struct QuantBlock {

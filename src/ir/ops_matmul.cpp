@@ -199,6 +199,8 @@ QuantBlock quant_block(QuantFormat f) {
     case QuantFormat::Q4_K: return {256, 144};
     case QuantFormat::Q5_K: return {256, 176};
     case QuantFormat::Q6_K: return {256, 210};
+    case QuantFormat::F16: return {32, 64};
+    case QuantFormat::BF16: return {32, 64};
   }
   throw Error("dequant_matmul: unknown quant format " + std::to_string(static_cast<int>(f)));
 }

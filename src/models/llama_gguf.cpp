@@ -68,7 +68,10 @@ struct Builder {
   // x (..., in) @ W^T with W the GGUF tensor `name` stored [out, in]; `param_name` names the param.
   Value project(Value x, const std::string& name, int64_t out, int64_t in, const std::string& param_name) {
     const GgufTensorInfo& t = tensor_of(f, name, {out, in}, &used);
-    if (const auto fmt = quant::quant_format_of(t.type)) {
+    // F16 / BF16 matrices stay 2 bytes a weight (DequantMatMul's 16-bit formats, 32-value rows
+    // pieces); a row length that is not a multiple of 32 falls back to an f32 MatMul below.
+    const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
+    if (const auto fmt = quant::quant_format_of(t.type); fmt && (!half || in % quant_block(*fmt).elements == 0)) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
         fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");

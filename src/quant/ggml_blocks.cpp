@@ -469,7 +469,7 @@ constexpr std::pair<QuantFormat, GgmlType> kFormats[] = {
     {QuantFormat::Q4_0, GgmlType::Q4_0}, {QuantFormat::Q4_1, GgmlType::Q4_1}, {QuantFormat::Q5_0, GgmlType::Q5_0},
     {QuantFormat::Q5_1, GgmlType::Q5_1}, {QuantFormat::Q8_0, GgmlType::Q8_0}, {QuantFormat::Q2_K, GgmlType::Q2_K},
     {QuantFormat::Q3_K, GgmlType::Q3_K}, {QuantFormat::Q4_K, GgmlType::Q4_K}, {QuantFormat::Q5_K, GgmlType::Q5_K},
-    {QuantFormat::Q6_K, GgmlType::Q6_K},
+    {QuantFormat::Q6_K, GgmlType::Q6_K}, {QuantFormat::F16, GgmlType::F16},   {QuantFormat::BF16, GgmlType::BF16},
 };
 }  // namespace
 

@@ -46,8 +46,9 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 // a non-finite value or a block whose scale overflows f16, or a type without a quantizer.
 void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 
-// The ggml type of a DequantMatMul weight format, and the format of a ggml block type (nullopt
-// for plain types and block types DequantMatMul does not take).
+// The ggml type of a DequantMatMul weight format, and the format of a ggml type (F16 and BF16
+// included: DequantMatMul takes them as 32-value "blocks"; nullopt for the other plain types and
+// the block types DequantMatMul does not take).
 GgmlType ggml_type_of(QuantFormat f);
 std::optional<QuantFormat> quant_format_of(GgmlType t);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/llama_gguf.h"
+#include "rlx/generate.h"
 #include "models/transformer.h"
 #include "support/test_util.h"
 
@@ -33,6 +34,7 @@ struct Tiny {
   bool rope_freqs2 = false; // rope_freqs.weight of 2s (the same angles as linear scaling by 2)
   bool bias = false;        // an extra blk.0.attn_q.bias (not a plain Llama)
   std::string scaling;      // llama.rope.scaling.type other than linear
+  DType rounded = DType::F32;  // every tensor's values rounded to this dtype first (whatever type stores them)
   int64_t head_dim() const { return hidden / heads; }
 };
 
@@ -71,7 +73,8 @@ Tensor transpose2(const Tensor& w) {
   return t;
 }
 
-void add(GgufWriter& w, const std::string& name, const Tensor& t, GgmlType type) {
+void add(GgufWriter& w, const Tiny& m, const std::string& name, const Tensor& t0, GgmlType type) {
+  const Tensor t = m.rounded == DType::F32 ? t0 : t0.cast(m.rounded).cast(DType::F32);
   if (type == GgmlType::F32) w.add_tensor(name, t);
   else if (type == GgmlType::F16) w.add_tensor(name, t.cast(DType::F16));
   else w.add_tensor(name, t, type);
@@ -97,22 +100,22 @@ std::string write_tiny(const Tiny& m) {
   uint64_t seed = 1;
   if (m.rope_freqs2) w.add_tensor("rope_freqs.weight", Tensor::f32({d / 2}, std::vector<float>(static_cast<size_t>(d / 2), 2.0f)));
   if (m.bias) w.add_tensor("blk.0.attn_q.bias", Tensor::f32({e}, std::vector<float>(static_cast<size_t>(e), 0.0f)));
-  add(w, "token_embd.weight", randn({m.vocab, e}, seed++, 1.0f), m.embd);
+  add(w, m, "token_embd.weight", randn({m.vocab, e}, seed++, 1.0f), m.embd);
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     const float s = 1.0f / std::sqrt(static_cast<float>(e));
-    add(w, p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-    add(w, p + "attn_q.weight", permute_rows(randn({m.heads * d, e}, seed++, s), m.heads, false), m.proj);
-    add(w, p + "attn_k.weight", permute_rows(randn({m.kv_heads * d, e}, seed++, s), m.kv_heads, false), m.proj);
-    add(w, p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
-    add(w, p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.attn_out);
-    add(w, p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-    add(w, p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
-    add(w, p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
-    add(w, p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
+    add(w, m, p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(w, m, p + "attn_q.weight", permute_rows(randn({m.heads * d, e}, seed++, s), m.heads, false), m.proj);
+    add(w, m, p + "attn_k.weight", permute_rows(randn({m.kv_heads * d, e}, seed++, s), m.kv_heads, false), m.proj);
+    add(w, m, p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
+    add(w, m, p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.attn_out);
+    add(w, m, p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    add(w, m, p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(w, m, p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
+    add(w, m, p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
   }
-  add(w, "output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-  if (!m.tied) add(w, "output.weight", randn({m.vocab, e}, seed++, 1.0f / std::sqrt(static_cast<float>(e))), m.out);
+  add(w, m, "output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+  if (!m.tied) add(w, m, "output.weight", randn({m.vocab, e}, seed++, 1.0f / std::sqrt(static_cast<float>(e))), m.out);
   return w.bytes();
 }
 
@@ -196,7 +199,7 @@ TEST(LlamaGguf, KQuantsTiedQuantizedEmbeddingAndF16) {
   m.kv_heads = 1;
   m.layers = 1;
   m.proj = GgmlType::Q4_K;
-  m.attn_out = GgmlType::F16;  // a plain MatMul
+  m.attn_out = GgmlType::F16;  // DequantMatMul's f16 format (rows of 256 values)
   m.embd = GgmlType::Q6_K;     // dequantized param; also the tied output's DequantMatMul
   m.tied = true;
   check_model(m, 20, 1e-4);
@@ -208,6 +211,55 @@ TEST(LlamaGguf, Q4_0AndQ5_1) {
   m.proj = GgmlType::Q4_0;
   m.out = GgmlType::Q5_1;
   check_model(m, 20, 1e-4);
+}
+
+// 16-bit matrices stay 2 bytes a weight: DequantMatMul f16 / bf16 (rows of whole 32-value pieces),
+// an f32 MatMul where a row is not (an ffn of 48 for ffn_down). Greedy decode of the F16 file
+// (64 steps through the KV-cache decoder: prompt chunks of 16 and 4 rows, then one row a step)
+// gives the tokens of an F32 file holding the same rounded values, with logits within f32
+// rounding at every step.
+TEST(LlamaGguf, F16FileDecodesLikeItsF32Widening) {
+  for (GgmlType half : {GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t ffn : {128, 48}) {
+      SCOPED_TRACE(std::string(ggml_type_name(half)) + " ffn " + std::to_string(ffn));
+      Tiny m;
+      m.ffn = ffn;
+      m.rounded = half == GgmlType::F16 ? DType::F16 : DType::BF16;
+      m.proj = m.out = m.attn_out = m.embd = GgmlType::F32;
+      const std::string wide_bytes = write_tiny(m);
+      m.proj = m.out = m.attn_out = m.embd = half;
+      const std::string half_bytes = write_tiny(m);
+      const GgufFile fh = GgufFile::from_bytes(half_bytes.data(), half_bytes.size(), "half.gguf");
+      const GgufFile fw = GgufFile::from_bytes(wide_bytes.data(), wide_bytes.size(), "wide.gguf");
+      const models::GgufLlama built = models::build_llama_decoder_from_gguf(fh, 64);
+      int half_nodes = 0, matmuls = 0;
+      for (const Node& n : built.graph.nodes()) {
+        if (const auto* op = std::get_if<ops::DequantMatMul>(&n.op))
+          half_nodes += op->format == (half == GgmlType::F16 ? QuantFormat::F16 : QuantFormat::BF16);
+        matmuls += std::holds_alternative<ops::MatMul>(n.op);
+      }
+      EXPECT_EQ(half_nodes, ffn % 32 == 0 ? 2 * 7 + 1 : 2 * 6 + 1);
+      EXPECT_EQ(matmuls, ffn % 32 == 0 ? 0 : 2);
+      Generator gh(fh, {.num_threads = 1, .max_ctx = 96}), gw(fw, {.num_threads = 1, .max_ctx = 96});
+      std::vector<int32_t> prompt;
+      for (int32_t t = 0; t < 20; ++t) prompt.push_back((7 * t + 3) % static_cast<int32_t>(m.vocab));
+      std::vector<float> lh = gh.prefill(prompt), lw = gw.prefill(prompt);
+      for (int step = 0; step < 64; ++step) {
+        ASSERT_EQ(lh.size(), lw.size());
+        float scale = 0, err = 0;
+        for (size_t i = 0; i < lw.size(); ++i) {
+          scale = std::max(scale, std::fabs(lw[i]));
+          err = std::max(err, std::fabs(lh[i] - lw[i]));
+        }
+        ASSERT_LE(err, 1e-4f * scale) << "step " << step;
+        const auto th = static_cast<int32_t>(std::max_element(lh.begin(), lh.end()) - lh.begin());
+        const auto tw = static_cast<int32_t>(std::max_element(lw.begin(), lw.end()) - lw.begin());
+        ASSERT_EQ(th, tw) << "step " << step;
+        lh = gh.step(th);
+        lw = gw.step(tw);
+      }
+    }
+  }
 }
 
 TEST(LlamaGguf, RopeScaling) {

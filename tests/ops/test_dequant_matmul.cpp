@@ -9,6 +9,7 @@
 //     every output and allows it plus the f32 term.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ using namespace rlx::testing;
 
 constexpr QuantFormat kAll[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1,
                                 QuantFormat::Q8_0, QuantFormat::Q2_K, QuantFormat::Q3_K, QuantFormat::Q4_K,
-                                QuantFormat::Q5_K, QuantFormat::Q6_K};
+                                QuantFormat::Q5_K, QuantFormat::Q6_K, QuantFormat::F16,  QuantFormat::BF16};
 
 std::vector<float> normal(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -144,9 +145,56 @@ TEST(DequantMatMulCpu, Int8IsNativeForTheMainFormats) {
   EXPECT_FALSE(cpu::dequant_matmul_int8_native(QuantFormat::Q2_K));
 }
 
+// F16 / BF16 weights: never quantized x-side (the Int8 path multiplies in f32, so every path is
+// held to the f32 tolerance above), on AVX2 + F16C the widen-in-registers kernels.
+TEST(DequantMatMulCpu, HalfFormats) {
+  EXPECT_FALSE(cpu::dequant_matmul_int8_native(QuantFormat::F16));
+  EXPECT_FALSE(cpu::dequant_matmul_half_native(QuantFormat::Q8_0));
+  if (cpu::dequant_matmul_int8_native(QuantFormat::Q8_0)) {  // AVX2 / FMA / F16C
+    EXPECT_TRUE(cpu::dequant_matmul_half_native(QuantFormat::F16));
+    EXPECT_TRUE(cpu::dequant_matmul_half_native(QuantFormat::BF16));
+  }
+  EXPECT_EQ(quant_block(QuantFormat::F16).bytes, 64);
+  EXPECT_EQ(quant::quant_format_of(GgmlType::BF16), QuantFormat::BF16);
+  // Every row count of the 4-row and 1-row kernels, K of one 32-value piece up to several, and
+  // special values (inf, NaN, subnormal weights) giving what IEEE f32 arithmetic gives.
+  for (QuantFormat f : {QuantFormat::F16, QuantFormat::BF16}) {
+    for (int64_t k : {32, 96, 544}) {
+      for (int64_t m : {1, 2, 4, 7, 16}) {
+        SCOPED_TRACE(std::string(enum_name(f)) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        const int64_t n = 9;
+        const auto x = normal(static_cast<size_t>(m * k), 300 + k + m);
+        const auto w = random_weight(f, n, k, 11 + k);
+        const Exact e = exact(f, x, m, k, w, n);
+        std::vector<float> y(static_cast<size_t>(m * n));
+        for (cpu::DequantPath p : {cpu::DequantPath::Int8, cpu::DequantPath::DequantGemm, cpu::DequantPath::Auto}) {
+          std::fill(y.begin(), y.end(), -1e30f);
+          cpu::dequant_matmul(p, f, x.data(), m, k, w.data(), n, y.data());
+          EXPECT_TRUE(close(y, e, false)) << "path " << static_cast<int>(p);
+        }
+      }
+    }
+    const int64_t k = 64, n = 3;
+    std::vector<float> wv(static_cast<size_t>(n * k), 0.5f);
+    wv[5] = std::numeric_limits<float>::infinity();   // row 0: inf * x[5] > 0
+    wv[k + 7] = std::numeric_limits<float>::quiet_NaN();  // row 1: NaN
+    wv[2 * k + 1] = 1e-39f;                            // row 2: a tiny value (subnormal in f32; 0 in f16)
+    std::vector<uint8_t> w(static_cast<size_t>(n * k * 2));
+    for (size_t i = 0; i < wv.size(); ++i) {
+      const uint16_t h = f == QuantFormat::F16 ? f32_to_f16_bits(wv[i]) : f32_to_bf16_bits(wv[i]);
+      std::memcpy(w.data() + 2 * i, &h, 2);
+    }
+    std::vector<float> x(static_cast<size_t>(k), 1.0f), y(n);
+    cpu::dequant_matmul(cpu::DequantPath::Int8, f, x.data(), 1, k, w.data(), n, y.data());
+    EXPECT_TRUE(std::isinf(y[0]) && y[0] > 0) << y[0];
+    EXPECT_TRUE(std::isnan(y[1])) << y[1];
+    EXPECT_FLOAT_EQ(y[2], 0.5f * (k - 1));
+  }
+}
+
 TEST(DequantMatMulCpu, Avx2DecoderMatchesTheReferenceDecoder) {
   for (QuantFormat f : kAll) {
-    if (!cpu::dequant_matmul_int8_native(f)) continue;
+    if (!cpu::dequant_matmul_int8_native(f) && !cpu::dequant_matmul_half_native(f)) continue;
     SCOPED_TRACE(enum_name(f));
     const int64_t k = 512, n = 5;
     const auto w = random_weight(f, n, k, 9);
@@ -240,6 +288,9 @@ TEST(DequantMatMulOp, VerifierErrors) {
   EXPECT_THAT(rb, HasSubstr("node"));
   EXPECT_THAT(err(QuantFormat::Q4_K, 128, Shape({1, 128}, DType::F32), Shape({8, 72}, DType::U8)),
               HasSubstr("multiple of the q4_k block size 256"));
+  EXPECT_THAT(err(QuantFormat::F16, 48, Shape({1, 48}, DType::F32), Shape({8, 96}, DType::U8)),
+              HasSubstr("multiple of the f16 block size 32"));
+  EXPECT_THAT(err(QuantFormat::BF16, 64, Shape({1, 64}, DType::F32), Shape({8, 64}, DType::U8)), HasSubstr("128"));
   EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 32}, DType::I32), Shape({8, 34}, DType::U8)),
               HasSubstr("f32, f16 or bf16"));
   EXPECT_THAT(err(QuantFormat::Q8_0, 32, Shape({1, 64}, DType::F32), Shape({8, 34}, DType::U8)),

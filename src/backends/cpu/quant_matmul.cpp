@@ -92,7 +92,7 @@ void dequant_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uin
   // speed; 64-row tiles were ~1.5x slower), fewer when that leaves a thread without a tile.
   const int64_t per_thread = (n + num_threads() - 1) / num_threads();
   const int64_t kTile = std::clamp<int64_t>((per_thread + 15) / 16 * 16, 16, 256);
-  const bool fast = dequant_matmul_int8_native(f);
+  const bool fast = dequant_matmul_int8_native(f) || dequant_matmul_half_native(f);
   const int64_t tiles = (n + kTile - 1) / kTile;
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> tile(static_cast<size_t>(kTile * k));
@@ -106,6 +106,13 @@ void dequant_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uin
 }
 
 void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  if (dequant_matmul_half_native(f)) {
+    const int64_t row_bytes = 2 * k;
+    parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
+      avx2::half_rows(f, x, m, k, w, row_bytes, n0, n1, y, n);
+    });
+    return;
+  }
   if (!dequant_matmul_int8_native(f)) return row_f32(f, x, m, k, w, n, y);
   const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
   if (f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K) {
@@ -132,8 +139,17 @@ void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
 
 }  // namespace
 
+bool dequant_matmul_half_native(QuantFormat f) {
+  if (!is_half_format(f)) return false;
+#if defined(__GNUC__) && defined(__x86_64__)
+  return vec::has_avx2() && vec::has_f16c() && has_fma();
+#else
+  return false;
+#endif
+}
+
 bool dequant_matmul_int8_native(QuantFormat f) {
-  if (f == QuantFormat::Q2_K || f == QuantFormat::Q3_K) return false;
+  if (f == QuantFormat::Q2_K || f == QuantFormat::Q3_K || is_half_format(f)) return false;
 #if defined(__GNUC__) && defined(__x86_64__)
   return vec::has_avx2() && vec::has_f16c() && has_fma();
 #else

@@ -15,7 +15,10 @@
 //                in f32 with the x block sums). Up to 4 x rows share one unpacked weight block.
 //                Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K on CPUs with AVX2, FMA
 //                and F16C; the others (Q2_K, Q3_K, or no AVX2) decode one weight row to f32 at a
-//                time and dot it in f32 (no quantization of x).
+//                time and dot it in f32 (no quantization of x). F16 / BF16 weights are never
+//                quantized x-side either: 8 weights at a time are widened in registers
+//                (quant_matmul_half_avx2.cpp) and multiplied with f32 x by FMA, so a 16-bit
+//                matrix is read at 2 bytes a weight.
 //   DequantGemm  tiles of up to 256 weight rows are decoded to f32 (AVX2 unpacking where Int8 is native,
 //                else the reference decoders) and multiplied with OpenBLAS sgemm (no quantization
 //                of x): the prefill path (many rows of x share each tile).
@@ -60,6 +63,9 @@ struct XBlockK {
 
 // Whether Int8 runs the integer kernels for `f` on this CPU (else the f32 row fallback).
 bool dequant_matmul_int8_native(QuantFormat f);
+// Whether `f` is F16 / BF16 and this CPU runs the widen-in-registers kernels for it.
+bool dequant_matmul_half_native(QuantFormat f);
+inline bool is_half_format(QuantFormat f) { return f == QuantFormat::F16 || f == QuantFormat::BF16; }
 
 // Quantizes `k` values (a multiple of 32) to k / 32 blocks.
 void quantize_x_row(const float* x, int64_t k, XBlock* out);
@@ -77,6 +83,12 @@ void int8_rows_k(QuantFormat f, const XBlockK* xq, int64_t m, int64_t k, const u
 // `rows` weight rows of k values to f32 (out: rows x k), the same values as the reference
 // decoders (src/quant/ggml_blocks) up to f32 rounding of d * q + m (one FMA instead of two roundings).
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);
+// F16 / BF16 weights (quant_matmul_half_avx2.cpp; call only when dequant_matmul_half_native(f)):
+// y[i * ldy + j] = x row i . weight row j for i < m, j in [n0, n1), x f32 (m rows of k).
+void half_rows(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
+               int64_t n1, float* y, int64_t ldy);
+// decode_rows for F16 / BF16 (exact: every 16-bit value is an f32).
+void decode_half_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);
 }  // namespace avx2
 
 }  // namespace rlx::cpu

@@ -89,16 +89,24 @@ template <int R> struct Acc {
   }
 };
 
-// K-quant 6-bit sub-block scales and mins (ggml_blocks.h).
+// K-quant 6-bit sub-block scales and mins (ggml_blocks.h), on three 32-bit words of the 12 bytes:
+// scales 0..3 are the low 6 bits of bytes 0..3, mins 0..3 of bytes 4..7; scale / min 4 + j has
+// its low 4 bits in the low / high nibble of byte 8 + j and its high 2 bits in bits 6..7 of byte
+// j / 4 + j. sc[j] and mn[j] come back as byte j of the two 64-bit words.
+RLX_QINLINE void kscales64(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+  sc = uint64_t{a & lo6} | uint64_t{(c & lo4) | (((a >> 6) & lo2) << 4)} << 32;
+  mn = uint64_t{b & lo6} | uint64_t{((c >> 4) & lo4) | (((b >> 6) & lo2) << 4)} << 32;
+}
 RLX_QINLINE void kscales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    mn[j] = s[j + 4] & 63;
-  }
-  for (int j = 4; j < 8; ++j) {
-    sc[j] = static_cast<uint8_t>((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
-    mn[j] = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
+  uint64_t a, b;
+  kscales64(s, a, b);
+  std::memcpy(sc, &a, 8);
+  std::memcpy(mn, &b, 8);
 }
 
 // Q4_K / Q5_K chunk c (values 64c .. 64c + 63 of a superblock): sub-block 2c in lo, 2c + 1 in hi.
@@ -132,30 +140,55 @@ RLX_QINLINE __m256i unpack_q6(const uint8_t* p, int h, int k) {
 // to the sink: a.add(q, ws, wm, u) for unsigned q (value = ws * q + wm), a.add_signed(q, ws, u)
 // for Q8_0 (value = ws * q), a.add_q6(q, d, sc_lo, sc_hi, u) for Q6_K (value = d * sc * (q - 32),
 // sc_lo on values 0..15 and sc_hi on 16..31).
+// The 32-value formats: bytes per block, and block p unpacked to unsigned values q (value =
+// ws * q + wm) or, for Q8_0, signed values (value = ws * q, wm unused).
+template <QuantFormat F> inline constexpr int64_t kBlockBytes =
+    F == QuantFormat::Q4_0 ? 18 : F == QuantFormat::Q4_1 ? 20 : F == QuantFormat::Q5_0 ? 22 : F == QuantFormat::Q5_1 ? 24 : 34;
+template <QuantFormat F> RLX_QINLINE void unit32(const uint8_t* p, __m256i& q, float& ws, float& wm) {
+  if constexpr (F == QuantFormat::Q4_0) {
+    ws = h2f(p);
+    wm = -8.0f * ws;
+    q = nibbles16(p + 2);
+  } else if constexpr (F == QuantFormat::Q4_1) {
+    ws = h2f(p);
+    wm = h2f(p + 2);
+    q = nibbles16(p + 4);
+  } else if constexpr (F == QuantFormat::Q5_0) {
+    ws = h2f(p);
+    wm = -16.0f * ws;
+    uint32_t qh;
+    std::memcpy(&qh, p + 2, 4);
+    q = _mm256_or_si256(nibbles16(p + 6), bit4_bytes(qh));
+  } else if constexpr (F == QuantFormat::Q5_1) {
+    ws = h2f(p);
+    wm = h2f(p + 2);
+    uint32_t qh;
+    std::memcpy(&qh, p + 4, 4);
+    q = _mm256_or_si256(nibbles16(p + 8), bit4_bytes(qh));
+  } else {
+    ws = h2f(p);
+    wm = 0.0f;
+    q = load32(p + 2);
+  }
+}
+
+// Unpacks the `blocks` blocks of one weight row into 32-value units u = 0, 1, ... and hands each
+// to the sink: a.add(q, ws, wm, u) for unsigned q (value = ws * q + wm), a.add_signed(q, ws, u)
+// for Q8_0 (value = ws * q), a.add_q6(q, d, sc_lo, sc_hi, u) for Q6_K (value = d * sc * (q - 32),
+// sc_lo on values 0..15 and sc_hi on 16..31).
 template <QuantFormat F, class Sink>
 RLX_QINLINE void for_units(const uint8_t* w, int64_t blocks, Sink& a) {
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (F == QuantFormat::Q4_0) {
-      const uint8_t* p = w + 18 * b;
-      const float d = h2f(p);
-      a.add(nibbles16(p + 2), d, -8.0f * d, b);
-    } else if constexpr (F == QuantFormat::Q4_1) {
-      const uint8_t* p = w + 20 * b;
-      a.add(nibbles16(p + 4), h2f(p), h2f(p + 2), b);
-    } else if constexpr (F == QuantFormat::Q5_0) {
-      const uint8_t* p = w + 22 * b;
-      const float d = h2f(p);
-      uint32_t qh;
-      std::memcpy(&qh, p + 2, 4);
-      a.add(_mm256_or_si256(nibbles16(p + 6), bit4_bytes(qh)), d, -16.0f * d, b);
-    } else if constexpr (F == QuantFormat::Q5_1) {
-      const uint8_t* p = w + 24 * b;
-      uint32_t qh;
-      std::memcpy(&qh, p + 4, 4);
-      a.add(_mm256_or_si256(nibbles16(p + 8), bit4_bytes(qh)), h2f(p), h2f(p + 2), b);
+    if constexpr (F == QuantFormat::Q4_0 || F == QuantFormat::Q4_1 || F == QuantFormat::Q5_0 || F == QuantFormat::Q5_1) {
+      __m256i q;
+      float ws, wm;
+      unit32<F>(w + kBlockBytes<F> * b, q, ws, wm);
+      a.add(q, ws, wm, b);
     } else if constexpr (F == QuantFormat::Q8_0) {
-      const uint8_t* p = w + 34 * b;
-      a.add_signed(load32(p + 2), h2f(p), b);
+      __m256i q;
+      float ws, wm;
+      unit32<F>(w + 34 * b, q, ws, wm);
+      a.add_signed(q, ws, b);
     } else if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
       constexpr bool k5 = F == QuantFormat::Q5_K;
       const uint8_t* p = w + (k5 ? 176 : 144) * b;
@@ -191,89 +224,132 @@ void dot_row(const uint8_t* w, int64_t blocks, const XBlock* const* xr, float* o
   a.store(out, ld);
 }
 
-// One Q4_K / Q5_K / Q6_K weight row against R x rows quantized in 256-value blocks: each
-// superblock's sub-block scales are applied in the integer dot (_mm256_madd_epi16 with the scale
-// as the second operand) and the superblock is converted to f32 once.
+// The 16 int16 values mn[0], mn[0], mn[1], mn[1], ..., mn[7] (byte j of mn64 is mn[j]): each
+// 32-value sub-block's min against the two 16-value sums of x it covers.
+RLX_QINLINE __m256i mins_x2(uint64_t mn64) {
+  const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(mn64));
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+}
+
+// One Q4_K / Q5_K / Q6_K superblock p against R x rows (xr[r][b]) quantized in 256-value blocks:
+// the sub-block scales are applied in the integer dot (_mm256_madd_epi16 with the scale as the
+// second operand), the mins (Q4_K / Q5_K) or the -32 offset (Q6_K) by a madd of the integer
+// sub-block scales / mins with x's 16-value sums, so a superblock is converted to f32 once:
+// v[r] += d * xd * dot - (dmin or 32 d) * xd * correction.
 template <QuantFormat F, int R>
-void dot_row_k(const uint8_t* w, int64_t blocks, const XBlockK* const* xr, float* out, int64_t ld) {
-  __m256 v[R];
-  float s[R];
-  for (int r = 0; r < R; ++r) {
-    v[r] = _mm256_setzero_ps();
-    s[r] = 0.0f;
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    __m256i isum[R];
-    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
-    if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
-      constexpr bool k5 = F == QuantFormat::Q5_K;
-      const uint8_t* p = w + (k5 ? 176 : 144) * b;
-      const float d = h2f(p), dmin = h2f(p + 2);
-      uint8_t sc[8], mn[8];
-      kscales(p + 4, sc, mn);
-      const uint8_t* qs = p + (k5 ? 48 : 16);
-      const __m256i qh = k5 ? load32(p + 16) : _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        __m256i lo, hi;
-        unpack_k45<k5>(qs, qh, c, lo, hi);
-        const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+RLX_QINLINE void superblock(const uint8_t* p, const XBlockK* const* xr, int64_t b, __m256* v) {
+  __m256i isum[R];
+  for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+  float d, dc;     // the block scale, and the scale of the correction
+  __m256i cscale;  // 16 int16 correction factors, one per 16 values
+  if constexpr (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) {
+    constexpr bool k5 = F == QuantFormat::Q5_K;
+    d = h2f(p);
+    dc = -h2f(p + 2);
+    uint64_t sc, mn;
+    kscales64(p + 4, sc, mn);
+    cscale = mins_x2(mn);
+    const uint8_t* qs = p + (k5 ? 48 : 16);
+    const __m256i qh = k5 ? load32(p + 16) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      unpack_k45<k5>(qs, qh, c, lo, hi);
+      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF));
+      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF));
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xq = xr[r][b].q + 64 * c;
+        const __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
+        const __m256i e = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(xq + 32)), s_hi);
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(a, e));
+      }
+    }
+  } else {  // Q6_K
+    d = h2f(p + 208);
+    dc = -32.0f * d;
+    const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+    cscale = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = unpack_q6(p, h, k);
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * k + 1]), _mm_set1_epi16(sc[8 * h + 2 * k]));
         for (int r = 0; r < R; ++r) {
-          const int8_t* xq = xr[r][b].q + 64 * c;
-          const __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
-          const __m256i e = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(xq + 32)), s_hi);
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(a, e));
+          const int8_t* xq = xr[r][b].q + 128 * h + 32 * k;
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), scv));
         }
-      }
-      for (int r = 0; r < R; ++r) {
-        const XBlockK& xb = xr[r][b];
-        v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * xb.d), v[r]);
-        int msum = 0;
-        for (int j = 0; j < 8; ++j) msum += mn[j] * (xb.bsum[2 * j] + xb.bsum[2 * j + 1]);
-        s[r] -= dmin * xb.d * static_cast<float>(msum);
-      }
-    } else if constexpr (F == QuantFormat::Q6_K) {
-      const uint8_t* p = w + 210 * b;
-      const float d = h2f(p + 208);
-      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-      for (int h = 0; h < 2; ++h) {
-        for (int k = 0; k < 4; ++k) {
-          const __m256i q = unpack_q6(p, h, k);
-          const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * k + 1]), _mm_set1_epi16(sc[8 * h + 2 * k]));
-          for (int r = 0; r < R; ++r) {
-            const int8_t* xq = xr[r][b].q + 128 * h + 32 * k;
-            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), scv));
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        const XBlockK& xb = xr[r][b];
-        v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * xb.d), v[r]);
-        int corr = 0;
-        for (int i = 0; i < 16; ++i) corr += sc[i] * xb.bsum[i];
-        s[r] -= 32.0f * d * xb.d * static_cast<float>(corr);
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r * ld] = hsum(v[r]) + s[r];
+  for (int r = 0; r < R; ++r) {
+    const XBlockK& xb = xr[r][b];
+    const __m256i corr = _mm256_madd_epi16(cscale, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsum)));
+    v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * xb.d), v[r]);
+    v[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_set1_ps(dc * xb.d), v[r]);
+  }
+}
+
+template <QuantFormat F> inline constexpr int64_t kSuperBytes =
+    F == QuantFormat::Q4_K ? 144 : F == QuantFormat::Q5_K ? 176 : 210;
+
+// One K-format weight row against R x rows; results to out[r * ld].
+template <QuantFormat F, int R>
+void dot_row_k(const uint8_t* w, int64_t blocks, const XBlockK* const* xr, float* out, int64_t ld) {
+  __m256 v[R];
+  for (int r = 0; r < R; ++r) v[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) superblock<F, R>(w + kSuperBytes<F> * b, xr, b, v);
+  for (int r = 0; r < R; ++r) out[r * ld] = hsum(v[r]);
+}
+
+// kNR consecutive weight rows (w, w + row_bytes, ...) against one x row: out[j] for j < kNR. The
+// rows' accumulations are independent, so the FMA / add latencies of one row overlap the others'
+// (decode: the x row stays in registers / L1 while the weights stream).
+template <QuantFormat F, int kNR>
+void dot_rows_k(const uint8_t* w, int64_t row_bytes, int64_t blocks, const XBlockK* x, float* out) {
+  __m256 v[kNR];
+  for (int r = 0; r < kNR; ++r) v[r] = _mm256_setzero_ps();
+  const XBlockK* const xr[1] = {x};
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int r = 0; r < kNR; ++r) superblock<F, 1>(w + r * row_bytes + kSuperBytes<F> * b, xr, b, v + r);
+  for (int r = 0; r < kNR; ++r) out[r] = hsum(v[r]);
+}
+template <QuantFormat F, int kNR>
+void dot_rows(const uint8_t* w, int64_t row_bytes, int64_t blocks, const XBlock* x, float* out) {
+  const XBlock* const xr[1] = {x};
+  Acc<1> acc[kNR] = {Acc<1>(xr), Acc<1>(xr), Acc<1>(xr), Acc<1>(xr)};
+  static_assert(kNR == 4, "four weight rows a pass");
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int r = 0; r < kNR; ++r) {
+      __m256i q;
+      float ws, wm;
+      unit32<F>(w + r * row_bytes + kBlockBytes<F> * b, q, ws, wm);
+      if constexpr (F == QuantFormat::Q8_0) acc[r].add_signed(q, ws, b);
+      else acc[r].add(q, ws, wm, b);
+    }
+  for (int r = 0; r < kNR; ++r) acc[r].store(out + r, 1);
 }
 
 // Weight rows [n0, n1) against the x rows, in tiles of kMTile x rows that stay in cache while the
-// weight rows pass over them: four x rows per pass over a weight row (Dot4), then one by one (Dot1).
-template <class XB, int64_t kMTile, auto Dot4, auto Dot1>
+// weight rows pass over them, and groups of 4 weight rows that stay in L1 while the tile's x rows
+// pass over them: four x rows per pass over a weight row (Dot4); the x rows left over (all of them
+// at decode, M < 4) one at a time against the 4 weight rows at once (DotW4), else one by one (Dot1).
+template <class XB, int64_t kMTile, auto Dot4, auto Dot1, auto DotW4>
 void tile_rows(const XB* xq, int64_t m, int64_t blocks, const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t n1,
                float* y, int64_t ldy) {
   for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
     const int64_t m1 = m0 + kMTile < m ? m0 + kMTile : m;
-    for (int64_t j = n0; j < n1; ++j) {
-      const uint8_t* wr = w + j * row_bytes;
+    for (int64_t j0 = n0; j0 < n1; j0 += 4) {
+      const int64_t j1 = j0 + 4 < n1 ? j0 + 4 : n1;
       int64_t i = m0;
       for (; i + 4 <= m1; i += 4) {
         const XB* xr[4] = {xq + i * blocks, xq + (i + 1) * blocks, xq + (i + 2) * blocks, xq + (i + 3) * blocks};
-        Dot4(wr, blocks, xr, y + i * ldy + j, ldy);
+        for (int64_t j = j0; j < j1; ++j) Dot4(w + j * row_bytes, blocks, xr, y + i * ldy + j, ldy);
       }
       for (; i < m1; ++i) {
+        if (j1 - j0 == 4) {
+          DotW4(w + j0 * row_bytes, row_bytes, blocks, xq + i * blocks, y + i * ldy + j0);
+          continue;
+        }
         const XB* xr[1] = {xq + i * blocks};
-        Dot1(wr, blocks, xr, y + i * ldy + j, ldy);
+        for (int64_t j = j0; j < j1; ++j) Dot1(w + j * row_bytes, blocks, xr, y + i * ldy + j, ldy);
       }
     }
   }
@@ -282,7 +358,8 @@ void tile_rows(const XB* xq, int64_t m, int64_t blocks, const uint8_t* w, int64_
 // The K formats: x in 256-value blocks, 16 rows a tile (the bytes of 32 rows of XBlock).
 template <QuantFormat F> void rows_of_k(const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                                         int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  tile_rows<XBlockK, 16, dot_row_k<F, 4>, dot_row_k<F, 1>>(xq, m, k / 256, w, row_bytes, n0, n1, y, ldy);
+  tile_rows<XBlockK, 16, dot_row_k<F, 4>, dot_row_k<F, 1>, dot_rows_k<F, 4>>(xq, m, k / 256, w, row_bytes, n0, n1, y,
+                                                                            ldy);
 }
 
 // Writes the f32 values of the units to out[32 u ..].
@@ -329,7 +406,7 @@ template <QuantFormat F> void decode_of(const uint8_t* w, int64_t row_bytes, int
 // The 32-value formats (Q4_0 .. Q8_0): weight blocks and x blocks coincide; 32 x rows a tile.
 template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                                       int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  tile_rows<XBlock, 32, dot_row<F, 4>, dot_row<F, 1>>(xq, m, k / 32, w, row_bytes, n0, n1, y, ldy);
+  tile_rows<XBlock, 32, dot_row<F, 4>, dot_row<F, 1>, dot_rows<F, 4>>(xq, m, k / 32, w, row_bytes, n0, n1, y, ldy);
 }
 
 }  // namespace
@@ -344,6 +421,8 @@ void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t row
     case QuantFormat::Q4_K: return decode_of<QuantFormat::Q4_K>(w, row_bytes, rows, k, out);
     case QuantFormat::Q5_K: return decode_of<QuantFormat::Q5_K>(w, row_bytes, rows, k, out);
     case QuantFormat::Q6_K: return decode_of<QuantFormat::Q6_K>(w, row_bytes, rows, k, out);
+    case QuantFormat::F16:
+    case QuantFormat::BF16: return decode_half_rows(f, w, row_bytes, rows, k, out);
     case QuantFormat::Q2_K:
     case QuantFormat::Q3_K: return;  // not native
   }

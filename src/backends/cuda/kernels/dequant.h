@@ -7,7 +7,7 @@
 // warp with shuffles. The weights stream once per chunk of MR rows (decode: once); every value is
 // decoded as the CPU oracle decodes it (quant/ggml_blocks.cpp), in f32.
 //
-// Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k),
+// Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k, 10 f16, 11 bf16),
 // QE (values per block), QB (bytes per block), MR (rows per chunk), WARPS (per block), XVEC (x
 // read as 16-byte vectors: its rows start on 16 bytes).
 namespace rlx::cuda::ksrc {
@@ -94,6 +94,12 @@ __device__ __forceinline__ void dq_unit(const unsigned char* b, int i0, float (&
 #endif
     y[l] = step * (float)q - off;
   }
+#elif FMT == 10  // f16: 32 plain values
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = dq_h(b + 2 * j);
+#elif FMT == 11  // bf16: 32 plain values (the high half of an f32)
+#pragma unroll
+  for (int j = 0; j < 32; ++j) y[j] = __uint_as_float((unsigned)(b[2 * j] | (b[2 * j + 1] << 8)) << 16);
 #else  // q6_k: ql[128], qh[64] at 128, int8 scales[16] at 192, d at 208; value i = 128h + 32k + l
   const float d = dq_h(b + 208);
   const int h = i0 / 128, k = (i0 % 128) / 32;
