@@ -96,7 +96,8 @@ class Planner {
     for (uint32_t p = 0; p < n.outputs.size(); ++p) {
       const Shape& s = n.outputs[p];
       const std::string what = node_label(n) + " output " + std::to_string(p);
-      const std::optional<DType> st = d.storage.storage(s.dtype);
+      std::optional<DType> st = d.storage.storage(s.dtype);
+      if (native_weight(n) || native_view(n)) st = s.dtype;
       if (!st)
         throw Error(what + " is a " + dtype_name(s.dtype) + " tensor, which " + d.device_name() +
                     " cannot hold (its kernels have no " + dtype_name(s.dtype) + " storage); cast it to " +
@@ -122,6 +123,20 @@ class Planner {
       }
     }
   }
+
+  // PlanOptions::native_weights: a listed Param or Constant, or a view of a value held natively
+  // (a view keeps its input's dtype, so its storage is the input's).
+  bool native_weight(const Node& n) const {
+    return (std::holds_alternative<ops::Param>(n.op) || std::holds_alternative<ops::Constant>(n.op)) &&
+           std::find(o_.native_weights.begin(), o_.native_weights.end(), n.id) != o_.native_weights.end();
+  }
+  bool native_view(const Node& n) const {
+    if (o_.native_weights.empty() || is_leaf_op(n.op) || !is_view_node(g_, n, o_)) return false;
+    const Value in = n.inputs.at(0);
+    const DType held = storage_.at(in.node).at(in.port);
+    return held == g_.shape(in).dtype && d_storage(held) != held;
+  }
+  DType d_storage(DType t) const { return o_.device.storage.storage(t).value_or(t); }
 
   // PlanOptions::write_inputs: the CacheWrite nodes that write over their cache Input (see
   // memory_plan.h). Returns whether any does.

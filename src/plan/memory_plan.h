@@ -30,7 +30,8 @@
 // device variant uploads every input into its own leaf buffer anyway.
 //
 // Device limits (PlanOptions::device, plan/device_limits.h; the defaults change nothing):
-//   - Storage dtypes: every value is held as device.storage.storage(its dtype); byte sizes and
+//   - Storage dtypes: every value is held as device.storage.storage(its dtype), except the
+//     weights in native_weights and their views (held as their own dtype); byte sizes and
 //     view offsets use the storage dtype's size. A dtype the device cannot hold is an rlx::Error
 //     naming the node, the dtype and the device.
 //   - Buffers: slots are placed first-fit, in slot order, into arena buffers of at most
@@ -58,6 +59,11 @@ struct PlanOptions {
   int64_t alignment = 256; // slot alignment in bytes (a power of two)
   Limits limits;           // the compile's size policy (arena size; While iterations at run time)
   DeviceLimits device;     // the backend's buffer limits and storage dtypes (defaults: none)
+  // Params and Constants held in their own dtype although device.storage maps it to another,
+  // because every kernel reading them reads that layout (WebGPU: f16/bf16 weights packed two per
+  // 32-bit word for its matmuls, instead of one f32 word each). The backend decides which (it
+  // knows its kernels); their views are held the same way. Empty: device.storage for all.
+  std::vector<NodeId> native_weights;
 
   // The alignment slots and weights use: max(alignment, device.alignment).
   int64_t slot_alignment() const { return alignment > device.alignment ? alignment : device.alignment; }

@@ -120,6 +120,9 @@ constexpr KnobInfo kKnobs[] = {
               "1: the attention kernel's head_dim and tile sizes are WGSL literals (loops unrolled, accumulators in "
               "registers: 3.5x faster on an H200), 0: uniform parameters (one pipeline for every size, fast to "
               "compile on CPU adapters); auto: 1 except on CPU adapters (rlx export-web: 1)"),
+    boolean("webgpu_packed_weights", "RLX_WEBGPU_PACKED_WEIGHTS", true,
+            "f16/bf16 weights (params, constants) read only by matmuls are held as 16-bit values, two per 32-bit word "
+            "(half the bytes a decode step reads); 0: one f32 word per element like every other value"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

@@ -13,8 +13,8 @@ from typing import Iterable, List, Sequence, Tuple, Union
 
 import numpy as np
 
-FLOAT, INT64 = 1, 7  # TensorProto.DataType
-_NP_TO_ONNX = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): INT64}
+FLOAT, INT64, FLOAT16 = 1, 7, 10  # TensorProto.DataType
+_NP_TO_ONNX = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): INT64, np.dtype(np.float16): FLOAT16}
 
 
 def _varint(v: int) -> bytes:

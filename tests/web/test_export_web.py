@@ -6,7 +6,7 @@ HTTP server. Every output must match the CPU's, a second run must give the same 
 inputs must be refused with RlxError messages.
 
   /usr/bin/python3 tests/web/test_export_web.py --rlx build/release/rlx [--chromium chromium]
-                                                [--cases bert,cnn,bert_f16w] [--keep DIR]
+                                                [--cases bert,cnn,bert_f16w,mlp16] [--keep DIR]
 
 Exit 0: passed; 1: failed; 77: skipped (no Chromium, or no WebGPU adapter for rlx), reason printed.
 """
@@ -87,8 +87,12 @@ def browser_result(chromium: str, folder: Path, timeout: float) -> dict:
 
 
 # (case, model, extra export-web arguments, max error / max |value| allowed per output): f16
-# weights round every weight to f16, so that case allows the rounding's effect.
-CASES = [("bert", "bert", [], 1e-4), ("cnn", "cnn", [], 1e-4), ("bert_f16w", "bert", ["--weights", "f16"], 1e-2)]
+# weights round every weight to f16, so that case allows the rounding's effect; mlp16 computes in
+# f16 (the CPU rounds after every op, WebGPU once per kernel).
+CASES = [("bert", "bert", [], 1e-4), ("cnn", "cnn", [], 1e-4), ("bert_f16w", "bert", ["--weights", "f16"], 1e-2),
+         ("mlp16", "mlp16", [], 1e-2)]
+# Cases whose f16 weights only matmuls read: how many the bundle holds packed (two per word).
+PACKED = {"mlp16": 2}
 
 
 def check_model(name: str, model_name: str, export_args: list, rtol: float, args, work: Path) -> list[str]:
@@ -134,6 +138,12 @@ def check_model(name: str, model_name: str, export_args: list, rtol: float, args
         print(f"  {oname:<20} {str(list(o['dims'])):<16} {err:10.3g} {scale:10.3g} {rel:9.2e}")
         if not np.all(np.isfinite(got)) or rel > rtol:
             fails.append(f"{name}/{oname}: max error {err:.3g} is {rel:.2e} of the largest value (limit {rtol})")
+    if name in PACKED:  # f16 weights the page writes as they are (no widening form): held packed
+        packed = sum(b["role"] in ("param", "constant") and "init" in b and len(b["init"]) == 2
+                     for b in manifest["buffers"])
+        print(f"  weights held as packed 16-bit values: {packed}")
+        if packed != PACKED[name]:
+            fails.append(f"{name}: {packed} weights are held packed, expected {PACKED[name]}")
     if set(res["outputs"]) != set(o["name"] for o in manifest["outputs"]):
         fails.append(f"{name}: outputs {sorted(res['outputs'])}, the bundle has {[o['name'] for o in manifest['outputs']]}")
     if not res["repeat_equal"]:

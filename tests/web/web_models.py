@@ -5,6 +5,9 @@ bert  a BERT-style encoder: int64 token ids (1, seq) with a symbolic `seq`, word
       mask row, erf GELU, written-out LayerNorms) and a tanh pooler over the first token.
 cnn   a MobileNet-style CNN at 1x3x32x32 (conv + BatchNormalization + HardSwish/Relu, depthwise and
       pointwise convs, residual adds, global average pool, Gemm classifier).
+mlp16 f16 weights of odd sizes (37 x 45, 45 x 23) that the WebGPU backend holds packed two per
+      word, one decode-shaped row and a 5-row batch through them, a bias read as words, and a
+      weight read by both a MatMul and an Add (kept as words); f32 in and out (Cast).
 """
 from __future__ import annotations
 
@@ -43,4 +46,25 @@ def cnn():
     return data, inputs, {}
 
 
-MODELS = {"bert": bert, "cnn": cnn}
+def mlp16():
+    m = Net(7)
+
+    def half(shape, scale):
+        return m.init("h", (scale * m.rng.standard_normal(shape)).astype(np.float16))
+
+    w1, b1, w2, w3 = half((37, 45), 0.2), half((45,), 0.1), half((45, 23), 0.2), half((23, 23), 0.2)
+    outs = []
+    for name, rows in (("row", 1), ("batch", 5)):
+        x = m.op("Cast", [f"x_{name}"], to=ow.FLOAT16)
+        y = m.op("Relu", [m.op("Add", [m.op("MatMul", [x, w1]), b1])])
+        y = m.op("MatMul", [y, w2])
+        y = m.op("Add", [m.op("MatMul", [y, w3]), w3]) if rows == 1 else y  # w3: a matmul and an Add read it
+        m.nodes.append(ow.node("Cast", [y], [f"y_{name}"], to=ow.FLOAT))
+        outs.append(ow.value_info(f"y_{name}", ow.FLOAT, [23 if rows == 1 else rows, 23]))
+    data = m.model([ow.value_info("x_row", ow.FLOAT, [1, 37]), ow.value_info("x_batch", ow.FLOAT, [5, 37])], outs)
+    r = np.random.default_rng(3)
+    return data, {"x_row": r.standard_normal((1, 37)).astype(np.float32),
+                  "x_batch": r.standard_normal((5, 37)).astype(np.float32)}, {}
+
+
+MODELS = {"bert": bert, "cnn": cnn, "mlp16": mlp16}

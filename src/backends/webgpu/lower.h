@@ -10,7 +10,7 @@
 //     written buffer in two bindings of one dispatch), in order of first use (Binds);
 //   - then the error flag (atomic<i32>) when the kernel reports bad data;
 //   - then one uniform: the element offset of every operand in its binding (o0, o1, ...), then
-//     the kernel's own 32-bit parameters;
+//     the kernel's own 32-bit parameters (a packed operand's offset counts 16-bit values);
 //   - a 1-D grid is at most 65535 workgroups (groups_1d); kernels loop over their work.
 #include <cstdint>
 #include <string>
@@ -32,7 +32,11 @@ struct Operand {
   uint64_t offset = 0;  // bytes from the buffer's start (a multiple of 4)
   uint64_t bytes = 0;
   bool write = false;
+  // 16-bit values two per word (a packed f16/bf16 param: packed_weights.h); `offset` is then a
+  // multiple of 2 and the kernel's uniform offset counts 16-bit values.
+  bool packed = false;
   uint32_t elem() const;  // the first word's index (rlx::Error when it does not fit 32 bits)
+  uint32_t half() const;  // packed: the first 16-bit value's index
 };
 
 // The bindings of one dispatch over `ops` (see the convention above).
@@ -53,6 +57,9 @@ Binds plan_binds(const std::vector<Operand>& ops, bool error_flag);
 struct Kernel {
   std::string name;
   std::string source;
+  // The kernel unpacks its packed operands (their uniform offsets count 16-bit values); any
+  // other kernel given a packed operand is an internal error at lowering, never a misread.
+  bool unpacks = false;
 };
 
 class LowerContext {

@@ -10,9 +10,17 @@
 namespace rlx::webgpu {
 
 uint32_t Operand::elem() const {
+  if (packed) throw Error("WebGPU: internal: a packed 16-bit operand is addressed as 32-bit words");
   if (offset % 4) throw Error("WebGPU: internal: an operand at byte " + std::to_string(offset) + " is not word-aligned");
   if (offset / 4 > UINT32_MAX) throw Error("WebGPU: internal: an operand offset does not fit 32 bits");
   return static_cast<uint32_t>(offset / 4);
+}
+
+uint32_t Operand::half() const {
+  if (!packed) throw Error("WebGPU: internal: a 32-bit operand is addressed as 16-bit values");
+  if (offset % 2) throw Error("WebGPU: internal: a packed operand at byte " + std::to_string(offset) + " is not 2-byte aligned");
+  if (offset / 2 > UINT32_MAX) throw Error("WebGPU: internal: a packed operand offset does not fit 32 bits");
+  return static_cast<uint32_t>(offset / 2);
 }
 
 Binds plan_binds(const std::vector<Operand>& ops, bool error_flag) {

@@ -91,10 +91,17 @@ Product make_product(DType t) {
   return p;
 }
 
-// `fn name(i: u32) -> ACC`: element i (from the binding's start) of operand k.
-std::string load_fn(const std::string& name, const Binds& b, size_t k, const Product& p) {
-  const std::string raw = "rlx_b" + std::to_string(b.binding_of.at(k)) + "[i]";
-  return "fn " + name + "(i: u32) -> " + p.acc + " { return " + L().load(p.t, raw) + "; }\n";
+// `fn name(i: u32) -> ACC`: element i (from the binding's start) of operand k. A packed operand
+// (f16/bf16 values two per word, element i in half i % 2 of word i / 2) is unpacked: f16 by
+// unpack2x16float (core WGSL), bf16 by moving its bits to the top of an f32.
+std::string load_fn(const std::string& name, const Binds& b, size_t k, const Product& p, const Operand& o) {
+  const std::string buf = "rlx_b" + std::to_string(b.binding_of.at(k));
+  if (!o.packed) return "fn " + name + "(i: u32) -> " + p.acc + " { return " + L().load(p.t, buf + "[i]") + "; }\n";
+  if (p.acc != "f32" || !is_half(p.t))
+    throw Error("WebGPU: internal: a packed operand of a " + std::string(dtype_name(p.t)) + " product");
+  std::string s = "fn " + name + "(i: u32) -> f32 {\n  let w = " + buf + "[i >> 1u];\n";
+  if (p.t == DType::F16) return s + "  return unpack2x16float(w >> ((i & 1u) << 4u)).x;\n}\n";
+  return s + "  return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u));\n}\n";
 }
 
 // mad(c, a, b) = c + a * b and add(a, b) in ACC (checked for i64), and their vec4 forms.
@@ -353,10 +360,10 @@ void lower_gemm(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const std::string bfn = batch_fn(g, args);
   const Binds b = plan_binds(args.ops, p.checked);
   codegen::Helpers h;
-  const std::string fns = load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) +
-                          epilogue_fn(p, b, e, h) + bfn;
+  const std::string fns = load_fn("load_a", b, 0, p, args.ops[0]) + load_fn("load_b", b, 1, p, args.ops[1]) +
+                          arith_fns(p, h) + epilogue_fn(p, b, e, h) + bfn;
   const std::string src = b.decls(args.names) + h.source() + fns + gemm_body(s, g.trans_a, g.trans_b, p.acc);
-  cx.dispatch(Kernel{"matmul_gemm", src}, args.ops, args.values, p.checked, clamp_groups((g.n + s.bn() - 1) / s.bn()),
+  cx.dispatch(Kernel{"matmul_gemm", src, true}, args.ops, args.values, p.checked, clamp_groups((g.n + s.bn() - 1) / s.bn()),
               clamp_groups((g.m + s.bm() - 1) / s.bm()), clamp_groups(g.batch));
 }
 
@@ -462,7 +469,7 @@ std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, 
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
   const GemvShape s = gemv_shape(cx.info(), rows, g.trans_b);
   const int64_t tiles = (g.n + s.cols - 1) / s.cols;
-  const int64_t b_bytes = g.k * g.n * 4;
+  const int64_t b_bytes = g.k * g.n * static_cast<int64_t>(dtype_size(st.in.at(1).storage()));
   const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
   const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, std::min<int64_t>(target, kMaxGroups1d));
   const bool split = splits > 1;
@@ -485,12 +492,12 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   args.param("kchunk", kchunk);
   const Binds b = plan_binds(args.ops, p.checked);
   codegen::Helpers h;
-  std::string fns = load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h);
+  std::string fns = load_fn("load_a", b, 0, p, args.ops[0]) + load_fn("load_b", b, 1, p, args.ops[1]) + arith_fns(p, h);
   if (!split) fns += epilogue_fn(p, b, e, h);
   const std::string pbuf = split ? "rlx_b" + std::to_string(b.binding_of[2]) : "";
   const std::string src =
       b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "", pbuf);
-  cx.dispatch(Kernel{split ? "matmul_gemv_splitk" : "matmul_gemv", src}, args.ops, args.values, p.checked,
+  cx.dispatch(Kernel{split ? "matmul_gemv_splitk" : "matmul_gemv", src, true}, args.ops, args.values, p.checked,
               clamp_groups(tiles), static_cast<uint32_t>(splits));
   if (!split) return;
   // The second pass: rows * n sums of `splits` partials, through the epilogue.
@@ -538,8 +545,8 @@ void lower_grouped(LowerContext& cx, const plan::Step& st) {
   args.param("experts", g.experts);
   const Binds b = plan_binds(args.ops, true);
   codegen::Helpers h;
-  const std::string fns =
-      load_fn("load_a", b, 0, p) + load_fn("load_b", b, 1, p) + arith_fns(p, h) + epilogue_fn(p, b, e, h);
+  const std::string fns = load_fn("load_a", b, 0, p, args.ops[0]) + load_fn("load_b", b, 1, p, args.ops[1]) +
+                          arith_fns(p, h) + epilogue_fn(p, b, e, h);
   const std::string raw = L().load(it, b.at(ki, "row"));
   std::string check;
   if (is_signed_int(it)) {
@@ -550,7 +557,7 @@ void lower_grouped(LowerContext& cx, const plan::Step& st) {
   }
   check += "    if (!valid && tid == 0u && wid.x == 0u) { atomicMax(&rlx_err, " + std::to_string(codegen::kErrExpertIndex) + "); }\n";
   const std::string src = b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, 1, false, true, p.acc, check);
-  cx.dispatch(Kernel{"grouped_matmul", src}, args.ops, args.values, true, clamp_groups((g.n + s.cols - 1) / s.cols),
+  cx.dispatch(Kernel{"grouped_matmul", src, true}, args.ops, args.values, true, clamp_groups((g.n + s.cols - 1) / s.cols),
               clamp_groups(g.m));
 }
 

@@ -8,6 +8,7 @@
 
 #include "backends/webgpu/device_target.h"
 #include "backends/webgpu/lower.h"
+#include "backends/webgpu/packed_weights.h"
 #include "backends/webgpu/wgpu_device.h"
 #include "codegen/language.h"
 #include "io/web_bundle.h"
@@ -21,7 +22,7 @@
 namespace rlx::webgpu {
 namespace {
 
-std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0};
+std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0}, g_packed{0};
 StepProfile g_profile;  // "op:kernel" -> device time of its dispatches
 constexpr uint32_t kMaxProfiled = 2048;  // dispatches timed per run (two queries each; 4096 per query set)
 
@@ -51,7 +52,7 @@ constexpr uint64_t kUniformStride = 256;  // every device's minUniformBufferOffs
 // The memory plan's view of this device: bindings of at most maxStorageBufferBindingSize at
 // offsets aligned to minStorageBufferOffsetAlignment, every buffer bound whole (so no larger
 // than one binding), and WGSL's storage dtypes.
-plan::PlanOptions plan_options(const DeviceInfo& di) {
+plan::PlanOptions plan_options(const DeviceInfo& di, const Graph& g, const ResolvedKnobs& knobs) {
   plan::PlanOptions o;
   o.device.device = "WebGPU (" + di.name + ")";
   o.device.alignment = std::max<int64_t>(di.limits.min_storage_buffer_offset_alignment, 4);
@@ -59,7 +60,19 @@ plan::PlanOptions plan_options(const DeviceInfo& di) {
   o.device.max_buffer_bytes = static_cast<int64_t>(
       std::min<uint64_t>(std::min(di.limits.max_buffer_size, di.limits.max_storage_buffer_binding_size), INT64_MAX));
   o.device.storage = plan::StorageCaps::from([](DType t) { return codegen::wgsl_language().storage_dtype(t); });
+  o.native_weights = packed_weights(g, o, knobs.webgpu_packed_weights());
   return o;
+}
+
+// The graph and its memory plan's options, made before the graph moves into the runtime.
+struct Planned {
+  Graph g;
+  plan::PlanOptions plan;
+};
+Planned planned(Graph g, const CompileOptions& options) {
+  const ResolvedKnobs knobs = resolve_knobs(options);
+  plan::PlanOptions o = plan_options(target_info(knobs), g, knobs);
+  return {std::move(g), std::move(o)};
 }
 
 struct Command {
@@ -87,8 +100,9 @@ struct Owned {
 
 class WebGpuVariant final : public DeviceVariant, private LowerContext {
  public:
-  WebGpuVariant(Graph g, const CompileOptions& options)
-      : DeviceVariant(std::move(g), std::make_unique<WebGpuDevice>(), plan_options(target_info(resolve_knobs(options)))),
+  WebGpuVariant(Graph g, const CompileOptions& options) : WebGpuVariant(planned(std::move(g), options), options) {}
+  WebGpuVariant(Planned p, const CompileOptions& options)
+      : DeviceVariant(std::move(p.g), std::make_unique<WebGpuDevice>(), p.plan),
         options_(options),
         knobs_(resolve_knobs(options)),
         info_(target_info(knobs_)) {
@@ -98,6 +112,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     }
     make_bind_groups();
     ++g_variants;
+    g_packed += p.plan.native_weights.size();
   }
 
   ~WebGpuVariant() override {
@@ -131,6 +146,8 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     o.offset = offset;
     o.bytes = static_cast<uint64_t>(r.numel()) * dtype_size(r.storage());
     o.write = write;
+    o.packed = dtype_size(r.storage()) == 2;  // a packed f16/bf16 param (packed_weights.h)
+    if (o.packed && write) throw Error("WebGPU: internal: " + label_ + " writes a packed 16-bit param");
     return o;
   }
   Operand in(const plan::TensorRef& r) override { return ref(r, false); }
@@ -171,13 +188,17 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     if (gx > lim || gy > lim || gz > lim)
       throw Error("WebGPU: internal: kernel '" + k.name + "' dispatches " + std::to_string(gx) + "x" + std::to_string(gy) +
                   "x" + std::to_string(gz) + " workgroups, above the device's limit of " + std::to_string(lim));
+    for (const Operand& o : ops)
+      if (o.packed && !k.unpacks)
+        throw Error("WebGPU: internal: kernel '" + k.name + "' of " + label_ +
+                    " reads 32-bit words but is given a packed 16-bit param (packed_weights.cpp must not pack it)");
     Binds b = plan_binds(ops, error_flag);
     Command c;
     c.label = label_ + ":" + k.name;
     c.pipeline = &pipeline_for(c.label, k.source, b.kinds);
     c.groups[0] = gx, c.groups[1] = gy, c.groups[2] = gz;
     PendingDispatch p{cmds_.size(), ops, {}, std::move(b)};
-    for (const Operand& o : ops) p.words.push_back(o.elem());
+    for (const Operand& o : ops) p.words.push_back(o.packed ? o.half() : o.elem());
     p.words.insert(p.words.end(), params.begin(), params.end());
     if (p.words.size() * 4 > kUniformStride)
       throw Error("WebGPU: internal: kernel '" + k.name + "' has " + std::to_string(p.words.size()) +
@@ -188,6 +209,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   }
   void copy(const Operand& dst, const Operand& src, uint64_t bytes) override {
     if (bytes == 0) return;
+    if (dst.packed || src.packed) throw Error("WebGPU: internal: " + label_ + " copies a packed 16-bit param");
     if (bytes % 4 || dst.offset % 4 || src.offset % 4)
       throw Error("WebGPU: internal: a device copy of " + std::to_string(bytes) + " bytes is not 4-byte aligned");
     if (dst.buffer == src.buffer) {  // a kernel, dispatched like the others (its bind group made once)
@@ -507,6 +529,6 @@ namespace {
     Device::WebGpu, {[] { setenv("RLX_WEBGPU_PROFILE", "1", 1); }, [] { return take_webgpu_profile(); }});
 }  // namespace
 
-WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load()}; }
+WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load(), g_packed.load()}; }
 
 }  // namespace rlx::webgpu

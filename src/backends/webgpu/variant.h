@@ -19,6 +19,7 @@ struct WebGpuStats {
   uint64_t submits = 0;     // runs that encoded and submitted their work
   uint64_t dispatches = 0;  // dispatches recorded by the variants prepared (once per variant)
   uint64_t encoded = 0;     // dispatches encoded by runs
+  uint64_t packed = 0;      // params held as packed 16-bit values by the variants prepared (packed_weights.h)
 };
 WebGpuStats webgpu_stats();
 

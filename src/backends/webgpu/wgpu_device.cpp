@@ -137,10 +137,18 @@ void WebGpuDevice::do_upload(std::span<const HostToDevice> copies, bool staged) 
   const Api& a = api();
   for (const HostToDevice& c : copies) {
     if (c.bytes == 0) continue;
-    if (c.offset % 4 || c.bytes % 4)
+    if (c.offset % 4 || (c.bytes % 4 && c.offset + round4(c.bytes) > size(c.dst)))
       throw Error("WebGPU: internal: an upload of " + std::to_string(c.bytes) + " bytes at offset " +
                   std::to_string(c.offset) + " is not 4-byte aligned");
-    a.QueueWriteBuffer(cx_.queue, buffer(c.dst), c.offset, c.src, c.bytes);
+    // WebGPU writes whole words: a tail of 2 bytes (an odd count of packed 16-bit values) goes
+    // as one word padded with zeros (the buffer is allocated in words).
+    const uint64_t body = c.bytes / 4 * 4;
+    if (body) a.QueueWriteBuffer(cx_.queue, buffer(c.dst), c.offset, c.src, body);
+    if (body < c.bytes) {
+      uint8_t tail[4] = {0, 0, 0, 0};
+      std::memcpy(tail, static_cast<const uint8_t*>(c.src) + body, c.bytes - body);
+      a.QueueWriteBuffer(cx_.queue, buffer(c.dst), c.offset + body, tail, 4);
+    }
   }
 }
 
@@ -233,7 +241,14 @@ void WebGpuDevice::encode_copy(abi::CommandEncoder enc, abi::Buffer dst, uint64_
 void WebGpuDevice::do_copy(std::span<const DeviceToDevice> copies) {
   if (copies.empty()) return;
   abi::CommandEncoder enc = encoder();
-  for (const DeviceToDevice& c : copies) encode_copy(enc, buffer(c.dst), c.dst_offset, buffer(c.src), c.src_offset, c.bytes);
+  for (const DeviceToDevice& c : copies) {
+    // A tail of 2 bytes (packed 16-bit values) moves as a whole word when both buffers have it
+    // (they are allocated in words; the extra half is padding no kernel reads).
+    uint64_t bytes = c.bytes;
+    if (bytes % 4 && c.dst_offset + round4(bytes) <= size(c.dst) && c.src_offset + round4(bytes) <= size(c.src))
+      bytes = round4(bytes);
+    encode_copy(enc, buffer(c.dst), c.dst_offset, buffer(c.src), c.src_offset, bytes);
+  }
   finish_and_submit(enc);
 }
 

@@ -1,0 +1,209 @@
+// Packed 16-bit weights on WebGPU (src/backends/webgpu/packed_weights.h): which params are held
+// two values per 32-bit word, and that the GEMV, split-K GEMV, GEMM, fused-epilogue and grouped
+// kernels read them right: odd element counts (a padded last word), odd K, a view at an offset
+// that is not word aligned, both operands packed, new values uploaded packed, and a param that an
+// elementwise op also reads kept as f32 words. Each case compares with the CPU; a wrong layout
+// (halves swapped, offsets in words) gives errors of the order of the values.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "support/parity.h"
+#include "webgpu/webgpu_test_util.h"
+#ifdef RLX_HAVE_WEBGPU
+#include "backends/webgpu/packed_weights.h"
+#include "backends/webgpu/variant.h"
+#include "codegen/language.h"
+#endif
+
+namespace {
+
+using namespace rlx;
+using rlx::testing::expect_webgpu_parity;
+using rlx::testing::ParityOptions;
+
+#ifdef RLX_HAVE_WEBGPU
+uint64_t packed_now() { return webgpu::webgpu_stats().packed; }
+
+// Runs the parity check and returns how many params the WebGPU variant held packed.
+uint64_t parity_packed(const Graph& g, const ParityOptions& o = {}) {
+  const uint64_t before = packed_now();
+  expect_webgpu_parity(g, o);
+  return packed_now() - before;
+}
+
+plan::PlanOptions wgsl_plan() {
+  plan::PlanOptions o;
+  o.device.storage = plan::StorageCaps::from([](DType t) { return codegen::wgsl_language().storage_dtype(t); });
+  return o;
+}
+
+Graph linear(int64_t rows, int64_t k, int64_t n, DType t) {
+  Graph g;
+  g.add_output(g.matmul(g.input("x", Shape::of({rows, k}, t)), g.param("w", Shape::of({k, n}, t))));
+  return g;
+}
+#endif
+
+TEST(WebGpuPacked, OnlyParamsEveryReaderUnpacksArePacked) {
+#ifndef RLX_HAVE_WEBGPU
+  GTEST_SKIP() << "no WebGPU backend in this build";
+#else
+  Graph g;
+  const Value x = g.input("x", Shape::of({8, 8}, DType::BF16));
+  const Value only_matmul = g.param("only_matmul", Shape::of({8, 8}, DType::BF16));
+  const Value viewed = g.param("viewed", Shape::of({64}, DType::BF16));
+  const Value shared = g.param("shared", Shape::of({8, 8}, DType::BF16));
+  const Value normed = g.param("norm_w", Shape::of({8}, DType::BF16));
+  const Value wide = g.param("wide", Shape::of({8, 8}));  // f32: held as itself anyway
+  const Value out_p = g.param("output_too", Shape::of({8, 8}, DType::BF16));
+  Value y = g.matmul(x, only_matmul);
+  y = g.matmul(y, g.reshape(viewed, {8, 8}));
+  y = g.add(g.matmul(y, shared), shared);
+  y = g.rms_norm(y, normed);
+  g.add_output(g.matmul(g.cast(y, DType::F32), wide));
+  g.add_output(g.matmul(y, out_p));
+  g.add_output(out_p);
+  const Value folded = g.constant(Tensor::f32({8, 8}, std::vector<float>(64, 0.5f)).cast(DType::BF16));
+  g.add_output(g.matmul(x, folded));  // a constant weight (ONNX initializers are constants)
+  const std::vector<NodeId> got = webgpu::packed_weights(g, wgsl_plan(), true);
+  EXPECT_EQ(got, (std::vector<NodeId>{only_matmul.node, viewed.node, folded.node}));
+  EXPECT_TRUE(webgpu::packed_weights(g, wgsl_plan(), false).empty());  // knob webgpu_packed_weights=0
+  // What the plan makes of it: the packed params and their views are held as bf16 (2 bytes an
+  // element), the others as f32 words.
+  plan::PlanOptions o = wgsl_plan();
+  o.native_weights = got;
+  const plan::MemoryPlan mp = plan::plan_memory(g, o);
+  EXPECT_EQ(mp.at(only_matmul).storage, DType::BF16);
+  EXPECT_EQ(mp.at(only_matmul).bytes, 64 * 2);
+  EXPECT_EQ(mp.at(viewed).storage, DType::BF16);
+  EXPECT_EQ(mp.at(shared).storage, DType::F32);
+  EXPECT_EQ(mp.at(normed).storage, DType::F32);
+  EXPECT_EQ(mp.at(out_p).storage, DType::F32);
+  for (const Node& n : g.nodes())
+    if (std::holds_alternative<ops::Reshape>(n.op)) {
+      EXPECT_EQ(mp.locations[n.id][0].storage, DType::BF16);
+    }
+#endif
+}
+
+TEST(WebGpuPacked, GemvOfOddSizesMatchesTheCpu) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16})
+    for (int64_t rows : {1, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
+      EXPECT_EQ(parity_packed(linear(rows, 37, 23, t)), 1u);  // 851 values: the last word half padding
+    }
+#endif
+}
+
+TEST(WebGpuPacked, SplitKGemvMatchesTheCpu) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  // One column group and a long K: the K splits' partial sums go through the second kernel.
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_EQ(parity_packed(linear(1, 4099, 41, t)), 1u);
+  }
+#endif
+}
+
+TEST(WebGpuPacked, GemmWithOddKAndBothOperandsPacked) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_EQ(parity_packed(linear(70, 37, 45, t)), 1u);
+    Graph g;  // both operands params (the GEMM benchmark's graph), batched
+    g.add_output(g.matmul(g.param("a", Shape::of({3, 33, 19}, t)), g.param("b", Shape::of({3, 19, 21}, t))));
+    EXPECT_EQ(parity_packed(g), 2u);
+  }
+#endif
+}
+
+TEST(WebGpuPacked, ViewsAtOffsetsThatAreNotWordAligned) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16})
+    for (int64_t start : {1, 2}) {  // 35 * start values in: byte 70 (half a word) or 140
+      SCOPED_TRACE(std::string(dtype_name(t)) + " start " + std::to_string(start));
+      Graph g;
+      const Value all = g.param("w_all", Shape::of({3, 5, 7}, t));
+      const Value w = g.reshape(g.narrow(all, 0, start, 1), {5, 7});
+      const Value x = g.input("x", Shape::of({2, 5}, t));
+      g.add_output(g.matmul(x, w));                                     // GEMV
+      g.add_output(g.matmul(g.input("y", Shape::of({40, 5}, t)), w));  // GEMM
+      EXPECT_EQ(parity_packed(g), 1u);
+    }
+#endif
+}
+
+TEST(WebGpuPacked, AParamAnElementwiseOpAlsoReadsStaysInWords) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  Graph g;
+  const Value w = g.param("w", Shape::of({9, 9}, DType::F16));
+  g.add_output(g.add(g.matmul(g.input("x", Shape::of({1, 9}, DType::F16)), w), w));
+  EXPECT_EQ(parity_packed(g), 0u);
+#endif
+}
+
+TEST(WebGpuPacked, FusedEpilogueAndGroupedWeights) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    for (int64_t rows : {1, 20}) {
+      Graph g;  // w packed; the bias (read by the epilogue as words) is not
+      const Value x = g.input("x", Shape::of({rows, 13}, t)), res = g.input("res", Shape::of({rows, 11}, t));
+      ops::FusedMatMulBiasAct f{ActKind::Gelu};
+      f.residual = true;
+      g.add_output(g.apply(f, {x, g.param("w", Shape::of({13, 11}, t)), g.param("bias", Shape::of({11}, t)), res}));
+      EXPECT_EQ(parity_packed(g), 1u);
+    }
+    Graph g;
+    g.add_output(g.apply(ops::GroupedMatMul{}, {g.input("x", Shape::of({5, 15}, t)),
+                                                g.param("experts", Shape::of({3, 15, 9}, t)),
+                                                g.input("idx", Shape::of({5}, DType::I32))}));
+    ParityOptions o;
+    o.int_hi = 3;
+    EXPECT_EQ(parity_packed(g, o), 1u);
+  }
+#endif
+}
+
+TEST(WebGpuPacked, NewParamValuesAreUploadedPacked) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  const Graph g = linear(1, 9, 5, DType::BF16);
+  auto gpu = Session(Device::WebGpu).compile(g);
+  auto cpu = Session(Device::Cpu).compile(g);
+  ParityOptions o;
+  const NamedTensors ins = rlx::testing::random_inputs(g, o);
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    o.seed = seed;
+    const NamedTensors ps = rlx::testing::random_params(g, o);
+    for (const auto& [name, t] : ps) gpu.set_param(name, t), cpu.set_param(name, t);
+    const std::vector<float> a = gpu.run(ins).at(0).to_f32(), b = cpu.run(ins).at(0).to_f32();
+    ASSERT_EQ(a.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(a[i], b[i], 2e-2) << "seed " << seed << " column " << i;
+  }
+#endif
+}
+
+TEST(WebGpuPacked, TheKnobOffKeepsWords) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  const uint64_t before = packed_now();
+  rlx::testing::RunConfig cpu, gpu;
+  gpu.label = "webgpu";
+  gpu.device = Device::WebGpu;
+  gpu.options.tuning.webgpu_packed_weights = false;
+  const auto rep = rlx::testing::compare_configs(linear(2, 37, 23, DType::F16), cpu, gpu);
+  EXPECT_TRUE(rep.pass) << rep.text;
+  EXPECT_EQ(packed_now() - before, 0u);
+#endif
+}
+
+}  // namespace
