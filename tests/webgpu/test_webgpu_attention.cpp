@@ -162,6 +162,25 @@ TEST(WebGpuAttention, DecodeSplitsTheKeysWithACombineDispatch) {
   EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 64, 64, 300, 8, 8, 64}), 1u); // enough workgroups
 }
 
+// The Llama decode of bench_cuda (32 heads over 8 KV heads, head_dim 64, 512 keys): 8 units, so
+// the keys split into 16 one-tile splits (K and V side by side, rows of K padded) and a combine;
+// in both forms of the kernel (sizes as uniforms and baked), f32 and bf16.
+TEST(WebGpuAttention, DecodeOfTheLlamaBenchmarkShape) {
+  RLX_REQUIRE_WEBGPU();
+  const AttnCase c{AttnLayout::BSHD, MaskKind::Causal, 1, 1, 512, 32, 8, 64};
+  EXPECT_EQ(rlx::testing::webgpu_dispatches(attention_case_graph(c, DType::BF16)), 2u);
+  for (DType t : {DType::F32, DType::BF16})
+    for (int baked : {0, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (baked ? " baked" : " uniform"));
+      rlx::testing::RunConfig cpu, gpu;
+      gpu.label = "webgpu";
+      gpu.device = Device::WebGpu;
+      gpu.options.tuning.webgpu_attn_baked = baked;
+      const auto rep = rlx::testing::compare_configs(attention_case_graph(c, t), cpu, gpu);
+      EXPECT_TRUE(rep.pass) << rep.text;
+    }
+}
+
 TEST(WebGpuAttention, HeadDimsThatDoNotDivideTheTiles) {
   RLX_REQUIRE_WEBGPU();
   for (int64_t d : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{100}, int64_t{200}, int64_t{256}, int64_t{512}})

@@ -32,9 +32,13 @@ namespace {
 constexpr int64_t kWg = 64;             // invocations per workgroup
 constexpr int64_t kMaxRows = 16;        // BR
 constexpr int64_t kMaxAcc = 32;         // output accumulators per invocation (BR x head_dim <= 32 x WG)
-constexpr int64_t kTargetGroups = 64;   // workgroups below which a decode splits its keys
-constexpr int64_t kMinSplitKeys = 256;  // least keys per split
-constexpr int64_t kMaxSplits = 32;
+// Decode (few units, a long KV): the keys are split over workgroups until about kTargetGroups
+// run (two per SM of a 132-SM GPU), each split at least one key tile long, so a split is one or
+// two tiles: its K/V loads are all in flight at once instead of walking the KV tile by tile.
+constexpr int64_t kTargetGroups = 256;  // workgroups below which a decode splits its keys
+constexpr int64_t kMinSplitKeys = 64;   // a KV shorter than two of these is not split; a split is a
+                                        // key tile (at least 32 keys) or more
+constexpr int64_t kMaxSplits = 64;
 // Workgroups of one dispatch: enough to fill any GPU; the kernels loop over more units (a CPU
 // adapter pays per workgroup).
 constexpr int64_t kMaxGroups = 8192;
@@ -46,6 +50,13 @@ struct Tiles {
   bool alias = false;  // the V tile loaded over the K tile once the scores are done
 };
 
+// Words of workgroup memory the tiles take: Q [BR][D], K [BC][D + 1] (rows padded by a word, so
+// the invocations scoring consecutive keys read different banks), V [BC][D] (over K when
+// aliased), P [BR][BC].
+int64_t tile_words(int64_t d, const Tiles& t) {
+  return t.br * d + t.bc * (d + 1) + (t.alias ? 0 : t.bc * d) + t.br * t.bc;
+}
+
 // The workgroup memory pool of the kernel (in f32 words): the device's limit (up to 32 KiB) less
 // the reduction scratch, the same for every shape so that one pipeline serves them all.
 int64_t pool_words(uint64_t limit) {
@@ -54,16 +65,22 @@ int64_t pool_words(uint64_t limit) {
 
 // The largest row block (at most the next power of two of `rows`, a KV head's query rows, up to
 // 16), then the largest key tile, whose tiles fit the pool and whose accumulators fit kMaxAcc per
-// invocation.
-std::optional<Tiles> pick_tiles(int64_t d, int64_t rows, uint64_t limit) {
+// invocation. `decode` (one query row, keys split over workgroups): a tile with K and V side by
+// side first (both loads in flight together; a split is a tile or two, so the smaller tile costs
+// no extra pass over the keys), then the aliased ones.
+std::optional<Tiles> pick_tiles(int64_t d, int64_t rows, uint64_t limit, bool decode = false) {
   const int64_t pool = pool_words(limit);
   int64_t cap = 1;
   while (cap < rows && cap < kMaxRows) cap *= 2;
   for (int64_t br = cap; br >= 1; br /= 2) {
     if (br * d > kMaxAcc * kWg) continue;
-    for (int64_t bc : {64, 32, 16, 8, 4})
-      for (bool alias : {false, true})
-        if (br * d + bc * d * (alias ? 1 : 2) + br * bc <= pool) return Tiles{br, bc, alias};
+    for (int pass = 0; pass < (decode ? 2 : 1); ++pass)
+      for (int64_t bc : {64, 32, 16, 8, 4})
+        for (bool alias : {false, true}) {
+          if (decode && alias != (pass == 1)) continue;
+          const Tiles t{br, bc, alias};
+          if (tile_words(d, t) <= pool) return t;
+        }
   }
   return std::nullopt;
 }
@@ -85,7 +102,7 @@ void check_index(const plan::Step& st, const char* what, int64_t n) {
 // accumulators in registers, 3.5x faster on an H200), or uniform parameters (one pipeline serves
 // every size; a CPU adapter compiles each baked pipeline for seconds).
 const char* kFlash = R"(
-var<workgroup> pool: array<f32, POOL_WORDS>;  // Q tile [BR][D], K tile [BC][D], V tile [BC][D] (or over K), P [BR][BC]
+var<workgroup> pool: array<f32, POOL_WORDS>;  // Q tile [BR][D], K tile [BC][D + 1], V tile [BC][D] (or over K), P [BR][BC]
 var<workgroup> red: array<f32, WG>;
 var<workgroup> alpha_s: array<f32, MAX_BR>;
 var<workgroup> m_s: array<f32, MAX_BR>;
@@ -145,10 +162,12 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   let BR = c_br();
   let BC = c_bc();
   let TC = c_tc();
-  let QS = 0u;  // the tiles' places in the pool
+  let QS = 0u;  // the tiles' places in the pool (tile_words)
+  let KP = D + 1u;  // K rows padded by a word: the scores' invocations read K across the banks
   let KS = BR * D;
-  let VS = KS + select(BC * D, 0u, c_alias() != 0u);
-  let SS = VS + BC * D;
+  let KEND = KS + BC * KP;
+  let VS = select(KEND, KS, c_alias() != 0u);
+  let SS = select(VS + BC * D, KEND, c_alias() != 0u);
   let heads = rlx_p.heads;
   let group = rlx_p.group;
   let kv_heads = heads / group;
@@ -200,7 +219,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
           kx = ld_k(kb + u32(j) * rlx_p.kss + x % D);
           if (c_alias() == 0u) { vx = ld_v(vb + u32(j) * rlx_p.vss + x % D); }
         }
-        pool[KS + x] = kx;
+        pool[KS + (x / D) * KP + x % D] = kx;
         if (c_alias() == 0u) { pool[VS + x] = vx; }
       }
       workgroupBarrier();
@@ -218,7 +237,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
           if (j >= rk.x && j < rk.y && (rlx_p.mask != 3u || keep_at(b * rlx_p.mask_b + u32(j)))) {
             var dot = 0.0f;
             let qr = QS + r * D;
-            let kr = KS + c * D;
+            let kr = KS + c * KP;
             for (var d = 0u; d < D; d++) { dot = fma(pool[qr + d], pool[kr + d], dot); }
             s = dot * rlx_p.scale;
             if (rlx_p.softcap > 0.0f) { s = rlx_p.softcap * attn_tanh(s / rlx_p.softcap); }
@@ -392,7 +411,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const uint64_t limit = cx.info().limits.max_compute_workgroup_storage_size;
   const int64_t rows = g.q_len * g.group;  // query rows per KV head (the heads of a group share K/V tiles)
   check_index(st, "query rows x group", rows);
-  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, rows, limit);
+  const std::optional<Tiles> tiles = pick_tiles(g.head_dim, rows, limit, g.q_len == 1);
   if (!tiles)
     throw Error(step_label(st) + ": head_dim " + std::to_string(g.head_dim) +
                 " needs more workgroup memory than the device's " + std::to_string(limit) + " bytes");
@@ -403,7 +422,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   // Keys split over workgroups when the units alone are few (decode over a long KV cache).
   int64_t splits = 1, split_len = std::max<int64_t>(g.kv_len, 1);
   if (units < kTargetGroups && g.kv_len >= 2 * kMinSplitKeys) {
-    splits = std::min({(kTargetGroups + units - 1) / units, g.kv_len / kMinSplitKeys, kMaxSplits});
+    splits = std::min({(kTargetGroups + units - 1) / units, g.kv_len / std::max<int64_t>(tiles->bc, 32), kMaxSplits});
     split_len = (g.kv_len + splits - 1) / splits;
     split_len = (split_len + tiles->bc - 1) / tiles->bc * tiles->bc;
     splits = (g.kv_len + split_len - 1) / split_len;
