@@ -258,6 +258,36 @@ TEST(WebGpuRope, EveryAttribute) {
         }
 }
 
+// A decode's q and k RoPEs over the same tables run as one dispatch (heads differ, partial
+// rotation, every style and dtype); a RoPE of the first one's result, or over other tables, does not
+// pair.
+TEST(WebGpuRope, QAndKShareOneDispatch) {
+  RLX_REQUIRE_WEBGPU();
+  for (DType t : {DType::F32, DType::BF16})
+    for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::GptJ}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::string(enum_name(style)));
+      Graph g;
+      const Value q = g.input("q", Shape::of({2, 3, 8, 16}, t)), k = g.input("k", Shape::of({2, 3, 2, 16}, t));
+      const Value c = g.input("cos", Shape::of({3, 6}, t)), s = g.input("sin", Shape::of({3, 6}, t));
+      g.add_output(g.rope(q, c, s, 16, 12, style));
+      g.add_output(g.rope(k, c, s, 16, 12, style));
+      EXPECT_EQ(rlx::testing::webgpu_dispatches(g), 1u);
+      expect_webgpu_parity(g);
+    }
+  Graph chained;  // the second reads the first's result
+  const Value x = chained.input("x", Shape::of({1, 2, 4, 8}));
+  const Value c = chained.input("cos", Shape::of({2, 4})), s = chained.input("sin", Shape::of({2, 4}));
+  chained.add_output(chained.rope(chained.rope(x, c, s, 8, 8), c, s, 8, 8));
+  EXPECT_EQ(rlx::testing::webgpu_dispatches(chained), 2u);
+  expect_webgpu_parity(chained);
+  Graph tables;  // other tables
+  const Value y = tables.input("y", Shape::of({1, 2, 4, 8}));
+  tables.add_output(tables.rope(y, tables.input("c1", Shape::of({2, 4})), tables.input("s1", Shape::of({2, 4})), 8, 8));
+  tables.add_output(tables.rope(y, tables.input("c2", Shape::of({2, 4})), tables.input("s2", Shape::of({2, 4})), 8, 8));
+  EXPECT_EQ(rlx::testing::webgpu_dispatches(tables), 2u);
+  expect_webgpu_parity(tables);
+}
+
 // The tail of a partial rotation is copied unchanged, and the rotation is exact for c = 0, s = 1.
 TEST(WebGpuRope, PartialRotationKeepsTheTail) {
   RLX_REQUIRE_WEBGPU();

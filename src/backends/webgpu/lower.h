@@ -93,6 +93,9 @@ void lower_copy(LowerContext& cx, const plan::Step& st);         // lower_copy.c
 void lower_matmul(LowerContext& cx, const plan::Step& st);       // lower_matmul.cpp
 void lower_rows(LowerContext& cx, const plan::Step& st);         // lower_rows.cpp
 void lower_rope(LowerContext& cx, const plan::Step& st);         // lower_rope.cpp
+// Two consecutive RoPE steps over the same tables (a decode's q and k) as one dispatch, when
+// neither writes what the other reads; false (nothing lowered) otherwise.
+bool lower_rope_pair(LowerContext& cx, const plan::Step& first, const plan::Step& second);
 void lower_attention(LowerContext& cx, const plan::Step& st);    // lower_attention.cpp
 void lower_spatial(LowerContext& cx, const plan::Step& st);      // lower_spatial.cpp
 void lower_select(LowerContext& cx, const plan::Step& st);       // lower_select.cpp (ArgMax/ArgMin, TopK, Sample)

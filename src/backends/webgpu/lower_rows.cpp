@@ -8,8 +8,8 @@
 // per line (about 4 elements each, a power of two), in one of two layouts: RF, the TY
 // invocations of a line consecutive (contiguous lines), or lines fastest (TX consecutive lines
 // whose elements lie next to each other, e.g. columns of [outer, axis, inner]). Line tiles are
-// a grid-stride loop over at most 65535 workgroups; a line's partials are combined by a tree in
-// workgroup memory. Floats accumulate in f32 (f16/bf16 rounded once at the store), softmax is
+// a grid-stride loop over at most 65535 workgroups; a line's partials are combined in workgroup
+// memory in two levels (groups of up to 16, then the groups' results: 3 barriers). Floats accumulate in f32 (f16/bf16 rounded once at the store), softmax is
 // max-subtracted, NaN wins Max / Min as on the CPU, and a norm or softmax line of at most
 // TY * 16 elements is read once (held in registers).
 // Integers: 8- to 32-bit sums and products wrap in 32 bits (the low bits of the CPU's 64-bit
@@ -105,18 +105,25 @@ fn rlx_mul_ovf(a: i32, b: i32) -> bool {
 
 // `var<workgroup> rs_<name>` and `fn <name>(v, lid) -> T`: the combination (cb_<name>) of the
 // values of the MC members of lid's line, MS invocations apart. Called in uniform control flow.
+// Two levels instead of a tree of log2(MC) steps (each a barrier): members 0..NG-1 combine G
+// consecutive members' values each (G = min(MC, 16), NG = MC / G), then every member combines
+// the NG results itself: 3 barriers for any MC (a 256-wide line took 10), in a fixed order.
 std::string group_reduce(const std::string& name, const std::string& type, const std::string& combine, uint32_t wg,
                          uint32_t ms, uint32_t mc) {
+  const uint32_t gs = std::min<uint32_t>(mc, 16), ng = mc / gs;
+  const std::string rs = "rs_" + name, r2 = "rs2_" + name;
   std::string s = "fn cb_" + name + "(a: " + type + ", b: " + type + ") -> " + type + " { return " + combine + "; }\n";
-  s += "var<workgroup> rs_" + name + ": array<" + type + ", " + std::to_string(wg) + ">;\n";
+  s += "var<workgroup> " + rs + ": array<" + type + ", " + std::to_string(wg) + ">;\n";
+  s += "var<workgroup> " + r2 + ": array<" + type + ", " + std::to_string(wg) + ">;\n";
   s += "fn " + name + "(v: " + type + ", lid: u32) -> " + type + " {\n";
-  s += "  let m = (lid / " + u(ms) + ") % " + u(mc) + ";\n";
-  s += "  rs_" + name + "[lid] = v;\n  workgroupBarrier();\n";
-  s += "  for (var s = " + u(mc / 2) + "; s > 0u; s = s >> 1u) {\n";
-  s += "    if (m < s) { rs_" + name + "[lid] = cb_" + name + "(rs_" + name + "[lid], rs_" + name + "[lid + s * " + u(ms) +
-       "]); }\n";
-  s += "    workgroupBarrier();\n  }\n";
-  s += "  let r = rs_" + name + "[lid - m * " + u(ms) + "];\n  workgroupBarrier();\n  return r;\n}\n";
+  s += "  let m = (lid / " + u(ms) + ") % " + u(mc) + ";\n  let first = lid - m * " + u(ms) + ";\n";
+  s += "  " + rs + "[lid] = v;\n  workgroupBarrier();\n";
+  s += "  if (m < " + u(ng) + ") {\n    var a = " + rs + "[first + m * " + u(gs * ms) + "];\n";
+  s += "    for (var j = 1u; j < " + u(gs) + "; j++) { a = cb_" + name + "(a, " + rs + "[first + (m * " + u(gs) +
+       " + j) * " + u(ms) + "]); }\n    " + r2 + "[lid] = a;\n  }\n  workgroupBarrier();\n";
+  s += "  var r = " + r2 + "[first];\n";
+  s += "  for (var j = 1u; j < " + u(ng) + "; j++) { r = cb_" + name + "(r, " + r2 + "[first + j * " + u(ms) + "]); }\n";
+  s += "  workgroupBarrier();\n  return r;\n}\n";
   return s;
 }
 

@@ -106,9 +106,14 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
         options_(options),
         knobs_(resolve_knobs(options)),
         info_(target_info(knobs_)) {
-    for (const plan::Step& st : schedule().steps) {
-      label_ = op_name(st.op);
-      lower_step(*this, st);
+    const auto& steps = schedule().steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      label_ = op_name(steps[i].op);
+      if (i + 1 < steps.size() && lower_rope_pair(*this, steps[i], steps[i + 1])) {
+        ++i;  // both in one dispatch
+        continue;
+      }
+      lower_step(*this, steps[i]);
     }
     make_bind_groups();
     ++g_variants;
