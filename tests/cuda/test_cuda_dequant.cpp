@@ -90,7 +90,8 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
   };
   for (QuantFormat f : kAll) {
     const int64_t be = quant_block(f).elements, bb = quant_block(f).bytes;
-    for (const Case& c : {Case{{1, 2 * be}, 40}, Case{{5, 4 * be}, 33}, Case{{37, be}, 9}, Case{{2, 3, 2 * be}, 17}})
+    for (const Case& c : {Case{{1, 2 * be}, 40}, Case{{5, 4 * be}, 33}, Case{{37, be}, 9}, Case{{2, 3, 2 * be}, 17},
+                         Case{{8, 4608}, 9}})
       for (DType t : {DType::F32, DType::F16, DType::BF16}) {
         const int64_t k = c.x_dims.back(), n = c.n;
         int64_t m = 1;
@@ -163,6 +164,50 @@ TEST(CudaDequantMatMul, NonFiniteXGivesNaNOnTheIntegerDotPath) {
       EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "col " << j;
       EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(n + j)])) << "col " << j;
     }
+  }
+}
+
+// Projections of one x (q/k/v, gate/up) share its 8-bit copy: three DequantMatMuls of one x, in
+// three formats, give bit for bit what each gives alone.
+TEST(CudaDequantMatMul, ProjectionsOfOneXShareItsQuantizedCopy) {
+  RLX_REQUIRE_CUDA();
+  const int64_t k = 512;
+  const QuantFormat fs[] = {QuantFormat::Q4_0, QuantFormat::Q4_K, QuantFormat::Q8_0};
+  const int64_t ns[] = {24, 8, 40};
+  auto w_shape = [&](int i) { return Shape::of({ns[i], k / quant_block(fs[i]).elements * quant_block(fs[i]).bytes}, DType::U8); };
+  std::vector<float> xv(static_cast<size_t>(2 * k));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (float& v : xv) v = nd(rng);
+  const Tensor xt = Tensor::f32({2, k}, xv);
+  auto weight = [&](int i) {
+    const auto wb = weight_bytes(fs[i], ns[i], k, 20 + static_cast<uint64_t>(i));
+    return Tensor::from_bytes(DType::U8, w_shape(i).concrete(), wb.data(), wb.size());
+  };
+  Graph g;
+  const Value x = g.input("x", Shape::of({2, k}, DType::F32));
+  const Tensor half = Tensor::f32({}, std::vector<float>{0.5f});
+  const Value h = g.mul(x, g.constant(half));  // an intermediate value, as in a decoder
+  for (int i = 0; i < 3; ++i) {
+    ops::DequantMatMul op;
+    op.format = fs[i];
+    op.k = k;
+    g.add_output(g.apply(op, {h, g.param("w" + std::to_string(i), w_shape(i))}));
+  }
+  auto cg = Session(Device::Cuda).compile(g);
+  for (int i = 0; i < 3; ++i) cg.set_param("w" + std::to_string(i), weight(i));
+  const auto together = cg.run({{"x", xt}});
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(fmt_name(fs[i]));
+    Graph one;
+    const Value x1 = one.input("x", Shape::of({2, k}, DType::F32));
+    ops::DequantMatMul op;
+    op.format = fs[i];
+    op.k = k;
+    one.add_output(one.apply(op, {one.mul(x1, one.constant(half)), one.param("w", w_shape(i))}));
+    auto c1 = Session(Device::Cuda).compile(one);
+    c1.set_param("w", weight(i));
+    EXPECT_EQ(c1.run({{"x", xt}}).at(0).to_f64(), together.at(static_cast<size_t>(i)).to_f64());
   }
 }
 

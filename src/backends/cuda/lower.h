@@ -47,6 +47,16 @@ class LowerContext {
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
   virtual int* error_flag() = 0;  // kernels report bad data here (checked after each run)
+  // x quantized to 8-bit blocks by the integer-dot DequantMatMul (lower_dequant.cpp), by the value
+  // it holds: later readers of the same value at the same address (q/k/v, gate/up projections)
+  // reuse the copy, since a value does not change while it lives.
+  struct QuantizedX {
+    Value value;
+    const uint8_t* x = nullptr;
+    int64_t elems = 0;
+    uint8_t* xs = nullptr;
+  };
+  std::vector<QuantizedX> quantized_x;
   // The weight region `w` (row-major [k, n]) of a param or constant, kept transposed on the
   // device as [n, ldk] (ldk >= k, the padding zero), or with `tiles` in the tensor-core GEMV's
   // 16 x 16 tiles ([n rounded up to 16, ldk], ldk a multiple of 16; kernels/gemv_packed.h), and

@@ -81,14 +81,22 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
   const int64_t align = op.format == QuantFormat::Q4_K ? 4 : 2;  // the kernel's word loads
   if (dp4a_tasks(op.format) > 0 && m <= kDp4aRows && cx.knobs().cuda_dequant_dp4a() &&
       reinterpret_cast<uintptr_t>(cx.ptr(w)) % align == 0 && row_bytes % align == 0) {
-    // x -> 8-bit blocks (xq, then the blocks' (d, d * sum q) at a 16-byte aligned offset)
+    // x -> 8-bit blocks (xq, then the blocks' (d, d * sum q) at a 16-byte aligned offset), once
+    // per value: the projections reading the same x share one copy.
     const int64_t blocks = m * k / 32, xq_bytes = (m * k + 15) / 16 * 16;
-    uint8_t* xs = cx.scratch(static_cast<size_t>(xq_bytes + blocks * 8), what + " quantized x");
-    auto q = std::make_shared<KernelLaunch>(what + " (quantize x)", get_kernel("quantize_x_q8", quantize_x_q8_source(x.dtype)),
-                                            static_cast<unsigned>((blocks + 7) / 8), 256u);
-    q->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<void*>(xs)).arg(static_cast<void*>(xs + xq_bytes))
-        .arg(static_cast<long long>(blocks));
-    push_launch(cx, q);
+    const uint8_t* xp = cx.ptr(x);
+    uint8_t* xs = nullptr;
+    for (const auto& q : cx.quantized_x)
+      if (q.value == x.value && q.x == xp && q.elems == m * k) xs = q.xs;
+    if (!xs) {
+      xs = cx.scratch(static_cast<size_t>(xq_bytes + blocks * 8), what + " quantized x");
+      auto q = std::make_shared<KernelLaunch>(what + " (quantize x)", get_kernel("quantize_x_q8", quantize_x_q8_source(x.dtype)),
+                                              static_cast<unsigned>((blocks + 7) / 8), 256u);
+      q->arg(static_cast<const void*>(xp)).arg(static_cast<void*>(xs)).arg(static_cast<void*>(xs + xq_bytes))
+          .arg(static_cast<long long>(blocks));
+      push_launch(cx, q);
+      cx.quantized_x.push_back({x.value, xp, m * k, xs});
+    }
     const int64_t gx = (n + kWarps - 1) / kWarps;
     if (gx > 0x7fffffff) throw Error(what + ": CUDA dequant_matmul takes at most 2^31 warps");
     auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv_dp4a", dequant_gemv_dp4a_source(op.format, x.dtype, m)),
