@@ -98,6 +98,29 @@ TEST(WebGpuPacked, GemvOfOddSizesMatchesTheCpu) {
 #endif
 }
 
+// An even row length (every row of B starts on a word): the GEMV whose invocations read one word,
+// two columns, at a time (matmul_gemv_pairs), alone, split over K and with a fused epilogue.
+TEST(WebGpuPacked, GemvReadingTwoColumnsAWord) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16}) {
+    for (int64_t rows : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
+      EXPECT_EQ(parity_packed(linear(rows, 37, 46, t)), 1u);   // one tile of 128 columns, partly used
+      EXPECT_EQ(parity_packed(linear(rows, 40, 300, t)), 1u);  // three tiles
+    }
+    SCOPED_TRACE(dtype_name(t));
+    EXPECT_EQ(parity_packed(linear(1, 4099, 42, t)), 1u);  // split over K
+    Graph g;
+    const Value x = g.input("x", Shape::of({1, 13}, t)), res = g.input("res", Shape::of({1, 12}, t));
+    ops::FusedMatMulBiasAct f{ActKind::Silu};
+    f.residual = true;
+    g.add_output(g.apply(f, {x, g.param("w", Shape::of({13, 12}, t)), g.param("bias", Shape::of({12}, t)), res}));
+    EXPECT_EQ(parity_packed(g), 1u);
+  }
+#endif
+}
+
 TEST(WebGpuPacked, SplitKGemvMatchesTheCpu) {
   RLX_REQUIRE_WEBGPU();
 #ifdef RLX_HAVE_WEBGPU

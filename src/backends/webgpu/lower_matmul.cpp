@@ -440,17 +440,78 @@ std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, boo
   return c;
 }
 
+// The GEMV of a packed row-major B whose rows start on word boundaries (even offset and ldb):
+// each invocation reads one word, the two 16-bit weights of columns col and col + 1, so a
+// workgroup of COLS x KS invocations owns 2 * COLS columns and a load moves twice the weights of
+// the one-value-per-load kernel above (whose loads, not the bytes, bound a decode's GEMV).
+// load_b2(i) -> vec2<f32>: elements i and i + 1 (i even).
+std::string gemv_pair_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, const std::string& partial) {
+  const uint32_t nt = cols * ks, cc = 2 * cols;
+  const std::string R = std::to_string(rows);
+  std::string c;
+  c += "var<workgroup> xs: array<f32, " + std::to_string(rows * kt) + ">;\n";
+  c += "var<workgroup> red: array<f32, " + std::to_string(ks * rows * cc) + ">;\n";
+  c += "@compute @workgroup_size(" + std::to_string(nt) + ")\n";
+  c += "fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,\n"
+       "        @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  c += "  let c = tid % " + u(cols) + ";\n  let s = tid / " + u(cols) + ";\n";
+  c += "  let tiles = (rlx_p.n + " + u(cc - 1) + ") / " + u(cc) + ";\n";
+  c += "  let a0 = rlx_p.o0;\n  let b0 = rlx_p.o1;\n";
+  c += "  let kb = wid.y * rlx_p.kchunk;\n  let ke = min(rlx_p.k, kb + rlx_p.kchunk);\n";
+  c += "  for (var t = wid.x; t < tiles; t += nwg.x) {\n";
+  c += "    let col = t * " + u(cc) + " + 2u * c;\n";
+  c += "    var acc = array<vec2<f32>, " + R + ">();\n";
+  c += "    for (var k0 = kb; k0 < ke; k0 += " + u(kt) + ") {\n";
+  c += "      let kn = min(" + u(kt) + ", ke - k0);\n";
+  c += "      for (var e = tid; e < " + u(rows * kt) + "; e += " + u(nt) + ") {\n";
+  c += "        let r = e / " + u(kt) + ";\n        let kk = e % " + u(kt) + ";\n";
+  c += "        var v = 0.0f;\n        if (kk < kn) { v = load_a(a0 + r * rlx_p.k + k0 + kk); }\n        xs[e] = v;\n      }\n";
+  c += "      workgroupBarrier();\n";
+  c += "      if (col < rlx_p.n) {\n";
+  c += "        for (var kk = s; kk < kn; kk += " + u(ks) + ") {\n";
+  c += "          let w = load_b2(b0 + (k0 + kk) * rlx_p.ldb + col);\n";
+  for (int64_t r = 0; r < rows; ++r)
+    c += "          acc[" + u(r) + "] = fma(vec2<f32>(xs[" + u(r * kt) + " + kk]), w, acc[" + u(r) + "]);\n";
+  c += "        }\n      }\n      workgroupBarrier();\n    }\n";
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::string at = "(s * " + u(rows) + " + " + u(r) + ") * " + u(cc) + " + 2u * c";
+    c += "    red[" + at + "] = acc[" + u(r) + "].x;\n    red[" + at + " + 1u] = acc[" + u(r) + "].y;\n";
+  }
+  c += "    workgroupBarrier();\n";
+  c += "    for (var e = tid; e < " + u(rows * cc) + "; e += " + u(nt) + ") {\n";
+  c += "      let r = e / " + u(cc) + ";\n      let cx = e % " + u(cc) + ";\n      let oc = t * " + u(cc) + " + cx;\n";
+  c += "      var sum = 0.0f;\n";
+  c += "      for (var q = 0u; q < " + u(ks) + "; q++) { sum = sum + red[(q * " + u(rows) + " + r) * " + u(cc) + " + cx]; }\n";
+  if (partial.empty())
+    c += "      if (oc < rlx_p.n) { rlx_epilogue(r * rlx_p.n + oc, oc, sum); }\n";
+  else
+    c += "      if (oc < rlx_p.n) { " + partial + "[rlx_p.o2 + (wid.y * " + u(rows) + " + r) * rlx_p.n + oc] = bitcast<u32>(sum); }\n";
+  c += "    }\n    workgroupBarrier();\n  }\n}\n";
+  return c;
+}
+
 struct GemvShape {
   uint32_t cols, ks, kt = 256;
+  bool pair = false;  // gemv_pair_body: 2 * cols columns per workgroup
+  uint32_t columns() const { return pair ? 2 * cols : cols; }
 };
 
-GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, bool trans_b) {
+GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, bool trans_b, bool pair = false) {
   const uint32_t nt = info.limits.max_compute_invocations_per_workgroup >= 256 ? 256 : 128;
   GemvShape s{trans_b ? 8u : 64u, 0};
+  s.pair = pair;
   s.ks = nt / s.cols;
   const uint64_t limit = info.limits.max_compute_workgroup_storage_size;
-  while (s.kt > 32 && (rows * s.kt + uint64_t{s.ks} * rows * s.cols) * 4 > limit) s.kt /= 2;
+  while (s.kt > 32 && (rows * s.kt + uint64_t{s.ks} * rows * s.columns()) * 4 > limit) s.kt /= 2;
   return s;
+}
+
+// `fn load_b2(i: u32) -> vec2<f32>`: packed elements i and i + 1 (i even: one word) of operand k.
+std::string load_pair_fn(const Binds& b, size_t k, DType t) {
+  const std::string w = "rlx_b" + std::to_string(b.binding_of.at(k)) + "[i >> 1u]";
+  if (t == DType::F16) return "fn load_b2(i: u32) -> vec2<f32> { return unpack2x16float(" + w + "); }\n";
+  return "fn load_b2(i: u32) -> vec2<f32> {\n  let w = " + w +
+         ";\n  return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));\n}\n";
 }
 
 // Splits of K (each a multiple of `quantum` long) giving about `target` workgroups over
@@ -467,8 +528,10 @@ std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, 
 // grid (about two workgroups per SM of a 132-SM GPU, each split reading at least 64 KiB of B),
 // the splits' partial sums go to scratch and a second kernel adds them through the epilogue.
 void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p, int64_t rows) {
-  const GemvShape s = gemv_shape(cx.info(), rows, g.trans_b);
-  const int64_t tiles = (g.n + s.cols - 1) / s.cols;
+  const Operand bop = cx.in(st.in.at(1));
+  const bool pair = bop.packed && !g.trans_b && bop.half() % 2 == 0 && g.ldb % 2 == 0;
+  const GemvShape s = gemv_shape(cx.info(), rows, g.trans_b, pair);
+  const int64_t tiles = (g.n + s.columns() - 1) / s.columns();
   const int64_t b_bytes = g.k * g.n * static_cast<int64_t>(dtype_size(st.in.at(1).storage()));
   const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
   const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, std::min<int64_t>(target, kMaxGroups1d));
@@ -493,11 +556,14 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const Binds b = plan_binds(args.ops, p.checked);
   codegen::Helpers h;
   std::string fns = load_fn("load_a", b, 0, p, args.ops[0]) + load_fn("load_b", b, 1, p, args.ops[1]) + arith_fns(p, h);
+  if (pair) fns += load_pair_fn(b, 1, p.t);
   if (!split) fns += epilogue_fn(p, b, e, h);
   const std::string pbuf = split ? "rlx_b" + std::to_string(b.binding_of[2]) : "";
-  const std::string src =
-      b.decls(args.names) + h.source() + fns + gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "", pbuf);
-  cx.dispatch(Kernel{split ? "matmul_gemv_splitk" : "matmul_gemv", src, true}, args.ops, args.values, p.checked,
+  const std::string src = b.decls(args.names) + h.source() + fns +
+                          (pair ? gemv_pair_body(s.cols, s.ks, s.kt, rows, pbuf)
+                                : gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "", pbuf));
+  cx.dispatch(Kernel{std::string(split ? "matmul_gemv_splitk" : "matmul_gemv") + (pair ? "_pairs" : ""), src, true},
+              args.ops, args.values, p.checked,
               clamp_groups(tiles), static_cast<uint32_t>(splits));
   if (!split) return;
   // The second pass: rows * n sums of `splits` partials, through the epilogue.
