@@ -18,7 +18,7 @@ namespace {
 // Rows of x up to which the GEMV kernel runs (one pass over the weights); more take the tiled one.
 constexpr int64_t kGemvRows = 8;
 
-// The decoder number (kDequantDecode's FMT) of the formats with a Vulkan kernel, or -1: a format
+// The number of the formats with a Vulkan decoder (FMT in kernels/dequant.h), or -1: a format
 // added to QuantFormat is refused until a decoder is written for it.
 int decoder_of(QuantFormat f) {
   switch (f) {
@@ -64,7 +64,7 @@ uint32_t u32(int64_t v, const std::string& what, const char* of) {
 
 std::string def(const char* name, int64_t v) { return std::string("#define ") + name + " " + std::to_string(v) + "u\n"; }
 
-// Bindings X, W, W8, Y and the push constants of kernels/dequant.h, and load_x / store_y.
+// Bindings X, W, Y and the push constants of kernels/dequant.h, and load_x / store_y.
 struct Bound {
   std::vector<Operand> ops;
   std::vector<uint32_t> push;
@@ -76,19 +76,23 @@ Bound bind(LowerContext& cx, const plan::Step& st, int64_t m, int64_t n, int64_t
   const plan::TensorRef &x = st.in.at(0), &w = st.in.at(1), &y = st.out.at(0);
   const DType t = x.dtype;
   Bound b;
-  b.ops = {cx.in(x), cx.in(w), cx.in(w), cx.out(y)};
+  b.ops = {cx.in(x), cx.in(w), cx.out(y)};
   const Operand& wo = b.ops[1];
-  const uint32_t w_end = u32(static_cast<int64_t>(wo.skip + wo.bytes), what, "the weight's end in its binding (bytes)");
+  // The kernels read the weight as whole words, the last one past its end when its bytes are not
+  // a multiple of 4: the window must cover that word (the backend binds whole words).
+  if (wo.range < (wo.skip + wo.bytes + 3) / 4 * 4)
+    throw Error(what + ": internal: the weight's binding (" + std::to_string(wo.range) +
+                " bytes) does not reach the end of its last 32-bit word (" + std::to_string(wo.skip + wo.bytes) +
+                " bytes)");
+  u32(static_cast<int64_t>(wo.skip + wo.bytes), what, "the weight's end in its binding (bytes)");
   u32(x.numel(), what, "x's elements");
   u32(y.numel(), what, "y's elements");
-  b.push = {b.ops[0].elem(dtype_size(t)), u32(static_cast<int64_t>(wo.skip), what, "the weight's offset"),
-            u32(static_cast<int64_t>(wo.skip), what, "the weight's offset"), b.ops[3].elem(dtype_size(t)),
-            u32(m, what, "rows"), u32(n, what, "N"), u32(k, what, "K"), u32(row_bytes, what, "row bytes"),
-            w_end / 4, w_end};
+  b.push = {b.ops[0].elem(dtype_size(t)), static_cast<uint32_t>(wo.skip), b.ops[2].elem(dtype_size(t)),
+            u32(m, what, "rows"), u32(n, what, "N"), u32(k, what, "K"), u32(row_bytes, what, "row bytes")};
   b.decl = glsl_buffer(0, "X", t, true) +
            "layout(std430, set = 0, binding = 1) readonly buffer B1 { uint data[]; } W;\n" +
-           glsl_buffer(2, "W8", DType::U8, true) + glsl_buffer(3, "Y", t, false) +
-           "layout(push_constant) uniform Push { uint o_X, o_W, o_W8, o_Y, m, n, k, row_bytes, w_words, w_end; } pc;\n" +
+           glsl_buffer(2, "Y", t, false) +
+           "layout(push_constant) uniform Push { uint o_X, o_W, o_Y, m, n, k, row_bytes; } pc;\n" +
            glsl_dtype_helpers({t}) + "float load_x(uint i) { return float(" + glsl_load(t, "X.data[pc.o_X + i]") +
            "); }\nvoid store_y(uint i, float v) { Y.data[pc.o_Y + i] = " + glsl_store(t, "v") + "; }\n";
   return b;
@@ -117,7 +121,7 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
   if (m == 0 || n == 0) return;
   const DeviceInfo& info = cx.info();
   const Bound b = bind(cx, st, m, n, k, row_bytes);
-  const std::string head = glsl_header({x.dtype, DType::U8}, info.subgroup_arith);
+  const std::string head = glsl_header({x.dtype}, info.subgroup_arith);
   const std::string decode = def("QE", blk.elements) + def("QB", blk.bytes) + "#define FMT " + std::to_string(fmt) + "\n";
   if (m <= kGemvRows) {
     // TPR invocations per 2 weight rows: 32, or the power of two (>= 4) at or above the row's
@@ -131,12 +135,12 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
     while (groups > 1 && (groups * tpr > info.max_invocations || (groups > 2 && (n + groups * rpt - 1) / (groups * rpt) < 264)))
       groups /= 2;
     const int64_t nt = groups * tpr, rpw = groups * rpt;
-    // MR rows of x a pass and UPT units staged per invocation and chunk (up to 4) as shared memory
-    // allows: each unit of each row of x takes 9 vec4; the partial sums (MR * 2 per invocation)
+    // MR rows of x a pass and UPT units staged per invocation and chunk (up to 4, no more than the
+    // row has) as shared memory allows: each unit of each row of x takes 9 vec4; the partial sums (MR * 2 per invocation)
     // reuse the buffer.
     auto xs_vec4 = [&](int64_t mr, int64_t upt) { return std::max(mr * tpr * upt * 9, (mr * rpt * nt + 3) / 4); };
     const int64_t cap = static_cast<int64_t>(info.max_shared_bytes) - 4;
-    int64_t mr = std::min(m, kGemvRows), upt = 4;
+    int64_t mr = std::min(m, kGemvRows), upt = std::min<int64_t>(4, (units + tpr - 1) / tpr);
     while (mr > 1 && xs_vec4(mr, 1) * 16 > cap) --mr;
     while (upt > 1 && xs_vec4(mr, upt) * 16 > cap) upt /= 2;
     if (xs_vec4(mr, upt) * 16 > cap)
@@ -145,7 +149,7 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
     const std::string defines = "layout(local_size_x = " + std::to_string(nt) + ") in;\n" + def("NT", nt) +
                                 def("TPR", tpr) + def("RPT", rpt) + def("RPW", rpw) + def("MR", mr) + def("UPT", upt) +
                                 def("XS", xs_vec4(mr, upt)) + "#define SG " + (info.subgroup_arith ? "1" : "0") + "\n";
-    const Kernel kern{"dequant_gemv", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantGemv};
+    const Kernel kern{"dequant_gemv", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock + ksrc::kDequantGemv};
     const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>((n + rpw - 1) / rpw, 1, info.max_groups[0]));
     const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>((m + mr - 1) / mr, 1, info.max_groups[1]));
     cx.dispatch(kern, b.ops, b.push, gx, gy);
@@ -157,7 +161,7 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
   const std::string defines = "layout(local_size_x = " + std::to_string(nt) + ") in;\n" + def("NT", nt) + def("BM", bm) +
                               def("BN", bn) + def("BK", bk) + def("TM", tm) + def("TN", tn) + def("WX", wx) +
                               def("WY", wy) + def("PAD", 1);
-  const Kernel kern{"dequant_gemm", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantGemm};
+  const Kernel kern{"dequant_gemm", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock + ksrc::kDequantGemm};
   const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>((n + bn - 1) / bn, 1, info.max_groups[0]));
   const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>((m + bm - 1) / bm, 1, info.max_groups[1]));
   cx.dispatch(kern, b.ops, b.push, gx, gy);

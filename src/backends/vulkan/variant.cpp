@@ -94,8 +94,11 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
     o.offset = offset / di.storage_alignment * di.storage_alignment;
     o.skip = offset - o.offset;
     o.bytes = bytes;
-    const uint64_t cap = vd().size(buf) > o.offset ? std::max<uint64_t>(vd().size(buf), 16) - o.offset : 16;
-    o.range = std::min<uint64_t>(std::max<uint64_t>(o.skip + bytes, 4), cap);
+    const uint64_t alloc = VulkanDevice::allocated_bytes(vd().size(buf));
+    const uint64_t cap = alloc > o.offset ? alloc - o.offset : 16;
+    // Whole 32-bit words (the buffer's allocation has them): a kernel reading an operand as words
+    // reaches its last, partial word.
+    o.range = std::min<uint64_t>((std::max<uint64_t>(o.skip + bytes, 4) + 3) / 4 * 4, cap);
     o.write = write;
     if (o.range > di.max_storage_range)
       throw Error("Vulkan: " + what + " binds " + std::to_string(o.range) + " bytes, above " + di.name +

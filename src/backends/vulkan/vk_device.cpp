@@ -75,7 +75,7 @@ VulkanDevice::~VulkanDevice() {
 VulkanDevice::Buffer VulkanDevice::make_buffer(size_t bytes, bool host, const std::string& what) {
   Buffer b;
   b.size = bytes;
-  const size_t alloc = std::max<size_t>(bytes, 16);
+  const size_t alloc = allocated_bytes(bytes);
   if (cx_.info.max_allocation && alloc > cx_.info.max_allocation)
     throw Error("Vulkan: " + what + " needs one buffer of " + std::to_string(bytes) + " bytes (" + mib(bytes) + "), above " +
                 cx_.info.name + "'s maxMemoryAllocationSize of " + std::to_string(cx_.info.max_allocation) + " bytes");

@@ -5,6 +5,7 @@
 // everything pending in one vkQueueSubmit with one fence and then copies readbacks to the host.
 // Every command buffer starts with a full memory barrier, so the work of one submission runs
 // in the order it was enqueued.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -32,6 +33,9 @@ class VulkanDevice final : public DeviceApi {
 
   VkBuffer buffer(DeviceBuf b) const;
   size_t size(DeviceBuf b) const;
+  // Bytes a buffer of `bytes` really has: at least 16, a multiple of 16, so that a kernel may read
+  // the last 32-bit word of a value whose size is not a multiple of 4 (DequantMatMul's weights).
+  static size_t allocated_bytes(size_t bytes) { return (std::max<size_t>(bytes, 16) + 15) / 16 * 16; }
   Context& cx() const { return cx_; }
   // A new primary command buffer of the device's pool, begun for re-submission and opened with a
   // full barrier (a variant's schedule; the pool frees it with the device).

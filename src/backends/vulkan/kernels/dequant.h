@@ -3,10 +3,9 @@
 // dequant(w)[n, k], w the raw GGUF blocks (N rows of K / QE blocks of QB bytes, one row per output
 // feature). The lowering prepends the header, the #defines, the bindings and `pc`, and the x / y
 // accessors:
-//   bindings X (x's dtype), W (the weight's window as uint words), W8 (the same window as bytes),
-//   Y (y's dtype); push constants o_X o_W o_W8 o_Y (o_W, o_W8: the weight's first byte in the
-//   window), then m n k row_bytes w_words (whole words of the window up to the weight's end)
-//   w_end (the weight's end, in bytes of the window);
+//   bindings X (x's dtype), W (the weight's window as uint words: it reaches the last, partial
+//   word of the weight, since the backend binds whole words), Y (y's dtype); push constants
+//   o_X o_W o_Y (o_W: the weight's first byte in the window), then m n k row_bytes;
 //   float load_x(uint i), void store_y(uint i, float v).
 // Every value is decoded as the CPU's reference decoder does (quant/ggml_blocks.cpp), in f32.
 namespace rlx::vulkan::ksrc {
@@ -18,8 +17,8 @@ namespace rlx::vulkan::ksrc {
 // values themselves. Integers become floats by the exponent trick (q | 0x4B000000 is 2^23 + q),
 // an OR and an add, not a conversion (a quarter-rate instruction on NVIDIA GPUs). Bytes are read
 // as 32-bit words at any alignment (GGUF blocks of 18, 22, 34, 110 or 210 bytes start on any even
-// byte): the two words around them and a funnel shift; the last, partial word of the window
-// through W8, since a uint array does not reach it.
+// byte): the words around them and a funnel shift, never a word past the block's last byte
+// (the window ends on a whole word).
 // Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k), QE, QB.
 inline constexpr const char* kDequantDecode = R"(
 #if FMT == 1 || FMT == 3 || FMT == 5 || FMT == 7 || FMT == 8
@@ -27,25 +26,24 @@ inline constexpr const char* kDequantDecode = R"(
 #else
 #define HAS_OFF 0
 #endif
-uint wword(uint i) {
-  if (i < pc.w_words) return W.data[i];
-  uint v = 0u;
-  for (uint b = 0u; b < 4u; ++b) {
-    const uint a = 4u * i + b;
-    if (a < pc.w_end) v |= uint(W8.data[a]) << (8u * b);
-  }
-  return v;
-}
-// Word t of the bytes from byte a on (little-endian), a = 4 i + sh / 8.
-uint rdw(uint i, uint sh, uint t) {
-  const uint lo = wword(i + t), hi = wword(i + t + 1u);
-  return sh == 0u ? lo : (lo >> sh) | (hi << (32u - sh));
-}
-uint rd(uint a) { return rdw(a >> 2u, (a & 3u) * 8u, 0u); }
-float rdh(uint a) { return unpackHalf2x16(rd(a)).x; }
 uint byte_of(uint w, uint e) { return (w >> (8u * e)) & 0xffu; }
 // float(q) - C for 0 <= q < 2^22 and an integer constant C: exact.
 #define QF(q, C) (uintBitsToFloat((q) | 0x4B000000u) - (8388608.0 + (C)))
+)";
+
+inline constexpr const char* kDequantBlock = R"(
+// Word t of the bytes from byte a on (little-endian), a = 4 i + sh / 8.
+uint rdw(uint i, uint sh, uint t) {
+  const uint lo = W.data[i + t], hi = W.data[i + t + (sh == 0u ? 0u : 1u)];
+  return sh == 0u ? lo : (lo >> sh) | (hi << (32u - sh));
+}
+uint rd(uint a) { return rdw(a >> 2u, (a & 3u) * 8u, 0u); }
+// The byte at a, and the f16 at a (its second word read only when the value straddles two).
+uint rd8(uint a) { return (W.data[a >> 2u] >> ((a & 3u) * 8u)) & 0xffu; }
+float rdh(uint a) {
+  const uint i = a >> 2u, sh = (a & 3u) * 8u, lo = W.data[i] >> sh;
+  return unpackHalf2x16(sh == 24u ? lo | (W.data[i + 1u] << 8u) : lo).x;
+}
 
 #if FMT == 7 || FMT == 8
 // Scale and min of sub-block s (< 8) of a K-quant superblock from its 12 packed bytes at a.
@@ -104,7 +102,7 @@ void dq16q(uint a, uint i0, out float q[16], out float scale, out float off) {
     for (uint e = 0u; e < 4u; ++e) q[4u * t + e] = QF(byte_of(w, e), 128.0);
   }
 #elif FMT == 5  // q2_k: scales[16] (scale | min << 4 per 16 values), qs[64] at 16, d at 80, dmin at 82
-  const uint sc = byte_of(rd(a + i0 / 16u), 0u);
+  const uint sc = rd8(a + i0 / 16u);
   const vec2 dm = unpackHalf2x16(rd(a + 80u));
   scale = dm.x * QF(sc & 15u, 0.0);
   off = -(dm.y * QF(sc >> 4u, 0.0));
@@ -116,8 +114,8 @@ void dq16q(uint a, uint i0, out float q[16], out float scale, out float off) {
   }
 #elif FMT == 6  // q3_k: hmask[32], qs[64] at 32, 16 6-bit scales in 12 bytes at 96, d at 108
   const uint s = i0 / 16u;
-  const uint low = (byte_of(rd(a + 96u + s % 8u), 0u) >> (s < 8u ? 0u : 4u)) & 15u;
-  const uint high = (byte_of(rd(a + 104u + s % 4u), 0u) >> (2u * (s / 4u))) & 3u;
+  const uint low = (rd8(a + 96u + s % 8u) >> (s < 8u ? 0u : 4u)) & 15u;
+  const uint high = (rd8(a + 104u + s % 4u) >> (2u * (s / 4u))) & 3u;
   scale = rdh(a + 108u) * QF(low | (high << 4u), 32.0);
   // q = low 2 bits - 4 where the hmask bit is clear: (low | hbit << 2) - 4
   const uint l0 = i0 % 32u, qs = a + 32u + 32u * (i0 / 128u) + l0, hm = a + l0;
@@ -156,7 +154,7 @@ void dq16q(uint a, uint i0, out float q[16], out float scale, out float off) {
   }
 #else  // q6_k: ql[128], qh[64] at 128, int8 scales[16] at 192, d at 208; value 128h + 32k + l
   const uint hh = i0 / 128u, k = (i0 % 128u) / 32u, l0 = i0 % 32u;
-  const uint scb = byte_of(rd(a + 192u + 8u * hh + l0 / 16u + 2u * k), 0u) ^ 0x80u;
+  const uint scb = rd8(a + 192u + 8u * hh + l0 / 16u + 2u * k) ^ 0x80u;
   scale = rdh(a + 208u) * QF(scb, 128.0);
   const uint ql = a + 64u * hh + l0 + 32u * (k & 1u), qh = a + 128u + 32u * hh + l0;
   const uint li = ql >> 2u, lsh = (ql & 3u) * 8u, hi = qh >> 2u, hsh = (qh & 3u) * 8u;
@@ -175,6 +173,7 @@ void dq16(uint a, uint i0, out float v[16]) {
   for (uint j = 0u; j < 16u; ++j) v[j] = fma(scale, q[j], off);
 }
 )";
+
 
 // Decode (few rows of x): G groups of TPR invocations per workgroup (NT = G * TPR; TPR a power
 // of two up to 32, fewer for short rows), each group
@@ -219,11 +218,14 @@ void main() {
       float acc[OUTS];
       for (uint i = 0u; i < OUTS; ++i) acc[i] = 0.0;
       for (uint u0 = 0u; u0 < units; u0 += UC) {
-        for (uint e = tid; e < MR * UC * 32u; e += NT) {
-          const uint r = e / (UC * 32u), kk = e % (UC * 32u), gk = u0 * 32u + kk;
-          float xv = 0.0;
-          if (m0 + r < pc.m && gk < pc.k) xv = load_x((m0 + r) * pc.k + gk);
-          xs[(r * UC + kk / 32u) * 9u + (kk % 32u) / 4u][kk % 4u] = xv;
+        for (uint e = tid; e < MR * UC * 8u; e += NT) {  // 4 consecutive values of x each
+          const uint r = e / (UC * 8u), v = e % (UC * 8u), gk = u0 * 32u + 4u * v;
+          vec4 xv = vec4(0.0);
+          if (m0 + r < pc.m && gk < pc.k) {
+            const uint i = (m0 + r) * pc.k + gk;
+            xv = vec4(load_x(i), load_x(i + 1u), load_x(i + 2u), load_x(i + 3u));
+          }
+          xs[(r * UC + v / 8u) * 9u + v % 8u] = xv;
         }
         barrier();
         for (uint q = 0u; q < UPT; ++q) {
