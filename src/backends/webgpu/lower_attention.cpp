@@ -126,30 +126,27 @@ fn row_keys(i: u32) -> vec2<i32> {
   if (rlx_p.mask == 2u) { lo = min(clamp(pos - i32(rlx_p.window) + 1i, 0i, kv), hi); }
   return vec2<i32>(lo, hi);
 }
-// Max / sum of v over the TC invocations of this invocation's row (TC a power of two).
+// Max / sum of v over the TC invocations of this invocation's row (TC a power of two): each
+// invocation combines its row's TC values itself, in the same order (2 barriers, where a tree
+// took 2 + log2(TC)). NaN never raises the max (as on the CPU).
 fn row_max(t: u32, lane: u32, v: f32) -> f32 {
   red[t] = v;
   workgroupBarrier();
-  for (var w = c_tc() / 2u; w > 0u; w = w / 2u) {
-    if (lane < w) {
-      let a = red[t];
-      let o = red[t + w];
-      red[t] = select(a, o, o > a);
-    }
-    workgroupBarrier();
+  let first = t - lane;
+  var r = red[first];
+  for (var j = 1u; j < c_tc(); j++) {
+    let o = red[first + j];
+    r = select(r, o, o > r);
   }
-  let r = red[t - lane];
   workgroupBarrier();
   return r;
 }
 fn row_sum(t: u32, lane: u32, v: f32) -> f32 {
   red[t] = v;
   workgroupBarrier();
-  for (var w = c_tc() / 2u; w > 0u; w = w / 2u) {
-    if (lane < w) { red[t] = red[t] + red[t + w]; }
-    workgroupBarrier();
-  }
-  let r = red[t - lane];
+  let first = t - lane;
+  var r = red[first];
+  for (var j = 1u; j < c_tc(); j++) { r = r + red[first + j]; }
   workgroupBarrier();
   return r;
 }
