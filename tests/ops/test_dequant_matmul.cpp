@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/quant_matmul.h"
@@ -117,9 +118,13 @@ Exact exact(QuantFormat f, const std::vector<float>& x, int64_t m, int64_t k, co
 
 TEST(DequantMatMulCpu, EveryPathEveryFormat) {
   for (QuantFormat f : kAll) {
-    for (int64_t m : {1, 3, 5, 17}) {
-      const int64_t k = 512, n = 37;
-      SCOPED_TRACE(std::string(enum_name(f)) + " m=" + std::to_string(m));
+    // k: 16 32-value blocks, and a count that leaves a remainder after the decode kernel's
+    // 4-block unrolling (17 blocks; 3 superblocks for the K formats).
+    for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 512}, {3, 512}, {5, 512}, {17, 512}, {1, quant_block(f).elements == 256 ? 768 : 544},
+             {6, quant_block(f).elements == 256 ? 768 : 544}}) {
+      const int64_t n = 37;
+      SCOPED_TRACE(std::string(enum_name(f)) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
       const auto x = normal(static_cast<size_t>(m * k), 100 + m);
       const auto w = random_weight(f, n, k, 7);
       const Exact e = exact(f, x, m, k, w, n);

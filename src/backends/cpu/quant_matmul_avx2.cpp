@@ -31,9 +31,10 @@ RLX_QINLINE float h2f(const uint8_t* p) {
 RLX_QINLINE __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 RLX_QINLINE __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high nibbles.
+// (The 16 bytes loaded into both lanes, the high lane shifted right by 4: two ALU operations.)
 RLX_QINLINE __m256i nibbles16(const uint8_t* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
 }
 // Bit j of `bits` -> 0x10 in byte j (the fifth bit of Q5_0 / Q5_1 value j).
 RLX_QINLINE __m256i bit4_bytes(uint32_t bits) {
@@ -249,13 +250,15 @@ RLX_QINLINE void superblock(const uint8_t* p, const XBlockK* const* xr, int64_t 
     uint64_t sc, mn;
     kscales64(p + 4, sc, mn);
     cscale = mins_x2(mn);
+    // The 8 scales as int16 in both lanes; scale j to every int16 by one byte shuffle.
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
     const uint8_t* qs = p + (k5 ? 48 : 16);
     const __m256i qh = k5 ? load32(p + 16) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       __m256i lo, hi;
       unpack_k45<k5>(qs, qh, c, lo, hi);
-      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xFF));
-      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xFF));
+      const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * c))));
+      const __m256i s_hi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * c + 1))));
       for (int r = 0; r < R; ++r) {
         const int8_t* xq = xr[r][b].q + 64 * c;
         const __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
@@ -267,11 +270,18 @@ RLX_QINLINE void superblock(const uint8_t* p, const XBlockK* const* xr, int64_t 
     d = h2f(p + 208);
     dc = -32.0f * d;
     const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-    cscale = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+    cscale = _mm256_cvtepi8_epi16(sc8);
+    // Scales 8h .. 8h + 7 as int16 in both lanes; values 0..15 of unit k take scale 8h + 2k (low
+    // lane), 16..31 scale 8h + 2k + 1 (high lane): one byte shuffle each.
+    const __m256i half16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
+                               _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)))};
     for (int h = 0; h < 2; ++h) {
       for (int k = 0; k < 4; ++k) {
         const __m256i q = unpack_q6(p, h, k);
-        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * k + 1]), _mm_set1_epi16(sc[8 * h + 2 * k]));
+        const __m256i scv = _mm256_shuffle_epi8(
+            half16[h], _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * k + 1))),
+                                        _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * k)))));
         for (int r = 0; r < R; ++r) {
           const int8_t* xq = xr[r][b].q + 128 * h + 32 * k;
           isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load32(xq)), scv));
@@ -311,20 +321,68 @@ void dot_rows_k(const uint8_t* w, int64_t row_bytes, int64_t blocks, const XBloc
     for (int r = 0; r < kNR; ++r) superblock<F, 1>(w + r * row_bytes + kSuperBytes<F> * b, xr, b, v + r);
   for (int r = 0; r < kNR; ++r) out[r] = hsum(v[r]);
 }
+// The f16 at p in all 8 lanes as f32.
+RLX_QINLINE __m256 h2f8(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
+
+// Block b of a 32-value format against x block xb, added to v: the block's integer dot times
+// x's scale, plus x's offset term (Q4_0 / Q5_0: the -8 / -16 zero point times d * sum q, spread
+// over the 8 lanes), times the weight scale; Q4_1 / Q5_1 add the weight min times x's block sum
+// to vm, in all 8 lanes (so vm holds 8 times the sum). Everything stays in vectors (the f16
+// scales are converted in all 8 lanes).
+template <QuantFormat F> RLX_QINLINE __m256 block_dot(const uint8_t* p, const XBlock& xb, __m256 v, __m256& vm) {
+  constexpr bool kZeroPoint = F == QuantFormat::Q4_0 || F == QuantFormat::Q5_0;
+  constexpr bool kMin = F == QuantFormat::Q4_1 || F == QuantFormat::Q5_1;
+  __m256i q;
+  if constexpr (F == QuantFormat::Q4_0) q = nibbles16(p + 2);
+  else if constexpr (F == QuantFormat::Q4_1) q = nibbles16(p + 4);
+  else if constexpr (F == QuantFormat::Q8_0) q = load32(p + 2);
+  else {
+    constexpr int kQh = F == QuantFormat::Q5_0 ? 2 : 4;
+    uint32_t qh;
+    std::memcpy(&qh, p + kQh, 4);
+    q = _mm256_or_si256(nibbles16(p + kQh + 4), bit4_bytes(qh));
+  }
+  const __m256i xq = load32(xb.q);
+  __m256i isum;
+  if constexpr (F == QuantFormat::Q8_0) isum = dot_u8_i8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
+  else isum = dot_u8_i8(q, xq);
+  const __m256 fi = _mm256_cvtepi32_ps(isum), xd = _mm256_set1_ps(xb.d), dsum = _mm256_set1_ps(xb.dsum);
+  if constexpr (kZeroPoint) {
+    // Q4_0: sum (q - 8) x = d (isum - 8 sum q), so each lane takes -dsum; Q5_0: -2 dsum.
+    __m256 t = _mm256_fmsub_ps(fi, xd, dsum);
+    if constexpr (F == QuantFormat::Q5_0) t = _mm256_sub_ps(t, dsum);
+    v = _mm256_fmadd_ps(t, h2f8(p), v);
+  } else {
+    v = _mm256_fmadd_ps(_mm256_mul_ps(fi, xd), h2f8(p), v);
+  }
+  if constexpr (kMin) vm = _mm256_fmadd_ps(dsum, h2f8(p + 2), vm);  // 8 lanes: 8 times the min term
+  return v;
+}
+
+// kNR consecutive weight rows against one x row (decode), one row after the other: each row is
+// one sequential stream (interleaving the rows' blocks made 4 streams of 18-34 byte steps, which
+// ran at a third of the speed once the weights come from L3 / DRAM), its blocks summed into 4
+// accumulators in turn so that the FMA latencies overlap.
 template <QuantFormat F, int kNR>
 void dot_rows(const uint8_t* w, int64_t row_bytes, int64_t blocks, const XBlock* x, float* out) {
-  const XBlock* const xr[1] = {x};
-  Acc<1> acc[kNR] = {Acc<1>(xr), Acc<1>(xr), Acc<1>(xr), Acc<1>(xr)};
-  static_assert(kNR == 4, "four weight rows a pass");
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int r = 0; r < kNR; ++r) {
-      __m256i q;
-      float ws, wm;
-      unit32<F>(w + r * row_bytes + kBlockBytes<F> * b, q, ws, wm);
-      if constexpr (F == QuantFormat::Q8_0) acc[r].add_signed(q, ws, b);
-      else acc[r].add(q, ws, wm, b);
+  for (int r = 0; r < kNR; ++r) {
+    const uint8_t* wr = w + r * row_bytes;
+    __m256 v0 = _mm256_setzero_ps(), v1 = v0, v2 = v0, v3 = v0, m0 = v0, m1 = v0;
+    int64_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+      v0 = block_dot<F>(wr + kBlockBytes<F> * b, x[b], v0, m0);
+      v1 = block_dot<F>(wr + kBlockBytes<F> * (b + 1), x[b + 1], v1, m1);
+      v2 = block_dot<F>(wr + kBlockBytes<F> * (b + 2), x[b + 2], v2, m0);
+      v3 = block_dot<F>(wr + kBlockBytes<F> * (b + 3), x[b + 3], v3, m1);
     }
-  for (int r = 0; r < kNR; ++r) acc[r].store(out + r, 1);
+    for (; b < blocks; ++b) v0 = block_dot<F>(wr + kBlockBytes<F> * b, x[b], v0, m0);
+    v0 = _mm256_fmadd_ps(_mm256_add_ps(m0, m1), _mm256_set1_ps(0.125f), v0);
+    out[r] = hsum(_mm256_add_ps(_mm256_add_ps(v0, v1), _mm256_add_ps(v2, v3)));
+  }
 }
 
 // Weight rows [n0, n1) against the x rows, in tiles of kMTile x rows that stay in cache while the
