@@ -6,9 +6,12 @@
 // (halves swapped, offsets in words) gives errors of the order of the values.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "support/parity.h"
+#include "support/test_util.h"
 #include "webgpu/webgpu_test_util.h"
 #ifdef RLX_HAVE_WEBGPU
 #include "backends/webgpu/packed_weights.h"
@@ -193,6 +196,47 @@ TEST(WebGpuPacked, FusedEpilogueAndGroupedWeights) {
     o.int_hi = 3;
     EXPECT_EQ(parity_packed(g, o), 1u);
   }
+#endif
+}
+
+// An embedding table read by a Gather (and by a MatMul: a tied weight) is packed; its rows are
+// widened to f32 words bit for bit, f16 subnormals, infinities, NaN and -0 included; negative
+// indices count from the end.
+TEST(WebGpuPacked, EmbeddingRowsWidenedExactly) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Graph g;
+    const Value table = g.param("table", Shape::of({7, 9}, t));
+    const Value ids = g.input("ids", Shape::of({5}, DType::I64));
+    g.add_output(g.gather(table, ids, 0));
+    g.add_output(g.matmul(g.input("x", Shape::of({2, 7}, t)), table));
+    std::vector<double> v(63);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.37 * static_cast<double>(i) - 11.0;
+    v[3] = 3e-6, v[4] = -6e-8, v[5] = -0.0, v[6] = std::numeric_limits<double>::infinity(), v[7] = std::nan("");
+    v[8] = 1e-40;  // bf16 subnormal; f16: 0
+    const Tensor tv = rlx::testing::from_doubles(t, {7, 9}, v);
+    const Tensor iv = Tensor::i64({5}, std::vector<int64_t>{0, 6, -7, 3, -1});
+    const NamedTensors ins{{"ids", iv}, {"x", rlx::testing::from_doubles(t, {2, 7}, std::vector<double>(14, 0.5))}};
+    const uint64_t before = packed_now();
+    auto gpu = Session(Device::WebGpu).compile(g);
+    auto cpu = Session(Device::Cpu).compile(g);
+    gpu.set_param("table", tv), cpu.set_param("table", tv);
+    const Tensor a = gpu.run(ins, {0}).at(0), b = cpu.run(ins, {0}).at(0);
+    EXPECT_EQ(packed_now() - before, 1u);
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    const auto* pa = static_cast<const uint16_t*>(a.raw());
+    const auto* pb = static_cast<const uint16_t*>(b.raw());
+    for (size_t i = 0; i < 45; ++i) EXPECT_EQ(pa[i], pb[i]) << "element " << i;
+  }
+  Graph g;  // the same layout through the parity harness, with a tied matmul: one packed table
+  const Value table = g.param("table", Shape::of({7, 9}, DType::BF16));
+  g.add_output(g.gather(table, g.input("ids", Shape::of({4}, DType::I32)), 0));
+  g.add_output(g.matmul(g.input("x", Shape::of({3, 7}, DType::BF16)), table));
+  ParityOptions o;
+  o.int_hi = 7;
+  EXPECT_EQ(parity_packed(g, o), 1u);
 #endif
 }
 

@@ -266,9 +266,23 @@ void lower_gather(LowerContext& cx, const plan::Step& st) {
   std::string body = codegen::replace_all(kGatherBody, "IDX_LOAD", load);
   body = codegen::replace_all(body, "ERR", std::to_string(codegen::kErrGatherIndex) + "i");
   body = codegen::replace_all(body, "OUT", b.at(0, "i"));
-  body = codegen::replace_all(body, "DATA", b.at(1, "(o * axis + kk) * rlx_p.inner + inner_i"));
-  cx.dispatch(Kernel{std::string("gather_") + (is_signed_int(it) ? "signed" : "unsigned"),
-                     b.decls({"total: u32", "axis: u32", "nidx: u32", "inner: u32"}) + body},
+  const std::string at = "(o * axis + kk) * rlx_p.inner + inner_i";
+  body = codegen::replace_all(body, "DATA", data.packed ? "packed_word(" + at + ")" : b.at(1, at));
+  std::string fns;
+  if (data.packed) {  // an embedding table held as 16-bit values (packed_weights.h): widened to its f32 word
+    fns = "fn packed_word(e: u32) -> u32 {\n  let i = rlx_p.o1 + e;\n  let h = (rlx_b" +
+          std::to_string(b.binding_of[1]) + "[i >> 1u] >> ((i & 1u) << 4u)) & 0xffffu;\n";
+    if (st.in.at(0).dtype == DType::BF16) {
+      fns += "  return h << 16u;\n}\n";
+    } else {  // f16 bits to the f32 of the same value, subnormals and NaN payloads included
+      fns += "  let s = (h & 0x8000u) << 16u;\n  let e5 = (h >> 10u) & 31u;\n  let m = h & 0x3ffu;\n";
+      fns += "  if (e5 == 31u) { return s | 0x7f800000u | (m << 13u); }\n";
+      fns += "  if (e5 == 0u) { return s | bitcast<u32>(f32(m) * 5.9604644775390625e-8f); }\n";
+      fns += "  return s | ((e5 + 112u) << 23u) | (m << 13u);\n}\n";
+    }
+  }
+  cx.dispatch(Kernel{std::string("gather_") + (is_signed_int(it) ? "signed" : "unsigned") + (data.packed ? "_packed" : ""),
+                     b.decls({"total: u32", "axis: u32", "nidx: u32", "inner: u32"}) + fns + body, data.packed},
               ops, {static_cast<uint32_t>(total), u32(g.axis, what), u32(g.out_axis, what), u32(g.inner, what)}, true,
               cx.groups_1d(static_cast<uint64_t>(total), kWorkgroup));
 }

@@ -7,6 +7,7 @@ namespace rlx::webgpu {
 bool reads_packed(const Node& n, size_t j) {
   if (std::holds_alternative<ops::MatMul>(n.op) || std::holds_alternative<ops::FusedMatMulBiasAct>(n.op)) return j <= 1;
   if (std::holds_alternative<ops::GroupedMatMul>(n.op)) return j == 1;
+  if (std::holds_alternative<ops::Gather>(n.op)) return j == 0;  // an embedding table
   return false;
 }
 

@@ -5,7 +5,8 @@
 //
 // A weight of dtype f16 or bf16 is packed when every node reading it (through views: Reshape,
 // StopGradient, a contiguous Narrow) is a kernel that unpacks it: the A or B operand of MatMul /
-// FusedMatMulBiasAct (the GEMM and GEMV kernels) or the weights of GroupedMatMul. A weight that
+// FusedMatMulBiasAct (the GEMM and GEMV kernels), the weights of GroupedMatMul, or the table of
+// a Gather (an embedding: rows widened to f32 words as they are copied). A weight that
 // anything else reads (an elementwise op, a norm, a copy, a graph output) keeps f32 words, so no
 // kernel ever meets a layout it does not read; the lowering checks this again per dispatch
 // (LowerContext::dispatch refuses a packed operand of a kernel that does not unpack it). The list
