@@ -37,6 +37,7 @@ const char* path_name(DequantPath p) {
   switch (p) {
     case DequantPath::Int8: return "int8";
     case DequantPath::DequantGemm: return "gemm";
+    case DequantPath::Int8Gemm: return "i8gemm";
     case DequantPath::Reference: return "ref";
     case DequantPath::Auto: return "auto";
   }
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
         }, reps);
         std::vector<DequantPath> paths = {DequantPath::Auto};
         if (m > 1) paths = {DequantPath::Int8, DequantPath::DequantGemm};
+        if (m > 1 && rlx::cpu::int8_gemm_format(f)) paths.push_back(DequantPath::Int8Gemm);
         for (DequantPath p : paths) {
           const double ms = p50_ms([&] { rlx::cpu::dequant_matmul(p, f, x.data(), m, K, w.data(), N, y.data()); }, reps);
           const DequantPath shown = p == DequantPath::Auto

@@ -188,7 +188,7 @@ void check_model(const Tiny& m, int64_t seq, double rel_tol) {
 // projection, so the logits differ from the f32 reference by a few tenths of a percent.
 TEST(LlamaGguf, Q8_0MatchesTheNeoXBuilder) { check_model(Tiny{}, 5, 2e-2); }
 
-// 20 rows: the DequantGemm path (no quantization of x): only f32 rounding differs.
+// 20 rows: Q8_0 prefill takes the DequantGemm path (no quantization of x): only f32 rounding differs.
 TEST(LlamaGguf, Q8_0PrefillMatchesTightly) { check_model(Tiny{}, 20, 1e-4); }
 
 TEST(LlamaGguf, KQuantsTiedQuantizedEmbeddingAndF16) {
@@ -202,7 +202,8 @@ TEST(LlamaGguf, KQuantsTiedQuantizedEmbeddingAndF16) {
   m.attn_out = GgmlType::F16;  // DequantMatMul's f16 format (rows of 256 values)
   m.embd = GgmlType::Q6_K;     // dequantized param; also the tied output's DequantMatMul
   m.tied = true;
-  check_model(m, 20, 1e-4);
+  // Both row counts quantize x at the Q4_K projections (20 rows: Int8Gemm; 3: Int8).
+  check_model(m, 20, 3e-2);
   check_model(m, 3, 3e-2);
 }
 
@@ -210,7 +211,8 @@ TEST(LlamaGguf, Q4_0AndQ5_1) {
   Tiny m;
   m.proj = GgmlType::Q4_0;
   m.out = GgmlType::Q5_1;
-  check_model(m, 20, 1e-4);
+  check_model(m, 20, 2e-2);  // Int8Gemm (x quantized) for the Q4_0 projections
+  check_model(m, 3, 2e-2);
 }
 
 // 16-bit matrices stay 2 bytes a weight: DequantMatMul f16 / bf16 (rows of whole 32-value pieces),

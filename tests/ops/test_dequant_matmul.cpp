@@ -122,20 +122,24 @@ TEST(DequantMatMulCpu, EveryPathEveryFormat) {
     // 4-block unrolling (17 blocks; 3 superblocks for the K formats).
     for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 512}, {3, 512}, {5, 512}, {17, 512}, {1, quant_block(f).elements == 256 ? 768 : 544},
-             {6, quant_block(f).elements == 256 ? 768 : 544}}) {
-      const int64_t n = 37;
+             {6, quant_block(f).elements == 256 ? 768 : 544}, {23, 256}}) {
+      const int64_t n = 37;  // Int8Gemm: four 8-row tiles and a tile of 5
       SCOPED_TRACE(std::string(enum_name(f)) + " m=" + std::to_string(m) + " k=" + std::to_string(k));
       const auto x = normal(static_cast<size_t>(m * k), 100 + m);
       const auto w = random_weight(f, n, k, 7);
       const Exact e = exact(f, x, m, k, w, n);
       std::vector<float> y(static_cast<size_t>(m * n));
       for (cpu::DequantPath p : {cpu::DequantPath::Reference, cpu::DequantPath::DequantGemm, cpu::DequantPath::Int8,
-                                 cpu::DequantPath::Auto}) {
+                                 cpu::DequantPath::Int8Gemm, cpu::DequantPath::Auto}) {
         SCOPED_TRACE("path " + std::to_string(static_cast<int>(p)));
         std::fill(y.begin(), y.end(), -1e30f);
         cpu::dequant_matmul(p, f, x.data(), m, k, w.data(), n, y.data());
-        const bool int8 = (p == cpu::DequantPath::Int8 || (p == cpu::DequantPath::Auto && m < cpu::kDequantGemmMinRows)) &&
-                          cpu::dequant_matmul_int8_native(f);
+        // x quantized: Int8 (native formats), Int8Gemm (its formats, else it is DequantGemm), and
+        // Auto on the path it picks for m.
+        const bool auto_int8 = m < cpu::kDequantGemmMinRows ? cpu::dequant_matmul_int8_native(f) : cpu::int8_gemm_format(f);
+        const bool int8 = (p == cpu::DequantPath::Int8 && cpu::dequant_matmul_int8_native(f)) ||
+                          (p == cpu::DequantPath::Int8Gemm && cpu::int8_gemm_format(f)) ||
+                          (p == cpu::DequantPath::Auto && auto_int8);
         EXPECT_TRUE(close(y, e, int8));
       }
     }

@@ -137,7 +137,29 @@ void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
   });
 }
 
+void int8_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
+  if (!int8_gemm_format(f)) return dequant_gemm(f, x, m, k, w, n, y);
+  const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
+  const int64_t xb = k / 32;
+  std::vector<XBlock> xq(static_cast<size_t>(m * xb));
+  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) quantize_x_row(x + i * k, k, xq.data() + i * xb);
+  });
+  // Chunks of whole 8-row tiles, at least 64 rows (the tile is filled once per x pass).
+  parallel_for((n + 7) / 8, 8, [&](int64_t t0, int64_t t1) {
+    std::vector<uint8_t> scratch(static_cast<size_t>(avx2::int8_gemm_scratch_bytes(k) + 32));
+    auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) & ~uintptr_t{31});
+    avx2::int8_gemm(f, xq.data(), m, k, w, row_bytes, 8 * t0, std::min(n, 8 * t1), y, n, aligned);
+  });
+}
+
 }  // namespace
+
+bool int8_gemm_format(QuantFormat f) {
+  const bool fmt = f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Q5_0 || f == QuantFormat::Q5_1 ||
+                   f == QuantFormat::Q4_K || f == QuantFormat::Q5_K;
+  return fmt && dequant_matmul_int8_native(f);
+}
 
 bool dequant_matmul_half_native(QuantFormat f) {
   if (!is_half_format(f)) return false;
@@ -215,10 +237,12 @@ void dequant_matmul(DequantPath path, QuantFormat f, const float* x, int64_t m, 
     throw Error(std::string("dequant_matmul: k = ") + std::to_string(k) + " is not a positive multiple of the " +
                 enum_name(f) + " block size " + std::to_string(blk.elements));
   if (m <= 0 || n <= 0) return;
-  if (path == DequantPath::Auto) path = m >= kDequantGemmMinRows ? DequantPath::DequantGemm : DequantPath::Int8;
+  if (path == DequantPath::Auto)
+    path = m < kDequantGemmMinRows ? DequantPath::Int8 : int8_gemm_format(f) ? DequantPath::Int8Gemm : DequantPath::DequantGemm;
   switch (path) {
     case DequantPath::Reference: return reference(f, x, m, k, w, n, y);
     case DequantPath::DequantGemm: return dequant_gemm(f, x, m, k, w, n, y);
+    case DequantPath::Int8Gemm: return int8_gemm(f, x, m, k, w, n, y);
     case DequantPath::Int8:
     case DequantPath::Auto: return int8(f, x, m, k, w, n, y);
   }

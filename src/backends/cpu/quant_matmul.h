@@ -22,7 +22,14 @@
 //   DequantGemm  tiles of up to 256 weight rows are decoded to f32 (AVX2 unpacking where Int8 is native,
 //                else the reference decoders) and multiplied with OpenBLAS sgemm (no quantization
 //                of x): the prefill path (many rows of x share each tile).
-//   Auto         Int8 for m < kDequantGemmMinRows, else DequantGemm.
+//   Int8Gemm     the prefill path of Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K (int8_gemm_format): x
+//                quantized as for Int8 (32-value blocks, every format), weight rows unpacked 8 at a
+//                time into a tile whose 32-bit lanes are the 8 rows (4 values each), so that one
+//                _mm256_maddubs_epi16 with 4 x values broadcast makes partial dots of 8 output
+//                columns; 4 x rows share each tile vector. The K formats' sub-block scales and mins
+//                become per-32-value scales and offsets of the tile. Other formats (or no AVX2):
+//                DequantGemm.
+//   Auto         Int8 for m < kDequantGemmMinRows, else Int8Gemm where it applies, else DequantGemm.
 // Every path runs over the CPU thread pool (parallel.h), split along n.
 //
 // Error of Int8 against the exact product with the dequantized weight: x is rounded to
@@ -36,7 +43,7 @@
 
 namespace rlx::cpu {
 
-enum class DequantPath : uint8_t { Auto, Reference, Int8, DequantGemm };
+enum class DequantPath : uint8_t { Auto, Reference, Int8, DequantGemm, Int8Gemm };
 
 // Rows of x at or above this count use DequantGemm under Auto.
 inline constexpr int64_t kDequantGemmMinRows = 16;
@@ -61,6 +68,8 @@ struct XBlockK {
   int8_t q[256];
 };
 
+// Whether Int8Gemm runs `f` on this CPU (else it falls back to DequantGemm).
+bool int8_gemm_format(QuantFormat f);
 // Whether Int8 runs the integer kernels for `f` on this CPU (else the f32 row fallback).
 bool dequant_matmul_int8_native(QuantFormat f);
 // Whether `f` is F16 / BF16 and this CPU runs the widen-in-registers kernels for it.
@@ -80,6 +89,12 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
 // The same for Q4_K, Q5_K, Q6_K with x in 256-value blocks.
 void int8_rows_k(QuantFormat f, const XBlockK* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes,
                  int64_t n0, int64_t n1, float* y, int64_t ldy);
+// Int8Gemm (call only when int8_gemm_format(f) and the CPU runs Int8 natively): y[i * ldy + j]
+// for i < m, j in [n0, n1), x quantized as m rows of k / 32 blocks, weight rows taken 8 at a
+// time into `scratch` (int8_gemm_scratch_bytes(k), 32-byte aligned).
+void int8_gemm(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
+               int64_t n1, float* y, int64_t ldy, uint8_t* scratch);
+inline int64_t int8_gemm_scratch_bytes(int64_t k) { return k / 32 * (256 + 64); }
 // `rows` weight rows of k values to f32 (out: rows x k), the same values as the reference
 // decoders (src/quant/ggml_blocks) up to f32 rounding of d * q + m (one FMA instead of two roundings).
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);

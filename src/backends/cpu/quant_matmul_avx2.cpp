@@ -467,6 +467,111 @@ template <QuantFormat F> void rows_of(const XBlock* xq, int64_t m, int64_t k, co
   tile_rows<XBlock, 32, dot_row<F, 4>, dot_row<F, 1>, dot_rows<F, 4>>(xq, m, k / 32, w, row_bytes, n0, n1, y, ldy);
 }
 
+// ---- Int8Gemm (prefill): 8 weight rows a tile, x rows quantized to 32-value blocks -----------
+// The tile holds, per 32-value unit u of the rows, 8 vectors c = 0..7 whose 32-bit lane r is
+// values 4c .. 4c + 3 of row r (unsigned), then the units' weight scales ws[u][r] and offsets
+// wm[u][r] (value = ws * q + wm). A vector of x's values 4c .. 4c + 3 broadcast to every lane
+// then gives, by one _mm256_maddubs_epi16, partial dots of all 8 rows at once: the lanes of the
+// accumulator are the 8 output columns, so no horizontal sums are needed.
+struct TileSink {
+  uint8_t* q;  // units x 256 bytes
+  float* ws;   // units x 8
+  float* wm;   // units x 8
+  int r;       // the row of the tile
+  RLX_QINLINE void add(__m256i v, float s, float m, int64_t u) {
+    alignas(32) uint32_t words[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(words), v);
+    uint8_t* dst = q + 256 * u + 4 * r;
+    for (int c = 0; c < 8; ++c) std::memcpy(dst + 32 * c, &words[c], 4);
+    ws[8 * u + r] = s;
+    wm[8 * u + r] = m;
+  }
+};
+
+// Fills the tile of weight rows [j0, j0 + rows) (rows <= 8; the others zero) of `units` units.
+template <QuantFormat F>
+void fill_tile(const uint8_t* w, int64_t row_bytes, int64_t j0, int64_t rows, int64_t units, uint8_t* q, float* ws,
+               float* wm) {
+  constexpr int64_t per_block = (F == QuantFormat::Q4_K || F == QuantFormat::Q5_K) ? 8 : 1;  // units a block
+  for (int r = 0; r < 8; ++r) {
+    if (r < rows) {
+      TileSink sink{q, ws, wm, r};
+      for_units<F>(w + (j0 + r) * row_bytes, units / per_block, sink);
+      continue;
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      for (int c = 0; c < 8; ++c) std::memset(q + 256 * u + 32 * c + 4 * r, 0, 4);
+      ws[8 * u + r] = 0.0f;
+      wm[8 * u + r] = 0.0f;
+    }
+  }
+}
+
+// R x rows (xr[i], 32-value blocks) against the tile: out[i * ldy + 0..7] (the first `cols`).
+// 4-bit weights sum 8 maddubs results in 16 bits (8 x 2 x 15 x 127 < 2^15), 5-bit ones 4.
+template <int R, bool k5bit>
+RLX_QINLINE void tile_dot(const uint8_t* q, const float* ws, const float* wm, int64_t units, const XBlock* const* xr,
+                          float* out, int64_t ldy, int64_t cols) {
+  __m256 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t u = 0; u < units; ++u) {
+    __m256i isum[R];
+    for (int i = 0; i < R; ++i) isum[i] = _mm256_setzero_si256();
+    for (int h = 0; h < (k5bit ? 2 : 1); ++h) {
+      __m256i s16[R];
+      for (int i = 0; i < R; ++i) s16[i] = _mm256_setzero_si256();
+      for (int c = h * (k5bit ? 4 : 8); c < (h + 1) * (k5bit ? 4 : 8); ++c) {
+        const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 256 * u + 32 * c));
+        for (int i = 0; i < R; ++i) {
+          int32_t x4;
+          std::memcpy(&x4, xr[i][u].q + 4 * c, 4);
+          s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(x4)));
+        }
+      }
+      for (int i = 0; i < R; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], ones));
+    }
+    const __m256 sv = _mm256_load_ps(ws + 8 * u), mv = _mm256_load_ps(wm + 8 * u);
+    for (int i = 0; i < R; ++i) {
+      const XBlock& xb = xr[i][u];
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(sv, _mm256_set1_ps(xb.d)), acc[i]);
+      acc[i] = _mm256_fmadd_ps(mv, _mm256_set1_ps(xb.dsum), acc[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    if (cols == 8) {
+      _mm256_storeu_ps(out + i * ldy, acc[i]);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, acc[i]);
+      for (int64_t c = 0; c < cols; ++c) out[i * ldy + c] = t[c];
+    }
+  }
+}
+
+template <QuantFormat F>
+void gemm_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t n1,
+             float* y, int64_t ldy, uint8_t* scratch) {
+  constexpr bool k5 = F == QuantFormat::Q5_0 || F == QuantFormat::Q5_1 || F == QuantFormat::Q5_K;
+  const int64_t units = k / 32;
+  uint8_t* q = scratch;
+  auto* ws = reinterpret_cast<float*>(scratch + 256 * units);
+  float* wm = ws + 8 * units;
+  for (int64_t j0 = n0; j0 < n1; j0 += 8) {
+    const int64_t cols = n1 - j0 < 8 ? n1 - j0 : 8;
+    fill_tile<F>(w, row_bytes, j0, cols, units, q, ws, wm);
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      const XBlock* xr[4] = {xq + i * units, xq + (i + 1) * units, xq + (i + 2) * units, xq + (i + 3) * units};
+      tile_dot<4, k5>(q, ws, wm, units, xr, y + i * ldy + j0, ldy, cols);
+    }
+    for (; i < m; ++i) {
+      const XBlock* xr[1] = {xq + i * units};
+      tile_dot<1, k5>(q, ws, wm, units, xr, y + i * ldy + j0, ldy, cols);
+    }
+  }
+}
+
 }  // namespace
 
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out) {
@@ -496,6 +601,19 @@ void int8_rows_k(QuantFormat f, const XBlockK* xq, int64_t m, int64_t k, const u
   }
 }
 
+void int8_gemm(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
+               int64_t n1, float* y, int64_t ldy, uint8_t* scratch) {
+  switch (f) {
+    case QuantFormat::Q4_0: return gemm_of<QuantFormat::Q4_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    case QuantFormat::Q4_1: return gemm_of<QuantFormat::Q4_1>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    case QuantFormat::Q5_0: return gemm_of<QuantFormat::Q5_0>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    case QuantFormat::Q5_1: return gemm_of<QuantFormat::Q5_1>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    case QuantFormat::Q4_K: return gemm_of<QuantFormat::Q4_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    case QuantFormat::Q5_K: return gemm_of<QuantFormat::Q5_K>(xq, m, k, w, row_bytes, n0, n1, y, ldy, scratch);
+    default: return;  // not an Int8Gemm format (int8_gemm_format)
+  }
+}
+
 void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,
                int64_t n1, float* y, int64_t ldy) {
   switch (f) {
@@ -520,6 +638,8 @@ void int8_rows(QuantFormat f, const XBlock* xq, int64_t m, int64_t k, const uint
 
 namespace rlx::cpu::avx2 {
 void int8_rows(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
+void int8_gemm(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t,
+               uint8_t*) {}
 void decode_rows(QuantFormat, const uint8_t*, int64_t, int64_t, int64_t, float*) {}
 void int8_rows_k(QuantFormat, const XBlockK*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
 }  // namespace rlx::cpu::avx2
