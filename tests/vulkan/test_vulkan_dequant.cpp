@@ -189,6 +189,22 @@ TEST(VulkanDequant, ClaimsEveryGgufFormat) {
       EXPECT_TRUE(vulkan::vulkan_claims_node(g, n, nullptr, &why)) << fmt_name(f) << ": " << why;
     }
   }
+  // A device without 8-bit storage cannot hold the weight's bytes; one without f16 arithmetic
+  // takes no f16 activations: refused with the reason.
+  vulkan::DeviceInfo dev;
+  dev.name = "test device";
+  dev.float16 = dev.storage16 = dev.int16 = true;
+  const Graph g8 = dequant_graph(QuantFormat::Q4_0, {1, 32}, 8, DType::F32);
+  const Node& n8 = g8.nodes().at(2);
+  std::string why;
+  EXPECT_FALSE(vulkan::vulkan_claims_node(g8, n8, &dev, &why));
+  EXPECT_NE(why.find("8-bit"), std::string::npos) << why;
+  dev.storage8 = dev.int8 = true;
+  EXPECT_TRUE(vulkan::vulkan_claims_node(g8, n8, &dev, &why)) << why;
+  dev.float16 = false;
+  const Graph g16 = dequant_graph(QuantFormat::Q4_0, {1, 32}, 8, DType::F16);
+  EXPECT_FALSE(vulkan::vulkan_claims_node(g16, g16.nodes().at(2), &dev, &why));
+  EXPECT_NE(why.find("16-bit float"), std::string::npos) << why;
 }
 
 #endif  // RLX_HAVE_VULKAN

@@ -1,10 +1,11 @@
 // A GGUF Llama on Vulkan: a small random Llama (2 blocks, hidden 256, GQA 4 / 2 heads) with its
 // projections in Q4_0, Q8_0 or Q4_K, run by rlx::Generator on Vulkan (KV cache) from a 20-token
 // prompt (prefill chunks of 16 rows: the tiled kernel, then 4: the GEMV) for 20 greedy steps (one
-// row: the GEMV), against the CPU running the teacher-forced graph over the whole sequence at
-// every step: the same token at every step and logits within 1e-4 of the largest. (The CPU's own
-// KV-cache decoder quantizes x to 8 bits at every projection of a decode step: its logits drift
-// by 3-5% of the largest on this random model and flip near-tied tokens, so it is no oracle.)
+// row: the GEMV), against the CPU running the teacher-forced graph of the same model with the
+// projections dequantized to F32 (the file rewritten) over the whole sequence at every step: the
+// same token at every step and logits within 1e-4 of the largest. (The CPU's own DequantMatMul
+// quantizes x to 8 bits on its Int8 paths: its logits drift by up to 5% of the largest on this
+// random model and flip near-tied tokens, so it is no oracle.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,8 +36,10 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean 
 
 constexpr int64_t kVocab = 48, kHidden = 256, kHeads = 4, kKvHeads = 2, kFfn = 512, kLayers = 2;
 
-// The model's file bytes; projections (and the output head) of type `proj`, the rest f32.
-std::string write_llama(GgmlType proj) {
+// The model's file bytes; projections (and the output head) of type `proj`, the rest f32. With
+// `dequantized`, the projections are that file's, dequantized and stored as F32 (the same model
+// with the quantized weights' exact values: its CPU graph multiplies them in f32).
+std::string write_llama(GgmlType proj, const GgufFile* dequantized = nullptr) {
   GgufWriter w;
   w.add("general.architecture", GgufValue::string("llama"));
   w.add("llama.block_count", GgufValue::u32(kLayers));
@@ -49,21 +52,25 @@ std::string write_llama(GgmlType proj) {
   const int64_t e = kHidden, d = kHidden / kHeads;
   const float s = 1.0f / std::sqrt(static_cast<float>(e));
   uint64_t seed = 5;
+  auto add = [&](const std::string& name, const Tensor& t, GgmlType type) {
+    if (dequantized) w.add_tensor(name, dequantized->tensor_f32(name));
+    else w.add_tensor(name, t, type);
+  };
   w.add_tensor("token_embd.weight", randn({kVocab, e}, seed++, 1.0f));
   for (int64_t i = 0; i < kLayers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     w.add_tensor(p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f));
-    w.add_tensor(p + "attn_q.weight", randn({kHeads * d, e}, seed++, 2 * s), proj);
-    w.add_tensor(p + "attn_k.weight", randn({kKvHeads * d, e}, seed++, 2 * s), proj);
-    w.add_tensor(p + "attn_v.weight", randn({kKvHeads * d, e}, seed++, s), proj);
-    w.add_tensor(p + "attn_output.weight", randn({e, kHeads * d}, seed++, s), proj);
+    add(p + "attn_q.weight", randn({kHeads * d, e}, seed++, 2 * s), proj);
+    add(p + "attn_k.weight", randn({kKvHeads * d, e}, seed++, 2 * s), proj);
+    add(p + "attn_v.weight", randn({kKvHeads * d, e}, seed++, s), proj);
+    add(p + "attn_output.weight", randn({e, kHeads * d}, seed++, s), proj);
     w.add_tensor(p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f));
-    w.add_tensor(p + "ffn_gate.weight", randn({kFfn, e}, seed++, s), proj);
-    w.add_tensor(p + "ffn_up.weight", randn({kFfn, e}, seed++, s), proj);
-    w.add_tensor(p + "ffn_down.weight", randn({e, kFfn}, seed++, 1.0f / std::sqrt(static_cast<float>(kFfn))), proj);
+    add(p + "ffn_gate.weight", randn({kFfn, e}, seed++, s), proj);
+    add(p + "ffn_up.weight", randn({kFfn, e}, seed++, s), proj);
+    add(p + "ffn_down.weight", randn({e, kFfn}, seed++, 1.0f / std::sqrt(static_cast<float>(kFfn))), proj);
   }
   w.add_tensor("output_norm.weight", randn({e}, seed++, 0.1f, 1.0f));
-  w.add_tensor("output.weight", randn({kVocab, e}, seed++, 3 * s), proj);
+  add("output.weight", randn({kVocab, e}, seed++, 3 * s), proj);
   return w.bytes();
 }
 
@@ -81,9 +88,9 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
-// The CPU reference: the teacher-forced graph (build_llama_from_gguf) run from scratch over the
-// whole sequence at every step, the logits of its last row. At 20+ rows the CPU multiplies by the
-// decoded weight tiles in f32 (no quantization of x): the exact product, up to f32 rounding.
+// The CPU reference: the teacher-forced graph (build_llama_from_gguf) of the dequantized twin run
+// from scratch over the whole sequence at every step, the logits of its last row (f32 products
+// with the quantized weights' values; the CPU's DequantMatMul paths may quantize x to 8 bits).
 struct Reference {
   models::GgufLlama model;
   CompiledGraph cg;
@@ -105,7 +112,9 @@ void check_greedy(GgmlType proj) {
   SCOPED_TRACE(ggml_type_info(proj).name);
   const std::string bytes = write_llama(proj);
   const GgufFile f = GgufFile::from_bytes(bytes.data(), bytes.size(), "llama.gguf");
-  Reference ref(f);
+  const std::string twin_bytes = write_llama(proj, &f);
+  const GgufFile twin = GgufFile::from_bytes(twin_bytes.data(), twin_bytes.size(), "llama_f32.gguf");
+  Reference ref(twin);
   Generator vk(f, {.device = Device::Vulkan, .max_ctx = 64, .prefill_chunk = 16});
   std::vector<int32_t> seq;
   for (int32_t i = 0; i < 20; ++i) seq.push_back((7 * i + 3) % static_cast<int32_t>(kVocab));

@@ -1,7 +1,7 @@
 // DequantMatMul on Vulkan (kernels/dequant.h): x (..., M, K) f32/f16/bf16 @ dequant(w)^T with w
 // the raw GGUF blocks, decoded as they stream. Up to kGemvRows rows of x (decode) run on the GEMV
-// kernel (a group of 32 invocations per 2 weight rows, the blocks decoded in registers, x staged
-// in shared memory, subgroup reductions), more rows on the tiled kernel (weight tiles decoded to
+// kernel (groups of up to 32 invocations per 2 weight rows, the blocks decoded in registers, x
+// staged in shared memory, subgroup reductions), more rows on the tiled kernel (weight tiles decoded to
 // shared memory, then the f32 tiled product). Accumulation in f32; f16 / bf16 y rounded once
 // at the store. The precision policy does not apply (the weights are quantized already).
 #include <algorithm>
@@ -122,7 +122,8 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
   const DeviceInfo& info = cx.info();
   const Bound b = bind(cx, st, m, n, k, row_bytes);
   const std::string head = glsl_header({x.dtype}, info.subgroup_arith);
-  const std::string decode = def("QE", blk.elements) + def("QB", blk.bytes) + "#define FMT " + std::to_string(fmt) + "\n";
+  const std::string decode =
+      def("QE", blk.elements) + def("QB", blk.bytes) + "#define FMT " + std::to_string(fmt) + "\n";
   if (m <= kGemvRows) {
     // TPR invocations per 2 weight rows: 32, or the power of two (>= 4) at or above the row's
     // units of 32 values when it has fewer. About 256 invocations a workgroup, fewer while that
@@ -132,12 +133,12 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
     int64_t tpr = 32;
     while (tpr > 4 && tpr / 2 >= units) tpr /= 2;
     int64_t groups = 256 / tpr;
-    while (groups > 1 && (groups * tpr > info.max_invocations || (groups > 2 && (n + groups * rpt - 1) / (groups * rpt) < 264)))
-      groups /= 2;
+    auto few_groups = [&](int64_t gr) { return gr > 2 && (n + gr * rpt - 1) / (gr * rpt) < 264; };
+    while (groups > 1 && (groups * tpr > info.max_invocations || few_groups(groups))) groups /= 2;
     const int64_t nt = groups * tpr, rpw = groups * rpt;
     // MR rows of x a pass and UPT units staged per invocation and chunk (up to 4, no more than the
-    // row has) as shared memory allows: each unit of each row of x takes 9 vec4; the partial sums (MR * 2 per invocation)
-    // reuse the buffer.
+    // row has) as shared memory allows: each unit of each row of x takes 9 vec4; the partial sums
+    // (MR * 2 per invocation) reuse the buffer.
     auto xs_vec4 = [&](int64_t mr, int64_t upt) { return std::max(mr * tpr * upt * 9, (mr * rpt * nt + 3) / 4); };
     const int64_t cap = static_cast<int64_t>(info.max_shared_bytes) - 4;
     int64_t mr = std::min(m, kGemvRows), upt = std::min<int64_t>(4, (units + tpr - 1) / tpr);
@@ -149,7 +150,8 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
     const std::string defines = "layout(local_size_x = " + std::to_string(nt) + ") in;\n" + def("NT", nt) +
                                 def("TPR", tpr) + def("RPT", rpt) + def("RPW", rpw) + def("MR", mr) + def("UPT", upt) +
                                 def("XS", xs_vec4(mr, upt)) + "#define SG " + (info.subgroup_arith ? "1" : "0") + "\n";
-    const Kernel kern{"dequant_gemv", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock + ksrc::kDequantGemv};
+    const Kernel kern{"dequant_gemv", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock +
+                                          ksrc::kDequantGemv};
     const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>((n + rpw - 1) / rpw, 1, info.max_groups[0]));
     const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>((m + mr - 1) / mr, 1, info.max_groups[1]));
     cx.dispatch(kern, b.ops, b.push, gx, gy);
@@ -161,7 +163,8 @@ void lower_dequant(LowerContext& cx, const plan::Step& st) {
   const std::string defines = "layout(local_size_x = " + std::to_string(nt) + ") in;\n" + def("NT", nt) + def("BM", bm) +
                               def("BN", bn) + def("BK", bk) + def("TM", tm) + def("TN", tn) + def("WX", wx) +
                               def("WY", wy) + def("PAD", 1);
-  const Kernel kern{"dequant_gemm", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock + ksrc::kDequantGemm};
+  const Kernel kern{"dequant_gemm", head + decode + defines + b.decl + ksrc::kDequantDecode + ksrc::kDequantBlock +
+                                        ksrc::kDequantGemm};
   const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>((n + bn - 1) / bn, 1, info.max_groups[0]));
   const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>((m + bm - 1) / bm, 1, info.max_groups[1]));
   cx.dispatch(kern, b.ops, b.push, gx, gy);
