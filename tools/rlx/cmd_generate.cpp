@@ -1,6 +1,8 @@
-// rlx generate: text from a Llama GGUF model (rlx::Generator): the prompt is tokenized with the
-// file's tokenizer, prefilled, then decoded token by token with the KV cache; the generated text
-// streams to stdout, the timings go to stderr.
+// rlx generate: text from a Llama GGUF model or a Hugging Face Llama checkpoint directory
+// (rlx::Generator; a directory is converted in memory by models/llama_hf.h): the prompt is
+// tokenized with the file's tokenizer (or given as ids with --prompt-ids), prefilled, then decoded
+// token by token with the KV cache; the generated text (or ids, without a tokenizer) streams to
+// stdout, the timings go to stderr.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -11,6 +13,7 @@
 
 #include "cli.h"
 #include "io/file_access.h"
+#include "models/llama_hf.h"
 #include "rlx/generate.h"
 
 namespace rlx::cli {
@@ -22,14 +25,16 @@ struct GenerateCliOptions {
   double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
   uint64_t seed = 0;
   int threads = 0;
-  std::vector<int64_t> stop;
+  std::vector<int64_t> stop, prompt_ids;
   bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false, warmup = false;
 };
 
 int run_generate(const GenerateCliOptions& o) {
   if (o.n < 0) throw UsageError("-n must be >= 0");
-  { const io::RegularFile probe(o.model, "model file '" + shown(o.model) + "'"); }
-  GgufFile f(o.model);
+  if (!o.prompt.empty() && !o.prompt_ids.empty()) throw UsageError("give the prompt as text (-p) or as ids (--prompt-ids), not both");
+  const bool hf_dir = models::is_hf_checkpoint_dir(o.model);
+  if (!hf_dir) { const io::RegularFile probe(o.model, "model file '" + shown(o.model) + "'"); }
+  GgufFile f = hf_dir ? models::load_hf_llama(o.model) : GgufFile(o.model);
   GeneratorOptions go;
   go.device = device_from_name(o.device);
   go.num_threads = o.threads;
@@ -45,18 +50,30 @@ int run_generate(const GenerateCliOptions& o) {
   opt.sampling.repeat_last_n = o.repeat_last_n;
   opt.sampling.seed = o.seed;
   opt.stop_at_end_of_generation = !o.ignore_eos;
+  if (hf_dir && !o.ignore_eos)  // no tokenizer to say which ids end generation: config.json's eos_token_id
+    for (int32_t id : models::read_hf_llama_config(o.model).eos_ids) opt.stop_tokens.push_back(id);
   for (int64_t id : o.stop) {
     if (id < 0 || id > INT32_MAX) throw UsageError("--stop " + std::to_string(id) + " is not a token id");
     opt.stop_tokens.push_back(static_cast<int32_t>(id));
   }
   if (o.no_bos) opt.encode.add_bos = false;
   opt.encode.parse_special = o.special;
-  if (!f.find("tokenizer.ggml.model"))
-    throw Error(f.what() + ": the file has no tokenizer (tokenizer.ggml.* metadata), so rlx generate cannot read the "
-                "prompt text");
-  const Tokenizer tok = Tokenizer::from_gguf(f);
-  const std::vector<int32_t> prompt = tok.encode(o.prompt, opt.encode);
-  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens; give --prompt text");
+  const bool has_tokenizer = f.find("tokenizer.ggml.model") != nullptr;
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    for (int64_t id : o.prompt_ids) {
+      if (id < 0 || id > INT32_MAX) throw UsageError("--prompt-ids: " + std::to_string(id) + " is not a token id");
+      prompt.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    if (!has_tokenizer)
+      throw Error(f.what() + ": " + (hf_dir ? std::string("rlx does not read Hugging Face tokenizers") :
+                                              std::string("the file has no tokenizer (tokenizer.ggml.* metadata)")) +
+                  ", so it cannot encode prompt text; give the prompt as token ids: --prompt-ids 1,450,4996");
+    if (o.prompt.empty()) throw UsageError("give the prompt: -p TEXT, or --prompt-ids 1,2,3");
+    prompt = Tokenizer::from_gguf(f).encode(o.prompt, opt.encode);
+    if (prompt.empty()) throw UsageError("the prompt encodes to no tokens; give --prompt text");
+  }
   if (ctx == 0) {
     const int64_t want = static_cast<int64_t>(prompt.size()) + o.n;
     ctx = (want + 63) / 64 * 64;
@@ -71,12 +88,20 @@ int run_generate(const GenerateCliOptions& o) {
     if (gen.position() < gen.max_ctx()) gen.step(prompt.back());
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  // Without a tokenizer the ids are the output: the prompt's, then each generated one, space-separated.
+  const bool text = has_tokenizer;
   if (!o.no_prompt) {
-    std::cout << o.prompt;
+    if (o.prompt_ids.empty()) std::cout << o.prompt;
+    else if (text) std::cout << gen.tokenizer().decode(prompt);
+    else
+      for (size_t i = 0; i < prompt.size(); ++i) std::cout << (i ? " " : "") << prompt[i];
     std::cout.flush();
   }
+  bool first = o.no_prompt;
   GenerateResult r = gen.generate(std::span<const int32_t>(prompt), opt, [&](int32_t id, const std::string& piece) {
-    if (o.ids) std::cout << "[" << id << "]";
+    if (!text) std::cout << (first ? "" : " ") << id;
+    else if (o.ids) std::cout << "[" << id << "]";
+    first = false;
     std::cout << piece;
     std::cout.flush();
     return true;
@@ -100,9 +125,18 @@ int run_generate(const GenerateCliOptions& o) {
 Command add_generate_command(CLI::App& parent) {
   auto o = std::make_shared<GenerateCliOptions>();
   CLI::App* sub = parent.add_subcommand(
-      "generate", "Generate text with a Llama GGUF model: prefill the prompt, decode with a KV cache, stream the tokens");
-  sub->add_option("model", o->model, "the .gguf model (general.architecture llama, with a tokenizer)")->required();
-  sub->add_option("-p,--prompt", o->prompt, "the prompt text")->required();
+      "generate",
+      "Generate text with a Llama GGUF model or a Hugging Face Llama checkpoint directory: prefill the prompt, decode "
+      "with a KV cache, stream the tokens");
+  sub->add_option("model", o->model,
+                  "the .gguf model (general.architecture llama), or a Hugging Face checkpoint directory (config.json + "
+                  "safetensors; it has no tokenizer rlx reads: give --prompt-ids)")
+      ->required();
+  sub->add_option("-p,--prompt", o->prompt, "the prompt text (encoded with the file's tokenizer)");
+  sub->add_option("--prompt-ids", o->prompt_ids,
+                  "the prompt as token ids, e.g. 1,450,4996 (used as given: no BOS added); without a tokenizer the "
+                  "output is ids too")
+      ->delimiter(',');
   sub->add_option("-n,--n-predict", o->n, "tokens to generate at most (default 128)");
   sub->add_option("--device", o->device, "cpu (default), cuda, vulkan or webgpu");
   sub->add_option("--temp", o->temp, "sampling temperature; 0 (default) = greedy");
@@ -116,7 +150,8 @@ Command add_generate_command(CLI::App& parent) {
   sub->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
   sub->add_flag("--no-bos", o->no_bos, "do not put the BOS token in front of the prompt");
   sub->add_flag("--special", o->special, "control tokens written in the prompt (<|eot_id|>, ...) become their ids");
-  sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating after an end-of-generation token");
+  sub->add_flag("--ignore-eos", o->ignore_eos,
+                "keep generating after an end-of-generation token (the tokenizer's, or a checkpoint's eos_token_id)");
   sub->add_option("--stop", o->stop, "a token id that ends generation (repeatable; kept in the output)");
   sub->add_flag("--ids", o->ids, "print each generated token's id before its text");
   sub->add_flag("--no-echo", o->no_prompt, "do not print the prompt before the generated text");

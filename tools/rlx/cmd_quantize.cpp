@@ -1,4 +1,5 @@
-// rlx quantize: a safetensors or GGUF file to a GGUF file whose weight matrices are stored in a
+// rlx quantize: a safetensors or GGUF file (or a Hugging Face Llama checkpoint directory, converted
+// by models/llama_hf.h into the GGUF Llama layout first) to a GGUF file whose weight matrices are stored in a
 // ggml block format (the reference quantizers of src/quant/ggml_blocks.cpp), with the error each
 // tensor took: relative RMS and largest absolute difference between the dequantized result and
 // the input values.
@@ -12,6 +13,7 @@
 
 #include "cli.h"
 #include "io/file_access.h"
+#include "models/llama_hf.h"
 #include "rlx/gguf.h"
 #include "rlx/safetensors.h"
 
@@ -63,8 +65,9 @@ int run_quantize(const QuantizeOptions& o) {
   const GgmlTypeInfo& info = ggml_type_info(to);
   if (!info.quantize) throw UsageError("--scheme " + o.scheme + ": rlx cannot write " + info.name);
   if (o.min_rank < 1) throw UsageError("--min-rank must be at least 1");
-  { const io::RegularFile probe(o.in, "input file '" + shown(o.in) + "'"); }
-  const bool in_gguf = o.in.size() >= 5 && o.in.compare(o.in.size() - 5, 5, ".gguf") == 0;
+  const bool hf_dir = models::is_hf_checkpoint_dir(o.in);
+  if (!hf_dir) { const io::RegularFile probe(o.in, "input file '" + shown(o.in) + "'"); }
+  const bool in_gguf = hf_dir || (o.in.size() >= 5 && o.in.compare(o.in.size() - 5, 5, ".gguf") == 0);
   GgufWriter w;
   std::vector<Row> rows;
   int64_t in_bytes = 0;
@@ -73,7 +76,7 @@ int run_quantize(const QuantizeOptions& o) {
   std::unique_ptr<SafetensorsFile> st;
   bool has_qv = false;
   if (in_gguf) {
-    gguf = std::make_unique<GgufFile>(o.in);
+    gguf = std::make_unique<GgufFile>(hf_dir ? models::load_hf_llama(o.in) : GgufFile(o.in));
     for (const auto& [k, v] : gguf->metadata()) {
       if (k == "general.alignment") w.set_alignment(gguf->alignment());
       else w.add(k, v);
@@ -156,7 +159,10 @@ Command add_quantize_command(CLI::App& parent) {
       "quantize",
       "Write a .safetensors or .gguf file as GGUF with its weight matrices in a ggml block format, and report the "
       "error per tensor");
-  sub->add_option("input", o->in, ".safetensors or .gguf file")->required();
+  sub->add_option("input", o->in,
+                  ".safetensors or .gguf file, or a Hugging Face Llama checkpoint directory (written in the GGUF Llama "
+                  "layout that rlx generate runs)")
+      ->required();
   sub->add_option("output", o->out, "the GGUF file to write")->required();
   sub->add_option("--scheme", o->scheme, "q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, f16, bf16 or f32")->required();
   sub->add_option("--min-rank", o->min_rank,
