@@ -174,9 +174,11 @@ TEST(VulkanDequant, KernelsCompileForSubgroupsOf32) {
         const auto ks = nvidia_kernels(dequant_graph(f, {m, 4096}, 4096, t));
         ASSERT_EQ(ks.size(), 1u);
         EXPECT_EQ(ks[0].name, m <= 8 ? "dequant_gemv" : "dequant_gemm");
-        if (m <= 8)  // one subgroup per 2 weight rows, 4 subgroups a workgroup (512 workgroups)
-          for (const char* d : {"#define SG 1", "#define TPR 32u", "#define RPW 8u", "#define NT 128u"})
+        if (m <= 8) {  // one subgroup per 2 weight rows, 4 subgroups a workgroup (512 workgroups)
+          for (const char* d : {"#define SG 1", "#define TPR 32u", "#define RPW 8u", "#define NT 128u"}) {
             EXPECT_NE(ks[0].source.find(d), std::string::npos) << d;
+          }
+        }
         expect_glsl_compiles(ks[0]);
       }
 }
