@@ -179,7 +179,7 @@ void read_rope(ConfigReader& r, HfLlamaConfig& c) {
 
 bool is_hf_checkpoint_dir(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "config.json", ec);
+  return fs::is_directory(path, ec);
 }
 
 HfLlamaConfig read_hf_llama_config(const std::string& dir) {

@@ -69,8 +69,8 @@ struct HfLlamaConfig {
   std::vector<int32_t> bos_ids, eos_ids;
 };
 
-// True when `path` is a directory holding a config.json (what the CLI and tools take as a
-// Hugging Face checkpoint).
+// True when `path` is a directory: the CLI and tools take a directory as a Hugging Face checkpoint
+// (load_hf_llama then says what it lacks, e.g. config.json) and anything else as a file.
 bool is_hf_checkpoint_dir(const std::string& path);
 
 // config.json of the checkpoint directory `dir`, checked; rlx::Error naming the key otherwise.
