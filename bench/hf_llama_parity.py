@@ -63,6 +63,18 @@ def parse():
     return p.parse_args()
 
 
+def make_config(LlamaConfig, spec):
+    """LlamaConfig of `spec` (rope_theta / rope_scaling spelled the 4.x way): transformers 5 takes
+    them as rope_parameters."""
+    spec = dict(spec)
+    theta, scaling = spec.pop("rope_theta"), spec.pop("rope_scaling", None)
+    if "rope_parameters" in getattr(LlamaConfig, "__dataclass_fields__", {}) or hasattr(LlamaConfig(), "rope_parameters"):
+        params = dict(scaling or {"rope_type": "default"})
+        params["rope_theta"] = theta
+        return LlamaConfig(rope_parameters=params, **spec)
+    return LlamaConfig(rope_theta=theta, rope_scaling=scaling, **spec)
+
+
 def rel_err(a, ref, np):
     return float(np.max(np.abs(a.astype(np.float64) - ref.astype(np.float64))) / max(float(np.max(np.abs(ref))), 1e-30))
 
@@ -147,7 +159,7 @@ def main():
             tag = "%s_%s" % (cname, dtype)
             print("\n== %s ==" % tag, flush=True)
             torch.manual_seed(0)
-            cfg = LlamaConfig(**CONFIGS[cname])
+            cfg = make_config(LlamaConfig, CONFIGS[cname])
             model = LlamaForCausalLM(cfg).eval()
             nparams = sum(p.numel() for p in model.parameters())
             if dtype == "bf16":
