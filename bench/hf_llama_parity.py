@@ -205,7 +205,10 @@ def main():
                 target("%s %s logits, KV-cache steps (%d rows) vs transformers f32" % (tag, device, steps.shape[0]),
                        e_steps <= 1e-4, "max rel err %.3g (target 1e-4)" % e_steps)
                 target("%s %s greedy %d tokens" % (tag, device, args.gen), agree == args.gen,
-                       "%d/%d agree before the first difference" % (agree, args.gen))
+                       "%d/%d agree before the first difference%s" % (
+                           agree, args.gen, "" if agree == args.gen else
+                           " (rlx %s, transformers %s)" % (got_greedy[agree:agree + 4] if got_greedy else None,
+                                                           ref_greedy[agree:agree + 4])))
                 if hf_bf16 is not None:
                     tol = max(2e-2, 2 * e_hf)
                     e_native = rel_err(seq, hf_bf16, np)
