@@ -121,8 +121,11 @@ constexpr KnobInfo kKnobs[] = {
               "registers: 3.5x faster on an H200), 0: uniform parameters (one pipeline for every size, fast to "
               "compile on CPU adapters); auto: 1 except on CPU adapters (rlx export-web: 1)"),
     boolean("webgpu_packed_weights", "RLX_WEBGPU_PACKED_WEIGHTS", true,
-            "f16/bf16 weights (params, constants) read only by matmuls are held as 16-bit values, two per 32-bit word "
+            "f16/bf16 weights (params, constants) read only by matmuls and gathers are held as 16-bit values, two per word "
             "(half the bytes a decode step reads); 0: one f32 word per element like every other value"),
+    boolean("webgpu_gemv_prologue", "RLX_WEBGPU_GEMV_PROLOGUE", true,
+            "decode GEMVs compute a preceding RmsNorm / FusedSwiGLU of their rows in their prologue (that step is "
+            "not run: one dispatch less each)"),
     // process settings
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),

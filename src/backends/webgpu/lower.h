@@ -83,6 +83,12 @@ class LowerContext {
   virtual void copy(const Operand& dst, const Operand& src, uint64_t bytes) = 0;
   // Appends a fill of dst with the 32-bit word `word`.
   virtual void fill(const Operand& dst, uint64_t bytes, uint32_t word) = 0;
+  // The RmsNorm / FusedSwiGLU step a GEMV computes in its prologue (plan::plan_gemv_prologues;
+  // that step is not lowered on its own), or null.
+  virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
+    (void)consumer;
+    return nullptr;
+  }
 
   uint32_t groups_1d(uint64_t items, uint64_t per_group) const;
 };
@@ -91,6 +97,8 @@ void lower_step(LowerContext& cx, const plan::Step& st);
 void lower_elementwise(LowerContext& cx, const plan::Step& st);  // lower_elementwise.cpp
 void lower_copy(LowerContext& cx, const plan::Step& st);         // lower_copy.cpp
 void lower_matmul(LowerContext& cx, const plan::Step& st);       // lower_matmul.cpp
+// Rows of `st` the GEMV kernel takes with an absorbed A producer (plan::GemvRowsFn), else 0.
+int64_t gemv_prologue_rows(const plan::Step& st);
 void lower_rows(LowerContext& cx, const plan::Step& st);         // lower_rows.cpp
 void lower_rope(LowerContext& cx, const plan::Step& st);         // lower_rope.cpp
 // Two consecutive RoPE steps over the same tables (a decode's q and k) as one dispatch, when

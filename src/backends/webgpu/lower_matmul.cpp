@@ -21,6 +21,7 @@
 // CPU's 64-bit sum), and for i64 (held in 32-bit words) 32-bit arithmetic that reports a
 // product or sum leaving [-2^31, 2^31) through the error flag instead of wrapping.
 #include <algorithm>
+#include <bit>
 #include <string>
 #include <utility>
 #include <vector>
@@ -392,6 +393,7 @@ std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, boo
   c += "@compute @workgroup_size(" + std::to_string(nt) + ")\n";
   c += "fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,\n"
        "        @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  if (!grouped) c += "  prologue(tid);\n";
   c += trans_b ? "  let c = tid / " + u(ks) + ";\n  let s = tid % " + u(ks) + ";\n"
                : "  let c = tid % " + u(cols) + ";\n  let s = tid / " + u(cols) + ";\n";
   c += "  let tiles = (rlx_p.n + " + u(cols - 1) + ") / " + u(cols) + ";\n";
@@ -414,7 +416,8 @@ std::string gemv_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows, boo
   c += "        for (var e = tid; e < " + u(rows * kt) + "; e += " + u(nt) + ") {\n";
   c += "          let r = e / " + u(kt) + ";\n          let kk = e % " + u(kt) + ";\n";
   c += "          var v = " + A + "(0);\n";
-  c += "          if (valid && kk < kn) { v = load_a(a0 + r * rlx_p.k + k0 + kk); }\n";
+  c += grouped ? "          if (valid && kk < kn) { v = load_a(a0 + r * rlx_p.k + k0 + kk); }\n"
+               : "          if (kk < kn) { v = a_at(r, k0 + kk); }\n";
   c += "          xs[e] = v;\n        }\n";
   c += "        workgroupBarrier();\n";
   c += "        if (valid && col < rlx_p.n) {\n";
@@ -454,6 +457,7 @@ std::string gemv_pair_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows
   c += "@compute @workgroup_size(" + std::to_string(nt) + ")\n";
   c += "fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,\n"
        "        @builtin(num_workgroups) nwg: vec3<u32>) {\n";
+  c += "  prologue(tid);\n";
   c += "  let c = tid % " + u(cols) + ";\n  let s = tid / " + u(cols) + ";\n";
   c += "  let tiles = (rlx_p.n + " + u(cc - 1) + ") / " + u(cc) + ";\n";
   c += "  let a0 = rlx_p.o0;\n  let b0 = rlx_p.o1;\n";
@@ -465,7 +469,7 @@ std::string gemv_pair_body(uint32_t cols, uint32_t ks, uint32_t kt, int64_t rows
   c += "      let kn = min(" + u(kt) + ", ke - k0);\n";
   c += "      for (var e = tid; e < " + u(rows * kt) + "; e += " + u(nt) + ") {\n";
   c += "        let r = e / " + u(kt) + ";\n        let kk = e % " + u(kt) + ";\n";
-  c += "        var v = 0.0f;\n        if (kk < kn) { v = load_a(a0 + r * rlx_p.k + k0 + kk); }\n        xs[e] = v;\n      }\n";
+  c += "        var v = 0.0f;\n        if (kk < kn) { v = a_at(r, k0 + kk); }\n        xs[e] = v;\n      }\n";
   c += "      workgroupBarrier();\n";
   c += "      if (col < rlx_p.n) {\n";
   c += "        for (var kk = s; kk < kn; kk += " + u(ks) + ") {\n";
@@ -506,6 +510,46 @@ GemvShape gemv_shape(const DeviceInfo& info, int64_t rows, bool trans_b, bool pa
   return s;
 }
 
+// `fn prologue(tid)` (run first by every invocation) and `fn a_at(r, j)`: element j of A's row r.
+// Without a producer A is read; with an absorbed RmsNorm each workgroup first computes the rows'
+// 1 / rms (sum of squares over k in two levels in workgroup memory), and A = x * inv * gamma
+// (+ beta) rounded to the dtype as the RmsNorm step stores it; with an absorbed FusedSwiGLU,
+// A = round(round(silu(gate)) * up) from the 2k-wide rows, as the SwiGLU step computes it.
+// Operands: x at index 0 (in place of A), gamma at `kg`, beta at `kb` (0: none).
+std::string prologue_fns(const plan::Step* pro, const Binds& b, const Product& p, uint32_t nt, int64_t rows,
+                         size_t kg, size_t kb, codegen::Helpers& h) {
+  if (pro) L().dtype_helpers(p.t, h);  // the rounding to the dtype
+  const std::string x = "rlx_b" + std::to_string(b.binding_of.at(0));
+  auto ld = [&](const std::string& word) { return L().load(p.t, word); };
+  if (!pro)
+    return "fn prologue(tid: u32) {}\nfn a_at(r: u32, j: u32) -> " + p.acc + " { return load_a(rlx_p.o0 + r * rlx_p.k + j); }\n";
+  auto rnd = [&](const std::string& v) { return is_half(p.t) ? L().round(p.t, v) : v; };
+  if (const auto* sw = std::get_if<ops::FusedSwiGLU>(&pro->op)) {
+    const std::string row = "rlx_p.o0 + r * 2u * rlx_p.k + j";
+    const std::string gv = ld(x + "[" + row + (sw->gate_first ? "" : " + rlx_p.k") + "]");
+    const std::string uv = ld(x + "[" + row + (sw->gate_first ? " + rlx_p.k" : "") + "]");
+    return "fn prologue(tid: u32) {}\nfn a_at(r: u32, j: u32) -> f32 {\n  let gv = " + gv + ";\n  let sv = " +
+           rnd("gv / (1.0f + exp(-gv))") + ";\n  return " + rnd("sv * " + uv) + ";\n}\n";
+  }
+  const float eps = static_cast<float>(std::get<ops::RmsNorm>(pro->op).eps);
+  const uint32_t gs = std::min<uint32_t>(nt, 16), ng = nt / gs;
+  std::string s = "var<workgroup> pro_q: array<f32, " + std::to_string(nt) + ">;\n";
+  s += "var<workgroup> pro_q2: array<f32, " + std::to_string(ng) + ">;\n";
+  s += "var<workgroup> pro_inv: array<f32, " + std::to_string(rows) + ">;\n";
+  s += "fn prologue(tid: u32) {\n  for (var r = 0u; r < " + u(rows) + "; r++) {\n    var q = 0.0f;\n";
+  s += "    for (var j = tid; j < rlx_p.k; j += " + u(nt) + ") {\n      let v = " + ld(x + "[rlx_p.o0 + r * rlx_p.k + j]") +
+       ";\n      q += v * v;\n    }\n";
+  s += "    pro_q[tid] = q;\n    workgroupBarrier();\n";
+  s += "    if (tid < " + u(ng) + ") {\n      var a = 0.0f;\n      for (var i = 0u; i < " + u(gs) +
+       "; i++) { a += pro_q[tid * " + u(gs) + " + i]; }\n      pro_q2[tid] = a;\n    }\n    workgroupBarrier();\n";
+  s += "    if (tid == 0u) {\n      var t = 0.0f;\n      for (var i = 0u; i < " + u(ng) + "; i++) { t += pro_q2[i]; }\n";
+  s += "      pro_inv[r] = 1.0f / sqrt(t / f32(rlx_p.k) + bitcast<f32>(" + u(std::bit_cast<uint32_t>(eps)) + "));\n    }\n";
+  s += "    workgroupBarrier();\n  }\n}\n";
+  std::string y = ld(x + "[rlx_p.o0 + r * rlx_p.k + j]") + " * pro_inv[r] * " + ld(b.at(kg, "j"));
+  if (kb) y = "(" + y + " + " + ld(b.at(kb, "j")) + ")";
+  return s + "fn a_at(r: u32, j: u32) -> f32 { return " + rnd(y) + "; }\n";
+}
+
 // `fn load_b2(i: u32) -> vec2<f32>`: packed elements i and i + 1 (i even: one word) of operand k.
 std::string load_pair_fn(const Binds& b, size_t k, DType t) {
   const std::string w = "rlx_b" + std::to_string(b.binding_of.at(k)) + "[i >> 1u]";
@@ -538,7 +582,10 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const bool split = splits > 1;
   Args args;
   args.what = step_label(st);
-  args.add(cx.in(st.in.at(0)));
+  const plan::Step* pro = cx.absorbed_producer(st);
+  if (pro && (p.acc != "f32" || p.checked))
+    throw Error(args.what + ": internal: a GEMV prologue on a " + std::string(dtype_name(p.t)) + " product");
+  args.add(cx.in(pro ? pro->in.at(0) : st.in.at(0)));  // the producer's x in place of A
   args.add(cx.in(st.in.at(1)));
   Operand partials;
   EpiOps e;
@@ -549,6 +596,11 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   } else {
     e = add_epilogue_ops(cx, st, p, args);
   }
+  size_t kg = 0, kb = 0;
+  if (pro && std::holds_alternative<ops::RmsNorm>(pro->op)) {
+    kg = args.add(cx.in(pro->in.at(1)));
+    if (pro->in.size() > 2) kb = args.add(cx.in(pro->in.at(2)));
+  }
   args.param("n", g.n);
   args.param("k", g.k);
   args.param("ldb", g.ldb);
@@ -557,12 +609,14 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   codegen::Helpers h;
   std::string fns = load_fn("load_a", b, 0, p, args.ops[0]) + load_fn("load_b", b, 1, p, args.ops[1]) + arith_fns(p, h);
   if (pair) fns += load_pair_fn(b, 1, p.t);
+  fns += prologue_fns(pro, b, p, s.cols * s.ks, rows, kg, kb, h);
   if (!split) fns += epilogue_fn(p, b, e, h);
   const std::string pbuf = split ? "rlx_b" + std::to_string(b.binding_of[2]) : "";
   const std::string src = b.decls(args.names) + h.source() + fns +
                           (pair ? gemv_pair_body(s.cols, s.ks, s.kt, rows, pbuf)
                                 : gemv_body(s.cols, s.ks, s.kt, rows, g.trans_b, false, p.acc, "", pbuf));
-  cx.dispatch(Kernel{std::string(split ? "matmul_gemv_splitk" : "matmul_gemv") + (pair ? "_pairs" : ""), src, true},
+  const std::string pname = !pro ? "" : std::holds_alternative<ops::RmsNorm>(pro->op) ? "_rms_norm" : "_swiglu";
+  cx.dispatch(Kernel{std::string(split ? "matmul_gemv_splitk" : "matmul_gemv") + (pair ? "_pairs" : "") + pname, src, true},
               args.ops, args.values, p.checked,
               clamp_groups(tiles), static_cast<uint32_t>(splits));
   if (!split) return;
@@ -642,7 +696,15 @@ void lower_matmul(LowerContext& cx, const plan::Step& st) {
     p.residual = mo.residual;
   }
   if (const int64_t rows = gemv_rows(g)) return lower_gemv(cx, st, g, p, rows);
+  if (const plan::Step* pro = cx.absorbed_producer(st)) lower_step(cx, *pro);  // not a GEMV after all: run it
   lower_gemm(cx, st, g, p);
+}
+
+int64_t gemv_prologue_rows(const plan::Step& st) {
+  if (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)) return 0;
+  const DType t = st.out.at(0).dtype;
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return 0;
+  return gemv_rows(std::get<plan::MatMulGeom>(st.geom));
 }
 
 }  // namespace rlx::webgpu

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include "backends/webgpu/device_target.h"
@@ -12,6 +14,7 @@
 #include "backends/webgpu/wgpu_device.h"
 #include "codegen/language.h"
 #include "io/web_bundle.h"
+#include "plan/absorb_plans.h"
 #include "plan/device_limits.h"
 #include "plan/memory_plan.h"
 #include "plan/storage.h"
@@ -107,12 +110,25 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
         knobs_(resolve_knobs(options)),
         info_(target_info(knobs_)) {
     const auto& steps = schedule().steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      label_ = op_name(steps[i].op);
-      if (i + 1 < steps.size() && lower_rope_pair(*this, steps[i], steps[i + 1])) {
-        ++i;  // both in one dispatch
-        continue;
+    // The RmsNorms and SwiGLUs a decode GEMV computes in its prologue are not lowered on their own.
+    std::set<size_t> absorbed;
+    if (knobs_.webgpu_gemv_prologue())
+      for (const auto& [consumer, producer] : plan::plan_gemv_prologues(schedule(), gemv_prologue_rows)) {
+        producer_of_[&steps[consumer]] = &steps[producer];
+        absorbed.insert(producer);
       }
+    // A decode's q and k RoPEs (plan::plan_rope_pairs): the first is lowered with the second.
+    std::map<size_t, size_t> first_of;
+    for (const auto& [second, first] : plan::plan_rope_pairs(schedule()))
+      if (!absorbed.count(first) && !absorbed.count(second)) first_of[second] = first;
+    std::set<size_t> paired;
+    for (const auto& [second, first] : first_of) paired.insert(first);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (absorbed.count(i) || paired.count(i)) continue;
+      label_ = op_name(steps[i].op);
+      if (auto it = first_of.find(i); it != first_of.end() && lower_rope_pair(*this, steps[it->second], steps[i]))
+        continue;
+      if (auto it = first_of.find(i); it != first_of.end()) lower_step(*this, steps[it->second]);  // could not pair
       lower_step(*this, steps[i]);
     }
     make_bind_groups();
@@ -143,6 +159,10 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   const CompileOptions& options() const override { return options_; }
   const ResolvedKnobs& knobs() const override { return knobs_; }
   const DeviceInfo& info() const override { return info_; }
+  const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
+    auto it = producer_of_.find(&consumer);
+    return it == producer_of_.end() ? nullptr : it->second;
+  }
 
   Operand ref(const plan::TensorRef& r, bool write) {
     const auto [buf, offset] = where(r);
@@ -511,6 +531,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
   const DeviceInfo& info_;  // what the kernels are made for (device_target.h)
   std::string label_;
   std::vector<Command> cmds_;
+  std::map<const plan::Step*, const plan::Step*> producer_of_;  // GEMV -> the step its prologue computes
   std::vector<PendingDispatch> pending_;  // until make_bind_groups
   std::vector<Owned> scratch_;
   abi::Buffer uniforms_ = nullptr;
