@@ -162,12 +162,19 @@ def main():
             cfg = make_config(LlamaConfig, CONFIGS[cname])
             model = LlamaForCausalLM(cfg).eval()
             nparams = sum(p.numel() for p in model.parameters())
+            # The rotary frequencies are a float buffer that .to(bfloat16) would round too (the
+            # checkpoint does not hold them; rlx and transformers' loader compute them exactly):
+            # keep them to restore in the f32 reference.
+            freqs = {n: b.detach().clone() for n, b in model.named_buffers() if n.endswith("inv_freq")}
             if dtype == "bf16":
                 model = model.to(torch.bfloat16)
             model_dir = os.path.join(work, tag)
             save(model, model_dir, "400MB" if nparams > 2e8 else None)
             print("saved %s: %.1fM parameters, files: %s" % (model_dir, nparams / 1e6, ", ".join(sorted(os.listdir(model_dir)))))
             ref_model = model.float()  # for bf16: the saved bf16 weights widened to f32, which is rlx's math
+            for n, b in ref_model.named_buffers():
+                if n in freqs:
+                    b.copy_(freqs[n])
             gen = torch.Generator().manual_seed(1)
             tokens = torch.randint(0, cfg.vocab_size, (args.seq,), generator=gen).tolist()
             prompt, follow = tokens[:args.prompt], tokens[args.prompt:]
