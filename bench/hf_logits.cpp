@@ -119,7 +119,9 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < n; ++i) positions.push_back(i);
       for (int64_t t : tokens)
         if (t >= vocab) throw rlx::Error("token id " + std::to_string(t) + " is out of range (vocab " + std::to_string(vocab) + ")");
-      const rlx::models::GgufLlama m = rlx::models::build_llama_from_gguf(f);
+      rlx::models::GgufLlamaOptions lo;
+      lo.half_weights = rlx::models::half_weights_run_on(dev);
+      const rlx::models::GgufLlama m = rlx::models::build_llama_from_gguf(f, lo);
       rlx::CompileOptions co;
       co.num_threads = static_cast<int>(threads);
       rlx::CompiledGraph cg = rlx::Session(dev).compile(m.graph, co);

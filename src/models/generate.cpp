@@ -180,7 +180,9 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
       throw Error(f.what() + ": the tokenizer has " + i2s(m.tokenizer->vocab_size()) + " tokens but token_embd.weight only " +
                   i2s(m.config.vocab) + " rows; the file's tokenizer and weights do not belong together");
   }
-  models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx);
+  models::GgufLlamaOptions lo;
+  lo.half_weights = models::half_weights_run_on(options.device);  // else f32 weights every backend runs
+  models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx, lo);
   CompileOptions co;
   co.num_threads = options.num_threads;
   m.cg = Session(options.device).compile(llama.graph, co);

@@ -57,6 +57,7 @@ struct Builder {
   const GgufLlamaConfig& c;
   Graph& g;
   NamedTensors& params;
+  bool half_weights = true;  // GgufLlamaOptions::half_weights
   std::set<std::string> used;
 
   Value f32_param(const std::string& name, const std::vector<int64_t>& shape) {
@@ -71,7 +72,8 @@ struct Builder {
     // F16 / BF16 matrices stay 2 bytes a weight (DequantMatMul's 16-bit formats, 32-value rows
     // pieces); a row length that is not a multiple of 32 falls back to an f32 MatMul below.
     const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-    if (const auto fmt = quant::quant_format_of(t.type); fmt && (!half || in % quant_block(*fmt).elements == 0)) {
+    if (const auto fmt = quant::quant_format_of(t.type);
+        fmt && (!half || (half_weights && in % quant_block(*fmt).elements == 0))) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
         fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");
@@ -225,12 +227,12 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
 namespace {
 
 // The teacher-forced graph (max_ctx 0) or the KV-cache decoder (max_ctx > 0).
-GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx) {
+GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, bool half_weights) {
   GgufLlama m;
   m.config = read_gguf_llama_config(f);
   const GgufLlamaConfig& c = m.config;
   Graph& g = m.graph;
-  Builder b{f, c, g, m.params, {}};
+  Builder b{f, c, g, m.params, half_weights, {}};
   const Dim s = seq ? Dim(seq) : Dim::symbol("seq");
   Value tokens = g.input("tokens", Shape({s}, DType::I64));
   Value positions = g.input("positions", Shape({s}, DType::I64));
@@ -270,13 +272,16 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx) {
 
 GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options) {
   if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
-  return build_llama(f, options.seq, 0);
+  return build_llama(f, options.seq, 0, options.half_weights);
 }
 
-GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx) {
+GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, const GgufLlamaOptions& options) {
   if (max_ctx <= 0) fail(f, "the KV cache length max_ctx must be positive, got " + i2s(max_ctx));
-  return build_llama(f, 0, max_ctx);
+  if (options.seq != 0) fail(f, "the KV-cache decoder's chunk length is symbolic; options.seq must be 0, got " + i2s(options.seq));
+  return build_llama(f, 0, max_ctx, options.half_weights);
 }
+
+bool half_weights_run_on(Device device) { return device == Device::Cpu || device == Device::Cuda; }
 
 std::string describe_gguf_llama(const GgufFile& f) {
   const GgufLlamaConfig c = read_gguf_llama_config(f);

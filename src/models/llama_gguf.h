@@ -19,8 +19,9 @@
 // Any other tensor (biases, ...) is an error naming it: the file is not a plain Llama.
 //
 // Projections: a block-quantized weight (Q4_0 ... Q8_0, Q2_K ... Q6_K) becomes a DequantMatMul on
-// its raw bytes (a u8 [out, row_bytes] param); an F32 / F16 / BF16 weight becomes a MatMul with the
-// transposed f32 param. The embedding table and the norm weights are f32 params (dequantized when
+// its raw bytes (a u8 [out, row_bytes] param); so does an F16 / BF16 weight with options.half_weights
+// (rows a multiple of 32); otherwise an F32 / F16 / BF16 weight becomes a MatMul with the transposed
+// f32 param. The embedding table and the norm weights are f32 params (dequantized when
 // stored quantized). Everything computes in f32.
 //
 // RoPE: llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that the
@@ -56,8 +57,15 @@ struct GgufLlamaConfig {
 GgufLlamaConfig read_gguf_llama_config(const GgufFile& f);
 
 struct GgufLlamaOptions {
-  int64_t seq = 0;  // 0: symbolic "seq"
+  int64_t seq = 0;  // 0: symbolic "seq" (the KV-cache decoder takes only 0)
+  // F16 / BF16 matrices (rows a multiple of 32) stay 2 bytes a weight as DequantMatMul's 16-bit
+  // formats, which the CPU and CUDA backends run; false: widened to f32 params multiplied by a
+  // MatMul, which every backend runs. Choose with half_weights_run_on(device).
+  bool half_weights = true;
 };
+
+// Whether `device`'s backend runs DequantMatMul's 16-bit weight formats (GgufLlamaOptions::half_weights).
+bool half_weights_run_on(Device device);
 
 struct GgufLlama {
   Graph graph;
@@ -83,7 +91,7 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 // caches need no clearing between sequences. The graph does not change with the position, so one
 // compile per chunk length serves every step (bind_state carries the caches between runs; the CPU
 // then writes the new rows in place and copies no cache).
-GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx);
+GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, const GgufLlamaOptions& options = {});
 
 // One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,
 // vocab 100, context 256, rope theta 10000, projections: Q4_K x 12, F16 x 2".

@@ -451,12 +451,14 @@ namespace {
 TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlx_generate_check_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto check = [&](GgmlType proj, const std::string& device) {
+  auto check = [&](GgmlType proj, const std::string& device, bool half_weights = true) {
     TinyLm m;
     m.proj = proj;
     const std::string bytes = write_lm(m);
     const GgufFile f = file_of(bytes);
-    const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32);
+    models::GgufLlamaOptions lo;
+    lo.half_weights = half_weights;
+    const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
     const std::string path = (dir / "dec.json").string(), out = (dir / "out.txt").string();
     save_graph_json(dec.graph, path);
     const std::string cmd = std::string("'") + RLX_CLI_PATH + "' check '" + path + "' --device " + device +
@@ -478,6 +480,15 @@ TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
     } else {
       EXPECT_NE(rc_q, 0) << text_q;
       EXPECT_THAT(text_q, HasSubstr("dequant_matmul")) << text_q;
+    }
+    // F16 weights as the Generator builds them for the device (2-byte DequantMatMul where the
+    // backend runs it, else f32 MatMuls) compile everywhere; the 2-byte form only where claimed.
+    const Device dev = device == "cuda" ? Device::Cuda : device == "vulkan" ? Device::Vulkan : Device::WebGpu;
+    const auto [rc_h, text_h] = check(GgmlType::F16, device, models::half_weights_run_on(dev));
+    EXPECT_EQ(rc_h, 0) << text_h;
+    if (!models::half_weights_run_on(dev)) {
+      const auto [rc_h2, text_h2] = check(GgmlType::F16, device, true);
+      EXPECT_NE(rc_h2, 0) << text_h2;
     }
   }
   std::filesystem::remove_all(dir);
