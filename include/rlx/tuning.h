@@ -47,7 +47,7 @@ struct CompileOptions;
   /* Vulkan */                                                                                    \
   BOOL(vulkan_coopmat) BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs)                       \
   /* WebGPU */                                                                                    \
-  STRING(webgpu_limits) AUTO(webgpu_attn_baked) BOOL(webgpu_packed_weights) BOOL(webgpu_gemv_prologue)
+  STRING(webgpu_limits) AUTO(webgpu_attn_baked) AUTO(webgpu_packed_weights) BOOL(webgpu_gemv_prologue)
 
 // Per-compile overrides of the compile-scope knobs (`CompileOptions::tuning`): an unset member
 // leaves the knob to its environment variable, then to its default. Set members directly

@@ -120,9 +120,11 @@ constexpr KnobInfo kKnobs[] = {
               "1: the attention kernel's head_dim and tile sizes are WGSL literals (loops unrolled, accumulators in "
               "registers: 3.5x faster on an H200), 0: uniform parameters (one pipeline for every size, fast to "
               "compile on CPU adapters); auto: 1 except on CPU adapters (rlx export-web: 1)"),
-    boolean("webgpu_packed_weights", "RLX_WEBGPU_PACKED_WEIGHTS", true,
-            "f16/bf16 weights (params, constants) read only by matmuls and gathers are held as 16-bit values, two per word "
-            "(half the bytes a decode step reads); 0: one f32 word per element like every other value"),
+    automatic("webgpu_packed_weights", "RLX_WEBGPU_PACKED_WEIGHTS", 0, 1, "auto",
+              "f16/bf16 weights (params, constants) read only by matmuls and gathers held as 16-bit values, two per "
+              "word: 1 every such weight (half the memory; GEMMs unpack more slowly than they read words), 0 none "
+              "(one f32 word per element like every other value); auto: those a GEMV (at most 4 rows) or a gather "
+              "reads (half the bytes a decode step reads)"),
     boolean("webgpu_gemv_prologue", "RLX_WEBGPU_GEMV_PROLOGUE", true,
             "decode GEMVs compute a preceding RmsNorm / FusedSwiGLU of their rows in their prologue (that step is "
             "not run: one dispatch less each)"),

@@ -28,10 +28,16 @@ using rlx::testing::ParityOptions;
 #ifdef RLX_HAVE_WEBGPU
 uint64_t packed_now() { return webgpu::webgpu_stats().packed; }
 
-// Runs the parity check and returns how many params the WebGPU variant held packed.
+// Runs the parity check with every unpackable weight packed (knob webgpu_packed_weights=1, so the
+// GEMM kernels read packed operands too) and returns how many params the WebGPU variant held packed.
 uint64_t parity_packed(const Graph& g, const ParityOptions& o = {}) {
   const uint64_t before = packed_now();
-  expect_webgpu_parity(g, o);
+  rlx::testing::RunConfig cpu, gpu;
+  gpu.label = "webgpu";
+  gpu.device = Device::WebGpu;
+  gpu.options.tuning.webgpu_packed_weights = 1;
+  const auto rep = rlx::testing::compare_configs(g, cpu, gpu, o);
+  EXPECT_TRUE(rep.pass) << rep.text << "\n" << g.to_text();
   return packed_now() - before;
 }
 
@@ -69,9 +75,11 @@ TEST(WebGpuPacked, OnlyParamsEveryReaderUnpacksArePacked) {
   g.add_output(out_p);
   const Value folded = g.constant(Tensor::f32({8, 8}, std::vector<float>(64, 0.5f)).cast(DType::BF16));
   g.add_output(g.matmul(x, folded));  // a constant weight (ONNX initializers are constants)
-  const std::vector<NodeId> got = webgpu::packed_weights(g, wgsl_plan(), true);
+  const std::vector<NodeId> got = webgpu::packed_weights(g, wgsl_plan(), webgpu::PackWeights::All);
   EXPECT_EQ(got, (std::vector<NodeId>{only_matmul.node, viewed.node, folded.node}));
-  EXPECT_TRUE(webgpu::packed_weights(g, wgsl_plan(), false).empty());  // knob webgpu_packed_weights=0
+  EXPECT_TRUE(webgpu::packed_weights(g, wgsl_plan(), webgpu::PackWeights::Off).empty());  // knob webgpu_packed_weights=0
+  // By default only weights a GEMV (x of at most 4 rows) or a gather reads: here x has 8 rows.
+  EXPECT_TRUE(webgpu::packed_weights(g, wgsl_plan(), webgpu::PackWeights::Gemv).empty());
   // What the plan makes of it: the packed params and their views are held as bf16 (2 bytes an
   // element), the others as f32 words.
   plan::PlanOptions o = wgsl_plan();
@@ -259,6 +267,22 @@ TEST(WebGpuPacked, NewParamValuesAreUploadedPacked) {
 #endif
 }
 
+// The default (knob auto): a weight a GEMV reads is packed, one only a GEMM reads stays in words
+// (the GEMM kernels unpack more slowly than they read words); both match the CPU.
+TEST(WebGpuPacked, ByDefaultOnlyGemvWeightsArePacked) {
+  RLX_REQUIRE_WEBGPU();
+#ifdef RLX_HAVE_WEBGPU
+  EXPECT_EQ(webgpu::packed_weights(linear(4, 16, 8, DType::BF16), wgsl_plan(), webgpu::PackWeights::Gemv).size(), 1u);
+  EXPECT_TRUE(webgpu::packed_weights(linear(5, 16, 8, DType::BF16), wgsl_plan(), webgpu::PackWeights::Gemv).empty());
+  for (const auto& [rows, packed] : {std::pair<int64_t, uint64_t>{1, 1}, {24, 0}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const uint64_t before = packed_now();
+    expect_webgpu_parity(linear(rows, 33, 17, DType::F16));
+    EXPECT_EQ(packed_now() - before, packed);
+  }
+#endif
+}
+
 TEST(WebGpuPacked, TheKnobOffKeepsWords) {
   RLX_REQUIRE_WEBGPU();
 #ifdef RLX_HAVE_WEBGPU
@@ -266,7 +290,7 @@ TEST(WebGpuPacked, TheKnobOffKeepsWords) {
   rlx::testing::RunConfig cpu, gpu;
   gpu.label = "webgpu";
   gpu.device = Device::WebGpu;
-  gpu.options.tuning.webgpu_packed_weights = false;
+  gpu.options.tuning.webgpu_packed_weights = 0;
   const auto rep = rlx::testing::compare_configs(linear(2, 37, 23, DType::F16), cpu, gpu);
   EXPECT_TRUE(rep.pass) << rep.text;
   EXPECT_EQ(packed_now() - before, 0u);

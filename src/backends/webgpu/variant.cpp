@@ -63,7 +63,8 @@ plan::PlanOptions plan_options(const DeviceInfo& di, const Graph& g, const Resol
   o.device.max_buffer_bytes = static_cast<int64_t>(
       std::min<uint64_t>(std::min(di.limits.max_buffer_size, di.limits.max_storage_buffer_binding_size), INT64_MAX));
   o.device.storage = plan::StorageCaps::from([](DType t) { return codegen::wgsl_language().storage_dtype(t); });
-  o.native_weights = packed_weights(g, o, knobs.webgpu_packed_weights());
+  const std::optional<int64_t> pack = knobs.webgpu_packed_weights();
+  o.native_weights = packed_weights(g, o, !pack ? PackWeights::Gemv : *pack ? PackWeights::All : PackWeights::Off);
   return o;
 }
 
