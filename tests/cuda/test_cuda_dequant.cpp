@@ -18,6 +18,7 @@
 #include "quant/ggml_blocks.h"
 #include "rlx/gguf.h"
 #include "rlx/rlx.h"
+#include "support/quant_weights.h"
 
 namespace {
 
@@ -56,32 +57,6 @@ TEST(CudaKernelSources, DequantGemvDp4aCompilesForItsFormats) {
   EXPECT_THROW(cuda::dequant_gemv_dp4a_source(QuantFormat::Q2_K, DType::F32, 1), Error);
 }
 
-// n x k weight bytes of format f: quantized Gaussian values where rlx has a quantizer, else
-// random bytes with small f16 scales (Q2_K / Q3_K).
-std::vector<uint8_t> weight_bytes(QuantFormat f, int64_t n, int64_t k, uint64_t seed) {
-  const GgmlType t = quant::ggml_type_of(f);
-  std::mt19937_64 rng(seed);
-  if (ggml_type_info(t).quantize) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(n * k));
-    for (float& x : v) x = d(rng);
-    return ggml_quantize(t, v);
-  }
-  const QuantBlock blk = quant_block(f);
-  std::vector<uint8_t> b(static_cast<size_t>(n * k / blk.elements * blk.bytes));
-  for (auto& x : b) x = static_cast<uint8_t>(rng());
-  const uint16_t d = f32_to_f16_bits(0.05f), dmin = f32_to_f16_bits(0.02f);
-  for (size_t i = 0; i < b.size(); i += static_cast<size_t>(blk.bytes)) {
-    if (f == QuantFormat::Q2_K) {
-      std::memcpy(&b[i + 80], &d, 2);
-      std::memcpy(&b[i + 82], &dmin, 2);
-    } else {
-      std::memcpy(&b[i + 108], &d, 2);
-    }
-  }
-  return b;
-}
-
 TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
   RLX_REQUIRE_CUDA();
   struct Case {
@@ -103,7 +78,7 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
         op.k = k;
         const Value x = g.input("x", Shape::from(c.x_dims, t));
         g.add_output(g.apply(op, {x, g.param("w", Shape::of({n, k / be * bb}, DType::U8))}));
-        const auto wb = weight_bytes(f, n, k, 7 + static_cast<uint64_t>(f));
+        const auto wb = rlx::testing::random_quant_weight(f, n, k, 7 + static_cast<uint64_t>(f));
         std::mt19937_64 rng(11);
         std::uniform_real_distribution<double> u(-1.0, 1.0);
         std::vector<double> xd(static_cast<size_t>(m * k));
@@ -155,7 +130,7 @@ TEST(CudaDequantMatMul, NonFiniteXGivesNaNOnTheIntegerDotPath) {
     op.k = k;
     g.add_output(g.apply(op, {g.input("x", Shape::of({2, k}, DType::F32)), g.param("w", Shape::of({n, bytes}, DType::U8))}));
     auto cg = Session(Device::Cuda).compile(g);
-    const auto wb = weight_bytes(f, n, k, 3);
+    const auto wb = rlx::testing::random_quant_weight(f, n, k, 3);
     cg.set_param("w", Tensor::from_bytes(DType::U8, {n, bytes}, wb.data(), wb.size()));
     std::vector<float> x(static_cast<size_t>(2 * k), 0.5f);
     x[40] = std::numeric_limits<float>::infinity();
@@ -181,7 +156,7 @@ TEST(CudaDequantMatMul, ProjectionsOfOneXShareItsQuantizedCopy) {
   for (float& v : xv) v = nd(rng);
   const Tensor xt = Tensor::f32({2, k}, xv);
   auto weight = [&](int i) {
-    const auto wb = weight_bytes(fs[i], ns[i], k, 20 + static_cast<uint64_t>(i));
+    const auto wb = rlx::testing::random_quant_weight(fs[i], ns[i], k, 20 + static_cast<uint64_t>(i));
     return Tensor::from_bytes(DType::U8, w_shape(i).concrete(), wb.data(), wb.size());
   };
   Graph g;

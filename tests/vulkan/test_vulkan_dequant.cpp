@@ -17,6 +17,7 @@
 #include "quant/ggml_blocks.h"
 #include "rlx/gguf.h"
 #include "rlx/rlx.h"
+#include "support/quant_weights.h"
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
 #include "backends/vulkan/lower.h"
@@ -36,29 +37,6 @@ constexpr QuantFormat kAll[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantForma
                                 QuantFormat::Q5_K, QuantFormat::Q6_K};
 
 std::string fmt_name(QuantFormat f) { return EnumNames<QuantFormat>::names[static_cast<size_t>(f)]; }
-
-// n x k weight bytes of format f: Gaussian values quantized where rlx has a quantizer; else
-// random bytes with small f16 scales written over the block's scale fields (Q2_K, Q3_K).
-std::vector<uint8_t> weight_bytes(QuantFormat f, int64_t n, int64_t k, uint64_t seed) {
-  const GgmlType t = quant::ggml_type_of(f);
-  std::mt19937_64 rng(seed);
-  if (ggml_type_info(t).quantize) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(n * k));
-    for (float& x : v) x = d(rng);
-    return ggml_quantize(t, v);
-  }
-  const QuantBlock blk = quant_block(f);
-  std::vector<uint8_t> b(static_cast<size_t>(n * k / blk.elements * blk.bytes));
-  for (auto& x : b) x = static_cast<uint8_t>(rng());
-  const uint16_t d = f32_to_f16_bits(0.04f), dmin = f32_to_f16_bits(0.03f);
-  for (size_t i = 0; i < b.size(); i += static_cast<size_t>(blk.bytes)) {
-    const size_t at = f == QuantFormat::Q2_K ? 80 : 108;
-    std::memcpy(&b[i + at], &d, 2);
-    if (f == QuantFormat::Q2_K) std::memcpy(&b[i + 82], &dmin, 2);
-  }
-  return b;
-}
 
 Graph dequant_graph(QuantFormat f, const std::vector<int64_t>& x_dims, int64_t n, DType t) {
   const QuantBlock blk = quant_block(f);
@@ -81,7 +59,7 @@ void check_product(QuantFormat f, const std::vector<int64_t>& x_dims, int64_t n,
   SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t) + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
                std::to_string(n));
   const Graph g = dequant_graph(f, x_dims, n, t);
-  const auto wb = weight_bytes(f, n, k, 7 + static_cast<uint64_t>(f) + static_cast<uint64_t>(n));
+  const auto wb = rlx::testing::random_quant_weight(f, n, k, 7 + static_cast<uint64_t>(f) + static_cast<uint64_t>(n));
   std::mt19937_64 rng(11 + static_cast<uint64_t>(m));
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   std::vector<double> xd(static_cast<size_t>(m * k));
