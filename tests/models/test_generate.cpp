@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/llama_fixture.h"
 #include "backends/cpu/executor.h"
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
@@ -27,6 +28,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using rlx::testing::error_message;
+using rlx::testing::randn;
 
 struct TinyLm {
   int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 96;
@@ -34,16 +36,6 @@ struct TinyLm {
   int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
   bool bpe = false;          // a Llama 3 style byte-level BPE tokenizer instead of SentencePiece
 };
-
-Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return Tensor::f32(std::move(shape), v);
-}
 
 // <unk> <s> </s> ▁ a..z ▁a..▁j: 40 tokens.
 std::vector<std::string> vocab_tokens() {
@@ -129,26 +121,6 @@ std::string write_lm(const TinyLm& m) {
 
 GgufFile file_of(const std::string& bytes) { return GgufFile::from_bytes(bytes.data(), bytes.size(), "lm.gguf"); }
 
-// The no-cache reference: the teacher-forced graph run from scratch over the whole sequence;
-// the logits of its last row.
-struct Reference {
-  models::GgufLlama model;
-  CompiledGraph cg;
-  explicit Reference(const GgufFile& f)
-      : model(models::build_llama_from_gguf(f)), cg(Session(Device::Cpu).compile(model.graph)) {
-    for (const auto& [n, t] : model.params) cg.set_param(n, t);
-  }
-  std::vector<float> last_logits(const std::vector<int32_t>& seq) {
-    const auto s = static_cast<int64_t>(seq.size());
-    std::vector<int64_t> tok(seq.begin(), seq.end()), pos(seq.size());
-    for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = i;
-    const Tensor out = cg.run({{"tokens", Tensor::i64({s}, tok)}, {"positions", Tensor::i64({s}, pos)}})[0];
-    const int64_t v = model.config.vocab;
-    const float* d = out.data<float>() + (s - 1) * v;
-    return std::vector<float>(d, d + v);
-  }
-};
-
 int32_t argmax(const std::vector<float>& l) { return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()); }
 
 // Largest |a - b| over the largest |b|.
@@ -164,7 +136,7 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Feeds `prompt`, then `steps` greedy tokens, checking each step's cached logits against the
 // recompute; returns the worst relative difference.
-double check_sequence(Generator& gen, Reference& ref, std::vector<int32_t> seq, int steps) {
+double check_sequence(Generator& gen, rlx::testing::LlamaReference& ref, std::vector<int32_t> seq, int steps) {
   double worst = 0;
   std::vector<float> got = gen.prefill(seq);
   for (int i = 0; i <= steps; ++i) {
@@ -183,7 +155,7 @@ double check_sequence(Generator& gen, Reference& ref, std::vector<int32_t> seq, 
 TEST(Generate, CachedDecodeMatchesRecomputeAndCompilesOnce) {
   const std::string bytes = write_lm(TinyLm{});
   const GgufFile f = file_of(bytes);
-  Reference ref(f);
+  rlx::testing::LlamaReference ref(f);
   Generator gen(f, {.max_ctx = 48, .prefill_chunk = 4});
   EXPECT_EQ(gen.max_ctx(), 48);
   EXPECT_EQ(gen.compile_count(), 0u);
@@ -227,7 +199,7 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
   m.proj = GgmlType::Q8_0;
   const std::string bytes = write_lm(m);
   const GgufFile f = file_of(bytes);
-  Reference ref(f);
+  rlx::testing::LlamaReference ref(f);
   Generator gen(f, {.max_ctx = 32});
   // At most 15 rows: the reference's projections take the same int8 path (M < 16) as decode.
   const double worst = check_sequence(gen, ref, {1, 30, 7, 12, 33}, 10);
@@ -235,7 +207,7 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
 }
 
 // The reference's greedy loop: argmax of the recomputed logits, stopping after </s>.
-std::vector<int32_t> reference_greedy(Reference& ref, std::vector<int32_t> seq, int n, int32_t eos = 2) {
+std::vector<int32_t> reference_greedy(rlx::testing::LlamaReference& ref, std::vector<int32_t> seq, int n, int32_t eos = 2) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     const int32_t t = argmax(ref.last_logits(seq));
@@ -249,7 +221,7 @@ std::vector<int32_t> reference_greedy(Reference& ref, std::vector<int32_t> seq, 
 TEST(Generate, GreedyGenerationMatchesTheReferenceAndCompilesDoNotGrow) {
   const std::string bytes = write_lm(TinyLm{});
   const GgufFile f = file_of(bytes);
-  Reference ref(f);
+  rlx::testing::LlamaReference ref(f);
   Generator gen(f, {.max_ctx = 64});
   const std::vector<int32_t> prompt = gen.tokenizer().encode("abc def");
   // "▁abc▁def": ▁a (score -1) and ▁d merge; the rest are characters.
@@ -281,7 +253,7 @@ TEST(Generate, GreedyGenerationMatchesTheReferenceAndCompilesDoNotGrow) {
 TEST(Generate, CliStreamsTheGreedyTokens) {
   const std::string bytes = write_lm(TinyLm{});
   const GgufFile f = file_of(bytes);
-  Reference ref(f);
+  rlx::testing::LlamaReference ref(f);
   const Tokenizer tok = Tokenizer::from_gguf(f);
   const std::vector<int32_t> want = reference_greedy(ref, tok.encode("abc def"), 12);
   std::string text;
@@ -334,7 +306,7 @@ TEST(Generate, BpeTokenizerEndToEnd) {
   m.bpe = true;
   const std::string bytes = write_lm(m);
   const GgufFile f = file_of(bytes);
-  Reference ref(f);
+  rlx::testing::LlamaReference ref(f);
   Generator gen(f, {.max_ctx = 64});
   const Tokenizer& tok = gen.tokenizer();
   EXPECT_EQ(tok.model(), TokenizerModel::Bpe);

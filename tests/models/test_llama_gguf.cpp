@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/llama_fixture.h"
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
 #include "models/transformer.h"
@@ -37,16 +38,6 @@ struct Tiny {
   DType rounded = DType::F32;  // every tensor's values rounded to this dtype first (whatever type stores them)
   int64_t head_dim() const { return hidden / heads; }
 };
-
-Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return Tensor::f32(std::move(shape), v);
-}
 
 // llama.cpp's converter: within each head, row i of the first half goes to 2i, row i of the
 // second half to 2i + 1 (HF NeoX layout -> adjacent rotation pairs). `inverse` undoes it.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/llama_fixture.h"
 #include "models/llama_gguf.h"
 #include "models/llama_hf.h"
 #include "rlx/generate.h"
@@ -74,16 +75,6 @@ std::string json_text(const std::map<std::string, std::string>& c) {
   std::string t = "{";
   for (const auto& [k, v] : c) t += (t.size() > 1 ? ",\n  \"" : "\n  \"") + k + "\": " + v;
   return t + "\n}\n";
-}
-
-Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  int64_t n = 1;
-  for (int64_t x : shape) n *= x;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return Tensor::f32(std::move(shape), v);
 }
 
 // HF-named weights, f32 values already rounded to the stored dtype (the reference uses these).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/llama_fixture.h"
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
 #include "rlx/gguf.h"
@@ -23,16 +24,7 @@
 namespace {
 
 using namespace rlx;
-
-Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return Tensor::f32(std::move(shape), v);
-}
+using rlx::testing::randn;
 
 constexpr int64_t kVocab = 48, kHidden = 256, kHeads = 4, kKvHeads = 2, kFfn = 512, kLayers = 2;
 
@@ -88,33 +80,13 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
-// The CPU reference: the teacher-forced graph (build_llama_from_gguf) of the dequantized twin run
-// from scratch over the whole sequence at every step, the logits of its last row (f32 products
-// with the quantized weights' values; the CPU's DequantMatMul paths may quantize x to 8 bits).
-struct Reference {
-  models::GgufLlama model;
-  CompiledGraph cg;
-  explicit Reference(const GgufFile& f)
-      : model(models::build_llama_from_gguf(f)), cg(Session(Device::Cpu).compile(model.graph)) {
-    for (const auto& [n, t] : model.params) cg.set_param(n, t);
-  }
-  std::vector<float> last_logits(const std::vector<int32_t>& seq) {
-    const auto s = static_cast<int64_t>(seq.size());
-    std::vector<int64_t> tok(seq.begin(), seq.end()), pos(seq.size());
-    for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = i;
-    const Tensor out = cg.run({{"tokens", Tensor::i64({s}, tok)}, {"positions", Tensor::i64({s}, pos)}})[0];
-    const float* d = out.data<float>() + (s - 1) * kVocab;
-    return std::vector<float>(d, d + kVocab);
-  }
-};
-
 void check_greedy(GgmlType proj) {
   SCOPED_TRACE(ggml_type_info(proj).name);
   const std::string bytes = write_llama(proj);
   const GgufFile f = GgufFile::from_bytes(bytes.data(), bytes.size(), "llama.gguf");
   const std::string twin_bytes = write_llama(proj, &f);
   const GgufFile twin = GgufFile::from_bytes(twin_bytes.data(), twin_bytes.size(), "llama_f32.gguf");
-  Reference ref(twin);
+  rlx::testing::LlamaReference ref(twin);  // the CPU on the dequantized twin (f32 products with the same values)
   Generator vk(f, {.device = Device::Vulkan, .max_ctx = 64, .prefill_chunk = 16});
   std::vector<int32_t> seq;
   for (int32_t i = 0; i < 20; ++i) seq.push_back((7 * i + 3) % static_cast<int32_t>(kVocab));

@@ -1,0 +1,32 @@
+#include "support/llama_fixture.h"
+
+#include <random>
+
+namespace rlx::testing {
+
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(mean, scale);
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return Tensor::f32(std::move(shape), v);
+}
+
+LlamaReference::LlamaReference(const GgufFile& f)
+    : model(models::build_llama_from_gguf(f)), cg(Session(Device::Cpu).compile(model.graph)) {
+  for (const auto& [n, t] : model.params) cg.set_param(n, t);
+}
+
+std::vector<float> LlamaReference::last_logits(const std::vector<int32_t>& seq) {
+  const auto s = static_cast<int64_t>(seq.size());
+  std::vector<int64_t> tok(seq.begin(), seq.end()), pos(seq.size());
+  for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = i;
+  const Tensor out = cg.run({{"tokens", Tensor::i64({s}, tok)}, {"positions", Tensor::i64({s}, pos)}})[0];
+  const int64_t v = model.config.vocab;
+  const float* d = out.data<float>() + (s - 1) * v;
+  return std::vector<float>(d, d + v);
+}
+
+}  // namespace rlx::testing

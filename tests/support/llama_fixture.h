@@ -1,0 +1,23 @@
+#pragma once
+// Pieces the Llama model tests share: Gaussian weight tensors and the teacher-forced reference.
+#include <cstdint>
+#include <vector>
+
+#include "models/llama_gguf.h"
+#include "rlx/rlx.h"
+
+namespace rlx::testing {
+
+// An f32 tensor of `shape` with values drawn from N(mean, scale^2) by a generator seeded `seed`.
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean = 0.0f);
+
+// The no-cache reference on the CPU: the teacher-forced graph (build_llama_from_gguf) run from
+// scratch over the whole sequence; the logits of its last row.
+struct LlamaReference {
+  models::GgufLlama model;
+  CompiledGraph cg;
+  explicit LlamaReference(const GgufFile& f);
+  std::vector<float> last_logits(const std::vector<int32_t>& seq);
+};
+
+}  // namespace rlx::testing
