@@ -21,6 +21,7 @@ PACKAGES=(
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools  # the Vulkan backend, run on lavapipe in CI
   clang-16 libclang-rt-16-dev  # the libFuzzer targets (scripts/fuzz.sh): libFuzzer + ASan runtimes
   chromium  # SwiftShader, the CPU Vulkan driver the WebGPU backend runs on without a GPU (and headless WebGPU)
+  libstb-dev  # stb_image / stb_image_write: image I/O of examples/remove_background.cpp (the README's main job)
 )
 
 missing=()
@@ -60,3 +61,19 @@ elif [ ! -f "$WEBGPU_DIR/libwebgpu_wrapper.so" ] || [ "$(cat "$WEBGPU_DIR/VERSIO
   echo "install-deps: Dawn (WebGPU) from $WEBGPU_PKG in $WEBGPU_DIR"
 fi
 
+# The README's main job (scripts/remove-background.sh) runs on a photo by default: the astronaut
+# portrait (public domain, NASA) that Debian's python3-skimage ships as skimage/data/astronaut.png,
+# taken from the package file without installing the package.
+PHOTO=/usr/local/share/rlx/astronaut.png
+if [ ! -f "$PHOTO" ]; then
+  tmp="$(mktemp -d)"
+  chmod 755 "$tmp"  # apt-get download writes as the _apt user where it can
+  if ! (cd "$tmp" && apt-get download -q python3-skimage >/dev/null 2>&1); then
+    $SUDO apt-get update -q >/dev/null
+    (cd "$tmp" && apt-get download -q python3-skimage >/dev/null)
+  fi
+  dpkg-deb --fsys-tarfile "$tmp"/python3-skimage_*.deb | tar -x -C "$tmp" --wildcards '*/skimage/data/astronaut.png'
+  $SUDO install -D -m 644 "$(find "$tmp" -name astronaut.png -print -quit)" "$PHOTO"
+  rm -rf "$tmp"
+  echo "install-deps: the astronaut photo (python3-skimage) in $PHOTO"
+fi
