@@ -156,6 +156,18 @@ TEST(Conv, ParallelPaths) {
   check_conv({{1, 4, 3, 5}, {8, 4, 1, 1}, true, {}, {}, {}, 1}, DType::F32, 309);
 }
 
+// Convs whose unfolded input exceeds 4 MiB run in bands of output columns, each unfolded
+// alone (a band ends mid-row; f16/bf16 convert on the way in and out): strides, dilation,
+// asymmetric pads, groups, batches, 1x1 with f16 storage, 1-d.
+TEST(Conv, BandedLargeOutputs) {
+  check_conv({{1, 16, 130, 130}, {8, 16, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1}, DType::F32, 320);
+  check_conv({{2, 48, 131, 129}, {6, 24, 3, 2}, true, {2, 1}, {1, 0, 2, 1}, {2, 1}, 2}, DType::F32, 321);
+  check_conv({{1, 16, 130, 130}, {8, 16, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1}, DType::F16, 322);
+  check_conv({{1, 16, 97, 101}, {5, 16, 3, 3}, false, {1, 2}, {2, 1, 1, 2}, {}, 1}, DType::BF16, 323);
+  check_conv({{1, 64, 160, 130}, {4, 64, 1, 1}, true, {}, {}, {}, 1}, DType::F16, 324);  // pointwise, converted
+  check_conv({{1, 64, 20000}, {3, 64, 5}, true, {}, {2, 2}, {}, 1}, DType::F32, 325);
+}
+
 // The direct depthwise kernel (one input channel per group): strides 1/2/3, asymmetric pads,
 // dilation, channel multipliers, odd widths (vector remainders), taps that miss the input
 // entirely, 1-d and 3-d, many planes (parallel), every float dtype.

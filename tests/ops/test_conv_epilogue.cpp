@@ -129,6 +129,17 @@ TEST(ConvEpilogue, ResidualReadFirstAndLargeOutputs) {
   EXPECT_EQ(fused_steps(b), 2);
 }
 
+TEST(ConvEpilogue, BandedConvs) {
+  // Unfolded inputs over 4 MiB run in bands of output columns: the epilogue gets each band's
+  // row segments (a residual Add and a HardSwish).
+  Built b;
+  const Value x = input(b, "x", {1, 16, 130, 130});
+  const Value c = add_conv(b, x, 16, 16, 3, 1, 1, DType::F32, "c");
+  const Value h = hardswish(b, add_conv(b, add(b, x, c), 16, 8, 3, 1, 1, DType::F32, "h"));
+  b.g.set_outputs({h});
+  EXPECT_EQ(fused_steps(b), 2);
+}
+
 TEST(ConvEpilogue, LongSumsOnTheBlasPath) {
   // k >= 240 runs on OpenBLAS per task: a 7x7 projection from 256 channels + residual, and a
   // HardSwish expansion from 300 channels over 14 x 14 positions.

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/vec_rows.h"
 #include "rlx/dtype.h"
 
 namespace rlx::cpu {
@@ -68,6 +69,15 @@ inline D convert_value(const S& v) {
   else return store<D>(load(v));
 }
 
+// dst[i] = src[i] converted, n values (f16 -> f32 on F16C lanes).
+template <class S, class D>
+inline void convert_span(const S* src, D* dst, int64_t n) {
+  if constexpr (std::is_same_v<S, D>) std::copy(src, src + n, dst);
+  else if constexpr (std::is_same_v<S, f16> && std::is_same_v<D, float>) f16_to_f32(src, dst, n);
+  else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, f16>) f32_to_f16(src, dst, n);
+  else for (int64_t i = 0; i < n; ++i) dst[i] = convert_value<D>(src[i]);
+}
+
 // x: C planes of w.in_size() elements. col: (C * k_size) rows of w.out_size() elements, row
 // index (c, kz, ky, kx) row-major (torch unfold order), zero where the window reads padding.
 template <class S, class D>
@@ -112,6 +122,44 @@ void im2col(const S* x, int64_t C, const Window3& w, D* col) {
             std::fill(dz + yhi * w.out[2], dz + ohw, zero);
           }
           std::fill(dst + zhi * ohw, dst + P, zero);
+        }
+  }
+}
+
+// The columns [j0, j1) of im2col's matrix (output positions in flat order): col holds (C *
+// k_size) rows of j1 - j0 elements, the same values im2col writes there. Lets a conv unfold one
+// band of its output at a time (a cache-sized buffer instead of C * k * P elements).
+template <class S, class D>
+void im2col_cols(const S* x, int64_t C, const Window3& w, int64_t j0, int64_t j1, D* col) {
+  const int64_t n = j1 - j0, ow = w.out[2], ohw = w.out[1] * ow;
+  const D zero{};
+  for (int64_t c = 0; c < C; ++c) {
+    const S* plane = x + c * w.in_size();
+    for (int64_t kz = 0; kz < w.k[0]; ++kz)
+      for (int64_t ky = 0; ky < w.k[1]; ++ky)
+        for (int64_t kx = 0; kx < w.k[2]; ++kx) {
+          D* dst = col + (((c * w.k[0] + kz) * w.k[1] + ky) * w.k[2] + kx) * n;
+          int64_t xlo, xhi;
+          w.valid_range(2, kx, xlo, xhi);
+          for (int64_t j = j0; j < j1;) {  // one output row segment at a time
+            const int64_t oz = j / ohw, oy = (j % ohw) / ow, ox0 = j % ow;
+            const int64_t end = std::min(j1, j - ox0 + ow), ox1 = ox0 + (end - j);
+            D* d = dst + (j - j0) - ox0;  // d[ox] is column (oz, oy, ox)
+            const int64_t iz = oz * w.stride[0] - w.pad[0] + kz * w.dil[0];
+            const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
+            if (iz < 0 || iz >= w.in[0] || iy < 0 || iy >= w.in[1]) {
+              std::fill(d + ox0, d + ox1, zero);
+            } else {
+              const int64_t a = std::clamp(xlo, ox0, ox1), b = std::clamp(xhi, a, ox1);
+              std::fill(d + ox0, d + a, zero);
+              const S* src = plane + (iz * w.in[1] + iy) * w.in[2] - w.pad[2] + kx * w.dil[2];
+              const int64_t sx = w.stride[2];
+              if (sx == 1) convert_span(src + a, d + a, b - a);
+              else for (int64_t ox = a; ox < b; ++ox) d[ox] = convert_value<D>(src[ox * sx]);
+              std::fill(d + b, d + ox1, zero);
+            }
+            j = end;
+          }
         }
   }
 }

@@ -35,7 +35,7 @@ const A* as_gemm_type(const Tensor& t, std::vector<A>& buf) {
     return p;
   } else {
     buf.resize(static_cast<size_t>(t.numel()));
-    for (size_t i = 0; i < buf.size(); ++i) buf[i] = load(p[i]);
+    convert_span(p, buf.data(), t.numel());
     return buf.data();
   }
 }
@@ -380,6 +380,56 @@ void conv_f32_gemm(const Window3& win, bool pointwise, int64_t n_batch, int64_t 
   });
 }
 
+// A conv whose unfolded input (cgk x p values per group) would exceed this many bytes runs in
+// bands of output columns (conv_banded); below it one im2col matrix per task is cheaper.
+constexpr int64_t kBandedColBytes = int64_t{4} << 20;
+// Bytes of one band's unfolded columns: large enough for an efficient product, small enough
+// to stay in L2 with the weights streaming past.
+constexpr int64_t kBandBytes = int64_t{512} << 10;
+
+// A conv with a large unfolded input (high resolution, e.g. 64 channels x 3x3 at 512x512: a
+// 600 MB im2col matrix) as bands of output columns: each band of each (image, group) unfolds
+// only its columns (im2col_cols) into the thread's scratch and multiplies them on one BLAS
+// thread into the band's columns of y (f32) or of an A accumulator stored to T; bands run in
+// parallel. The epilogue (f32 only) runs on each finished band, row segment by row segment.
+template <class T, class A>
+void conv_banded(const Window3& win, int64_t n_batch, int64_t groups, int64_t cg, int64_t coutg, const T* xp,
+                 const A* wp, const A* bp, T* yp, const ConvEpilogue* epi) {
+  const int64_t k = win.k_size(), cgk = cg * k, p = win.out_size(), in_sz = win.in_size();
+  const int64_t band = std::min(p, std::max<int64_t>(64, kBandBytes / (static_cast<int64_t>(sizeof(A)) * cgk) / 16 * 16));
+  const int64_t nbands = (p + band - 1) / band, tasks = n_batch * groups * nbands;
+  parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
+    thread_local ConvScratch<A> s;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t ng = t / nbands, j0 = (t % nbands) * band, j1 = std::min(p, j0 + band), nb = j1 - j0;
+      const int64_t n = ng / groups, g = ng % groups;
+      s.col.resize(static_cast<size_t>(cgk * nb));
+      im2col_cols(xp + (n * groups + g) * cg * in_sz, cg, win, j0, j1, s.col.data());
+      const int64_t y0 = (n * groups + g) * coutg * p;  // flat index of this (image, group)'s y
+      // Straight into y, or (another storage type, or an epilogue: y is then not written) into
+      // the band's accumulator.
+      const bool direct = std::is_same_v<T, A> && !epi;
+      A* dst;
+      int64_t ldd;
+      if (direct) {
+        dst = reinterpret_cast<A*>(yp) + y0 + j0, ldd = p;
+      } else {
+        s.acc.resize(static_cast<size_t>(coutg * nb));
+        dst = s.acc.data(), ldd = nb;
+      }
+      for (int64_t co = 0; co < coutg; ++co) std::fill(dst + co * ldd, dst + co * ldd + nb, bp ? bp[g * coutg + co] : A(0));
+      gemm(false, false, coutg, nb, cgk, A(1), wp + g * coutg * cgk, cgk, s.col.data(), nb, A(1), dst, ldd);
+      if (epi) {
+        if constexpr (std::is_same_v<A, float>)
+          for (int64_t co = 0; co < coutg; ++co) epi->apply(dst + co * nb, y0 + co * p + j0, nb);
+      } else if (!direct) {
+        for (int64_t co = 0; co < coutg; ++co) convert_span(dst + co * nb, yp + y0 + co * p + j0, nb);
+      }
+    }
+    s.trim();
+  });
+}
+
 template <class T>
 void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   using A = gemm_t<T>;
@@ -405,6 +455,11 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   T* yp = y.data<T>();
   if (cg == 1 && groups > 1 && k > 1) {
     depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp, epi);
+    return;
+  }
+  if (!(pointwise && std::is_same_v<T, A>) && cgk * p * static_cast<int64_t>(sizeof(A)) > kBandedColBytes &&
+      (epi == nullptr || std::is_same_v<T, float>)) {
+    conv_banded<T, A>(win, n_batch, groups, cg, coutg, xp, wp, bp, yp, epi);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
