@@ -281,6 +281,17 @@ struct DotGeneral {
   }
 };
 
+// Integer product of 8-bit operands with zero points (ONNX MatMulInteger):
+// [a (..., M, K) u8|i8, b (..., K, N) u8|i8, a_zero (a's dtype), b_zero (b's dtype)] -> (..., M, N) i32,
+//   y = sum_k (a - a_zero) * (b - b_zero), exact (the sum wraps modulo 2^32 past the int32 range).
+// numpy matmul geometry (rank >= 1, 1-d operands promoted and squeezed back, batch dims broadcast).
+// a_zero: one value (every dim 1), or one per row of a (a's dims with K replaced by 1; a of rank
+// >= 2); b_zero: one value, or one per column of b (b's dims with K replaced by 1; b of rank >= 2).
+struct MatMulInteger {
+  RLX_OP_HEADER("matmul_integer", 4, 4)
+  template <class V> void visit(V&&) {}
+};
+
 // ---- reductions ------------------------------------------------------------
 // axes empty = all axes. Negative axes allowed, duplicates rejected.
 struct Reduce {
@@ -378,6 +389,17 @@ struct Attention {
 // pads = [begin_1..begin_k, end_1..end_k]; empty stride/dilation/pads mean 1/1/0.
 struct Conv {
   RLX_OP_HEADER("conv", 2, 3)
+  std::vector<int64_t> stride, pads, dilation;
+  int64_t groups = 1;
+  template <class V> void visit(V&& v) { v("stride", stride); v("pads", pads); v("dilation", dilation); v("groups", groups); }
+};
+// Integer conv of 8-bit operands with zero points (ONNX ConvInteger): [x (N, C, d1..dk) u8|i8,
+// w (Cout, C/groups, k1..kk) u8|i8, x_zero (one value, x's dtype), w_zero (one value or (Cout),
+// w's dtype)] -> (N, Cout, o1..ok) i32, k = 1..3: conv(x - x_zero, w - w_zero), exact (the sum
+// wraps modulo 2^32 past the int32 range); padding reads x_zero (0 after the subtraction).
+// Attributes as Conv's.
+struct ConvInteger {
+  RLX_OP_HEADER("conv_integer", 4, 4)
   std::vector<int64_t> stride, pads, dilation;
   int64_t groups = 1;
   template <class V> void visit(V&& v) { v("stride", stride); v("pads", pads); v("dilation", dilation); v("groups", groups); }
@@ -594,7 +616,8 @@ using Op = std::variant<
     ops::If, ops::While,
     ops::FusedMatMulBiasAct, ops::FusedResidualLN, ops::FusedResidualRmsNorm, ops::FusedSwiGLU,
     ops::FusedAttentionBlock, ops::FusedTransformerLayer, ops::ElementwiseRegion,
-    ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul, ops::CacheWrite>;
+    ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul, ops::CacheWrite,
+    ops::MatMulInteger, ops::ConvInteger>;
 
 // The op's name ("matmul", ...).
 const char* op_name(const Op& op);

@@ -1,5 +1,5 @@
 // Shape inference for the contraction family: MatMul, DotGeneral, FusedMatMulBiasAct,
-// LoraMatMul, GroupedMatMul, DequantMatMul.
+// LoraMatMul, GroupedMatMul, DequantMatMul, MatMulInteger.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -21,9 +21,8 @@ void check_matmul_dtype(const Shape& a, const Shape& b, const char* what) {
     throw Error(std::string(what) + ": bool operands are not supported (" + a.str() + "); cast to a number type first");
 }
 
-// numpy matmul result shape of a @ b (dtype of a).
-Shape matmul_shape(const Shape& a, const Shape& b, const char* what) {
-  check_matmul_dtype(a, b, what);
+// numpy matmul result dims of a @ b (in a Shape of a's dtype); dtypes are not checked.
+Shape matmul_dims(const Shape& a, const Shape& b, const char* what) {
   if (a.rank() < 1 || b.rank() < 1)
     throw Error(std::string(what) + ": operands must have rank >= 1, got " + a.str() + " and " + b.str());
   const bool a1 = a.rank() == 1, b1 = b.rank() == 1;
@@ -44,6 +43,42 @@ Shape matmul_shape(const Shape& a, const Shape& b, const char* what) {
   return Shape(std::move(out), a.dtype);
 }
 
+// numpy matmul result shape of a @ b (dtype of a).
+Shape matmul_shape(const Shape& a, const Shape& b, const char* what) {
+  check_matmul_dtype(a, b, what);
+  return matmul_dims(a, b, what);
+}
+
+// Every dim statically 1 (rank 0 included): one value.
+bool one_value(const Shape& s) {
+  for (const Dim& d : s.dims)
+    if (d != Dim(1)) return false;
+  return true;
+}
+
+// matmul_integer's zero point `z` of operand `x` ("a": per row, K = the last dim; "b": per
+// column, K = dim -2): one value, or x's dims with K replaced by 1.
+void check_integer_zero_point(const Shape& x, const Shape& z, bool per_row) {
+  const char* name = per_row ? "a" : "b";
+  const std::string zname = std::string(name) + "_zero";
+  if (z.dtype != x.dtype)
+    throw Error("matmul_integer: " + zname + " " + z.str() + " must have " + name + "'s dtype " + dtype_name(x.dtype) +
+                " (" + name + " is " + x.str() + ")");
+  if (one_value(z)) return;
+  const std::string form = per_row ? "a's dims with K (the last) replaced by 1, one per row"
+                                   : "b's dims with K (dim -2) replaced by 1, one per column";
+  if (x.rank() < 2 || z.rank() != x.rank())
+    throw Error("matmul_integer: " + zname + " " + z.str() + " must be one value or have " + form + "; " + name +
+                " is " + x.str() + (x.rank() < 2 ? " (a 1-d operand takes one zero point)" : ""));
+  const size_t kd = static_cast<size_t>(per_row ? x.rank() - 1 : x.rank() - 2);
+  for (size_t i = 0; i < x.dims.size(); ++i) {
+    const bool ok = i == kd ? z.dims[i] == Dim(1) : dims_compatible(z.dims[i], x.dims[i]);
+    if (!ok)
+      throw Error("matmul_integer: " + zname + " " + z.str() + " must be one value or have " + form + " (" +
+                  name + " is " + x.str() + "); dim " + std::to_string(i) + " differs");
+  }
+}
+
 // Normalizes a list of axes for `rank`, naming `what` in errors.
 std::vector<int64_t> norm_axes(const std::vector<int64_t>& axes, int64_t rank, const std::string& what) {
   std::vector<int64_t> out;
@@ -60,6 +95,20 @@ bool act_accepts_ints(ActKind k) {
 
 std::vector<Shape> ops::MatMul::infer(std::span<const Shape> in) const {
   return {matmul_shape(in[0], in[1], "matmul")};
+}
+
+std::vector<Shape> ops::MatMulInteger::infer(std::span<const Shape> in) const {
+  const Shape& a = in[0];
+  const Shape& b = in[1];
+  for (const Shape* s : {&a, &b})
+    if (s->dtype != DType::U8 && s->dtype != DType::I8)
+      throw Error(std::string("matmul_integer: ") + (s == &a ? "a " : "b ") + s->str() +
+                  " must be u8 or i8 (quantize or cast it first)");
+  Shape out = matmul_dims(a, b, "matmul_integer");
+  check_integer_zero_point(a, in[2], true);
+  check_integer_zero_point(b, in[3], false);
+  out.dtype = DType::I32;
+  return {out};
 }
 
 std::vector<Shape> ops::DotGeneral::infer(std::span<const Shape> in) const {

@@ -1,4 +1,4 @@
-// Shape inference for the vision ops: Conv, ConvTranspose, Pool, Resize, Pad, Im2Col.
+// Shape inference for the vision ops: Conv, ConvInteger, ConvTranspose, Pool, Resize, Pad, Im2Col.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -88,35 +88,71 @@ void check_bias(std::span<const Shape> in, const Shape& x, int64_t cout) {
 
 }  // namespace
 
-std::vector<Shape> ops::Conv::infer(std::span<const Shape> in) const {
-  const Shape& x = in[0];
-  const Shape& w = in[1];
-  const int64_t nd = spatial_rank(x, "conv");
-  check_float(x, "conv input x");
-  check(w.dtype == x.dtype, "conv weight dtype must match x: x " + x.str() + ", weight " + w.str());
-  check(w.rank() == x.rank(), "conv weight must have rank " + to_string(x.rank()) +
+namespace {
+
+// Conv's geometry checks and output dims for x (N, C, d1..dk) and w (Cout, C/groups, k1..kk),
+// in a Shape of x's dtype; `op` starts every message. Dtypes are the caller's.
+Shape conv_out(const std::string& op, const Shape& x, const Shape& w, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& pads, const std::vector<int64_t>& dilation, int64_t groups) {
+  const int64_t nd = spatial_rank(x, op);
+  check(w.rank() == x.rank(), op + " weight must have rank " + to_string(x.rank()) +
                                   " (Cout, C/groups, k1..kk) to match x " + x.str() + ", got " + w.str());
-  check_static_shape(w, "conv weight");
-  check(groups >= 1, "conv groups must be >= 1, got " + to_string(groups));
-  const int64_t c = static_dim(x, 1, "conv input channels C");
+  check_static_shape(w, op + " weight");
+  check(groups >= 1, op + " groups must be >= 1, got " + to_string(groups));
+  const int64_t c = static_dim(x, 1, op + " input channels C");
   const int64_t cout = w[0].value, cg = w[1].value;
-  check(c % groups == 0, "conv input channels C=" + to_string(c) + " of x " + x.str() +
+  check(c % groups == 0, op + " input channels C=" + to_string(c) + " of x " + x.str() +
                              " must be divisible by groups=" + to_string(groups));
-  check(cout % groups == 0, "conv output channels Cout=" + to_string(cout) + " of weight " + w.str() +
+  check(cout % groups == 0, op + " output channels Cout=" + to_string(cout) + " of weight " + w.str() +
                                 " must be divisible by groups=" + to_string(groups));
-  check(cg * groups == c, "conv channel mismatch: x " + x.str() + " has C=" + to_string(c) + " but weight " +
+  check(cg * groups == c, op + " channel mismatch: x " + x.str() + " has C=" + to_string(c) + " but weight " +
                               w.str() + " has C/groups=" + to_string(cg) + " with groups=" + to_string(groups) +
                               " (expects C=" + to_string(cg * groups) + ")");
   for (int64_t i = 0; i < nd; ++i)
-    check(w[2 + i].value >= 1, "conv kernel sizes must be >= 1, got weight " + w.str());
-  const auto st = spatial_attr(stride, nd, 1, 1, "conv stride");
-  const auto dl = spatial_attr(dilation, nd, 1, 1, "conv dilation");
-  const auto pd = spatial_attr(pads, 2 * nd, 0, 0, "conv pads ([begins..., ends...])");
-  check_bias(in, x, cout);
+    check(w[2 + i].value >= 1, op + " kernel sizes must be >= 1, got weight " + w.str());
+  const auto st = spatial_attr(stride, nd, 1, 1, op + " stride");
+  const auto dl = spatial_attr(dilation, nd, 1, 1, op + " dilation");
+  const auto pd = spatial_attr(pads, 2 * nd, 0, 0, op + " pads ([begins..., ends...])");
   std::vector<Dim> out{x[0], Dim(cout)};
   for (int64_t i = 0; i < nd; ++i)
     out.push_back(window_out(x, i, w[2 + i].value, st[i], pd[i], pd[nd + i], dl[i], false));
-  return {Shape(std::move(out), x.dtype)};
+  return Shape(std::move(out), x.dtype);
+}
+
+}  // namespace
+
+std::vector<Shape> ops::Conv::infer(std::span<const Shape> in) const {
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  spatial_rank(x, "conv");
+  check_float(x, "conv input x");
+  check(w.dtype == x.dtype, "conv weight dtype must match x: x " + x.str() + ", weight " + w.str());
+  Shape out = conv_out("conv", x, w, stride, pads, dilation, groups);
+  check_bias(in, x, out[1].value);
+  return {out};
+}
+
+std::vector<Shape> ops::ConvInteger::infer(std::span<const Shape> in) const {
+  const Shape& x = in[0];
+  const Shape& w = in[1];
+  const Shape& xz = in[2];
+  const Shape& wz = in[3];
+  for (const Shape* s : {&x, &w})
+    check(s->dtype == DType::U8 || s->dtype == DType::I8,
+          std::string("conv_integer ") + (s == &x ? "input x " : "weight ") + s->str() +
+              " must be u8 or i8 (quantize or cast it first)");
+  Shape out = conv_out("conv_integer", x, w, stride, pads, dilation, groups);
+  const int64_t cout = out[1].value;
+  auto one_value = [](const Shape& s) {
+    return std::all_of(s.dims.begin(), s.dims.end(), [](const Dim& d) { return d == Dim(1); });
+  };
+  check(xz.dtype == x.dtype, "conv_integer x_zero " + xz.str() + " must have x's dtype " + dtype_name(x.dtype));
+  check(one_value(xz), "conv_integer x_zero must be one value (per-tensor), got " + xz.str());
+  check(wz.dtype == w.dtype, "conv_integer w_zero " + wz.str() + " must have the weight's dtype " + dtype_name(w.dtype));
+  check(one_value(wz) || (wz.rank() == 1 && wz[0] == Dim(cout)),
+        "conv_integer w_zero must be one value or one per output channel (" + to_string(cout) + "), got " + wz.str());
+  out.dtype = DType::I32;
+  return {out};
 }
 
 std::vector<Shape> ops::ConvTranspose::infer(std::span<const Shape> in) const {

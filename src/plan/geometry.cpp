@@ -255,7 +255,7 @@ Geometry node_geometry(const Graph& g, const Node& n) {
   const auto rank = [&](size_t i) { return static_cast<int64_t>(in.at(i).size()); };
   return std::visit([&](const auto& op) -> Geometry {
     using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, ops::MatMul>) {
+    if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::MatMulInteger>) {
       return matmul_geom(in[0], in[1]);
     } else if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
       MatMulGeom m = matmul_geom(in[0], in[1]);

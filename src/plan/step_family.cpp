@@ -17,7 +17,8 @@ constexpr StepFamily family_of() {
   if constexpr (is_one_of<T, Input, Param, Constant>) return StepFamily::Leaf;
   else if constexpr (is_one_of<T, Binary, Compare, Where, Activation, Cast, ElementwiseRegion>)
     return StepFamily::Elementwise;
-  else if constexpr (is_one_of<T, MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul>)
+  else if constexpr (is_one_of<T, MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul,
+                               MatMulInteger>)
     return StepFamily::Matmul;
   else if constexpr (is_one_of<T, Softmax, LogSoftmax, Reduce, LayerNorm, RmsNorm, FusedResidualLN,
                                FusedResidualRmsNorm, FusedSwiGLU, GroupNorm, LayerNorm2d, BatchNormInference>)
@@ -30,7 +31,7 @@ constexpr StepFamily family_of() {
   else if constexpr (is_one_of<T, Cumsum>) return StepFamily::Scan;
   else if constexpr (is_one_of<T, ScatterAdd, CacheWrite>) return StepFamily::Scatter;
   else if constexpr (is_one_of<T, RngUniform, RngNormal>) return StepFamily::Random;
-  else if constexpr (is_one_of<T, Conv, ConvTranspose, Pool, Im2Col, Resize>) return StepFamily::Spatial;
+  else if constexpr (is_one_of<T, Conv, ConvInteger, ConvTranspose, Pool, Im2Col, Resize>) return StepFamily::Spatial;
   else if constexpr (is_one_of<T, If, While>) return StepFamily::Control;
   else static_assert(!sizeof(T), "every op kind needs a StepFamily");
 }

@@ -13,7 +13,7 @@ namespace rlx::plan {
 enum class StepFamily : uint8_t {
   Leaf,         // Input, Param, Constant: no work (their bytes are uploaded)
   Elementwise,  // Binary, Compare, Where, Activation, Cast, ElementwiseRegion: generated chains
-  Matmul,       // MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul
+  Matmul,       // MatMul, FusedMatMulBiasAct, LoraMatMul, DotGeneral, GroupedMatMul, DequantMatMul, MatMulInteger
   Rows,         // one row, axis or group per block: Softmax, LogSoftmax, Reduce, the norms, FusedSwiGLU
   Copy,         // data movement: Reshape, StopGradient, Transpose, Narrow, Concat, Expand, Reverse,
                 // Gather, Pad
@@ -23,7 +23,7 @@ enum class StepFamily : uint8_t {
   Scan,         // Cumsum
   Scatter,      // ScatterAdd, CacheWrite
   Random,       // RngUniform, RngNormal
-  Spatial,      // windows and resampling over the spatial dims: Conv, ConvTranspose, Pool, Im2Col, Resize
+  Spatial,      // windows and resampling over the spatial dims: Conv, ConvInteger, ConvTranspose, Pool, Im2Col, Resize
   Control,      // If, While (subgraphs)
 };
 

@@ -162,6 +162,12 @@ inline Graph all_ops_graph() {
           {x, c});
   g.apply(ops::LoraMatMul{.scale = 0.5},
           {x, w, g.constant(f32_values({8, 2}, 0.0f, 0.1f)), g.constant(f32_values({2, 8}, 0.0f, 0.1f))});
+  const Value u8x = g.constant(Tensor::zeros(DType::U8, {1, 2, 4, 4}));
+  const Value u8zero = g.constant(Tensor::zeros(DType::U8, {}));
+  const Value i8w = g.constant(Tensor::zeros(DType::I8, {3, 2, 3, 3}));
+  g.apply(ops::MatMulInteger{}, {g.reshape(u8x, {Dim(4), Dim(8)}), g.reshape(u8x, {Dim(8), Dim(4)}), u8zero, u8zero});
+  g.apply(ops::ConvInteger{.stride = {1, 2}, .pads = {1, 1, 0, 1}, .dilation = {1, 1}, .groups = 1},
+          {u8x, i8w, u8zero, g.constant(Tensor::zeros(DType::I8, {3}))});
   g.apply(ops::DequantMatMul{.format = QuantFormat::Q4_1, .k = 32},
           {g.reshape(x, {Dim(2), Dim(32)}), g.constant(Tensor::zeros(DType::U8, {3, 20}))});
   g.apply(ops::GroupedMatMul{}, {g.reshape(x, {Dim(8), Dim(8)}), g.constant(f32_values({3, 8, 5}, 0.0f, 0.01f)),

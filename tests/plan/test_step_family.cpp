@@ -35,6 +35,7 @@ TEST(StepFamily, KindsOfEachFamily) {
   EXPECT_EQ(fam("fused_matmul_bias_act"), StepFamily::Matmul);
   EXPECT_EQ(fam("grouped_matmul"), StepFamily::Matmul);
   EXPECT_EQ(fam("dequant_matmul"), StepFamily::Matmul);
+  EXPECT_EQ(fam("matmul_integer"), StepFamily::Matmul);
   EXPECT_EQ(fam("reduce"), StepFamily::Rows);
   EXPECT_EQ(fam("fused_residual_rms_norm"), StepFamily::Rows);
   EXPECT_EQ(fam("pad"), StepFamily::Copy);
@@ -46,6 +47,7 @@ TEST(StepFamily, KindsOfEachFamily) {
   EXPECT_EQ(fam("scatter_add"), StepFamily::Scatter);
   EXPECT_EQ(fam("rng_normal"), StepFamily::Random);
   EXPECT_EQ(fam("conv_transpose"), StepFamily::Spatial);
+  EXPECT_EQ(fam("conv_integer"), StepFamily::Spatial);
   EXPECT_EQ(fam("while"), StepFamily::Control);
 }
 

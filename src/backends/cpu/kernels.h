@@ -53,6 +53,8 @@ RLX_CPU_KERNEL(MatMul) RLX_CPU_KERNEL(DotGeneral) RLX_CPU_KERNEL(FusedMatMulBias
 RLX_CPU_KERNEL(LoraMatMul) RLX_CPU_KERNEL(GroupedMatMul)
 // quantized weights (kernels_quant.cpp)
 RLX_CPU_KERNEL(DequantMatMul)
+// exact integer products of 8-bit operands (kernels_integer.cpp)
+RLX_CPU_KERNEL(MatMulInteger) RLX_CPU_KERNEL(ConvInteger)
 // norms (kernels_norm.cpp)
 RLX_CPU_KERNEL(LayerNorm) RLX_CPU_KERNEL(RmsNorm) RLX_CPU_KERNEL(GroupNorm) RLX_CPU_KERNEL(LayerNorm2d)
 RLX_CPU_KERNEL(BatchNormInference) RLX_CPU_KERNEL(FusedResidualLN) RLX_CPU_KERNEL(FusedResidualRmsNorm)

@@ -152,7 +152,7 @@ const std::map<std::string, int64_t> kOpSince = {
     {"Compress", 9}, {"ConstantOfShape", 9}, {"Erf", 9}, {"EyeLike", 9}, {"IsNaN", 9},
     {"MeanVarianceNormalization", 9}, {"NonZero", 9}, {"OneHot", 9}, {"Shrink", 9}, {"Sign", 9}, {"Where", 9},
     {"DequantizeLinear", 10}, {"QuantizeLinear", 10}, {"IsInf", 10}, {"Mod", 10}, {"Resize", 10},
-    {"ThresholdedRelu", 10},
+    {"ThresholdedRelu", 10}, {"ConvInteger", 10}, {"MatMulInteger", 10}, {"QLinearConv", 10}, {"QLinearMatMul", 10},
     {"CumSum", 11}, {"DynamicQuantizeLinear", 11}, {"GatherElements", 11}, {"GatherND", 11}, {"Range", 11},
     {"Round", 11}, {"ScatterElements", 11}, {"ScatterND", 11},
     {"Celu", 12}, {"Einsum", 12}, {"GreaterOrEqual", 12}, {"LessOrEqual", 12}, {"NegativeLogLikelihoodLoss", 12},
@@ -522,6 +522,7 @@ const ConverterTable& converters() {
     register_rnn(t);
     register_resize(t);
     register_misc(t);
+    register_integer(t);
     return t;
   }();
   return table;

@@ -118,6 +118,7 @@ void register_control(ConverterTable& t);
 void register_rnn(ConverterTable& t);
 void register_resize(ConverterTable& t);
 void register_misc(ConverterTable& t);
+void register_integer(ConverterTable& t);
 const ConverterTable& converters();
 
 // Builds one rlx Graph from one GraphProto (the top-level graph or a subgraph body).

@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 
+#include "io/onnx/conv_window.h"
 #include "io/onnx/importer.h"
 #include "io/onnx/proto.h"
 #include "rlx/limits.h"
@@ -19,13 +20,6 @@ void need_rank(const NodeCtx& c, size_t i, int64_t r, const std::string& what) {
   if (c.shape(i).rank() != r)
     c.fail("input " + std::to_string(i) + " (" + what + ") must have rank " + std::to_string(r) + ", got " +
            c.shape(i).str());
-}
-
-// Every entry of an integer attribute list is at least `min`.
-void need_at_least(const NodeCtx& c, const std::vector<int64_t>& v, int64_t min, const std::string& what) {
-  for (size_t i = 0; i < v.size(); ++i)
-    if (v[i] < min)
-      c.fail(what + "[" + std::to_string(i) + "] is " + std::to_string(v[i]) + "; it must be >= " + std::to_string(min));
 }
 
 V matmul(const NodeCtx& c) {
@@ -53,74 +47,12 @@ V gemm(const NodeCtx& c) {
   return {c.out(y)};
 }
 
-// Spatial geometry shared by Conv and the pools: kernel, strides, dilations, pads (with auto_pad).
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, pads;
-};
-
-Window window(const NodeCtx& c, const std::vector<int64_t>& kernel, bool ceil_mode = false) {
-  const size_t k = kernel.size();
-  if (c.shape(0).rank() != static_cast<int64_t>(k) + 2)
-    c.fail("input " + c.shape(0).str() + " must have rank " + std::to_string(k + 2) + " for a " + std::to_string(k) +
-           "-d kernel");
-  Window w;
-  w.kernel = kernel;
-  w.strides = c.ints("strides", std::vector<int64_t>(k, 1));
-  w.dilations = c.ints("dilations", std::vector<int64_t>(k, 1));
-  w.pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
-  if (w.strides.size() != k || w.dilations.size() != k || w.pads.size() != 2 * k)
-    c.fail("strides (" + std::to_string(w.strides.size()) + "), dilations (" + std::to_string(w.dilations.size()) +
-           ") and pads (" + std::to_string(w.pads.size()) + ") must match the " + std::to_string(k) +
-           " spatial dims (pads: 2 per dim)");
-  need_at_least(c, kernel, 1, "kernel_shape");
-  need_at_least(c, w.strides, 1, "strides");
-  need_at_least(c, w.dilations, 1, "dilations");
-  need_at_least(c, w.pads, 0, "pads");
-  const std::string auto_pad = c.s("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET") return w;
-  if (auto_pad == "VALID") {
-    std::fill(w.pads.begin(), w.pads.end(), 0);
-    return w;
-  }
-  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.fail("auto_pad '" + auto_pad + "' is not supported");
-  const auto& dims = c.shape(0).dims;
-  for (size_t i = 0; i < k; ++i) {
-    const Dim& d = dims[i + 2];
-    if (d.is_symbolic()) c.fail("auto_pad needs static spatial dims");
-    const int64_t out = (d.value + w.strides[i] - 1) / w.strides[i];
-    const int64_t eff = (kernel[i] - 1) * w.dilations[i] + 1;
-    const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + eff - d.value);
-    const int64_t small = total / 2, big = total - small;
-    w.pads[i] = auto_pad == "SAME_UPPER" ? small : big;
-    w.pads[i + k] = auto_pad == "SAME_UPPER" ? big : small;
-  }
-  (void)ceil_mode;
-  return w;
-}
-
 V conv(const NodeCtx& c) {
   c.allow_only({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
   const Shape& ws = c.shape(1);
-  if (ws.rank() < 3) c.fail("weights must have rank >= 3, got " + ws.str());
-  if (c.shape(0).rank() != ws.rank())
-    c.fail("input " + c.shape(0).str() + " and weights " + ws.str() + " must have the same rank");
-  std::vector<int64_t> kernel;
-  for (int64_t i = 2; i < ws.rank(); ++i) {
-    if (ws.dims[static_cast<size_t>(i)].is_symbolic()) c.fail("symbolic kernel dims");
-    kernel.push_back(ws.dims[static_cast<size_t>(i)].value);
-  }
-  if (c.has("kernel_shape") && c.ints("kernel_shape") != kernel) c.fail("kernel_shape does not match the weights");
-  const Window w = window(c, kernel);
+  const Window w = window(c, conv_kernel(c, 1));
   const int64_t group = c.i("group", 1);
-  if (group < 1) c.fail("group is " + std::to_string(group) + "; it must be >= 1");
-  const Dim& cin = c.shape(0).dims[1];
-  const Dim& wc = ws.dims[1];
-  if (cin.is_static() && wc.is_static() && cin.value != wc.value * group)
-    c.fail("input channels " + std::to_string(cin.value) + " != weight channels " + std::to_string(wc.value) +
-           " x group " + std::to_string(group));
-  if (ws.dims[0].is_static() && ws.dims[0].value % group != 0)
-    c.fail("group " + std::to_string(group) + " does not divide the " + std::to_string(ws.dims[0].value) +
-           " output channels");
+  check_conv_group(c, 1, group);
   if (c.present(2) && (c.shape(2).rank() != 1 || c.shape(2).dims[0] != ws.dims[0]))
     c.fail("bias must be 1-d with one entry per output channel (" + ws.dims[0].str() + "), got " + c.shape(2).str());
   ops::Conv op{w.strides, w.pads, w.dilations, group};
@@ -211,7 +143,7 @@ Converter pool(PoolKind kind) {
     const auto kernel = c.ints("kernel_shape");
     if (kernel.empty()) c.fail("kernel_shape is required");
     const bool ceil_mode = c.i("ceil_mode", 0) != 0;
-    Window w = window(c, kernel, ceil_mode);
+    Window w = window(c, kernel);
     ops::Pool p;
     p.kind = kind;
     p.kernel = w.kernel;
@@ -229,7 +161,7 @@ V lp_pool(const NodeCtx& c) {
   const auto kernel = c.ints("kernel_shape");
   if (kernel.empty()) c.fail("kernel_shape is required");
   const bool ceil_mode = c.i("ceil_mode", 0) != 0;
-  Window w = window(c, kernel, ceil_mode);
+  Window w = window(c, kernel);
   auto& g = c.g();
   const DType dt = c.shape(0).dtype;
   if (c.i("p", 2) < 1) c.fail("p is " + std::to_string(c.i("p", 2)) + "; it must be >= 1");
