@@ -138,6 +138,14 @@ constexpr KnobInfo kKnobs[] = {
             kProcess),
     text("cache_dir", "RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx or ~/.cache/rlx", "",
          "folder of the kernel cache (NVRTC cubins in DIR/cuda); off: no cache", kProcess),
+    text("cublaslt_lib", "RLX_CUBLASLT_LIB", "libcublasLt.so.N", "",
+         "the cuBLASLt library file the CUDA backend loads when the CUDA device is created (default N: the CUDA major version rlx was "
+         "built with; looked for on the loader's path, then in the build's toolkit folder)",
+         kProcess),
+    text("nvrtc_lib", "RLX_NVRTC_LIB", "libnvrtc.so.N", "",
+         "the NVRTC library file the CUDA backend loads when the CUDA device is created (default N: the CUDA major version rlx was "
+         "built with; looked for on the loader's path, then in the build's toolkit folder)",
+         kProcess),
     text("cudnn_lib", "RLX_CUDNN_LIB", "libcudnn.so.N", "",
          "the cuDNN library file to load (default N: the major version of the cudnn.h rlx was built with)", kProcess),
     text("vulkan_device", "RLX_VULKAN_DEVICE", "the first discrete GPU, else integrated, else any", "",

@@ -17,7 +17,8 @@
 
 // The process-scope knobs, as X-macro rows like RLX_TUNING_KNOBS (environment only).
 #define RLX_PROCESS_KNOBS(BOOL, INT, AUTO, STRING) \
-  INT(cuda_device) STRING(cuda_pdl) BOOL(cuda_profile) STRING(cache_dir) STRING(cudnn_lib) AUTO(bench_profile_run) \
+  INT(cuda_device) STRING(cuda_pdl) BOOL(cuda_profile) STRING(cache_dir) STRING(cublaslt_lib) STRING(nvrtc_lib) \
+  STRING(cudnn_lib) AUTO(bench_profile_run) \
   STRING(vulkan_device) BOOL(vulkan_validation) BOOL(vulkan_profile) STRING(vulkan_dump) BOOL(vulkan_pipeline_stats) \
   STRING(webgpu_lib) STRING(webgpu_backend) STRING(webgpu_vk_icd) STRING(webgpu_adapter) BOOL(webgpu_robustness) BOOL(webgpu_profile)
 

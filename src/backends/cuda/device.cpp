@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "backends/cuda/cuda_libs.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
 #include "runtime/knobs.h"
@@ -17,6 +18,7 @@ struct Probe {
   DeviceInfo info;
   DriverApi api;
   std::string failure;  // non-empty: why there is no usable device
+  bool library = false;  // the failure is a missing cuBLASLt / NVRTC (the device itself answered)
 };
 
 template <class Fn>
@@ -96,6 +98,15 @@ Probe probe_device() {
   if (!resolve("cuOccupancyMaxActiveClusters", a.occupancy_max_active_clusters, optional_failure))
     a.occupancy_max_active_clusters = nullptr;
   if (!resolve("cuTensorMapEncodeTiled", a.tensor_map_encode_tiled, optional_failure)) a.tensor_map_encode_tiled = nullptr;
+  // cuBLASLt and NVRTC are loaded now, when the CUDA device is created (cuda_libs.h): a process
+  // that never uses CUDA never maps them.
+  try {
+    cublaslt();
+    nvrtc();
+  } catch (const Error& e) {
+    pr.failure = e.what();
+    pr.library = true;
+  }
   return pr;
 }
 
@@ -108,6 +119,8 @@ const Probe& probed() {
 
 const DeviceInfo& device() {
   const Probe& p = probed();
+  if (!p.failure.empty() && p.library)
+    throw Error("no CUDA device: " + p.failure + " (" + p.info.name + " is there, but device 'cuda' needs the library)");
   if (!p.failure.empty())
     throw Error("no CUDA device: " + p.failure + " (device 'cuda' is not available on this machine; compile for " +
                 "Device::Cpu or run on a machine with an NVIDIA GPU and driver)");

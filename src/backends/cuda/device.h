@@ -42,7 +42,8 @@ struct DriverApi {
 };
 
 // The device (ordinal 0, or RLX_CUDA_DEVICE); throws rlx::Error "no CUDA device: <reason>" when
-// the driver cannot be loaded or no device answers. Probed once per process.
+// the driver cannot be loaded, no device answers, or cuBLASLt / NVRTC cannot be loaded (the probe
+// loads them: cuda_libs.h). Probed once per process.
 const DeviceInfo& device();
 // Driver entry points; valid after device() succeeded.
 const DriverApi& driver();

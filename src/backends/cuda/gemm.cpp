@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "backends/cuda/cuda_libs.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
@@ -50,18 +51,20 @@ bool has_bias(GemmEpilogue e) {
 
 template <class T>
 void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T& v) {
-  RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, a, &v, sizeof v));
+  RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(d, a, &v, sizeof v));
 }
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  RLX_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+  RLX_CUBLAS_CHECK(
+      cublaslt().cublasLtMatrixLayoutCreate(&l, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    RLX_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
     RLX_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+        cublaslt().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    RLX_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                                 &stride, sizeof stride));
   }
   return l;
 }
@@ -73,7 +76,7 @@ cublasLtHandle_t cublaslt_handle() {
   static cublasLtHandle_t h = nullptr;
   std::call_once(once, [] {
     device();
-    RLX_CUBLAS_CHECK(cublasLtCreate(&h));
+    RLX_CUBLAS_CHECK(cublaslt().cublasLtCreate(&h));
   });
   return h;
 }
@@ -92,7 +95,7 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   const cudaDataType_t t = data_type(p.dtype), tab = data_type(p.ab_dtype);
   if (p.dtype == DType::F64 && (p.ab_dtype != DType::F64 || p.epilogue != GemmEpilogue::None))
     throw Error("internal: an f64 product takes f64 operands and no cuBLASLt epilogue (" + what + ")");
-  RLX_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision),
+  RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&op_, compute_type(p.ab_dtype, p.precision),
                                             p.dtype == DType::F64 ? CUDA_R_64F : CUDA_R_32F));
   // Column-major view: C^T (n x m) = op(B)^T (n x k) @ op(A)^T (k x m).
   const cublasOperation_t ta = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // "A" of cuBLASLt is our B
@@ -106,17 +109,17 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   lc_ = make_layout(t, p.n, p.m, p.ldc, p.batch, p.c_stride);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
     cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+    ~PrefGuard() { cublaslt().cublasLtMatmulPreferenceDestroy(p); }
   } guard{pref};
   auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t a, uint64_t v) {
     if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
-      RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, a, &v, sizeof v));
+      RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(pref, a, &v, sizeof v));
     } else {
       const uint32_t v32 = static_cast<uint32_t>(v);
-      RLX_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, a, &v32, sizeof v32));
+      RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(pref, a, &v32, sizeof v32));
     }
   };
   set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
@@ -126,7 +129,8 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint64_t>(p.align_c));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  RLX_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), op_, la_, lb_, lc_, lc_, pref, 1, &result, &found));
+  RLX_CUBLAS_CHECK(cublaslt().cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), op_, la_, lb_, lc_, lc_, pref, 1,
+                                                             &result, &found));
   if (found == 0)
     throw Error("cuBLASLt has no algorithm for " + what + " (" + dtype_name(p.dtype) + " m=" + std::to_string(p.m) +
                 " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + ")");
@@ -134,28 +138,29 @@ GemmPlan::GemmPlan(const GemmProblem& p, size_t workspace_bytes, const std::stri
 }
 
 GemmPlan::~GemmPlan() {
-  if (lc_) cublasLtMatrixLayoutDestroy(lc_);
-  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
-  if (la_) cublasLtMatrixLayoutDestroy(la_);
-  if (op_) cublasLtMatmulDescDestroy(op_);
+  if (lc_) cublaslt().cublasLtMatrixLayoutDestroy(lc_);
+  if (lb_) cublaslt().cublasLtMatrixLayoutDestroy(lb_);
+  if (la_) cublaslt().cublasLtMatrixLayoutDestroy(la_);
+  if (op_) cublaslt().cublasLtMatmulDescDestroy(op_);
 }
 
 void GemmPlan::run(cudaStream_t s, const void* a, const void* b, void* c, const void* bias, void* workspace,
                    const void* cin) const {
   if (has_bias(p_.epilogue))
-    RLX_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    RLX_CUBLAS_CHECK(
+        cublaslt().cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   // The scale type is the compute type's: double for f64 products, float otherwise.
   const float alpha = 1.0f, beta = p_.add_c ? 1.0f : 0.0f;
   const double alpha64 = 1.0, beta64 = p_.add_c ? 1.0 : 0.0;
   const bool f64 = p_.dtype == DType::F64;
   const void* c_in = p_.add_c ? cin : c;
   const cublasStatus_t st =
-      cublasLtMatmul(cublaslt_handle(), op_, f64 ? static_cast<const void*>(&alpha64) : &alpha, b, la_, a, lb_,
-                     f64 ? static_cast<const void*>(&beta64) : &beta, c_in, lc_, c, lc_, &algo_, workspace,
-                     workspace_bytes_, s);
+      cublaslt().cublasLtMatmul(cublaslt_handle(), op_, f64 ? static_cast<const void*>(&alpha64) : &alpha, b, la_,
+                                a, lb_, f64 ? static_cast<const void*>(&beta64) : &beta, c_in, lc_, c, lc_, &algo_,
+                                workspace, workspace_bytes_, s);
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw Error("cuBLASLt matmul failed for " + what_ + ": " + cublasLtGetStatusName(st) + " (" +
-                cublasLtGetStatusString(st) + ")");
+    throw Error("cuBLASLt matmul failed for " + what_ + ": " + cublaslt().cublasLtGetStatusName(st) + " (" +
+                cublaslt().cublasLtGetStatusString(st) + ")");
 }
 
 }  // namespace rlx::cuda

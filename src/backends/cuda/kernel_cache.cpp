@@ -1,6 +1,5 @@
 #include "backends/cuda/kernel_cache.h"
 
-#include <nvrtc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cuda/cuda_libs.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/status.h"
 #include "rlx/error.h"
@@ -36,7 +36,7 @@ Cache& cache() {
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  RLX_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  RLX_NVRTC_CHECK(nvrtc().nvrtcVersion(&major, &minor));
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -45,25 +45,25 @@ std::string nvrtc_version() {
 std::vector<char> nvrtc_compile(const std::string& entry, const std::string& source, const std::string& arch,
                                 bool fast_compile) {
   nvrtcProgram prog = nullptr;
-  RLX_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), (entry + ".cu").c_str(), 0, nullptr, nullptr));
+  RLX_NVRTC_CHECK(nvrtc().nvrtcCreateProgram(&prog, source.c_str(), (entry + ".cu").c_str(), 0, nullptr, nullptr));
   struct Guard {
     nvrtcProgram& p;
-    ~Guard() { nvrtcDestroyProgram(&p); }
+    ~Guard() { nvrtc().nvrtcDestroyProgram(&p); }
   } guard{prog};
   const std::string arch_opt = "--gpu-architecture=" + arch;
   const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-default-device", "--Ofast-compile=max"};
-  const nvrtcResult r = nvrtcCompileProgram(prog, fast_compile ? 4 : 3, opts);
+  const nvrtcResult r = nvrtc().nvrtcCompileProgram(prog, fast_compile ? 4 : 3, opts);
   size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
+  nvrtc().nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
-  if (log_size > 1) nvrtcGetProgramLog(prog, log.data());
+  if (log_size > 1) nvrtc().nvrtcGetProgramLog(prog, log.data());
   if (r != NVRTC_SUCCESS)
-    throw Error("NVRTC could not compile CUDA kernel '" + entry + "' for " + arch + ": " + nvrtcGetErrorString(r) +
-                "\n" + log);
+    throw Error("NVRTC could not compile CUDA kernel '" + entry + "' for " + arch + ": " +
+                nvrtc().nvrtcGetErrorString(r) + "\n" + log);
   size_t n = 0;
-  RLX_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &n));
+  RLX_NVRTC_CHECK(nvrtc().nvrtcGetCUBINSize(prog, &n));
   std::vector<char> cubin(n);
-  RLX_NVRTC_CHECK(nvrtcGetCUBIN(prog, cubin.data()));
+  RLX_NVRTC_CHECK(nvrtc().nvrtcGetCUBIN(prog, cubin.data()));
   return cubin;
 }
 

@@ -1,5 +1,6 @@
 #include "backends/cuda/status.h"
 
+#include "backends/cuda/cuda_libs.h"
 #include "backends/cuda/device.h"
 #include "rlx/error.h"
 
@@ -19,12 +20,12 @@ void throw_cu(CUresult r, const char* call) {
 }
 
 void throw_cublas(cublasStatus_t s, const char* call) {
-  throw Error(std::string("cuBLASLt error in ") + call + ": " + cublasLtGetStatusName(s) + " (" +
-              cublasLtGetStatusString(s) + ")");
+  throw Error(std::string("cuBLASLt error in ") + call + ": " + cublaslt().cublasLtGetStatusName(s) + " (" +
+              cublaslt().cublasLtGetStatusString(s) + ")");
 }
 
 void throw_nvrtc(nvrtcResult r, const char* call) {
-  throw Error(std::string("NVRTC error in ") + call + ": " + nvrtcGetErrorString(r));
+  throw Error(std::string("NVRTC error in ") + call + ": " + nvrtc().nvrtcGetErrorString(r));
 }
 
 }  // namespace rlx::cuda
