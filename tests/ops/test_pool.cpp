@@ -104,6 +104,8 @@ const std::vector<PoolCase> kCases = {
     {{1, 3, 8, 7}, {3, 3}, {2, 3}, {2, 1, 0, 1}, {2, 1}},
     {{1, 2, 5, 4, 6}, {2, 2, 3}, {2, 1, 2}, {1, 0, 1, 0, 1, 1}, {}},
     {{1, 1, 4, 5, 5}, {2, 3, 2}, {1, 2, 2}, {}, {2, 1, 1}},
+    {{1, 2, 150}, {70}, {5}, {3, 4}, {}},  // a kernel wider than the row kernel's tap table (64)
+    {{1, 3, 12, 41}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}},  // stride 1 rows longer than a vector
 };
 
 TEST(Pool, MaxAndAvgAllFloatDtypes) {

@@ -6,6 +6,7 @@
 // stride 1, pad 0, dilation 1, so one set of loops serves 1-d, 2-d and 3-d.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -78,6 +79,21 @@ inline void convert_span(const S* src, D* dst, int64_t n) {
   else for (int64_t i = 0; i < n; ++i) dst[i] = convert_value<D>(src[i]);
 }
 
+// dy[ox] = s0[2 * ox] for ox in [a, b) four at a time (every load below s0 + 2b + 4): returns
+// where it stopped (the caller finishes the rest one by one).
+inline int64_t im2col_stride2_f32(const float* s0, float* dy, int64_t a, int64_t b) {
+  typedef float v4 __attribute__((vector_size(16)));
+  int64_t ox = a;
+  for (; ox + 4 <= b; ox += 4) {
+    v4 lo, hi;
+    std::memcpy(&lo, s0 + 2 * ox, sizeof lo);
+    std::memcpy(&hi, s0 + 2 * ox + 4, sizeof hi);
+    const v4 even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+    std::memcpy(dy + ox, &even, sizeof even);
+  }
+  return ox;
+}
+
 // x: C planes of w.in_size() elements. col: (C * k_size) rows of w.out_size() elements, row
 // index (c, kz, ky, kx) row-major (torch unfold order), zero where the window reads padding.
 template <class S, class D>
@@ -105,19 +121,28 @@ void im2col(const S* x, int64_t C, const Window3& w, D* col) {
               const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
               const S* src = plane + (iz * w.in[1] + iy) * w.in[2];
               D* dy = dz + oy * w.out[2];
-              std::fill(dy, dy + xlo, zero);
+              // Plain loops: the rows of small planes are a few dozen values, where calls to
+              // memmove / memset per segment cost more than the copying.
+              for (int64_t ox = 0; ox < xlo; ++ox) dy[ox] = zero;
               const int64_t sx = w.stride[2];
-              const int64_t ix0 = xlo * sx - w.pad[2] + kx * w.dil[2];
-              bool copied = false;
-              if constexpr (std::is_same_v<S, D>) {
-                if (sx == 1 && xhi > xlo) {
-                  std::copy(src + ix0, src + ix0 + (xhi - xlo), dy + xlo);
-                  copied = true;
+              const S* s0 = src - w.pad[2] + kx * w.dil[2];  // s0[ox * sx] feeds dy[ox]
+              if (sx == 1) {
+                if constexpr (std::is_same_v<S, D>) {
+                  for (int64_t ox = xlo; ox < xhi; ++ox) dy[ox] = s0[ox];
+                } else {
+                  convert_span(s0 + xlo, dy + xlo, xhi - xlo);
                 }
+              } else {
+                int64_t ox = xlo;
+                if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>) {
+                  // Stride 2 (stems): 4 outputs from two 4-float loads, even lanes kept, while
+                  // the second load ends inside the row.
+                  const int64_t row_end = w.in[2] + w.pad[2] - kx * w.dil[2];  // s0[i] valid for i < row_end
+                  if (sx == 2) ox = im2col_stride2_f32(s0, dy, xlo, std::min(xhi, (row_end - 4) / 2));
+                }
+                for (; ox < xhi; ++ox) dy[ox] = convert_value<D>(s0[ox * sx]);
               }
-              if (!copied)
-                for (int64_t ox = xlo, ix = ix0; ox < xhi; ++ox, ix += sx) dy[ox] = convert_value<D>(src[ix]);
-              std::fill(dy + xhi, dy + w.out[2], zero);
+              for (int64_t ox = xhi; ox < w.out[2]; ++ox) dy[ox] = zero;
             }
             std::fill(dz + yhi * w.out[2], dz + ohw, zero);
           }

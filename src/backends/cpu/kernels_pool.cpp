@@ -19,6 +19,63 @@ inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t begin, int6
   hi = std::clamp<int64_t>(ceil_div(end - start, dil), lo, k);
 }
 
+// Max pooling of float planes one output row at a time: every valid tap row (converted to f32
+// once when T is not) updates the row's running maxima over the output columns its taps reach,
+// so the inner loop runs over contiguous outputs with no index arithmetic per tap. Taps are
+// visited in the generic loop's (kz, ky, kx) order with its NaN rule: same bits.
+template <class T>
+void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
+  const int64_t ow = win.out[2], oh = win.out[1], od = win.out[0], iw = win.in[2], in_sz = win.in_size();
+  const int64_t rows = planes * od * oh, sx = win.stride[2], px = win.pad[2], dx = win.dil[2];
+  const bool small_k = win.k[2] <= 64;
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * win.k_size())), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> m, conv_row;
+    m.resize(static_cast<size_t>(ow));
+    if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw));
+    int64_t lo_l[64], hi_l[64];  // per kx: the output columns whose tap lies in the row
+    for (int64_t kx = 0; small_k && kx < win.k[2]; ++kx) win.valid_range(2, kx, lo_l[kx], hi_l[kx]);
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t plane = r / (od * oh), oz = (r / oh) % od, oy = r % oh;
+      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+        const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+        if (iz < 0 || iz >= win.in[0]) continue;
+        for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+          const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+          if (iy < 0 || iy >= win.in[1]) continue;
+          const T* src = xp + plane * in_sz + (iz * win.in[1] + iy) * iw;
+          const float* row;
+          if constexpr (std::is_same_v<T, float>) {
+            row = src;
+          } else {
+            convert_span(src, conv_row.data(), iw);
+            row = conv_row.data();
+          }
+          for (int64_t kx = 0; kx < win.k[2]; ++kx) {
+            int64_t a, z;
+            if (small_k) a = lo_l[kx], z = hi_l[kx];
+            else win.valid_range(2, kx, a, z);
+            const float* base = row - px + kx * dx;
+            float* mp = m.data();
+            if (sx == 1) {
+              for (int64_t ox = a; ox < z; ++ox) {
+                const float v = base[ox];
+                mp[ox] = (v > mp[ox] || v != v) ? v : mp[ox];
+              }
+            } else {
+              for (int64_t ox = a; ox < z; ++ox) {
+                const float v = base[ox * sx];
+                mp[ox] = (v > mp[ox] || v != v) ? v : mp[ox];
+              }
+            }
+          }
+        }
+      }
+      convert_span(m.data(), yp + r * ow, ow);
+    }
+  });
+}
+
 template <class T>
 void pool_impl(const ops::Pool& op, KernelContext& ctx) {
   using C = compute_t<T>;
@@ -36,6 +93,12 @@ void pool_impl(const ops::Pool& op, KernelContext& ctx) {
   const bool is_max = op.kind == PoolKind::Max;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+    if (is_max) {
+      max_pool_rows(win, xs[0] * xs[1], xp, yp);
+      return;
+    }
+  }
 
   parallel_for(y.numel(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, win.k_size())), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
