@@ -235,10 +235,24 @@ TEST(ConvIntegerOp, VerifierNamesWhatIsWrong) {
   EXPECT_THAT(err({x, Shape({6, 4, 7, 7}, DType::I8), u8s, i8s}), HasSubstr("larger than the padded input"));
 }
 
+// Every tile path the CPU has, forced through the whole op (packing helpers included).
+TEST(IntegerOpsPaths, EveryTileGivesTheReferenceBits) {
+  struct Restore {
+    ~Restore() { cpu::int_gemm_force_path(cpu::IntPath::Auto); }
+  } restore;
+  for (cpu::IntPath p : {cpu::IntPath::Portable, cpu::IntPath::Avx2, cpu::IntPath::Vnni}) {
+    SCOPED_TRACE("path " + std::to_string(static_cast<int>(p)));
+    cpu::int_gemm_force_path(p);
+    check_matmul_integer({{2, 7, 45}, {45, 35}, {2, 7, 1}, {1, 35}, DType::U8, DType::I8}, 300);
+    check_conv_integer({{2, 4, 10, 9}, {6, 2, 3, 2}, {1, 2}, {2, 0, 1, 1}, {2, 1}, 2, true, DType::I8, DType::U8}, 301);
+    check_conv_integer({{1, 3, 21, 40}, {7, 3, 3, 3}, {}, {1, 1, 1, 1}, {}, 1, true, DType::U8, DType::U8}, 302);
+  }
+}
+
 // ---- the integer product's tiles ----------------------------------------------------------
-// The AVX2 tile gives the portable tile's bits for every block height and panel width, values at
-// the extremes of the packed range included.
-TEST(IntGemmTile, Avx2MatchesPortable) {
+// The AVX2 and VNNI tiles give the portable tile's bits for every block height and panel width,
+// values at the extremes of the packed range included.
+TEST(IntGemmTile, Avx2AndVnniMatchPortable) {
   if (!cpu::int_gemm_avx2_usable()) GTEST_SKIP() << "no AVX2";
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int> v(-255, 255);
@@ -252,6 +266,11 @@ TEST(IntGemmTile, Avx2MatchesPortable) {
         cpu::int_tile_portable(rows, cols, kp, a.data(), b.data(), c1.data(), 20);
         cpu::int_tile_avx2(rows, cols, kp, a.data(), b.data(), c2.data(), 20);
         EXPECT_EQ(c1, c2) << "kp " << kp << " rows " << rows << " cols " << cols;
+        if (cpu::int_gemm_vnni_usable()) {
+          std::vector<int32_t> c3(c1.size(), -1);
+          cpu::int_tile_vnni(rows, cols, kp, a.data(), b.data(), c3.data(), 20);
+          EXPECT_EQ(c1, c3) << "vnni: kp " << kp << " rows " << rows << " cols " << cols;
+        }
         if (kp == 2304) {
           EXPECT_EQ(c1[0], -255 * 255 * 2 * kp);
         }

@@ -46,6 +46,13 @@ void pack_int_a(const T* src, int64_t lda, const T* zero, int64_t zero_stride, i
   }
 }
 
+// Row helpers of the packing, on AVX2 where usable:
+//   int_widen: dst[i] = src[i] - zero for i < n;
+//   int_interleave: the rows r0, r1 (panels * kIntCols values each) as pair p of the panels at dst.
+void int_widen(const uint8_t* src, int64_t n, int zero, int16_t* dst);
+void int_widen(const int8_t* src, int64_t n, int zero, int16_t* dst);
+void int_interleave(const int16_t* r0, const int16_t* r1, int64_t panels, int64_t kp, int64_t p, int16_t* dst);
+
 // Fills the B panels of `cols` columns from rows given one at a time: row(kk, out) writes the
 // `cols` values of row kk (zero points subtracted) to out[0, cols). `tmp` holds 2 * cols + 2 *
 // kIntCols i16 of scratch.
@@ -62,15 +69,7 @@ void pack_int_b_rows(int64_t k, int64_t cols, const RowFn& row, int16_t* tmp, in
     if (2 * p + 1 < k) row(2 * p + 1, r1);
     else
       for (int64_t j = 0; j < cols; ++j) r1[j] = 0;
-    for (int64_t q = 0; q < panels; ++q) {
-      int16_t* d = dst + (q * kp + p) * kIntCols * 2;
-      const int16_t* s0 = r0 + q * kIntCols;
-      const int16_t* s1 = r1 + q * kIntCols;
-      for (int64_t j = 0; j < kIntCols; ++j) {
-        d[2 * j] = s0[j];
-        d[2 * j + 1] = s1[j];
-      }
-    }
+    int_interleave(r0, r1, panels, kp, p, dst);
   }
 }
 
@@ -92,8 +91,20 @@ void int_gemm(const IntGemm& g, bool parallel);
 // only when int_gemm_avx2_usable().
 void int_tile_portable(int64_t rows, int64_t cols, int64_t kp, const int16_t* a, const int16_t* b, int32_t* c,
                        int64_t ldc);
+// The tile (and row helpers) int_gemm runs: the best the CPU has (Auto), or, for tests, one
+// forced (a forced tile the CPU lacks runs as Auto). Returns the previous choice.
+enum class IntPath { Auto, Portable, Avx2, Vnni };
+IntPath int_gemm_force_path(IntPath p);
 bool int_gemm_avx2_usable();
 void int_tile_avx2(int64_t rows, int64_t cols, int64_t kp, const int16_t* a, const int16_t* b, int32_t* c,
+                   int64_t ldc);
+void int_widen_avx2(const uint8_t* src, int64_t n, int zero, int16_t* dst);
+void int_widen_avx2(const int8_t* src, int64_t n, int zero, int16_t* dst);
+void int_interleave_avx2(const int16_t* r0, const int16_t* r1, int64_t panels, int64_t kp, int64_t p, int16_t* dst);
+// The same tile on vpdpwssd (the multiply and the add in one instruction) for CPUs with AVX-512
+// VNNI and VL (on ymm registers); used when int_gemm_vnni_usable().
+bool int_gemm_vnni_usable();
+void int_tile_vnni(int64_t rows, int64_t cols, int64_t kp, const int16_t* a, const int16_t* b, int32_t* c,
                    int64_t ldc);
 
 }  // namespace rlx::cpu

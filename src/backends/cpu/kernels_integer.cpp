@@ -115,8 +115,7 @@ void matmul_integer_impl(const Tensor& a, const Tensor& b, const Tensor& za, con
       pack_int_b_rows(k, cols, [&](int64_t kk, int16_t* out) {
         const TB* row = B + kk * n + j0;
         if (sb == 0) {
-          const int z = zcol[0];
-          for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<int16_t>(row[j] - z);
+          int_widen(row, cols, zcol[0], out);
         } else {
           for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<int16_t>(row[j] - zcol[j0 + j]);
         }
@@ -126,43 +125,74 @@ void matmul_integer_impl(const Tensor& a, const Tensor& b, const Tensor& za, con
   });
 }
 
-// Row kk = (c, kz, ky, kx) of the im2col matrix of one group's channels, for the output
-// positions [j0, j0 + cols): x - zero where the window reads the input, 0 where it reads padding.
-template <class T>
-void conv_row(const T* x, const Window3& w, int64_t kk, int zero, int64_t j0, int64_t cols, int16_t* out) {
-  const int64_t ks = w.k_size();
-  const int64_t c = kk / ks, r = kk % ks;
-  const int64_t kz = r / (w.k[1] * w.k[2]), ky = r / w.k[2] % w.k[1], kx = r % w.k[2];
-  const T* plane = x + c * w.in_size();
-  const int64_t ow = w.out[2], ohw = w.out[1] * ow, sx = w.stride[2];
-  int64_t xlo, xhi;
-  w.valid_range(2, kx, xlo, xhi);
-  const int64_t end = j0 + cols;
-  for (int64_t p = j0; p < end;) {
-    const int64_t oz = p / ohw, oy = p % ohw / ow, ox0 = p % ow;
-    const int64_t run = std::min(ow - ox0, end - p);
-    int16_t* o = out + (p - j0);  // o[i] is position (oz, oy, ox0 + i)
-    const int64_t iz = oz * w.stride[0] - w.pad[0] + kz * w.dil[0];
-    const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
-    if (iz < 0 || iz >= w.in[0] || iy < 0 || iy >= w.in[1]) {
-      std::fill(o, o + run, int16_t{0});
-    } else {
-      // Output column ox reads input column ox * sx - pad + kx * dil: inside the row for ox in [xlo, xhi).
-      const int64_t lo = std::clamp(xlo - ox0, int64_t{0}, run), hi = std::clamp(xhi - ox0, lo, run);
-      std::fill(o, o + lo, int16_t{0});
-      if (hi > lo) {
-        const T* s = plane + (iz * w.in[1] + iy) * w.in[2] + (ox0 + lo) * sx + kx * w.dil[2] - w.pad[2];
-        int16_t* d = o + lo;
-        const int64_t len = hi - lo;
-        if (sx == 1) {
-          for (int64_t i = 0; i < len; ++i) d[i] = static_cast<int16_t>(s[i] - zero);
-        } else {
-          for (int64_t i = 0; i < len; ++i) d[i] = static_cast<int16_t>(s[i * sx] - zero);
+// Where row kk = (c, kz, ky, kx) of the im2col matrix of one group's channels reads: the
+// channel's plane, the kernel offsets (dilation applied) and the output columns ox whose input
+// column ox * stride - pad + kx * dilation lies inside an input row.
+struct ConvRowSource {
+  int64_t plane = 0, dz = 0, dy = 0, dx = 0, xlo = 0, xhi = 0;
+};
+
+std::vector<ConvRowSource> conv_row_sources(const Window3& w, int64_t cg) {
+  std::vector<ConvRowSource> rows;
+  rows.reserve(static_cast<size_t>(cg * w.k_size()));
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t kz = 0; kz < w.k[0]; ++kz)
+      for (int64_t ky = 0; ky < w.k[1]; ++ky)
+        for (int64_t kx = 0; kx < w.k[2]; ++kx) {
+          ConvRowSource r;
+          r.plane = c * w.in_size();
+          r.dz = kz * w.dil[0] - w.pad[0];
+          r.dy = ky * w.dil[1] - w.pad[1];
+          r.dx = kx * w.dil[2] - w.pad[2];
+          w.valid_range(2, kx, r.xlo, r.xhi);
+          rows.push_back(r);
         }
-      }
-      std::fill(o + hi, o + run, int16_t{0});
+  return rows;
+}
+
+// A run of output positions along x: positions off, off + 1, ... (relative to the chunk's first)
+// are (oz, oy, ox0), (oz, oy, ox0 + 1), ...
+struct PositionRun {
+  int64_t oz = 0, oy = 0, ox0 = 0, len = 0, off = 0;
+};
+
+void position_runs(const Window3& w, int64_t j0, int64_t cols, std::vector<PositionRun>& runs) {
+  runs.clear();
+  const int64_t ow = w.out[2], oh = w.out[1];
+  int64_t oz = j0 / (oh * ow), oy = j0 / ow % oh, ox = j0 % ow;
+  for (int64_t off = 0; off < cols;) {
+    const int64_t len = std::min(ow - ox, cols - off);
+    runs.push_back({oz, oy, ox, len, off});
+    off += len;
+    ox = 0;
+    if (++oy == oh) oy = 0, ++oz;
+  }
+}
+
+// Row `r` of the im2col matrix over the positions of `runs`: x - zero where the window reads the
+// input, 0 where it reads padding (x_zero there, 0 after the subtraction).
+template <class T>
+void conv_row(const T* x, const Window3& w, const ConvRowSource& r, const std::vector<PositionRun>& runs, int zero,
+              int16_t* out) {
+  const int64_t sx = w.stride[2];
+  for (const PositionRun& run : runs) {
+    int16_t* o = out + run.off;
+    const int64_t iz = run.oz * w.stride[0] + r.dz, iy = run.oy * w.stride[1] + r.dy;
+    if (iz < 0 || iz >= w.in[0] || iy < 0 || iy >= w.in[1]) {
+      std::fill(o, o + run.len, int16_t{0});
+      continue;
     }
-    p += run;
+    const int64_t lo = std::clamp(r.xlo - run.ox0, int64_t{0}, run.len), hi = std::clamp(r.xhi - run.ox0, lo, run.len);
+    std::fill(o, o + lo, int16_t{0});
+    if (hi > lo) {
+      const T* s = x + r.plane + (iz * w.in[1] + iy) * w.in[2] + (run.ox0 + lo) * sx + r.dx;
+      if (sx == 1) {
+        int_widen(s, hi - lo, zero, o + lo);
+      } else {
+        for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<int16_t>(s[(i - lo) * sx] - zero);
+      }
+    }
+    std::fill(o + hi, o + run.len, int16_t{0});
   }
 }
 
@@ -186,6 +216,7 @@ void conv_integer_impl(const ops::ConvInteger& op, const Tensor& x, const Tensor
   for (int64_t gi = 0; gi < groups; ++gi)
     pack_int_a<TW>(w.data<TW>() + gi * coutg * k, k, zw.data<TW>() + gi * coutg * sw, sw, coutg, k,
                    packed.data() + gi * per_group);
+  const std::vector<ConvRowSource> sources = conv_row_sources(win, cg);
   const TX* xp = x.data<TX>();
   int32_t* yp = y.data<int32_t>();
   for_items(n_batch * groups, coutg * p * std::max<int64_t>(k, 1), [&](int64_t item, bool parallel) {
@@ -198,8 +229,11 @@ void conv_integer_impl(const ops::ConvInteger& op, const Tensor& x, const Tensor
     gm.ldc = p;
     gm.pack_b = [&](int64_t j0, int64_t cols, int16_t* dst) {
       int16_t* tmp = row_scratch(static_cast<size_t>(2 * (cols + kIntCols)));
-      pack_int_b_rows(k, cols, [&](int64_t kk, int16_t* out) { conv_row<TX>(xg, win, kk, zero_x, j0, cols, out); },
-                      tmp, dst);
+      thread_local std::vector<PositionRun> runs;
+      position_runs(win, j0, cols, runs);
+      pack_int_b_rows(k, cols, [&](int64_t kk, int16_t* out) {
+        conv_row<TX>(xg, win, sources[static_cast<size_t>(kk)], runs, zero_x, out);
+      }, tmp, dst);
     };
     int_gemm(gm, parallel);
   });
