@@ -2,13 +2,15 @@
 // against the peer measured in the same run: rlx's f32 Conv / MatMul of the same shapes (its own
 // tile kernel or OpenBLAS). Conv shapes are ISNet's (3x3, stride 1, pad 1; the stem 3 -> 64 at
 // stride 2); MatMul shapes a transformer's dynamically quantized projections.
-// Columns: shape, GMAC, int8 p50 ms, f32 p50 ms, f32 / int8, int8 GMAC/s.
-//   bench_conv_integer [--reps N] [--threads T[,T...]]
+// Columns: shape, threads, GMAC, int8 p50 ms, f32 p50 ms, f32 / int8, int8 GMAC/s.
+//   bench_conv_integer [--reps N] [--threads T[,T...]] [--path auto|avx2|portable]
+// --path forces the integer tile (auto: VNNI where the CPU has it, else AVX2).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/int_gemm.h"
 #include "bench_timing.h"
 #include "rlx/rlx.h"
 
@@ -103,6 +105,10 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--reps") {
       reps = std::atoi(argv[i + 1]);
+    } else if (a == "--path") {
+      const std::string p = argv[i + 1];
+      cpu::int_gemm_force_path(p == "avx2" ? cpu::IntPath::Avx2 : p == "portable" ? cpu::IntPath::Portable
+                                                                                  : cpu::IntPath::Auto);
     } else if (a == "--threads") {
       threads.clear();
       for (const char* p = argv[i + 1]; *p;) {
@@ -116,6 +122,8 @@ int main(int argc, char** argv) {
       {3, 1024, 1024, 64, 3, 2}, {64, 512, 512, 16, 3, 1}, {16, 256, 256, 16, 3, 1},
       {64, 128, 128, 64, 3, 1},  {128, 64, 64, 128, 3, 1}, {512, 32, 32, 512, 3, 1},
   };
+  std::printf("integer tile: %s\n", cpu::int_gemm_vnni_usable() ? "vnni where not forced (avx512vnni + vl)"
+                                   : cpu::int_gemm_avx2_usable() ? "avx2" : "portable");
   std::printf("| shape | threads | GMAC | int8 ms | f32 ms | f32 / int8 | int8 GMAC/s |\n|---|---|---|---|---|---|---|\n");
   for (int t : threads) {
     for (const ConvShape& s : convs) conv_row(s, t, reps);
