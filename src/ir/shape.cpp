@@ -97,7 +97,12 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
 
 int64_t product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n = checked_mul(n, d, "element count of " + dims_str(dims));
+  for (int64_t d : dims) {
+    int64_t m;
+    // The message only on overflow: product() runs in kernels' hot paths.
+    if (d < 0 || __builtin_mul_overflow(n, d, &m)) n = checked_mul(n, d, "element count of " + dims_str(dims));
+    else n = m;
+  }
   return n;
 }
 
