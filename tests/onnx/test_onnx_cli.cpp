@@ -187,19 +187,20 @@ TEST_F(OnnxCli, BrokenCasesAreFailures) {
   write(dir_ / "cases" / "test_bad_output" / "test_data_set_0" / "output_0.pb", "\xff\xff\xff");
   make_case("test_unknown", "NoSuchOp", {0, 0, 0});
   // An element type rlx has no storage for is UNSUPPORTED (the files are fine).
-  make_case("test_uint16", "Neg", {-1, 2, -3});
-  onnx::TensorProto u16;
-  u16.set_data_type(onnx::TensorProto::UINT16);
-  u16.add_dims(1);
-  u16.add_int32_data(7);
-  write(dir_ / "cases" / "test_uint16" / "test_data_set_0" / "input_0.pb", u16.SerializeAsString());
+  make_case("test_complex64", "Neg", {-1, 2, -3});
+  onnx::TensorProto c64;
+  c64.set_data_type(onnx::TensorProto::COMPLEX64);
+  c64.add_dims(1);
+  c64.add_float_data(7);
+  c64.add_float_data(0);
+  write(dir_ / "cases" / "test_complex64" / "test_data_set_0" / "input_0.pb", c64.SerializeAsString());
   const Proc p = rlx("conformance " + (dir_ / "cases").string() + " -j 2");
   EXPECT_EQ(p.code, 0) << p.out;
   EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_model: broken case: model.onnx is not a valid onnx.ModelProto"));
   EXPECT_THAT(p.out, HasSubstr("FAIL  test_no_input: broken case: cannot read test_data_set_0/input_0.pb"));
   EXPECT_THAT(p.out, HasSubstr("FAIL  test_bad_output: broken case: test_data_set_0/output_0.pb is not a valid onnx.TensorProto"));
   EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_unknown"));
-  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_uint16"));
+  EXPECT_THAT(p.out, HasSubstr("UNSUPPORTED  test_complex64"));
   EXPECT_THAT(p.out, HasSubstr("all cases: 1 pass, 3 fail, 2 unsupported of 6"));
 }
 
@@ -249,11 +250,15 @@ TEST_F(OnnxCli, RunInspectAndCheckWithoutDims) {
   const Proc clash = rlx("run " + model + " --input x=" + x1 + " --dim h=8 --repeat 1");
   EXPECT_EQ(clash.code, 1) << clash.out;
   EXPECT_THAT(clash.out, AllOf(HasSubstr("input 'x': expected f32[n,1,8,w], given f32[1,1,7,7]"), HasSubstr("--dim h=8")));
-  // --random-inputs needs every symbolic dim: the error names the symbol and the input.
-  const Proc random = rlx("run " + model + " --random-inputs --dim n=1 --dim h=5");
-  EXPECT_EQ(random.code, 1) << random.out;
-  EXPECT_THAT(random.out, AllOf(HasSubstr("cannot generate input 'x'"), HasSubstr("symbolic dim 'w' has no value"),
-                                HasSubstr("--dim w=N")));
+  // --random-inputs picks a size for each symbolic dim nothing binds, by its name (w: an image
+  // side, 224), and says so.
+  const Proc random = rlx("run " + model + " --random-inputs --dim n=1 --dim h=5 --repeat 1");
+  EXPECT_EQ(random.code, 0) << random.out;
+  EXPECT_THAT(random.out, AllOf(HasSubstr("--random-inputs picked 'w=224'"), HasSubstr("--dim NAME=N"),
+                                HasSubstr("y: f32[1,1,2,111]")));
+  const Proc all = rlx("run " + model + " --random-inputs --repeat 1");
+  EXPECT_EQ(all.code, 0) << all.out;
+  EXPECT_THAT(all.out, AllOf(HasSubstr("'n=1', 'h=224', 'w=224'"), HasSubstr("y: f32[1,1,111,111]")));
   const Proc full = rlx("run " + model + " --random-inputs --dim n=1 --dim h=5 --dim w=5 --repeat 1");
   EXPECT_EQ(full.code, 0) << full.out;
   EXPECT_THAT(full.out, HasSubstr("y: f32[1,1,2,2]"));

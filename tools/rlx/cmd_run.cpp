@@ -3,6 +3,7 @@
 // with every symbolic input dim bound from the input files (rlx::OnnxModel; --dim fixes dims);
 // a graph JSON is compiled with its symbolic dims.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -68,7 +69,9 @@ std::pair<int64_t, int64_t> int_range(DType t) {
     case DType::I16: return {INT16_MIN, INT16_MAX};
     case DType::I32: return {INT32_MIN, INT32_MAX};
     case DType::U8: return {0, UINT8_MAX};
+    case DType::U16: return {0, UINT16_MAX};
     case DType::U32: return {0, UINT32_MAX};
+    case DType::U64: return {0, INT64_MAX};  // a u64 file reaches here only for other dtypes
     default: return {INT64_MIN, INT64_MAX};
   }
 }
@@ -95,6 +98,14 @@ Tensor load_input(const std::string& name, const std::string& file, DType want) 
                 "; save the array as " + to + " (only float -> float and int -> int conversions are made)");
   if (both_int) {
     const auto [lo, hi] = int_range(want);
+    if (t.dtype() == DType::U64) {  // values past int64 would wrap in to_i64
+      const auto* u = static_cast<const uint64_t*>(t.raw());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (u[i] > static_cast<uint64_t>(hi))
+          throw Error(where + ": element " + std::to_string(i) + " is " + std::to_string(u[i]) + ", outside the range of " +
+                      to + " [" + std::to_string(lo) + ", " + std::to_string(hi) + "]; the input is " + to +
+                      ", so the value cannot be passed without changing it");
+    }
     const auto v = t.to_i64();
     for (size_t i = 0; i < v.size(); ++i)
       if (v[i] < lo || v[i] > hi)
@@ -113,6 +124,19 @@ Tensor load_input(const std::string& name, const std::string& file, DType want) 
   std::cerr << "note: input '" << shown(name) << "' (" << shown(file) << ") converted from " << from << " to " << to
             << " (every value fits)\n";
   return out;
+}
+
+// The size --random-inputs gives a dynamic dim nothing binds, by its name: batches 1, image
+// sides 224, sequence-like dims 128, anything else 1 on the first axis and 16 elsewhere.
+int64_t random_dim_size(const std::string& sym, size_t axis) {
+  std::string n = sym;
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto has = [&](const char* w) { return n.find(w) != std::string::npos; };
+  if (has("batch") || n == "n" || n == "b" || n == "bs") return 1;
+  if (has("height") || has("width") || n == "h" || n == "w") return 224;
+  if (has("seq") || has("len") || has("token") || has("time") || has("frame") || has("step") || has("position"))
+    return 128;
+  return axis == 0 ? 1 : 16;
 }
 
 int run_run(const RunOptions& o) {
@@ -188,6 +212,7 @@ int run_run(const RunOptions& o) {
   if (!missing.empty() && !o.random_inputs)
     throw Error("missing inputs " + quoted_list(missing) +
                 "; pass --input NAME=FILE.npy for each, or --random-inputs to generate them");
+  std::vector<std::string> picked;  // dims --random-inputs chose
   for (const auto& name : missing) {
     const Shape& s = by_name[name]->shape;
     if (!by_name[name]->has_shape)
@@ -200,10 +225,11 @@ int run_run(const RunOptions& o) {
         continue;
       }
       auto it = dims.find(d.sym);
-      if (it == dims.end())
-        throw Error("cannot generate input '" + shown(name) + "' " + s.str() + " (--random-inputs): symbolic dim '" +
-                    shown(d.sym) + "' has no value; pass --dim " + shown(d.sym) + "=N, or give the input with --input " +
-                    shown(name) + "=FILE.npy (its shape binds the dim)");
+      if (it == dims.end()) {
+        // A dim no --dim and no given input binds: a sensible size by its name (said below).
+        it = dims.emplace(d.sym, random_dim_size(d.sym, concrete.size())).first;
+        picked.push_back(d.sym + "=" + std::to_string(it->second));
+      }
       concrete.push_back(it->second);
     }
     // The size policy first (a --dim of 1e11 must not become an anonymous allocation failure).
@@ -217,6 +243,11 @@ int run_run(const RunOptions& o) {
       throw Error("out of memory generating " + what + ": " + format_bytes(bytes, true) + "; use smaller --dim values");
     }
     source[name] = "random";
+  }
+  if (!picked.empty()) {
+    std::string list;
+    for (const auto& p : picked) list += (list.empty() ? "'" : ", '") + shown(p) + "'";
+    std::cerr << "rlx run: --random-inputs picked " << list << " for the dynamic dims (set them with --dim NAME=N)\n";
   }
 
   // The output folder before the (possibly long) compile and runs, so a bad path fails at once.
@@ -355,7 +386,8 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--input,-i", o->inputs, "Input tensor NAME=FILE.npy (repeatable)");
   sub->add_flag("--random-inputs", o->random_inputs,
                 "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "
-                "values for params without weights");
+                "values for params without weights; dynamic dims nothing binds get a size by their name "
+                "(batch 1, height/width 224, sequence-like 128; printed)");
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
   sub->add_option("--dim,-d", o->dims,
                   "Value of a symbolic dim NAME=VALUE (repeatable). Not needed for dims the --input files give (an "
