@@ -146,6 +146,22 @@ TEST(OnnxMatMulInteger, NdZeroPointsAbsentOnesAndBroadcast) {
   }
 }
 
+// Dynamic quantization's usual form: activations of symbolic batch and sequence dims, one zero
+// point each, weights as an initializer.
+TEST(OnnxMatMulInteger, SymbolicDims) {
+  const Tensor a = random_int8(DType::U8, {2, 3, 40}, 1), b = random_int8(DType::I8, {40, 24}, 2);
+  const Tensor za = random_int8(DType::U8, {}, 3), zb = random_int8(DType::I8, {}, 4);
+  Model m(10);
+  m.b.input("A", elem(DType::U8), {-1, -1, 40}, {"batch", "seq", ""});
+  m.feeds.emplace_back("A", a);
+  m.add("B", b, true).add("za", za).add("zb", zb, true);
+  m.b.node("MatMulInteger", {"A", "B", "za", "zb"}, {"Y"});
+  std::vector<int64_t> dims;
+  const auto want = ref_matmul_integer({2, 3, 40}, int_values(a), {40, 24}, int_values(b), int_values(za),
+                                       int_values(zb), dims);
+  EXPECT_TRUE(same_values(m.run("Y", DType::I32), DType::I32, dims, widen(want)));
+}
+
 TEST(OnnxMatMulInteger, ErrorsNameTheNodeAndTheProblem) {
   auto err = [](const Tensor& a, const Tensor& b, std::vector<Tensor> zps) {
     Model m(10);
