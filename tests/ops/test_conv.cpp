@@ -1,10 +1,13 @@
 // Conv (1-3 d), ConvTranspose (2-d) and Im2Col against naive double direct-loop references.
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_direct.h"
+#include "backends/cpu/conv_gemm.h"
 #include "support/test_util.h"
 
 namespace rlx {
@@ -190,6 +193,100 @@ TEST(Conv, Depthwise) {
     for (DType dt : kFloats) check_conv(c, dt, seed += 3);
   check_conv({{2, 96, 28, 28}, {96, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 96}, DType::F32, 600);  // many planes
   check_conv({{1, 64, 57, 57}, {64, 1, 3, 3}, false, {2, 2}, {0, 0, 1, 1}, {}, 64}, DType::F32, 601);
+}
+
+// The f32 direct (implicit-GEMM) conv of 2-d and 1-d windows (backends/cpu/conv_direct.h) at
+// 1 and 3 threads: against the double reference, and against the im2col path with the direct
+// one switched off (the same bits where that path runs the same tile kernel: one group, k < 240).
+void check_conv_direct(const ConvCase& c, uint64_t seed) {
+  SCOPED_TRACE("x" + dims_str(c.x) + " w" + dims_str(c.w) + " groups " + std::to_string(c.groups));
+  ops::Conv op;
+  op.stride = c.stride;
+  op.pads = c.pads;
+  op.dilation = c.dilation;
+  op.groups = c.groups;
+  std::vector<Tensor> ins{random_tensor(DType::F32, c.x, seed), random_tensor(DType::F32, c.w, seed + 1)};
+  if (c.bias) ins.push_back(random_tensor(DType::F32, {c.w[0]}, seed + 2));
+  const std::vector<double> b = c.bias ? to_doubles(ins[2]) : std::vector<double>{};
+  std::vector<int64_t> yd;
+  const auto ref = ref_conv(c, to_doubles(ins[0]), to_doubles(ins[1]), c.bias ? &b : nullptr, yd);
+  int64_t k = 1;
+  for (size_t i = 1; i < c.w.size(); ++i) k *= c.w[i];
+  // Sums of k products of values in [-1, 1]: f32 rounding grows with k.
+  const testing::Tolerance tol{1e-5, 2e-5 * std::max(1.0, std::sqrt(static_cast<double>(k) / 16))};
+  Graph g;
+  std::vector<Value> vs;
+  NamedTensors feed;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    vs.push_back(g.input("in" + std::to_string(i), ins[i].shape_info()));
+    feed.emplace_back("in" + std::to_string(i), ins[i]);
+  }
+  g.add_output(g.apply(op, vs));
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
+    CompileOptions o;
+    o.num_threads = threads;
+    CompiledGraph cg = Session(Device::Cpu).compile(g, o);
+    const uint64_t runs = cpu::conv_direct_runs();
+    const Tensor y = cg.run(feed)[0];
+    if (cpu::conv_gemm_avx2_usable()) {
+      EXPECT_EQ(cpu::conv_direct_runs(), runs + 1) << "the direct path did not run";
+    }
+    EXPECT_TRUE(all_close(y, yd, ref, tol));
+    cpu::set_conv_direct_enabled(false);
+    const Tensor y0 = cg.run(feed)[0];
+    cpu::set_conv_direct_enabled(true);
+    ASSERT_EQ(y0.shape(), y.shape());
+    if (k < 240 && c.groups == 1) {
+      EXPECT_EQ(0, std::memcmp(y.raw(), y0.raw(), y.nbytes())) << "not the im2col path's bits";
+    }
+  }
+}
+
+TEST(Conv, DirectPath) {
+  const std::vector<ConvCase> cases = {
+      // kernel sizes 1..7, stride 1, same padding; odd widths, widths below 16
+      {{1, 3, 9, 7}, {5, 3, 1, 1}, true, {}, {1, 1, 1, 1}, {}, 1},        // 1x1 with padding
+      {{1, 4, 8, 11}, {7, 4, 2, 2}, false, {}, {0, 0, 1, 1}, {}, 1},
+      {{2, 5, 13, 17}, {13, 5, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},     // 13 = 2 x 6 + 1 rows
+      {{1, 3, 10, 9}, {8, 3, 4, 4}, true, {}, {2, 1, 1, 2}, {}, 1},
+      {{1, 2, 12, 5}, {11, 2, 5, 5}, false, {}, {2, 2, 2, 2}, {}, 1},
+      {{1, 3, 7, 6}, {9, 3, 6, 6}, true, {}, {3, 2, 2, 3}, {}, 1},
+      {{1, 3, 15, 14}, {4, 3, 7, 7}, true, {}, {3, 3, 3, 3}, {}, 1},
+      {{1, 2, 6, 21}, {3, 2, 1, 7}, true, {}, {0, 3, 0, 3}, {}, 1},       // 1 x 7
+      {{1, 2, 21, 6}, {5, 2, 7, 1}, false, {}, {3, 0, 3, 0}, {}, 1},      // 7 x 1
+      {{1, 4, 1, 1}, {2, 4, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // 1 x 1 input
+      {{1, 3, 5, 3}, {6, 3, 3, 3}, true, {}, {}, {}, 1},                  // no padding, 3 x 1 output
+      // strides, dilations, asymmetric and oversized pads
+      {{2, 3, 33, 29}, {16, 3, 7, 7}, true, {2, 2}, {3, 3, 3, 3}, {}, 1},  // a ResNet stem
+      {{1, 5, 17, 19}, {10, 5, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {}, 1},
+      {{1, 5, 17, 20}, {10, 5, 3, 3}, false, {2, 2}, {0, 0, 1, 1}, {}, 1},  // even input, end pads only
+      {{1, 6, 16, 14}, {9, 6, 1, 1}, true, {2, 2}, {}, {}, 1},              // 1x1 stride 2 (one phase)
+      {{1, 4, 11, 13}, {5, 4, 3, 2}, true, {1, 2}, {2, 0, 1, 3}, {}, 1},
+      {{1, 3, 20, 22}, {4, 3, 3, 3}, true, {3, 3}, {1, 2, 0, 1}, {}, 1},
+      {{1, 4, 19, 23}, {6, 4, 3, 3}, false, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1},  // dilation 2
+      {{1, 3, 14, 25}, {5, 3, 3, 4}, true, {1, 2}, {1, 3, 2, 1}, {1, 3}, 1},   // dilation 3 with stride 2
+      {{1, 2, 12, 12}, {3, 2, 2, 2}, true, {2, 2}, {0, 0, 0, 0}, {3, 3}, 1},   // dilation above the stride
+      {{1, 2, 5, 4}, {3, 2, 3, 3}, true, {}, {4, 5, 3, 2}, {}, 1},             // pads beyond the kernel
+      {{1, 2, 9, 9}, {3, 2, 2, 2}, false, {4, 4}, {}, {}, 1},                  // stride above the kernel
+      // channel counts leaving 1..5 rows of a 6-row tile, long rows (several row chunks)
+      {{1, 7, 40, 61}, {17, 7, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{1, 3, 60, 130}, {4, 3, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{1, 8, 9, 300}, {3, 8, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {}, 1},     // one row wider than a chunk
+      // k from small to past 1000
+      {{1, 1, 8, 9}, {2, 1, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},             // k 9
+      {{2, 32, 12, 10}, {32, 32, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // k 288
+      {{2, 64, 6, 5}, {64, 64, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // k 576 (the ResNet export)
+      {{1, 113, 7, 9}, {20, 113, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},       // k 1017
+      // batches, groups of several channels, 1-d
+      {{3, 6, 10, 7}, {8, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{2, 8, 11, 9}, {12, 2, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 4},
+      {{1, 6, 13, 12}, {10, 3, 3, 3}, false, {2, 2}, {1, 0, 1, 2}, {}, 2},
+      {{2, 4, 37}, {6, 4, 5}, true, {}, {2, 2}, {}, 1},
+      {{1, 3, 40}, {5, 3, 3}, false, {2}, {1, 0}, {2}, 1},
+  };
+  uint64_t seed = 700;
+  for (const auto& c : cases) check_conv_direct(c, seed += 3);
 }
 
 TEST(Conv, ZeroBatchAndZeroCout) {

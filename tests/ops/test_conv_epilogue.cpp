@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_direct.h"
 #include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/executor.h"
 #include "support/test_util.h"
 
@@ -151,6 +153,26 @@ TEST(ConvEpilogue, LongSumsOnTheBlasPath) {
   const Value e = hardswish(b, add_conv(b, x2, 300, 64, 1, 1, 1, DType::F32, "e"));
   b.g.set_outputs({p, e});
   EXPECT_EQ(fused_steps(b), 2);
+}
+
+TEST(ConvEpilogue, DirectPath) {
+  // Convs on the direct (implicit-GEMM) path, backends/cpu/conv_direct.h: a ResNet stem (7x7
+  // stride 2) + Relu over several row chunks, 3x3 convs + residual Add with 13 and 64 output
+  // channels (row remainders, k 576), a 1x1 stride-2 conv (no columns dropped) + HardSwish,
+  // batches of 2; the epilogue gets whole planes or row segments.
+  Built b;
+  const Value x = input(b, "x", {2, 3, 70, 66});
+  const Value s = relu(b, add_conv(b, x, 3, 16, 7, 2, 1, DType::F32, "s"));       // 35 x 33
+  const Value c = add(b, input(b, "res", {2, 16, 35, 33}), add_conv(b, s, 16, 16, 3, 1, 1, DType::F32, "c"));
+  const Value d = hardswish(b, add_conv(b, c, 16, 13, 1, 2, 1, DType::F32, "d"));  // 18 x 17
+  const Value e = relu(b, add_conv(b, d, 13, 64, 3, 2, 1, DType::F32, "e"));       // 9 x 9
+  const Value r = add(b, add_conv(b, e, 64, 64, 3, 1, 1, DType::F32, "r"), e);     // k 576
+  b.g.set_outputs({r});
+  const uint64_t runs = cpu::conv_direct_runs();
+  EXPECT_EQ(fused_steps(b), 5);
+  if (cpu::conv_gemm_avx2_usable()) {
+    EXPECT_EQ(cpu::conv_direct_runs(), runs + 10);  // 5 convs, fused and not
+  }
 }
 
 TEST(ConvEpilogue, NearMissesDoNotFuse) {

@@ -1,10 +1,12 @@
 // The AVX2/FMA tile kernel of conv_gemm.h: up to 6 output channels x 16 positions held in 12
 // ymm accumulators (bias first, then one FMA per weight and input vector, k in order), the
 // weight rows broadcast from where they lie, the input rows loaded 8 floats at a time (the
-// last vector of a row masked when the block is narrower). Everything between the pragmas is
-// compiled for AVX2 + FMA and only called after conv_gemm_avx2_usable().
+// last vector of a row masked when the block is narrower). The direct conv (conv_direct.h)
+// runs the same tiles with input row k at b + off[k] instead of b + k * ldb. Everything between
+// the pragmas is compiled for AVX2 + FMA and only called after conv_gemm_avx2_usable().
 #include <cstdint>
 
+#include "backends/cpu/conv_direct.h"
 #include "backends/cpu/conv_gemm.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -41,16 +43,19 @@ RLX_GINLINE __m256i lane_mask(int64_t valid) {
 }
 
 // MR rows x NV vectors of 8 columns; with MASK the last vector only has the lanes of `mask`.
-template <int MR, int NV, bool MASK>
-RLX_GINLINE void tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, const float* bias, float* c,
-                      int64_t ldc, __m256i mask) {
+// Input row kk starts at b + kk * ldb, or (OFF, the direct conv) at b + off[kk].
+template <int MR, int NV, bool MASK, bool OFF = false>
+RLX_GINLINE void tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, const int32_t* off,
+                      const float* bias, float* c, int64_t ldc, __m256i mask) {
   __m256 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     const __m256 init = _mm256_set1_ps(bias ? bias[r] : 0.f);
     for (int v = 0; v < NV; ++v) acc[r][v] = init;
   }
   for (int64_t kk = 0; kk < k; ++kk) {
-    const float* bk = b + kk * ldb;
+    const float* bk;
+    if constexpr (OFF) bk = b + off[kk];
+    else bk = b + kk * ldb;
     __m256 bv[NV];
     for (int v = 0; v < NV; ++v)
       bv[v] = (MASK && v == NV - 1) ? _mm256_maskload_ps(bk + 8 * v, mask) : _mm256_loadu_ps(bk + 8 * v);
@@ -72,11 +77,23 @@ void rows_block(int64_t cols, int64_t k, const float* a, int64_t lda, const floa
                 float* c, int64_t ldc) {
   const __m256i full = _mm256_set1_epi32(-1);
   int64_t j = 0;
-  for (; j + 16 <= cols; j += 16) tile<MR, 2, false>(k, a, lda, b + j, ldb, bias, c + j, ldc, full);
+  for (; j + 16 <= cols; j += 16) tile<MR, 2, false>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, full);
   const int64_t rest = cols - j;
-  if (rest > 8) tile<MR, 2, true>(k, a, lda, b + j, ldb, bias, c + j, ldc, lane_mask(rest - 8));
-  else if (rest == 8) tile<MR, 1, false>(k, a, lda, b + j, ldb, bias, c + j, ldc, full);
-  else if (rest > 0) tile<MR, 1, true>(k, a, lda, b + j, ldb, bias, c + j, ldc, lane_mask(rest));
+  if (rest > 8) tile<MR, 2, true>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, lane_mask(rest - 8));
+  else if (rest == 8) tile<MR, 1, false>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, full);
+  else if (rest > 0) tile<MR, 1, true>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, lane_mask(rest));
+}
+
+template <int MR>
+void rows_block_off(int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, const int32_t* off,
+                    const float* bias, float* c, int64_t ldc) {
+  const __m256i full = _mm256_set1_epi32(-1);
+  int64_t j = 0;
+  for (; j + 16 <= cols; j += 16) tile<MR, 2, false, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, full);
+  const int64_t rest = cols - j;
+  if (rest > 8) tile<MR, 2, true, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, lane_mask(rest - 8));
+  else if (rest == 8) tile<MR, 1, false, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, full);
+  else if (rest > 0) tile<MR, 1, true, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, lane_mask(rest));
 }
 
 }  // namespace
@@ -90,6 +107,19 @@ void conv_gemm_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a,
     case 3: return rows_block<3>(cols, k, a, lda, b, ldb, bias, c, ldc);
     case 2: return rows_block<2>(cols, k, a, lda, b, ldb, bias, c, ldc);
     case 1: return rows_block<1>(cols, k, a, lda, b, ldb, bias, c, ldc);
+    default: return;
+  }
+}
+
+void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
+                            const int32_t* off, const float* bias, float* c, int64_t ldc) {
+  switch (rows) {
+    case 6: return rows_block_off<6>(cols, k, a, lda, b, off, bias, c, ldc);
+    case 5: return rows_block_off<5>(cols, k, a, lda, b, off, bias, c, ldc);
+    case 4: return rows_block_off<4>(cols, k, a, lda, b, off, bias, c, ldc);
+    case 3: return rows_block_off<3>(cols, k, a, lda, b, off, bias, c, ldc);
+    case 2: return rows_block_off<2>(cols, k, a, lda, b, off, bias, c, ldc);
+    case 1: return rows_block_off<1>(cols, k, a, lda, b, off, bias, c, ldc);
     default: return;
   }
 }
@@ -108,6 +138,8 @@ namespace rlx::cpu {
 bool conv_gemm_avx2_usable() { return false; }
 void conv_gemm_block_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, const float*, float*,
                           int64_t) {}
+void conv_direct_block_avx2(int64_t, int64_t, int64_t, const float*, int64_t, const float*, const int32_t*,
+                            const float*, float*, int64_t) {}
 }  // namespace rlx::cpu
 
 #endif

@@ -1,5 +1,6 @@
 // CPU kernels: Conv (1-3 spatial dims: im2col + gemm; a 1x1 stride-1 conv is a gemm on the input
-// as it lies; f32 convs of one group run on rlx's own tile kernel (conv_gemm.h), and take the
+// as it lies; f32 2-d / 1-d convs of small and medium maps with sums below 1024 taps run
+// without im2col (conv_direct.h); f32 convs of one group run on rlx's own tile kernel (conv_gemm.h), and take the
 // executor's fused consumer step as an epilogue (conv_epilogue.h); a depthwise conv, one input
 // channel per group, runs as a direct sliding-window loop, f32 2-d planes on zero-padded rows
 // (depthwise_avx2.h)), ConvTranspose (2-d, gemm + col2im), Im2Col.
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/conv_direct.h"
 #include "backends/cpu/conv_epilogue.h"
 #include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/depthwise_avx2.h"
@@ -456,6 +458,23 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   if (cg == 1 && groups > 1 && k > 1) {
     depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp, epi);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (!pointwise && cgk * p * static_cast<int64_t>(sizeof(A)) <= kBandedColBytes && conv_direct_usable(win, cg)) {
+      ConvDirect d;
+      d.win = win;
+      d.n_batch = n_batch;
+      d.groups = groups;
+      d.cg = cg;
+      d.coutg = coutg;
+      d.x = xp;
+      d.w = wp;
+      d.bias = bp;
+      d.y = yp;
+      d.epi = epi;
+      conv_direct(d);
+      return;
+    }
   }
   if (!(pointwise && std::is_same_v<T, A>) && cgk * p * static_cast<int64_t>(sizeof(A)) > kBandedColBytes &&
       (epi == nullptr || std::is_same_v<T, float>)) {

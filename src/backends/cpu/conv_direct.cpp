@@ -1,0 +1,238 @@
+// The driver of conv_direct.h: the phase buffer of each (image, group), the per-tap offsets,
+// tasks of (image and group, chunk of output rows, group of 6-channel blocks) over the pool,
+// and the copy of each finished tile's valid columns into y or the epilogue.
+#include "backends/cpu/conv_direct.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/conv_gemm.h"
+#include "backends/cpu/parallel.h"
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int64_t kRows = 6;  // rows of one register tile
+
+struct Geom {
+  int64_t sy = 1, sx = 1;  // strides (phases per axis)
+  int64_t hq = 0, wq = 0;  // one phase plane
+  int64_t plane = 0;       // hq * wq
+  int64_t slots = 0;       // phases some tap reads (a 1x1 stride-2 window reads one of four)
+  int64_t chan = 0;        // floats per channel: slots * plane
+  int64_t oh = 0, ow = 0;
+  int64_t k = 0;           // cg * kh * kw
+  int64_t size = 0;        // floats of one (image, group) buffer
+  std::vector<int64_t> slot;  // sy * sx: the slot of phase (py, px), or -1 when no tap reads it
+};
+
+Geom make_geom(const Window3& win, int64_t cg) {
+  Geom g;
+  g.sy = win.stride[1];
+  g.sx = win.stride[2];
+  g.oh = win.out[1];
+  g.ow = win.out[2];
+  // The padded extent the outputs read, rounded up to whole phases.
+  const int64_t hp = (g.oh - 1) * g.sy + (win.k[1] - 1) * win.dil[1] + 1;
+  const int64_t wp = (g.ow - 1) * g.sx + (win.k[2] - 1) * win.dil[2] + 1;
+  g.hq = (hp + g.sy - 1) / g.sy;
+  g.wq = (wp + g.sx - 1) / g.sx;
+  g.plane = g.hq * g.wq;
+  // Phases only exist up to the kernel's extent (a stride above it leaves some unread).
+  const int64_t py_n = std::min(g.sy, (win.k[1] - 1) * win.dil[1] + 1);
+  const int64_t px_n = std::min(g.sx, (win.k[2] - 1) * win.dil[2] + 1);
+  g.slot.assign(static_cast<size_t>(py_n * px_n), -1);
+  for (int64_t ky = 0; ky < win.k[1]; ++ky)
+    for (int64_t kx = 0; kx < win.k[2]; ++kx) {
+      auto& sl = g.slot[static_cast<size_t>((ky * win.dil[1] % g.sy) * px_n + kx * win.dil[2] % g.sx)];
+      if (sl < 0) sl = g.slots++;
+    }
+  g.chan = g.slots * g.plane;
+  g.k = cg * win.k[1] * win.k[2];
+  g.size = cg * g.chan;
+  return g;
+}
+
+// off[(c * kh + ky) * kw + kx]: where tap (c, ky, kx) of output position q = 0 lies.
+void make_offsets(const Window3& win, const Geom& g, int64_t cg, int32_t* off) {
+  const int64_t kh = win.k[1], kw = win.k[2], px_n = std::min(g.sx, (kw - 1) * win.dil[2] + 1);
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t ty = ky * win.dil[1], tx = kx * win.dil[2];
+        const int64_t sl = g.slot[static_cast<size_t>((ty % g.sy) * px_n + tx % g.sx)];
+        off[(c * kh + ky) * kw + kx] = static_cast<int32_t>(c * g.chan + sl * g.plane + (ty / g.sy) * g.wq + tx / g.sx);
+      }
+}
+
+// The phase buffer of cg input planes `x`: each used phase plane gets its rectangle of input
+// values and zeros around it (where the window reads padding, or nothing valid).
+void fill_phases(const float* x, int64_t cg, const Window3& win, const Geom& g, float* buf) {
+  const int64_t h = win.in[1], w = win.in[2], pt = win.pad[1], pl = win.pad[2];
+  const int64_t px_n = std::min(g.sx, (win.k[2] - 1) * win.dil[2] + 1);
+  const int64_t py_n = static_cast<int64_t>(g.slot.size()) / px_n;
+  for (int64_t py = 0; py < py_n; ++py)
+    for (int64_t px = 0; px < px_n; ++px) {
+      const int64_t sl = g.slot[static_cast<size_t>(py * px_n + px)];
+      if (sl < 0) continue;
+      // Phase rows rr hold input row rr * sy + py - pt, columns jj input column jj * sx + px - pl.
+      const int64_t r_lo = std::clamp<int64_t>(ceil_div(pt - py, g.sy), 0, g.hq);
+      const int64_t r_hi = std::clamp<int64_t>(ceil_div(h + pt - py, g.sy), r_lo, g.hq);
+      const int64_t c_lo = std::clamp<int64_t>(ceil_div(pl - px, g.sx), 0, g.wq);
+      const int64_t c_hi = std::clamp<int64_t>(ceil_div(w + pl - px, g.sx), c_lo, g.wq);
+      for (int64_t c = 0; c < cg; ++c) {
+        float* pp = buf + c * g.chan + sl * g.plane;
+        std::fill(pp, pp + r_lo * g.wq, 0.f);
+        for (int64_t rr = r_lo; rr < r_hi; ++rr) {
+          float* d = pp + rr * g.wq;
+          const float* src = x + (c * h + rr * g.sy + py - pt) * w + px - pl;  // src[jj * sx] -> d[jj]
+          for (int64_t jj = 0; jj < c_lo; ++jj) d[jj] = 0.f;
+          if (g.sx == 1) {
+            std::copy(src + c_lo, src + c_hi, d + c_lo);
+          } else {
+            int64_t jj = c_lo;
+            if (g.sx == 2) jj = im2col_stride2_f32(src, d, c_lo, std::min(c_hi, (w + pl - px) / 2));  // reads below src[2 b]
+            for (; jj < c_hi; ++jj) d[jj] = src[jj * g.sx];
+          }
+          for (int64_t jj = c_hi; jj < g.wq; ++jj) d[jj] = 0.f;
+        }
+        std::fill(pp + r_hi * g.wq, pp + g.plane, 0.f);
+      }
+    }
+}
+
+// Per-thread buffers: the phase buffer (and which image and group of which call it holds), the
+// raw tile and the epilogue's staging rows.
+struct Scratch {
+  std::vector<float> buf, tile, stage;
+  uint64_t call = 0;
+  int64_t ng = -1;
+  void trim() {
+    constexpr size_t kKeep = size_t{8} << 20;
+    for (auto* v : {&buf, &tile, &stage})
+      if (v->capacity() * sizeof(float) > kKeep) {
+        std::vector<float>().swap(*v);
+        if (v == &buf) ng = -1;
+      }
+  }
+};
+
+std::atomic<uint64_t> g_calls{0};
+std::atomic<bool> g_enabled{true};
+
+}  // namespace
+
+void set_conv_direct_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+uint64_t conv_direct_runs() { return g_calls.load(std::memory_order_relaxed); }
+
+bool conv_direct_usable(const Window3& win, int64_t cg) {
+  if (!g_enabled.load(std::memory_order_relaxed) || !conv_gemm_avx2_usable()) return false;
+  if (win.in[0] != 1 || win.out[0] != 1 || win.k[0] != 1) return false;
+  // Sums of k >= kMaxK taps stay on im2col + OpenBLAS (kernels_conv.cpp): past it the tile
+  // kernel's 6 weight rows no longer stay in L1 over a chunk and the columns thrown away on
+  // small maps cost more than unfolding (bench_conv_direct --grid, 1 thread, 3x3 stride 1,
+  // direct / im2col ms: 32 ch (k 288) 0.70-0.90 at 4x4 .. 28x28; 64 ch (k 576) 0.85-1.0, the
+  // ResNet export's 2x64x6x5 0.069 / 0.109; 128 ch (k 1152) 6x6 1.22, 7x7 1.14, 10x10 .. 28x28
+  // 0.98-1.04; 256 ch (k 2304) 7x7 1.26, 14x14 1.06, 28x28 1.00). Blocking k (the C tile
+  // reloaded per block of 128-512 taps) measured no better at 256 and 512 channels.
+  constexpr int64_t kMaxK = 1024;
+  if (cg * win.k[1] * win.k[2] >= kMaxK) return false;
+  for (int a = 1; a < 3; ++a)
+    if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
+  const Geom g = make_geom(win, cg);
+  return g.size < (int64_t{1} << 31) - 64;
+}
+
+void conv_direct(const ConvDirect& d) {
+  const Window3& win = d.win;
+  const Geom g = make_geom(win, d.cg);
+  if (d.n_batch <= 0 || d.coutg <= 0) return;
+  const int64_t p = g.oh * g.ow, in_sz = win.in_size();
+  std::vector<int32_t> off(static_cast<size_t>(std::max<int64_t>(1, g.k)));
+  make_offsets(win, g, d.cg, off.data());
+  const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+
+  // Chunks of whole output rows, ~512 positions of the grid each: the weights of a 6-row block
+  // stay in L1 over the chunk's tiles; the tile stays in L1 for the copy-out.
+  const int64_t nblocks = d.n_batch * d.groups;
+  // Balanced: 24 rows of 22 as 12 + 12, not 23 + 1.
+  const int64_t max_rows = std::clamp<int64_t>(512 / g.wq, 1, g.oh);
+  const int64_t rows_per_chunk = ceil_div(g.oh, ceil_div(g.oh, max_rows));
+  const int64_t n_chunks = ceil_div(g.oh, rows_per_chunk);
+  const int64_t m_blocks = (d.coutg + kRows - 1) / kRows;
+  const int threads = num_threads();
+  const int64_t want = threads > 1 ? 4 * static_cast<int64_t>(threads) : 1;
+  int64_t per_group = m_blocks;
+  if (nblocks * n_chunks < want) per_group = std::max<int64_t>(1, (m_blocks * nblocks * n_chunks + want - 1) / want);
+  const int64_t m_groups = (m_blocks + per_group - 1) / per_group;
+  const int64_t tasks = nblocks * n_chunks * m_groups;
+  const int64_t chunk_cols = (rows_per_chunk - 1) * g.wq + g.ow;
+  const int64_t cost = per_group * kRows * chunk_cols * std::max<int64_t>(1, g.k);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / cost);
+  const int64_t cgk = g.k;
+
+  parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
+    thread_local Scratch s;
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t ng = t / (n_chunks * m_groups), rem = t % (n_chunks * m_groups);
+      const int64_t chunk = rem / m_groups, mg = rem % m_groups;
+      const int64_t grp = ng % d.groups;
+      if (s.call != call || s.ng != ng) {
+        s.buf.resize(static_cast<size_t>(g.size));
+        fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
+        s.call = call;
+        s.ng = ng;
+      }
+      const int64_t oy0 = chunk * rows_per_chunk, oy1 = std::min(g.oh, oy0 + rows_per_chunk), nrows = oy1 - oy0;
+      const int64_t q0 = oy0 * g.wq, cols = (nrows - 1) * g.wq + g.ow, seg = nrows * g.ow;
+      const int64_t ld = (cols + 7) / 8 * 8 + 8;
+      const int64_t r0 = mg * per_group * kRows, r1 = std::min(d.coutg, r0 + per_group * kRows);
+      const int64_t y0 = ng * d.coutg * p;  // flat index of this (image, group)'s first output
+      if (s.tile.size() < static_cast<size_t>(kRows * ld)) s.tile.resize(static_cast<size_t>(kRows * ld));
+      // With an epilogue the valid values gather in `stage` (rows of `seg`; whole planes back
+      // to back when the chunk is the whole image) and go through it ~4K values at once.
+      const int64_t flush_rows = d.epi ? std::max<int64_t>(kRows, (4096 / seg) / kRows * kRows) : 0;
+      if (d.epi && s.stage.size() < static_cast<size_t>((flush_rows + kRows) * seg))
+        s.stage.resize(static_cast<size_t>((flush_rows + kRows) * seg));
+      int64_t pending = 0, first = r0;
+      auto flush = [&] {
+        if (nrows == g.oh) d.epi->apply(s.stage.data(), y0 + first * p, pending * p);
+        else
+          for (int64_t r = 0; r < pending; ++r)
+            d.epi->apply(s.stage.data() + r * seg, y0 + (first + r) * p + oy0 * g.ow, seg);
+        first += pending;
+        pending = 0;
+      };
+      const float* wg = d.w + grp * d.coutg * cgk;
+      const float* bg = d.bias ? d.bias + grp * d.coutg : nullptr;
+      const float* b = s.buf.data() + q0;
+      for (int64_t m0 = r0; m0 < r1; m0 += kRows) {
+        const int64_t rows = std::min(kRows, r1 - m0);
+        float* dst = d.epi ? s.stage.data() + pending * seg : d.y + y0 + m0 * p + oy0 * g.ow;
+        const int64_t ldd = d.epi ? seg : p;
+        if (g.wq == g.ow) {  // no columns to drop (1-wide windows): straight to the destination
+          conv_direct_block_avx2(rows, cols, cgk, wg + m0 * cgk, cgk, b, off.data(), bg ? bg + m0 : nullptr, dst, ldd);
+        } else {
+          conv_direct_block_avx2(rows, cols, cgk, wg + m0 * cgk, cgk, b, off.data(), bg ? bg + m0 : nullptr,
+                                 s.tile.data(), ld);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* src = s.tile.data() + r * ld;
+            float* dr = dst + r * ldd;
+            for (int64_t oy = 0; oy < nrows; ++oy)
+              for (int64_t ox = 0; ox < g.ow; ++ox) dr[oy * g.ow + ox] = src[oy * g.wq + ox];
+          }
+        }
+        if (d.epi) {
+          pending += rows;
+          if (pending >= flush_rows || m0 + rows >= r1) flush();
+        }
+      }
+    }
+    s.trim();
+  });
+}
+
+}  // namespace rlx::cpu

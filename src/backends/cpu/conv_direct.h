@@ -1,0 +1,48 @@
+#pragma once
+// Internal to the CPU conv kernels: the f32 conv of 2-d and 1-d windows as an implicit GEMM,
+// without im2col (conv_direct.cpp). Each image (and group) is copied once into a zero-padded
+// buffer split into stride phases: phase (py, px) of channel c holds the padded input's rows
+// py, py + sy, ... and columns px, px + sx, ..., each phase a plane of hq x wq floats. Output
+// positions are numbered on that grid, q = oy * wq + ox (columns ox >= ow are computed and
+// thrown away), so that for every tap (c, ky, kx) the inputs of positions q, q + 1, ... lie
+// back to back at buf[off[tap] + q]: the register-tiled AVX2/FMA kernel of conv_gemm runs over
+// a per-tap offset table instead of im2col's rows, the taps in im2col's (c, ky, kx) order (so
+// the bits of the im2col + tile kernel path). Needs AVX2 and FMA (conv_gemm_avx2_usable()).
+#include <cstdint>
+
+#include "backends/cpu/im2col.h"
+
+namespace rlx::cpu {
+
+class ConvEpilogue;
+
+struct ConvDirect {
+  Window3 win;
+  int64_t n_batch = 0, groups = 1, cg = 0, coutg = 0;  // input / output channels per group
+  const float* x = nullptr;     // n_batch x groups * cg planes of win.in_size()
+  const float* w = nullptr;     // groups * coutg rows of cg * win.k_size()
+  const float* bias = nullptr;  // groups * coutg values or nullptr
+  float* y = nullptr;           // unused when `epi` is set
+  const ConvEpilogue* epi = nullptr;
+};
+
+// Whether conv_direct runs this geometry: AVX2/FMA, a 2-d or 1-d window, offsets within int32,
+// and the path not switched off.
+bool conv_direct_usable(const Window3& win, int64_t cg);
+
+// Switches the path off (false) or on for the whole process (tests and benchmarks compare it
+// with the im2col path); how many convs it has run in this process (tests).
+void set_conv_direct_enabled(bool on);
+uint64_t conv_direct_runs();
+
+// Runs the conv on the pool's threads (tasks of image and group, output row chunk and group of
+// 6-channel blocks); the epilogue, when set, gets every finished row segment instead of y.
+void conv_direct(const ConvDirect& d);
+
+// The tile kernel with a per-k offset table (conv_gemm_avx2.cpp): rows [0, rows) (<= 6),
+// columns [0, cols):
+//   c[r * ldc + j] = bias[r] (0 without bias) + sum_k a[r * lda + k] * b[off[k] + j].
+void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
+                            const int32_t* off, const float* bias, float* c, int64_t ldc);
+
+}  // namespace rlx::cpu
