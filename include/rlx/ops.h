@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "rlx/dtype_narrow.h"
 #include "rlx/shape.h"
 #include "rlx/tensor.h"
 
@@ -41,6 +42,7 @@ template <class E> E enum_parse(std::string_view s) {
   throw Error(std::string("unknown enum value '") + std::string(s) + "'");
 }
 
+template <> struct EnumNames<E8M0Round> { static constexpr std::array names{"up", "down", "nearest"}; };
 enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Max, Min, Pow, Mod, FMod, And, Or, Xor };
 template <> struct EnumNames<BinaryKind> {
   static constexpr std::array names{"add", "sub", "mul", "div", "max", "min", "pow", "mod", "fmod", "and", "or", "xor"};
@@ -160,11 +162,21 @@ struct Activation {
   ActKind kind = ActKind::Relu;
   template <class V> void visit(V&& v) { v("kind", kind); }
 };
-// Converts values (not bits). Float->int truncates toward zero; ->bool is (x != 0).
+// Converts values (not bits). Float->int truncates toward zero; ->bool is (x != 0). To and from
+// the storage-only dtypes by rlx/dtype_narrow.h: `saturate` (float8 targets: out-of-range
+// values clamp to the largest finite value, else become inf/NaN) and `round_mode` (e8m0
+// targets) are ONNX Cast's attributes; they change nothing for other targets.
 struct Cast {
   RLX_OP_HEADER("cast", 1, 1)
   DType to = DType::F32;
-  template <class V> void visit(V&& v) { v("to", to); }
+  bool saturate = true;
+  E8M0Round round_mode = E8M0Round::Up;
+  NarrowCast narrow() const { return {saturate, round_mode}; }
+  template <class V> void visit(V&& v) {
+    v("to", to);
+    v("saturate", saturate);
+    v("round_mode", round_mode);
+  }
 };
 
 // ---- shape -----------------------------------------------------------------

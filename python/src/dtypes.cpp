@@ -6,8 +6,6 @@
 namespace rlx::python {
 namespace {
 
-constexpr size_t kDTypeCount = sizeof(kAllDTypes) / sizeof(kAllDTypes[0]);
-
 const char* numpy_name(DType t) {
   switch (t) {
     case DType::F32: return "float32";
@@ -21,6 +19,12 @@ const char* numpy_name(DType t) {
     case DType::U8: return "uint8";
     case DType::U32: return "uint32";
     case DType::Bool: return "bool";
+    case DType::U16: return "uint16";
+    case DType::U64: return "uint64";
+    // The storage-only dtypes as their stored bytes: float8/float4 bits, sub-byte integer values.
+    case DType::I4: case DType::I2: return "int8";
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
+    case DType::F8E8M0: case DType::F4E2M1: case DType::U4: case DType::U2: return "uint8";
   }
   throw Error("numpy_dtype: corrupt dtype value");
 }
@@ -28,7 +32,7 @@ const char* numpy_name(DType t) {
 // NumPy-style spellings accepted where a dtype is named (besides rlx's own "f32", "bf16", ...).
 std::optional<DType> dtype_from_long_name(std::string_view s) {
   if (s == "bfloat16") return DType::BF16;
-  for (DType t : kAllDTypes)
+  for (DType t : kComputeDTypes)
     if (t != DType::BF16 && s == numpy_name(t)) return t;
   return std::nullopt;
 }
@@ -64,8 +68,9 @@ std::optional<DType> dtype_of_numpy(const py::dtype& d) {
       return std::nullopt;
     case 'u':
       if (size == 1) return DType::U8;
-      if (size == 2) return DType::BF16;  // rlx has no u16: uint16 arrays carry bf16 bits
+      if (size == 2) return DType::BF16;  // uint16 arrays carry bf16 bits (name 'u16' for u16 values)
       if (size == 4) return DType::U32;
+      if (size == 8) return DType::U64;
       return std::nullopt;
     case 'b': return DType::Bool;
     default:
@@ -136,7 +141,8 @@ void register_dtypes(py::module_& m) {
   for (DType t : kAllDTypes) names.append(dtype_name(t));
   m.attr("dtypes") = names;
   m.def("numpy_dtype", [](const py::handle& t) { return numpy_dtype(dtype_from_py(t)); }, py::arg("dtype"),
-        "The NumPy dtype that holds values of an rlx dtype (bf16: uint16, the raw bits).");
+        "The NumPy dtype that holds values of an rlx dtype (bf16: uint16, the raw bits; float8/float4: "
+        "uint8 bits; int4/int2: int8, uint4/uint2: uint8 values).");
   m.def("dtype_name", [](const py::handle& t) { return std::string(dtype_name(dtype_from_py(t))); }, py::arg("dtype"),
         "rlx's name of a dtype given as a name, NumPy dtype or NumPy scalar type ('f32', ...).");
 }

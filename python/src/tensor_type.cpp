@@ -27,8 +27,9 @@ DLDataType dl_dtype(DType t) {
     case DType::F32: case DType::F16: case DType::F64: d.code = kDLFloat; break;
     case DType::BF16: d.code = kDLBfloat; break;
     case DType::I8: case DType::I16: case DType::I32: case DType::I64: d.code = kDLInt; break;
-    case DType::U8: case DType::U32: d.code = kDLUInt; break;
+    case DType::U8: case DType::U16: case DType::U32: case DType::U64: d.code = kDLUInt; break;
     case DType::Bool: d.code = kDLBoolCode; break;
+    default: throw Error(std::string("DLPack: ") + dtype_name(t) + " (a storage-only dtype) has no DLPack dtype; cast it first");
   }
   return d;
 }
@@ -37,7 +38,7 @@ DType dtype_of_dl(const DLDataType& d) {
   const std::string text = "code " + std::to_string(d.code) + ", " + std::to_string(d.bits) + " bits, " +
                            std::to_string(d.lanes) + " lanes";
   if (d.lanes != 1) throw Error("from_dlpack: vector dtypes (" + text + ") have no rlx dtype");
-  for (DType t : kAllDTypes) {
+  for (DType t : kComputeDTypes) {
     const DLDataType e = dl_dtype(t);
     if (e.code == d.code && e.bits == d.bits) return t;
   }
@@ -57,6 +58,10 @@ const char* buffer_format(DType t) {
     case DType::U8: return "B";
     case DType::U32: return "I";
     case DType::Bool: return "?";
+    case DType::U16: return "H";
+    case DType::U64: return "Q";
+    case DType::I4: case DType::I2: return "b";  // the stored values (float8/float4: their bits, "B")
+    default: break;
   }
   return "B";
 }

@@ -29,7 +29,10 @@ class CudaFloat final : public ExprPrinter {
 class Cuda final : public Language {
  public:
   LangId id() const override { return LangId::Cuda; }
-  std::optional<DType> storage_dtype(DType t) const override { return t; }
+  std::optional<DType> storage_dtype(DType t) const override {
+    if (!gpu_dtype(t)) return std::nullopt;
+    return t;
+  }
   bool has_math(MathFn, DType t) const override { return t == DType::F32 || t == DType::F64; }
 
   std::string storage_type(DType t) const override {
@@ -45,6 +48,7 @@ class Cuda final : public Language {
       case DType::U8: return "u8_t";
       case DType::U32: return "u32_t";
       case DType::Bool: return "u8_t";
+      default: break;  // not held (storage_dtype)
     }
     return "?";
   }

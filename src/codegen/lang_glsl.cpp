@@ -176,7 +176,10 @@ const char* int_source(BinaryKind k) {
 class Glsl final : public Language {
  public:
   LangId id() const override { return LangId::Glsl; }
-  std::optional<DType> storage_dtype(DType t) const override { return t; }
+  std::optional<DType> storage_dtype(DType t) const override {
+    if (!gpu_dtype(t)) return std::nullopt;
+    return t;
+  }
   bool has_math(MathFn f, DType t) const override {
     if (t == DType::F32) return true;
     if (t != DType::F64) return false;
@@ -198,6 +201,7 @@ class Glsl final : public Language {
       case DType::U8: return "uint8_t";
       case DType::U32: return "uint";
       case DType::Bool: return "uint8_t";
+      default: break;  // not held (storage_dtype)
     }
     return "?";
   }

@@ -249,9 +249,8 @@ class Wgsl final : public Language {
       case DType::U8:
       case DType::U32:
       case DType::Bool: return DType::U32;
-      case DType::F64: return std::nullopt;
+      default: return std::nullopt;  // f64, u16, u64 and the storage-only dtypes
     }
-    return std::nullopt;
   }
   bool has_math(MathFn, DType t) const override { return t == DType::F32; }
 

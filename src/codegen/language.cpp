@@ -60,7 +60,11 @@ std::string kernel_error_message(int code, const std::string& device) {
 
 std::string Language::storage_gap(DType t) const {
   if (storage_dtype(t)) return "";
-  return std::string(name()) + " kernels cannot hold " + dtype_name(t) + " tensors";
+  std::string why = std::string(name()) + " kernels cannot hold " + dtype_name(t) + " tensors";
+  if (!gpu_dtype(t))
+    why += std::string(" (") + (is_storage_only(t) ? "a storage-only dtype" : "no GPU kernels for it") +
+           "; rlx runs " + dtype_name(t) + " on the CPU)";
+  return why;
 }
 
 const char* Language::compare_op(CompareKind k) {

@@ -64,6 +64,9 @@ class Language {
   virtual bool has_math(MathFn f, DType t) const = 0;
   // Why logical dtype `t` cannot be held ("" when it can).
   std::string storage_gap(DType t) const;
+  // The dtypes no GPU language holds: u16, u64 and the storage-only dtypes (float8, float4,
+  // int4/uint4, int2/uint2), which rlx runs on the CPU.
+  static bool gpu_dtype(DType t) { return !is_storage_only(t) && t != DType::U16 && t != DType::U64; }
 
   // ---- spelling ----
   virtual std::string storage_type(DType stored) const = 0;  // element type of a buffer

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "io/base64.h"
+#include "rlx/dtype_narrow.h"
 #include "rlx/limits.h"
 #include "io/json_detail.h"
 
@@ -36,11 +37,25 @@ uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& dims, const std:
   }
 }
 
-void check_bool_bytes(const Tensor& t, const std::string& where) {
-  if (t.dtype() != DType::Bool) return;
+// Bytes that are no value of the dtype (bool other than 0/1, sub-byte values out of range): errors.
+void check_stored_bytes(const Tensor& t, const std::string& where) {
   const auto* p = static_cast<const uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i)
-    if (p[i] > 1) json_fail(where, "bool tensor element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0 or 1");
+  if (t.dtype() == DType::Bool) {
+    for (size_t i = 0; i < t.nbytes(); ++i)
+      if (p[i] > 1) json_fail(where, "bool tensor element " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0 or 1");
+    return;
+  }
+  // Sub-byte dtypes hold one value a byte: the value (i4/i2 sign-extended) or f4e2m1's 4 bits.
+  const int bits = dtype_bits(t.dtype());
+  if (bits >= 8) return;
+  for (size_t i = 0; i < t.nbytes(); ++i) {
+    const bool ok = t.dtype() == DType::I4 || t.dtype() == DType::I2
+                        ? narrow_int_wrap(t.dtype(), static_cast<uint64_t>(static_cast<int8_t>(p[i]))) == p[i]
+                        : p[i] < (1u << bits);
+    if (!ok)
+      json_fail(where, std::string(dtype_name(t.dtype())) + " tensor element " + std::to_string(i) + " is the byte " +
+                           std::to_string(p[i]) + ", which is not a stored " + dtype_name(t.dtype()) + " value");
+  }
 }
 
 }  // namespace
@@ -95,7 +110,7 @@ Tensor TensorReader::read(const json& j, const std::string& where) {
       json_fail(at, e.what());
     }
     Tensor t = Tensor::from_bytes(dtype, std::move(dims), bytes.data(), bytes.size());
-    check_bool_bytes(t, at);
+    check_stored_bytes(t, at);
     return t;
   }
   const uint64_t offset = get_u64(require_key(j, "offset", where), json_at(where, "field 'offset'"));
@@ -117,7 +132,7 @@ Tensor TensorReader::read(const json& j, const std::string& where) {
       json_fail(where, e.what());
     }
   }
-  check_bool_bytes(t, where);
+  check_stored_bytes(t, where);
   return t;
 }
 

@@ -1,8 +1,9 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0), C order, little-endian.
 //
-// dtypes: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u4 |b1 (single-byte types also as '<' or '=').
+// dtypes: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 (single-byte types also as '<' or '=').
 // bf16 has no NumPy type code: save_npy writes bf16 tensors as <f4 (exact widening), so they
-// load back as f32 with identical values. Big-endian data, Fortran order, structured and
+// load back as f32 with identical values. The storage-only dtypes (float8, float4, int4/uint4,
+// int2/uint2) have no NumPy type code either: save_npy refuses them (cast first). Big-endian data, Fortran order, structured and
 // other dtypes are rejected with rlx::Error, as are truncated files and trailing bytes.
 #include <bit>
 #include <cstring>
@@ -151,7 +152,7 @@ struct DescrEntry {
 };
 constexpr DescrEntry kDescrs[] = {{"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i1", DType::I8},
                                   {"i2", DType::I16}, {"i4", DType::I32}, {"i8", DType::I64}, {"u1", DType::U8},
-                                  {"u4", DType::U32}, {"b1", DType::Bool}};
+                                  {"u2", DType::U16}, {"u4", DType::U32}, {"u8", DType::U64}, {"b1", DType::Bool}};
 
 DType parse_descr(const std::string& d, const std::string& path) {
   const std::string where = "load_npy('" + io::printable(path) + "'): ";
@@ -169,7 +170,7 @@ DType parse_descr(const std::string& d, const std::string& path) {
     }
   }
   throw Error(where + "unsupported dtype '" + io::printable(d) +
-              "' (supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u4 |b1)");
+              "' (supported: <f4 <f8 <f2 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1)");
 }
 
 const char* descr_of(DType t) {
@@ -182,9 +183,11 @@ const char* descr_of(DType t) {
     case DType::I32: return "<i4";
     case DType::I64: return "<i8";
     case DType::U8: return "|u1";
+    case DType::U16: return "<u2";
     case DType::U32: return "<u4";
+    case DType::U64: return "<u8";
     case DType::Bool: return "|b1";
-    case DType::BF16: break;
+    default: break;  // bf16 (widened by save_npy) and the storage-only dtypes (refused)
   }
   return nullptr;
 }
@@ -279,6 +282,9 @@ Tensor load_npy(const std::string& path) {
 void save_npy(const Tensor& t, const std::string& path) {
   translate_errors("save_npy", [&] {
     if (!t.defined()) throw Error("save_npy('" + io::printable(path) + "'): the tensor has no data");
+    if (is_storage_only(t.dtype()))
+      throw Error("save_npy('" + io::printable(path) + "'): " + dtype_name(t.dtype()) +
+                  " has no NumPy dtype; cast the tensor (e.g. to f32, or i8/u8 for int4/uint4) first");
     const Tensor data = t.dtype() == DType::BF16 ? t.cast(DType::F32) : t;  // no NumPy code for bf16
     std::string header = std::string("{'descr': '") + descr_of(data.dtype()) + "', 'fortran_order': False, 'shape': (";
     for (size_t i = 0; i < data.shape().size(); ++i) header += (i ? ", " : "") + std::to_string(data.shape()[i]);

@@ -29,7 +29,8 @@ struct DTypeName {
 };
 constexpr DTypeName kNames[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
                                 {"I8", DType::I8},   {"I16", DType::I16}, {"I32", DType::I32},   {"I64", DType::I64},
-                                {"U8", DType::U8},   {"U32", DType::U32}, {"BOOL", DType::Bool}};
+                                {"U8", DType::U8},   {"U16", DType::U16}, {"U32", DType::U32},   {"U64", DType::U64},
+                                {"BOOL", DType::Bool}, {"F8_E4M3", DType::F8E4M3FN}, {"F8_E5M2", DType::F8E5M2}};
 
 const char* st_name(DType t) {
   for (const auto& n : kNames)
@@ -120,7 +121,7 @@ void SafetensorsFile::parse() {
         e.dtype = kn.dtype;
         known = true;
       }
-    if (!known) throw Error(where + ": dtype '" + io::printable(dt) + "' is not supported (F32, F16, BF16, F64, I8, I16, I32, I64, U8, U32, BOOL)");
+    if (!known) throw Error(where + ": dtype '" + io::printable(dt) + "' is not supported (F32, F16, BF16, F64, I8, I16, I32, I64, U8, U16, U32, U64, BOOL, F8_E4M3, F8_E5M2)");
     if (!v.contains("shape") || !v["shape"].is_array()) throw Error(where + ": 'shape' must be an array");
     for (const auto& d : v["shape"]) {
       const uint64_t dim = checked_u64(d, where + ": shape entries");

@@ -8,11 +8,22 @@ namespace rlx {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::F32: case DType::I32: case DType::U32: return 4;
-    case DType::F16: case DType::BF16: case DType::I16: return 2;
-    case DType::F64: case DType::I64: return 8;
+    case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+    case DType::F64: case DType::I64: case DType::U64: return 8;
     case DType::I8: case DType::U8: case DType::Bool: return 1;
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ:
+    case DType::F8E8M0: case DType::F4E2M1: case DType::I4: case DType::U4: case DType::I2: case DType::U2:
+      return 1;  // one element a byte in memory (packed only in files)
   }
   throw Error("dtype_size: corrupt dtype value " + std::to_string(static_cast<int>(t)));
+}
+
+int dtype_bits(DType t) {
+  switch (t) {
+    case DType::I4: case DType::U4: case DType::F4E2M1: return 4;
+    case DType::I2: case DType::U2: return 2;
+    default: return 8 * static_cast<int>(dtype_size(t));
+  }
 }
 
 const char* dtype_name(DType t) {
@@ -28,6 +39,18 @@ const char* dtype_name(DType t) {
     case DType::U8: return "u8";
     case DType::U32: return "u32";
     case DType::Bool: return "bool";
+    case DType::U16: return "u16";
+    case DType::U64: return "u64";
+    case DType::F8E4M3FN: return "f8e4m3fn";
+    case DType::F8E4M3FNUZ: return "f8e4m3fnuz";
+    case DType::F8E5M2: return "f8e5m2";
+    case DType::F8E5M2FNUZ: return "f8e5m2fnuz";
+    case DType::F8E8M0: return "f8e8m0";
+    case DType::F4E2M1: return "f4e2m1";
+    case DType::I4: return "i4";
+    case DType::U4: return "u4";
+    case DType::I2: return "i2";
+    case DType::U2: return "u2";
   }
   return "?";
 }
@@ -35,16 +58,30 @@ const char* dtype_name(DType t) {
 DType dtype_from_name(std::string_view name) {
   for (DType t : kAllDTypes)
     if (name == dtype_name(t)) return t;
-  throw Error("unknown dtype '" + std::string(name) +
-              "' (expected one of f32, f16, bf16, f64, i8, i16, i32, i64, u8, u32, bool)");
+  std::string all;
+  for (DType t : kAllDTypes) all += std::string(all.empty() ? "" : ", ") + dtype_name(t);
+  throw Error("unknown dtype '" + std::string(name) + "' (expected one of " + all + ")");
 }
 
+bool is_valid_dtype(DType t) { return static_cast<size_t>(t) < kDTypeCount; }
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
 bool is_int(DType t) {
   return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U8 ||
-         t == DType::U32;
+         t == DType::U16 || t == DType::U32 || t == DType::U64;
 }
 bool is_signed_int(DType t) { return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64; }
+bool is_narrow_float(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ ||
+         t == DType::F8E8M0 || t == DType::F4E2M1;
+}
+bool is_narrow_int(DType t) { return t == DType::I4 || t == DType::U4 || t == DType::I2 || t == DType::U2; }
+bool is_storage_only(DType t) { return is_narrow_float(t) || is_narrow_int(t); }
+
+void throw_storage_only(DType t, const char* what) {
+  throw Error(std::string(what) + ": " + dtype_name(t) +
+              " is a storage-only dtype (rlx runs Cast and data movement on it, nothing else); "
+              "cast it to a compute dtype (f32, f16, i32, ...) first");
+}
 
 uint16_t f32_to_f16_bits(float v) {
   const uint32_t x = std::bit_cast<uint32_t>(v);

@@ -16,6 +16,32 @@ std::string op_label(NodeId id, const Op& op) {
   else return "node " + std::to_string(id) + " (" + op_name(op) + ")";
   return "node " + std::to_string(id) + " (" + op_name(op) + " '" + text::printable(name) + "')";
 }
+
+// The ops that run on the storage-only dtypes (rlx/dtype.h): leaves, Cast, and data movement
+// (byte copies by element size; Where selects, control flow passes values through).
+bool runs_storage_only(const Op& op) {
+  return std::visit(
+      []<class T>(const T&) {
+        return std::is_same_v<T, ops::Input> || std::is_same_v<T, ops::Param> || std::is_same_v<T, ops::Constant> ||
+               std::is_same_v<T, ops::Cast> || std::is_same_v<T, ops::Reshape> || std::is_same_v<T, ops::Transpose> ||
+               std::is_same_v<T, ops::Narrow> || std::is_same_v<T, ops::Concat> || std::is_same_v<T, ops::Expand> ||
+               std::is_same_v<T, ops::Reverse> || std::is_same_v<T, ops::StopGradient> ||
+               std::is_same_v<T, ops::Gather> || std::is_same_v<T, ops::Where> || std::is_same_v<T, ops::If> ||
+               std::is_same_v<T, ops::While>;
+      },
+      op);
+}
+
+// Shapes named `what` 0, 1, ...: rlx::Error when one is storage-only and `op` does not run on it.
+void check_storage_only(const Op& op, const std::vector<Shape>& shapes, const char* what) {
+  if (runs_storage_only(op)) return;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (is_storage_only(shapes[i].dtype))
+      throw Error(std::string(what) + " " + std::to_string(i) + " is " + shapes[i].str() + ": " +
+                  dtype_name(shapes[i].dtype) +
+                  " is a storage-only dtype, which rlx only casts and moves (reshape, transpose, narrow, concat, "
+                  "expand, reverse, gather, where); cast it to a compute dtype (f32, f16, i32, ...) first");
+}
 }  // namespace
 
 std::string node_label(const Node& n) { return op_label(n.id, n.op); }
@@ -91,8 +117,10 @@ NodeId Graph::add_node(Op op, std::vector<Value> inputs) {
   }
   std::vector<Shape> outs;
   try {
+    check_storage_only(op, in_shapes, "input");
     outs = infer_op(op, in_shapes);
     for (size_t i = 0; i < outs.size(); ++i) outs[i].check_size("output " + std::to_string(i));
+    check_storage_only(op, outs, "output");
   } catch (const Error& e) {
     std::string shapes;
     for (size_t i = 0; i < in_shapes.size(); ++i) shapes += (i ? ", " : "") + in_shapes[i].str();

@@ -10,7 +10,7 @@
 //  - Where: cond is bool, a and b share a dtype (any); the result has it.
 //  - Activation: Not takes bool only; Neg/Abs/Relu/Sign take floats and integers; every other
 //    kind takes floats only. The result has the input's dtype.
-//  - Cast: any dtype to any dtype.
+//  - Cast: any dtype to any dtype (the storage-only ones too: rlx/dtype_narrow.h).
 // Operands broadcast with numpy rules (symbolic dims broadcast by name; a symbolic dim
 // against a static one binds to the static size).
 // ElementwiseRegion: the output shape is the broadcast of every external input; each step
@@ -86,7 +86,7 @@ DType activation_dtype(ActKind k, DType t, const std::string& what, const std::s
 }
 
 void check_dtype_value(DType t, const std::string& what) {
-  if (static_cast<unsigned>(t) > static_cast<unsigned>(DType::Bool))
+  if (!is_valid_dtype(t))
     throw Error(what + ": invalid target dtype value " + std::to_string(static_cast<int>(t)));
 }
 
@@ -133,6 +133,7 @@ std::vector<Shape> ops::Activation::infer(std::span<const Shape> in) const {
 
 std::vector<Shape> ops::Cast::infer(std::span<const Shape> in) const {
   check_dtype_value(to, "cast");
+  check_enum_value(round_mode, "cast round_mode");
   return {Shape(in[0].dims, to)};
 }
 

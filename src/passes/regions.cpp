@@ -19,6 +19,8 @@ constexpr size_t kMaxInputs = 16;
 
 bool region_candidate(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1) return false;
+  // A Where over storage-only values stays a Where (regions compute; those dtypes only move).
+  if (is_storage_only(n.outputs[0].dtype)) return false;
   if (op_as<ops::Binary>(n) || op_as<ops::Compare>(n) || op_as<ops::Where>(n) || op_as<ops::Activation>(n))
     return true;
   if (op_as<ops::Cast>(n)) return is_float(g.shape(n.inputs[0]).dtype) && is_float(n.outputs[0].dtype);

@@ -479,9 +479,12 @@ uint64_t pad_fill_bits(DType t, double v) {
     case DType::I64: return static_cast<uint64_t>(static_cast<int64_t>(v));
     case DType::U8: return static_cast<uint8_t>(v);
     case DType::U32: return static_cast<uint32_t>(v);
+    case DType::U16: return static_cast<uint16_t>(v);
+    case DType::U64: return static_cast<uint64_t>(v);
     case DType::Bool: return v != 0.0 ? 1 : 0;
+    default: break;  // the storage-only dtypes: Pad does not run on them (Graph::add_node)
   }
-  throw Error("pad: corrupt dtype value " + std::to_string(static_cast<int>(t)));
+  throw Error(std::string("pad: no fill value for dtype ") + dtype_name(t));
 }
 
 }  // namespace rlx::plan

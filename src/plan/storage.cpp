@@ -22,14 +22,16 @@ IntRange int_range(DType t) {
     case DType::I32: return {INT32_MIN, INT32_MAX};
     case DType::I64: return {INT64_MIN, INT64_MAX};
     case DType::U8: return {0, UINT8_MAX};
+    case DType::U16: return {0, UINT16_MAX};
     case DType::U32: return {0, UINT32_MAX};
     case DType::Bool: return {0, 1};
     default: break;
   }
-  throw Error(std::string("storage: ") + dtype_name(t) + " is not an integer dtype");
+  throw Error(std::string("storage: ") + dtype_name(t) + " has no storage mapping (integers up to 32 bits, i64 and bool)");
 }
 
-bool is_intlike(DType t) { return is_int(t) || t == DType::Bool; }
+// u64 is left out: its values do not all fit int64, and no device maps it to another dtype.
+bool is_intlike(DType t) { return (is_int(t) && t != DType::U64) || t == DType::Bool; }
 constexpr bool float_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
 
 // Significand and exponent bits of a float dtype, for the narrowing test.
@@ -95,7 +97,7 @@ void convert(const void* src, DType from, void* dst, DType to, const std::vector
           const auto* s = static_cast<const TF*>(src);
           auto* d = static_cast<TT*>(dst);
           for (int64_t i = 0; i < n; ++i) {
-            const auto v = static_cast<int64_t>(s[i]);  // every integer dtype (there is no u64) fits
+            const auto v = static_cast<int64_t>(s[i]);  // every integer dtype here (not u64) fits
             if constexpr (T == DType::Bool) {
               d[i] = static_cast<TT>(v != 0);
             } else {

@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "rlx/dtype_narrow.h"
 #include "rlx/limits.h"
 #include "runtime/device_api.h"
 #include "runtime/device_memory.h"
@@ -184,6 +185,10 @@ Tensor Tensor::cast(DType to) const {
   check_host("cast");
   Tensor out = empty(to, shape_);
   const int64_t n = numel();
+  if (is_storage_only(dtype_) || is_storage_only(to)) {  // rlx/dtype_narrow.h (saturating)
+    cast_narrow(dtype_, to, data_, out.data_, n);
+    return out;
+  }
   visit_dtype(dtype_, [&]<DType S>() {
     using ST = typename dtype_storage<S>::type;
     visit_dtype(to, [&]<DType D>() {

@@ -70,6 +70,7 @@ TEST_F(Npy, RoundTripsEveryDTypeAndShape) {
   const std::vector<std::vector<int64_t>> shapes = {{}, {5}, {2, 3, 4}, {0, 3}, {1}};
   for (DType dt : kAllDTypes) {
     if (dt == DType::BF16) continue;  // covered below
+    if (is_storage_only(dt)) continue;  // no NumPy dtype (refused: test_dtype_narrow_ops.cpp)
     for (const auto& shape : shapes) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + dims_str(shape));
       const Tensor t = random_tensor(dt, shape, 3, -100, 100);
@@ -151,7 +152,7 @@ TEST_F(Npy, RejectsCorruptHeaders) {
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }"), HasSubstr("Fortran-ordered"));
   EXPECT_THAT(with("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }"), HasSubstr("big-endian"));
   EXPECT_THAT(with("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }"), HasSubstr("unsupported dtype '<c8'"));
-  EXPECT_THAT(with("{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }"), HasSubstr("unsupported dtype '<u8'"));
+  EXPECT_THAT(with("{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }"), HasSubstr("unsupported dtype '<f16'"));
   EXPECT_THAT(with("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }"), HasSubstr("structured"));
   EXPECT_THAT(with("{'descr': '<f4', 'shape': (2,), }"), HasSubstr("needs the keys"));
   EXPECT_THAT(with("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}"), HasSubstr("unexpected key 'extra'"));

@@ -18,6 +18,18 @@ int32_t onnx_code(DType t) {
     case DType::U8: return onnx::TensorProto::UINT8;
     case DType::U32: return onnx::TensorProto::UINT32;
     case DType::Bool: return onnx::TensorProto::BOOL;
+    case DType::U16: return onnx::TensorProto::UINT16;
+    case DType::U64: return onnx::TensorProto::UINT64;
+    case DType::F8E4M3FN: return 17;  // by number: libonnx-dev's schema may predate them
+    case DType::F8E4M3FNUZ: return 18;
+    case DType::F8E5M2: return 19;
+    case DType::F8E5M2FNUZ: return 20;
+    case DType::U4: return 21;
+    case DType::I4: return 22;
+    case DType::F4E2M1: return 23;
+    case DType::F8E8M0: return 24;
+    case DType::U2: return 25;
+    case DType::I2: return 26;
   }
   throw std::logic_error("dtype");
 }
@@ -100,6 +112,17 @@ onnx::TensorProto to_proto(const Tensor& t, const std::string& name) {
   p.set_name(name);
   p.set_data_type(onnx_code(t.dtype()));
   for (int64_t d : t.shape()) p.add_dims(d);
+  const int bits = dtype_bits(t.dtype());
+  if (bits < 8) {  // packed: element i in bits [(i % per) * bits, ...) of byte i / per
+    const int per = 8 / bits;
+    const auto* src = static_cast<const uint8_t*>(t.raw());
+    std::string packed(static_cast<size_t>((t.numel() + per - 1) / per), '\0');
+    for (int64_t i = 0; i < t.numel(); ++i)
+      packed[static_cast<size_t>(i / per)] = static_cast<char>(
+          static_cast<uint8_t>(packed[static_cast<size_t>(i / per)]) | ((src[i] & ((1u << bits) - 1)) << ((i % per) * bits)));
+    p.set_raw_data(packed);
+    return p;
+  }
   p.set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
   return p;
 }

@@ -10,12 +10,14 @@
 
 namespace rlx::elemtest {
 
-inline const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8,  DType::I16,
-                                  DType::I32, DType::I64, DType::U8,   DType::U32, DType::Bool};
+// The compute dtypes (the storage-only ones are tested in test_cast_narrow.cpp).
+inline const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8,  DType::I16, DType::I32,
+                                  DType::I64, DType::U8,  DType::U16,  DType::U32, DType::U64, DType::Bool};
 inline const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
-inline const DType kIntTypes[] = {DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U32};
+inline const DType kIntTypes[] = {DType::I8, DType::I16, DType::I32, DType::I64,
+                                  DType::U8, DType::U16, DType::U32, DType::U64};
 
-inline bool is_unsigned(DType t) { return t == DType::U8 || t == DType::U32; }
+inline bool is_unsigned(DType t) { return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64; }
 
 using testing::run_op;
 
@@ -51,7 +53,9 @@ inline double wrap_to(DType t, int64_t v) {
     case DType::I32: return static_cast<int32_t>(v);
     case DType::I64: return static_cast<double>(v);
     case DType::U8: return static_cast<uint8_t>(v);
+    case DType::U16: return static_cast<uint16_t>(v);
     case DType::U32: return static_cast<uint32_t>(v);
+    case DType::U64: return static_cast<double>(static_cast<uint64_t>(v));
     case DType::Bool: return v != 0;
     default: return static_cast<double>(v);
   }

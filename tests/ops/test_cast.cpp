@@ -1,4 +1,4 @@
-// Cast: the full 11 x 11 dtype matrix against a reference written here (exact long double
+// Cast: the full matrix of the 13 compute dtypes against a reference written here (exact long double
 // arithmetic, its own round-to-nearest-even for f16/bf16/f32), with edge values: ties,
 // double-rounding traps (f64 / large integers -> f16/bf16), overflow to inf, subnormals,
 // NaN/inf -> int, negative float -> unsigned (saturates to 0), modular int -> int.
@@ -67,9 +67,14 @@ LD int_max(DType t) {
     case DType::I32: return INT32_MAX;
     case DType::I64: return static_cast<LD>(INT64_MAX);
     case DType::U8: return UINT8_MAX;
+    case DType::U16: return UINT16_MAX;
+    case DType::U64: return static_cast<LD>(UINT64_MAX);
     default: return UINT32_MAX;
   }
 }
+
+// The two's complement bits of an integer value (signed or up to 2^64 - 1).
+uint64_t int_bits(LD v) { return v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v)) : static_cast<uint64_t>(v); }
 
 int64_t wrap_int(DType t, int64_t v) {
   switch (t) {
@@ -78,6 +83,7 @@ int64_t wrap_int(DType t, int64_t v) {
     case DType::I32: return static_cast<int32_t>(v);
     case DType::U8: return static_cast<uint8_t>(v);
     case DType::U32: return static_cast<uint32_t>(v);
+    case DType::U16: return static_cast<uint16_t>(v);
     default: return v;
   }
 }
@@ -90,6 +96,10 @@ std::vector<LD> source_values(DType t) {
     case DType::I8: return {0, 1, -1, 5, 127, -128};
     case DType::U8: return {0, 1, 127, 128, 255};
     case DType::I16: return {0, 1, -1, 127, 128, 255, 256, -129, 2049, 2051, 32767, -32768};
+    case DType::U16: return {0, 1, 127, 128, 255, 256, 2049, 2051, 32768, 65504, 65519, 65520, 65535};
+    case DType::U64:
+      return {0, 1, 255, 256, 2049, 65520, std::pow(p, 24) + std::pow(p, 16) + 1, std::pow(p, 53) + 1,
+              std::pow(p, 63), std::pow(p, 63) + std::pow(p, 40) + 1, std::pow(p, 64) - 1};
     case DType::U32:
       return {0, 1, 255, 256, 2049, 65520, std::pow(p, 24) + std::pow(p, 16) + 1, std::pow(p, 31), 4294967295.0L};
     case DType::I32:
@@ -112,6 +122,11 @@ std::vector<LD> source_values(DType t) {
 
 Tensor make_source(DType t, const std::vector<LD>& v) {
   const auto n = static_cast<int64_t>(v.size());
+  if (t == DType::U64) {
+    std::vector<uint64_t> x;
+    for (LD d : v) x.push_back(static_cast<uint64_t>(d));
+    return Tensor::of<uint64_t>({n}, x);
+  }
   if (t == DType::I64) {
     std::vector<int64_t> x;
     for (LD d : v) x.push_back(static_cast<int64_t>(d));
@@ -135,7 +150,9 @@ Tensor make_source(DType t, const std::vector<LD>& v) {
 // The exact source values as stored.
 std::vector<LD> read_source(const Tensor& t) {
   std::vector<LD> out;
-  if (is_float(t.dtype())) {
+  if (t.dtype() == DType::U64) {
+    for (int64_t i = 0; i < t.numel(); ++i) out.push_back(static_cast<LD>(t.data<uint64_t>()[i]));
+  } else if (is_float(t.dtype())) {
     for (double d : t.to_f64()) out.push_back(d);
   } else {
     for (int64_t i : t.to_i64()) out.push_back(static_cast<LD>(i));
@@ -153,7 +170,8 @@ LD ref_cast(DType from, DType to, LD v) {
     if (t >= int_max(to)) return int_max(to);
     return t;
   }
-  return static_cast<LD>(wrap_int(to, static_cast<int64_t>(v)));
+  if (to == DType::U64) return static_cast<LD>(int_bits(v));
+  return static_cast<LD>(wrap_int(to, static_cast<int64_t>(int_bits(v))));
 }
 
 TEST(ElementwiseCast, FullMatrix) {
@@ -175,9 +193,9 @@ TEST(ElementwiseCast, FullMatrix) {
                             << " want " << want;
         }
       } else {
-        const auto got = out.to_i64();
+        const auto got = out.to_i64();  // u64: the same bits
         for (size_t i = 0; i < sv.size(); ++i) {
-          const auto want = static_cast<int64_t>(ref_cast(from, to, sv[i]));
+          const auto want = static_cast<int64_t>(int_bits(ref_cast(from, to, sv[i])));
           EXPECT_EQ(got[i], want) << "element " << i << " source " << static_cast<double>(sv[i]);
         }
       }

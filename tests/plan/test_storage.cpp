@@ -104,8 +104,14 @@ TEST(StoragePlan, IdentityTablesChangeNothing) {
   auto of = [](const codegen::Language& l) {
     return plan::StorageCaps::from([&](DType t) { return l.storage_dtype(t); });
   };
-  EXPECT_TRUE(of(codegen::cuda_language()).is_identity());
-  EXPECT_TRUE(of(codegen::glsl_language()).is_identity());
+  // CUDA and GLSL hold every dtype a GPU runs as itself, and refuse u16, u64 and the
+  // storage-only dtypes (rlx runs those on the CPU).
+  for (const codegen::Language* l : {&codegen::cuda_language(), &codegen::glsl_language()}) {
+    const plan::StorageCaps caps = of(*l);
+    for (DType t : kAllDTypes)
+      EXPECT_EQ(caps.storage(t), codegen::Language::gpu_dtype(t) ? std::optional<DType>(t) : std::nullopt)
+          << l->name() << " " << dtype_name(t);
+  }
   EXPECT_FALSE(of(codegen::wgsl_language()).is_identity());
 }
 

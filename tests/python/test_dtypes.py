@@ -5,16 +5,24 @@ import pytest
 import rlx
 
 NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "i16": np.int16,
-         "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "bool": np.bool_,
-         "bf16": np.uint16}
+         "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "u64": np.uint64,
+         "bool": np.bool_, "bf16": np.uint16}
+# The storage-only dtypes as their stored bytes: float8/float4 bits, sub-byte integer values.
+STORAGE = {"f8e4m3fn": np.uint8, "f8e4m3fnuz": np.uint8, "f8e5m2": np.uint8, "f8e5m2fnuz": np.uint8,
+           "f8e8m0": np.uint8, "f4e2m1": np.uint8, "i4": np.int8, "u4": np.uint8, "i2": np.int8,
+           "u2": np.uint8}
 
 
 def test_every_rlx_dtype_has_a_numpy_dtype():
-    assert sorted(rlx.dtypes) == sorted(NUMPY)
+    assert sorted(rlx.dtypes) == sorted(list(NUMPY) + ["u16"] + list(STORAGE))
     for name, np_type in NUMPY.items():
         assert rlx.numpy_dtype(name) == np.dtype(np_type)
         assert rlx.dtype_name(np_type) == name
     assert rlx.dtype_name("float32") == "f32" and rlx.dtype_name("bfloat16") == "bf16"
+    # u16 shares NumPy's uint16 with bf16's bits: a uint16 array reads as bf16 unless named
+    assert rlx.numpy_dtype("u16") == np.dtype(np.uint16) and rlx.dtype_name("uint16") == "u16"
+    for name, np_type in STORAGE.items():
+        assert rlx.numpy_dtype(name) == np.dtype(np_type)
 
 
 @pytest.mark.parametrize("name", sorted(NUMPY))

@@ -25,6 +25,7 @@ template <DType D> using storage_t = typename dtype_storage<D>::type;
 constexpr bool is_float_dtype(DType d) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F64;
 }
+// Among the compute dtypes (visit_dtype's): every non-float but bool is an integer.
 constexpr bool is_int_dtype(DType d) { return !is_float_dtype(d) && d != DType::Bool; }
 
 // Two's complement wrapping integer arithmetic (no signed-overflow UB).
@@ -193,6 +194,7 @@ void where_span(size_t elem_bytes, const uint8_t* cond, int64_t sc, const void* 
                 int64_t sb, void* out, int64_t n);
 // Contiguous unary ops: out has dtype t (Activation) or `to` (Cast).
 void activation_span(ActKind k, DType t, const void* in, void* out, int64_t n);
-void cast_span(DType from, DType to, const void* in, void* out, int64_t n);
+// `narrow` applies to casts to and from the storage-only dtypes (rlx/dtype_narrow.h).
+void cast_span(DType from, DType to, const void* in, void* out, int64_t n, NarrowCast narrow = {});
 
 }  // namespace rlx::cpu

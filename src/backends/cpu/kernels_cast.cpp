@@ -1,4 +1,7 @@
-// CPU kernel for Cast: converts values (not bits) between all 11 dtypes.
+// CPU kernel for Cast: converts values (not bits) between every pair of dtypes. Casts to or from
+// a storage-only dtype (float8, float4, int4/uint4, int2/uint2) follow rlx/dtype_narrow.h
+// (ONNX's rules: saturate / round_mode attributes, round to nearest even, wrapping sub-byte
+// integers); the rules below are those between the compute dtypes.
 //
 // Conversion rules:
 //  - x -> bool is (x != 0); NaN is nonzero, so NaN -> true. bool -> x gives 0 or 1.
@@ -82,7 +85,8 @@ inline storage_t<D> convert(storage_t<S> v) {
 
 }  // namespace
 
-void cast_span(DType from, DType to, const void* in, void* out, int64_t n) {
+void cast_span(DType from, DType to, const void* in, void* out, int64_t n, NarrowCast narrow) {
+  if (is_storage_only(from) || is_storage_only(to)) return cast_narrow(from, to, in, out, n, narrow);
   // f32 <-> f16 in bulk (F16C where the CPU has it; the same bits as the scalar conversion).
   if (from == DType::F32 && to == DType::F16)
     return f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), n);
@@ -109,7 +113,8 @@ void kernel(const ops::Cast& op, KernelContext& ctx) {
   const auto* pin = static_cast<const uint8_t*>(x.raw());
   auto* pout = static_cast<uint8_t*>(y.raw());
   parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-    cast_span(x.dtype(), op.to, pin + static_cast<size_t>(b) * si, pout + static_cast<size_t>(b) * so, e - b);
+    cast_span(x.dtype(), op.to, pin + static_cast<size_t>(b) * si, pout + static_cast<size_t>(b) * so, e - b,
+              op.narrow());
   });
 }
 

@@ -5,6 +5,7 @@
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/elementwise_codegen.h"
 #include "backends/cuda/lower.h"
+#include "codegen/language.h"
 #include "plan/step_family.h"
 
 namespace rlx::cuda {
@@ -37,6 +38,11 @@ bool cuda_claims_node(const Graph& g, const Node& n, std::string* why) {
   for (const Shape& s : n.outputs) {
     if (s.rank() > 8) return fail(why, "the CUDA backend supports tensors of rank <= 8");
   }
+  // u16, u64 and the storage-only dtypes (float8, float4, int4, ...) run on the CPU only.
+  std::vector<DType> held = in;
+  for (const Shape& s : n.outputs) held.push_back(s.dtype);
+  for (DType t : held)
+    if (const std::string gap = codegen::cuda_language().storage_gap(t); !gap.empty()) return fail(why, gap);
   if (claims_kind_select(name)) return claims_node_select(g, n, why);
   if (claims_kind_conv(name)) return claims_node_conv(g, n, why);
   const DType out = n.outputs.empty() ? DType::F32 : n.outputs[0].dtype;

@@ -87,11 +87,25 @@ Value where_neg(const NodeCtx& c, Value x, Value neg, Value pos) {
   return c.g().where(c.g().compare(CompareKind::Lt, x, k(c, x, 0.0)), neg, pos);
 }
 
+// Cast's attributes for the float8 targets: saturate (opset 19+, default 1) and round_mode
+// (e8m0; "up", "down" or "nearest").
+ops::Cast cast_op(const NodeCtx& c, DType to) {
+  ops::Cast op;
+  op.to = to;
+  op.saturate = c.i("saturate", 1) != 0;
+  const std::string mode = c.s("round_mode", "up");
+  if (mode == "up") op.round_mode = E8M0Round::Up;
+  else if (mode == "down") op.round_mode = E8M0Round::Down;
+  else if (mode == "nearest") op.round_mode = E8M0Round::Nearest;
+  else c.fail("round_mode '" + mode + "' is not one of up, down, nearest");
+  return op;
+}
+
 V cast(const NodeCtx& c, DType to) {
   const DType from = c.shape(0).dtype;
   Value x = c.value(0);
   if (from == to) return {c.out(c.g().expand(x, c.shape(0).dims))};
-  return {c.out(c.g().cast(x, to))};
+  return {c.out(c.g().apply(cast_op(c, to), {x}))};
 }
 
 V clip(const NodeCtx& c) {
@@ -321,7 +335,8 @@ void register_elementwise(ConverterTable& t) {
   t["CastLike"] = [](const NodeCtx& c) -> V {
     c.allow_only({"saturate", "round_mode"});
     const DType to = c.shape(1).dtype;
-    if (c.in(0).konst) return {Val::known(c.in(0).konst->cast(to))};  // only input 0's value matters
+    const Val& v = c.in(0);  // only input 0's value matters
+    if (v.konst && !is_storage_only(to) && !is_storage_only(v.konst->dtype())) return {Val::known(v.konst->cast(to))};
     return cast(c, to);
   };
 }

@@ -1,5 +1,6 @@
 // Smaller ONNX ops: window functions (Hann, Hamming, Blackman), CenterCropPad, CumProd, DFT,
-// QuantizeLinear/DequantizeLinear/DynamicQuantizeLinear (integer types rlx stores).
+// QuantizeLinear/DequantizeLinear/DynamicQuantizeLinear (the integer types, float8 and float4:
+// per tensor, per axis and blocked).
 #include <cmath>
 #include <numbers>
 #include <numeric>
@@ -122,14 +123,17 @@ V dequantize(const NodeCtx& c) {
   c.allow_only({"axis", "block_size", "output_dtype"});
   auto& g = c.g();
   const Shape& xs = c.shape(0);
-  if (!is_int(xs.dtype)) c.fail("input must be an integer tensor, got " + xs.str());
+  if (!is_int(xs.dtype) && !is_narrow_int(xs.dtype) && !is_narrow_float(xs.dtype))
+    c.fail("input must be an integer, float8 or float4 tensor, got " + xs.str());
   const int64_t axis = c.i("axis", 1);
   const int64_t block = c.i("block_size", 0);
   DType out = c.shape(1).dtype;
   if (c.i("output_dtype", 0) != 0) out = dtype_from_onnx(static_cast<int32_t>(c.i("output_dtype", 0)), c.where());
   const DType work = out == DType::F64 ? DType::F64 : DType::F32;
   Value x = g.cast(c.value(0), work);
-  if (c.present(2)) x = g.sub(x, per_axis(c, g.cast(c.value(2), work), xs, axis, block));
+  // The float formats have no zero point (float8's must be 0; float4's is not used, as in the
+  // reference implementation).
+  if (c.present(2) && !is_narrow_float(xs.dtype)) x = g.sub(x, per_axis(c, g.cast(c.value(2), work), xs, axis, block));
   Value y = g.mul(x, per_axis(c, c.cast_to(c.value(1), work), xs, axis, block));
   return {c.out(c.cast_to(y, out))};
 }
@@ -142,13 +146,22 @@ V quantize(const NodeCtx& c) {
   const int64_t block = c.i("block_size", 0);
   DType out = c.present(2) ? c.shape(2).dtype : DType::U8;
   if (c.i("output_dtype", 0) != 0) out = dtype_from_onnx(static_cast<int32_t>(c.i("output_dtype", 0)), c.where());
-  double lo, hi;
+  const bool float_out = is_narrow_float(out) && out != DType::F8E8M0;
+  double lo = 0, hi = 0;
   switch (out) {
     case DType::U8: lo = 0, hi = 255; break;
     case DType::I8: lo = -128, hi = 127; break;
+    case DType::U16: lo = 0, hi = 65535; break;
     case DType::I16: lo = -32768, hi = 32767; break;
     case DType::I32: lo = -2147483648.0, hi = 2147483647.0; break;
-    default: c.fail(std::string("output type ") + dtype_name(out) + " is not supported (uint8, int8, int16, int32)");
+    case DType::U4: lo = 0, hi = 15; break;
+    case DType::I4: lo = -8, hi = 7; break;
+    case DType::U2: lo = 0, hi = 3; break;
+    case DType::I2: lo = -2, hi = 1; break;
+    default:
+      if (!float_out)
+        c.fail(std::string("output type ") + dtype_name(out) +
+               " is not supported (uint2/4/8/16, int2/4/8/16/32, float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz, float4e2m1)");
   }
   // The division x / y_scale (and its rounding, half to even) is done in the precision the
   // operator names: the `precision` attribute, else y_scale's type (a wider type would round
@@ -157,6 +170,16 @@ V quantize(const NodeCtx& c) {
   const DType div_t = c.has("precision") ? dtype_from_onnx(static_cast<int32_t>(c.i("precision", 0)), c.where()) : scale_t;
   if (!is_float(div_t)) c.fail(std::string("the division precision must be a float type, got ") + dtype_name(div_t));
   if (!is_float(scale_t)) c.fail("y_scale must be a float tensor, got " + c.shape(1).str());
+  if (float_out) {
+    // y = cast(x / y_scale) rounded to nearest even by the cast, saturating unless saturate=0
+    // (float4 always saturates); float8's zero point is 0, float4's is added before the cast.
+    Value q = g.div(c.cast_to(c.value(0), div_t), per_axis(c, c.cast_to(c.value(1), div_t), xs, axis, block));
+    if (out == DType::F4E2M1 && c.present(2)) q = g.add(q, per_axis(c, g.cast(c.value(2), div_t), xs, axis, block));
+    ops::Cast cast;
+    cast.to = out;
+    cast.saturate = c.i("saturate", 1) != 0;
+    return {c.out(g.apply(cast, {q}))};
+  }
   const DType work = DType::F64;
   Value q = g.act(ActKind::Round, g.div(c.cast_to(c.value(0), div_t), per_axis(c, c.cast_to(c.value(1), div_t), xs, axis, block)));
   q = c.cast_to(q, work);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "io/file_access.h"
+#include "rlx/dtype_narrow.h"
 #include "rlx/limits.h"
 
 namespace rlx::onnx_io {
@@ -44,15 +45,44 @@ struct IntRange {
   int64_t lo, hi;
 };
 IntRange int32_data_range(DType dt) {
+  if (is_storage_only(dt)) return {0, 255};  // float8 bits, or packed 4-bit / 2-bit bytes
   switch (dt) {
     case DType::I8: return {-128, 127};
     case DType::U8: return {0, 255};
     case DType::I16: return {-32768, 32767};
     case DType::F16:
-    case DType::BF16: return {0, 65535};
+    case DType::BF16:
+    case DType::U16: return {0, 65535};
     case DType::Bool: return {0, 1};
     default: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
   }
+}
+
+// Bytes of n elements of dt in a file: sub-byte dtypes are packed (the first element in the
+// low bits), every other dtype takes dtype_size bytes an element.
+int64_t file_bytes(DType dt, int64_t n, const std::string& where) {
+  const int bits = dtype_bits(dt);
+  if (bits >= 8) return checked_mul(n, static_cast<int64_t>(dtype_size(dt)), where);
+  const int per_byte = 8 / bits;
+  return n / per_byte + (n % per_byte != 0 ? 1 : 0);
+}
+
+// A tensor from its file bytes (`size` == file_bytes), unpacking sub-byte dtypes to one
+// element a byte (i4/i2 sign-extended).
+Tensor from_file_bytes(DType dt, const std::vector<int64_t>& dims, const void* data, size_t size) {
+  const int bits = dtype_bits(dt);
+  if (bits >= 8) return Tensor::from_bytes(dt, dims, data, size);
+  Tensor out = Tensor::empty(dt, dims);
+  const auto* src = static_cast<const uint8_t*>(data);
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  const int64_t n = out.numel();
+  const int per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const unsigned v = (src[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+    dst[i] = is_narrow_int(dt) ? narrow_int_wrap(dt, v) : static_cast<uint8_t>(v);
+  }
+  return out;
 }
 
 template <class Field>
@@ -150,10 +180,24 @@ DType dtype_from_onnx(int32_t code, const std::string& where) {
     case TP::DOUBLE: return DType::F64;
     case TP::UINT32: return DType::U32;
     case TP::BFLOAT16: return DType::BF16;
+    case TP::UINT16: return DType::U16;
+    case TP::UINT64: return DType::U64;
+    // float8, float4 and the sub-byte integers by number: libonnx-dev's schema may predate them.
+    case 17: return DType::F8E4M3FN;
+    case 18: return DType::F8E4M3FNUZ;
+    case 19: return DType::F8E5M2;
+    case 20: return DType::F8E5M2FNUZ;
+    case 21: return DType::U4;
+    case 22: return DType::I4;
+    case 23: return DType::F4E2M1;
+    case 24: return DType::F8E8M0;
+    case 25: return DType::U2;
+    case 26: return DType::I2;
     default: break;
   }
   throw Error(where + ": element type " + onnx_type_name(code) +
-              " is not supported (rlx stores float32/16, bfloat16, float64, int8/16/32/64, uint8/32 and bool)");
+              " is not supported (rlx stores float32/16, bfloat16, float64, float8 (e4m3fn, e4m3fnuz, e5m2, "
+              "e5m2fnuz, e8m0), float4e2m1, int2/4/8/16/32/64, uint2/4/8/16/32/64 and bool; not strings or complex)");
 }
 
 std::string onnx_type_name(int32_t code) {
@@ -194,7 +238,8 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
   const auto dims = checked_dims(t, dt, where);
   if (t.has_segment()) throw Error(where + ": segmented tensors are not supported");
   const int64_t n = checked_numel(dims, where);
-  const int64_t want_bytes = checked_nbytes(dims, dt, where);
+  checked_nbytes(dims, dt, where);  // the size policy, on the unpacked tensor
+  const int64_t want_bytes = file_bytes(dt, n, where);  // packed for the sub-byte dtypes
   const auto want = static_cast<size_t>(want_bytes);
   if (t.data_location() != TP::DEFAULT && t.data_location() != TP::EXTERNAL)
     throw Error(where + ": data_location " + std::to_string(static_cast<int>(t.data_location())) + " is not valid "
@@ -207,7 +252,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       throw Error(where + ": the tensor's data is EXTERNAL but it also holds data in the model; keep one");
     const std::string bytes = read_external(t, base_dir, want_bytes, where);
     if (dt == DType::Bool) check_bool_bytes(bytes, "external data", where);
-    return Tensor::from_bytes(dt, dims, bytes.data(), bytes.size());
+    return from_file_bytes(dt, dims, bytes.data(), bytes.size());
   }
   if (t.has_raw_data()) {
     if (t.float_data_size() || t.int32_data_size() || t.int64_data_size() || t.double_data_size() ||
@@ -217,7 +262,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       throw Error(where + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but dims " +
                   short_dims(dims) + " of " + onnx_type_name(t.data_type()) + " need " + std::to_string(want));
     if (dt == DType::Bool) check_bool_bytes(t.raw_data(), "raw_data", where);
-    return Tensor::from_bytes(dt, dims, t.raw_data().data(), want);
+    return from_file_bytes(dt, dims, t.raw_data().data(), want);
   }
   // Check the typed field's length before allocating (dims alone may ask for anything).
   int64_t have = 0;
@@ -226,9 +271,12 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
     case DType::F32: have = t.float_data_size(), field = "float_data"; break;
     case DType::F64: have = t.double_data_size(), field = "double_data"; break;
     case DType::I64: have = t.int64_data_size(), field = "int64_data"; break;
-    case DType::U32: have = t.uint64_data_size(), field = "uint64_data"; break;
+    case DType::U32:
+    case DType::U64: have = t.uint64_data_size(), field = "uint64_data"; break;
     default: have = t.int32_data_size(); break;
   }
+  // Sub-byte dtypes keep their packed bytes in int32_data, one byte a value.
+  const int64_t n_field = dtype_bits(dt) < 8 ? want_bytes : n;
   // Values in a field this type does not use would be ignored: an error instead.
   const std::pair<const char*, int> fields[] = {{"float_data", t.float_data_size()},   {"int32_data", t.int32_data_size()},
                                                 {"int64_data", t.int64_data_size()},   {"double_data", t.double_data_size()},
@@ -238,13 +286,18 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       throw Error(where + ": the tensor holds " + std::to_string(size) + " values in " + name + ", but a " +
                   onnx_type_name(t.data_type()) + " tensor stores them in " + field +
                   "; the tensor is damaged or was written with the wrong type");
-  if (have != n)
+  if (have != n_field)
     throw Error(where + ": the tensor holds " + std::to_string(have) + " values but its dims " + short_dims(dims) +
-                " need " + std::to_string(n));
+                " need " + std::to_string(n_field) + (n_field != n ? " (packed bytes)" : ""));
   if (dt == DType::U32)
     check_range(t.uint64_data(), {0, std::numeric_limits<uint32_t>::max()}, "UINT32", "uint64_data", where);
-  else if (dt != DType::F32 && dt != DType::F64 && dt != DType::I64 && dt != DType::I32)
+  else if (dt != DType::F32 && dt != DType::F64 && dt != DType::I64 && dt != DType::I32 && dt != DType::U64)
     check_range(t.int32_data(), int32_data_range(dt), onnx_type_name(t.data_type()), "int32_data", where);
+  if (dtype_bits(dt) < 8) {
+    std::string packed(static_cast<size_t>(n_field), '\0');
+    for (int64_t i = 0; i < n_field; ++i) packed[static_cast<size_t>(i)] = static_cast<char>(t.int32_data(static_cast<int>(i)));
+    return from_file_bytes(dt, dims, packed.data(), packed.size());
+  }
   Tensor out = Tensor::empty(dt, dims);
   void* p = out.raw();
   auto same = [](auto v) { return v; };
@@ -271,6 +324,7 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       break;
     case DType::F16:
     case DType::BF16:  // both stored as their 16 bits in int32_data
+    case DType::U16:
       copy_field(t.int32_data(), n, static_cast<uint16_t*>(p), [](int32_t v) { return static_cast<uint16_t>(v); },
                  where, "int32_data");
       break;
@@ -278,6 +332,20 @@ Tensor tensor_from_proto(const TP& t, const std::string& base_dir, const std::st
       copy_field(t.uint64_data(), n, static_cast<uint32_t*>(p), [](uint64_t v) { return static_cast<uint32_t>(v); },
                  where, "uint64_data");
       break;
+    case DType::U64: copy_field(t.uint64_data(), n, static_cast<uint64_t*>(p), same, where, "uint64_data"); break;
+    case DType::F8E4M3FN:
+    case DType::F8E4M3FNUZ:
+    case DType::F8E5M2:
+    case DType::F8E5M2FNUZ:
+    case DType::F8E8M0:  // their bits, one a value in int32_data
+      copy_field(t.int32_data(), n, static_cast<uint8_t*>(p), [](int32_t v) { return static_cast<uint8_t>(v); },
+                 where, "int32_data");
+      break;
+    case DType::F4E2M1:
+    case DType::I4:
+    case DType::U4:
+    case DType::I2:
+    case DType::U2: break;  // unpacked above
   }
   return out;
 }

@@ -9,7 +9,9 @@
 namespace rlx::onnx_io {
 
 // The ONNX TensorProto.DataType code -> rlx dtype; rlx::Error naming `where` for types rlx
-// has no storage for (string, uint16, uint64, complex, float8, int4, ...).
+// has no storage for (string, complex). The sub-byte types (int4, uint4, float4e2m1, int2, uint2)
+// are packed in files (two or four values a byte, the first in the low bits) and unpacked to one
+// element a byte by tensor_from_proto.
 DType dtype_from_onnx(int32_t code, const std::string& where);
 // The ONNX name of a TensorProto.DataType code ("FLOAT", "INT64", ...).
 std::string onnx_type_name(int32_t code);
