@@ -1,8 +1,11 @@
 // The f32 CPU conv: the direct (implicit-GEMM) path of backends/cpu/conv_direct.h against the
 // im2col + tile kernel / OpenBLAS path it replaces, per layer shape, the same binary and inputs,
-// alternating rounds (the lowest median of each counts, and the fastest run). Shapes: the ResNet export of
+// alternating rounds (the lowest median of each counts): the direct conv with the kernel it
+// picks (or --kernel), with each of its two tile kernels, and im2col. Shapes: the ResNet export of
 // tests/models/onnx (batch 2, 96x80 input), MobileNet-style stems, long sums, a large map.
-//   bench_conv_direct [--reps N] [--rounds R] [--threads T] [--relu] [--only NAME-PART]
+//   bench_conv_direct [--reps N] [--rounds R] [--threads T] [--relu] [--only NAME-PART] [--grid] [--smallk]
+//                     [--fastest (the fastest run instead of the median)]
+//                     [--kernel 0|1|2 (the first column: the kernel chosen per shape, spatial tiles, channel lanes)]
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -47,7 +50,8 @@ struct Case {
 
 int main(int argc, char** argv) {
   int reps = 200, rounds = 3, threads = 1;
-  bool relu = false, grid = false;
+  bool relu = false, grid = false, fastest = false, smallk = false;
+  int kernel = 0;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -56,9 +60,13 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--relu") relu = true;
     else if (a == "--grid") grid = true;
+    else if (a == "--fastest") fastest = true;
+    else if (a == "--smallk") smallk = true;
+    else if (a == "--kernel" && i + 1 < argc) kernel = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_conv_direct [--reps N] [--rounds R] [--threads T] [--relu] [--only NAME-PART]\n");
+      std::fprintf(stderr, "usage: bench_conv_direct [--reps N] [--rounds R] [--threads T] [--relu] [--only NAME-PART] "
+                           "[--grid] [--smallk] [--fastest] [--kernel 0|1|2]\n");
       return 2;
     }
   }
@@ -98,9 +106,22 @@ int main(int argc, char** argv) {
           cases.push_back({names.back().c_str(), n, ch, hw, hw, ch, 3, 1, 1});
         }
   }
-  std::printf("%d thread(s), p50 of %d runs, best of %d rounds%s\n", threads, reps, rounds, relu ? ", + Relu" : "");
-  std::printf("| layer                  | x              | direct ms | im2col ms | ratio | direct min | im2col min | ratio |\n");
-  std::printf("|------------------------|----------------|-----------|-----------|-------|-----------|-----------|-------|\n");
+  if (smallk) {  // short sums and few output channels: where the spatial tiles win
+    cases.clear();
+    static std::vector<std::string> names;
+    names.reserve(200);
+    for (int64_t cout : {8, 12, 16, 24, 32})
+      for (int64_t cin : {3, 8, 16, 32}) {
+        names.push_back(std::to_string(cin) + "->" + std::to_string(cout) + " 3x3 s2 56x56");
+        cases.push_back({names.back().c_str(), 1, cin, 56, 56, cout, 3, 2, 1});
+        names.push_back(std::to_string(cin) + "->" + std::to_string(cout) + " 1x1 s2 28x28");
+        cases.push_back({names.back().c_str(), 1, cin, 28, 28, cout, 1, 2, 0});
+      }
+  }
+  std::printf("%d thread(s), %s of %d runs, best of %d rounds%s\n", threads, fastest ? "fastest" : "p50", reps, rounds,
+              relu ? ", + Relu" : "");
+  std::printf("| layer                  | x              | direct ms | spatial ms | channels ms | im2col ms | direct / im2col |\n");
+  std::printf("|------------------------|----------------|-----------|-----------|-----------|-----------|-------|\n");
   double sum_d = 0, sum_i = 0;
   for (const Case& c : cases) {
     if (!only.empty() && std::string(c.name).find(only) == std::string::npos) continue;
@@ -119,23 +140,26 @@ int main(int argc, char** argv) {
     o.num_threads = threads;
     rlx::CompiledGraph cg = rlx::Session().compile(g, o);
     const rlx::Tensor xt = rand_f32({c.n, c.c, c.h, c.w}, 1);
-    double best[2] = {1e30, 1e30}, fastest[2] = {1e30, 1e30};
+    // Paths: the direct conv with the kernel it picks, with spatial tiles, with channel lanes;
+    // the im2col path (direct switched off).
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
     for (int r = 0; r < rounds; ++r)
-      for (int path = 0; path < 2; ++path) {
-        rlx::cpu::set_conv_direct_enabled(path == 0);
+      for (int path = 0; path < 4; ++path) {
+        rlx::cpu::set_conv_direct_enabled(path < 3);
+        rlx::cpu::set_conv_direct_kernel(path == 0 ? kernel : path);
         const std::vector<double> t = times_ms([&] { cg.run({{"x", xt}}); }, reps);
-        best[path] = std::min(best[path], t[t.size() / 2]);
-        fastest[path] = std::min(fastest[path], t.front());
+        best[path] = std::min(best[path], fastest ? t.front() : t[t.size() / 2]);
       }
     rlx::cpu::set_conv_direct_enabled(true);
+    rlx::cpu::set_conv_direct_kernel(kernel);
     char xs[32];
     std::snprintf(xs, sizeof xs, "%ldx%ldx%ldx%ld", static_cast<long>(c.n), static_cast<long>(c.c),
                   static_cast<long>(c.h), static_cast<long>(c.w));
-    std::printf("| %-22s | %-14s | %9.4f | %9.4f | %5.2f | %9.4f | %9.4f | %5.2f |\n", c.name, xs, best[0], best[1],
-                best[0] / best[1], fastest[0], fastest[1], fastest[0] / fastest[1]);
+    std::printf("| %-22s | %-14s | %9.4f | %9.4f | %9.4f | %9.4f | %5.2f |\n", c.name, xs, best[0], best[1], best[2],
+                best[3], best[0] / best[3]);
     std::fflush(stdout);
     sum_d += best[0];
-    sum_i += best[1];
+    sum_i += best[3];
   }
   std::printf("sum of the resnet-to-large rows: direct %.3f ms, im2col %.3f ms\n", sum_d, sum_i);
   return 0;

@@ -196,8 +196,9 @@ TEST(Conv, Depthwise) {
 }
 
 // The f32 direct (implicit-GEMM) conv of 2-d and 1-d windows (backends/cpu/conv_direct.h) at
-// 1 and 3 threads: against the double reference, and against the im2col path with the direct
-// one switched off (the same bits where that path runs the same tile kernel: one group, k < 240).
+// 1 and 3 threads, with the tile kernel it picks and with each of its two forced: against the
+// double reference; the two kernels give the same bits, and so does the im2col path (the
+// direct one switched off) where it runs the same tile kernel (one group, k < 240).
 void check_conv_direct(const ConvCase& c, uint64_t seed) {
   SCOPED_TRACE("x" + dims_str(c.x) + " w" + dims_str(c.w) + " groups " + std::to_string(c.groups));
   ops::Conv op;
@@ -222,23 +223,30 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
     feed.emplace_back("in" + std::to_string(i), ins[i]);
   }
   g.add_output(g.apply(op, vs));
+  const bool avx2 = cpu::conv_gemm_avx2_usable();
   for (int threads : {1, 3}) {
-    SCOPED_TRACE(std::to_string(threads) + " thread(s)");
     CompileOptions o;
     o.num_threads = threads;
     CompiledGraph cg = Session(Device::Cpu).compile(g, o);
-    const uint64_t runs = cpu::conv_direct_runs();
-    const Tensor y = cg.run(feed)[0];
-    if (cpu::conv_gemm_avx2_usable()) {
-      EXPECT_EQ(cpu::conv_direct_runs(), runs + 1) << "the direct path did not run";
+    std::vector<Tensor> y;
+    for (int kernel : {0, 1, 2}) {  // picked, spatial tiles, channel lanes
+      SCOPED_TRACE(std::to_string(threads) + " thread(s), kernel " + std::to_string(kernel));
+      cpu::set_conv_direct_kernel(kernel);
+      const uint64_t runs = cpu::conv_direct_runs();
+      y.push_back(cg.run(feed)[0]);
+      if (avx2) {
+        EXPECT_EQ(cpu::conv_direct_runs(), runs + 1) << "the direct path did not run";
+      }
+      EXPECT_TRUE(all_close(y.back(), yd, ref, tol));
     }
-    EXPECT_TRUE(all_close(y, yd, ref, tol));
+    cpu::set_conv_direct_kernel(0);
+    EXPECT_EQ(0, std::memcmp(y[1].raw(), y[2].raw(), y[1].nbytes())) << "the two kernels' bits differ";
     cpu::set_conv_direct_enabled(false);
     const Tensor y0 = cg.run(feed)[0];
     cpu::set_conv_direct_enabled(true);
-    ASSERT_EQ(y0.shape(), y.shape());
+    ASSERT_EQ(y0.shape(), y[0].shape());
     if (k < 240 && c.groups == 1) {
-      EXPECT_EQ(0, std::memcmp(y.raw(), y0.raw(), y.nbytes())) << "not the im2col path's bits";
+      EXPECT_EQ(0, std::memcmp(y[0].raw(), y0.raw(), y0.nbytes())) << "not the im2col path's bits";
     }
   }
 }
@@ -271,6 +279,8 @@ TEST(Conv, DirectPath) {
       {{1, 2, 9, 9}, {3, 2, 2, 2}, false, {4, 4}, {}, {}, 1},                  // stride above the kernel
       // channel counts leaving 1..5 rows of a 6-row tile, long rows (several row chunks)
       {{1, 7, 40, 61}, {17, 7, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{1, 5, 31, 33}, {40, 5, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // 16 + 16 + 8 channels
+      {{2, 6, 23, 9}, {29, 6, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {}, 1},
       {{1, 3, 60, 130}, {4, 3, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
       {{1, 8, 9, 300}, {3, 8, 3, 3}, false, {1, 1}, {1, 1, 1, 1}, {}, 1},     // one row wider than a chunk
       // k from small to past 1000
@@ -278,6 +288,7 @@ TEST(Conv, DirectPath) {
       {{2, 32, 12, 10}, {32, 32, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // k 288
       {{2, 64, 6, 5}, {64, 64, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // k 576 (the ResNet export)
       {{1, 113, 7, 9}, {20, 113, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},       // k 1017
+      {{2, 128, 5, 4}, {37, 128, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // k 1152, 16 + 16 + 5 channels
       // batches, groups of several channels, 1-d
       {{3, 6, 10, 7}, {8, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
       {{2, 8, 11, 9}, {12, 2, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 4},

@@ -156,23 +156,29 @@ TEST(ConvEpilogue, LongSumsOnTheBlasPath) {
 }
 
 TEST(ConvEpilogue, DirectPath) {
-  // Convs on the direct (implicit-GEMM) path, backends/cpu/conv_direct.h: a ResNet stem (7x7
-  // stride 2) + Relu over several row chunks, 3x3 convs + residual Add with 13 and 64 output
-  // channels (row remainders, k 576), a 1x1 stride-2 conv (no columns dropped) + HardSwish,
+  // Convs on the direct (implicit-GEMM) path, backends/cpu/conv_direct.h, with the tile kernel
+  // it picks and with each of its two forced: a ResNet stem (7x7 stride 2) + Relu over several
+  // row chunks, 3x3 convs + residual Add with 13 and 64 output channels (remainders of both
+  // kernels' channel blocks, k 576), a 1x1 stride-2 conv (no columns dropped) + HardSwish,
   // batches of 2; the epilogue gets whole planes or row segments.
   Built b;
   const Value x = input(b, "x", {2, 3, 70, 66});
-  const Value s = relu(b, add_conv(b, x, 3, 16, 7, 2, 1, DType::F32, "s"));       // 35 x 33
+  const Value s = relu(b, add_conv(b, x, 3, 16, 7, 2, 1, DType::F32, "s"));  // 35 x 33
   const Value c = add(b, input(b, "res", {2, 16, 35, 33}), add_conv(b, s, 16, 16, 3, 1, 1, DType::F32, "c"));
   const Value d = hardswish(b, add_conv(b, c, 16, 13, 1, 2, 1, DType::F32, "d"));  // 18 x 17
   const Value e = relu(b, add_conv(b, d, 13, 64, 3, 2, 1, DType::F32, "e"));       // 9 x 9
   const Value r = add(b, add_conv(b, e, 64, 64, 3, 1, 1, DType::F32, "r"), e);     // k 576
   b.g.set_outputs({r});
-  const uint64_t runs = cpu::conv_direct_runs();
-  EXPECT_EQ(fused_steps(b), 5);
-  if (cpu::conv_gemm_avx2_usable()) {
-    EXPECT_EQ(cpu::conv_direct_runs(), runs + 10);  // 5 convs, fused and not
+  for (int kernel : {0, 1, 2}) {
+    SCOPED_TRACE("kernel " + std::to_string(kernel));
+    cpu::set_conv_direct_kernel(kernel);
+    const uint64_t runs = cpu::conv_direct_runs();
+    EXPECT_EQ(fused_steps(b), 5);
+    if (cpu::conv_gemm_avx2_usable()) {
+      EXPECT_EQ(cpu::conv_direct_runs(), runs + 10);  // 5 convs, fused and not
+    }
   }
+  cpu::set_conv_direct_kernel(0);
 }
 
 TEST(ConvEpilogue, NearMissesDoNotFuse) {

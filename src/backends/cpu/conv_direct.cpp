@@ -1,6 +1,8 @@
 // The driver of conv_direct.h: the phase buffer of each (image, group), the per-tap offsets,
-// tasks of (image and group, chunk of output rows, group of 6-channel blocks) over the pool,
-// and the copy of each finished tile's valid columns into y or the epilogue.
+// the choice of tile kernel; spatial tiles: tasks of (image and group, chunk of output rows,
+// group of 6-channel blocks) over the pool, each finished tile's valid columns copied into y or
+// the epilogue's rows; channel lanes: tasks of (image and group, chunk of positions, group of
+// 16-channel blocks) writing y's (or the epilogue's) rows directly.
 #include "backends/cpu/conv_direct.h"
 
 #include <algorithm>
@@ -122,29 +124,137 @@ struct Scratch {
 
 std::atomic<uint64_t> g_calls{0};
 std::atomic<bool> g_enabled{true};
+std::atomic<int> g_kernel{0};  // 0: chosen per shape, 1: spatial tiles, 2: channel lanes
 
 }  // namespace
 
 void set_conv_direct_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 uint64_t conv_direct_runs() { return g_calls.load(std::memory_order_relaxed); }
+void set_conv_direct_kernel(int which) { g_kernel.store(which, std::memory_order_relaxed); }
 
-bool conv_direct_usable(const Window3& win, int64_t cg) {
+namespace {
+
+// The tile kernel for coutg output channels and sums of k taps: 1 spatial, 2 channel lanes.
+// Channel lanes from 16 output channels and 24 taps on: fewer channels leave lanes empty and
+// shorter sums do not pay for the transposed stores (bench_conv_direct --smallk, 1 thread,
+// fastest runs, spatial / channel lanes ms: 3x3 stride 2 at 56x56 from 32 channels to 8:
+// 0.079 / 0.115, to 12: 0.129 / 0.139, to 16: 0.115 / 0.101, to 32: 0.293 / 0.250; 1x1 stride
+// 2 at 28x28 from 16 channels to 32: 0.0076 / 0.0088; ResNet export layers 0.5-0.8x the spatial
+// tiles' time: 2x64x6x5 0.090 / 0.065, the 7x7 stem 0.271 / 0.237).
+int pick_kernel(int64_t coutg, int64_t k) {
+  const int forced = g_kernel.load(std::memory_order_relaxed);
+  if (forced != 0) return forced;
+  return coutg >= 16 && k >= 24 ? 2 : 1;
+}
+
+}  // namespace
+
+bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg) {
   if (!g_enabled.load(std::memory_order_relaxed) || !conv_gemm_avx2_usable()) return false;
   if (win.in[0] != 1 || win.out[0] != 1 || win.k[0] != 1) return false;
-  // Sums of k >= kMaxK taps stay on im2col + OpenBLAS (kernels_conv.cpp): past it the tile
-  // kernel's 6 weight rows no longer stay in L1 over a chunk and the columns thrown away on
-  // small maps cost more than unfolding (bench_conv_direct --grid, 1 thread, 3x3 stride 1,
-  // direct / im2col ms: 32 ch (k 288) 0.70-0.90 at 4x4 .. 28x28; 64 ch (k 576) 0.85-1.0, the
-  // ResNet export's 2x64x6x5 0.069 / 0.109; 128 ch (k 1152) 6x6 1.22, 7x7 1.14, 10x10 .. 28x28
-  // 0.98-1.04; 256 ch (k 2304) 7x7 1.26, 14x14 1.06, 28x28 1.00). Blocking k (the C tile
-  // reloaded per block of 128-512 taps) measured no better at 256 and 512 channels.
-  constexpr int64_t kMaxK = 1024;
-  if (cg * win.k[1] * win.k[2] >= kMaxK) return false;
+  // Long sums stay on im2col + OpenBLAS (kernels_conv.cpp), past 1024 taps for the spatial
+  // tiles (their 6 weight rows no longer stay in L1 over a chunk, and the columns thrown away
+  // on small maps cost more than unfolding: bench_conv_direct --grid, 1 thread, 3x3 stride 1,
+  // spatial / im2col ms: 64 ch (k 576) 0.85-1.0, 128 ch (k 1152) 6x6 1.22, 7x7 1.14, 10x10 ..
+  // 28x28 0.98-1.04) and past 4096 for the channel lanes (their 16 x k weight panel streams
+  // from L2 for every 6 positions: channel lanes / im2col ms, fastest runs: 128 ch 14x14
+  // 0.555 / 0.674, 256 ch 7x7 0.620 / 0.750, batch 4 2.31 / 3.00, 256 ch 14x14 2.24 / 2.55,
+  // 512 ch (k 4608) 7x7 3.37 / 3.30). Blocking k for the spatial tiles (the C tile reloaded per
+  // block of 128-512 taps) measured no better at 256 and 512 channels.
+  const int64_t k = cg * win.k[1] * win.k[2];
+  const int64_t max_k = pick_kernel(coutg, k) == 2 ? 4096 : 1024;
+  if (k >= max_k && g_kernel.load(std::memory_order_relaxed) == 0) return false;
   for (int a = 1; a < 3; ++a)
     if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
   const Geom g = make_geom(win, cg);
   return g.size < (int64_t{1} << 31) - 64;
 }
+
+namespace {
+
+// Output channels in the lanes (conv_direct_cl_avx2): the weights of each 16-channel block
+// packed once per call; tasks of (image and group, chunk of output positions, group of
+// channel blocks); the tiles write y's rows (or the staging rows) directly.
+void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off, uint64_t call) {
+  constexpr int64_t kBlock = 16;
+  const Window3& win = d.win;
+  const int64_t p = g.oh * g.ow, in_sz = win.in_size(), cgk = g.k;
+  const int64_t nmb = (d.coutg + kBlock - 1) / kBlock;
+  thread_local std::vector<float> wpk, bpk;
+  thread_local std::vector<int32_t> posq;
+  wpk.resize(static_cast<size_t>(d.groups * nmb * cgk * kBlock));
+  bpk.assign(static_cast<size_t>(d.groups * nmb * kBlock), 0.f);
+  for (int64_t grp = 0; grp < d.groups; ++grp)
+    for (int64_t blk = 0; blk < nmb; ++blk) {
+      const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
+      const float* wr = d.w + (grp * d.coutg + m0) * cgk;
+      float* dst = wpk.data() + (grp * nmb + blk) * cgk * kBlock;
+      conv_direct_pack_avx2(wr, rows, cgk, dst);
+      if (d.bias) std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + (grp * nmb + blk) * kBlock);
+    }
+  posq.resize(static_cast<size_t>(p));
+  for (int64_t oy = 0, i = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) posq[static_cast<size_t>(i++)] = static_cast<int32_t>(oy * g.wq + ox);
+  const float* wp = wpk.data();
+  const float* bp = bpk.data();
+  const int32_t* pq = posq.data();
+
+  // Chunks of ~240 positions (a multiple of the 6-position tile); enough tasks for ~4 a thread.
+  const int64_t nblocks = d.n_batch * d.groups;
+  const int64_t n_chunks = ceil_div(p, 240), chunk = ceil_div(ceil_div(p, n_chunks), 6) * 6;
+  const int64_t n_pchunks = ceil_div(p, chunk);
+  const int threads = num_threads();
+  const int64_t want = threads > 1 ? 4 * static_cast<int64_t>(threads) : 1;
+  int64_t per_group = nmb;
+  if (nblocks * n_pchunks < want) per_group = std::max<int64_t>(1, (nmb * nblocks * n_pchunks + want - 1) / want);
+  const int64_t m_groups = (nmb + per_group - 1) / per_group;
+  const int64_t tasks = nblocks * n_pchunks * m_groups;
+  const int64_t cost = per_group * kBlock * chunk * std::max<int64_t>(1, cgk);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / cost);
+
+  parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
+    thread_local Scratch s;
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t ng = t / (n_pchunks * m_groups), rem = t % (n_pchunks * m_groups);
+      const int64_t pc = rem / m_groups, mg = rem % m_groups;
+      const int64_t grp = ng % d.groups;
+      if (s.call != call || s.ng != ng) {
+        s.buf.resize(static_cast<size_t>(g.size));
+        fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
+        s.call = call;
+        s.ng = ng;
+      }
+      const int64_t p0 = pc * chunk, np = std::min(chunk, p - p0);
+      const int64_t b0 = mg * per_group, b1 = std::min(nmb, b0 + per_group);
+      const int64_t r0 = b0 * kBlock, r1 = std::min(d.coutg, b1 * kBlock);
+      const int64_t y0 = ng * d.coutg * p;
+      // With an epilogue the rows gather in `stage` (rows of np; whole planes back to back when
+      // the chunk is the whole image) and go through it ~4K values at once.
+      const int64_t flush_rows = d.epi ? std::max<int64_t>(kBlock, (4096 / np) / kBlock * kBlock) : 0;
+      if (d.epi && s.stage.size() < static_cast<size_t>((flush_rows + kBlock) * np))
+        s.stage.resize(static_cast<size_t>((flush_rows + kBlock) * np));
+      int64_t pending = 0, first = r0;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
+        float* dst = d.epi ? s.stage.data() + pending * np : d.y + y0 + m0 * p + p0;
+        conv_direct_cl_avx2(rows, np, cgk, wp + (grp * nmb + blk) * cgk * kBlock, s.buf.data(), off, pq + p0,
+                            bp + (grp * nmb + blk) * kBlock, dst, d.epi ? np : p);
+        if (!d.epi) continue;
+        pending += rows;
+        if (pending >= flush_rows || m0 + rows >= r1) {
+          if (np == p) d.epi->apply(s.stage.data(), y0 + first * p, pending * p);
+          else
+            for (int64_t r = 0; r < pending; ++r) d.epi->apply(s.stage.data() + r * np, y0 + (first + r) * p + p0, np);
+          first += pending;
+          pending = 0;
+        }
+      }
+    }
+    s.trim();
+  });
+}
+
+}  // namespace
 
 void conv_direct(const ConvDirect& d) {
   const Window3& win = d.win;
@@ -154,6 +264,10 @@ void conv_direct(const ConvDirect& d) {
   std::vector<int32_t> off(static_cast<size_t>(std::max<int64_t>(1, g.k)));
   make_offsets(win, g, d.cg, off.data());
   const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (pick_kernel(d.coutg, g.k) == 2) {
+    conv_direct_channels(d, g, off.data(), call);
+    return;
+  }
 
   // Chunks of whole output rows, ~512 positions of the grid each: the weights of a 6-row block
   // stay in L1 over the chunk's tiles; the tile stays in L1 for the copy-out.

@@ -4,10 +4,14 @@
 // buffer split into stride phases: phase (py, px) of channel c holds the padded input's rows
 // py, py + sy, ... and columns px, px + sx, ..., each phase a plane of hq x wq floats. Output
 // positions are numbered on that grid, q = oy * wq + ox (columns ox >= ow are computed and
-// thrown away), so that for every tap (c, ky, kx) the inputs of positions q, q + 1, ... lie
-// back to back at buf[off[tap] + q]: the register-tiled AVX2/FMA kernel of conv_gemm runs over
-// a per-tap offset table instead of im2col's rows, the taps in im2col's (c, ky, kx) order (so
-// the bits of the im2col + tile kernel path). Needs AVX2 and FMA (conv_gemm_avx2_usable()).
+// thrown away), so that for every tap (c, ky, kx) the input of position q lies at
+// buf[off[tap] + q]. Two tile kernels run over that per-tap offset table instead of im2col's
+// rows: the spatial tiles of conv_gemm (6 channels x 16 consecutive grid positions, weights
+// broadcast), and the channel lanes (16 channels in the lanes x 6 output positions, wherever
+// they lie on the grid: none thrown away; the weights packed per call as k rows of 16), picked
+// per shape (pick_kernel in conv_direct.cpp). Both sum the taps in im2col's (c, ky, kx) order,
+// one FMA each from the bias: the bits of the im2col + tile kernel path. Needs AVX2 and FMA
+// (conv_gemm_avx2_usable()).
 #include <cstdint>
 
 #include "backends/cpu/im2col.h"
@@ -26,14 +30,18 @@ struct ConvDirect {
   const ConvEpilogue* epi = nullptr;
 };
 
-// Whether conv_direct runs this geometry: AVX2/FMA, a 2-d or 1-d window, offsets within int32,
-// and the path not switched off.
-bool conv_direct_usable(const Window3& win, int64_t cg);
+// Whether conv_direct runs this geometry (cg input and coutg output channels per group):
+// AVX2/FMA, a 2-d or 1-d window, sums short enough, offsets within int32, and the path not
+// switched off.
+bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg);
 
 // Switches the path off (false) or on for the whole process (tests and benchmarks compare it
 // with the im2col path); how many convs it has run in this process (tests).
 void set_conv_direct_enabled(bool on);
 uint64_t conv_direct_runs();
+// Which tile kernel the path runs: 0 the one chosen per shape, 1 spatial, 2 channel lanes
+// (tests and benchmarks; a forced kernel also takes sums past the cut to im2col).
+void set_conv_direct_kernel(int which);
 
 // Runs the conv on the pool's threads (tasks of image and group, output row chunk and group of
 // 6-channel blocks); the epilogue, when set, gets every finished row segment instead of y.
@@ -44,5 +52,14 @@ void conv_direct(const ConvDirect& d);
 //   c[r * ldc + j] = bias[r] (0 without bias) + sum_k a[r * lda + k] * b[off[k] + j].
 void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
                             const int32_t* off, const float* bias, float* c, int64_t ldc);
+
+// The channel-lane tile kernel (conv_direct_avx2.cpp): nch <= 16 output channels x npos
+// positions,
+//   c[m * ldc + j] = bias[m] + sum_k w[k * 16 + m] * b[pos[j] + off[k]],
+// w the channel block's weights packed as k rows of 16 floats, bias 16 values.
+void conv_direct_cl_avx2(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
+                         const int32_t* pos, const float* bias, float* c, int64_t ldc);
+// dst[kk * 16 + r] = w[r * k + kk] for r < rows (<= 16), zeros for r >= rows (k rows of 16).
+void conv_direct_pack_avx2(const float* w, int64_t rows, int64_t k, float* dst);
 
 }  // namespace rlx::cpu

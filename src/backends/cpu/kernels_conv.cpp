@@ -460,7 +460,7 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise && cgk * p * static_cast<int64_t>(sizeof(A)) <= kBandedColBytes && conv_direct_usable(win, cg)) {
+    if (!pointwise && cgk * p * static_cast<int64_t>(sizeof(A)) <= kBandedColBytes && conv_direct_usable(win, cg, coutg)) {
       ConvDirect d;
       d.win = win;
       d.n_batch = n_batch;

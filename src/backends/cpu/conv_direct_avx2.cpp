@@ -1,0 +1,158 @@
+// The channel-lane tile kernel of conv_direct.h: up to 16 output channels in the lanes of two
+// ymm registers x up to 6 output positions (or 8 channels x 8 positions), the weights of a
+// 16-channel block packed as k rows of 16 floats, each position's input broadcast from the
+// phase buffer at its own offset (so positions run on across output rows: no columns thrown
+// away). Sums start from the bias and add one FMA per tap in k order, as the spatial tile does
+// (so the same bits). Compiled for AVX2 + FMA; only called after conv_gemm_avx2_usable().
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cpu/conv_direct.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+#define RLX_CL_INLINE inline __attribute__((always_inline))
+
+// r[i] (row i of an 8 x 8 block) becomes column i.
+RLX_CL_INLINE void transpose8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// The 8 x 8 block at a (rows lda apart) transposed into d (rows ldd apart).
+RLX_CL_INLINE void transpose8(const float* a, int64_t lda, float* d, int64_t ldd) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * lda);
+  transpose8(r);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + i * ldd, r[i]);
+}
+
+// NP positions x NV vectors of 8 channels; c[m * ldc + j] for m < nch, j < NP.
+template <int NP, int NV>
+RLX_CL_INLINE void cl_tile(int64_t k, const float* w, const float* b, const int32_t* off, const int32_t* pos,
+                           const float* bias, float* c, int64_t ldc, int64_t nch) {
+  const float* xb[NP];
+  for (int j = 0; j < NP; ++j) xb[j] = b + pos[j];
+  __m256 acc[NP][NV];
+  for (int v = 0; v < NV; ++v) {
+    const __m256 bv = _mm256_loadu_ps(bias + 8 * v);
+    for (int j = 0; j < NP; ++j) acc[j][v] = bv;
+  }
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const int64_t o = off[kk];
+    __m256 wv[NV];
+    for (int v = 0; v < NV; ++v) wv[v] = _mm256_loadu_ps(w + kk * 16 + 8 * v);
+    for (int j = 0; j < NP; ++j) {
+      const __m256 x = _mm256_broadcast_ss(xb[j] + o);
+      for (int v = 0; v < NV; ++v) acc[j][v] = _mm256_fmadd_ps(wv[v], x, acc[j][v]);
+    }
+  }
+  if constexpr (NP == 6 || NP == 8) {
+    // Full tiles: each 8-channel vector group transposed in registers, one store per channel
+    // (6 positions: 4 + 2 floats).
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) r[j] = j < NP ? acc[j][v] : _mm256_setzero_ps();
+      transpose8(r);
+      const int64_t nv = std::min<int64_t>(8, nch - 8 * v);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        if (i >= nv) break;
+        float* d = c + (8 * v + i) * ldc;
+        if constexpr (NP == 8) {
+          _mm256_storeu_ps(d, r[i]);
+        } else {
+          _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
+          _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(r[i], 1));
+        }
+      }
+    }
+  } else {
+    alignas(32) float t[NP][8 * NV];
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < NV; ++v) _mm256_store_ps(t[j] + 8 * v, acc[j][v]);
+    for (int64_t m = 0; m < nch; ++m)
+      for (int j = 0; j < NP; ++j) c[m * ldc + j] = t[j][m];
+  }
+}
+
+template <int NV, int NPMAX>
+void cl_positions(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
+                  const int32_t* pos, const float* bias, float* c, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + NPMAX <= npos; j += NPMAX) cl_tile<NPMAX, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch);
+  switch (npos - j) {
+    case 7: if constexpr (NPMAX > 7) cl_tile<7, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 6: if constexpr (NPMAX > 6) cl_tile<6, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 5: cl_tile<5, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 4: cl_tile<4, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 3: cl_tile<3, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 2: cl_tile<2, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    case 1: cl_tile<1, NV>(k, w, b, off, pos + j, bias, c + j, ldc, nch); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void conv_direct_pack_avx2(const float* w, int64_t rows, int64_t k, float* dst) {
+  int64_t kk = 0;
+  if (rows == 16)
+    for (; kk + 8 <= k; kk += 8) {
+      transpose8(w + kk, k, dst + kk * 16, 16);
+      transpose8(w + 8 * k + kk, k, dst + kk * 16 + 8, 16);
+    }
+  for (; kk < k; ++kk)
+    for (int64_t r = 0; r < 16; ++r) dst[kk * 16 + r] = r < rows ? w[r * k + kk] : 0.f;
+}
+
+void conv_direct_cl_avx2(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
+                         const int32_t* pos, const float* bias, float* c, int64_t ldc) {
+  if (nch > 8) cl_positions<2, 6>(nch, npos, k, w, b, off, pos, bias, c, ldc);
+  else cl_positions<1, 8>(nch, npos, k, w, b, off, pos, bias, c, ldc);
+}
+
+}  // namespace rlx::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else  // not x86-64 GCC/clang: conv_direct_usable() is false
+
+namespace rlx::cpu {
+void conv_direct_cl_avx2(int64_t, int64_t, int64_t, const float*, const float*, const int32_t*, const int32_t*,
+                         const float*, float*, int64_t) {}
+void conv_direct_pack_avx2(const float*, int64_t, int64_t, float*) {}
+}  // namespace rlx::cpu
+
+#endif
