@@ -17,7 +17,8 @@
 namespace rlx::cpu {
 namespace {
 
-constexpr int64_t kRows = 6;  // rows of one register tile
+constexpr int64_t kRows = 6;    // rows of one register tile
+constexpr int64_t kSlack = 8;   // floats after a phase buffer (fill_phases writes whole vectors)
 
 struct Geom {
   int64_t sy = 1, sx = 1;  // strides (phases per axis)
@@ -71,39 +72,38 @@ void make_offsets(const Window3& win, const Geom& g, int64_t cg, int32_t* off) {
 }
 
 // The phase buffer of cg input planes `x`: each used phase plane gets its rectangle of input
-// values and zeros around it (where the window reads padding, or nothing valid).
+// values and zeros around it (where the window reads padding, or nothing valid). The planes are
+// written in memory order (each row may write up to 7 floats past its end, rewritten next; the
+// buffer has kSlack floats after the last plane).
 void fill_phases(const float* x, int64_t cg, const Window3& win, const Geom& g, float* buf) {
   const int64_t h = win.in[1], w = win.in[2], pt = win.pad[1], pl = win.pad[2];
   const int64_t px_n = std::min(g.sx, (win.k[2] - 1) * win.dil[2] + 1);
-  const int64_t py_n = static_cast<int64_t>(g.slot.size()) / px_n;
-  for (int64_t py = 0; py < py_n; ++py)
-    for (int64_t px = 0; px < px_n; ++px) {
-      const int64_t sl = g.slot[static_cast<size_t>(py * px_n + px)];
-      if (sl < 0) continue;
-      // Phase rows rr hold input row rr * sy + py - pt, columns jj input column jj * sx + px - pl.
-      const int64_t r_lo = std::clamp<int64_t>(ceil_div(pt - py, g.sy), 0, g.hq);
-      const int64_t r_hi = std::clamp<int64_t>(ceil_div(h + pt - py, g.sy), r_lo, g.hq);
-      const int64_t c_lo = std::clamp<int64_t>(ceil_div(pl - px, g.sx), 0, g.wq);
-      const int64_t c_hi = std::clamp<int64_t>(ceil_div(w + pl - px, g.sx), c_lo, g.wq);
-      for (int64_t c = 0; c < cg; ++c) {
-        float* pp = buf + c * g.chan + sl * g.plane;
-        std::fill(pp, pp + r_lo * g.wq, 0.f);
-        for (int64_t rr = r_lo; rr < r_hi; ++rr) {
-          float* d = pp + rr * g.wq;
-          const float* src = x + (c * h + rr * g.sy + py - pt) * w + px - pl;  // src[jj * sx] -> d[jj]
-          for (int64_t jj = 0; jj < c_lo; ++jj) d[jj] = 0.f;
-          if (g.sx == 1) {
-            std::copy(src + c_lo, src + c_hi, d + c_lo);
-          } else {
-            int64_t jj = c_lo;
-            if (g.sx == 2) jj = im2col_stride2_f32(src, d, c_lo, std::min(c_hi, (w + pl - px) / 2));  // reads below src[2 b]
-            for (; jj < c_hi; ++jj) d[jj] = src[jj * g.sx];
-          }
-          for (int64_t jj = c_hi; jj < g.wq; ++jj) d[jj] = 0.f;
-        }
-        std::fill(pp + r_hi * g.wq, pp + g.plane, 0.f);
-      }
+  std::vector<int64_t> phase(static_cast<size_t>(g.slots));  // slot -> py * px_n + px
+  for (size_t i = 0; i < g.slot.size(); ++i)
+    if (g.slot[i] >= 0) phase[static_cast<size_t>(g.slot[i])] = static_cast<int64_t>(i);
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t sl = 0; sl < g.slots; ++sl) {
+      const int64_t py = phase[static_cast<size_t>(sl)] / px_n, px = phase[static_cast<size_t>(sl)] % px_n;
+      conv_direct_fill_plane_avx2(x + c * h * w, h, w, g.sy, g.sx, py - pt, px - pl, g.hq, g.wq,
+                                  buf + c * g.chan + sl * g.plane);
     }
+}
+
+// Tasks wanted for a conv of `fmas` multiply-adds: ~4 per thread, or one on the calling thread
+// below kMinParallel, where waking the pool's workers costs more than it saves (2 threads,
+// ResNet export, 2x3x96x80: every conv split 0.86-0.90 ms, those below 4M FMAs (all but the
+// stem) on one thread 0.77 ms, 1 thread 0.80 ms; a 2-chunk parallel_for of 2 x 43 us of work
+// takes 57 us at the median on this machine: the workers sleep on a condition variable).
+int64_t tasks_wanted(int64_t fmas) {
+  constexpr int64_t kMinParallel = int64_t{4} << 20;
+  const int threads = num_threads();
+  return threads > 1 && fmas >= kMinParallel ? 4 * static_cast<int64_t>(threads) : 1;
+}
+
+// Tasks per pool chunk: tasks of ~2^18 FMAs at least, all on the calling thread when one task
+// is wanted.
+int64_t task_grain(int64_t want, int64_t cost, int64_t tasks) {
+  return want > 1 ? std::max<int64_t>(1, (int64_t{1} << 18) / cost) : tasks;
 }
 
 // Per-thread buffers: the phase buffer (and which image and group of which call it holds), the
@@ -203,14 +203,13 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const int64_t nblocks = d.n_batch * d.groups;
   const int64_t n_chunks = ceil_div(p, 240), chunk = ceil_div(ceil_div(p, n_chunks), 6) * 6;
   const int64_t n_pchunks = ceil_div(p, chunk);
-  const int threads = num_threads();
-  const int64_t want = threads > 1 ? 4 * static_cast<int64_t>(threads) : 1;
+  const int64_t want = tasks_wanted(nblocks * p * nmb * kBlock * cgk);
   int64_t per_group = nmb;
   if (nblocks * n_pchunks < want) per_group = std::max<int64_t>(1, (nmb * nblocks * n_pchunks + want - 1) / want);
   const int64_t m_groups = (nmb + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_pchunks * m_groups;
   const int64_t cost = per_group * kBlock * chunk * std::max<int64_t>(1, cgk);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / cost);
+  const int64_t grain = task_grain(want, cost, tasks);
 
   parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
     thread_local Scratch s;
@@ -219,7 +218,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
       const int64_t pc = rem / m_groups, mg = rem % m_groups;
       const int64_t grp = ng % d.groups;
       if (s.call != call || s.ng != ng) {
-        s.buf.resize(static_cast<size_t>(g.size));
+        s.buf.resize(static_cast<size_t>(g.size + kSlack));
         fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
         s.call = call;
         s.ng = ng;
@@ -277,15 +276,14 @@ void conv_direct(const ConvDirect& d) {
   const int64_t rows_per_chunk = ceil_div(g.oh, ceil_div(g.oh, max_rows));
   const int64_t n_chunks = ceil_div(g.oh, rows_per_chunk);
   const int64_t m_blocks = (d.coutg + kRows - 1) / kRows;
-  const int threads = num_threads();
-  const int64_t want = threads > 1 ? 4 * static_cast<int64_t>(threads) : 1;
+  const int64_t want = tasks_wanted(nblocks * n_chunks * ((rows_per_chunk - 1) * g.wq + g.ow) * m_blocks * kRows * g.k);
   int64_t per_group = m_blocks;
   if (nblocks * n_chunks < want) per_group = std::max<int64_t>(1, (m_blocks * nblocks * n_chunks + want - 1) / want);
   const int64_t m_groups = (m_blocks + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_chunks * m_groups;
   const int64_t chunk_cols = (rows_per_chunk - 1) * g.wq + g.ow;
   const int64_t cost = per_group * kRows * chunk_cols * std::max<int64_t>(1, g.k);
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / cost);
+  const int64_t grain = task_grain(want, cost, tasks);
   const int64_t cgk = g.k;
 
   parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
@@ -295,7 +293,7 @@ void conv_direct(const ConvDirect& d) {
       const int64_t chunk = rem / m_groups, mg = rem % m_groups;
       const int64_t grp = ng % d.groups;
       if (s.call != call || s.ng != ng) {
-        s.buf.resize(static_cast<size_t>(g.size));
+        s.buf.resize(static_cast<size_t>(g.size + kSlack));
         fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
         s.call = call;
         s.ng = ng;

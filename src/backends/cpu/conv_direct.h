@@ -59,6 +59,12 @@ void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* 
 // w the channel block's weights packed as k rows of 16 floats, bias 16 values.
 void conv_direct_cl_avx2(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
                          const int32_t* pos, const float* bias, float* c, int64_t ldc);
+// One phase plane of the buffer: d[rr * wq + jj] = x[(rr * sy + oy) * w + jj * sx + ox] where
+// that lies inside the h x w input plane x, else 0 (oy = py - pad top, ox = px - pad left), for
+// rr < hq, jj < wq, the rows in order, each row written as whole vectors of 8 (up to 7 floats
+// past the plane's end).
+void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t sy, int64_t sx, int64_t oy, int64_t ox,
+                                 int64_t hq, int64_t wq, float* d);
 // dst[kk * 16 + r] = w[r * k + kk] for r < rows (<= 16), zeros for r >= rows (k rows of 16).
 void conv_direct_pack_avx2(const float* w, int64_t rows, int64_t k, float* dst);
 

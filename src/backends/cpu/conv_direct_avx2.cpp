@@ -122,6 +122,46 @@ void cl_positions(int64_t nch, int64_t npos, int64_t k, const float* w, const fl
 
 }  // namespace
 
+void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t sy, int64_t sx, int64_t oy, int64_t ox,
+                                 int64_t hq, int64_t wq, float* d) {
+  // Rows [r_lo, r_hi) and columns [c_lo, c_hi) read the input.
+  auto cdiv = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const int64_t r_lo = std::clamp<int64_t>(cdiv(-oy, sy), 0, hq), r_hi = std::clamp<int64_t>(cdiv(h - oy, sy), r_lo, hq);
+  const int64_t c_lo = std::clamp<int64_t>(cdiv(-ox, sx), 0, wq), c_hi = std::clamp<int64_t>(cdiv(w - ox, sx), c_lo, wq);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lo = _mm256_set1_epi32(static_cast<int>(c_lo) - 1), hi = _mm256_set1_epi32(static_cast<int>(c_hi));
+  for (int64_t rr = 0; rr < hq; ++rr) {
+    float* dr = d + rr * wq;
+    if (rr < r_lo || rr >= r_hi || c_lo == c_hi) {
+      for (int64_t jj = 0; jj < wq; jj += 8) _mm256_storeu_ps(dr + jj, zero);
+      continue;
+    }
+    // src[jj * sx] is column jj; lanes outside [c_lo, c_hi) are never read (masked loads).
+    const float* src = x + (rr * sy + oy) * w + ox;
+    for (int64_t jj = 0; jj < wq; jj += 8) {
+      const __m256i j = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(jj)), lanes);
+      const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(j, lo), _mm256_cmpgt_epi32(hi, j));
+      __m256 v;
+      if (sx == 1) {
+        v = _mm256_maskload_ps(src + jj, m);
+      } else if (sx == 2) {  // the even floats of 16, each loaded where its column is valid
+        const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+        const __m256i m0 = _mm256_and_si256(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)), even);
+        const __m256i m1 = _mm256_and_si256(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)), even);
+        const __m256 a = _mm256_maskload_ps(src + 2 * jj, m0), b = _mm256_maskload_ps(src + 2 * jj + 8, m1);
+        const __m256 ev = _mm256_shuffle_ps(a, b, 0x88);  // a0 a2 b0 b2 | a4 a6 b4 b6
+        v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+      } else {
+        alignas(32) float t[8];
+        for (int i = 0; i < 8; ++i) t[i] = jj + i >= c_lo && jj + i < c_hi ? src[(jj + i) * sx] : 0.f;
+        v = _mm256_load_ps(t);
+      }
+      _mm256_storeu_ps(dr + jj, v);
+    }
+  }
+}
+
 void conv_direct_pack_avx2(const float* w, int64_t rows, int64_t k, float* dst) {
   int64_t kk = 0;
   if (rows == 16)
@@ -153,6 +193,8 @@ namespace rlx::cpu {
 void conv_direct_cl_avx2(int64_t, int64_t, int64_t, const float*, const float*, const int32_t*, const int32_t*,
                          const float*, float*, int64_t) {}
 void conv_direct_pack_avx2(const float*, int64_t, int64_t, float*) {}
+void conv_direct_fill_plane_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                 float*) {}
 }  // namespace rlx::cpu
 
 #endif
