@@ -8,6 +8,7 @@
 
 #include "backends/cpu/conv_direct.h"
 #include "backends/cpu/conv_gemm.h"
+#include "backends/cpu/parallel.h"
 #include "support/test_util.h"
 
 namespace rlx {
@@ -233,9 +234,14 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
       SCOPED_TRACE(std::to_string(threads) + " thread(s), kernel " + std::to_string(kernel));
       cpu::set_conv_direct_kernel(kernel);
       const uint64_t runs = cpu::conv_direct_runs();
+      cpu::reset_parallel_stats();
       y.push_back(cg.run(feed)[0]);
       if (avx2) {
         EXPECT_EQ(cpu::conv_direct_runs(), runs + 1) << "the direct path did not run";
+        // From 4M multiply-adds on the conv splits over the threads.
+        if (threads > 1 && product(yd) * k >= (int64_t{4} << 20)) {
+          EXPECT_EQ(cpu::max_parallel_threads_since_reset(), threads);
+        }
       }
       EXPECT_TRUE(all_close(y.back(), yd, ref, tol));
     }
@@ -289,8 +295,11 @@ TEST(Conv, DirectPath) {
       {{2, 64, 6, 5}, {64, 64, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // k 576 (the ResNet export)
       {{1, 113, 7, 9}, {20, 113, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},       // k 1017
       {{2, 128, 5, 4}, {37, 128, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // k 1152, 16 + 16 + 5 channels
-      // batches, groups of several channels, 1-d
+      // batches, groups of several channels, 1-d; large enough (> 4M multiply-adds) to split
+      // over the threads
       {{3, 6, 10, 7}, {8, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{2, 24, 30, 34}, {40, 24, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{1, 20, 61, 45}, {26, 20, 3, 3}, false, {2, 1}, {1, 1, 1, 1}, {}, 1},
       {{2, 8, 11, 9}, {12, 2, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 4},
       {{1, 6, 13, 12}, {10, 3, 3, 3}, false, {2, 2}, {1, 0, 1, 2}, {}, 2},
       {{2, 4, 37}, {6, 4, 5}, true, {}, {2, 2}, {}, 1},
