@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <limits>
 #include <vector>
 
 #include "backends/cpu/conv_epilogue.h"
