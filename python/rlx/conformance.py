@@ -32,6 +32,20 @@ class CaseResult:
     detail: str = ""
 
 
+# Element types compared by their bits, as ``rlx conformance`` does (one code per byte).
+_BITWISE = {"f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0", "f4e2m1"}
+
+
+def _compare_tensors(got, want) -> str:
+    """rlx.Tensor outputs: the dtypes by rlx's names, then the values (floats widened to f32)."""
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    if got.dtype in _BITWISE or got.dtype not in ("bf16", "f16", "f32", "f64"):
+        return _compare(np.asarray(got.numpy()), np.asarray(want.numpy()))
+    to = (lambda t: t.numpy()) if got.dtype == "f64" else (lambda t: t.to_float32())
+    return _compare(to(got), to(want))
+
+
 def _compare(got: np.ndarray, want: np.ndarray) -> str:
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
@@ -66,18 +80,20 @@ def run_case(case_dir: str, device: str = "cpu") -> CaseResult:
         for io in info["inputs"] + info["outputs"]:
             if "(" in io["type"] or io["type"] == "map":
                 return CaseResult(name, "UNSUPPORTED", f"'{io['name']}' is a {io['type']} (only tensors are supported)")
-        feeds = {io["name"]: _rlx.load_onnx_tensor(os.path.join(data, f"input_{i}.pb"))
+        # rlx.Tensors keep the element types NumPy has no name for (bf16, float8, int4, ...).
+        feeds = {io["name"]: _rlx.load_onnx_tensor(os.path.join(data, f"input_{i}.pb"), as_tensor=True)
                  for i, io in enumerate(info["inputs"])}
         graph = _rlx.Graph.from_onnx(model_path, known_inputs=feeds)
         model = _rlx.compile(graph, device=device, num_threads=1)
-        wants = [_rlx.load_onnx_tensor(os.path.join(data, f"output_{k}.pb")) for k in range(len(info["outputs"]))]
-        got = model.run({n: feeds[n] for n in model.input_names if n in feeds})
+        wants = [_rlx.load_onnx_tensor(os.path.join(data, f"output_{k}.pb"), as_tensor=True)
+                 for k in range(len(info["outputs"]))]
+        got = model.run({n: feeds[n] for n in model.input_names if n in feeds}, as_tensors=True)
     except _rlx.Error as e:
         return CaseResult(name, "UNSUPPORTED", str(e).splitlines()[0] if str(e) else "")
     if len(got) != len(wants):
         return CaseResult(name, "FAIL", f"{len(got)} outputs, expected {len(wants)}")
     for k, (g, w) in enumerate(zip(got, wants)):
-        why = _compare(g, w)
+        why = _compare_tensors(g, w)
         if why:
             return CaseResult(name, "FAIL", f"output {k} '{info['outputs'][k]['name']}': {why}")
     return CaseResult(name, "PASS")

@@ -186,8 +186,16 @@ void register_tools(py::module_& m) {
   }, py::arg("path"),
         "Model-level facts of an ONNX file (as `rlx inspect`): ir_version, producer, opsets, inputs and "
         "outputs (name, ONNX type, dims or None), op_histogram, initializer_bytes.");
-  m.def("load_onnx_tensor", [](const std::string& path) { return tensor_to_numpy(load_onnx_tensor(path)); }, py::arg("path"),
-        "Reads a serialized onnx.TensorProto file (the ONNX test cases' input_<i>.pb).");
+  m.def("load_onnx_tensor",
+        [](const std::string& path, bool as_tensor) -> py::object {
+          Tensor t = load_onnx_tensor(path);
+          if (as_tensor) return py::cast(PyTensor{std::move(t), nullptr});
+          return tensor_to_numpy(t);
+        },
+        py::arg("path"), py::arg("as_tensor") = false,
+        "Reads a serialized onnx.TensorProto file (the ONNX test cases' input_<i>.pb): a NumPy array, or "
+        "with as_tensor=True an rlx.Tensor keeping dtypes NumPy has no name for (bf16, u16 vs bf16 bits, "
+        "float8, float4, int4, int2).");
 }
 
 }  // namespace rlx::python
