@@ -105,12 +105,29 @@ int64_t task_grain(int64_t want, int64_t cost, int64_t tasks) {
   return want > 1 ? std::max<int64_t>(1, (int64_t{1} << 18) / cost) : tasks;
 }
 
+// Row blocks per task: all `blocks` when the column pieces alone give `want` tasks, else fewer so
+// that blocks x pieces make about `want` tasks.
+int64_t blocks_per_task(int64_t blocks, int64_t pieces, int64_t want) {
+  return pieces < want ? std::max<int64_t>(1, (blocks * pieces + want - 1) / want) : blocks;
+}
+
 // Per-thread buffers: the phase buffer (and which image and group of which call it holds), the
 // raw tile and the epilogue's staging rows.
 struct Scratch {
   std::vector<float> buf, tile, stage;
   uint64_t call = 0;
   int64_t ng = -1;
+  // The phase buffer of image-and-group `ng` of conv call `call`, filled unless this thread
+  // already holds it.
+  const float* phases(const ConvDirect& d, const Geom& g, int64_t ng_, uint64_t call_) {
+    if (call != call_ || ng != ng_) {
+      buf.resize(static_cast<size_t>(g.size + kSlack));
+      fill_phases(d.x + ng_ * d.cg * d.win.in_size(), d.cg, d.win, g, buf.data());
+      call = call_;
+      ng = ng_;
+    }
+    return buf.data();
+  }
   void trim() {
     constexpr size_t kKeep = size_t{8} << 20;
     for (auto* v : {&buf, &tile, &stage})
@@ -176,8 +193,7 @@ namespace {
 // channel blocks); the tiles write y's rows (or the staging rows) directly.
 void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off, uint64_t call) {
   constexpr int64_t kBlock = 16;
-  const Window3& win = d.win;
-  const int64_t p = g.oh * g.ow, in_sz = win.in_size(), cgk = g.k;
+  const int64_t p = g.oh * g.ow, cgk = g.k;
   const int64_t nmb = (d.coutg + kBlock - 1) / kBlock;
   thread_local std::vector<float> wpk, bpk;
   thread_local std::vector<int32_t> posq;
@@ -203,8 +219,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const int64_t n_chunks = ceil_div(p, 240), chunk = ceil_div(ceil_div(p, n_chunks), 6) * 6;
   const int64_t n_pchunks = ceil_div(p, chunk);
   const int64_t want = tasks_wanted(nblocks * p * nmb * kBlock * cgk);
-  int64_t per_group = nmb;
-  if (nblocks * n_pchunks < want) per_group = std::max<int64_t>(1, (nmb * nblocks * n_pchunks + want - 1) / want);
+  const int64_t per_group = blocks_per_task(nmb, nblocks * n_pchunks, want);
   const int64_t m_groups = (nmb + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_pchunks * m_groups;
   const int64_t cost = per_group * kBlock * chunk * std::max<int64_t>(1, cgk);
@@ -216,12 +231,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
       const int64_t ng = t / (n_pchunks * m_groups), rem = t % (n_pchunks * m_groups);
       const int64_t pc = rem / m_groups, mg = rem % m_groups;
       const int64_t grp = ng % d.groups;
-      if (s.call != call || s.ng != ng) {
-        s.buf.resize(static_cast<size_t>(g.size + kSlack));
-        fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
-        s.call = call;
-        s.ng = ng;
-      }
+      const float* phases = s.phases(d, g, ng, call);
       const int64_t p0 = pc * chunk, np = std::min(chunk, p - p0);
       const int64_t b0 = mg * per_group, b1 = std::min(nmb, b0 + per_group);
       const int64_t r0 = b0 * kBlock, r1 = std::min(d.coutg, b1 * kBlock);
@@ -235,7 +245,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
         float* dst = d.epi ? s.stage.data() + pending * np : d.y + y0 + m0 * p + p0;
-        conv_direct_cl_avx2(rows, np, cgk, wp + (grp * nmb + blk) * cgk * kBlock, s.buf.data(), off, pq + p0,
+        conv_direct_cl_avx2(rows, np, cgk, wp + (grp * nmb + blk) * cgk * kBlock, phases, off, pq + p0,
                             bp + (grp * nmb + blk) * kBlock, dst, d.epi ? np : p);
         if (!d.epi) continue;
         pending += rows;
@@ -258,7 +268,7 @@ void conv_direct(const ConvDirect& d) {
   const Window3& win = d.win;
   const Geom g = make_geom(win, d.cg);
   if (d.n_batch <= 0 || d.coutg <= 0) return;
-  const int64_t p = g.oh * g.ow, in_sz = win.in_size();
+  const int64_t p = g.oh * g.ow;
   std::vector<int32_t> off(static_cast<size_t>(std::max<int64_t>(1, g.k)));
   make_offsets(win, g, d.cg, off.data());
   const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -276,8 +286,7 @@ void conv_direct(const ConvDirect& d) {
   const int64_t n_chunks = ceil_div(g.oh, rows_per_chunk);
   const int64_t m_blocks = (d.coutg + kRows - 1) / kRows;
   const int64_t want = tasks_wanted(nblocks * n_chunks * ((rows_per_chunk - 1) * g.wq + g.ow) * m_blocks * kRows * g.k);
-  int64_t per_group = m_blocks;
-  if (nblocks * n_chunks < want) per_group = std::max<int64_t>(1, (m_blocks * nblocks * n_chunks + want - 1) / want);
+  const int64_t per_group = blocks_per_task(m_blocks, nblocks * n_chunks, want);
   const int64_t m_groups = (m_blocks + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_chunks * m_groups;
   const int64_t chunk_cols = (rows_per_chunk - 1) * g.wq + g.ow;
@@ -291,12 +300,7 @@ void conv_direct(const ConvDirect& d) {
       const int64_t ng = t / (n_chunks * m_groups), rem = t % (n_chunks * m_groups);
       const int64_t chunk = rem / m_groups, mg = rem % m_groups;
       const int64_t grp = ng % d.groups;
-      if (s.call != call || s.ng != ng) {
-        s.buf.resize(static_cast<size_t>(g.size + kSlack));
-        fill_phases(d.x + ng * d.cg * in_sz, d.cg, win, g, s.buf.data());
-        s.call = call;
-        s.ng = ng;
-      }
+      const float* phases = s.phases(d, g, ng, call);
       const int64_t oy0 = chunk * rows_per_chunk, oy1 = std::min(g.oh, oy0 + rows_per_chunk), nrows = oy1 - oy0;
       const int64_t q0 = oy0 * g.wq, cols = (nrows - 1) * g.wq + g.ow, seg = nrows * g.ow;
       const int64_t ld = (cols + 7) / 8 * 8 + 8;
@@ -319,7 +323,7 @@ void conv_direct(const ConvDirect& d) {
       };
       const float* wg = d.w + grp * d.coutg * cgk;
       const float* bg = d.bias ? d.bias + grp * d.coutg : nullptr;
-      const float* b = s.buf.data() + q0;
+      const float* b = phases + q0;
       for (int64_t m0 = r0; m0 < r1; m0 += kRows) {
         const int64_t rows = std::min(kRows, r1 - m0);
         float* dst = d.epi ? s.stage.data() + pending * seg : d.y + y0 + m0 * p + oy0 * g.ow;

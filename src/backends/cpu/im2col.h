@@ -94,6 +94,32 @@ inline int64_t im2col_stride2_f32(const float* s0, float* dy, int64_t a, int64_t
   return ox;
 }
 
+// One output row segment of an unfolded row: d[ox] = 0 for ox in [from, lo) and [hi, to), else
+// s0[ox * sx] converted (s0 points at the row's input element for ox = 0, valid below
+// s0 + row_end). Plain loops: rows of small planes are a few dozen values, where a memmove /
+// memset call per segment costs more than the copying.
+template <class S, class D>
+inline void im2col_segment(const S* s0, int64_t sx, int64_t row_end, D* d, int64_t from, int64_t lo, int64_t hi,
+                           int64_t to) {
+  const D zero{};
+  for (int64_t ox = from; ox < lo; ++ox) d[ox] = zero;
+  if (sx == 1) {
+    if constexpr (std::is_same_v<S, D>) {
+      for (int64_t ox = lo; ox < hi; ++ox) d[ox] = s0[ox];
+    } else {
+      convert_span(s0 + lo, d + lo, hi - lo);
+    }
+  } else {
+    int64_t ox = lo;
+    // Stride 2 (stems): 4 outputs from two 4-float loads, even lanes kept, while the second
+    // load ends inside the row.
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>)
+      if (sx == 2) ox = im2col_stride2_f32(s0, d, lo, std::min(hi, (row_end - 4) / 2));
+    for (; ox < hi; ++ox) d[ox] = convert_value<D>(s0[ox * sx]);
+  }
+  for (int64_t ox = hi; ox < to; ++ox) d[ox] = zero;
+}
+
 // x: C planes of w.in_size() elements. col: (C * k_size) rows of w.out_size() elements, row
 // index (c, kz, ky, kx) row-major (torch unfold order), zero where the window reads padding.
 template <class S, class D>
@@ -112,6 +138,7 @@ void im2col(const S* x, int64_t C, const Window3& w, D* col) {
           w.valid_range(0, kz, zlo, zhi);
           w.valid_range(1, ky, ylo, yhi);
           w.valid_range(2, kx, xlo, xhi);
+          const int64_t row_end = w.in[2] + w.pad[2] - kx * w.dil[2];  // an input row is s0[0, row_end)
           std::fill(dst, dst + zlo * ohw, zero);
           for (int64_t oz = zlo; oz < zhi; ++oz) {
             const int64_t iz = oz * w.stride[0] - w.pad[0] + kz * w.dil[0];
@@ -119,30 +146,8 @@ void im2col(const S* x, int64_t C, const Window3& w, D* col) {
             std::fill(dz, dz + ylo * w.out[2], zero);
             for (int64_t oy = ylo; oy < yhi; ++oy) {
               const int64_t iy = oy * w.stride[1] - w.pad[1] + ky * w.dil[1];
-              const S* src = plane + (iz * w.in[1] + iy) * w.in[2];
-              D* dy = dz + oy * w.out[2];
-              // Plain loops: the rows of small planes are a few dozen values, where calls to
-              // memmove / memset per segment cost more than the copying.
-              for (int64_t ox = 0; ox < xlo; ++ox) dy[ox] = zero;
-              const int64_t sx = w.stride[2];
-              const S* s0 = src - w.pad[2] + kx * w.dil[2];  // s0[ox * sx] feeds dy[ox]
-              if (sx == 1) {
-                if constexpr (std::is_same_v<S, D>) {
-                  for (int64_t ox = xlo; ox < xhi; ++ox) dy[ox] = s0[ox];
-                } else {
-                  convert_span(s0 + xlo, dy + xlo, xhi - xlo);
-                }
-              } else {
-                int64_t ox = xlo;
-                if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>) {
-                  // Stride 2 (stems): 4 outputs from two 4-float loads, even lanes kept, while
-                  // the second load ends inside the row.
-                  const int64_t row_end = w.in[2] + w.pad[2] - kx * w.dil[2];  // s0[i] valid for i < row_end
-                  if (sx == 2) ox = im2col_stride2_f32(s0, dy, xlo, std::min(xhi, (row_end - 4) / 2));
-                }
-                for (; ox < xhi; ++ox) dy[ox] = convert_value<D>(s0[ox * sx]);
-              }
-              for (int64_t ox = xhi; ox < w.out[2]; ++ox) dy[ox] = zero;
+              const S* s0 = plane + (iz * w.in[1] + iy) * w.in[2] - w.pad[2] + kx * w.dil[2];
+              im2col_segment(s0, w.stride[2], row_end, dz + oy * w.out[2], 0, xlo, xhi, w.out[2]);
             }
             std::fill(dz + yhi * w.out[2], dz + ohw, zero);
           }
@@ -166,6 +171,7 @@ void im2col_cols(const S* x, int64_t C, const Window3& w, int64_t j0, int64_t j1
           D* dst = col + (((c * w.k[0] + kz) * w.k[1] + ky) * w.k[2] + kx) * n;
           int64_t xlo, xhi;
           w.valid_range(2, kx, xlo, xhi);
+          const int64_t row_end = w.in[2] + w.pad[2] - kx * w.dil[2];  // an input row is s0[0, row_end)
           for (int64_t j = j0; j < j1;) {  // one output row segment at a time
             const int64_t oz = j / ohw, oy = (j % ohw) / ow, ox0 = j % ow;
             const int64_t end = std::min(j1, j - ox0 + ow), ox1 = ox0 + (end - j);
@@ -176,12 +182,8 @@ void im2col_cols(const S* x, int64_t C, const Window3& w, int64_t j0, int64_t j1
               std::fill(d + ox0, d + ox1, zero);
             } else {
               const int64_t a = std::clamp(xlo, ox0, ox1), b = std::clamp(xhi, a, ox1);
-              std::fill(d + ox0, d + a, zero);
-              const S* src = plane + (iz * w.in[1] + iy) * w.in[2] - w.pad[2] + kx * w.dil[2];
-              const int64_t sx = w.stride[2];
-              if (sx == 1) convert_span(src + a, d + a, b - a);
-              else for (int64_t ox = a; ox < b; ++ox) d[ox] = convert_value<D>(src[ox * sx]);
-              std::fill(d + b, d + ox1, zero);
+              const S* s0 = plane + (iz * w.in[1] + iy) * w.in[2] - w.pad[2] + kx * w.dil[2];
+              im2col_segment(s0, w.stride[2], row_end, d, ox0, a, b, ox1);
             }
             j = end;
           }

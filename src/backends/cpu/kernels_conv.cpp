@@ -410,9 +410,10 @@ void conv_banded(const Window3& win, int64_t n_batch, int64_t groups, int64_t cg
       const int64_t y0 = (n * groups + g) * coutg * p;  // flat index of this (image, group)'s y
       // Straight into y, or (another storage type, or an epilogue: y is then not written) into
       // the band's accumulator.
-      const bool direct = std::is_same_v<T, A> && !epi;
+      bool direct = false;
       A* dst;
       int64_t ldd;
+      if constexpr (std::is_same_v<T, A>) direct = !epi;
       if (direct) {
         dst = reinterpret_cast<A*>(yp) + y0 + j0, ldd = p;
       } else {
@@ -459,8 +460,10 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     depthwise_impl<T>(win, n_batch, c, cout, xp, wp, bp, yp, epi);
     return;
   }
+  // Bytes of one (image, group)'s unfolded input: above kBandedColBytes the conv runs in bands.
+  const bool large = cgk * p * static_cast<int64_t>(sizeof(A)) > kBandedColBytes;
   if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise && cgk * p * static_cast<int64_t>(sizeof(A)) <= kBandedColBytes && conv_direct_usable(win, cg, coutg)) {
+    if (!pointwise && !large && conv_direct_usable(win, cg, coutg)) {
       ConvDirect d;
       d.win = win;
       d.n_batch = n_batch;
@@ -476,8 +479,7 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
       return;
     }
   }
-  if (!(pointwise && std::is_same_v<T, A>) && cgk * p * static_cast<int64_t>(sizeof(A)) > kBandedColBytes &&
-      (epi == nullptr || std::is_same_v<T, float>)) {
+  if (large && !(pointwise && std::is_same_v<T, A>)) {
     conv_banded<T, A>(win, n_batch, groups, cg, coutg, xp, wp, bp, yp, epi);
     return;
   }

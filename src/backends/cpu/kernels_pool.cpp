@@ -27,13 +27,13 @@ template <class T>
 void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
   const int64_t ow = win.out[2], oh = win.out[1], od = win.out[0], iw = win.in[2], in_sz = win.in_size();
   const int64_t rows = planes * od * oh, sx = win.stride[2], px = win.pad[2], dx = win.dil[2];
-  const bool small_k = win.k[2] <= 64;
+  // Per kx: the output columns whose tap lies inside the row.
+  std::vector<int64_t> lo(static_cast<size_t>(win.k[2])), hi(lo.size());
+  for (int64_t kx = 0; kx < win.k[2]; ++kx) win.valid_range(2, kx, lo[static_cast<size_t>(kx)], hi[static_cast<size_t>(kx)]);
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * win.k_size())), [&](int64_t b, int64_t e) {
     thread_local std::vector<float> m, conv_row;
     m.resize(static_cast<size_t>(ow));
     if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw));
-    int64_t lo_l[64], hi_l[64];  // per kx: the output columns whose tap lies in the row
-    for (int64_t kx = 0; small_k && kx < win.k[2]; ++kx) win.valid_range(2, kx, lo_l[kx], hi_l[kx]);
     for (int64_t r = b; r < e; ++r) {
       const int64_t plane = r / (od * oh), oz = (r / oh) % od, oy = r % oh;
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
@@ -52,9 +52,7 @@ void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
             row = conv_row.data();
           }
           for (int64_t kx = 0; kx < win.k[2]; ++kx) {
-            int64_t a, z;
-            if (small_k) a = lo_l[kx], z = hi_l[kx];
-            else win.valid_range(2, kx, a, z);
+            const int64_t a = lo[static_cast<size_t>(kx)], z = hi[static_cast<size_t>(kx)];
             const float* base = row - px + kx * dx;
             float* mp = m.data();
             if (sx == 1) {

@@ -85,18 +85,16 @@ void kernel(const ops::ElementwiseRegion& op, KernelContext& ctx) {
     // per call.
     const int64_t blk_len = std::min(kBlock, n);
     thread_local std::vector<uint64_t> scratch;
-    thread_local std::vector<uint64_t*> bufs;
     const size_t need = (n_in + n_steps) * static_cast<size_t>(blk_len);
     if (scratch.size() < need) scratch.resize(need);
-    bufs.resize(n_in + n_steps);
-    for (size_t i = 0; i < n_in + n_steps; ++i) bufs[i] = scratch.data() + i * static_cast<size_t>(blk_len);
-    uint64_t* const* in_buf = bufs.data();
-    uint64_t* const* step_buf = bufs.data() + n_in;
+    // Input i's buffer, then step s's.
+    auto in_buf = [&](size_t i) { return scratch.data() + i * static_cast<size_t>(blk_len); };
+    auto step_buf = [&](size_t s) { return in_buf(n_in + s); };
     for (size_t i = 0; i < n_in; ++i) {
       if (mode[i] != InMode::Scalar) continue;
       const Tensor& t = ctx.in[i];
       visit_elem_size(dtype_size(t.dtype()), [&]<class U>() {
-        auto* p = reinterpret_cast<U*>(in_buf[i]);
+        auto* p = reinterpret_cast<U*>(in_buf(i));
         std::fill(p, p + blk_len, *static_cast<const U*>(t.raw()));
       });
     }
@@ -109,24 +107,24 @@ void kernel(const ops::ElementwiseRegion& op, KernelContext& ctx) {
         const Tensor& t = ctx.in[i];
         visit_elem_size(dtype_size(t.dtype()), [&]<class U>() {
           const auto* src = static_cast<const U*>(t.raw());
-          auto* dst = reinterpret_cast<U*>(in_buf[i]);
+          auto* dst = reinterpret_cast<U*>(in_buf(i));
           for_each_row<1>(plans[i], b0, b0 + cnt,
                           [&](const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st, int64_t pos,
                               int64_t c) { copy_row(src + off[0], st[0], dst + (pos - b0), c); });
         });
       }
       auto ptr = [&](int32_t a) -> const void* {
-        if (a < 0) return step_buf[static_cast<size_t>(-a - 1)];
+        if (a < 0) return step_buf(static_cast<size_t>(-a - 1));
         const auto i = static_cast<size_t>(a);
         if (mode[i] == InMode::Direct)
           return static_cast<const uint8_t*>(ctx.in[i].raw()) + static_cast<size_t>(b0) * dtype_size(ctx.in[i].dtype());
-        return in_buf[i];
+        return in_buf(i);
       };
       for (size_t s = 0; s < n_steps; ++s) {
         const ops::RegionStep& st = op.steps[s];
         void* dst = s + 1 == n_steps
                         ? static_cast<void*>(static_cast<uint8_t*>(out.raw()) + static_cast<size_t>(b0) * dtype_size(sdt[s]))
-                        : static_cast<void*>(step_buf[s]);
+                        : static_cast<void*>(step_buf(s));
         try {
           switch (st.kind) {
             case RegionStepKind::Binary:
