@@ -129,6 +129,10 @@ constexpr KnobInfo kKnobs[] = {
             "decode GEMVs compute a preceding RmsNorm / FusedSwiGLU of their rows in their prologue (that step is "
             "not run: one dispatch less each)"),
     // process settings
+    integer("cpu_spin_us", "RLX_CPU_SPIN_US", 0, 1000000, "200",
+            "microseconds an idle CPU worker thread keeps polling for the next parallel loop before it sleeps (0: "
+            "sleep at once; waking a sleeping worker costs tens of microseconds, polling burns its core meanwhile)",
+            kProcess),
     integer("cuda_device", "RLX_CUDA_DEVICE", 0, 65535, "0", "the CUDA device ordinal (below the device count)",
             kProcess),
     text("cuda_pdl", "RLX_CUDA_PDL", "1", "0|1|all",

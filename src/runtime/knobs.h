@@ -17,6 +17,7 @@
 
 // The process-scope knobs, as X-macro rows like RLX_TUNING_KNOBS (environment only).
 #define RLX_PROCESS_KNOBS(BOOL, INT, AUTO, STRING) \
+  INT(cpu_spin_us) \
   INT(cuda_device) STRING(cuda_pdl) BOOL(cuda_profile) STRING(cache_dir) STRING(cublaslt_lib) STRING(nvrtc_lib) \
   STRING(cudnn_lib) AUTO(bench_profile_run) \
   STRING(vulkan_device) BOOL(vulkan_validation) BOOL(vulkan_profile) STRING(vulkan_dump) BOOL(vulkan_pipeline_stats) \

@@ -1,6 +1,7 @@
 // The CPU thread budget (backends/cpu/parallel.h): CompileOptions::num_threads governs the
-// pool and OpenBLAS during that graph's compile (constant folding) and runs, weight prologues
-// included, and compiles with other counts (or the default) do not undo it.
+// pool (which also splits OpenBLAS's products; OpenBLAS itself stays on one thread) during that
+// graph's compile (constant folding) and runs, weight prologues included, and compiles with
+// other counts (or the default) do not undo it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,13 +63,14 @@ TEST(CpuThreads, EachGraphRunsOnItsOwnBudget) {
   cpu::reset_parallel_stats();
   const auto a = three.run(budget_inputs());
   EXPECT_EQ(cpu::max_parallel_threads_since_reset(), 3);
-  EXPECT_EQ(cpu::blas_threads_applied(), 3);
-  EXPECT_EQ(cpu::blas_threads_reported(), 3);
+  // OpenBLAS stays on one thread: the pool splits the product.
+  EXPECT_EQ(cpu::blas_threads_applied(), 1);
+  EXPECT_EQ(cpu::blas_threads_reported(), 1);
   cpu::reset_parallel_stats();
   const auto b = one.run(budget_inputs());
   EXPECT_EQ(cpu::max_parallel_threads_since_reset(), 1);
   EXPECT_EQ(cpu::blas_threads_reported(), 1);
-  // OpenBLAS may split the products differently with more threads: same numbers up to rounding.
+  // The products are split into blocks with more threads: same numbers up to rounding.
   const auto da = testing::to_doubles(a[0]), db = testing::to_doubles(b[0]);
   ASSERT_EQ(da.size(), db.size());
   for (size_t i = 0; i < da.size(); ++i) ASSERT_NEAR(da[i], db[i], 1e-4 * (1 + std::abs(db[i]))) << i;
@@ -149,6 +151,67 @@ TEST(CpuThreads, BackToBackJobsCoverEveryChunkOnce) {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+// Jobs that reach workers asleep (a pause longer than the polling window, RLX_CPU_SPIN_US,
+// default 200 us, between jobs) and jobs started by two threads at once (one runs at a time).
+TEST(CpuThreads, JobsReachSleepingWorkersAndConcurrentCallers) {
+  cpu::ScopedThreads t(2);
+  for (int job = 0; job < 6; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::atomic<int64_t> sum{0};
+    cpu::parallel_for(512, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    ASSERT_EQ(sum.load(), 511 * 512 / 2) << "job " << job;
+  }
+  std::atomic<int64_t> total{0};
+  auto caller = [&] {
+    cpu::ScopedThreads inner(2);
+    for (int job = 0; job < 500; ++job)
+      cpu::parallel_for(100, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) total += i;
+      });
+  };
+  std::thread other(caller);
+  caller();
+  other.join();
+  EXPECT_EQ(total.load(), 2 * 500 * (99 * 100 / 2));
+}
+
+// Products big enough are split over the pool in blocks of rows (tall C) or columns (wide C),
+// one-row products (gemv) in blocks of columns; every form matches a plain double loop.
+TEST(CpuThreads, GemmSplitOverThePoolMatchesAPlainProduct) {
+  struct Case {
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  for (const Case& c : {Case{5, 1000, 300, false, false}, Case{700, 20, 300, true, false},
+                        Case{1, 4000, 200, false, true}, Case{333, 257, 129, true, true}, Case{3, 7, 5, false, false}}) {
+    const std::vector<double> av = testing::to_doubles(testing::random_tensor(DType::F32, {c.m * c.k}, 7));
+    const std::vector<double> bv = testing::to_doubles(testing::random_tensor(DType::F32, {c.k * c.n}, 8));
+    std::vector<float> a(av.begin(), av.end()), b(bv.begin(), bv.end());
+    const int64_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    auto at = [&](int64_t i, int64_t p) { return double(c.ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)]); };
+    auto bt = [&](int64_t p, int64_t j) { return double(c.tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)]); };
+    for (int threads : {1, 3}) {
+      cpu::ScopedThreads t(threads);
+      cpu::reset_parallel_stats();
+      std::vector<float> out(size_t(c.m * c.n), std::nanf(""));
+      cpu::gemm(c.ta, c.tb, c.m, c.n, c.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, out.data(), c.n);
+      const bool big = double(c.m) * double(c.n) * double(c.k) >= double(1 << 18);
+      EXPECT_EQ(cpu::max_parallel_threads_since_reset(), big && threads > 1 ? threads : 0)
+          << c.m << "x" << c.n << "x" << c.k << " on " << threads;
+      EXPECT_EQ(cpu::blas_threads_reported(), 1);
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < c.k; ++p) want += at(i, p) * bt(p, j);
+          ASSERT_NEAR(out[size_t(i * c.n + j)], want, 1e-4 * (1 + std::abs(want)))
+              << c.m << "x" << c.n << "x" << c.k << " at " << i << "," << j << " on " << threads;
+        }
+    }
+  }
 }
 
 TEST(CpuThreads, OutOfRangeThreadCountIsAnError) {

@@ -1,7 +1,8 @@
 #pragma once
 // Thin typed wrappers over OpenBLAS for the CPU kernels (row-major, 64-bit sizes). Each call
-// runs on the calling thread's budget (parallel.h): OpenBLAS's thread count is set to it first
-// (one thread for products under 4 M multiply-adds). A one-row product runs as gemv.
+// runs on the calling thread's budget (parallel.h): OpenBLAS itself runs on one thread, and a
+// product of at least 256 K multiply-adds is split over the pool into blocks of C's rows or
+// columns, one per thread. A one-row product runs as gemv.
 #include <cstdint>
 
 namespace rlx::cpu {
@@ -12,8 +13,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
-// The OpenBLAS thread count gemm last set from the thread budget (0 before the first call), and
-// the count OpenBLAS itself reports (tests check that the two agree).
+// The OpenBLAS thread count gemm set (1 once the first product ran, 0 before), and the count
+// OpenBLAS itself reports (tests check that both stay 1 whatever the budget).
 int blas_threads_applied();
 int blas_threads_reported();
 

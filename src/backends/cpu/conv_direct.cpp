@@ -89,12 +89,10 @@ void fill_phases(const float* x, int64_t cg, const Window3& win, const Geom& g, 
 }
 
 // Tasks wanted for a conv of `fmas` multiply-adds: ~4 per thread, or one on the calling thread
-// below kMinParallel, where waking the pool's workers costs more than it saves (2 threads,
-// ResNet export, 2x3x96x80: every conv split 0.86-0.90 ms, those below 4M FMAs (all but the
-// stem) on one thread 0.77 ms, 1 thread 0.80 ms; a 2-chunk parallel_for of 2 x 43 us of work
-// takes 57 us at the median on this machine: the workers sleep on a condition variable).
+// below kMinParallel (about 15 us of work), where handing tasks to the pool's workers costs more
+// than it saves.
 int64_t tasks_wanted(int64_t fmas) {
-  constexpr int64_t kMinParallel = int64_t{4} << 20;
+  constexpr int64_t kMinParallel = int64_t{1} << 19;
   const int threads = num_threads();
   return threads > 1 && fmas >= kMinParallel ? 4 * static_cast<int64_t>(threads) : 1;
 }

@@ -19,6 +19,22 @@ namespace {
 std::atomic<bool> g_profile_on{false};
 std::atomic<uint64_t> g_copied_bytes{0};
 StepProfile g_profile;  // op kind -> wall time of its steps
+
+// The --profile row of a step: its op kind; convolutions also by window, stride and kind
+// (pointwise, depthwise, grouped), where CNNs spend their time: "conv 3x3 s2 depthwise".
+std::string profile_kind(const Node& n, const std::vector<Tensor>& ins) {
+  std::string kind(op_name(n.op));
+  const auto* conv = std::get_if<ops::Conv>(&n.op);
+  if (!conv || ins.size() < 2 || ins[1].rank() < 3) return kind;
+  const auto& w = ins[1].shape();
+  std::string window;
+  for (size_t i = 2; i < w.size(); ++i) window += (i > 2 ? "x" : "") + std::to_string(w[i]);
+  kind += " " + window;
+  const bool strided = std::any_of(conv->stride.begin(), conv->stride.end(), [](int64_t s) { return s != 1; });
+  if (strided) kind += " s" + std::to_string(conv->stride.empty() ? 1 : conv->stride[0]);
+  if (conv->groups > 1) kind += w[1] == 1 ? " depthwise" : " grouped";
+  return kind;
+}
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
     Device::Cpu, {[] { set_step_profile(true); }, [] { return g_profile.take("steps"); }});
 
@@ -201,7 +217,7 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
                   ": " + e.what());
     }
     if (profile)
-      g_profile.add(fused ? std::string(op_name(n.op)) + "+" + op_name(fused->op) : std::string(op_name(n.op)),
+      g_profile.add(fused ? profile_kind(n, ins) + "+" + op_name(fused->op) : profile_kind(n, ins),
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (hook_) hook_(st, ins, outs);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -10,14 +11,40 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/knobs.h"
 
 namespace rlx::cpu {
 namespace {
+
+// Waits one short moment in a spin loop (a pause instruction where there is one).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// How long an idle worker keeps polling for the next job before it sleeps (RLX_CPU_SPIN_US).
+std::chrono::microseconds spin_window() {
+  static const std::chrono::microseconds us{process_knobs::cpu_spin_us()};
+  return us;
+}
 
 // A set of workers that pick chunks of the current job off an atomic counter. Only the first
 // `active` workers take part in a job (the budget of the thread that started it); the pool
 // grows on demand and never shrinks, so budgets of different sessions never resize it under a
 // running job.
+//
+// Hand-off without the kernel where possible: a job is published by bumping `generation_`; an
+// idle worker polls it for spin_window() after its last job before it sleeps on a condition
+// variable, so the back-to-back jobs of one run reach awake workers in well under a
+// microsecond (a condition-variable wake-up costs tens). The caller notifies only when some
+// worker sleeps. A worker joins a job by raising `running_` and then checking that the job it
+// saw is still open; the caller closes the job (all chunks claimed) and then waits for
+// `running_` to drop to zero. Both sides use sequentially consistent operations, so either the
+// caller sees the worker's increment and waits for it, or the worker sees the job closed and
+// backs out without touching it.
 class Pool {
  public:
   ~Pool() { stop(); }
@@ -30,36 +57,37 @@ class Pool {
     std::lock_guard<std::mutex> lk(mu_);
     while (static_cast<int>(workers_.size()) < n_workers) {
       const int index = static_cast<int>(workers_.size());
-      workers_.emplace_back([this, index, seen = generation_] { loop(index, seen); });
+      workers_.emplace_back([this, index, seen = generation_.load()] { loop(index, seen); });
     }
     size_.store(workers_.size(), std::memory_order_release);
   }
 
-  // The caller works on the job too. When it has claimed the last chunk it closes the job and
-  // waits only for the workers that joined it: a worker still waking up then finds the job
-  // closed and goes back to sleep without touching it (so a job the caller finishes alone does
-  // not wait for a wake-up).
+  // The caller works on the job too. When every chunk is claimed it closes the job and waits
+  // only for the workers that joined it (a job the caller finishes alone waits for nobody).
   void run(int64_t n, int64_t chunk, int active, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> job_lock(job_mu_);  // one job at a time (nested calls run inline)
-    {
+    fn_ = &fn;
+    n_ = n;
+    chunk_ = chunk;
+    next_.store(0, std::memory_order_relaxed);
+    active_ = std::min(active, static_cast<int>(workers_.size()));
+    failed_.store(false, std::memory_order_relaxed);
+    error_ = nullptr;
+    const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+    open_.store(gen);        // seq_cst: the job's fields above are visible to a worker that sees it
+    generation_.store(gen);  // wakes the spinning workers
+    if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lk(mu_);
-      fn_ = &fn;
-      n_ = n;
-      chunk_ = chunk;
-      next_.store(0);
-      active_ = std::min(active, static_cast<int>(workers_.size()));
-      open_ = true;
-      running_ = 0;
-      error_ = nullptr;
-      ++generation_;
+      cv_.notify_all();
     }
-    cv_.notify_all();
     work();
-    std::unique_lock<std::mutex> lk(mu_);
-    open_ = false;
-    done_cv_.wait(lk, [&] { return running_ == 0; });
+    open_.store(0);
+    for (int spins = 0; running_.load() != 0; ++spins) {
+      if (spins < 4096) cpu_relax();
+      else std::this_thread::yield();  // a joined worker lost its core: let it finish
+    }
     fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    if (failed_.load(std::memory_order_acquire)) std::rethrow_exception(error_);
   }
 
   static thread_local bool in_worker;
@@ -67,38 +95,58 @@ class Pool {
  private:
   void work() {
     for (;;) {
-      const int64_t b = next_.fetch_add(chunk_);
+      const int64_t b = next_.fetch_add(chunk_, std::memory_order_relaxed);
       if (b >= n_) break;
       const int64_t e = std::min(n_, b + chunk_);
       try {
         (*fn_)(b, e);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu_);
-        if (!error_) error_ = std::current_exception();
+        if (!failed_.load(std::memory_order_relaxed)) {
+          error_ = std::current_exception();
+          failed_.store(true, std::memory_order_release);
+        }
         next_.store(n_);
       }
     }
   }
+
+  // The next generation after `seen` (or 0 when stopping): polls for spin_window(), then sleeps.
+  uint64_t wait_for_job(uint64_t seen) {
+    using Clock = std::chrono::steady_clock;
+    const auto window = spin_window();
+    if (window.count() > 0) {
+      const auto until = Clock::now() + window;
+      for (int spins = 1;; ++spins) {
+        const uint64_t g = generation_.load(std::memory_order_acquire);
+        if (g != seen || stopping_.load(std::memory_order_relaxed)) return stopping_.load() ? 0 : g;
+        cpu_relax();
+        if (spins % 256 == 0 && Clock::now() >= until) break;
+      }
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    sleepers_.fetch_add(1);  // seq_cst, before the predicate reads generation_
+    cv_.wait(lk, [&] { return stopping_.load() || generation_.load() != seen; });
+    sleepers_.fetch_sub(1);
+    return stopping_.load() ? 0 : generation_.load();
+  }
+
   void loop(int index, uint64_t seen) {
     in_worker = true;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        if (index >= active_ || !open_) continue;  // not in this job's budget, or finished
-        ++running_;
-      }
-      work();
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--running_ == 0) done_cv_.notify_all();
+      const uint64_t gen = wait_for_job(seen);
+      if (gen == 0) return;
+      seen = gen;
+      running_.fetch_add(1);  // seq_cst: either the caller waits for us or we see the job closed
+      if (open_.load() == gen && index < active_) work();
+      running_.fetch_sub(1);
     }
   }
+
   void stop() {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -108,14 +156,18 @@ class Pool {
   std::vector<std::thread> workers_;
   std::atomic<size_t> size_{0};
   std::mutex mu_, job_mu_;
-  std::condition_variable cv_, done_cv_;
-  bool stopping_ = false;
-  uint64_t generation_ = 0;
+  std::condition_variable cv_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> generation_{0};  // bumped once per job
+  std::atomic<uint64_t> open_{0};        // the generation of the job workers may join, 0: none
+  std::atomic<int> running_{0};          // workers inside (or joining) a job
+  std::atomic<int> sleepers_{0};         // workers waiting on cv_
+  // The current job (written by the caller before open_/generation_ publish it).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};
-  int active_ = 0, running_ = 0;  // running_: workers inside the current job
-  bool open_ = false;              // the current job takes workers
+  int active_ = 0;
+  std::atomic<bool> failed_{false};
   std::exception_ptr error_;
 };
 
