@@ -219,6 +219,9 @@ TEST(Reduce, LargeInputsUseBothLoops) {
   const Tensor z = random_tensor(DType::F32, {4, 6, 700}, 8);
   check_reduce(ReduceKind::Sum, z, {0, 1}, false);  // kept row of 700 in two blocks
   check_reduce(ReduceKind::Prod, z, {1}, true);
+  // A global average pool: one contiguous run of 63 per output (the f32 vector-lane sum, its tail).
+  check_reduce(ReduceKind::Mean, random_tensor(DType::F32, {2, 5, 7, 9}, 9, -3, 5), {2, 3}, true);
+  check_reduce(ReduceKind::Sum, random_tensor(DType::F32, {3, 1031}, 10), {1}, false);
 }
 
 TEST(Reduce, ShapeInferenceAndBadAxes) {

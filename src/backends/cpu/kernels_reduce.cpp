@@ -5,7 +5,8 @@
 // Reduce takes the step's ReduceGeom (input dims coalesced by the plan: size-1 dims dropped,
 // neighbours with the same reduced/kept role merged, so any axis set is alternating
 // kept/reduced groups), adds their strides, then runs one of two loops, parallel over outputs:
-//   - last group reduced: each output sums a set of contiguous runs;
+//   - last group reduced: each output sums a set of contiguous runs (f32 sums and means of
+//     one run each on vector lanes, in double);
 //   - last group kept: each output row accumulates whole contiguous rows (vectorizable).
 #include <algorithm>
 #include <cmath>
@@ -151,6 +152,16 @@ template <class T, ReduceKind K> void reduce_impl(const Tensor& x, Tensor& out, 
     const std::vector<int64_t> rs(p.red_size.begin(), p.red_size.end() - 1);
     const std::vector<int64_t> rt(p.red_stride.begin(), p.red_stride.end() - 1);
     const int64_t runs = p.count / L;
+    if constexpr (std::is_same_v<T, float> && (K == ReduceKind::Sum || K == ReduceKind::Mean)) {
+      if (runs == 1) {  // one contiguous run per output (a global average pool): on vector lanes
+        parallel_for(nout, grain_for(p.count), [&](int64_t b, int64_t e) {
+          Odometer ko(p.kept_size, p.kept_stride);
+          ko.seek(b);
+          for (int64_t o = b; o < e; ++o, ko.next()) po[o] = R::finish(sum_f32(px + ko.off, L), p.count);
+        });
+        return;
+      }
+    }
     parallel_for(nout, grain_for(p.count), [&](int64_t b, int64_t e) {
       Odometer ko(p.kept_size, p.kept_stride);
       ko.seek(b);

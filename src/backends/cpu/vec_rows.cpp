@@ -273,6 +273,24 @@ template <class V> RLX_VEC_INLINE void norm_row(const float* x, const float* res
   }
 }
 
+// The sum of n floats in double, four accumulators of W lanes.
+template <class V> RLX_VEC_INLINE double sum_row(const float* x, int64_t n) {
+  using D = typename Lanes<V>::D;
+  constexpr int W = kLanes<V> / 2;
+  D a0 = D{}, a1 = D{}, a2 = D{}, a3 = D{};
+  int64_t j = 0;
+  for (; j + 4 * W <= n; j += 4 * W) {
+    a0 += norm_value<V>(x, nullptr, j);
+    a1 += norm_value<V>(x, nullptr, j + W);
+    a2 += norm_value<V>(x, nullptr, j + 2 * W);
+    a3 += norm_value<V>(x, nullptr, j + 3 * W);
+  }
+  for (; j + W <= n; j += W) a0 += norm_value<V>(x, nullptr, j);
+  double s = vec::hsum((a0 + a1) + (a2 + a3));
+  for (; j < n; ++j) s += static_cast<double>(x[j]);
+  return s;
+}
+
 // ---- the two instantiations of each body ----
 
 void softmax4(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x4>(x, y, n, log); }
@@ -285,6 +303,7 @@ void norm4(const float* x, const float* r, const double* g, const double* b, flo
   norm_row<vec::f32x4>(x, r, g, b, y, len, eps, rms);
 }
 template <class Op> void map4(const float* x, float* y, int64_t n) { map_span<vec::f32x4, Op>(x, y, n); }
+double sum4(const float* x, int64_t n) { return sum_row<vec::f32x4>(x, n); }
 
 #if RLX_VEC_X86
 RLX_VEC_AVX2 void softmax8(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x8>(x, y, n, log); }
@@ -297,6 +316,7 @@ RLX_VEC_AVX2 void norm8(const float* x, const float* r, const double* g, const d
   norm_row<vec::f32x8>(x, r, g, b, y, len, eps, rms);
 }
 template <class Op> RLX_VEC_AVX2 void map8(const float* x, float* y, int64_t n) { map_span<vec::f32x8, Op>(x, y, n); }
+RLX_VEC_AVX2 double sum8(const float* x, int64_t n) { return sum_row<vec::f32x8>(x, n); }
 #endif
 
 template <class Op> void map_f32(const float* x, float* y, int64_t n, bool force_narrow) {
@@ -325,6 +345,14 @@ void softmax_cols_f32(const float* x, float* y, int64_t mid, int64_t stride, int
   if (vec::has_avx2()) return softmax_cols8(x, y, mid, stride, n, log, mx.data(), sum.data());
 #endif
   softmax_cols4(x, y, mid, stride, n, log, mx.data(), sum.data());
+}
+
+double sum_f32(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+#if RLX_VEC_X86
+  if (vec::has_avx2()) return sum8(x, n);
+#endif
+  return sum4(x, n);
 }
 
 void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,

@@ -24,6 +24,9 @@ void softmax_cols_f32(const float* x, float* y, int64_t mid, int64_t stride, int
 void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,
                   double eps, bool rms);
 
+// The sum of n floats in double (several accumulators: not the order of a plain loop).
+double sum_f32(const float* x, int64_t n);
+
 // Applies activation k to n floats on vector lanes; returns false (nothing written) when k has
 // no vector path (n = 0 only asks). y may alias x.
 bool activation_f32(ActKind k, const float* x, float* y, int64_t n);
