@@ -319,6 +319,38 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
   }
 }
 
+// The channel-lane kernel keeps a Param weight's packed form across runs: a set_param between
+// runs must repack (the numbers of a fresh compile with the new weights), and a weight that is
+// an input is packed on every run.
+TEST(Conv, PackedWeightsFollowSetParam) {
+  for (bool weight_is_param : {true, false}) {
+    SCOPED_TRACE(weight_is_param ? "param weight" : "input weight");
+    Graph g;
+    ops::Conv op;
+    op.pads = {1, 1, 1, 1};
+    const Value x = g.input("x", Shape::of({1, 32, 9, 10}));
+    const Value w = weight_is_param ? g.param("w", Shape::of({32, 32, 3, 3})) : g.input("w", Shape::of({32, 32, 3, 3}));
+    g.add_output(g.apply(op, {x, w}));
+    const Tensor xv = random_tensor(DType::F32, {1, 32, 9, 10}, 70);
+    auto run_with = [&](CompiledGraph& cg, const Tensor& wv) {
+      NamedTensors feed{{"x", xv}};
+      if (weight_is_param) cg.set_param("w", wv);
+      else feed.emplace_back("w", wv);
+      return cg.run(feed)[0];
+    };
+    CompiledGraph cg = Session(Device::Cpu).compile(g);
+    const Tensor w1 = random_tensor(DType::F32, {32, 32, 3, 3}, 71), w2 = random_tensor(DType::F32, {32, 32, 3, 3}, 72);
+    const Tensor y1 = run_with(cg, w1);
+    const Tensor y1_again = run_with(cg, w1);
+    const Tensor y2 = run_with(cg, w2);
+    CompiledGraph fresh = Session(Device::Cpu).compile(g);
+    const Tensor y2_fresh = run_with(fresh, w2);
+    EXPECT_EQ(0, std::memcmp(y1.raw(), y1_again.raw(), y1.nbytes()));
+    EXPECT_NE(0, std::memcmp(y1.raw(), y2.raw(), y1.nbytes())) << "the new weights changed nothing";
+    EXPECT_EQ(0, std::memcmp(y2.raw(), y2_fresh.raw(), y2.nbytes())) << "stale packed weights";
+  }
+}
+
 TEST(Conv, DirectPath) {
   const std::vector<ConvCase> cases = {
       // kernel sizes 1..7, stride 1, same padding; odd widths, widths below 16

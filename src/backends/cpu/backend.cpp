@@ -29,6 +29,7 @@ class CpuVariant final : public Variant {
   // passes are never written (the executor copies them first).
   std::vector<Tensor> run(const RunArgs& a) override {
     cpu::ScopedThreads budget(threads_);  // the pool and the BLAS use this compile's budget
+    ex_.set_params_generation(a.params_generation);
     std::map<size_t, Tensor> previous = std::move(kept_);
     kept_.clear();
     if (a.carry.empty() && a.keep.empty()) return ex_.run(a.leaves, a.which, a.params);

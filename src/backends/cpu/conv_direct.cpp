@@ -4,6 +4,7 @@
 // the epilogue's rows; channel lanes: tasks of (image and group, chunk of positions, group of
 // 16-channel blocks) writing y's (or the epilogue's) rows directly.
 #include "backends/cpu/conv_direct.h"
+#include "backends/cpu/kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -193,18 +194,28 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   constexpr int64_t kBlock = 16;
   const int64_t p = g.oh * g.ow, cgk = g.k;
   const int64_t nmb = (d.coutg + kBlock - 1) / kBlock;
-  thread_local std::vector<float> wpk, bpk;
+  thread_local std::vector<float> wpk_call, bpk;
   thread_local std::vector<int32_t> posq;
-  wpk.resize(static_cast<size_t>(d.groups * nmb * cgk * kBlock));
+  // The packed weights: kept in the step's cache when the weights are fixed across runs
+  // (ResNet export, 2 threads: packing on every call was 15-20% of the run), else per call.
+  const size_t wpk_size = static_cast<size_t>(d.groups * nmb * cgk * kBlock);
+  std::vector<float>& wpk = d.weight_cache ? d.weight_cache->packed : wpk_call;
+  const bool packed = d.weight_cache && d.weight_cache->fresh(d.w, d.params_generation) && wpk.size() == wpk_size;
+  if (!packed) {
+    wpk.resize(wpk_size);
+    for (int64_t grp = 0; grp < d.groups; ++grp)
+      for (int64_t blk = 0; blk < nmb; ++blk) {
+        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
+        conv_direct_pack_avx2(d.w + (grp * d.coutg + m0) * cgk, rows, cgk, wpk.data() + (grp * nmb + blk) * cgk * kBlock);
+      }
+  }
   bpk.assign(static_cast<size_t>(d.groups * nmb * kBlock), 0.f);
-  for (int64_t grp = 0; grp < d.groups; ++grp)
-    for (int64_t blk = 0; blk < nmb; ++blk) {
-      const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
-      const float* wr = d.w + (grp * d.coutg + m0) * cgk;
-      float* dst = wpk.data() + (grp * nmb + blk) * cgk * kBlock;
-      conv_direct_pack_avx2(wr, rows, cgk, dst);
-      if (d.bias) std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + (grp * nmb + blk) * kBlock);
-    }
+  if (d.bias)
+    for (int64_t grp = 0; grp < d.groups; ++grp)
+      for (int64_t blk = 0; blk < nmb; ++blk) {
+        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
+        std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + (grp * nmb + blk) * kBlock);
+      }
   posq.resize(static_cast<size_t>(p));
   for (int64_t oy = 0, i = 0; oy < g.oh; ++oy)
     for (int64_t ox = 0; ox < g.ow; ++ox) posq[static_cast<size_t>(i++)] = static_cast<int32_t>(oy * g.wq + ox);

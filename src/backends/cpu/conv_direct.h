@@ -19,6 +19,7 @@
 namespace rlx::cpu {
 
 class ConvEpilogue;
+struct StepCache;
 
 struct ConvDirect {
   Window3 win;
@@ -28,6 +29,10 @@ struct ConvDirect {
   const float* bias = nullptr;  // groups * coutg values or nullptr
   float* y = nullptr;           // unused when `epi` is set
   const ConvEpilogue* epi = nullptr;
+  // Where the packed weights of the channel-lane kernel are kept across runs (weights that only
+  // change with the params generation), or null: packed on every call.
+  StepCache* weight_cache = nullptr;
+  uint64_t params_generation = 0;
 };
 
 // Whether conv_direct runs this geometry (cg input and coutg output channels per group):

@@ -86,6 +86,19 @@ Executor::Executor(Graph g, const plan::PlanOptions& options)
                 " bytes (intermediate values of the graph); use smaller inputs or free memory");
   }
   plan_conv_epilogues();
+  // Convs whose weights are a Param or a Constant keep their packed form across runs.
+  weight_cache_.resize(schedule_.steps.size());
+  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
+    const plan::Step& st = schedule_.steps[i];
+    if (!std::holds_alternative<ops::Conv>(st.op) || st.in.size() < 2) continue;
+    const plan::Location& loc = st.in[1].loc;
+    bool fixed = loc.kind == plan::Location::Kind::Weights;
+    if (loc.kind == plan::Location::Kind::Leaf) {
+      const auto& op = graph_.node(loc.leaf).op;
+      fixed = std::holds_alternative<ops::Param>(op) || std::holds_alternative<ops::Constant>(op);
+    }
+    if (fixed) weight_cache_[i] = std::make_unique<StepCache>();
+  }
   const auto base = reinterpret_cast<uintptr_t>(arena_storage_.get());
   const auto aligned = (base + static_cast<uintptr_t>(align) - 1) / static_cast<uintptr_t>(align) * static_cast<uintptr_t>(align);
   arena_ = arena_storage_.get() + (aligned - base);
@@ -127,6 +140,7 @@ std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<T
     ex = std::make_unique<Executor>(sub, options_);
     ex->nested_ = true;
   }
+  ex->set_params_generation(params_generation_);
   const Graph& sg = ex->graph();
   std::unordered_map<NodeId, Tensor> leaves;
   auto in_nodes = sg.input_nodes();
@@ -188,6 +202,8 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
     for (const plan::TensorRef& r : st.in) ins.push_back(view(r));
     for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
     KernelContext ctx{n, ins, outs, runner, st, options_.limits};
+    ctx.weight_cache = weight_cache_[si].get();
+    ctx.params_generation = params_generation_;
     // A conv whose only reader is the next elementwise step runs that step as its epilogue.
     std::optional<ConvEpilogue> epilogue;
     const plan::Step* fused = nullptr;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/kernels.h"
 #include "plan/schedule.h"
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
@@ -57,6 +58,9 @@ class Executor {
   const plan::Schedule& schedule() const { return schedule_; }
   size_t arena_bytes() const { return static_cast<size_t>(schedule_.memory.arena_bytes); }
   const uint8_t* arena() const { return arena_; }
+  // The params generation of the next runs (RunArgs::params_generation): kernels rebuild what
+  // they derived from a Param (packed conv weights) when it changes.
+  void set_params_generation(uint64_t g) { params_generation_ = g; }
   // While a hook is set, every step runs on its own (no conv epilogue fusion).
   void set_step_hook(StepHook hook) { hook_ = std::move(hook); }
   // Conv + elementwise consumer fusion (conv_epilogue.h), on by default; tests compare both.
@@ -78,6 +82,8 @@ class Executor {
   StepHook hook_;
   std::vector<bool> fuse_next_;  // step i runs step i + 1 as its epilogue
   bool conv_fusion_ = true;
+  std::vector<std::unique_ptr<StepCache>> weight_cache_;  // by step; null: nothing kept
+  uint64_t params_generation_ = 0;
   bool nested_ = false;  // a subgraph's executor (its steps are inside its parent's step time)
 };
 

@@ -23,6 +23,25 @@ class ConvEpilogue;
 // node order; returns its outputs.
 using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
 
+// A kernel's derived form of a step operand that stays fixed across runs (a conv's packed
+// weights), owned by the executor, one per step. Valid while `generation` equals the run's
+// params generation and `source` the operand's address: a Param changes only through
+// set_param (a new generation), a Constant never.
+struct StepCache {
+  std::vector<float> packed;
+  uint64_t generation = 0;
+  const void* source = nullptr;
+  bool valid = false;
+  // Whether `packed` holds the form of `src` for this generation; else marks it as being rebuilt.
+  bool fresh(const void* src, uint64_t gen) {
+    if (valid && source == src && generation == gen) return true;
+    valid = true;
+    source = src;
+    generation = gen;
+    return false;
+  }
+};
+
 struct KernelContext {
   const Node& node;
   std::span<const Tensor> in;   // input tensors, contiguous
@@ -32,6 +51,10 @@ struct KernelContext {
   const Limits& limits;         // the compile's size policy (While iteration cap, ...)
   // Conv only: the fused consumer step (conv_epilogue.h) its results go through, or null.
   const ConvEpilogue* epilogue = nullptr;
+  // Conv only: the step's cache when its weight operand (input 1) is a Param or a Constant
+  // (null otherwise), and the run's params generation.
+  StepCache* weight_cache = nullptr;
+  uint64_t params_generation = 0;
 };
 
 #define RLX_CPU_KERNEL(T) void kernel(const ops::T& op, KernelContext& ctx);

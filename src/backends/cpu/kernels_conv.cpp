@@ -500,6 +500,8 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
       d.bias = bp;
       d.y = yp;
       d.epi = epi;
+      d.weight_cache = ctx.weight_cache;
+      d.params_generation = ctx.params_generation;
       conv_direct(d);
       return;
     }
