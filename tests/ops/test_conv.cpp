@@ -174,6 +174,76 @@ TEST(Conv, BandedLargeOutputs) {
   check_conv({{1, 64, 20000}, {3, 64, 5}, true, {}, {2, 2}, {}, 1}, DType::F32, 325);
 }
 
+// conv_direct_bands (large maps and f16: bands of output rows, each band's input rows fed to
+// conv_direct) gives the bits of conv_direct over the whole image: several bands, strides,
+// dilation, groups, bands that read only padding (their outputs are the bias), f16 values
+// converted on the way in and rounded on the way out.
+TEST(Conv, DirectBandsMatchTheWholeImage) {
+  if (!cpu::conv_gemm_avx2_usable()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  struct Case {
+    std::vector<int64_t> x, w, stride, pads, dil;
+    int64_t groups;
+  };
+  const std::vector<Case> cases = {
+      {{1, 64, 100, 130}, {16, 64, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 64, 61, 140}, {20, 32, 3, 3}, {2, 2}, {1, 1, 0, 0}, {2, 2}, 2},
+      {{1, 48, 10, 150}, {8, 48, 3, 3}, {1, 1}, {40, 1, 40, 1}, {1, 1}, 1},  // rows of padding only
+      {{1, 40, 90, 200}, {24, 40, 5, 3}, {1, 2}, {2, 1, 2, 1}, {1, 1}, 1},
+  };
+  uint64_t seed = 1200;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("x" + dims_str(c.x) + " w" + dims_str(c.w));
+    const int64_t cg = c.x[1] / c.groups, coutg = c.w[0] / c.groups;
+    const int64_t oh = (c.x[2] + c.pads[0] + c.pads[2] - c.dil[0] * (c.w[2] - 1) - 1) / c.stride[0] + 1;
+    const int64_t ow = (c.x[3] + c.pads[1] + c.pads[3] - c.dil[1] * (c.w[3] - 1) - 1) / c.stride[1] + 1;
+    const cpu::Window3 win = cpu::make_window({c.x[2], c.x[3]}, {oh, ow}, {c.w[2], c.w[3]}, c.stride, c.pads, c.dil);
+    ASSERT_TRUE(cpu::conv_direct_bands_usable(win, cg, coutg));
+    const Tensor x = random_tensor(DType::F32, c.x, seed++), w = random_tensor(DType::F32, c.w, seed++);
+    const Tensor bias = random_tensor(DType::F32, {c.w[0]}, seed++);
+    const int64_t ny = c.x[0] * c.w[0] * oh * ow;
+    std::vector<float> whole(static_cast<size_t>(ny)), banded(static_cast<size_t>(ny), std::nanf(""));
+    cpu::ConvDirect d;
+    d.win = win;
+    d.n_batch = c.x[0];
+    d.groups = c.groups;
+    d.cg = cg;
+    d.coutg = coutg;
+    d.x = x.data<float>();
+    d.w = w.data<float>();
+    d.bias = bias.data<float>();
+    d.y = whole.data();
+    cpu::conv_direct(d);
+    cpu::ConvBands b;
+    b.win = win;
+    b.n_batch = c.x[0];
+    b.groups = c.groups;
+    b.cg = cg;
+    b.coutg = coutg;
+    b.x = x.data<float>();
+    b.w = w.data<float>();
+    b.bias = bias.data<float>();
+    b.y = banded.data();
+    for (int threads : {1, 3}) {
+      cpu::ScopedThreads t(threads);
+      cpu::conv_direct_bands(b);
+      ASSERT_EQ(0, std::memcmp(whole.data(), banded.data(), whole.size() * sizeof(float))) << threads << " thread(s)";
+    }
+    // f16 values: the same sums over the f16 input's f32 values, rounded once to f16.
+    const Tensor xh = x.cast(DType::F16);
+    const Tensor xr = xh.cast(DType::F32);
+    d.x = xr.data<float>();
+    cpu::conv_direct(d);
+    std::vector<f16> yh(static_cast<size_t>(ny));
+    b.x = xh.raw();
+    b.x_f16 = true;
+    b.y = yh.data();
+    b.y_f16 = true;
+    cpu::conv_direct_bands(b);
+    for (int64_t i = 0; i < ny; ++i)
+      ASSERT_EQ(f32_to_f16_bits(whole[size_t(i)]), yh[size_t(i)].bits) << "f16 output " << i;
+  }
+}
+
 // The direct depthwise kernel (one input channel per group): strides 1/2/3, asymmetric pads,
 // dilation, channel multipliers, odd widths (vector remainders), taps that miss the input
 // entirely, 1-d and 3-d, many planes (parallel), every float dtype.

@@ -132,8 +132,9 @@ TEST(ConvEpilogue, ResidualReadFirstAndLargeOutputs) {
 }
 
 TEST(ConvEpilogue, BandedConvs) {
-  // Unfolded inputs over 4 MiB run in bands of output columns: the epilogue gets each band's
-  // row segments (a residual Add and a HardSwish).
+  // Unfolded inputs over 4 MiB run in bands of output rows on the direct path
+  // (conv_direct_bands): the epilogue gets each band's plane segments (a residual Add and a
+  // HardSwish).
   Built b;
   const Value x = input(b, "x", {1, 16, 130, 130});
   const Value c = add_conv(b, x, 16, 16, 3, 1, 1, DType::F32, "c");

@@ -75,7 +75,7 @@ void make_offsets(const Window3& win, const Geom& g, int64_t cg, int32_t* off) {
 // values and zeros around it (where the window reads padding, or nothing valid). The planes are
 // written in memory order (each row may write up to 7 floats past its end, rewritten next; the
 // buffer has kSlack floats after the last plane).
-void fill_phases(const float* x, int64_t cg, const Window3& win, const Geom& g, float* buf) {
+void fill_phases(const float* x, int64_t cg, int64_t x_plane, const Window3& win, const Geom& g, float* buf) {
   const int64_t h = win.in[1], w = win.in[2], pt = win.pad[1], pl = win.pad[2];
   const int64_t px_n = std::min(g.sx, (win.k[2] - 1) * win.dil[2] + 1);
   std::vector<int64_t> phase(static_cast<size_t>(g.slots));  // slot -> py * px_n + px
@@ -84,7 +84,7 @@ void fill_phases(const float* x, int64_t cg, const Window3& win, const Geom& g, 
   for (int64_t c = 0; c < cg; ++c)
     for (int64_t sl = 0; sl < g.slots; ++sl) {
       const int64_t py = phase[static_cast<size_t>(sl)] / px_n, px = phase[static_cast<size_t>(sl)] % px_n;
-      conv_direct_fill_plane_avx2(x + c * h * w, h, w, g.sy, g.sx, py - pt, px - pl, g.hq, g.wq,
+      conv_direct_fill_plane_avx2(x + c * x_plane, h, w, g.sy, g.sx, py - pt, px - pl, g.hq, g.wq,
                                   buf + c * g.chan + sl * g.plane);
     }
 }
@@ -121,7 +121,8 @@ struct Scratch {
   const float* phases(const ConvDirect& d, const Geom& g, int64_t ng_, uint64_t call_) {
     if (call != call_ || ng != ng_) {
       buf.resize(static_cast<size_t>(g.size + kSlack));
-      fill_phases(d.x + ng_ * d.cg * d.win.in_size(), d.cg, d.win, g, buf.data());
+      const int64_t plane = d.x_plane > 0 ? d.x_plane : d.win.in_size();
+      fill_phases(d.x + ng_ * d.cg * plane, d.cg, plane, d.win, g, buf.data());
       call = call_;
       ng = ng_;
     }
@@ -199,8 +200,8 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   // The packed weights: kept in the step's cache when the weights are fixed across runs
   // (ResNet export, 2 threads: packing on every call was 15-20% of the run), else per call.
   const size_t wpk_size = static_cast<size_t>(d.groups * nmb * cgk * kBlock);
-  std::vector<float>& wpk = d.weight_cache ? d.weight_cache->packed : wpk_call;
-  const bool packed = d.weight_cache && d.weight_cache->fresh(d.w, d.params_generation) && wpk.size() == wpk_size;
+  std::vector<float>& wpk = d.weight_cache ? d.weight_cache->packed.data : wpk_call;
+  const bool packed = d.weight_cache && d.weight_cache->packed.fresh(d.w, d.params_generation) && wpk.size() == wpk_size;
   if (!packed) {
     wpk.resize(wpk_size);
     for (int64_t grp = 0; grp < d.groups; ++grp)

@@ -25,6 +25,7 @@ struct ConvDirect {
   Window3 win;
   int64_t n_batch = 0, groups = 1, cg = 0, coutg = 0;  // input / output channels per group
   const float* x = nullptr;     // n_batch x groups * cg planes of win.in_size()
+  int64_t x_plane = 0;          // floats from one input plane to the next (0: win.in_size())
   const float* w = nullptr;     // groups * coutg rows of cg * win.k_size()
   const float* bias = nullptr;  // groups * coutg values or nullptr
   float* y = nullptr;           // unused when `epi` is set
@@ -51,6 +52,29 @@ void set_conv_direct_kernel(int which);
 // Runs the conv on the pool's threads (tasks of image and group, output row chunk and group of
 // 6-channel blocks); the epilogue, when set, gets every finished row segment instead of y.
 void conv_direct(const ConvDirect& d);
+
+// A conv of large maps or of f16 values through conv_direct, in bands of output rows
+// (conv_direct_bands.cpp): each task takes one band of one image and group, whose input rows
+// (converted to f32 when x is f16) feed conv_direct on the calling thread into a band buffer,
+// which then goes through the epilogue, or into y (converted when y is f16). The phase buffers
+// stay band-sized (a whole 64 x 512 x 512 image is 64 MiB) and each input row is filled about
+// once, where im2col would write each value kh x kw times. Same sums as conv_direct.
+struct ConvBands {
+  Window3 win;
+  int64_t n_batch = 0, groups = 1, cg = 0, coutg = 0;
+  const void* x = nullptr;  // f32 or f16 (x_f16) planes
+  bool x_f16 = false;
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  void* y = nullptr;  // f32 or f16 (y_f16); unused with an epilogue
+  bool y_f16 = false;
+  const ConvEpilogue* epi = nullptr;
+  StepCache* weight_cache = nullptr;  // as ConvDirect's (used when groups == 1)
+  uint64_t params_generation = 0;
+};
+// Whether conv_direct_bands takes this conv (conv_direct_usable for a band of its rows).
+bool conv_direct_bands_usable(const Window3& win, int64_t cg, int64_t coutg);
+void conv_direct_bands(const ConvBands& b);
 
 // The tile kernel with a per-k offset table (conv_gemm_avx2.cpp): rows [0, rows) (<= 6),
 // columns [0, cols):

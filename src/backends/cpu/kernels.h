@@ -23,16 +23,17 @@ class ConvEpilogue;
 // node order; returns its outputs.
 using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
 
-// A kernel's derived form of a step operand that stays fixed across runs (a conv's packed
-// weights), owned by the executor, one per step. Valid while `generation` equals the run's
-// params generation and `source` the operand's address: a Param changes only through
-// set_param (a new generation), a Constant never.
-struct StepCache {
-  std::vector<float> packed;
+// A kernel's derived form of a step operand that stays fixed across runs (a conv's weights
+// converted to f32, their packed panels). Valid while `generation` equals the run's params
+// generation and `source` the operand's address: a Param changes only through set_param (a new
+// generation), a Constant never.
+struct DerivedOperand {
+  std::vector<float> data;
   uint64_t generation = 0;
   const void* source = nullptr;
   bool valid = false;
-  // Whether `packed` holds the form of `src` for this generation; else marks it as being rebuilt.
+  // Whether `data` holds the form of `src` for this generation; else marks it as being rebuilt
+  // (the caller then rebuilds it).
   bool fresh(const void* src, uint64_t gen) {
     if (valid && source == src && generation == gen) return true;
     valid = true;
@@ -40,6 +41,12 @@ struct StepCache {
     generation = gen;
     return false;
   }
+};
+
+// What a step's kernel keeps across runs, owned by the executor (one per step that has one).
+struct StepCache {
+  DerivedOperand weights;  // the weight operand in f32 (when stored in another dtype)
+  DerivedOperand packed;   // the weights packed for a tile kernel
 };
 
 struct KernelContext {

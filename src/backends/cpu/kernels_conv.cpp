@@ -477,7 +477,19 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
                          win.stride[0] == 1 && win.stride[1] == 1 && win.stride[2] == 1 &&
                          win.out[0] == win.in[0] && win.out[1] == win.in[1] && win.out[2] == win.in[2];
   std::vector<A> wbuf, bbuf;
-  const A* wp = as_gemm_type<T>(w, wbuf);
+  const A* wp = nullptr;
+  if constexpr (!std::is_same_v<T, A> && std::is_same_v<A, float>) {
+    // Weights in another dtype (f16, bf16): converted once per params generation when fixed.
+    if (ctx.weight_cache) {
+      DerivedOperand& dw = ctx.weight_cache->weights;
+      if (!dw.fresh(w.raw(), ctx.params_generation) || dw.data.size() != static_cast<size_t>(w.numel())) {
+        dw.data.resize(static_cast<size_t>(w.numel()));
+        convert_span(w.data<T>(), dw.data.data(), w.numel());
+      }
+      wp = dw.data.data();
+    }
+  }
+  if (!wp) wp = as_gemm_type<T>(w, wbuf);
   const A* bp = ctx.in.size() > 2 ? as_gemm_type<T>(ctx.in[2], bbuf) : nullptr;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
@@ -503,6 +515,31 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
       d.weight_cache = ctx.weight_cache;
       d.params_generation = ctx.params_generation;
       conv_direct(d);
+      return;
+    }
+  }
+  // Large f32 maps and every f16 conv (2-d / 1-d windows): the direct path in bands of output
+  // rows, no im2col (ISNet medium, f16 at 1024 x 1024: the im2col bands unfolded every value
+  // 9 times).
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16>) {
+    constexpr bool f16_values = std::is_same_v<T, f16>;
+    if (!pointwise && (large || f16_values) && conv_direct_bands_usable(win, cg, coutg)) {
+      ConvBands b;
+      b.win = win;
+      b.n_batch = n_batch;
+      b.groups = groups;
+      b.cg = cg;
+      b.coutg = coutg;
+      b.x = xp;
+      b.x_f16 = f16_values;
+      b.w = wp;
+      b.bias = bp;
+      b.y = yp;
+      b.y_f16 = f16_values;
+      b.epi = epi;
+      b.weight_cache = ctx.weight_cache;
+      b.params_generation = ctx.params_generation;
+      conv_direct_bands(b);
       return;
     }
   }
