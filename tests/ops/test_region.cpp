@@ -70,6 +70,41 @@ TEST(ElementwiseRegion, ChainOverBroadcastInputs) {
   check_mul_add_gelu(DType::F32, {0, 5}, {5}, {}, 80);             // zero-size
 }
 
+// f16 Binary steps run on F16C lanes through the f32 loop (widen, f32 math, one rounding): the
+// bits of the standalone ops (one software conversion per value), for every kind that path
+// takes, element-wise and scalar operands, blocks ending in short tails, NaN, infinities,
+// signed zeros and products past the f16 range.
+TEST(ElementwiseRegion, HalfBinaryStepsMatchTheStandaloneOps) {
+  for (const std::vector<int64_t>& dx : {std::vector<int64_t>{1029}, std::vector<int64_t>{3, 1031}}) {
+    Tensor x = random_tensor(DType::F16, dx, 90, -300, 300);
+    const int64_t n = x.numel();
+    std::vector<double> vx = to_doubles(x);
+    const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 65504.0, -60000.0, 1e-7};
+    for (size_t i = 0; i < 8; ++i) vx[static_cast<size_t>(i * 97 % n)] = specials[i];
+    x = from_doubles(DType::F16, dx, vx);
+    const Tensor y = random_tensor(DType::F16, dx, 91, -300, 300), c = random_tensor(DType::F16, {}, 92, 1, 2);
+    for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Max,
+                         BinaryKind::Min}) {
+      SCOPED_TRACE(std::string(enum_name(k)) + " " + dims_str(dx));
+      // region: (x k y) k c, one step element-wise, one against a scalar
+      const Tensor fused = run_op(region({bin(k, 0, 1), bin(k, -1, 2)}), {x, y, c});
+      ops::Binary op;
+      op.kind = k;
+      const Tensor alone = run_op(op, {run_op(op, {x, y}), c});
+      const auto* a = static_cast<const uint16_t*>(fused.raw());
+      const auto* b = static_cast<const uint16_t*>(alone.raw());
+      for (int64_t i = 0; i < n; ++i) {
+        const bool nan_a = (a[i] & 0x7c00) == 0x7c00 && (a[i] & 0x3ff), nan_b = (b[i] & 0x7c00) == 0x7c00 && (b[i] & 0x3ff);
+        if (nan_a || nan_b) {
+          ASSERT_TRUE(nan_a && nan_b) << "at " << i;
+          continue;
+        }
+        ASSERT_EQ(a[i], b[i]) << "at " << i;
+      }
+    }
+  }
+}
+
 TEST(ElementwiseRegion, CompareWhereCastSteps) {
   // out = cast<f16>(where(x > t, exp(x), cast<f32>(k)))  with k an i32 input.
   const std::vector<int64_t> dx = {4, 300}, dk = {300};
