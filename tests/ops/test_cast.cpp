@@ -2,6 +2,7 @@
 // arithmetic, its own round-to-nearest-even for f16/bf16/f32), with edge values: ties,
 // double-rounding traps (f64 / large integers -> f16/bf16), overflow to inf, subnormals,
 // NaN/inf -> int, negative float -> unsigned (saturates to 0), modular int -> int.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -238,6 +239,26 @@ TEST(ElementwiseCast, NamedEdgeCases) {
   EXPECT_EQ(cast1(DType::F32, DType::Bool, NAN), 1);
   EXPECT_EQ(cast1(DType::F32, DType::Bool, -0.0), 0);
   EXPECT_EQ(cast1(DType::F32, DType::Bool, 0.25), 1);
+}
+
+// f32 -> u8 / i8 over long rows (the AVX2 loop and its scalar tail): NaN -> 0, truncation toward
+// zero, saturation at both ends, signed zeros, infinities.
+TEST(ElementwiseCast, FloatToByteRowsSaturate) {
+  std::vector<double> v = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 0.9, -0.9, 1.5, 127.9, 128.0, -128.9, -129.0,
+                           254.99, 255.0, 255.5, 256.0, 1e9, -1e9, 3.0, -3.7};
+  for (int i = 0; i < 1000; ++i) v.push_back(-300.0 + 0.613 * i);
+  const int64_t n = static_cast<int64_t>(v.size());
+  const Tensor src = from_doubles(DType::F32, {n}, v);
+  for (DType to : {DType::U8, DType::I8}) {
+    const Tensor out = run_op(ops::Cast{to}, {src});
+    const std::vector<double> got = out.to_f64();
+    const double lo = to == DType::U8 ? 0 : -128, hi = to == DType::U8 ? 255 : 127;
+    for (int64_t i = 0; i < n; ++i) {
+      const double f = static_cast<double>(static_cast<float>(v[size_t(i)]));
+      const double want = std::isnan(f) ? 0.0 : std::clamp(std::trunc(f), lo, hi);
+      ASSERT_EQ(got[size_t(i)], want) << dtype_name(to) << " from " << f;
+    }
+  }
 }
 
 TEST(ElementwiseCast, ShapesAndInference) {

@@ -222,6 +222,22 @@ TEST(Reduce, LargeInputsUseBothLoops) {
   // A global average pool: one contiguous run of 63 per output (the f32 vector-lane sum, its tail).
   check_reduce(ReduceKind::Mean, random_tensor(DType::F32, {2, 5, 7, 9}, 9, -3, 5), {2, 3}, true);
   check_reduce(ReduceKind::Sum, random_tensor(DType::F32, {3, 1031}, 10), {1}, false);
+  // Runs of 128 K values and more: pieces on the pool's threads, combined in order.
+  const Tensor big = random_tensor(DType::F32, {2, 300001}, 11, -4, 4);
+  for (ReduceKind k : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min}) {
+    check_reduce(k, big, {1}, false);
+    check_reduce(k, big, {}, false);
+  }
+  // A NaN anywhere in a long run (the vector lanes, a piece, the tail) makes the max / min NaN.
+  for (int64_t at : {int64_t{5}, int64_t{70000}, int64_t{300000}}) {
+    std::vector<double> v = to_doubles(random_tensor(DType::F32, {300001}, 12));
+    v[static_cast<size_t>(at)] = std::nan("");
+    const Tensor t = testing::from_doubles(DType::F32, {300001}, v);
+    for (ReduceKind k : {ReduceKind::Max, ReduceKind::Min}) {
+      const Tensor r = run_reduce(k, t, {0}, false);
+      EXPECT_TRUE(std::isnan(r.to_f64()[0])) << enum_name(k) << " NaN at " << at;
+    }
+  }
 }
 
 TEST(Reduce, ShapeInferenceAndBadAxes) {

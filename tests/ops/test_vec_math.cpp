@@ -157,6 +157,31 @@ TEST(VecMath, VectorizedActivationsFollowTheirFormula) {
   EXPECT_GE(covered, 10);
 }
 
+// Round (ties to even), Floor and Ceil on vector lanes give exactly the scalar formula's value:
+// ties, signed zeros, values that round to zero, the 2^23 boundary, infinities and NaN.
+TEST(VecMath, RoundingActivationsAreExact) {
+  std::vector<float> x = {0.5f,  -0.5f,  1.5f,       -1.5f,      2.5f,        -2.5f,       0.3f,      -0.3f,
+                          0.0f,  -0.0f,  0.49999997f, 8388607.5f, -8388607.5f, 8388608.0f, 16777215.f, 1e30f,
+                          -1e30f, 1e-40f, -1e-40f,    INFINITY,   -INFINITY,   NAN,         254.5f,    -127.5f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1000, 1000);
+  for (int i = 0; i < 5000; ++i) x.push_back(d(rng));
+  for (int i = -80; i <= 80; ++i) x.push_back(static_cast<float>(i) * 0.25f);
+  std::vector<float> y(x.size());
+  for (ActKind k : {ActKind::Round, ActKind::Floor, ActKind::Ceil}) {
+    ASSERT_TRUE(activation_f32(k, x.data(), y.data(), static_cast<int64_t>(x.size()))) << enum_name(k);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = k == ActKind::Round ? std::nearbyint(x[i]) : k == ActKind::Floor ? std::floor(x[i]) : std::ceil(x[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[i])) << enum_name(k) << "(" << x[i] << ")";
+        continue;
+      }
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want))
+          << enum_name(k) << "(" << x[i] << ") = " << y[i] << ", want " << want;
+    }
+  }
+}
+
 std::vector<float> random_row(int64_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(-scale, scale);

@@ -23,7 +23,12 @@
 
 #include "backends/cpu/elementwise_core.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/vec_math.h"
 #include "backends/cpu/vec_rows.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace rlx::cpu {
 namespace {
@@ -83,6 +88,36 @@ inline storage_t<D> convert(storage_t<S> v) {
   }
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define RLX_CAST_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+// f32 -> u8 / i8 on AVX2, the scalar rule's bits: NaN -> 0, clamped to the target's range, then
+// truncated (clamping first gives the same result: the bounds are integers). The quantize steps
+// of QDQ models (ISNet small: 16 M values a cast, 4 ns each on the scalar path).
+template <bool Signed>
+void f32_to_int8_avx2(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<uint8_t*>(out);
+  const __m256 lo = _mm256_set1_ps(Signed ? -128.f : 0.f), hi = _mm256_set1_ps(Signed ? 127.f : 255.f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> +0
+    v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+    const __m256i q = _mm256_cvttps_epi32(v);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), Signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
+  }
+  for (; i < n; ++i) {
+    if constexpr (Signed) reinterpret_cast<int8_t*>(y)[i] = convert<DType::F32, DType::I8>(x[i]);
+    else y[i] = convert<DType::F32, DType::U8>(x[i]);
+  }
+}
+#pragma GCC pop_options
+#else
+#define RLX_CAST_X86 0
+#endif
+
 }  // namespace
 
 void cast_span(DType from, DType to, const void* in, void* out, int64_t n, NarrowCast narrow) {
@@ -92,6 +127,11 @@ void cast_span(DType from, DType to, const void* in, void* out, int64_t n, Narro
     return f32_to_f16(static_cast<const float*>(in), static_cast<f16*>(out), n);
   if (from == DType::F16 && to == DType::F32)
     return f16_to_f32(static_cast<const f16*>(in), static_cast<float*>(out), n);
+#if RLX_CAST_X86
+  if (from == DType::F32 && (to == DType::U8 || to == DType::I8) && vec::has_avx2())
+    return to == DType::U8 ? f32_to_int8_avx2<false>(static_cast<const float*>(in), out, n)
+                           : f32_to_int8_avx2<true>(static_cast<const float*>(in), out, n);
+#endif
   visit_dtype(from, [&]<DType S>() {
     visit_dtype(to, [&]<DType D>() {
       const auto* x = static_cast<const storage_t<S>*>(in);

@@ -5,8 +5,9 @@
 // Reduce takes the step's ReduceGeom (input dims coalesced by the plan: size-1 dims dropped,
 // neighbours with the same reduced/kept role merged, so any axis set is alternating
 // kept/reduced groups), adds their strides, then runs one of two loops, parallel over outputs:
-//   - last group reduced: each output sums a set of contiguous runs (f32 sums and means of
-//     one run each on vector lanes, in double);
+//   - last group reduced: each output sums a set of contiguous runs (f32 sums, means, maxima
+//     and minima of one run each on vector lanes, sums in double; runs of 128 K values and more
+//     in pieces on the pool's threads);
 //   - last group kept: each output row accumulates whole contiguous rows (vectorizable).
 #include <algorithm>
 #include <cmath>
@@ -152,12 +153,37 @@ template <class T, ReduceKind K> void reduce_impl(const Tensor& x, Tensor& out, 
     const std::vector<int64_t> rs(p.red_size.begin(), p.red_size.end() - 1);
     const std::vector<int64_t> rt(p.red_stride.begin(), p.red_stride.end() - 1);
     const int64_t runs = p.count / L;
-    if constexpr (std::is_same_v<T, float> && (K == ReduceKind::Sum || K == ReduceKind::Mean)) {
-      if (runs == 1) {  // one contiguous run per output (a global average pool): on vector lanes
+    if constexpr (std::is_same_v<T, float> && K != ReduceKind::Prod) {
+      if (runs == 1) {  // one contiguous run per output (a global pool, a tensor's range): on vector lanes
+        auto part = [&](const float* run, int64_t len) -> A {
+          if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) return sum_f32(run, len);
+          else return extreme_f32(run, len, K == ReduceKind::Max);
+        };
+        // Runs of kPiece values or more are summed in pieces of kPiece on the pool's threads and
+        // the pieces combined in order (the split depends on the length alone, not the threads).
+        constexpr int64_t kPiece = int64_t{1} << 16;
+        if (L >= 2 * kPiece) {
+          const int64_t pieces = (L + kPiece - 1) / kPiece;
+          std::vector<A> parts(static_cast<size_t>(pieces));
+          Odometer ko(p.kept_size, p.kept_stride);
+          for (int64_t o = 0; o < nout; ++o, ko.next()) {
+            const float* run = px + ko.off;
+            parallel_for(pieces, 1, [&](int64_t b, int64_t e) {
+              for (int64_t i = b; i < e; ++i) parts[static_cast<size_t>(i)] = part(run + i * kPiece, std::min(kPiece, L - i * kPiece));
+            });
+            A a = parts[0];
+            for (int64_t i = 1; i < pieces; ++i) {
+              if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) a += parts[static_cast<size_t>(i)];
+              else R::step(a, parts[static_cast<size_t>(i)]);
+            }
+            po[o] = R::finish(a, p.count);
+          }
+          return;
+        }
         parallel_for(nout, grain_for(p.count), [&](int64_t b, int64_t e) {
           Odometer ko(p.kept_size, p.kept_stride);
           ko.seek(b);
-          for (int64_t o = b; o < e; ++o, ko.next()) po[o] = R::finish(sum_f32(px + ko.off, L), p.count);
+          for (int64_t o = b; o < e; ++o, ko.next()) po[o] = R::finish(part(px + ko.off, L), p.count);
         });
         return;
       }

@@ -2,7 +2,7 @@
 // The activations' formulas (codegen/formula.h) evaluated on f32 vector lanes. VecEval<F> walks
 // the same expression type as F::eval (X, constants, + - * /, negation, selects, math calls) in
 // the same order, lane-wise; the math calls map to the vector functions of vec_math.h (exp,
-// tanh, erf, abs, max). Everything here is always inlined, so no vector crosses a call between
+// tanh, erf, abs, max, round-even, floor, ceil). Everything here is always inlined, so no vector crosses a call between
 // the AVX2 and the generic code (vec_math.h). A formula calling another function (log, sin, ...)
 // has no vector evaluation: vectorized_activation<K>() is false and it keeps the scalar path.
 #include <type_traits>
@@ -21,7 +21,8 @@ namespace f = codegen::formula;
 using codegen::MathFn;
 
 constexpr bool has_vector_fn(MathFn m) {
-  return m == MathFn::Exp || m == MathFn::Tanh || m == MathFn::Erf || m == MathFn::Abs || m == MathFn::Max;
+  return m == MathFn::Exp || m == MathFn::Tanh || m == MathFn::Erf || m == MathFn::Abs || m == MathFn::Max ||
+         m == MathFn::RoundEven || m == MathFn::Floor || m == MathFn::Ceil;
 }
 
 template <class F> struct VecEval {
@@ -54,6 +55,9 @@ template <MathFn M, class V> RLX_VEC_INLINE V math(const V& a, const V& b) {
   else if constexpr (M == MathFn::Tanh) return vec::tanh(a);
   else if constexpr (M == MathFn::Erf) return vec::erf(a);
   else if constexpr (M == MathFn::Abs) return vec::abs(a);
+  else if constexpr (M == MathFn::RoundEven) return vec::round_even(a);
+  else if constexpr (M == MathFn::Floor) return vec::floor(a);
+  else if constexpr (M == MathFn::Ceil) return vec::ceil(a);
   else return vec::select<V>(a < b, b, a);  // Max: (a < b) ? b : a
 }
 template <MathFn M, class A> struct VecEval<f::Call<M, A>> {

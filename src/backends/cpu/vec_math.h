@@ -97,6 +97,23 @@ template <class V> RLX_VEC_INLINE V copysign(const V& m, const V& s) {
   using U = typename Lanes<V>::U;
   return bits_as<V>((bits_as<U>(m) & 0x7fffffffu) | (bits_as<U>(s) & 0x80000000u));
 }
+// Round to nearest, ties to even, as MathFn::RoundEven: |x| below 2^23 rounded by adding and
+// subtracting 2^23 (in the default rounding mode), the sign of x kept (-0.3 -> -0); larger
+// values, infinities and NaN are x.
+template <class V> RLX_VEC_INLINE V round_even(const V& x) {
+  const V big = splat<V>(8388608.0f), a = abs(x);
+  return select<V>(a < big, copysign((a + big) - big, x), x);
+}
+// Floor and ceil from the nearest integer, stepped by one where it lies on the wrong side; a
+// zero result takes the sign of x (ceil(-0.7) = -0), as every result does (NaN stays NaN).
+template <class V> RLX_VEC_INLINE V floor(const V& x) {
+  const V r = round_even(x);
+  return copysign(select<V>(r > x, r - splat<V>(1.0f), r), x);
+}
+template <class V> RLX_VEC_INLINE V ceil(const V& x) {
+  const V r = round_even(x);
+  return copysign(select<V>(r < x, r + splat<V>(1.0f), r), x);
+}
 // Lane-wise max that propagates NaN from x (the running max of the softmax).
 template <class V> RLX_VEC_INLINE V max_nan(const V& m, const V& x) { return select<V>((x > m) | (x != x), x, m); }
 

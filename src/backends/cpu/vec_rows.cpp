@@ -291,6 +291,33 @@ template <class V> RLX_VEC_INLINE double sum_row(const float* x, int64_t n) {
   return s;
 }
 
+// The max (or min) of n floats, NaN propagating: each lane keeps x when x is beyond it or NaN,
+// and a lane holding NaN keeps it.
+template <class V, bool Max> RLX_VEC_INLINE float extreme_row(const float* x, int64_t n) {
+  constexpr int L = kLanes<V>;
+  auto take = [](const V& m, const V& v) {
+    if constexpr (Max) return vec::select<V>((v > m) | (v != v), v, m);
+    else return vec::select<V>((v < m) | (v != v), v, m);
+  };
+  float r = x[0];
+  int64_t j = 0;
+  if (n >= 2 * L) {
+    V m0 = vec::load<V>(x), m1 = vec::load<V>(x + L);
+    for (j = 2 * L; j + 2 * L <= n; j += 2 * L) {
+      m0 = take(m0, vec::load<V>(x + j));
+      m1 = take(m1, vec::load<V>(x + j + L));
+    }
+    const V m = take(m0, m1);
+    r = m[0];
+    for (int l = 1; l < L; ++l)
+      if (Max ? (m[l] > r || m[l] != m[l]) : (m[l] < r || m[l] != m[l])) r = m[l];
+  }
+  for (; j < n; ++j)
+    if (r != r) break;
+    else if (Max ? (x[j] > r || x[j] != x[j]) : (x[j] < r || x[j] != x[j])) r = x[j];
+  return r;
+}
+
 // ---- the two instantiations of each body ----
 
 void softmax4(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x4>(x, y, n, log); }
@@ -304,6 +331,9 @@ void norm4(const float* x, const float* r, const double* g, const double* b, flo
 }
 template <class Op> void map4(const float* x, float* y, int64_t n) { map_span<vec::f32x4, Op>(x, y, n); }
 double sum4(const float* x, int64_t n) { return sum_row<vec::f32x4>(x, n); }
+float extreme4(const float* x, int64_t n, bool max) {
+  return max ? extreme_row<vec::f32x4, true>(x, n) : extreme_row<vec::f32x4, false>(x, n);
+}
 
 #if RLX_VEC_X86
 RLX_VEC_AVX2 void softmax8(const float* x, float* y, int64_t n, bool log) { softmax_row<vec::f32x8>(x, y, n, log); }
@@ -317,6 +347,9 @@ RLX_VEC_AVX2 void norm8(const float* x, const float* r, const double* g, const d
 }
 template <class Op> RLX_VEC_AVX2 void map8(const float* x, float* y, int64_t n) { map_span<vec::f32x8, Op>(x, y, n); }
 RLX_VEC_AVX2 double sum8(const float* x, int64_t n) { return sum_row<vec::f32x8>(x, n); }
+RLX_VEC_AVX2 float extreme8(const float* x, int64_t n, bool max) {
+  return max ? extreme_row<vec::f32x8, true>(x, n) : extreme_row<vec::f32x8, false>(x, n);
+}
 #endif
 
 template <class Op> void map_f32(const float* x, float* y, int64_t n, bool force_narrow) {
@@ -353,6 +386,13 @@ double sum_f32(const float* x, int64_t n) {
   if (vec::has_avx2()) return sum8(x, n);
 #endif
   return sum4(x, n);
+}
+
+float extreme_f32(const float* x, int64_t n, bool max) {
+#if RLX_VEC_X86
+  if (vec::has_avx2()) return extreme8(x, n, max);
+#endif
+  return extreme4(x, n, max);
 }
 
 void norm_row_f32(const float* x, const float* res, const double* gamma, const double* beta, float* y, int64_t len,

@@ -27,6 +27,9 @@ void norm_row_f32(const float* x, const float* res, const double* gamma, const d
 // The sum of n floats in double (several accumulators: not the order of a plain loop).
 double sum_f32(const float* x, int64_t n);
 
+// The largest (max) or smallest value of n >= 1 floats; NaN when one is NaN.
+float extreme_f32(const float* x, int64_t n, bool max);
+
 // Applies activation k to n floats on vector lanes; returns false (nothing written) when k has
 // no vector path (n = 0 only asks). y may alias x.
 bool activation_f32(ActKind k, const float* x, float* y, int64_t n);
