@@ -21,19 +21,24 @@ namespace rlx::cpu {
 class ConvEpilogue;
 struct StepCache;
 
-struct ConvDirect {
+// What both entry points of the direct path take besides the values: the geometry, the
+// weights, and where the results go.
+struct ConvOperands {
   Window3 win;
   int64_t n_batch = 0, groups = 1, cg = 0, coutg = 0;  // input / output channels per group
-  const float* x = nullptr;     // n_batch x groups * cg planes of win.in_size()
-  int64_t x_plane = 0;          // floats from one input plane to the next (0: win.in_size())
   const float* w = nullptr;     // groups * coutg rows of cg * win.k_size()
   const float* bias = nullptr;  // groups * coutg values or nullptr
-  float* y = nullptr;           // unused when `epi` is set
-  const ConvEpilogue* epi = nullptr;
+  const ConvEpilogue* epi = nullptr;  // when set, gets the results instead of y
   // Where the packed weights of the channel-lane kernel are kept across runs (weights that only
   // change with the params generation), or null: packed on every call.
   StepCache* weight_cache = nullptr;
   uint64_t params_generation = 0;
+};
+
+struct ConvDirect : ConvOperands {
+  const float* x = nullptr;  // n_batch x groups * cg planes of win.in_size()
+  int64_t x_plane = 0;       // floats from one input plane to the next (0: win.in_size())
+  float* y = nullptr;        // unused when `epi` is set
 };
 
 // Whether conv_direct runs this geometry (cg input and coutg output channels per group):
@@ -59,18 +64,11 @@ void conv_direct(const ConvDirect& d);
 // which then goes through the epilogue, or into y (converted when y is f16). The phase buffers
 // stay band-sized (a whole 64 x 512 x 512 image is 64 MiB) and each input row is filled about
 // once, where im2col would write each value kh x kw times. Same sums as conv_direct.
-struct ConvBands {
-  Window3 win;
-  int64_t n_batch = 0, groups = 1, cg = 0, coutg = 0;
+struct ConvBands : ConvOperands {  // weight_cache used when groups == 1
   const void* x = nullptr;  // f32 or f16 (x_f16) planes
   bool x_f16 = false;
-  const float* w = nullptr;
-  const float* bias = nullptr;
   void* y = nullptr;  // f32 or f16 (y_f16); unused with an epilogue
   bool y_f16 = false;
-  const ConvEpilogue* epi = nullptr;
-  StepCache* weight_cache = nullptr;  // as ConvDirect's (used when groups == 1)
-  uint64_t params_generation = 0;
 };
 // Whether conv_direct_bands takes this conv (conv_direct_usable for a band of its rows).
 bool conv_direct_bands_usable(const Window3& win, int64_t cg, int64_t coutg);

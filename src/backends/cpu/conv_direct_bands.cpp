@@ -65,10 +65,11 @@ void conv_direct_bands(const ConvBands& b) {
       for (int64_t co = 0; co < b.coutg; ++co) std::fill(out.begin() + co * bp, out.begin() + (co + 1) * bp, bias ? bias[co] : 0.f);
     } else {
       ConvDirect d;
+      static_cast<ConvOperands&>(d) = b;
       d.win = band_window(win, oy0, oy1, iy0, iy1);
       d.n_batch = 1;
-      d.cg = b.cg;
-      d.coutg = b.coutg;
+      d.groups = 1;
+      d.epi = nullptr;
       const int64_t first_plane = (n * b.groups + g) * b.cg;
       if (b.x_f16) {  // the band's rows of each channel, in f32, planes back to back
         const int64_t band_in = (iy1 - iy0) * w;
@@ -84,7 +85,6 @@ void conv_direct_bands(const ConvBands& b) {
       d.bias = bias;
       d.y = out.data();
       d.weight_cache = b.groups == 1 ? b.weight_cache : nullptr;
-      d.params_generation = b.params_generation;
       conv_direct(d);  // inside the pool's loop: on this thread
     }
     for (int64_t co = 0; co < b.coutg; ++co) {

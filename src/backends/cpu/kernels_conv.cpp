@@ -499,46 +499,39 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
   }
   // Bytes of one (image, group)'s unfolded input: above kBandedColBytes the conv runs in bands.
   const bool large = cgk * p * static_cast<int64_t>(sizeof(A)) > kBandedColBytes;
-  if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise && !large && conv_direct_usable(win, cg, coutg)) {
-      ConvDirect d;
-      d.win = win;
-      d.n_batch = n_batch;
-      d.groups = groups;
-      d.cg = cg;
-      d.coutg = coutg;
-      d.x = xp;
-      d.w = wp;
-      d.bias = bp;
-      d.y = yp;
-      d.epi = epi;
-      d.weight_cache = ctx.weight_cache;
-      d.params_generation = ctx.params_generation;
-      conv_direct(d);
-      return;
-    }
-  }
-  // Large f32 maps and every f16 conv (2-d / 1-d windows): the direct path in bands of output
-  // rows, no im2col (ISNet medium, f16 at 1024 x 1024: the im2col bands unfolded every value
-  // 9 times).
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16>) {
+    ConvOperands co;
+    co.win = win;
+    co.n_batch = n_batch;
+    co.groups = groups;
+    co.cg = cg;
+    co.coutg = coutg;
+    co.w = wp;
+    co.bias = bp;
+    co.epi = epi;
+    co.weight_cache = ctx.weight_cache;
+    co.params_generation = ctx.params_generation;
     constexpr bool f16_values = std::is_same_v<T, f16>;
+    if constexpr (!f16_values) {
+      if (!pointwise && !large && conv_direct_usable(win, cg, coutg)) {
+        ConvDirect d;
+        static_cast<ConvOperands&>(d) = co;
+        d.x = xp;
+        d.y = yp;
+        conv_direct(d);
+        return;
+      }
+    }
+    // Large f32 maps and every f16 conv (2-d / 1-d windows): the direct path in bands of output
+    // rows, no im2col (ISNet medium, f16 at 1024 x 1024: the im2col bands unfolded every value
+    // 9 times).
     if (!pointwise && (large || f16_values) && conv_direct_bands_usable(win, cg, coutg)) {
       ConvBands b;
-      b.win = win;
-      b.n_batch = n_batch;
-      b.groups = groups;
-      b.cg = cg;
-      b.coutg = coutg;
+      static_cast<ConvOperands&>(b) = co;
       b.x = xp;
       b.x_f16 = f16_values;
-      b.w = wp;
-      b.bias = bp;
       b.y = yp;
       b.y_f16 = f16_values;
-      b.epi = epi;
-      b.weight_cache = ctx.weight_cache;
-      b.params_generation = ctx.params_generation;
       conv_direct_bands(b);
       return;
     }
