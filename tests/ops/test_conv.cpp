@@ -116,6 +116,8 @@ TEST(Conv, Conv2dAttributesAllDtypes) {
       {{2, 3, 5, 5}, {3, 1, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 3},              // depthwise
       {{1, 2, 5, 4}, {4, 1, 2, 2}, true, {}, {}, {2, 1}, 2},                     // depthwise x2
       {{2, 5, 4, 3}, {3, 5, 1, 1}, true, {}, {}, {}, 1},                         // 1x1 fast path
+      {{3, 7, 1, 1}, {5, 7, 1, 1}, true, {}, {}, {}, 1},                         // 1x1 maps: one product
+      {{2, 300, 1, 1}, {40, 300, 1, 1}, false, {}, {}, {}, 1},
       {{1, 2, 5, 5}, {2, 2, 1, 1}, false, {2, 2}, {1, 0, 0, 1}, {}, 1},          // 1x1 strided, padded
       {{1, 1, 3, 3}, {2, 1, 4, 5}, true, {}, {1, 1, 0, 1}, {}, 1},               // kernel == padded input
       {{1, 2, 4, 4}, {2, 2, 2, 2}, false, {3, 3}, {0, 0, 2, 2}, {3, 3}, 1},      // big stride/dilation

@@ -143,6 +143,15 @@ TEST(ConvEpilogue, BandedConvs) {
   EXPECT_EQ(fused_steps(b), 2);
 }
 
+TEST(ConvEpilogue, SqueezeExciteOnOneByOneMaps) {
+  // Pointwise convs of 1x1 maps (one product over the batch) with a Relu and a HardSwish.
+  Built b;
+  const Value x = input(b, "x", {2, 72, 1, 1});
+  const Value h = relu(b, add_conv(b, x, 72, 288, 1, 1, 1, DType::F32, "fc1"));
+  b.g.set_outputs({hardswish(b, add_conv(b, h, 288, 72, 1, 1, 1, DType::F32, "fc2"))});
+  EXPECT_EQ(fused_steps(b), 2);
+}
+
 TEST(ConvEpilogue, LongSumsOnTheBlasPath) {
   // k >= 240 runs on OpenBLAS per task: a 7x7 projection from 256 channels + residual, and a
   // HardSwish expansion from 300 channels over 14 x 14 positions.

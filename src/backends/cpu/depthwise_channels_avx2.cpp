@@ -108,12 +108,17 @@ void depthwise_channels_avx2(const float* x, int64_t nch, const float* w, const 
   // The padded buffer covers every tap of every output pixel; input pixels past it (unread by
   // any output) are left out.
   const int64_t ph = (oh - 1) * sy + (kh - 1) * dy + 1, pw = (ow - 1) * sx + (kw - 1) * dx + 1;
-  s.in.assign(static_cast<size_t>(ph * pw * 8), 0.f);
-  s.out.resize(static_cast<size_t>(out_sz * 8));
-  s.w.assign(static_cast<size_t>(k * 8), 0.f);
-  float* in = s.in.data();
   const int64_t r_lo = std::max<int64_t>(0, -pt), r_hi = std::min(ih, ph - pt);
   const int64_t c_lo = std::max<int64_t>(0, -pl), c_hi = std::min(iw, pw - pl);
+  // Lanes past nch keep an earlier block's values: their sums are computed and never stored.
+  const int64_t layout[6] = {ph, pw, pt, pl, r_hi - r_lo, c_hi - c_lo};
+  if (!std::equal(layout, layout + 6, s.layout)) {
+    s.in.assign(static_cast<size_t>(ph * pw * 8), 0.f);
+    std::copy(layout, layout + 6, s.layout);
+  }
+  s.out.resize(static_cast<size_t>(out_sz * 8));
+  s.w.resize(static_cast<size_t>(k * 8));
+  float* in = s.in.data();
   for (int64_t j = 0; j < nch; ++j) {
     const float* xj = x + j * in_sz;
     for (int64_t r = r_lo; r < r_hi; ++r) {
@@ -127,8 +132,9 @@ void depthwise_channels_avx2(const float* x, int64_t nch, const float* w, const 
   if (bias)
     for (int64_t j = 0; j < nch; ++j) b8[j] = bias[j];
   const __m256 bv = _mm256_load_ps(b8);
-  std::vector<int64_t> tap_v(static_cast<size_t>(kh * kw));
-  int64_t* tap = tap_v.data();
+  int64_t tap_small[64];
+  std::vector<int64_t> tap_v(k > 64 ? static_cast<size_t>(k) : 0);
+  int64_t* tap = k > 64 ? tap_v.data() : tap_small;
   for (int64_t ky = 0; ky < kh; ++ky)
     for (int64_t kx = 0; kx < kw; ++kx) tap[ky * kw + kx] = (ky * dy * pw + kx * dx) * 8;
   const int64_t step = sx * 8;

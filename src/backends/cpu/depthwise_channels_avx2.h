@@ -22,6 +22,9 @@ bool depthwise_channels_preferred(const Window3& win);
 // Per-thread buffers of the kernel (grown on demand, never shrunk).
 struct DepthwiseChannelsScratch {
   std::vector<float> in, out, w;
+  // The layout `in` was last zeroed for (padded size, input origin and extent): a call with the
+  // same one writes the same positions, so the padding around them is still zero.
+  int64_t layout[6] = {-1, -1, -1, -1, -1, -1};
 };
 
 // y[j * out_size + q] for the `nch` (1..8) channels whose input planes are x + j * in_size,

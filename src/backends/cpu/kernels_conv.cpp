@@ -541,6 +541,22 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
+    // A pointwise conv of 1x1 maps (a squeeze-excite block's FCs): one product over the batch,
+    // y[n, co] = bias[co] + sum_c x[n, c] w[co, c] (per image, a 1-column tile product wasted
+    // 15 of its 16 lanes: MobileNetV3's 72 -> 288 at 2 images 18 us).
+    if (pointwise && p == 1 && groups == 1) {
+      thread_local std::vector<float> staged;
+      float* dst = yp;
+      if (epi) {
+        staged.resize(static_cast<size_t>(n_batch * cout));
+        dst = staged.data();
+      }
+      for (int64_t n = 0; n < n_batch; ++n)
+        for (int64_t co = 0; co < cout; ++co) dst[n * cout + co] = bp ? bp[co] : 0.f;
+      gemm(false, true, n_batch, cout, c, 1.f, xp, c, wp, c, 1.f, dst, cout);
+      if (epi) epi->apply(dst, 0, n_batch * cout);
+      return;
+    }
     if (groups == 1 && (epi || conv_gemm_avx2_usable())) {
       conv_f32_gemm(win, pointwise, n_batch, c, cout, xp, wp, bp, yp, epi);
       return;
