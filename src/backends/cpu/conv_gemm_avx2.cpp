@@ -72,11 +72,18 @@ RLX_GINLINE void tile(int64_t k, const float* a, int64_t lda, const float* b, in
     }
 }
 
+// Vectors per tile for MR rows: about 12 accumulators (a block of 2 rows, e.g. the second block of
+// an 8-channel conv, runs 2 x 4 vectors instead of 2 x 2), within the 16 ymm registers with the
+// NV input vectors and the broadcast weight. The sums are the same whatever the tile's width.
+template <int MR> constexpr int wide_vectors() { return MR >= 5 ? 2 : MR >= 3 ? 3 : 4; }
+
 template <int MR>
 void rows_block(int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, const float* bias,
                 float* c, int64_t ldc) {
   const __m256i full = _mm256_set1_epi32(-1);
+  constexpr int NW = wide_vectors<MR>();
   int64_t j = 0;
+  for (; j + 8 * NW <= cols; j += 8 * NW) tile<MR, NW, false>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, full);
   for (; j + 16 <= cols; j += 16) tile<MR, 2, false>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, full);
   const int64_t rest = cols - j;
   if (rest > 8) tile<MR, 2, true>(k, a, lda, b + j, ldb, nullptr, bias, c + j, ldc, lane_mask(rest - 8));
@@ -88,7 +95,9 @@ template <int MR>
 void rows_block_off(int64_t cols, int64_t k, const float* a, int64_t lda, const float* b, const int32_t* off,
                     const float* bias, float* c, int64_t ldc) {
   const __m256i full = _mm256_set1_epi32(-1);
+  constexpr int NW = wide_vectors<MR>();
   int64_t j = 0;
+  for (; j + 8 * NW <= cols; j += 8 * NW) tile<MR, NW, false, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, full);
   for (; j + 16 <= cols; j += 16) tile<MR, 2, false, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, full);
   const int64_t rest = cols - j;
   if (rest > 8) tile<MR, 2, true, true>(k, a, lda, b + j, 0, off, bias, c + j, ldc, lane_mask(rest - 8));
