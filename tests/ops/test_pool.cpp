@@ -13,6 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::all_close;
 using testing::error_message;
+using testing::from_doubles;
 using testing::random_tensor;
 using testing::ravel;
 using testing::run_cpu1;
@@ -106,6 +107,9 @@ const std::vector<PoolCase> kCases = {
     {{1, 1, 4, 5, 5}, {2, 3, 2}, {1, 2, 2}, {}, {2, 1, 1}},
     {{1, 2, 150}, {70}, {5}, {3, 4}, {}},  // a 70-tap kernel over a 150-wide row
     {{1, 3, 12, 41}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}},  // stride 1 rows longer than a vector
+    {{2, 3, 48, 40}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},  // stride 2 rows of 20 (a ResNet stem pool)
+    {{1, 2, 5, 31}, {3, 3}, {2, 2}, {}, {}},             // stride 2: the last vector would read past the row
+    {{1, 2, 6, 70}, {2, 2}, {2, 2}, {0, 1, 0, 1}, {}},
 };
 
 TEST(Pool, MaxAndAvgAllFloatDtypes) {
@@ -140,6 +144,28 @@ TEST(Pool, MaxIntegerDtypes) {
       op.ceil_mode = true;
       check_pool(op, c.x, dt, seed++);
     }
+}
+
+// NaNs inside long rows reach every output whose window holds them (the vector loops' rule).
+TEST(Pool, MaxNaNInLongRows) {
+  for (int64_t stride : {1, 2}) {
+    std::vector<double> v = to_doubles(random_tensor(DType::F32, {1, 1, 4, 67}, 40 + stride));
+    for (int64_t i : {3, 70, 134, 200, 266}) v[static_cast<size_t>(i)] = std::nan("");
+    const Tensor x = from_doubles(DType::F32, {1, 1, 4, 67}, v);
+    ops::Pool op;
+    op.kind = PoolKind::Max;
+    op.kernel = {2, 3};
+    op.stride = {1, stride};
+    op.pads = {0, 1, 0, 1};
+    std::vector<int64_t> yd;
+    const auto ref = ref_pool(op, v, {1, 1, 4, 67}, yd);
+    const auto got = run_pool(op, x).to_f64();
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (std::isnan(ref[i])) EXPECT_TRUE(std::isnan(got[i])) << "stride " << stride << " output " << i;
+      else EXPECT_EQ(got[i], ref[i]) << "stride " << stride << " output " << i;
+    }
+  }
 }
 
 TEST(Pool, CeilModeSizes) {
