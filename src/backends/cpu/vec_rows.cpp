@@ -293,21 +293,21 @@ template <class V> RLX_VEC_INLINE double sum_row(const float* x, int64_t n) {
 
 // The max (or min) of n floats, NaN propagating: each lane keeps x when x is beyond it or NaN,
 // and a lane holding NaN keeps it.
+template <class V, bool Max> RLX_VEC_INLINE V take_extreme(const V& m, const V& v) {
+  if constexpr (Max) return vec::select<V>((v > m) | (v != v), v, m);
+  else return vec::select<V>((v < m) | (v != v), v, m);
+}
 template <class V, bool Max> RLX_VEC_INLINE float extreme_row(const float* x, int64_t n) {
   constexpr int L = kLanes<V>;
-  auto take = [](const V& m, const V& v) {
-    if constexpr (Max) return vec::select<V>((v > m) | (v != v), v, m);
-    else return vec::select<V>((v < m) | (v != v), v, m);
-  };
   float r = x[0];
   int64_t j = 0;
   if (n >= 2 * L) {
     V m0 = vec::load<V>(x), m1 = vec::load<V>(x + L);
     for (j = 2 * L; j + 2 * L <= n; j += 2 * L) {
-      m0 = take(m0, vec::load<V>(x + j));
-      m1 = take(m1, vec::load<V>(x + j + L));
+      m0 = take_extreme<V, Max>(m0, vec::load<V>(x + j));
+      m1 = take_extreme<V, Max>(m1, vec::load<V>(x + j + L));
     }
-    const V m = take(m0, m1);
+    const V m = take_extreme<V, Max>(m0, m1);
     r = m[0];
     for (int l = 1; l < L; ++l)
       if (Max ? (m[l] > r || m[l] != m[l]) : (m[l] < r || m[l] != m[l])) r = m[l];
