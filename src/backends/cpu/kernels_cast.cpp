@@ -90,8 +90,12 @@ inline storage_t<D> convert(storage_t<S> v) {
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define RLX_CAST_X86 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 // f32 -> u8 / i8 on AVX2, the scalar rule's bits: NaN -> 0, clamped to the target's range, then
 // truncated (clamping first gives the same result: the bounds are integers). The quantize steps
 // of QDQ models (ISNet small: 16 M values a cast, 4 ns each on the scalar path).
@@ -113,7 +117,11 @@ void f32_to_int8_avx2(const float* x, void* out, int64_t n) {
     else y[i] = convert<DType::F32, DType::U8>(x[i]);
   }
 }
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #else
 #define RLX_CAST_X86 0
 #endif
