@@ -202,21 +202,14 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const size_t wpk_size = static_cast<size_t>(d.groups * nmb * cgk * kBlock);
   std::vector<float>& wpk = d.weight_cache ? d.weight_cache->packed.data : wpk_call;
   const bool packed = d.weight_cache && d.weight_cache->packed.fresh(d.w, d.params_generation) && wpk.size() == wpk_size;
-  if (!packed) {
-    wpk.resize(wpk_size);
-    for (int64_t grp = 0; grp < d.groups; ++grp)
-      for (int64_t blk = 0; blk < nmb; ++blk) {
-        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
-        conv_direct_pack_avx2(d.w + (grp * d.coutg + m0) * cgk, rows, cgk, wpk.data() + (grp * nmb + blk) * cgk * kBlock);
-      }
-  }
+  if (!packed) wpk.resize(wpk_size);
   bpk.assign(static_cast<size_t>(d.groups * nmb * kBlock), 0.f);
-  if (d.bias)
-    for (int64_t grp = 0; grp < d.groups; ++grp)
-      for (int64_t blk = 0; blk < nmb; ++blk) {
-        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
-        std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + (grp * nmb + blk) * kBlock);
-      }
+  for (int64_t grp = 0; grp < d.groups; ++grp)
+    for (int64_t blk = 0; blk < nmb; ++blk) {
+      const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0), at = grp * nmb + blk;
+      if (!packed) conv_direct_pack_avx2(d.w + (grp * d.coutg + m0) * cgk, rows, cgk, wpk.data() + at * cgk * kBlock);
+      if (d.bias) std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + at * kBlock);
+    }
   posq.resize(static_cast<size_t>(p));
   for (int64_t oy = 0, i = 0; oy < g.oh; ++oy)
     for (int64_t ox = 0; ox < g.ow; ++ox) posq[static_cast<size_t>(i++)] = static_cast<int32_t>(oy * g.wq + ox);

@@ -132,29 +132,26 @@ void depthwise_channels_avx2(const float* x, int64_t nch, const float* w, const 
   if (bias)
     for (int64_t j = 0; j < nch; ++j) b8[j] = bias[j];
   const __m256 bv = _mm256_load_ps(b8);
-  int64_t tap_small[64];
-  std::vector<int64_t> tap_v(k > 64 ? static_cast<size_t>(k) : 0);
-  int64_t* tap = k > 64 ? tap_v.data() : tap_small;
-  for (int64_t ky = 0; ky < kh; ++ky)
-    for (int64_t kx = 0; kx < kw; ++kx) tap[ky * kw + kx] = (ky * dy * pw + kx * dx) * 8;
-  const int64_t step = sx * 8;
   float* out = s.out.data();
-  if (const RowFn fn = row_kernel(kw, sx, dx)) {
+  if (const RowFn fn = kh <= 64 ? row_kernel(kw, sx, dx) : nullptr) {
     int64_t row_off[64];
-    for (int64_t ky = 0; ky < kh && ky < 64; ++ky) row_off[ky] = ky * dy * pw * 8;
-    if (kh <= 64) {
-      for (int64_t oy = 0; oy < oh; ++oy) fn(in + oy * sy * pw * 8, row_off, kh, ow, s.w.data(), bv, out + oy * ow * 8);
-      deinterleave(out, y, nch, out_sz);
-      return;
+    for (int64_t ky = 0; ky < kh; ++ky) row_off[ky] = ky * dy * pw * 8;
+    for (int64_t oy = 0; oy < oh; ++oy) fn(in + oy * sy * pw * 8, row_off, kh, ow, s.w.data(), bv, out + oy * ow * 8);
+  } else {
+    int64_t tap_small[64];
+    std::vector<int64_t> tap_v(k > 64 ? static_cast<size_t>(k) : 0);
+    int64_t* tap = k > 64 ? tap_v.data() : tap_small;
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) tap[ky * kw + kx] = (ky * dy * pw + kx * dx) * 8;
+    const int64_t step = sx * 8;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const float* row = in + oy * sy * pw * 8;
+      float* orow = out + oy * ow * 8;
+      int64_t ox = 0;
+      for (; ox + 4 <= ow; ox += 4) pixels<4>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
+      for (; ox + 2 <= ow; ox += 2) pixels<2>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
+      for (; ox < ow; ++ox) pixels<1>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
     }
-  }
-  for (int64_t oy = 0; oy < oh; ++oy) {
-    const float* row = in + oy * sy * pw * 8;
-    float* orow = out + oy * ow * 8;
-    int64_t ox = 0;
-    for (; ox + 4 <= ow; ox += 4) pixels<4>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
-    for (; ox + 2 <= ow; ox += 2) pixels<2>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
-    for (; ox < ow; ++ox) pixels<1>(row + ox * step, tap, k, step, s.w.data(), bv, orow + ox * 8);
   }
   deinterleave(out, y, nch, out_sz);
 }

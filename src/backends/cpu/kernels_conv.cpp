@@ -482,11 +482,8 @@ void conv_impl(const ops::Conv& op, KernelContext& ctx) {
     // Weights in another dtype (f16, bf16): converted once per params generation when fixed.
     if (ctx.weight_cache) {
       DerivedOperand& dw = ctx.weight_cache->weights;
-      if (!dw.fresh(w.raw(), ctx.params_generation) || dw.data.size() != static_cast<size_t>(w.numel())) {
-        dw.data.resize(static_cast<size_t>(w.numel()));
-        convert_span(w.data<T>(), dw.data.data(), w.numel());
-      }
-      wp = dw.data.data();
+      const bool fresh = dw.fresh(w.raw(), ctx.params_generation) && dw.data.size() == static_cast<size_t>(w.numel());
+      wp = fresh ? dw.data.data() : as_gemm_type<T>(w, dw.data);
     }
   }
   if (!wp) wp = as_gemm_type<T>(w, wbuf);

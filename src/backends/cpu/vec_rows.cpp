@@ -297,6 +297,7 @@ template <class V, bool Max> RLX_VEC_INLINE V take_extreme(const V& m, const V& 
   if constexpr (Max) return vec::select<V>((v > m) | (v != v), v, m);
   else return vec::select<V>((v < m) | (v != v), v, m);
 }
+template <bool Max> inline bool beyond(float v, float r) { return (Max ? v > r : v < r) || v != v; }
 template <class V, bool Max> RLX_VEC_INLINE float extreme_row(const float* x, int64_t n) {
   constexpr int L = kLanes<V>;
   float r = x[0];
@@ -310,11 +311,10 @@ template <class V, bool Max> RLX_VEC_INLINE float extreme_row(const float* x, in
     const V m = take_extreme<V, Max>(m0, m1);
     r = m[0];
     for (int l = 1; l < L; ++l)
-      if (Max ? (m[l] > r || m[l] != m[l]) : (m[l] < r || m[l] != m[l])) r = m[l];
+      if (beyond<Max>(m[l], r)) r = m[l];
   }
-  for (; j < n; ++j)
-    if (r != r) break;
-    else if (Max ? (x[j] > r || x[j] != x[j]) : (x[j] < r || x[j] != x[j])) r = x[j];
+  for (; j < n && r == r; ++j)
+    if (beyond<Max>(x[j], r)) r = x[j];
   return r;
 }
 
