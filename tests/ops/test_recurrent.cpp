@@ -29,6 +29,7 @@ struct Layer {
   bool lbr = false;
   bool bias = false, h0 = false, c0 = false, peep = false;
   int64_t S = 4, B = 3, I = 7, H = 5;
+  double r_range = 0.6;  // r's values are uniform in [-r_range, r_range)
 
   int64_t gates() const { return cell == RnnCell::Rnn ? 1 : cell == RnnCell::Gru ? 3 : 4; }
   int64_t dirs() const { return dir == RnnDirection::Bidirectional ? 2 : 1; }
@@ -69,7 +70,7 @@ std::vector<Tensor> operands(const Layer& L, DType t, uint64_t seed) {
   std::vector<Tensor> v;
   v.push_back(random_tensor(t, L.x_dims(), seed, -1, 1));
   v.push_back(random_tensor(t, {D, GH, L.I}, seed + 1, -0.6, 0.6));
-  v.push_back(random_tensor(t, {D, GH, L.H}, seed + 2, -0.6, 0.6));
+  v.push_back(random_tensor(t, {D, GH, L.H}, seed + 2, -L.r_range, L.r_range));
   if (L.bias) v.push_back(random_tensor(t, {D, 2 * GH}, seed + 3, -0.5, 0.5));
   if (L.h0) v.push_back(random_tensor(t, L.state_dims(), seed + 4, -1, 1));
   if (L.c0) v.push_back(random_tensor(t, L.state_dims(), seed + 5, -1, 1));
@@ -205,7 +206,7 @@ Tolerance tol_for(DType t) {
   }
 }
 
-void check_layer(const Layer& L, DType t = DType::F32, uint64_t seed = 7, std::optional<Tolerance> tol_override = {}) {
+void check_layer(const Layer& L, DType t = DType::F32, uint64_t seed = 7) {
   SCOPED_TRACE(L.label() + " " + dtype_name(t));
   const std::vector<Tensor> in = operands(L, t, seed);
   NamedTensors feed;
@@ -213,7 +214,7 @@ void check_layer(const Layer& L, DType t = DType::F32, uint64_t seed = 7, std::o
   const std::vector<Tensor> got = run_cpu(g, feed);
   const std::vector<Vec> want = reference(L, in);
   ASSERT_EQ(got.size(), want.size());
-  const Tolerance tol = tol_override ? *tol_override : tol_for(t);
+  const Tolerance tol = tol_for(t);
   EXPECT_TRUE(all_close(got[0], L.y_dims(), want[0], tol)) << "y";
   EXPECT_TRUE(all_close(got[1], L.state_dims(), want[1], tol)) << "y_h";
   if (want.size() > 2) {
@@ -282,9 +283,11 @@ TEST(RecurrentOp, VectorBodiesAndTails) {
     L.cell = cell, L.dir = RnnDirection::Bidirectional, L.bias = L.h0 = true;
     L.c0 = L.peep = cell == RnnCell::Lstm;
     L.S = 40, L.B = 2, L.I = 19, L.H = 37;
-    // 40 steps of f32 rounding through a recurrence with gains above 1: absolute errors of 1e-5
-    // on values of magnitude 1.
-    check_layer(L, DType::F32, 7, Tolerance{1e-4, 3e-5});
+    // A recurrence that contracts (r small for H = 37): with gains above 1 the rounding of 40 f32
+    // steps grows with every step and the comparison would test the BLAS's summation order.
+    L.r_range = 0.15;
+    check_layer(L);
+    L.r_range = 0.6;
     L.S = 3, L.B = 1, L.I = 1, L.H = 1;
     check_layer(L);
   }
