@@ -25,7 +25,8 @@ struct Limits {
   int max_nesting_depth = 256;
   // Most iterations of a While whose max_iterations is 0 ("no limit of its own").
   int64_t max_loop_iterations = int64_t{1} << 24;  // 16M
-  // Most time steps an ONNX LSTM / GRU / RNN may be unrolled into at import.
+  // Most iterations an ONNX Loop / Scan is unrolled into at import, and most time steps a
+  // `recurrent` layer (RNN / GRU / LSTM) is unrolled into for a backend without its kernel.
   int64_t max_unroll_steps = 4096;
 
   // Throws rlx::Error naming the field when a limit is not positive.

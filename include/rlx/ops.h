@@ -101,6 +101,13 @@ struct QuantBlock {
   int64_t bytes = 0;
 };
 QuantBlock quant_block(QuantFormat f);
+// Recurrent: the cell of each time step and the direction(s) the sequence is walked in.
+enum class RnnCell : uint8_t { Rnn, Gru, Lstm };
+template <> struct EnumNames<RnnCell> { static constexpr std::array names{"rnn", "gru", "lstm"}; };
+enum class RnnDirection : uint8_t { Forward, Reverse, Bidirectional };
+template <> struct EnumNames<RnnDirection> {
+  static constexpr std::array names{"forward", "reverse", "bidirectional"};
+};
 enum class RegionStepKind : uint8_t { Binary, Compare, Activation, Cast, Where };
 template <> struct EnumNames<RegionStepKind> {
   static constexpr std::array names{"binary", "compare", "activation", "cast", "where"};
@@ -302,6 +309,61 @@ struct DotGeneral {
 struct MatMulInteger {
   RLX_OP_HEADER("matmul_integer", 4, 4)
   template <class V> void visit(V&&) {}
+};
+
+// ---- sequence --------------------------------------------------------------
+// A recurrent layer over a whole sequence (ONNX RNN / GRU / LSTM), G = 1 / 3 / 4 gates,
+// D = 1 (forward, reverse) or 2 (bidirectional) directions, H = hidden_size:
+// [x (S, B, I), w (D, G*H, I), r (D, G*H, H), b (D, 2*G*H)?, initial_h (D, B, H)?,
+//  initial_c (D, B, H)?, p (D, 3*H)?] -> [y (S, D, B, H), y_h (D, B, H), y_c (D, B, H) (lstm only)].
+// batch_first: x (B, S, I), initial_h / initial_c (B, D, H), y (B, S, D, H), y_h / y_c (B, D, H).
+// The optional inputs are present as has_bias / has_initial_h / has_initial_c (lstm) /
+// has_peepholes (lstm) say, in that order after r. S may be symbolic; every other dim must agree.
+// Gate order of w, r and b (w's biases, then r's): rnn i; gru z, r, h; lstm i, o, f, c
+// (peepholes i, o, f). With X = x_t W^T + Wb, Hr = h R^T + Rb, per direction activations f, g, h
+// (`activations`: 1 / 2 / 3 per direction, the first direction's first; empty = Tanh / Sigmoid,
+// Tanh / Sigmoid, Tanh, Tanh for each), clip(v) = min(max(v, -clip), clip) when clip > 0:
+//   rnn:  h = f(clip(X + Hr))
+//   gru:  z = f(clip(Xz + Hrz)), r = f(clip(Xr + Hrr)),
+//         n = g(clip(Xh + (r * h) Rh^T + Rbh))  or, linear_before_reset, g(clip(Xh + r * Hrh));
+//         h = (1 - z) * n + z * h
+//   lstm: i = f(clip(Xi + Hri + Pi * c)), f_ = f(clip(Xf + Hrf + Pf * c)), c' = g(clip(Xc + Hrc)),
+//         c = f_ * c + i * c', o = f(clip(Xo + Hro + Po * c)), h = o * h(c)
+// starting from initial_h / initial_c (zeros when absent). The reverse direction (and the second
+// one of bidirectional) walks t = S-1 .. 0. y holds every step's h at its time index, y_h / y_c the
+// last step's h and c. Activations: Sigmoid, Tanh, Relu.
+struct Recurrent {
+  RLX_OP_HEADER("recurrent", 3, 7)
+  RnnCell cell = RnnCell::Lstm;
+  RnnDirection direction = RnnDirection::Forward;
+  int64_t hidden_size = 0;
+  bool batch_first = false;
+  std::vector<ActKind> activations;
+  double clip = 0.0;  // 0: none
+  bool linear_before_reset = false;  // gru only
+  bool has_bias = false, has_initial_h = false, has_initial_c = false, has_peepholes = false;
+  template <class V> void visit(V&& v) {
+    v("cell", cell); v("direction", direction); v("hidden_size", hidden_size); v("batch_first", batch_first);
+    v("activations", activations); v("clip", clip); v("linear_before_reset", linear_before_reset);
+    v("has_bias", has_bias); v("has_initial_h", has_initial_h); v("has_initial_c", has_initial_c);
+    v("has_peepholes", has_peepholes);
+  }
+  // Gates per cell (1, 3, 4), directions (1, 2) and activations per direction (1, 2, 3).
+  int64_t gates() const { return cell == RnnCell::Rnn ? 1 : cell == RnnCell::Gru ? 3 : 4; }
+  int64_t directions() const { return direction == RnnDirection::Bidirectional ? 2 : 1; }
+  int64_t activations_per_direction() const { return cell == RnnCell::Rnn ? 1 : cell == RnnCell::Gru ? 2 : 3; }
+  // Activation k (0 = f, 1 = g, 2 = h) of direction d, the default when `activations` is empty.
+  ActKind activation(int64_t d, int64_t k) const {
+    if (!activations.empty()) return activations[static_cast<size_t>(d * activations_per_direction() + k)];
+    return cell == RnnCell::Rnn || k > 0 ? ActKind::Tanh : ActKind::Sigmoid;
+  }
+  // The input index of b / initial_h / initial_c / p, -1 when absent.
+  int bias_input() const { return has_bias ? 3 : -1; }
+  int initial_h_input() const { return has_initial_h ? 3 + has_bias : -1; }
+  int initial_c_input() const { return has_initial_c ? 3 + has_bias + has_initial_h : -1; }
+  int peepholes_input() const { return has_peepholes ? 3 + has_bias + has_initial_h + has_initial_c : -1; }
+  // The number of outputs: y, y_h and (lstm) y_c.
+  size_t num_outputs() const { return cell == RnnCell::Lstm ? 3 : 2; }
 };
 
 // ---- reductions ------------------------------------------------------------
@@ -629,7 +691,7 @@ using Op = std::variant<
     ops::FusedMatMulBiasAct, ops::FusedResidualLN, ops::FusedResidualRmsNorm, ops::FusedSwiGLU,
     ops::FusedAttentionBlock, ops::FusedTransformerLayer, ops::ElementwiseRegion,
     ops::LoraMatMul, ops::GroupedMatMul, ops::DequantMatMul, ops::CacheWrite,
-    ops::MatMulInteger, ops::ConvInteger>;
+    ops::MatMulInteger, ops::ConvInteger, ops::Recurrent>;
 
 // The op's name ("matmul", ...).
 const char* op_name(const Op& op);

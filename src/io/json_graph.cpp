@@ -116,6 +116,10 @@ struct AttrEncoder {
       return a;
     } else if constexpr (std::is_same_v<T, std::optional<ActKind>>) {
       return v ? put_enum(*v, at) : json(nullptr);
+    } else if constexpr (std::is_same_v<T, std::vector<ActKind>>) {
+      json a = json::array();
+      for (size_t i = 0; i < v.size(); ++i) a.push_back(put_enum(v[i], at + "[" + std::to_string(i) + "]"));
+      return a;
     } else if constexpr (std::is_same_v<T, Tensor>) {
       return data.write(v, at);
     } else if constexpr (std::is_same_v<T, SubgraphPtr>) {
@@ -239,6 +243,10 @@ struct AttrDecoder {
     } else if constexpr (std::is_same_v<T, std::optional<ActKind>>) {
       if (j.is_null()) v.reset();
       else v = get_enum<ActKind>(j, at);
+    } else if constexpr (std::is_same_v<T, std::vector<ActKind>>) {
+      expect_array(j, at);
+      v.clear();
+      for (size_t i = 0; i < j.size(); ++i) v.push_back(get_enum<ActKind>(j[i], at + "[" + std::to_string(i) + "]"));
     } else if constexpr (std::is_same_v<T, Tensor>) {
       v = data.read(j, at);
     } else if constexpr (std::is_same_v<T, SubgraphPtr>) {

@@ -70,6 +70,11 @@ struct AttrWriter {
     else os << "<graph " << g->size() << " nodes>";
   }
   void write(const std::optional<ActKind>& a) { os << (a ? enum_name(*a) : "none"); }
+  void write(const std::vector<ActKind>& v) {
+    os << "[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << enum_name(v[i]);
+    os << "]";
+  }
   void write(const std::vector<ops::RegionStep>& steps) {
     os << "[";
     for (size_t i = 0; i < steps.size(); ++i) {

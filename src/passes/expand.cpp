@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "passes/expand_cache.h"
+#include "passes/expand_recurrent.h"
 #include "passes/expand_vision.h"
 #include "passes/legalize.h"
 #include "passes/uses.h"
@@ -352,6 +353,9 @@ bool expand_node(Rewriter& rw, const Node& n) {
       if (op.mask_kind != MaskKind::Positions) return false;
       auto v = expand_positions_attention(g, op, in);
       return v ? done(*v) : false;
+    } else if constexpr (std::is_same_v<T, ops::Recurrent>) {
+      rw.replace(n.id, expand_recurrent(g, op, in, node_label(n)));
+      return true;
     } else {
       return false;
     }

@@ -25,7 +25,8 @@ using ReasonFn = std::function<std::string(const Graph& g, const Node& n)>;
 // small-integer max pools in f32; a plain pool as a Gather of its windows and a Reduce), and
 // Reduce/Softmax/LogSoftmax/ArgMax/ArgMin/Cumsum/LayerNorm/RmsNorm over axes other than the
 // last one (moved last by a transpose or flattened by a reshape), CacheWrite (a Where over the
-// cache) and Attention with a Positions mask (the Bias mask of those positions): expand_cache.h.
+// cache) and Attention with a Positions mask (the Bias mask of those positions): expand_cache.h;
+// Recurrent unrolled over its (static) time steps: expand_recurrent.h.
 bool expand_node(Rewriter& rw, const Node& n);
 
 // The primitive chain of an ElementwiseRegion from new operand values (used by unfuse too).

@@ -3,6 +3,7 @@
 #include "passes/canonical.h"
 #include "passes/legalize.h"
 #include "passes/uses.h"
+#include "runtime/backend.h"
 
 namespace rlx::passes {
 
@@ -34,6 +35,20 @@ Graph lower_dot_general(const Graph& g, const PassContext& ctx) {
     return done;
   });
   return any ? remove_trivial_ops(dce(out, ctx), ctx) : out;
+}
+
+Graph lower_recurrent(const Graph& g, const PassContext& ctx) {
+  if (!ctx.backend) return g;  // every op kind is claimed
+  bool any = false;
+  Graph out = rewrite_each(g, [&](Rewriter& rw, const Node& n) {
+    const auto* op = op_as<ops::Recurrent>(n);
+    if (!op || ctx.backend->claims(g, n)) return false;
+    if (g.shape(n.inputs[0])[op->batch_first ? 1 : 0].is_symbolic()) return false;
+    const bool done = expand_node(rw, n);
+    any |= done;
+    return done;
+  });
+  return any ? dce(out, ctx) : out;
 }
 
 }  // namespace rlx::passes

@@ -17,6 +17,7 @@ PassManager production_pipeline() {
   PassManager pm;
   pm.add({"lower_control_flow", lower_control_flow, {}})
       .add({"lower_dot_general", lower_dot_general, {"matmul", "transpose", "reshape"}})
+      .add({"lower_recurrent", lower_recurrent, {}})
       .add({"fold_constants", fold_constants, {}})
       .add({"cse", cse, {}})
       .add({"remove_trivial_ops", remove_trivial_ops, {}})

@@ -1,7 +1,7 @@
 #pragma once
 // The production pass pipeline: what Session::compile runs for a backend.
 //
-//   lower_control_flow -> lower_dot_general -> canonicalize (fold, CSE, trivial ops, DCE)
+//   lower_control_flow -> lower_dot_general -> lower_recurrent -> canonicalize (fold, CSE, trivial ops, DCE)
 //   -> exporter patterns (fold_conv_affine, fuse_gelu, fuse_silu, fuse_layer_norm, fuse_rms_norm,
 //      fuse_attention) -> fuse_matmul_bias_act -> fuse_residual_ln / fuse_residual_rms_norm -> fuse_rms_norm_reshape
 //   -> fuse_swiglu_dual_matmul -> fuse_shared_input_matmul -> fuse_swiglu -> fuse_attention_block

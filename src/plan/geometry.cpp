@@ -362,6 +362,15 @@ Geometry node_geometry(const Graph& g, const Node& n) {
       return pad_geom(op, in[0], out);
     } else if constexpr (std::is_same_v<T, ops::Sample>) {
       return SampleGeom{in[0].size() == 2 ? in[0][0] : 1, in[0].back()};
+    } else if constexpr (std::is_same_v<T, ops::Recurrent>) {
+      RecurrentGeom r;
+      r.seq = in[0].at(op.batch_first ? 1 : 0);
+      r.batch = in[0].at(op.batch_first ? 0 : 1);
+      r.input = in[0].at(2);
+      r.hidden = op.hidden_size;
+      r.gates = op.gates();
+      r.dirs = op.directions();
+      return r;
     } else {
       return GenericGeom{};
     }

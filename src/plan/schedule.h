@@ -195,13 +195,19 @@ struct SampleGeom {
   int64_t rows = 1, vocab = 0;
 };
 
+// Recurrent: x is seq x batch rows of `input` (time-major, or batch-major when batch_first),
+// gates * hidden columns per direction, dirs directions.
+struct RecurrentGeom {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, gates = 0, dirs = 1;
+};
+
 // Everything else (Conv, Pool, Resize, Im2Col, random, If, While, DotGeneral): the step's op
 // attributes and operand dims are all the kernel uses.
 struct GenericGeom {};
 
 using Geometry = std::variant<GenericGeom, MatMulGeom, GroupedMatMulGeom, AttentionGeom, AxisGeom, ReduceGeom,
                               CopyGeom, ConcatGeom, ElementwiseGeom, ChannelGeom, RopeGeom, FusedBlockGeom,
-                              ScatterAddGeom, PadGeom, SampleGeom>;
+                              ScatterAddGeom, PadGeom, SampleGeom, RecurrentGeom>;
 
 // One executed node.
 struct Step {

@@ -32,7 +32,7 @@ constexpr StepFamily family_of() {
   else if constexpr (is_one_of<T, ScatterAdd, CacheWrite>) return StepFamily::Scatter;
   else if constexpr (is_one_of<T, RngUniform, RngNormal>) return StepFamily::Random;
   else if constexpr (is_one_of<T, Conv, ConvInteger, ConvTranspose, Pool, Im2Col, Resize>) return StepFamily::Spatial;
-  else if constexpr (is_one_of<T, If, While>) return StepFamily::Control;
+  else if constexpr (is_one_of<T, If, While, Recurrent>) return StepFamily::Control;
   else static_assert(!sizeof(T), "every op kind needs a StepFamily");
 }
 

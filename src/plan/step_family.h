@@ -24,7 +24,7 @@ enum class StepFamily : uint8_t {
   Scatter,      // ScatterAdd, CacheWrite
   Random,       // RngUniform, RngNormal
   Spatial,      // windows and resampling over the spatial dims: Conv, ConvInteger, ConvTranspose, Pool, Im2Col, Resize
-  Control,      // If, While (subgraphs)
+  Control,      // If, While (subgraphs), Recurrent (a loop over the time steps)
 };
 
 StepFamily step_family(const Op& op);

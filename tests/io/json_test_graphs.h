@@ -170,6 +170,12 @@ inline Graph all_ops_graph() {
           {u8x, i8w, u8zero, g.constant(Tensor::zeros(DType::I8, {3}))});
   g.apply(ops::DequantMatMul{.format = QuantFormat::Q4_1, .k = 32},
           {g.reshape(x, {Dim(2), Dim(32)}), g.constant(Tensor::zeros(DType::U8, {3, 20}))});
+  // A bidirectional GRU over x as (seq 2, batch 4, input 8), with biases and per-direction activations.
+  g.apply_multi(ops::Recurrent{.cell = RnnCell::Gru, .direction = RnnDirection::Bidirectional, .hidden_size = 3,
+                               .activations = {ActKind::Sigmoid, ActKind::Tanh, ActKind::Relu, ActKind::Tanh},
+                               .clip = 2.5, .linear_before_reset = true, .has_bias = true},
+                {x, g.constant(f32_values({2, 9, 8}, -0.5f, 0.01f)), g.constant(f32_values({2, 9, 3}, 0.5f, -0.02f)),
+                 g.constant(f32_values({2, 18}, 0.0f, 0.05f))});
   g.apply(ops::GroupedMatMul{}, {g.reshape(x, {Dim(8), Dim(8)}), g.constant(f32_values({3, 8, 5}, 0.0f, 0.01f)),
                                  g.constant(Tensor::i64({8}, std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 1}))});
 

@@ -410,16 +410,7 @@ TEST(OnnxConvertersBad, RnnOperandShapes) {
   }
 }
 
-// ---- item 7: the unroll cap and its message ------------------------------------------------
-
-TEST(OnnxConvertersBad, RnnUnrollCap) {
-  OnnxImportOptions o;
-  o.limits.max_unroll_steps = 16;
-  expect_error(lstm_model(17), "lstm0", {"17 time steps", "at most 16", "OnnxImportOptions::limits.max_unroll_steps"}, o);
-  EXPECT_NO_THROW(import(lstm_model(16), o));
-  o.limits.max_unroll_steps = 64;
-  EXPECT_NO_THROW(import(lstm_model(17), o));
-}
+// ---- item 7: the unroll cap (test_onnx_rnn.cpp: it applies where a backend unrolls the layer) --
 
 // GRU with layout=1 (batch first) and an initial state equals the layout=0 model on
 // transposed operands (initial_h is [batch, dirs, hidden] there).
@@ -701,7 +692,8 @@ TEST(OnnxConvertersBad, IndexingShapes) {
   }
 }
 
-// Import time of a long LSTM (set RLX_RNN_TIMING=1 to print it for 1k/2k/4k steps).
+// Import, compile and run time of a long LSTM, one IR recurrent node whatever its length (set
+// RLX_RNN_TIMING=1 to print them for 1k/2k/4k steps).
 TEST(OnnxConvertersBad, RnnUnrollTiming) {
   if (!std::getenv("RLX_RNN_TIMING")) GTEST_SKIP() << "set RLX_RNN_TIMING=1";
   for (int64_t steps : {1000, 2000, 4000}) {

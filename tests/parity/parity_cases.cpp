@@ -18,6 +18,7 @@ const CaseList& parity_cases() {
     add_select_cases(l);
     add_model_cases(l);
     add_exported_cases(l);
+    add_recurrent_cases(l);
     return l;
   }();
   return list;

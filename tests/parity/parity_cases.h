@@ -55,5 +55,6 @@ void add_select_cases(CaseList& list);
 void add_model_cases(CaseList& list);
 void add_kv_cache_cases(CaseList& list);  // cases_kv_cache.cpp: CacheWrite, Attention's Positions mask
 void add_exported_cases(CaseList& list);  // cases_exported.cpp: models spelled op by op, as exporters write them
+void add_recurrent_cases(CaseList& list);  // cases_recurrent.cpp: RNN / GRU / LSTM layers
 
 }  // namespace rlx::testing

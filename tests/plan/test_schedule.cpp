@@ -301,6 +301,23 @@ TEST(ScheduleGeometry, SampleRowsAndVocab) {
   EXPECT_EQ(one.vocab, 11);
 }
 
+TEST(ScheduleGeometry, RecurrentSizesInEitherLayout) {
+  for (bool bf : {false, true}) {
+    Graph g;
+    ops::Recurrent r;
+    r.cell = RnnCell::Gru, r.direction = RnnDirection::Bidirectional, r.hidden_size = 5, r.batch_first = bf;
+    const Value x = g.input("x", bf ? Shape::of({3, 4, 7}) : Shape::of({4, 3, 7}));  // S = 4, B = 3
+    const Value y = g.apply_multi(r, {x, g.input("w", Shape::of({2, 15, 7})), g.input("r", Shape::of({2, 15, 5}))})[0];
+    const auto rg = geom_of<plan::RecurrentGeom>(g, y);
+    EXPECT_EQ(rg.seq, 4);
+    EXPECT_EQ(rg.batch, 3);
+    EXPECT_EQ(rg.input, 7);
+    EXPECT_EQ(rg.hidden, 5);
+    EXPECT_EQ(rg.gates, 3);
+    EXPECT_EQ(rg.dirs, 2);
+  }
+}
+
 TEST(Schedule, OneStepPerExecutedNodeWithPlanLocations) {
   Graph g;
   Value x = g.input("x", Shape::of({4, 8}));

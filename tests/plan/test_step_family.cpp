@@ -49,6 +49,7 @@ TEST(StepFamily, KindsOfEachFamily) {
   EXPECT_EQ(fam("conv_transpose"), StepFamily::Spatial);
   EXPECT_EQ(fam("conv_integer"), StepFamily::Spatial);
   EXPECT_EQ(fam("while"), StepFamily::Control);
+  EXPECT_EQ(fam("recurrent"), StepFamily::Control);
 }
 
 TEST(StepFamily, NamesAreDistinct) {

@@ -98,6 +98,8 @@ RLX_CPU_KERNEL(Pad) RLX_CPU_KERNEL(Im2Col)
 RLX_CPU_KERNEL(RngUniform) RLX_CPU_KERNEL(RngNormal) RLX_CPU_KERNEL(Sample)
 // control flow (kernels_control.cpp)
 RLX_CPU_KERNEL(If) RLX_CPU_KERNEL(While)
+// sequence (kernels_recurrent.cpp)
+RLX_CPU_KERNEL(Recurrent)
 #undef RLX_CPU_KERNEL
 
 }  // namespace rlx::cpu
