@@ -243,7 +243,8 @@ void bench_gemv(int64_t k, int64_t n, DType t) {
 
 // DequantMatMul (GGUF blocks decoded as they stream): m rows of x against an n x k weight of
 // format f; GB/s of the quantized weight bytes (the decode bound) and TFLOP/s (2 m n k).
-void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
+// gemm_rows >= 0 sets the knob cuda_dequant_gemm_rows (0: the f32 decoder, named "_decoder").
+void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t, int64_t gemm_rows = -1) {
   Graph g;
   ops::DequantMatMul op;
   op.format = f;
@@ -251,7 +252,9 @@ void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
   const QuantBlock blk = quant_block(f);
   const int64_t row_bytes = k / blk.elements * blk.bytes;
   g.add_output(g.apply(op, {g.input("x", Shape::of({m, k}, t)), g.param("w", Shape::of({n, row_bytes}, DType::U8))}));
-  auto cg = Session(g_device).compile(g);
+  CompileOptions o;
+  if (gemm_rows >= 0) o.tuning.cuda_dequant_gemm_rows = gemm_rows;
+  auto cg = Session(g_device).compile(g, o);
   // Blocks of small f16 scales (0x2000 = 2^-7) over random quants: finite products.
   std::vector<uint8_t> w(static_cast<size_t>(n * row_bytes));
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
@@ -263,7 +266,8 @@ void bench_dequant(QuantFormat f, int64_t m, int64_t k, int64_t n, DType t) {
   std::snprintf(extra, sizeof extra, "%.0f GB/s %.2f TFLOP/s", static_cast<double>(n * row_bytes) / (tm.device_p50 * 1e6),
                 2.0 * static_cast<double>(m * n * k) / (tm.device_p50 * 1e9));
   report(std::string("dequant_") + EnumNames<QuantFormat>::names[static_cast<size_t>(f)] + "_" + std::to_string(m) +
-             "x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t), tm, extra);
+             "x" + std::to_string(k) + "x" + std::to_string(n) + "_" + tag(t) + (gemm_rows == 0 ? "_decoder" : ""),
+         tm, extra);
 }
 
 void bench_attention(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
@@ -395,6 +399,11 @@ int main(int argc, char** argv) {
         bench_dequant(f, 8, 4096, 4096, DType::F16);
         bench_dequant(f, 128, 4096, 4096, DType::F16);
       }
+    // Prefill-sized products with f32 x: the TF32 tensor-core path against the f32 decoder.
+    if ((want("dequant") || want("prefill")) && g_device == Device::Cuda)
+      for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q4_K, QuantFormat::BF16})
+        for (int64_t m : {16, 64, 512})
+          for (int64_t rows : {int64_t{-1}, int64_t{0}}) bench_dequant(f, m, 4096, 4096, DType::F32, rows);
     if (want("attn")) {
       for (DType t : {DType::BF16, DType::F16}) {
         bench_attention(4, 32, 2048, 128, t);

@@ -5,7 +5,11 @@
 // (one token fed back each); prompt tokens/s the prefill of the whole prompt.
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
 //                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
-//                  (--profile: CPU kernel times of one prompt and of the decode steps, apart)
+//                  (--profile: kernel times of one prompt and of the decode steps, apart: the CPU's
+//                   step wall times, or the GPU backend's device times per op kind)
+//                  [--device cpu|cuda|vulkan|webgpu]  (GeneratorOptions::device; default cpu)
+//                  [--peak-gbps G]  (memory bandwidth: the decode step's bytes over it give the
+//                                    fraction of the DRAM bound printed per configuration)
 //                  [--tokenize-bytes N]  (also times the tokenizer on N bytes of text)
 //                  [--write-model model.gguf]  (write the file and stop: no benchmark)
 //                  [--model model.gguf]  (benchmark this file instead of writing one)
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "rlx/generate.h"
+#include "models/llama_gguf.h"
 #include "runtime/device_profile.h"
 
 namespace {
@@ -78,11 +83,32 @@ std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& l, s
   return out;
 }
 
+// Bytes of weights a decode step reads: every tensor as stored, but of the token embedding one
+// row (unless the output projection is tied to it and reads it whole).
+double decode_weight_bytes(const rlx::GgufFile& f) {
+  double bytes = 0;
+  const bool tied = rlx::models::read_gguf_llama_config(f).tied_output;
+  for (const rlx::GgufTensorInfo& t : f.tensors()) {
+    const bool embedding = t.name == "token_embd.weight";
+    const int64_t rows = t.ne.size() > 1 ? t.numel / t.ne[0] : 1;
+    bytes += embedding && !tied ? static_cast<double>(t.nbytes) / static_cast<double>(rows) : static_cast<double>(t.nbytes);
+  }
+  return bytes;
+}
+
+// Bytes of the f32 K and V caches of all blocks per cached position.
+double decode_kv_bytes_per_row(const rlx::GgufFile& f) {
+  const rlx::models::GgufLlamaConfig c = rlx::models::read_gguf_llama_config(f);
+  return static_cast<double>(c.layers * 2 * c.kv_heads * c.head_dim) * 4;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string type = "q4_0", save, write_model, model_path, trace;
   bool profile = false;
+  rlx::Device device = rlx::Device::Cpu;
+  double peak_gbps = 0;
   int64_t tokenize_bytes = 0, repeat = 1, chunk = 64;
   std::vector<int64_t> prompt_ids, follow_ids;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
@@ -103,6 +129,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = parse_list(v);
     else if (a == "--save") save = v;
     else if (a == "--profile") profile = std::atoi(v) != 0;
+    else if (a == "--device") device = rlx::device_from_name(v);
+    else if (a == "--peak-gbps") peak_gbps = std::atof(v);
     else if (a == "--tokenize-bytes") tokenize_bytes = std::atoll(v);
     else if (a == "--write-model") write_model = v;
     else if (a == "--model") model_path = v;
@@ -232,21 +260,18 @@ int main(int argc, char** argv) {
                 static_cast<long long>(n), static_cast<long long>(repeat));
     std::printf("| threads | ctx | compile + load s | prompt tok/s | decode tok/s | decode ms/token | compiled variants |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+    const double weight_bytes = decode_weight_bytes(f);
     bool traced = false;
     for (int64_t ctx : ctxs)
       for (int64_t th : threads) {
         const auto a = std::chrono::steady_clock::now();
-        rlx::Generator gen(f, {.num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk});
+        rlx::Generator gen(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk});
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
         rlx::GenerateOptions o;
         o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
         o.stop_at_end_of_generation = false;
         if (repeat > 0) gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
-        if (profile) {
-          rlx::enable_device_profile(rlx::Device::Cpu);
-          rlx::take_device_profile(rlx::Device::Cpu);
-        }
         std::vector<double> prompt_tps, decode_tps;
         int64_t steps = 0;
         for (int64_t rep = 0; rep < repeat; ++rep) {
@@ -255,20 +280,22 @@ int main(int argc, char** argv) {
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
         }
-        if (profile) {  // the prompt and the decode steps apart: kernel time against wall time
-          rlx::take_device_profile(rlx::Device::Cpu);
+        if (profile) {  // after the measured runs (a GPU profile times each step alone, without graphs)
+          rlx::enable_device_profile(device);
+          rlx::take_device_profile(device);
           auto a0 = std::chrono::steady_clock::now();
           std::vector<float> logits = gen.prefill(prompt);
           const double pre_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
-          std::printf("CPU steps of the prompt (%zu tokens, %.2f ms wall):\n%s", prompt.size(), pre_s * 1e3,
-                      rlx::take_device_profile(rlx::Device::Cpu).c_str());
+          std::printf("%s steps of the prompt (%zu tokens, %.2f ms wall):\n%s", rlx::device_name(device), prompt.size(), pre_s * 1e3,
+                      rlx::take_device_profile(device).c_str());
           a0 = std::chrono::steady_clock::now();
           for (int64_t step = 1; step < n; ++step)
             logits = gen.step(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
           const double dec_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
-          std::printf("CPU steps of %lld decode steps (%.3f ms wall a step):\n%s", static_cast<long long>(n - 1),
+          std::printf("%s steps of %lld decode steps (%.3f ms wall a step):\n%s", rlx::device_name(device),
+                      static_cast<long long>(n - 1),
                       dec_s * 1e3 / static_cast<double>(std::max<int64_t>(1, n - 1)),
-                      rlx::take_device_profile(rlx::Device::Cpu).c_str());
+                      rlx::take_device_profile(device).c_str());
         }
         const double ptps = median(prompt_tps), dtps = median(decode_tps);
         if (repeat > 0) {
@@ -277,6 +304,13 @@ int main(int argc, char** argv) {
           std::printf("BENCH_GENERATE threads=%lld ctx=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld decode_tps=%.3f\n",
                       static_cast<long long>(th), static_cast<long long>(ctx), prompt.size(), ptps,
                       static_cast<long long>(steps), dtps);
+        }
+        if (repeat > 0 && peak_gbps > 0) {  // the DRAM bound of a decode step at its mean position
+          const double mean_pos = static_cast<double>(prompt.size()) + static_cast<double>(steps) / 2;
+          const double kv = decode_kv_bytes_per_row(f) * mean_pos, bound_ms = (weight_bytes + kv) / (peak_gbps * 1e6);
+          std::printf("decode bytes a token: weights %.1f MB + KV cache %.1f MB (f32, mean position %.0f); at %.0f GB/s "
+                      "%.3f ms = %.1f%% of the DRAM bound\n",
+                      weight_bytes / 1e6, kv / 1e6, mean_pos, peak_gbps, bound_ms, 100.0 * bound_ms * dtps / 1000.0);
         }
         std::fflush(stdout);
         if (!trace.empty() && !traced) {  // greedy ids and the top logits of each step

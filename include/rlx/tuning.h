@@ -36,7 +36,7 @@ struct CompileOptions;
   INT(gemv_blocks_per_sm) AUTO(gemv_evict_first) BOOL(gemv_packed) BOOL(gemv_tc)                  \
   AUTO(gemv_packed_warps) AUTO(gemv_tc_split) BOOL(gemv_vec_a) AUTO(gemv_carveout)                \
   AUTO(gemv_prefetch_mb) AUTO(gemv_prefetch_chained_mb) AUTO(gemv_lpr) BOOL(gemv_l2pf)            \
-  BOOL(cuda_gemv_prologue) BOOL(cuda_dequant_dp4a)                                                \
+  BOOL(cuda_gemv_prologue) BOOL(cuda_dequant_dp4a) INT(cuda_dequant_gemm_rows)                      \
   /* CUDA: attention */                                                                           \
   INT(cuda_attn_decode_keys) INT(cuda_attn_cluster) BOOL(cuda_attn_smkv) BOOL(cuda_attn_decode_tc) \
   BOOL(cuda_attn_decode_early) INT(cuda_attn_decode_tc_warps) AUTO(cuda_attn_decode_tc_keys)      \

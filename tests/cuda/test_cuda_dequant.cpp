@@ -43,6 +43,15 @@ TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
       for (bool xvec : {false, true}) compiles(f, t, xvec);
 }
 
+TEST(CudaKernelSources, DequantRowsCompilesForEveryFormat) {
+  for (QuantFormat f : kAll) {
+    SCOPED_TRACE(fmt_name(f));
+    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f), "sm_90", true).size(), 100u);
+  }
+  for (QuantFormat f : {QuantFormat::F16, QuantFormat::BF16})
+    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f), "sm_90", true).size(), 100u);
+}
+
 TEST(CudaKernelSources, DequantGemvDp4aCompilesForItsFormats) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));
@@ -94,6 +103,9 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
         // path (decode of its formats) also x's rounding to 8-bit blocks: half a step of each
         // 32-value block (max |x| / 127) times |w|.
         const double out_eps = t == DType::F32 ? 0 : (t == DType::F16 ? 1.0 / 1024 : 1.0 / 128);
+        // The prefill path (f32 x of >= 16 rows, knob cuda_dequant_gemm_rows): x and the decoded
+        // weights rounded to TF32 (10 mantissa bits) for the tensor cores.
+        const double tf32 = t == DType::F32 && m >= 16 ? 1.0 / 256 : 0.0;
         const bool int8_x = m <= 8 && (f == QuantFormat::Q4_0 || f == QuantFormat::Q8_0 || f == QuantFormat::Q4_K ||
                                        f == QuantFormat::Q6_K);
         for (int64_t i = 0; i < m; ++i)
@@ -111,7 +123,7 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
               if (int8_x) qerr += amax / 127 / 2 * wsum;
             }
             const double got = y[static_cast<size_t>(i * n + j)];
-            ASSERT_NEAR(got, e, 2e-5 * a + 1e-6 + qerr + out_eps * std::fabs(e)) << "row " << i << " col " << j;
+            ASSERT_NEAR(got, e, 2e-5 * a + 1e-6 + qerr + out_eps * std::fabs(e) + tf32 * a) << "row " << i << " col " << j;
           }
       }
   }
@@ -138,6 +150,47 @@ TEST(CudaDequantMatMul, NonFiniteXGivesNaNOnTheIntegerDotPath) {
     for (int64_t j = 0; j < n; ++j) {
       EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << "col " << j;
       EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(n + j)])) << "col " << j;
+    }
+  }
+}
+
+// Prefill on the tensor cores: a weight larger than the 32 MiB of decoded rows at a time (two
+// chunks, the second of 64 rows), with the knob at its default and off (the f32 decoder), both
+// against the exact product.
+TEST(CudaDequantMatMul, PrefillDecodesTheWeightInChunksForTheTensorCores) {
+  RLX_REQUIRE_CUDA();
+  const int64_t m = 16, k = 4096, n = 2112;
+  for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q6_K}) {
+    const int64_t bytes = k / quant_block(f).elements * quant_block(f).bytes;
+    const auto wb = rlx::testing::random_quant_weight(f, n, k, 31);
+    const auto wf = ggml_dequantize(quant::ggml_type_of(f), wb);
+    std::vector<float> xv(static_cast<size_t>(m * k));
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd;
+    for (float& v : xv) v = nd(rng);
+    for (int64_t rows : {int64_t{0}, int64_t{16}}) {
+      SCOPED_TRACE(fmt_name(f) + " cuda_dequant_gemm_rows " + std::to_string(rows));
+      Graph g;
+      ops::DequantMatMul op;
+      op.format = f;
+      op.k = k;
+      g.add_output(g.apply(op, {g.input("x", Shape::of({m, k}, DType::F32)), g.param("w", Shape::of({n, bytes}, DType::U8))}));
+      CompileOptions o;
+      o.tuning.cuda_dequant_gemm_rows = rows;
+      auto cg = Session(Device::Cuda).compile(g, o);
+      cg.set_param("w", Tensor::from_bytes(DType::U8, {n, bytes}, wb.data(), wb.size()));
+      const std::vector<double> y = cg.run({{"x", Tensor::f32({m, k}, xv)}}).at(0).to_f64();
+      ASSERT_EQ(y.size(), static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double e = 0, a = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const double p = static_cast<double>(xv[static_cast<size_t>(i * k + q)]) * wf[static_cast<size_t>(j * k + q)];
+            e += p;
+            a += std::fabs(p);
+          }
+          ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], e, 2e-5 * a + 1e-6 + (rows ? a / 256 : 0.0)) << i << "," << j;
+        }
     }
   }
 }

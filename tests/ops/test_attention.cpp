@@ -249,6 +249,30 @@ TEST(Attention, DecodeSingleQueryLongKv) {
   check(c, key_mask(DType::Bool, c.B, c.Skv, 2));
 }
 
+// One query row with 3 query heads per KV head: the CPU kernel runs a KV head's query heads as
+// one product (decode), except under a bias that differs per head; every mask kind, softcap,
+// both layouts, a single KV head (MQA), f64.
+TEST(Attention, DecodeGroupedQueryHeadsEveryMask) {
+  for (AttnLayout l : {AttnLayout::BSHD, AttnLayout::BHSD})
+    for (int64_t hkv : {2, 1})
+      for (double softcap : {0.0, 3.0}) {
+        Cfg c;
+        c.B = 2, c.Hq = 3 * hkv, c.Hkv = hkv, c.Sq = 1, c.Skv = 37, c.D = 16, c.layout = l, c.softcap = softcap;
+        SCOPED_TRACE(::testing::Message() << "layout " << static_cast<int>(l) << " hkv " << hkv << " softcap " << softcap);
+        for (MaskKind m : {MaskKind::None, MaskKind::Causal, MaskKind::SlidingWindow}) {
+          c.mask = m, c.window = m == MaskKind::SlidingWindow ? 9 : 0;
+          check(c, std::nullopt, 11, 3.0);
+        }
+        c.mask = MaskKind::Custom, c.window = 0;
+        check(c, key_mask(DType::Bool, c.B, c.Skv, 1));
+        c.mask = MaskKind::Bias;
+        check(c, random_tensor(DType::F32, {c.B, 1, 1, c.Skv}, 5, -2.0, 2.0));       // shared by the heads
+        check(c, random_tensor(DType::F32, {c.B, c.Hq, 1, c.Skv}, 6, -2.0, 2.0));    // one row per head
+        c.mask = MaskKind::Causal, c.dtype = DType::F64;
+        check(c);
+      }
+}
+
 TEST(Attention, BshdAndBhsdAgree) {
   Cfg a;
   a.B = 2, a.Hq = 4, a.Hkv = 2, a.Sq = 5, a.Skv = 7, a.D = 6, a.mask = MaskKind::Causal;

@@ -189,6 +189,21 @@ TEST(AttentionPositions, MatchesTheBiasMaskIncludingARowThatSeesNoKey) {
     }
 }
 
+// Decode (one query row; the CPU kernel runs a KV head's two query heads together): per-batch
+// positions, one of them seeing no key.
+TEST(AttentionPositions, DecodeRowPerBatch) {
+  const int64_t b = 3, skv = 45;
+  const Tensor q = random_tensor(DType::F32, {b, 1, 4, 8}, 4);
+  const Tensor k = random_tensor(DType::F32, {b, skv, 2, 8}, 5), v = random_tensor(DType::F32, {b, skv, 2, 8}, 6);
+  const std::vector<std::vector<int64_t>> pos = {{17}, {-1}, {44}};
+  const Tensor pt = from_doubles(DType::I64, {b, 1}, {17, -1, 44});
+  const Tensor got = run_op(attn(MaskKind::Positions, AttnLayout::BSHD), {q, k, v, pt});
+  const Tensor want = run_op(attn(MaskKind::Bias, AttnLayout::BSHD), {q, k, v, bias_of(pos, skv)});
+  EXPECT_TRUE(all_close(got, want.shape(), to_doubles(want), {1e-5, 1e-6}));
+  const std::vector<double> g = to_doubles(got);
+  for (int64_t i = 32; i < 64; ++i) EXPECT_EQ(g[static_cast<size_t>(i)], 0.0);  // batch 1: no key
+}
+
 TEST(AttentionPositions, ShapeErrors) {
   const Shape q = Shape::of({1, 3, 4, 8}), kv = Shape::of({1, 10, 2, 8});
   const ops::Attention a = attn(MaskKind::Positions, AttnLayout::BSHD);

@@ -40,9 +40,13 @@ KeyRange key_range(const Problem<C>& p, int64_t b, int64_t i) {
   return r;
 }
 
+// One unit: query rows [i0, i1) of head h, or (heads > 1, one query row: i1 == i0 + 1) row i0 of
+// heads h .. h + heads - 1, which share a KV head and every mask (no per-head bias): the group's
+// rows then form one product against the keys they share, read once.
 template <class C>
-void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1, std::vector<C>& scratch) {
-  const int64_t rows = i1 - i0;
+void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t heads, std::vector<C>& scratch) {
+  const int64_t rows = heads > 1 ? heads : i1 - i0;
+  const int64_t q_ld = heads > 1 ? p.q.head : p.q.seq, o_ld = heads > 1 ? p.out.head : p.out.seq;
   const int64_t kh = h / (p.num_heads / p.num_kv_heads);
   // Columns the whole block can see: rows are ordered by position, so the first row has the
   // lowest window start and the last row the highest end.
@@ -76,7 +80,7 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   C* o = p.out.data + b * p.out.batch + i0 * p.out.seq + h * p.out.head;
   const int64_t d = p.head_dim;
 
-  gemm(false, true, rows, ncol, d, p.scale, q, p.q.seq, k, p.k.seq, C(0), s, ld);
+  gemm(false, true, rows, ncol, d, p.scale, q, q_ld, k, p.k.seq, C(0), s, ld);
 
   const C neg_inf = -std::numeric_limits<C>::infinity();
   const uint8_t* keep = p.keep ? p.keep + b * p.keep_batch : nullptr;
@@ -92,12 +96,12 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
         if (mx == neg_inf) std::fill(row, row + ncol, C(0));
         else softmax_row_f32(row, row, ncol, false);
       }
-      gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, p.out.seq);
+      gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, o_ld);
       return;
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r;
+    const int64_t i = heads > 1 ? i0 : i0 + r;
     C* row = s + r * ld;
     const KeyRange kr = key_range(p, b, i);
     const C* bias = p.bias ? p.bias + b * p.bias_strides[0] + h * p.bias_strides[1] + i * p.bias_strides[2]
@@ -131,7 +135,7 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
     for (int64_t j = 0; j < ncol; ++j) row[j] *= inv;
   }
 
-  gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, p.out.seq);
+  gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, o_ld);
 }
 
 }  // namespace
@@ -139,6 +143,16 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
 template <class C>
 void run(const Problem<C>& p) {
   if (p.batch == 0 || p.num_heads == 0 || p.q_len == 0 || p.head_dim == 0) return;
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  if (p.q_len == 1 && group > 1 && (!p.bias || p.bias_strides[1] == 0)) {  // decode: a unit per KV head
+    const int64_t unit_cost = std::max<int64_t>(1, group * std::max<int64_t>(p.kv_len, 1) * p.head_dim * 4);
+    parallel_for(p.batch * p.num_kv_heads, std::max<int64_t>(1, (int64_t{1} << 16) / unit_cost), [&](int64_t begin, int64_t end) {
+      std::vector<C> scratch;
+      for (int64_t u = begin; u < end; ++u)
+        run_unit(p, u / p.num_kv_heads, (u % p.num_kv_heads) * group, 0, 1, group, scratch);
+    });
+    return;
+  }
   const int64_t blocks = (p.q_len + kRowBlock - 1) / kRowBlock;
   const int64_t units = p.batch * p.num_heads * blocks;
   // Roughly 4 flops per (row, key, dim); aim for ~64K flops per task at least.
@@ -150,7 +164,7 @@ void run(const Problem<C>& p) {
       const int64_t blk = u % blocks;
       const int64_t bh = u / blocks;
       const int64_t i0 = blk * kRowBlock;
-      run_unit(p, bh / p.num_heads, bh % p.num_heads, i0, std::min(p.q_len, i0 + kRowBlock), scratch);
+      run_unit(p, bh / p.num_heads, bh % p.num_heads, i0, std::min(p.q_len, i0 + kRowBlock), 1, scratch);
     }
   });
 }

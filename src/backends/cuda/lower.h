@@ -43,6 +43,12 @@ class LowerContext {
     RLX_CUDA_CHECK(cudaDeviceSynchronize());
     return p;
   }
+  // Scratch of at least `bytes` shared by the steps that use it one after another on the stream
+  // (DequantMatMul's decoded weight chunks): a larger request allocates a larger one.
+  uint8_t* shared_scratch(size_t bytes, const std::string& what) {
+    if (bytes > shared_scratch_bytes_) shared_scratch_ = scratch(bytes, what), shared_scratch_bytes_ = bytes;
+    return shared_scratch_;
+  }
   virtual GemmPlan& gemm(const GemmProblem& p, const std::string& what) = 0;
   virtual void* gemm_workspace() = 0;
   virtual size_t gemm_workspace_bytes() const = 0;
@@ -94,6 +100,8 @@ class LowerContext {
 
  private:
   WeightStream weight_stream_;
+  uint8_t* shared_scratch_ = nullptr;
+  size_t shared_scratch_bytes_ = 0;
 };
 
 // Appends the work of one step; throws rlx::Error naming the node for anything unsupported.
@@ -123,6 +131,10 @@ std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec)
 // The integer-dot decode path (kernels/dequant_dp4a.h): x to 8-bit blocks, then the GEMV of `rows` rows.
 std::string quantize_x_q8_source(DType t);
 std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows);
+// The prefill path: weight rows decoded to a dense f32 buffer (kernels/dequant.h, dequant_rows).
+std::string dequant_rows_source(QuantFormat f);
+// Decode of the f16 / bf16 weight formats (kernels/dequant.h, dequant_gemv_half), `rows` <= 8.
+std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec);
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);

@@ -2,6 +2,10 @@
 // one warp per output feature.
 // - Decode (M <= 8) of Q4_0 / Q8_0 / Q4_K / Q6_K (kernels/dequant_dp4a.h): x quantized to 8-bit
 //   blocks once, then integer dot products (__dp4a) on the weight words; knob cuda_dequant_dp4a.
+// - Prefill (f32 x of at least cuda_dequant_gemm_rows rows): the weight decoded to f32 into a
+//   shared scratch, chunks of rows at a time, each chunk multiplied by cuBLASLt on the TF32 tensor
+//   cores (x and the decoded weights rounded to TF32, f32 sums).
+// - Decode of the f16 / bf16 formats (M <= 8): dequant_gemv_half, coalesced 16-byte weight words.
 // - Otherwise (kernels/dequant.h): the weights decoded to f32 in registers as they stream; decode
 //   reads them once, larger M walks them once per chunk of 8 rows.
 #include <algorithm>
@@ -63,6 +67,65 @@ std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec)
   return kernel_source(ksrc::kDequantGemv, {{"T", storage_type(t)}}, defs);
 }
 
+std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec) {
+  if (f != QuantFormat::F16 && f != QuantFormat::BF16)
+    throw Error(std::string("dequant_gemv_half: takes the f16 / bf16 formats, not ") +
+                EnumNames<QuantFormat>::names[static_cast<size_t>(f)]);
+  const QuantBlock blk = quant_block(f);
+  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
+                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
+                           "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
+                           std::to_string(kDequantWarps) + "\n#define XVEC " + (xvec ? "1" : "0") + "\n";
+  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantGemvHalf).c_str(), {{"T", storage_type(t)}}, defs);
+}
+
+std::string dequant_rows_source(QuantFormat f) {
+  const QuantBlock blk = quant_block(f);
+  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
+                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
+                           "\n#define MR 1\n#define WARPS " + std::to_string(kDequantWarps) + "\n#define XVEC 0\n";
+  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantRows).c_str(), {{"T", "float"}}, defs);
+}
+
+namespace {
+constexpr int64_t kDequantScratch = int64_t{32} << 20;  // bytes of decoded weight rows at a time
+
+// y[m, n] = x[m, k] @ dequant(w)^T for f32 x: per chunk of weight rows, dequant_rows into the
+// shared scratch, then one cuBLASLt GEMM (TF32) writing the chunk's columns of y.
+void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, int64_t m, int64_t k, int64_t n,
+                        int64_t row_bytes) {
+  const std::string what = step_label(st);
+  const plan::TensorRef &x = st.in.at(0), &w = st.in.at(1), &y = st.out.at(0);
+  const int64_t row_scratch = k * 4;
+  const int64_t chunk = std::min(n, std::max<int64_t>(64, kDequantScratch / row_scratch / 64 * 64));
+  uint8_t* ws = cx.shared_scratch(static_cast<size_t>(chunk * row_scratch), "decoded DequantMatMul weights");
+  const CUfunction fn = get_kernel("dequant_rows", dequant_rows_source(f));
+  const uint8_t* xp = cx.ptr(x);
+  const unsigned char* wp = cx.ptr(w);
+  uint8_t* yp = cx.ptr(y);
+  for (int64_t n0 = 0; n0 < n; n0 += chunk) {
+    const int64_t rows = std::min(chunk, n - n0);
+    const int64_t threads = rows * (k / 32);
+    if ((threads + 255) / 256 > 0x7fffffff) throw Error(what + ": CUDA dequant_matmul's weight chunk is too large");
+    auto l = std::make_shared<KernelLaunch>(what + " (decode weights)", fn, static_cast<unsigned>((threads + 255) / 256), 256u);
+    l->arg(wp).arg(static_cast<void*>(ws)).arg(static_cast<long long>(n0)).arg(static_cast<long long>(rows))
+        .arg(static_cast<long long>(k)).arg(static_cast<long long>(row_bytes));
+    push_launch(cx, l);
+    GemmProblem p;
+    p.dtype = p.ab_dtype = DType::F32;
+    p.m = m, p.n = rows, p.k = k;
+    p.trans_b = true;
+    p.lda = k, p.ldb = k, p.ldc = n;
+    p.precision = Precision::Tf32;
+    uint8_t* yc = yp + n0 * 4;
+    p.align_a = pointer_alignment(xp), p.align_b = pointer_alignment(ws), p.align_c = pointer_alignment(yc);
+    GemmPlan& plan = cx.gemm(p, what);
+    void* gws = cx.gemm_workspace();
+    cx.add([&plan, xp, ws, yc, gws](cudaStream_t s) { plan.run(s, xp, ws, yc, nullptr, gws); });
+  }
+}
+}  // namespace
+
 void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
   const auto& op = std::get<ops::DequantMatMul>(st.op);
   const std::string what = step_label(st);
@@ -108,7 +171,25 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
     push_launch(cx, l);
     return;
   }
+  const int64_t gemm_rows = cx.knobs().cuda_dequant_gemm_rows();
+  if (x.dtype == DType::F32 && gemm_rows > 0 && m >= gemm_rows) {
+    lower_dequant_gemm(cx, st, op.format, m, k, n, row_bytes);
+    return;
+  }
   const bool xvec = reinterpret_cast<uintptr_t>(cx.ptr(x)) % 16 == 0 && (k * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
+  if ((op.format == QuantFormat::F16 || op.format == QuantFormat::BF16) && m <= kRows &&
+      reinterpret_cast<uintptr_t>(cx.ptr(w)) % 16 == 0 && row_bytes % 16 == 0) {
+    // 16-bit float weights, decode: coalesced 16-byte words (dequant_gemv_half).
+    const int64_t gx = (n + kWarps - 1) / kWarps;
+    if (gx > 0x7fffffff) throw Error(what + ": CUDA dequant_matmul takes at most 2^31 warps");
+    auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv_half", dequant_gemv_half_source(op.format, x.dtype, m, xvec)),
+                                            static_cast<unsigned>(gx), static_cast<unsigned>(32 * kWarps));
+    l->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<const unsigned char*>(cx.ptr(w)))
+        .arg(static_cast<void*>(cx.ptr(y))).arg(static_cast<long long>(m)).arg(static_cast<long long>(k))
+        .arg(static_cast<long long>(n)).arg(static_cast<long long>(row_bytes));
+    push_launch(cx, l);
+    return;
+  }
   const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m), xvec);
   const int64_t gx = (n + kWarps - 1) / kWarps, gy = (m + kRows - 1) / kRows;
   if (gx > 0x7fffffff || gy > 65535)

@@ -159,4 +159,91 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* _
 }
 )CUDA";
 
+// Decode with the 16-bit float formats (FMT 10 f16 / 11 bf16; at most MR rows of x): one warp
+// per output feature, lane l reading 16-byte words l, l + 32, ... of the row (8 values each,
+// coalesced, streamed past L1 with L2 evict-first), 4 words in flight per lane; x as 16-byte
+// vectors (XVEC) or values. Needs the row and the weight pointer 16-byte aligned. Appended to
+// kDequantGemv.
+inline constexpr const char* kDequantGemvHalf = R"CUDA(
+__device__ __forceinline__ void dq_half8(const uint4 q, float (&v)[8]) {
+  const unsigned u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#if FMT == 11
+    v[2 * i] = __uint_as_float(u[i] << 16);
+    v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+#else
+    const unsigned short lo = (unsigned short)(u[i] & 0xFFFFu), hi = (unsigned short)(u[i] >> 16);
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * i]) : "h"(lo));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v[2 * i + 1]) : "h"(hi));
+#endif
+  }
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const T* __restrict__ x,
+                                                                           const unsigned char* __restrict__ w,
+                                                                           T* __restrict__ y, long long m, long long k,
+                                                                           long long n, long long row_bytes) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long col = (long long)blockIdx.x * WARPS + warp;
+  if (col >= n) return;  // the whole warp
+  const uint4* row = reinterpret_cast<const uint4*>(w + col * row_bytes);
+  const unsigned long long policy = rlx_evict_first_policy();
+  float acc[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+  const long long words = k / 8;
+#pragma unroll 4
+  for (long long c = lane; c < words; c += 32) {
+    float v[8];
+    dq_half8(rlx_ld_stream(row + c, policy), v);
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (r >= m) break;
+      const T* xr = x + r * k + c * 8;
+      float s = acc[r];
+#if XVEC
+#define XW (16 / (int)sizeof(T))
+#pragma unroll
+      for (int cc = 0; cc < 8 / XW; ++cc) {
+        const Vec<T, XW> xv = reinterpret_cast<const Vec<T, XW>*>(xr)[cc];
+#pragma unroll
+        for (int e = 0; e < XW; ++e) s = fmaf(v[cc * XW + e], to_f(xv.v[e]), s);
+      }
+#undef XW
+#else
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s = fmaf(v[j], to_f(xr[j]), s);
+#endif
+      acc[r] = s;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float s = acc[r];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0 && r < m) y[r * n + col] = from_f<T>(s);
+  }
+}
+)CUDA";
+
+// The prefill path (lower_dequant.cpp): weight rows n0 .. n0 + rows - 1 decoded to f32 into a
+// dense [rows, k] buffer, one 32-value unit per thread (dq_unit above), stored as 16-byte words.
+// Appended to kDequantGemv (MR, WARPS, XVEC unused).
+inline constexpr const char* kDequantRows = R"CUDA(
+extern "C" __global__ void __launch_bounds__(256) dequant_rows(const unsigned char* __restrict__ w,
+                                                               float* __restrict__ out, long long n0, long long rows,
+                                                               long long k, long long row_bytes) {
+  const long long units = k / 32;
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= rows * units) return;
+  const long long r = t / units, u = t % units;
+  float v[32];
+  dq_unit(w + (n0 + r) * row_bytes + (u * 32 / QE) * QB, (int)((u * 32) % QE), v);
+  float4* o = reinterpret_cast<float4*>(out + r * k + u * 32);
+#pragma unroll
+  for (int c = 0; c < 8; ++c) o[c] = make_float4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+}
+)CUDA";
+
 }  // namespace rlx::cuda::ksrc
