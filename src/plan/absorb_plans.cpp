@@ -144,23 +144,35 @@ bool same_rotation(const Step& a, const Step& b) {
 }
 
 std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
+  constexpr size_t kWindow = 8;  // steps between the two looked across (a q / k projection, a cache write)
+  const AbsorbIndex index(s);
   std::map<size_t, size_t> out;
+  std::set<size_t> used;
   for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
     const Step& a = s.steps[i];
-    const Step& b = s.steps[i + 1];
-    if (!std::holds_alternative<ops::Rope>(a.op) || !std::holds_alternative<ops::Rope>(b.op) || !same_rotation(a, b))
-      continue;
+    if (used.count(i) || !std::holds_alternative<ops::Rope>(a.op) || a.out.at(0).numel() == 0) continue;
     const auto& ga = std::get<RopeGeom>(a.geom);
-    const auto& gb = std::get<RopeGeom>(b.geom);
-    bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
-              a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
-    // Neither reads what the other writes (both run at once).
-    for (const TensorRef& r : b.in) ok = ok && r.value != a.out[0].value && !arena_overlap(a.out[0], r);
-    for (const TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
-    ok = ok && !arena_overlap(a.out[0], b.out[0]) && a.out[0].numel() > 0 && b.out[0].numel() > 0;
-    if (!ok) continue;
-    out[i + 1] = i;
-    ++i;  // a step is in one pair at most
+    auto reads_a = [&](const Step& c) {
+      for (const TensorRef& r : c.in)
+        if (r.value == a.out[0].value || arena_overlap(a.out[0], r)) return true;
+      return false;
+    };
+    for (size_t j = i + 1; j < s.steps.size() && j <= i + kWindow; ++j) {
+      const Step& b = s.steps[j];
+      if (reads_a(b)) break;  // a's result is needed before the pair would run
+      if (!std::holds_alternative<ops::Rope>(b.op)) continue;
+      if (used.count(j) || !same_rotation(a, b)) continue;
+      const auto& gb = std::get<RopeGeom>(b.geom);
+      bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
+                a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
+      // Neither writes what the other reads (both run at once), and a's inputs still hold at j.
+      for (const TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
+      ok = ok && !arena_overlap(a.out[0], b.out[0]) && b.out[0].numel() > 0 && index.inputs_survive(i, j);
+      if (!ok) continue;
+      out[j] = i;
+      used.insert(i), used.insert(j);
+      break;
+    }
   }
   return out;
 }

@@ -62,8 +62,9 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const Schedule& s,
                                                           const std::map<size_t, std::vector<size_t>>& concats,
                                                           const DecodeAttentionLimits& limits);
 
-// Consecutive Rope steps with the same tables and geometry but the head count (the q and k of
-// an attention), neither reading the other's result: both run in the second one's launch.
+// Rope steps with the same tables and geometry but the head count (the q and k of an attention),
+// at most 8 steps apart, neither reading the other's result, no step between them reading the
+// first's result or writing over its inputs: both run in the second one's launch.
 // Returns second step index -> first step index.
 std::map<size_t, size_t> plan_rope_pairs(const Schedule& s);
 

@@ -76,7 +76,8 @@ constexpr KnobInfo kKnobs[] = {
             "decode DequantMatMul (M <= 8) of q4_0/q8_0/q4_k/q6_k quantizes x to 8-bit blocks and uses integer dots"),
     integer("cuda_dequant_gemm_rows", "RLX_CUDA_DEQUANT_GEMM_ROWS", 0, kMax, "16",
             "DequantMatMul with f32 x of at least this many rows (prefill) decodes the weight to f32 in chunks and "
-            "multiplies on the TF32 tensor cores (cuBLASLt); 0: never (the f32 decoder)"),
+            "multiplies with cuBLASLt (block formats on the TF32 tensor cores, f16/bf16 weights in the compile's "
+            "precision); 0: never (the f32 decoder)"),
     // CUDA: attention
     integer("cuda_attn_decode_keys", "RLX_CUDA_ATTN_DECODE_KEYS", 1, 1 << 20, "64",
             "least keys per split of the decode attention"),

@@ -104,9 +104,9 @@ TEST(ParityCases, NamesAreUniqueAndEveryFamilyHasCases) {
     for (char ch : c.name) EXPECT_TRUE(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(ch) || ch == '_') << c.name;
     ++families[c.family];
   }
-  for (const char* f : {"elementwise", "matmul", "rows", "reduce", "shape", "attention", "conv", "select", "model"})
+  for (const char* f : {"elementwise", "matmul", "rows", "reduce", "shape", "attention", "conv", "select", "model", "recurrent"})
     EXPECT_GT(families[f], 0) << f;
-  EXPECT_EQ(families.size(), 9u);
+  EXPECT_EQ(families.size(), 10u);
 }
 
 TEST(ParityCases, EveryCaseBuildsStaticGraphs) {

@@ -380,6 +380,27 @@ TEST(RopePairPlan, PairsConsecutiveRopesOfOneRotation) {
     h.add_output(h.rope(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16), c, sn, 16, 16));
     EXPECT_EQ(pairs(h), 0u);
   }
+  {  // a step between them (k's projection, as a decoder schedules it): still a pair
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    h.add_output(h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16));
+    const Value k = h.mul(h.input("k", Shape::of({1, 3, 2, 16})), h.input("kscale", Shape::of({1, 3, 2, 16})));
+    h.add_output(h.rope(k, c, sn, 16, 16));
+    const plan::Schedule sched = plan::build_schedule(h);
+    const auto p = plan::plan_rope_pairs(sched);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_TRUE(std::holds_alternative<ops::Rope>(sched.steps[p.begin()->second].op));
+    EXPECT_GT(p.begin()->first, p.begin()->second + 1);
+  }
+  {  // a step between them reads the first's result: no pair
+    Graph h;
+    const Value c = h.input("c", tab), sn = h.input("s", tab);
+    const Value q = h.rope(h.input("q", Shape::of({1, 3, 4, 16})), c, sn, 16, 16);
+    const Value k = h.mul(h.input("k", Shape::of({1, 3, 2, 16})), h.sum(q, {2, 3}, true));
+    h.add_output(h.rope(k, c, sn, 16, 16));
+    h.add_output(q);
+    EXPECT_EQ(pairs(h), 0u);
+  }
   {  // another style
     Graph h;
     const Value c = h.input("c", tab), sn = h.input("s", tab);

@@ -3,8 +3,9 @@
 // - Decode (M <= 8) of Q4_0 / Q8_0 / Q4_K / Q6_K (kernels/dequant_dp4a.h): x quantized to 8-bit
 //   blocks once, then integer dot products (__dp4a) on the weight words; knob cuda_dequant_dp4a.
 // - Prefill (f32 x of at least cuda_dequant_gemm_rows rows): the weight decoded to f32 into a
-//   shared scratch, chunks of rows at a time, each chunk multiplied by cuBLASLt on the TF32 tensor
-//   cores (x and the decoded weights rounded to TF32, f32 sums).
+//   shared scratch, chunks of rows at a time, each chunk multiplied by cuBLASLt: block formats on
+//   the TF32 tensor cores (x and the decoded weights rounded to TF32, f32 sums), f16 / bf16
+//   weights in f32 unless CompileOptions::precision asks otherwise.
 // - Decode of the f16 / bf16 formats (M <= 8): dequant_gemv_half, coalesced 16-byte weight words.
 // - Otherwise (kernels/dequant.h): the weights decoded to f32 in registers as they stream; decode
 //   reads them once, larger M walks them once per chunk of 8 rows.
@@ -116,7 +117,11 @@ void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, i
     p.m = m, p.n = rows, p.k = k;
     p.trans_b = true;
     p.lda = k, p.ldb = k, p.ldc = n;
-    p.precision = Precision::Tf32;
+    // Block formats: TF32 (their weights' own rounding dominates; decode already rounds x to 8
+    // bits). F16 / BF16 weights promise f32 math on the 16-bit values: strict f32 unless the
+    // compile asks for another precision.
+    const bool half = f == QuantFormat::F16 || f == QuantFormat::BF16;
+    p.precision = half && cx.options().precision == Precision::Fp32 ? Precision::Fp32 : Precision::Tf32;
     uint8_t* yc = yp + n0 * 4;
     p.align_a = pointer_alignment(xp), p.align_b = pointer_alignment(ws), p.align_c = pointer_alignment(yc);
     GemmPlan& plan = cx.gemm(p, what);
