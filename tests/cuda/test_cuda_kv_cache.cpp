@@ -69,3 +69,31 @@ TEST(CudaKvCache, CachesMoveBetweenChunkLengthsOnTheDevice) {
 }
 
 }  // namespace
+
+namespace {
+
+// A prompt-sized chunk (300 rows of 2 batches) written at positions with many repeats: the later
+// row of a position wins, as on the CPU (one block per row looks for a later one); a position
+// outside the cache is an rlx::Error and the cache keeps its rows.
+TEST(CudaKvCache, LongChunksWithRepeatedPositionsAndBadOnes) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  const Value cache = g.input("cache", Shape::of({2, 64, 3, 8}));
+  const Value rows = g.input("rows", Shape::of({2, 300, 3, 8}));
+  const Value pos = g.input("pos", Shape::of({300}, DType::I64));
+  g.add_output(g.cache_write(cache, rows, pos));
+  std::vector<int64_t> p(300);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int64_t>((i * 37) % 64);
+  const NamedTensors in = {{"cache", random_tensor(DType::F32, {2, 64, 3, 8}, 1)},
+                           {"rows", random_tensor(DType::F32, {2, 300, 3, 8}, 2)},
+                           {"pos", Tensor::i64({300}, p)}};
+  const Tensor want = Session(Device::Cpu).compile(g).run(in).at(0);
+  CompiledGraph cg = Session(Device::Cuda).compile(g);
+  EXPECT_EQ(to_doubles(cg.run(in).at(0)), to_doubles(want));
+  p[150] = 64;
+  NamedTensors bad = in;
+  bad[2].second = Tensor::i64({300}, p);
+  EXPECT_THROW(cg.run(bad), Error);
+}
+
+}  // namespace

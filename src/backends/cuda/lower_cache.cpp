@@ -1,5 +1,7 @@
 // CacheWrite on CUDA (kernels/cache.h): the cache copied to the output unless the plan writes the
 // output over it, then the new rows written at their positions.
+#include <algorithm>
+
 #include "backends/cuda/cuda_types.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels/cache.h"
@@ -26,12 +28,17 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
     cx.add([src, out, bytes](cudaStream_t strm) {
       RLX_CUDA_CHECK(cudaMemcpyAsync(out, src, bytes, cudaMemcpyDeviceToDevice, strm));
     });
-  const int64_t n = rows.numel();
-  if (n == 0) return;
+  if (rows.numel() == 0) return;
+  const int64_t nrows = rows.dims.at(0) * s;  // (B, S) rows of `inner` values (the cache's row size)
+  const int64_t row_values = rows.numel() / nrows;
+  if (inner != row_values && b * m > 0)
+    throw Error(what + ": CUDA cache_write needs rows of the cache's row size (it should have been verified)");
+  const int64_t ri = row_values;
   const std::string kernel_src =
       kernel_source(ksrc::kCacheWrite, {{"T", storage_type(cache.dtype)}, {"I", storage_type(pos.dtype)}});
-  auto l = std::make_shared<KernelLaunch>(what, get_kernel("cache_write", kernel_src), grid_for(n, 256), 256);
-  l->arg(cx.ptr(pos)).arg(cx.ptr(rows)).arg(out).arg(s).arg(m).arg(inner).arg(n).arg(cx.error_flag());
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(nrows, 65535));
+  auto l = std::make_shared<KernelLaunch>(what, get_kernel("cache_write", kernel_src), blocks, 128u);
+  l->arg(cx.ptr(pos)).arg(cx.ptr(rows)).arg(out).arg(s).arg(m).arg(ri).arg(nrows).arg(cx.error_flag());
   push_launch(cx, l);
 }
 

@@ -3,18 +3,27 @@
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kCacheWrite = R"CUDA(
-// One thread per element of rows (B, S, inner): row i of batch b lands in cache row pos[i], unless
-// a later row names the same position (the later row wins, as on the CPU). out already holds the
-// cache (or is the cache itself). A position outside [0, m) records error 9 and writes nothing.
+// One block per row of rows (B, S, inner) at a time: row i of batch b lands in cache row pos[i],
+// unless a later row names the same position (the later row wins, as on the CPU; the block's
+// threads look for one together, once per row). out already holds the cache (or is the cache
+// itself). A position outside [0, m) records error 9 and writes nothing.
 extern "C" __global__ void cache_write(const I* pos, const T* rows, T* out, long long s, long long m, long long inner,
-                                       long long n, int* err) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
-    const long long c = e % inner, t = e / inner, i = t % s, b = t / s;
+                                       long long nrows, int* err) {
+  for (long long t = blockIdx.x; t < nrows; t += gridDim.x) {
+    const long long i = t % s, b = t / s;
     const long long p = (long long)pos[i];
-    if (p < 0 || p >= m) { report_error(err, 9); continue; }
-    bool later = false;
-    for (long long j = i + 1; j < s && !later; ++j) later = (long long)pos[j] == p;
-    if (!later) out[(b * m + p) * inner + c] = rows[e];
+    const bool bad = p < 0 || p >= m;
+    int later = 0;
+    for (long long j = i + 1 + threadIdx.x; j < s && !bad; j += blockDim.x) later |= (long long)pos[j] == p;
+    later = __syncthreads_or(later);
+    if (bad) {
+      if (threadIdx.x == 0) report_error(err, 9);
+      continue;
+    }
+    if (later) continue;
+    const T* src = rows + t * inner;
+    T* dst = out + (b * m + p) * inner;
+    for (long long c = threadIdx.x; c < inner; c += blockDim.x) dst[c] = src[c];
   }
 }
 )CUDA";
