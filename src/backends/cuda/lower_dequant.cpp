@@ -35,19 +35,24 @@ int dp4a_tasks(QuantFormat f) {
     default: return 0;
   }
 }
+// The defines of kernels/dequant.h and kernels/dequant_dp4a.h: the format, its block, rows per
+// chunk, warps per block, then `more`.
+std::string format_defines(QuantFormat f, int64_t rows, const std::string& more) {
+  const QuantBlock blk = quant_block(f);
+  return "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " + std::to_string(blk.elements) +
+         "\n#define QB " + std::to_string(blk.bytes) + "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
+         std::to_string(kDequantWarps) + "\n" + more;
+}
+std::string xvec_define(bool xvec) { return std::string("#define XVEC ") + (xvec ? "1" : "0") + "\n"; }
 }  // namespace
 
 std::string quantize_x_q8_source(DType t) { return kernel_source(ksrc::kQuantizeXQ8, {{"T", storage_type(t)}}, ""); }
 
 std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows) {
-  const QuantBlock blk = quant_block(f);
   const int tasks = dp4a_tasks(f);
   if (tasks == 0) throw Error(std::string("dequant_gemv_dp4a: no integer-dot kernel for ") + EnumNames<QuantFormat>::names[static_cast<size_t>(f)]);
-  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
-                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
-                           "\n#define UPB " + std::to_string(tasks) + "\n#define MR " + std::to_string(rows) +
-                           "\n#define WARPS " + std::to_string(kDequantWarps) + "\n";
-  return kernel_source(ksrc::kDequantGemvDp4a, {{"T", storage_type(t)}}, defs);
+  return kernel_source(ksrc::kDequantGemvDp4a, {{"T", storage_type(t)}},
+                       format_defines(f, rows, "#define UPB " + std::to_string(tasks) + "\n"));
 }
 
 bool claims_node_dequant(const Graph& g, const Node& n, std::string* why) {
@@ -60,32 +65,20 @@ bool claims_node_dequant(const Graph& g, const Node& n, std::string* why) {
 }
 
 std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec) {
-  const QuantBlock blk = quant_block(f);
-  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
-                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
-                           "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
-                           std::to_string(kDequantWarps) + "\n#define XVEC " + (xvec ? "1" : "0") + "\n";
-  return kernel_source(ksrc::kDequantGemv, {{"T", storage_type(t)}}, defs);
+  return kernel_source(ksrc::kDequantGemv, {{"T", storage_type(t)}}, format_defines(f, rows, xvec_define(xvec)));
 }
 
 std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec) {
   if (f != QuantFormat::F16 && f != QuantFormat::BF16)
     throw Error(std::string("dequant_gemv_half: takes the f16 / bf16 formats, not ") +
                 EnumNames<QuantFormat>::names[static_cast<size_t>(f)]);
-  const QuantBlock blk = quant_block(f);
-  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
-                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
-                           "\n#define MR " + std::to_string(rows) + "\n#define WARPS " +
-                           std::to_string(kDequantWarps) + "\n#define XVEC " + (xvec ? "1" : "0") + "\n";
-  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantGemvHalf).c_str(), {{"T", storage_type(t)}}, defs);
+  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantGemvHalf).c_str(), {{"T", storage_type(t)}},
+                       format_defines(f, rows, xvec_define(xvec)));
 }
 
 std::string dequant_rows_source(QuantFormat f) {
-  const QuantBlock blk = quant_block(f);
-  const std::string defs = "#define FMT " + std::to_string(static_cast<int>(f)) + "\n#define QE " +
-                           std::to_string(blk.elements) + "\n#define QB " + std::to_string(blk.bytes) +
-                           "\n#define MR 1\n#define WARPS " + std::to_string(kDequantWarps) + "\n#define XVEC 0\n";
-  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantRows).c_str(), {{"T", "float"}}, defs);
+  return kernel_source((std::string(ksrc::kDequantGemv) + ksrc::kDequantRows).c_str(), {{"T", "float"}},
+                       format_defines(f, 1, xvec_define(false)));
 }
 
 namespace {

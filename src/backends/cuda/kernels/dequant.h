@@ -112,6 +112,25 @@ __device__ __forceinline__ void dq_unit(const unsigned char* b, int i0, float (&
 #endif
 }
 
+// s + sum_j v[j] * x[j] over N values of x (N a multiple of 16 bytes of T when XVEC: read as
+// 16-byte vectors, the row starting on 16 bytes).
+template <int N>
+__device__ __forceinline__ float dq_dot_x(const float (&v)[N], const T* __restrict__ xr, float s) {
+#if XVEC
+  constexpr int XW = 16 / (int)sizeof(T);
+#pragma unroll
+  for (int c = 0; c < N / XW; ++c) {
+    const Vec<T, XW> xv = reinterpret_cast<const Vec<T, XW>*>(xr)[c];
+#pragma unroll
+    for (int e = 0; e < XW; ++e) s = fmaf(v[c * XW + e], to_f(xv.v[e]), s);
+  }
+#else
+#pragma unroll
+  for (int j = 0; j < N; ++j) s = fmaf(v[j], to_f(xr[j]), s);
+#endif
+  return s;
+}
+
 // grid.x: blocks of WARPS output features; grid.y: chunks of MR rows of x.
 extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* __restrict__ x,
                                                                       const unsigned char* __restrict__ w,
@@ -132,21 +151,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* _
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
       if (m0 + r >= m) break;
-      const T* xr = x + (m0 + r) * k + u * 32;
-      float s = 0.0f;
-#if XVEC  // the unit's x values as 16-byte vectors
-#define XW (16 / (int)sizeof(T))
-#pragma unroll
-      for (int c = 0; c < 32 / XW; ++c) {
-        const Vec<T, XW> xv = reinterpret_cast<const Vec<T, XW>*>(xr)[c];
-#pragma unroll
-        for (int e = 0; e < XW; ++e) s = fmaf(v[c * XW + e], to_f(xv.v[e]), s);
-      }
-#else
-#pragma unroll
-      for (int j = 0; j < 32; ++j) s = fmaf(v[j], to_f(xr[j]), s);
-#endif
-      acc[r] += s;
+      acc[r] += dq_dot_x(v, x + (m0 + r) * k + u * 32, 0.0f);
     }
   }
 #pragma unroll
@@ -199,22 +204,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
       if (r >= m) break;
-      const T* xr = x + r * k + c * 8;
-      float s = acc[r];
-#if XVEC
-#define XW (16 / (int)sizeof(T))
-#pragma unroll
-      for (int cc = 0; cc < 8 / XW; ++cc) {
-        const Vec<T, XW> xv = reinterpret_cast<const Vec<T, XW>*>(xr)[cc];
-#pragma unroll
-        for (int e = 0; e < XW; ++e) s = fmaf(v[cc * XW + e], to_f(xv.v[e]), s);
-      }
-#undef XW
-#else
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s = fmaf(v[j], to_f(xr[j]), s);
-#endif
-      acc[r] = s;
+      acc[r] = dq_dot_x(v, x + r * k + c * 8, acc[r]);
     }
   }
 #pragma unroll
