@@ -189,6 +189,11 @@ constexpr KnobInfo kKnobs[] = {
             "per-kernel WebGPU device times from timestamp queries, each dispatch in its own pass (--profile; the "
             "first 2048 dispatches of a run)",
             kProcess),
+    integer("webgpu_wait_s", "RLX_WEBGPU_WAIT_S", 1, 86400, "300",
+            "seconds one WebGPU wait (an adapter or device request, a submission's work, a readback) may take "
+            "before it is an rlx::Error; CPU adapters (SwiftShader, lavapipe) on a loaded machine can need minutes "
+            "for large kernels",
+            kProcess),
     automatic("bench_profile_run", "RLX_BENCH_PROFILE_RUN", 0, 1000, "none",
               "bench_cuda: the i-th timed run of every case runs inside cudaProfilerStart/Stop (for ncu)", kProcess),
 };

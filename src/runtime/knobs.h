@@ -21,7 +21,8 @@
   INT(cuda_device) STRING(cuda_pdl) BOOL(cuda_profile) STRING(cache_dir) STRING(cublaslt_lib) STRING(nvrtc_lib) \
   STRING(cudnn_lib) AUTO(bench_profile_run) \
   STRING(vulkan_device) BOOL(vulkan_validation) BOOL(vulkan_profile) STRING(vulkan_dump) BOOL(vulkan_pipeline_stats) \
-  STRING(webgpu_lib) STRING(webgpu_backend) STRING(webgpu_vk_icd) STRING(webgpu_adapter) BOOL(webgpu_robustness) BOOL(webgpu_profile)
+  STRING(webgpu_lib) STRING(webgpu_backend) STRING(webgpu_vk_icd) STRING(webgpu_adapter) BOOL(webgpu_robustness) BOOL(webgpu_profile) \
+  INT(webgpu_wait_s)
 
 namespace rlx {
 

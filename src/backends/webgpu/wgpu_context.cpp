@@ -127,7 +127,11 @@ struct AdapterReply {
 
 void wait_on(const Api& a, abi::Instance inst, abi::Future f, const std::string& what) {
   abi::FutureWaitInfo w{f, 0};
-  const abi::WaitStatus s = a.InstanceWaitAny(inst, 1, &w, 60'000'000'000ull);
+  const int64_t limit_s = process_knobs::webgpu_wait_s();
+  const abi::WaitStatus s = a.InstanceWaitAny(inst, 1, &w, static_cast<uint64_t>(limit_s) * 1'000'000'000ull);
+  if (s == abi::WaitStatus::TimedOut)
+    throw Error("WebGPU: waiting for " + what + " took longer than " + std::to_string(limit_s) +
+                " s; set RLX_WEBGPU_WAIT_S to wait longer (a CPU adapter on a loaded machine can need minutes)");
   if (s != abi::WaitStatus::Success || !w.completed)
     throw Error("WebGPU: waiting for " + what + " failed (wgpuInstanceWaitAny status " +
                 std::to_string(static_cast<uint32_t>(s)) + ")");
