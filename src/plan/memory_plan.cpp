@@ -39,6 +39,10 @@ bool kernel_allows_in_place(const Graph& g, const Node& n, size_t j) {
     if constexpr (std::is_same_v<T, ops::Binary> || std::is_same_v<T, ops::Compare> ||
                   std::is_same_v<T, ops::Activation> || std::is_same_v<T, ops::ElementwiseRegion>) {
       return true;
+    } else if constexpr (std::is_same_v<T, ops::Rope>) {
+      // Every backend's rope reads both values of a rotated pair before writing them (one
+      // invocation or loop step per pair); the tables (inputs 1, 2) are not overwritten.
+      return j == 0;
     } else if constexpr (std::is_same_v<T, ops::Where>) {
       // A broadcast condition makes the kernel copy whole rows of a or b (memcpy, which must
       // not overlap its destination); a full-shape condition selects element by element.

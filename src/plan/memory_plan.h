@@ -15,8 +15,8 @@
 // In place. An elementwise node whose input dies at that node and has the output's dtype and
 // dims (not broadcast), and whose bytes no other operand of the node reads at a different
 // offset, writes its output over that input (the CPU kernels read element i before writing
-// element i). Only Binary, Compare, Activation, ElementwiseRegion, and Where with a
-// full-shape condition qualify.
+// element i). Only Binary, Compare, Activation, ElementwiseRegion, Where with a full-shape
+// condition, and Rope over its x (a rotated pair is read before it is written) qualify.
 //
 // Never overwritten: Param and Constant bytes (they are not in the arena), Input bytes except
 // as below, and graph outputs (live until the run ends, so their slot is never handed out again).

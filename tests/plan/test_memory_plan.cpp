@@ -5,7 +5,9 @@
 
 #include "models/init.h"
 #include "models/transformer.h"
+#include "plan/absorb_plans.h"
 #include "plan/plan_test_util.h"
+#include "plan/schedule.h"
 
 namespace rlx {
 namespace {
@@ -345,6 +347,39 @@ TEST(MemoryPlan, BertLayersMatchTheNoReusePlanBitForBit) {
   const auto want = run_planned(g, vals, plantest::no_reuse());
   const auto got = run_planned(g, vals, PlanOptions{});
   EXPECT_EQ(0, std::memcmp(got[0].raw(), want[0].raw(), want[0].nbytes()));
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// A RoPE writes over its dying x (the q / k projection of a decoder), not over the tables or a
+// value read later; the results equal the unplanned run's; and a decoder-shaped q / k pair with
+// a projection between them then runs as one RoPE pair (the k RoPE no longer takes the q
+// projection's dead bytes).
+TEST(MemoryPlan, RopeWritesOverItsDyingInput) {
+  Graph g;
+  const Value x = g.input("x", Shape::of({1, 3, 32}));
+  const Value wq = g.input("wq", Shape::of({32, 32})), wk = g.input("wk", Shape::of({32, 16}));
+  const Value c = g.input("c", Shape::of({3, 4})), s = g.input("s", Shape::of({3, 4}));
+  const Value q = g.reshape(g.matmul(x, wq), {1, 3, 4, 8});
+  const Value k = g.reshape(g.matmul(x, wk), {1, 3, 2, 8});
+  const Value qr = g.rope(q, c, s, 8, 8, RopeStyle::GptJ);
+  const Value kr = g.rope(k, c, s, 8, 8, RopeStyle::GptJ);
+  g.add_output(g.add(g.sum(qr, {2, 3}), g.sum(kr, {2, 3})), "y");
+  const plan::MemoryPlan mp = plan::plan_memory(g);
+  EXPECT_EQ(mp.in_place_input[qr.node], 0);
+  EXPECT_EQ(mp.in_place_input[kr.node], 0);
+  EXPECT_EQ(overlap_violation(g, mp), "");
+  const std::map<std::string, Tensor> in = {{"x", random_tensor(DType::F32, {1, 3, 32}, 1)}, {"wq", random_tensor(DType::F32, {32, 32}, 2)},
+                           {"wk", random_tensor(DType::F32, {32, 16}, 3)}, {"c", random_tensor(DType::F32, {3, 4}, 4)},
+                           {"s", random_tensor(DType::F32, {3, 4}, 5)}};
+  plan::PlanOptions no_in_place;
+  no_in_place.in_place = false;
+  EXPECT_EQ(to_doubles(run_planned(g, in, plan::PlanOptions{})[0]), to_doubles(run_planned(g, in, no_in_place)[0]));
+  EXPECT_EQ(plan::plan_rope_pairs(plan::build_schedule(g)).size(), 1u);
 }
 
 }  // namespace
