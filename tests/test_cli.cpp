@@ -1,4 +1,4 @@
-// The `rlx` command-line tool, exercised as a subprocess (path from RLX_CLI_PATH).
+// The `rlx` command-line tool, exercised as a subprocess (rlx::testing::cli_path(): next to the test binary, else the build tree's).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -16,6 +16,7 @@
 #include "models/init.h"
 #include "models/transformer.h"
 #include "rlx/rlx.h"
+#include "support/test_util.h"
 
 namespace rlx {
 namespace {
@@ -55,7 +56,7 @@ class Cli : public ::testing::Test {
   // Runs `rlx ARGS` (ARGS is shell text; paths here have no spaces) and captures everything.
   Proc rlx(const std::string& args) const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' " + args + " >'" + out + "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     Proc p;
     p.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -334,7 +335,7 @@ TEST_F(Cli, UnknownVulkanDeviceListsTheDevices) {
   const std::string g = export_small("vkdev.json");
   Proc any = rlx("run " + g + " --random-inputs -n 1 --device vulkan");
   if (any.code != 0) GTEST_SKIP() << "no Vulkan device here: " << any.err;
-  const std::string cmd = std::string("env RLX_VULKAN_DEVICE=no-such-gpu-zz '") + RLX_CLI_PATH + "' run " + g +
+  const std::string cmd = std::string("env RLX_VULKAN_DEVICE=no-such-gpu-zz '") + rlx::testing::cli_path() + "' run " + g +
                           " --random-inputs -n 1 --device vulkan >'" + path("vk.out") + "' 2>&1";
   const int status = std::system(cmd.c_str());
   EXPECT_NE(status, 0);

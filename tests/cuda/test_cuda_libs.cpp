@@ -53,7 +53,7 @@ struct Traced {
 Traced run_traced(const std::vector<std::string>& args, const fs::path& dir) {
   Traced t;
   const std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
-  std::vector<std::string> argv_s = {RLX_CLI_PATH};
+  std::vector<std::string> argv_s = {rlx::testing::cli_path()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());

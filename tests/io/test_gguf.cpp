@@ -403,7 +403,7 @@ std::string slurp(const fs::path& p) {
 
 // Runs `rlx ARGS` (paths without spaces or quotes), capturing stdout and stderr.
 int run_cli(const fs::path& dir, const std::string& args, std::string* out, std::string* err) {
-  const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + (dir / "out.txt").string() + "' 2>'" +
+  const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' " + args + " >'" + (dir / "out.txt").string() + "' 2>'" +
                           (dir / "err.txt").string() + "'";
   const int status = std::system(cmd.c_str());
   *out = slurp(dir / "out.txt");

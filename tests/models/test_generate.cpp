@@ -264,7 +264,7 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   {
     std::ofstream(model, std::ios::binary) << bytes;
   }
-  const std::string cmd = std::string("'") + RLX_CLI_PATH + "' generate '" + model +
+  const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +
                           "' --prompt 'abc def' -n 12 --no-echo --threads 1 >'" + out + "' 2>'" + err + "'";
   const int rc = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
@@ -279,12 +279,12 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   EXPECT_THAT(log, HasSubstr("prompt: 7 tokens"));
   EXPECT_THAT(log, HasSubstr("tokens/s"));
   // Echo on (the default): the prompt comes first.
-  const std::string cmd2 = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc def' -n 3 --temp 0.8 --top-k 5 --top-p 0.9 --seed 3 >'" +
+  const std::string cmd2 = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc def' -n 3 --temp 0.8 --top-k 5 --top-p 0.9 --seed 3 >'" +
                            out + "' 2>'" + err + "'";
   EXPECT_EQ(std::system(cmd2.c_str()), 0) << slurp(err);
   EXPECT_EQ(slurp(out).rfind("abc def", 0), 0u);
   // --stop at the third greedy token: exactly three pieces come out.
-  const std::string cmd3 = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc def' -n 12 --no-echo --stop " +
+  const std::string cmd3 = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc def' -n 12 --no-echo --stop " +
                            std::to_string(want.at(2)) + " >'" + out + "' 2>'" + err + "'";
   EXPECT_EQ(std::system(cmd3.c_str()), 0) << slurp(err);
   size_t first_stop = 0;
@@ -293,7 +293,7 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   for (size_t i = 0; i <= first_stop; ++i) until_stop += tok.piece(want[i]);
   EXPECT_EQ(slurp(out), until_stop + "\n");
   EXPECT_THAT(slurp(err), HasSubstr("stop: stop token"));
-  const std::string bad = std::string("'") + RLX_CLI_PATH + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
+  const std::string bad = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));
   std::filesystem::remove_all(dir);
@@ -433,7 +433,7 @@ TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
     const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
     const std::string path = (dir / "dec.json").string(), out = (dir / "out.txt").string();
     save_graph_json(dec.graph, path);
-    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' check '" + path + "' --device " + device +
+    const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' check '" + path + "' --device " + device +
                             " --dim seq=1 --dim rows=1 >'" + out + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream in(out);

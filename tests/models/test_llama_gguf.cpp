@@ -319,7 +319,7 @@ TEST(LlamaGguf, CliInspectPrintsTheModel) {
   const std::string path = (dir / "tiny.gguf").string();
   { std::ofstream(path, std::ios::binary) << write_tiny(Tiny{}); }
   std::string out;
-  if (FILE* p = ::popen((std::string(RLX_CLI_PATH) + " inspect " + path + " 2>&1").c_str(), "r")) {
+  if (FILE* p = ::popen((rlx::testing::cli_path() + " inspect " + path + " 2>&1").c_str(), "r")) {
     char buf[4096];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
     EXPECT_EQ(::pclose(p), 0) << out;

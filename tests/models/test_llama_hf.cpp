@@ -552,7 +552,7 @@ TEST(LlamaHf, TiedWithTheEmbeddingStoredTwiceIsAccepted) {
 
 std::string run_cli(const std::string& args, int* status) {
   std::string out;
-  FILE* p = ::popen((std::string(RLX_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((rlx::testing::cli_path() + " " + args + " 2>&1").c_str(), "r");
   if (!p) throw Error("popen failed");
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);

@@ -13,6 +13,7 @@
 #include "onnx/onnx_builder.h"
 #include "rlx/safetensors.h"
 #include "rlx/serialize.h"
+#include "support/test_util.h"
 
 namespace rlx {
 namespace {
@@ -40,7 +41,7 @@ class OnnxCli : public ::testing::Test {
   }
   Proc rlx(const std::string& args) const {
     const std::string out = (dir_ / "out.txt").string();
-    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' " + args + " >'" + out + "' 2>&1";
+    const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' " + args + " >'" + out + "' 2>&1";
     const int status = std::system(cmd.c_str());
     Proc p;
     p.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

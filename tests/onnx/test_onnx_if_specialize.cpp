@@ -223,7 +223,7 @@ TEST(OnnxIfSpecialize, RlxRunTakesTheBranchOfTheGivenValue) {
   for (int64_t sr : {16000, 8000}) {
     save_npy(Tensor::scalar_i64(sr), (dir / "sr.npy").string());
     const fs::path out = dir / ("out" + std::to_string(sr));
-    const std::string cmd = std::string("'") + RLX_CLI_PATH + "' run '" + (dir / "model.onnx").string() + "' --input x='" +
+    const std::string cmd = std::string("'") + rlx::testing::cli_path() + "' run '" + (dir / "model.onnx").string() + "' --input x='" +
                             (dir / "x.npy").string() + "' --input sr='" + (dir / "sr.npy").string() +
                             "' --save-outputs '" + out.string() + "' >'" + (dir / "log.txt").string() + "' 2>&1";
     const int status = std::system(cmd.c_str());

@@ -1,6 +1,9 @@
 #include "support/test_util.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 
 #include <cmath>
 #include <random>
@@ -142,6 +145,20 @@ ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
 ScopedEnv::~ScopedEnv() {
   if (had_) setenv(name_.c_str(), old_.c_str(), 1);
   else unsetenv(name_.c_str());
+}
+
+std::string cli_path() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path next = self.parent_path() / "rlx";
+    if (::access(next.c_str(), X_OK) == 0) return next.string();
+  }
+#ifdef RLX_CLI_PATH
+  return RLX_CLI_PATH;
+#else
+  return "rlx";
+#endif
 }
 
 }  // namespace rlx::testing

@@ -65,6 +65,10 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const std::vec
 // rlx::Error (or throws anything else).
 std::string error_message(const std::function<void()>& fn);
 
+// The `rlx` tool the CLI tests run: the one next to this test binary when there is one (a copy of
+// the binaries elsewhere, e.g. on a GPU machine), else the build tree's (RLX_CLI_PATH).
+std::string cli_path();
+
 // Row-major multi-index helpers for references.
 std::vector<int64_t> unravel(int64_t i, const std::vector<int64_t>& dims);
 int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims);
