@@ -6,7 +6,9 @@
 //   bench_generate [--type q4_0] [--layers 12] [--hidden 768] [--ffn 2048] [--vocab 32000]
 //                  [--prompt 64] [--n 64] [--ctx 256,1024] [--threads 1,2] [--save model.gguf] [--profile 1]
 //                  (--profile: kernel times of one prompt and of the decode steps, apart: the CPU's
-//                   step wall times, or the GPU backend's device times per op kind)
+//                   step wall times, or the GPU backend's device times per op kind; taken after the
+//                   first configuration's measured runs and on from then: measure one configuration
+//                   per process when profiling a GPU, whose profile runs without graphs)
 //                  [--device cpu|cuda|vulkan|webgpu]  (GeneratorOptions::device; default cpu)
 //                  [--peak-gbps G]  (memory bandwidth: the decode step's bytes over it give the
 //                                    fraction of the DRAM bound printed per configuration)
