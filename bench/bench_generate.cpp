@@ -87,21 +87,14 @@ std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& l, s
 
 // Bytes of weights a decode step reads: every tensor as stored, but of the token embedding one
 // row (unless the output projection is tied to it and reads it whole).
-double decode_weight_bytes(const rlx::GgufFile& f) {
+double decode_weight_bytes(const rlx::GgufFile& f, bool tied) {
   double bytes = 0;
-  const bool tied = rlx::models::read_gguf_llama_config(f).tied_output;
   for (const rlx::GgufTensorInfo& t : f.tensors()) {
     const bool embedding = t.name == "token_embd.weight";
     const int64_t rows = t.ne.size() > 1 ? t.numel / t.ne[0] : 1;
     bytes += embedding && !tied ? static_cast<double>(t.nbytes) / static_cast<double>(rows) : static_cast<double>(t.nbytes);
   }
   return bytes;
-}
-
-// Bytes of the f32 K and V caches of all blocks per cached position.
-double decode_kv_bytes_per_row(const rlx::GgufFile& f) {
-  const rlx::models::GgufLlamaConfig c = rlx::models::read_gguf_llama_config(f);
-  return static_cast<double>(c.layers * 2 * c.kv_heads * c.head_dim) * 4;
 }
 
 }  // namespace
@@ -262,7 +255,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(n), static_cast<long long>(repeat));
     std::printf("| threads | ctx | compile + load s | prompt tok/s | decode tok/s | decode ms/token | compiled variants |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
-    const double weight_bytes = decode_weight_bytes(f);
+    const rlx::models::GgufLlamaConfig llama = rlx::models::read_gguf_llama_config(f);
+    const double weight_bytes = decode_weight_bytes(f, llama.tied_output);
+    // The f32 K and V caches of all blocks, bytes per cached position.
+    const double kv_row_bytes = static_cast<double>(llama.layers * 2 * llama.kv_heads * llama.head_dim) * 4;
     bool traced = false;
     for (int64_t ctx : ctxs)
       for (int64_t th : threads) {
@@ -309,7 +305,7 @@ int main(int argc, char** argv) {
         }
         if (repeat > 0 && peak_gbps > 0) {  // the DRAM bound of a decode step at its mean position
           const double mean_pos = static_cast<double>(prompt.size()) + static_cast<double>(steps) / 2;
-          const double kv = decode_kv_bytes_per_row(f) * mean_pos, bound_ms = (weight_bytes + kv) / (peak_gbps * 1e6);
+          const double kv = kv_row_bytes * mean_pos, bound_ms = (weight_bytes + kv) / (peak_gbps * 1e6);
           std::printf("decode bytes a token: weights %.1f MB + KV cache %.1f MB (f32, mean position %.0f); at %.0f GB/s "
                       "%.3f ms = %.1f%% of the DRAM bound\n",
                       weight_bytes / 1e6, kv / 1e6, mean_pos, peak_gbps, bound_ms, 100.0 * bound_ms * dtps / 1000.0);

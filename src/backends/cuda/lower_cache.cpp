@@ -33,12 +33,11 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   const int64_t row_values = rows.numel() / nrows;
   if (inner != row_values && b * m > 0)
     throw Error(what + ": CUDA cache_write needs rows of the cache's row size (it should have been verified)");
-  const int64_t ri = row_values;
   const std::string kernel_src =
       kernel_source(ksrc::kCacheWrite, {{"T", storage_type(cache.dtype)}, {"I", storage_type(pos.dtype)}});
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(nrows, 65535));
   auto l = std::make_shared<KernelLaunch>(what, get_kernel("cache_write", kernel_src), blocks, 128u);
-  l->arg(cx.ptr(pos)).arg(cx.ptr(rows)).arg(out).arg(s).arg(m).arg(ri).arg(nrows).arg(cx.error_flag());
+  l->arg(cx.ptr(pos)).arg(cx.ptr(rows)).arg(out).arg(s).arg(m).arg(row_values).arg(nrows).arg(cx.error_flag());
   push_launch(cx, l);
 }
 

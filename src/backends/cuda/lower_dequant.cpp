@@ -175,25 +175,18 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
     return;
   }
   const bool xvec = reinterpret_cast<uintptr_t>(cx.ptr(x)) % 16 == 0 && (k * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0;
-  if ((op.format == QuantFormat::F16 || op.format == QuantFormat::BF16) && m <= kRows &&
-      reinterpret_cast<uintptr_t>(cx.ptr(w)) % 16 == 0 && row_bytes % 16 == 0) {
-    // 16-bit float weights, decode: coalesced 16-byte words (dequant_gemv_half).
-    const int64_t gx = (n + kWarps - 1) / kWarps;
-    if (gx > 0x7fffffff) throw Error(what + ": CUDA dequant_matmul takes at most 2^31 warps");
-    auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv_half", dequant_gemv_half_source(op.format, x.dtype, m, xvec)),
-                                            static_cast<unsigned>(gx), static_cast<unsigned>(32 * kWarps));
-    l->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<const unsigned char*>(cx.ptr(w)))
-        .arg(static_cast<void*>(cx.ptr(y))).arg(static_cast<long long>(m)).arg(static_cast<long long>(k))
-        .arg(static_cast<long long>(n)).arg(static_cast<long long>(row_bytes));
-    push_launch(cx, l);
-    return;
-  }
-  const std::string src = dequant_gemv_source(op.format, x.dtype, std::min(kRows, m), xvec);
-  const int64_t gx = (n + kWarps - 1) / kWarps, gy = (m + kRows - 1) / kRows;
+  // 16-bit float weights, decode: coalesced 16-byte words (dequant_gemv_half); otherwise the
+  // generic decoder, one grid row per chunk of kRows rows of x.
+  const bool half = (op.format == QuantFormat::F16 || op.format == QuantFormat::BF16) && m <= kRows &&
+                    reinterpret_cast<uintptr_t>(cx.ptr(w)) % 16 == 0 && row_bytes % 16 == 0;
+  const std::string src = half ? dequant_gemv_half_source(op.format, x.dtype, m, xvec)
+                               : dequant_gemv_source(op.format, x.dtype, std::min(kRows, m), xvec);
+  const int64_t gx = (n + kWarps - 1) / kWarps, gy = half ? 1 : (m + kRows - 1) / kRows;
   if (gx > 0x7fffffff || gy > 65535)
     throw Error(what + ": CUDA dequant_matmul takes at most " + std::to_string(65535 * kRows) + " rows and 2^31 warps");
-  auto l = std::make_shared<KernelLaunch>(what, get_kernel("dequant_gemv", src), static_cast<unsigned>(gx),
-                                          static_cast<unsigned>(32 * kWarps), 0, static_cast<unsigned>(gy));
+  auto l = std::make_shared<KernelLaunch>(what, get_kernel(half ? "dequant_gemv_half" : "dequant_gemv", src),
+                                          static_cast<unsigned>(gx), static_cast<unsigned>(32 * kWarps), 0,
+                                          static_cast<unsigned>(gy));
   l->arg(static_cast<const void*>(cx.ptr(x))).arg(static_cast<const unsigned char*>(cx.ptr(w)))
       .arg(static_cast<void*>(cx.ptr(y))).arg(static_cast<long long>(m)).arg(static_cast<long long>(k))
       .arg(static_cast<long long>(n)).arg(static_cast<long long>(row_bytes));

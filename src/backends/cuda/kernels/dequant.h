@@ -131,6 +131,19 @@ __device__ __forceinline__ float dq_dot_x(const float (&v)[N], const T* __restri
   return s;
 }
 
+// Each of the MR rows' lane partials summed over the warp; lane 0 stores rows m0 + r < m of
+// output feature col.
+__device__ __forceinline__ void dq_store_rows(const float (&acc)[MR], T* __restrict__ y, long long m0, long long m,
+                                              long long n, long long col, int lane) {
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float s = acc[r];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0 && m0 + r < m) y[(m0 + r) * n + col] = from_f<T>(s);
+  }
+}
+
 // grid.x: blocks of WARPS output features; grid.y: chunks of MR rows of x.
 extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* __restrict__ x,
                                                                       const unsigned char* __restrict__ w,
@@ -154,13 +167,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* _
       acc[r] += dq_dot_x(v, x + (m0 + r) * k + u * 32, 0.0f);
     }
   }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float s = acc[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0 && m0 + r < m) y[(m0 + r) * n + col] = from_f<T>(s);
-  }
+  dq_store_rows(acc, y, m0, m, n, col, lane);
 }
 )CUDA";
 
@@ -207,13 +214,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const
       acc[r] = dq_dot_x(v, x + r * k + c * 8, acc[r]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float s = acc[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0 && r < m) y[r * n + col] = from_f<T>(s);
-  }
+  dq_store_rows(acc, y, 0, m, n, col, lane);
 }
 )CUDA";
 
