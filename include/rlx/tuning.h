@@ -36,12 +36,13 @@ struct CompileOptions;
   INT(gemv_blocks_per_sm) AUTO(gemv_evict_first) BOOL(gemv_packed) BOOL(gemv_tc)                  \
   AUTO(gemv_packed_warps) AUTO(gemv_tc_split) BOOL(gemv_vec_a) AUTO(gemv_carveout)                \
   AUTO(gemv_prefetch_mb) AUTO(gemv_prefetch_chained_mb) AUTO(gemv_lpr) BOOL(gemv_l2pf)            \
-  BOOL(cuda_gemv_prologue) BOOL(cuda_dequant_dp4a) INT(cuda_dequant_gemm_rows)                      \
+  BOOL(cuda_gemv_prologue) BOOL(cuda_dequant_dp4a) BOOL(cuda_dequant_groups)                     \
+  INT(cuda_dequant_gemm_rows)                                                                     \
   /* CUDA: attention */                                                                           \
   INT(cuda_attn_decode_keys) INT(cuda_attn_cluster) BOOL(cuda_attn_smkv) BOOL(cuda_attn_decode_tc) \
   BOOL(cuda_attn_decode_early) INT(cuda_attn_decode_tc_warps) AUTO(cuda_attn_decode_tc_keys)      \
   BOOL(cuda_attn_mma) STRING(cuda_attn_tile) STRING(cuda_attn_wgmma) BOOL(cuda_attn_concat)       \
-  BOOL(cuda_attn_rope) BOOL(cuda_rope_pairs)                                                      \
+  BOOL(cuda_attn_rope) BOOL(cuda_rope_pairs) BOOL(cuda_cache_write_pairs)                        \
   /* CUDA: elementwise kernels and launches */                                                    \
   BOOL(cuda_tiny_early) BOOL(cuda_graphs)                                                         \
   /* Vulkan */                                                                                    \

@@ -38,6 +38,18 @@ std::optional<size_t> AbsorbIndex::sole_producer(const TensorRef& r, size_t cons
   return it->second;
 }
 
+std::optional<size_t> AbsorbIndex::producer(const TensorRef& r) const {
+  const Value src = root_of(r);
+  const auto it = step_of_.find(src.node);
+  if (src.port != 0 || it == step_of_.end()) return std::nullopt;
+  return it->second;
+}
+
+int AbsorbIndex::uses(const TensorRef& r) const {
+  const auto u = uses_.find(root_of(r));
+  return u == uses_.end() ? 0 : u->second;
+}
+
 bool AbsorbIndex::inputs_survive(size_t producer, size_t consumer, const std::set<size_t>& not_run,
                                  bool consumer_result) const {
   for (const TensorRef& r : s_.steps[producer].in) {

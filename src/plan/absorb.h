@@ -22,6 +22,10 @@ class AbsorbIndex {
   // The step producing `r` (port 0 of its root value) when it runs before `consumer` and `r`
   // has no other use (a graph output always has another).
   std::optional<size_t> sole_producer(const TensorRef& r, size_t consumer) const;
+  // The step producing `r` (port 0 of its root value), whatever its uses.
+  std::optional<size_t> producer(const TensorRef& r) const;
+  // How many step operands read `r`'s root value (a graph output counts 2).
+  int uses(const TensorRef& r) const;
   // True when no step after `producer` up to and including `consumer` writes over the
   // producer's inputs, so the consumer can still read them. Steps in `not_run` (absorbed
   // themselves) write nothing. `consumer_result` false: the consumer's own result is left out

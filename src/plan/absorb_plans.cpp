@@ -143,15 +143,19 @@ bool same_rotation(const Step& a, const Step& b) {
          ga.per_batch == gb.per_batch && a.in.at(1).value == b.in.at(1).value && a.in.at(2).value == b.in.at(2).value;
 }
 
-std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
+namespace {
+// Pairs of steps that `alike` accepts (a before b), at most 8 steps apart, no step between
+// them reading the first's result, neither writing what the other reads, the first's inputs
+// intact at the second: second -> first. `kind` says which steps may pair at all.
+template <class Kind, class Alike>
+std::map<size_t, size_t> plan_pairs(const Schedule& s, Kind kind, Alike alike) {
   constexpr size_t kWindow = 8;  // steps between the two looked across (a q / k projection, a cache write)
   const AbsorbIndex index(s);
   std::map<size_t, size_t> out;
   std::set<size_t> used;
   for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
     const Step& a = s.steps[i];
-    if (used.count(i) || !std::holds_alternative<ops::Rope>(a.op) || a.out.at(0).numel() == 0) continue;
-    const auto& ga = std::get<RopeGeom>(a.geom);
+    if (used.count(i) || !kind(a) || a.out.at(0).numel() == 0) continue;
     auto reads_a = [&](const Step& c) {
       for (const TensorRef& r : c.in)
         if (r.value == a.out[0].value || arena_overlap(a.out[0], r)) return true;
@@ -160,14 +164,11 @@ std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
     for (size_t j = i + 1; j < s.steps.size() && j <= i + kWindow; ++j) {
       const Step& b = s.steps[j];
       if (reads_a(b)) break;  // a's result is needed before the pair would run
-      if (!std::holds_alternative<ops::Rope>(b.op)) continue;
-      if (used.count(j) || !same_rotation(a, b)) continue;
-      const auto& gb = std::get<RopeGeom>(b.geom);
-      bool ok = ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
-                a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
+      if (used.count(j) || !kind(b) || !alike(a, b)) continue;
       // Neither writes what the other reads (both run at once), and a's inputs still hold at j.
+      bool ok = !arena_overlap(a.out[0], b.out[0]) && b.out[0].numel() > 0 && index.inputs_survive(i, j);
       for (const TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
-      ok = ok && !arena_overlap(a.out[0], b.out[0]) && b.out[0].numel() > 0 && index.inputs_survive(i, j);
+      for (const TensorRef& r : b.in) ok = ok && !arena_overlap(a.out[0], r);
       if (!ok) continue;
       out[j] = i;
       used.insert(i), used.insert(j);
@@ -175,6 +176,26 @@ std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
     }
   }
   return out;
+}
+}  // namespace
+
+std::map<size_t, size_t> plan_rope_pairs(const Schedule& s) {
+  return plan_pairs(
+      s, [](const Step& st) { return std::holds_alternative<ops::Rope>(st.op); },
+      [](const Step& a, const Step& b) {
+        const auto &ga = std::get<RopeGeom>(a.geom), &gb = std::get<RopeGeom>(b.geom);
+        return same_rotation(a, b) && ga.batch == gb.batch && ga.seq == gb.seq && ga.head_dim == gb.head_dim &&
+               a.out.at(0).dtype == b.out.at(0).dtype && a.in.at(0).dtype == b.in.at(0).dtype;
+      });
+}
+
+std::map<size_t, size_t> plan_cache_write_pairs(const Schedule& s) {
+  return plan_pairs(
+      s, [](const Step& st) { return std::holds_alternative<ops::CacheWrite>(st.op); },
+      [](const Step& a, const Step& b) {
+        return a.in.at(2).value == b.in.at(2).value && a.in[0].dims == b.in[0].dims && a.in[1].dims == b.in[1].dims &&
+               a.in[0].dtype == b.in[0].dtype && a.in[1].dtype == b.in[1].dtype && a.out.at(0).dtype == b.out[0].dtype;
+      });
 }
 
 }  // namespace rlx::plan

@@ -68,6 +68,12 @@ std::map<size_t, std::vector<size_t>> plan_attention_ropes(const Schedule& s,
 // Returns second step index -> first step index.
 std::map<size_t, size_t> plan_rope_pairs(const Schedule& s);
 
+// CacheWrite steps with the same positions, cache shape and dtypes (the k and v caches of an
+// attention), at most 8 steps apart, neither reading the other's result, no step between them
+// reading the first's result or writing over its inputs: both run in the second one's launch.
+// Returns second step index -> first step index.
+std::map<size_t, size_t> plan_cache_write_pairs(const Schedule& s);
+
 // True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
 // or per batch and position), the same style and rotated dims (their heads and rows may differ).
 bool same_rotation(const Step& a, const Step& b);

@@ -74,6 +74,9 @@ constexpr KnobInfo kKnobs[] = {
             "decode GEMVs absorb a preceding RmsNorm / SwiGLU as their prologue"),
     boolean("cuda_dequant_dp4a", "RLX_CUDA_DEQUANT_DP4A", true,
             "decode DequantMatMul (M <= 8) of q4_0/q8_0/q4_k/q6_k quantizes x to 8-bit blocks and uses integer dots"),
+    boolean("cuda_dequant_groups", "RLX_CUDA_DEQUANT_GROUPS", true,
+            "decode DequantMatMuls reading one x run as one launch (q/k/v, gate/up), which also computes x's RmsNorm, "
+            "adds the residual or writes silu(gate) * up (plan::plan_dequant_gemv_groups)"),
     integer("cuda_dequant_gemm_rows", "RLX_CUDA_DEQUANT_GEMM_ROWS", 0, kMax, "16",
             "DequantMatMul with f32 x of at least this many rows (prefill) decodes the weight to f32 in chunks and "
             "multiplies with cuBLASLt (block formats on the TF32 tensor cores, f16/bf16 weights in the compile's "
@@ -105,6 +108,8 @@ constexpr KnobInfo kKnobs[] = {
     boolean("cuda_attn_rope", "RLX_CUDA_ATTN_ROPE", true,
             "decode attention rotates q and the new K rows itself (0: the RoPE steps run)"),
     boolean("cuda_rope_pairs", "RLX_CUDA_ROPE_PAIRS", true, "consecutive q and k RoPEs in one launch"),
+    boolean("cuda_cache_write_pairs", "RLX_CUDA_CACHE_WRITE_PAIRS", true,
+            "the k and v CacheWrites of one position vector in one launch (plan::plan_cache_write_pairs)"),
     // CUDA: elementwise kernels and launches
     boolean("cuda_tiny_early", "RLX_CUDA_TINY_EARLY", true,
             "elementwise kernels of at most 4 blocks launch early and let the next kernel launch before their wait"),

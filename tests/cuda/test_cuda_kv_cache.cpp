@@ -96,4 +96,36 @@ TEST(CudaKvCache, LongChunksWithRepeatedPositionsAndBadOnes) {
   EXPECT_THROW(cg.run(bad), Error);
 }
 
+// The k and v caches of one position vector: one launch writes both (knob
+// cuda_cache_write_pairs, plan::plan_cache_write_pairs), also in place over carried caches; the
+// same rows as the CPU and as separate launches, and a bad position is still an rlx::Error.
+TEST(CudaKvCache, KAndVCachesOfOnePositionVectorInOneLaunch) {
+  RLX_REQUIRE_CUDA();
+  Graph g;
+  const Value pos = g.input("pos", Shape::of({5}, DType::I64));
+  const Value k = g.relu(g.input("k", Shape::of({1, 5, 2, 8})));
+  const Value vin = g.input("v", Shape::of({1, 5, 2, 8}));
+  const Value v = g.add(vin, vin);  // exact on both devices
+  g.add_output(g.cache_write(g.input("kc", Shape::of({1, 32, 2, 8})), k, pos));
+  g.add_output(g.cache_write(g.input("vc", Shape::of({1, 32, 2, 8})), v, pos));
+  NamedTensors in = {{"pos", Tensor::i64({5}, std::vector<int64_t>{3, 9, 3, 31, 0})},
+                     {"k", random_tensor(DType::F32, {1, 5, 2, 8}, 3)},
+                     {"v", random_tensor(DType::F32, {1, 5, 2, 8}, 4)},
+                     {"kc", random_tensor(DType::F32, {1, 32, 2, 8}, 5)},
+                     {"vc", random_tensor(DType::F32, {1, 32, 2, 8}, 6)}};
+  const auto want = Session(Device::Cpu).compile(g).run(in);
+  for (bool pairs : {true, false}) {
+    SCOPED_TRACE(pairs ? "paired" : "separate");
+    CompileOptions o;
+    o.tuning.cuda_cache_write_pairs = pairs;
+    CompiledGraph cg = Session(Device::Cuda).compile(g, o);
+    const auto got = cg.run(in);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(to_doubles(got[i]), to_doubles(want[i])) << "output " << i;
+    NamedTensors bad = in;
+    bad[0].second = Tensor::i64({5}, std::vector<int64_t>{3, 9, 32, 31, 0});
+    EXPECT_THROW(cg.run(bad), Error);
+  }
+}
+
 }  // namespace

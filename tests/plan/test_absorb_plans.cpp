@@ -410,5 +410,38 @@ TEST(RopePairPlan, PairsConsecutiveRopesOfOneRotation) {
   }
 }
 
+// ---- CacheWrite pairs ----------------------------------------------------------------------
+
+TEST(CacheWritePairPlan, PairsTheKAndVWritesOfOnePositionVector) {
+  auto build = [](bool other_positions, bool read_between, bool other_shape) {
+    Graph g;
+    const Value pos = g.input("pos", Shape::of({1}, DType::I64));
+    const Value pos2 = g.input("pos2", Shape::of({1}, DType::I64));
+    const Value kc = g.input("kc", Shape::of({1, 16, 2, 8}));
+    const Value vc = g.input("vc", Shape::of({1, other_shape ? 32 : 16, 2, 8}));
+    const Value k = g.relu(g.input("k", Shape::of({1, 1, 2, 8})));
+    const Value v = g.relu(g.input("v", Shape::of({1, 1, 2, 8})));
+    const Value ku = g.cache_write(kc, k, pos);
+    if (read_between) g.add_output(g.exp(ku));
+    const Value vu = g.cache_write(vc, v, other_positions ? pos2 : pos);
+    g.add_output(ku);
+    g.add_output(vu);
+    plan::PlanOptions o;  // the caches written in place, as the GPU backends plan them
+    o.write_inputs = true;
+    return plan::build_schedule(g, o);
+  };
+  {
+    const plan::Schedule s = build(false, false, false);
+    const auto p = plan::plan_cache_write_pairs(s);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->second, step_of(s, "cache_write"));
+    EXPECT_EQ(op_name(s.steps[p.begin()->first].op), "cache_write");
+    EXPECT_GT(p.begin()->first, p.begin()->second);
+  }
+  EXPECT_TRUE(plan::plan_cache_write_pairs(build(true, false, false)).empty());  // other positions
+  EXPECT_TRUE(plan::plan_cache_write_pairs(build(false, true, false)).empty());  // the k cache read between
+  EXPECT_TRUE(plan::plan_cache_write_pairs(build(false, false, true)).empty());  // another cache length
+}
+
 }  // namespace
 }  // namespace rlx

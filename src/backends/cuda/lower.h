@@ -17,6 +17,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/status.h"
 #include "plan/absorb_plans.h"
+#include "plan/gemv_groups.h"
 #include "plan/schedule.h"
 #include "runtime/knobs.h"
 #include "rlx/session.h"
@@ -79,6 +80,19 @@ class LowerContext {
     (void)consumer;
     return {};
   }
+  // The group whose launch is `last` (plan::plan_dequant_gemv_groups, knob cuda_dequant_groups),
+  // null when it leads none; its steps are the schedule's.
+  struct DequantGroup {
+    std::vector<const plan::Step*> members;
+    const plan::Step* norm = nullptr;
+    const plan::Step* residual_add = nullptr;
+    const plan::Step* swiglu = nullptr;
+    size_t gate = 0;
+  };
+  virtual const DequantGroup* dequant_group(const plan::Step& last) const {
+    (void)last;
+    return nullptr;
+  }
   // Bytes of the graph's params and constants (its weights).
   virtual size_t weight_bytes() const { return 0; }
   // The first of them, or null.
@@ -126,15 +140,31 @@ bool lower_select_family(LowerContext& cx, const plan::Step& st);
 // lower_dequant.cpp: DequantMatMul (GGUF block weights decoded in registers).
 bool claims_node_dequant(const Graph& g, const Node& n, std::string* why);
 void lower_dequant_matmul(LowerContext& cx, const plan::Step& st);
+// What a decode launch of DequantMatMul computes beyond its products (kernels/dequant.h,
+// kDequantParts): x's RmsNorm in its prologue, silu(gate) * up of two products.
+struct DequantFusion {
+  bool norm = false;
+  bool swiglu = false;
+};
 // kernels/dequant.h for `rows` rows per chunk; `xvec`: x read as 16-byte vectors.
-std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec);
-// The integer-dot decode path (kernels/dequant_dp4a.h): x to 8-bit blocks, then the GEMV of `rows` rows.
-std::string quantize_x_q8_source(DType t);
-std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows);
+std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec, DequantFusion fu = {});
+// The integer-dot decode path (kernels/dequant_dp4a.h): x (with `norm`: its RmsNorm) to 8-bit
+// blocks, then the GEMV of `rows` rows.
+std::string quantize_x_q8_source(DType t, bool norm = false);
+std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows, bool swiglu = false);
 // The prefill path: weight rows decoded to a dense f32 buffer (kernels/dequant.h, dequant_rows).
 std::string dequant_rows_source(QuantFormat f);
 // Decode of the f16 / bf16 weight formats (kernels/dequant.h, dequant_gemv_half), `rows` <= 8.
-std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec);
+std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec, DequantFusion fu = {});
+// The groups' limits for plan::plan_dequant_gemv_groups: the decode kernels' rows, and an
+// RmsNorm prologue whose rows fit the 48 KB of shared memory the non-dp4a kernels stage them in.
+inline constexpr plan::GemvGroupLimits kDequantGroupLimits{8, 3, 12 * 1024};
+// Decode launches of DequantMatMul lowered in this process that run several products, or an
+// absorbed RmsNorm, residual add or SwiGLU (for tests): totals per kind.
+struct DequantGroupStats {
+  uint64_t launches = 0, products = 0, norms = 0, residuals = 0, swiglus = 0;
+};
+DequantGroupStats dequant_group_stats();
 bool claims_kind_conv(std::string_view op_name);
 bool claims_node_conv(const Graph& g, const Node& n, std::string* why);
 bool lower_conv_family(LowerContext& cx, const plan::Step& st);

@@ -13,31 +13,57 @@ namespace rlx::cuda {
 
 static_assert(codegen::kErrCachePosition == 9, "kernels/cache.h writes error 9");
 
-void lower_cache_write(LowerContext& cx, const plan::Step& st) {
+namespace {
+// The cache copied to the output unless the plan writes the output over it; returns the rows
+// of `inner` values to write and their dims (batch B x S rows).
+struct CacheRows {
+  const uint8_t* rows = nullptr;
+  uint8_t* out = nullptr;
+  int64_t s = 0, m = 0, inner = 0, nrows = 0;
+};
+CacheRows prepare_cache_write(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
   const plan::TensorRef &cache = st.in.at(0), &rows = st.in.at(1), &pos = st.in.at(2);
   if (rows.dtype != cache.dtype) throw Error(what + ": CUDA cache_write needs rows of the cache's dtype");
   if (pos.dtype != DType::I32 && pos.dtype != DType::I64)
     throw Error(what + ": CUDA cache_write takes i32 or i64 positions, not " + std::string(dtype_name(pos.dtype)));
-  const int64_t b = cache.dims.at(0), m = cache.dims.at(1), s = rows.dims.at(1);
-  const int64_t inner = b * m > 0 ? cache.numel() / (b * m) : 0;
+  CacheRows c;
+  const int64_t b = cache.dims.at(0);
+  c.m = cache.dims.at(1), c.s = rows.dims.at(1);
+  c.inner = b * c.m > 0 ? cache.numel() / (b * c.m) : 0;
   const uint8_t* src = cx.ptr(cache);
-  uint8_t* out = cx.ptr(st.out.at(0));
+  c.out = cx.ptr(st.out.at(0));
   const size_t bytes = static_cast<size_t>(cache.numel()) * dtype_size(cache.storage());
-  if (bytes > 0 && src != out)
-    cx.add([src, out, bytes](cudaStream_t strm) {
+  if (bytes > 0 && src != c.out)
+    cx.add([src, out = c.out, bytes](cudaStream_t strm) {
       RLX_CUDA_CHECK(cudaMemcpyAsync(out, src, bytes, cudaMemcpyDeviceToDevice, strm));
     });
-  if (rows.numel() == 0) return;
-  const int64_t nrows = rows.dims.at(0) * s;  // (B, S) rows of `inner` values (the cache's row size)
-  const int64_t row_values = rows.numel() / nrows;
-  if (inner != row_values && b * m > 0)
+  if (rows.numel() == 0) return c;
+  c.rows = cx.ptr(rows);
+  c.nrows = rows.dims.at(0) * c.s;  // (B, S) rows of `inner` values (the cache's row size)
+  if (c.inner != rows.numel() / c.nrows && b * c.m > 0)
     throw Error(what + ": CUDA cache_write needs rows of the cache's row size (it should have been verified)");
+  return c;
+}
+}  // namespace
+
+// One launch for the step and, when the variant paired it with an earlier CacheWrite of the
+// same positions and shapes (plan::plan_cache_write_pairs), that one's rows too (grid.y = 2).
+void lower_cache_write(LowerContext& cx, const plan::Step& st) {
+  const plan::Step* first = nullptr;
+  for (const plan::Step* p : cx.absorbed_producers(st))
+    if (std::holds_alternative<ops::CacheWrite>(p->op)) first = p;
+  const CacheRows a = first ? prepare_cache_write(cx, *first) : CacheRows{};
+  const CacheRows c = prepare_cache_write(cx, st);
+  if (c.nrows == 0) return;
+  const plan::TensorRef &cache = st.in.at(0), &pos = st.in.at(2);
   const std::string kernel_src =
       kernel_source(ksrc::kCacheWrite, {{"T", storage_type(cache.dtype)}, {"I", storage_type(pos.dtype)}});
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(nrows, 65535));
-  auto l = std::make_shared<KernelLaunch>(what, get_kernel("cache_write", kernel_src), blocks, 128u);
-  l->arg(cx.ptr(pos)).arg(cx.ptr(rows)).arg(out).arg(s).arg(m).arg(row_values).arg(nrows).arg(cx.error_flag());
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(c.nrows, 65535));
+  auto l = std::make_shared<KernelLaunch>(step_label(st), get_kernel("cache_write", kernel_src), blocks, 128u, 0u,
+                                          first ? 2u : 1u);
+  l->arg(cx.ptr(pos)).arg(c.rows).arg(c.out).arg(first ? a.rows : c.rows).arg(first ? a.out : c.out).arg(c.s).arg(c.m)
+      .arg(c.inner).arg(c.nrows).arg(cx.error_flag());
   push_launch(cx, l);
 }
 

@@ -72,12 +72,28 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
       // ... and rotates q and the new K rows itself (knob cuda_attn_rope), given the concats.
       if (knobs_.cuda_attn_rope()) absorb(plan_attention_ropes(sched_, concats));
     }
+    // Decode DequantMatMuls of one x in one launch, with their norm / residual / SwiGLU (knob
+    // cuda_dequant_groups).
+    if (knobs_.cuda_dequant_groups()) {
+      const auto groups = plan::plan_dequant_gemv_groups(sched_, kDequantGroupLimits);
+      for (const auto& [last, g] : groups) {
+        DequantGroup& d = dequant_groups_[&sched_.steps[last]];
+        for (size_t m : g.members) d.members.push_back(&sched_.steps[m]);
+        auto at = [&](const std::optional<size_t>& i) { return i ? &sched_.steps[*i] : nullptr; };
+        d.norm = at(g.norm), d.residual_add = at(g.residual_add), d.swiglu = at(g.swiglu), d.gate = g.gate;
+      }
+      const std::set<size_t> silent = plan::steps_not_run(groups);
+      absorbed.insert(silent.begin(), silent.end());
+    }
     // Consecutive q/k RoPEs in one launch (knob cuda_rope_pairs), unless absorbed above.
     if (knobs_.cuda_rope_pairs())
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {
         if (absorbed.count(second) || absorbed.count(first)) continue;
         take(second, first);
       }
+    // The k and v cache writes of an attention in one launch (knob cuda_cache_write_pairs).
+    if (knobs_.cuda_cache_write_pairs())
+      for (const auto& [second, first] : plan::plan_cache_write_pairs(sched_)) take(second, first);
     for (const plan::TensorRef& r : sched_.outputs)  // read as stored after each run
       if (r.loc.kind == plan::Location::Kind::Leaf) raw_used_.insert(r.loc.leaf);
     for (size_t i = 0; i < sched_.steps.size(); ++i) {
@@ -165,6 +181,10 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
   std::vector<const plan::Step*> absorbed_producers(const plan::Step& consumer) const override {
     const auto it = producers_of_.find(&consumer);
     return it == producers_of_.end() ? std::vector<const plan::Step*>{} : it->second;
+  }
+  const DequantGroup* dequant_group(const plan::Step& last) const override {
+    const auto it = dequant_groups_.find(&last);
+    return it == dequant_groups_.end() ? nullptr : &it->second;
   }
 
   // ---- running (DeviceVariant) ----
@@ -317,6 +337,7 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
   std::vector<DeviceBuffer> scratch_;
   // GEMV -> the step its prologue computes; attention -> the concats it reads in place.
   std::map<const plan::Step*, std::vector<const plan::Step*>> producers_of_;
+  std::map<const plan::Step*, DequantGroup> dequant_groups_;  // by launch step
   cudaGraphExec_t exec_ = nullptr;
 };
 

@@ -6,9 +6,12 @@ inline constexpr const char* kCacheWrite = R"CUDA(
 // One block per row of rows (B, S, inner) at a time: row i of batch b lands in cache row pos[i],
 // unless a later row names the same position (the later row wins, as on the CPU; the block's
 // threads look for one together, once per row). out already holds the cache (or is the cache
-// itself). A position outside [0, m) records error 9 and writes nothing.
-extern "C" __global__ void cache_write(const I* pos, const T* rows, T* out, long long s, long long m, long long inner,
-                                       long long nrows, int* err) {
+// itself). A position outside [0, m) records error 9 and writes nothing. grid.y = 2: blocks of
+// y = 1 write rows1 into out1 (a second cache of the same shape and positions).
+extern "C" __global__ void cache_write(const I* pos, const T* rows0, T* out0, const T* rows1, T* out1, long long s,
+                                       long long m, long long inner, long long nrows, int* err) {
+  const T* rows = blockIdx.y ? rows1 : rows0;
+  T* out = blockIdx.y ? out1 : out0;
   for (long long t = blockIdx.x; t < nrows; t += gridDim.x) {
     const long long i = t % s, b = t / s;
     const long long p = (long long)pos[i];

@@ -5,12 +5,143 @@
 // an eighth of a 256-value superblock of the K formats), decodes them to f32 in registers and
 // multiplies them with MR rows of x (rows m0 .. m0 + MR - 1 of grid.y's chunk), summed over the
 // warp with shuffles. The weights stream once per chunk of MR rows (decode: once); every value is
-// decoded as the CPU oracle decodes it (quant/ggml_blocks.cpp), in f32.
+// decoded as the CPU oracle decodes it (quant/ggml_blocks.cpp), in f32. The decode kernels write
+// the products of a launch group through a table of parts (kDequantParts below).
 //
 // Defines: FMT (0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0, 5 q2_k, 6 q3_k, 7 q4_k, 8 q5_k, 9 q6_k, 10 f16, 11 bf16),
 // QE (values per block), QB (bytes per block), MR (rows per chunk), WARPS (per block), XVEC (x
 // read as 16-byte vectors: its rows start on 16 bytes).
 namespace rlx::cuda::ksrc {
+
+// The outputs of one decode launch (shared by dequant_gemv, dequant_gemv_half and
+// dequant_gemv_dp4a; plan::plan_dequant_gemv_groups): up to 3 products of one x ("parts"), part
+// p taking the launch's output features [end[p - 1], end[p]) (end[-1] = 0; unused parts repeat
+// the last end), with weight rows w[p] (row_bytes each) and result y[p] of rows of its own n.
+// `res` (one part): added to the result, as a following Add of the rounded product would.
+// SWIGLU (a define): two parts of one n, w[0] the gate's and w[1] the up projection's rows;
+// the launch covers end[0] features and y[0] = silu(gate) * up, each product rounded to T first.
+// NORM (a define): x is computed in the prologue as RmsNorm(px) * gain over rows of k, rounded
+// to T as the norm step would store it (dequant_gemv / dequant_gemv_half: into shared memory).
+inline constexpr const char* kDequantParts = R"CUDA(
+#ifndef SWIGLU
+#define SWIGLU 0
+#endif
+#ifndef NORM
+#define NORM 0
+#endif
+struct DqParts {
+  const unsigned char* w[3];
+  T* y[3];
+  long long end[3];
+  const T* res;
+};
+// Part of output feature `col` (< end[2]); *j: the feature's index in its part, *n: the part's
+// feature count.
+__device__ __forceinline__ int dq_part(const DqParts& o, long long col, long long* j, long long* n) {
+  const int p = col < o.end[0] ? 0 : col < o.end[1] ? 1 : 2;
+  const long long first = p == 0 ? 0 : p == 1 ? o.end[0] : o.end[1];
+  *j = col - first;
+  *n = (p == 0 ? o.end[0] : p == 1 ? o.end[1] : o.end[2]) - first;
+  return p;
+}
+// Entry p of a part table, chosen without indexing (an indexed kernel parameter is copied to
+// local memory first).
+template <class P>
+__device__ __forceinline__ P dq_pick(const P (&a)[3], int p) {
+  return p == 0 ? a[0] : p == 1 ? a[1] : a[2];
+}
+__device__ __forceinline__ long long dq_features(const DqParts& o) { return SWIGLU ? o.end[0] : o.end[2]; }
+// Lane 0 stores rows m0 + r < m of feature j (of n) of part p, from the warp sums of the lane
+// partials acc (and, with SWIGLU, acc2 of the up projection).
+template <int R>
+__device__ __forceinline__ void dq_store(const float (&acc)[R], const float (&acc2)[R], const DqParts& o, int p,
+                                         long long j, long long n, long long m0, long long m, int lane) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float s = acc[r];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+#if SWIGLU
+    float u = acc2[r];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+    const float g = to_f(from_f<T>(s));
+    s = g / (1.0f + expf(-g)) * to_f(from_f<T>(u));
+#endif
+    const long long i = (m0 + r) * n + j;
+    if (lane == 0 && m0 + r < m) {
+      if (o.res) s = to_f(from_f<T>(s)) + to_f(o.res[i]);
+      dq_pick(o.y, p)[i] = from_f<T>(s);
+    }
+  }
+}
+// Before the programmatic-launch wait: weight row `row` (row_bytes) into L2, a line a lane (the
+// weights are leaves that no kernel writes; a prefetch is only a hint either way).
+__device__ __forceinline__ void dq_prefetch_row(const unsigned char* row, long long row_bytes, int lane) {
+  for (long long off = (long long)lane * 128; off < row_bytes; off += 32 * 128) rlx_prefetch_line_l2(row + off);
+}
+// The warp's weight row(s) of feature `col` into L2 (when it has one), then the wait.
+__device__ __forceinline__ void dq_prefetch_then_wait(const DqParts& o, long long col, long long row_bytes, int lane) {
+  if (col < dq_features(o)) {
+    long long j, n;
+    const int p = dq_part(o, col, &j, &n);
+    dq_prefetch_row(dq_pick(o.w, p) + j * row_bytes, row_bytes, lane);
+#if SWIGLU
+    dq_prefetch_row(o.w[1] + j * row_bytes, row_bytes, lane);
+#endif
+  }
+  rlx_pdl_begin();
+}
+// NORM: rows 0 .. m - 1 of RmsNorm(px) * gain (rows of k) into xs (f32 values of T), by the
+// whole block; every thread calls it.
+__device__ __forceinline__ void dq_norm_rows(const T* __restrict__ px, const T* __restrict__ gain, float eps,
+                                             long long m, long long k, float* __restrict__ xs) {
+  __shared__ float scratch[32];
+  for (long long r = 0; r < m; ++r) {
+    float q = 0.0f;
+#pragma unroll 4
+    for (long long j = threadIdx.x; j < k; j += blockDim.x) {
+      const float f = to_f(px[r * k + j]);
+      q = fmaf(f, f, q);
+    }
+    const float inv = rsqrtf(block_sum(q, scratch) / (float)k + eps);
+#pragma unroll 4
+    for (long long j = threadIdx.x; j < k; j += blockDim.x)
+      xs[r * k + j] = to_f(from_f<T>(to_f(px[r * k + j]) * inv * to_f(gain[j])));
+  }
+  __syncthreads();
+}
+#if NORM
+extern __shared__ __align__(16) float dq_xs[];  // the normalized rows (dynamic shared memory)
+#endif
+// The start of dequant_gemv / dequant_gemv_half, every thread: the weight prefetch and the wait,
+// then with NORM the normalized rows of x; returns them (null without NORM).
+__device__ __forceinline__ const float* dq_begin(const DqParts& o, long long col, long long row_bytes, int lane,
+                                                 const T* __restrict__ x, const T* __restrict__ gain, float eps,
+                                                 long long m, long long k) {
+  dq_prefetch_then_wait(o, col, row_bytes, lane);
+#if NORM
+  dq_norm_rows(x, gain, eps, m, k, dq_xs);
+  return dq_xs;
+#else
+  (void)x, (void)gain, (void)eps, (void)m, (void)k;
+  return nullptr;
+#endif
+}
+// s + sum_j v[j] * xs[j] over N f32 values of shared memory (16-byte aligned).
+template <int N>
+__device__ __forceinline__ float dq_dot_s(const float (&v)[N], const float* xs, float s) {
+#pragma unroll
+  for (int c = 0; c < N / 4; ++c) {
+    const float4 q = reinterpret_cast<const float4*>(xs)[c];
+    s = fmaf(v[4 * c], q.x, s);
+    s = fmaf(v[4 * c + 1], q.y, s);
+    s = fmaf(v[4 * c + 2], q.z, s);
+    s = fmaf(v[4 * c + 3], q.w, s);
+  }
+  return s;
+}
+)CUDA";
 
 inline constexpr const char* kDequantGemv = R"CUDA(
 __device__ __forceinline__ float dq_h(const unsigned char* p) {
@@ -131,32 +262,22 @@ __device__ __forceinline__ float dq_dot_x(const float (&v)[N], const T* __restri
   return s;
 }
 
-// Each of the MR rows' lane partials summed over the warp; lane 0 stores rows m0 + r < m of
-// output feature col.
-__device__ __forceinline__ void dq_store_rows(const float (&acc)[MR], T* __restrict__ y, long long m0, long long m,
-                                              long long n, long long col, int lane) {
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float s = acc[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0 && m0 + r < m) y[(m0 + r) * n + col] = from_f<T>(s);
-  }
+// s + sum_j v[j] * x[j] over N values of row piece `off` of x, or with NORM of xs (the
+// normalized rows in shared memory).
+template <int N>
+__device__ __forceinline__ float dq_dot(const float (&v)[N], const T* __restrict__ x, const float* xs, long long off,
+                                        float s) {
+#if NORM
+  return dq_dot_s(v, xs + off, s);
+#else
+  return dq_dot_x(v, x + off, s);
+#endif
 }
 
-// grid.x: blocks of WARPS output features; grid.y: chunks of MR rows of x.
-extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* __restrict__ x,
-                                                                      const unsigned char* __restrict__ w,
-                                                                      T* __restrict__ y, long long m, long long k,
-                                                                      long long n, long long row_bytes) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long col = (long long)blockIdx.x * WARPS + warp;
-  const long long m0 = (long long)blockIdx.y * MR;
-  if (col >= n) return;  // the whole warp
-  const unsigned char* row = w + col * row_bytes;
-  float acc[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+// acc[r] += the lane's part of row m0 + r of x (r < MR, m0 + r < m) times weight row `row`.
+__device__ __forceinline__ void dq_row_acc(const unsigned char* __restrict__ row, const T* __restrict__ x,
+                                           const float* xs, long long m0, long long m, long long k, int lane,
+                                           float (&acc)[MR]) {
   const long long units = k / 32;
   for (long long u = lane; u < units; u += 32) {
     float v[32];
@@ -164,10 +285,31 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* _
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
       if (m0 + r >= m) break;
-      acc[r] += dq_dot_x(v, x + (m0 + r) * k + u * 32, 0.0f);
+      acc[r] += dq_dot(v, x, xs, (m0 + r) * k + u * 32, 0.0f);
     }
   }
-  dq_store_rows(acc, y, m0, m, n, col, lane);
+}
+
+// grid.x: blocks of WARPS output features (of the DqParts); grid.y: chunks of MR rows of x
+// (one chunk with NORM: the normalized rows, m x k floats, are the dynamic shared memory).
+extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv(const T* __restrict__ x, const DqParts o,
+                                                                      long long m, long long k, long long row_bytes,
+                                                                      const T* __restrict__ gain, float eps) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long m0 = (long long)blockIdx.y * MR;
+  const long long col = (long long)blockIdx.x * WARPS + warp;
+  const float* xs = dq_begin(o, col, row_bytes, lane, x, gain, eps, m, k);
+  if (col >= dq_features(o)) return;  // the whole warp
+  long long j, n;
+  const int p = dq_part(o, col, &j, &n);
+  float acc[MR], acc2[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = acc2[r] = 0.0f;
+  dq_row_acc(dq_pick(o.w, p) + j * row_bytes, x, xs, m0, m, k, lane, acc);
+#if SWIGLU
+  dq_row_acc(o.w[1] + j * row_bytes, x, xs, m0, m, k, lane, acc2);
+#endif
+  dq_store(acc, acc2, o, p, j, n, m0, m, lane);
 }
 )CUDA";
 
@@ -191,18 +333,10 @@ __device__ __forceinline__ void dq_half8(const uint4 q, float (&v)[8]) {
 #endif
   }
 }
-extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const T* __restrict__ x,
-                                                                           const unsigned char* __restrict__ w,
-                                                                           T* __restrict__ y, long long m, long long k,
-                                                                           long long n, long long row_bytes) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long col = (long long)blockIdx.x * WARPS + warp;
-  if (col >= n) return;  // the whole warp
-  const uint4* row = reinterpret_cast<const uint4*>(w + col * row_bytes);
-  const unsigned long long policy = rlx_evict_first_policy();
-  float acc[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+// acc[r] += the lane's part of row r < m of x times the 16-bit weight row `row` (16-byte words).
+__device__ __forceinline__ void dq_half_row_acc(const uint4* __restrict__ row, const T* __restrict__ x, const float* xs,
+                                                long long m, long long k, int lane, unsigned long long policy,
+                                                float (&acc)[MR]) {
   const long long words = k / 8;
 #pragma unroll 4
   for (long long c = lane; c < words; c += 32) {
@@ -211,10 +345,28 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
       if (r >= m) break;
-      acc[r] = dq_dot_x(v, x + r * k + c * 8, acc[r]);
+      acc[r] = dq_dot(v, x, xs, r * k + c * 8, acc[r]);
     }
   }
-  dq_store_rows(acc, y, 0, m, n, col, lane);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const T* __restrict__ x, const DqParts o,
+                                                                           long long m, long long k, long long row_bytes,
+                                                                           const T* __restrict__ gain, float eps) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long col = (long long)blockIdx.x * WARPS + warp;
+  const float* xs = dq_begin(o, col, row_bytes, lane, x, gain, eps, m, k);
+  if (col >= dq_features(o)) return;  // the whole warp
+  long long j, n;
+  const int p = dq_part(o, col, &j, &n);
+  const unsigned long long policy = rlx_evict_first_policy();
+  float acc[MR], acc2[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) acc[r] = acc2[r] = 0.0f;
+  dq_half_row_acc(reinterpret_cast<const uint4*>(dq_pick(o.w, p) + j * row_bytes), x, xs, m, k, lane, policy, acc);
+#if SWIGLU
+  dq_half_row_acc(reinterpret_cast<const uint4*>(o.w[1] + j * row_bytes), x, xs, m, k, lane, policy, acc2);
+#endif
+  dq_store(acc, acc2, o, p, j, n, 0, m, lane);
 }
 )CUDA";
 

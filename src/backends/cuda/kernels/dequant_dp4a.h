@@ -8,8 +8,9 @@
 // Kernels:
 //   quantize_x_q8: x (m, k) of T -> xq (m, k) int8, xds (m, k / 32) float2 (d, d * sum q). A block
 //     holding a NaN or an infinity gets d = NaN, so its products are NaN (never a silent number).
-//   dequant_gemv_dp4a: grid.x blocks of WARPS output features (one warp each), grid.y chunks of MR
-//     rows; y (m, n) of T.
+//     With NORM, x is first RmsNorm(x) * gain over rows of k (eps), rounded to T.
+//   dequant_gemv_dp4a: grid.x blocks of WARPS output features (one warp each) of the DqParts
+//     (kernels/dequant.h: kDequantParts, prepended), grid.y chunks of MR rows.
 // Defines: FMT (0 q4_0, 4 q8_0, 7 q4_k, 9 q6_k), QE / QB (values / bytes per block), UPB (lane
 // tasks per block), MR, WARPS. Quant bytes are read as 16-bit halves (Q4_0, Q8_0, Q6_K blocks
 // are only 2-byte aligned); Q4_K (144-byte blocks) as 32-bit words.
@@ -17,11 +18,29 @@ namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kQuantizeXQ8 = R"CUDA(
 extern "C" __global__ void __launch_bounds__(256) quantize_x_q8(const T* __restrict__ x, signed char* __restrict__ xq,
-                                                                float2* __restrict__ xds, long long blocks) {
+                                                                float2* __restrict__ xds, long long blocks,
+                                                                const T* __restrict__ gain, long long k, float eps) {
   const int lane = threadIdx.x & 31;
   const long long b = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  rlx_pdl_begin();
   if (b >= blocks) return;  // the whole warp
+#if NORM
+  // The block's row of x normalized (RmsNorm * gain, rounded to T as the norm would store it):
+  // the warp sums the row's squares itself.
+  const long long row = b * 32 / k;
+  float q2 = 0.0f;
+#pragma unroll 8
+  for (long long j = lane; j < k; j += 32) {
+    const float f = to_f(x[row * k + j]);
+    q2 = fmaf(f, f, q2);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) q2 += __shfl_xor_sync(0xffffffffu, q2, o);
+  const float inv = rsqrtf(q2 / (float)k + eps);
+  const float v = to_f(from_f<T>(to_f(x[b * 32 + lane]) * inv * to_f(gain[(b * 32 + lane) - row * k])));
+#else
   const float v = to_f(x[b * 32 + lane]);
+#endif
   float a = fabsf(v);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
@@ -166,34 +185,39 @@ __device__ __forceinline__ void dq_task(const unsigned char* __restrict__ blk, i
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_dp4a(const signed char* __restrict__ xq,
-                                                                           const float2* __restrict__ xds,
-                                                                           const unsigned char* __restrict__ w,
-                                                                           T* __restrict__ y, long long m, long long k,
-                                                                           long long n, long long row_bytes) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long col = (long long)blockIdx.x * WARPS + warp;
-  const long long m0 = (long long)blockIdx.y * MR;
-  if (col >= n) return;  // the whole warp
-  const unsigned char* row = w + col * row_bytes;
-  float acc[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) acc[r] = 0.0f;
+// acc[r] += the lane's tasks of weight row `row` against quantized rows m0 + r of x.
+__device__ __forceinline__ void dq_row_tasks(const unsigned char* __restrict__ row, const signed char* __restrict__ xq0,
+                                             const float2* __restrict__ xds0, long long k, long long m_left, int lane,
+                                             float (&acc)[MR]) {
   const long long tasks = k / QE * UPB;
-  const signed char* xq0 = xq + m0 * k;
-  const float2* xds0 = xds + m0 * (k / 32);
 #pragma unroll 2
   for (long long t = lane; t < tasks; t += 32) {
     const long long b = t / UPB;
-    dq_task(row + b * QB, (int)(t % UPB), xq0 + b * QE, xds0 + b * (QE / 32), k, m - m0, acc);
+    dq_task(row + b * QB, (int)(t % UPB), xq0 + b * QE, xds0 + b * (QE / 32), k, m_left, acc);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_dp4a(const signed char* __restrict__ xq,
+                                                                           const float2* __restrict__ xds,
+                                                                           const DqParts o, long long m, long long k,
+                                                                           long long row_bytes) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long col = (long long)blockIdx.x * WARPS + warp;
+  const long long m0 = (long long)blockIdx.y * MR;
+  dq_prefetch_then_wait(o, col, row_bytes, lane);
+  if (col >= dq_features(o)) return;  // the whole warp
+  long long j, n;
+  const int p = dq_part(o, col, &j, &n);
+  float acc[MR], acc2[MR];
 #pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float s = acc[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0 && m0 + r < m) y[(m0 + r) * n + col] = from_f<T>(s);
-  }
+  for (int r = 0; r < MR; ++r) acc[r] = acc2[r] = 0.0f;
+  const signed char* xq0 = xq + m0 * k;
+  const float2* xds0 = xds + m0 * (k / 32);
+  dq_row_tasks(dq_pick(o.w, p) + j * row_bytes, xq0, xds0, k, m - m0, lane, acc);
+#if SWIGLU
+  dq_row_tasks(o.w[1] + j * row_bytes, xq0, xds0, k, m - m0, lane, acc2);
+#endif
+  dq_store(acc, acc2, o, p, j, n, m0, m, lane);
 }
 )CUDA";
 
