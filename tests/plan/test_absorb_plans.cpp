@@ -435,7 +435,7 @@ TEST(CacheWritePairPlan, PairsTheKAndVWritesOfOnePositionVector) {
     const auto p = plan::plan_cache_write_pairs(s);
     ASSERT_EQ(p.size(), 1u);
     EXPECT_EQ(p.begin()->second, step_of(s, "cache_write"));
-    EXPECT_EQ(op_name(s.steps[p.begin()->first].op), "cache_write");
+    EXPECT_EQ(std::string(op_name(s.steps[p.begin()->first].op)), "cache_write");
     EXPECT_GT(p.begin()->first, p.begin()->second);
   }
   EXPECT_TRUE(plan::plan_cache_write_pairs(build(true, false, false)).empty());  // other positions
