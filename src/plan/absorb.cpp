@@ -22,6 +22,12 @@ bool arena_overlap(const TensorRef& a, const TensorRef& b) {
   return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
+bool step_reads(const Step& c, const TensorRef& v) {
+  for (const TensorRef& r : c.in)
+    if (r.value == v.value || (r.loc.is_view && r.loc.root == v.value) || arena_overlap(v, r)) return true;
+  return false;
+}
+
 AbsorbIndex::AbsorbIndex(const Schedule& s) : s_(s) {
   for (const Step& st : s.steps)
     for (const TensorRef& r : st.in) ++uses_[root_of(r)];
@@ -30,12 +36,9 @@ AbsorbIndex::AbsorbIndex(const Schedule& s) : s_(s) {
 }
 
 std::optional<size_t> AbsorbIndex::sole_producer(const TensorRef& r, size_t consumer) const {
-  const Value src = root_of(r);
-  const auto it = step_of_.find(src.node);
-  const auto u = uses_.find(src);
-  if (src.port != 0 || it == step_of_.end() || it->second >= consumer || u == uses_.end() || u->second != 1)
-    return std::nullopt;
-  return it->second;
+  const std::optional<size_t> p = producer(r);
+  if (!p || *p >= consumer || uses(r) != 1) return std::nullopt;
+  return p;
 }
 
 std::optional<size_t> AbsorbIndex::producer(const TensorRef& r) const {

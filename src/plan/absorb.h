@@ -14,6 +14,8 @@ namespace rlx::plan {
 
 // True when two arena operands share bytes (leaves never do).
 bool arena_overlap(const TensorRef& a, const TensorRef& b);
+// True when step `c` reads `v`: the value itself, a view of it, or bytes it occupies.
+bool step_reads(const Step& c, const TensorRef& v);
 
 // Use counts and producers of a schedule's values, for planning which step a consumer absorbs.
 class AbsorbIndex {

@@ -156,19 +156,13 @@ std::map<size_t, size_t> plan_pairs(const Schedule& s, Kind kind, Alike alike) {
   for (size_t i = 0; i + 1 < s.steps.size(); ++i) {
     const Step& a = s.steps[i];
     if (used.count(i) || !kind(a) || a.out.at(0).numel() == 0) continue;
-    auto reads_a = [&](const Step& c) {
-      for (const TensorRef& r : c.in)
-        if (r.value == a.out[0].value || arena_overlap(a.out[0], r)) return true;
-      return false;
-    };
     for (size_t j = i + 1; j < s.steps.size() && j <= i + kWindow; ++j) {
       const Step& b = s.steps[j];
-      if (reads_a(b)) break;  // a's result is needed before the pair would run
+      if (step_reads(b, a.out[0])) break;  // a's result is needed before the pair would run (so b never reads it)
       if (used.count(j) || !kind(b) || !alike(a, b)) continue;
-      // Neither writes what the other reads (both run at once), and a's inputs still hold at j.
+      // b does not write what a reads (both run at once), and a's inputs still hold at j.
       bool ok = !arena_overlap(a.out[0], b.out[0]) && b.out[0].numel() > 0 && index.inputs_survive(i, j);
       for (const TensorRef& r : a.in) ok = ok && !arena_overlap(b.out[0], r);
-      for (const TensorRef& r : b.in) ok = ok && !arena_overlap(a.out[0], r);
       if (!ok) continue;
       out[j] = i;
       used.insert(i), used.insert(j);

@@ -29,12 +29,6 @@ bool same_product(const Step& a, const Step& b) {
          a.in[1].dims[1] == b.in[1].dims[1] && a.out[0].dtype == b.out[0].dtype;
 }
 
-bool reads(const Step& c, const TensorRef& v) {
-  for (const TensorRef& r : c.in)
-    if (r.value == v.value || (r.loc.is_view && r.loc.root == v.value) || arena_overlap(v, r)) return true;
-  return false;
-}
-
 // The ElementwiseRegion silu(in[a]) * in[b] (either operand order of the product): a, b.
 std::optional<std::pair<size_t, size_t>> silu_times(const Step& st) {
   const auto* reg = std::get_if<ops::ElementwiseRegion>(&st.op);
@@ -91,7 +85,7 @@ class Planner {
     for (size_t j = i + 1; j < s_.steps.size() && j <= i + kWindow && m.size() < limits_.max_members; ++j) {
       const Step& b = s_.steps[j];
       bool blocked = false;  // b needs a member's result, or writes over x or a result
-      for (size_t k : m) blocked = blocked || reads(b, s_.steps[k].out[0]);
+      for (size_t k : m) blocked = blocked || step_reads(b, s_.steps[k].out[0]);
       for (const TensorRef& w : b.out) {
         blocked = blocked || arena_overlap(w, x);
         for (size_t k : m) blocked = blocked || arena_overlap(w, s_.steps[k].out[0]);
@@ -105,12 +99,11 @@ class Planner {
   // True when writing `w` during the launch cannot change what the launch reads: x, the
   // members' weights, `also` (the norm's inputs), except `in_place` (read then written
   // element by element at the same place).
-  bool safe_to_write(const TensorRef& w, const GemvGroup& g, const std::vector<TensorRef>& also,
+  bool safe_to_write(const TensorRef& w, const std::vector<size_t>& members, const std::vector<TensorRef>& also,
                      const TensorRef* in_place = nullptr) const {
     if (w.loc.is_view) return false;
-    const Step& first = s_.steps[g.members.front()];
-    if (arena_overlap(w, first.in[0])) return false;
-    for (size_t m : g.members)
+    if (arena_overlap(w, s_.steps[members.front()].in[0])) return false;
+    for (size_t m : members)
       if (arena_overlap(w, s_.steps[m].in[1])) return false;
     for (const TensorRef& r : also) {
       if (!arena_overlap(w, r)) continue;
@@ -133,9 +126,7 @@ class Planner {
       if (r.value == y.value || r.dims != y.dims || r.dtype != y.dtype || add.out[0].dims != y.dims ||
           add.out[0].dtype != y.dtype)
         return std::nullopt;
-      GemvGroup g;
-      g.members = {m};
-      if (!safe_to_write(add.out[0], g, {r}, &r)) return std::nullopt;
+      if (!safe_to_write(add.out[0], {m}, {r}, &r)) return std::nullopt;
       return a;
     }
     return std::nullopt;
@@ -159,7 +150,7 @@ class Planner {
         reg.out[0].dtype != y0.dtype || index_.sole_producer(a, r) != g.members[gm] ||
         index_.sole_producer(b, r) != g.members[1 - gm])
       return std::nullopt;
-    if (!safe_to_write(reg.out[0], g, {})) return std::nullopt;
+    if (!safe_to_write(reg.out[0], g.members, {})) return std::nullopt;
     *gate = gm;
     return r;
   }
@@ -184,7 +175,7 @@ class Planner {
     const std::set<size_t> silent(g.members.begin(), g.members.end() - 1);
     if (!index_.inputs_survive(*pi, g.members.back(), silent, false)) return std::nullopt;
     for (const TensorRef* w : written)
-      if (!safe_to_write(*w, g, p.in)) return std::nullopt;
+      if (!safe_to_write(*w, g.members, p.in)) return std::nullopt;
     return pi;
   }
 

@@ -58,15 +58,10 @@ __device__ __forceinline__ void dq_store(const float (&acc)[R], const float (&ac
                                          long long j, long long n, long long m0, long long m, int lane) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    float s = acc[r];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    float s = warp_sum(acc[r]);
 #if SWIGLU
-    float u = acc2[r];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
     const float g = to_f(from_f<T>(s));
-    s = g / (1.0f + expf(-g)) * to_f(from_f<T>(u));
+    s = g / (1.0f + expf(-g)) * to_f(from_f<T>(warp_sum(acc2[r])));
 #endif
     const long long i = (m0 + r) * n + j;
     if (lane == 0 && m0 + r < m) {

@@ -34,9 +34,7 @@ extern "C" __global__ void __launch_bounds__(256) quantize_x_q8(const T* __restr
     const float f = to_f(x[row * k + j]);
     q2 = fmaf(f, f, q2);
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) q2 += __shfl_xor_sync(0xffffffffu, q2, o);
-  const float inv = rsqrtf(q2 / (float)k + eps);
+  const float inv = rsqrtf(warp_sum(q2) / (float)k + eps);
   const float v = to_f(from_f<T>(to_f(x[b * 32 + lane]) * inv * to_f(gain[(b * 32 + lane) - row * k])));
 #else
   const float v = to_f(x[b * 32 + lane]);
