@@ -3,9 +3,11 @@
 // Decode (M = 1), M = 8 and 16 (where Auto switches paths) and prefill (M = 128) at K = N = 4096
 // by default, at 1 and 2 threads.
 // Columns: the path rlx takes (int8: x quantized to 8-bit blocks, AVX2 integer dots; gemm: tiles of
-// W dequantized and multiplied by sgemm), rlx p50 ms, sgemm p50 ms, sgemm / rlx, and the GB/s of
+// W dequantized and multiplied by sgemm; i8gemm: 8-row tiles unpacked per call; packed / pk-avx2:
+// W repacked once into 8-row tiles (quant_pack.h; what the CPU backend runs for Param weights of
+// Q4_0, Q4_1, Q4_K), on the VNNI kernel where the CPU has it / on the AVX2 kernel), rlx p50 ms, sgemm p50 ms, sgemm / rlx, and the GB/s of
 // quantized weight bytes read at M = 1 (W's bytes / rlx time; f32 bytes / time for the sgemm column).
-//   bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]]
+//   bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]] [--formats q4_0,q4_k,...]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "backends/cpu/blas.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/quant_matmul.h"
+#include "backends/cpu/quant_pack.h"
 #include "bench_timing.h"
 #include "quant/ggml_blocks.h"
 #include "rlx/rlx.h"
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   int reps = 9;
   int64_t K = 4096, N = 4096;
   std::vector<int> threads = {1, 2};
+  std::string only;  // ",q4_0,q4_k," or empty: every format
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--reps") reps = std::atoi(argv[i + 1]);
@@ -62,8 +66,10 @@ int main(int argc, char** argv) {
         while (*p && *p != ',') ++p;
         if (*p) ++p;
       }
+    } else if (a == "--formats") {
+      only = "," + std::string(argv[i + 1]) + ",";
     } else {
-      std::fprintf(stderr, "usage: bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]]\n");
+      std::fprintf(stderr, "usage: bench_dequant_matmul [--reps N] [--k K] [--n N] [--threads T[,T...]] [--formats LIST]\n");
       return 2;
     }
   }
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   std::printf("%-5s %4s %3s %-5s %9s %9s %7s %8s %8s\n", "fmt", "M", "thr", "path", "rlx ms", "sgemm ms", "speedup",
               "rlx GB/s", "f32 GB/s");
   for (QuantFormat f : formats) {
+    if (!only.empty() && only.find("," + std::string(rlx::enum_name(f)) + ",") == std::string::npos) continue;
     const rlx::GgmlType t = rlx::quant::ggml_type_of(f);
     const std::vector<uint8_t> w = rlx::ggml_quantize(t, wvals);
     const std::vector<float> wf = rlx::ggml_dequantize(t, w);
@@ -85,6 +92,8 @@ int main(int argc, char** argv) {
       const double deq = p50_ms([&] { rlx::quant::dequantize(t, w.data(), tmp.data(), static_cast<int64_t>(tmp.size())); }, 3);
       std::printf("%-5s decoding all of W to f32 (reference decoder, 1 thread): %.1f ms\n", rlx::enum_name(f), deq);
     }
+    std::vector<uint8_t> packed;
+    if (rlx::cpu::quant_pack_format(f)) rlx::cpu::quant_pack(f, w.data(), N, K, packed);
     for (int64_t m : {1, 8, 16, 128}) {
       std::vector<float> y(static_cast<size_t>(m * N)), yb(static_cast<size_t>(m * N));
       for (int th : threads) {
@@ -104,6 +113,20 @@ int main(int argc, char** argv) {
                       path_name(shown), ms, blas, blas / ms);
           if (m == 1)
             std::printf(" %8.1f %8.1f", static_cast<double>(w.size()) / ms / 1e6, static_cast<double>(wf.size() * 4) / blas / 1e6);
+          std::printf("\n");
+        }
+        if (packed.empty()) continue;
+        std::vector<rlx::cpu::PackedKernel> kernels = {rlx::cpu::PackedKernel::Auto};
+        if (rlx::cpu::quant_pack_vnni()) kernels.push_back(rlx::cpu::PackedKernel::Avx2);
+        for (rlx::cpu::PackedKernel kern : kernels) {
+          const double ms = p50_ms([&] {
+            rlx::cpu::dequant_matmul_packed(f, x.data(), m, K, packed.data(), N, y.data(), kern);
+          }, reps);
+          std::printf("%-5s %4lld %3d %-8s %6.3f %9.3f %6.2fx", rlx::enum_name(f), static_cast<long long>(m), th,
+                      kern == rlx::cpu::PackedKernel::Auto ? "packed" : "pk-avx2", ms, blas, blas / ms);
+          if (m == 1)
+            std::printf(" %8.1f %8.1f", static_cast<double>(packed.size()) / ms / 1e6,
+                        static_cast<double>(wf.size() * 4) / blas / 1e6);
           std::printf("\n");
         }
       }

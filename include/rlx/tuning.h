@@ -32,6 +32,8 @@ struct CompileOptions;
 #define RLX_TUNING_KNOBS(BOOL, INT, AUTO, STRING)                                                   \
   /* optimizer */                                                                                 \
   INT(fuse_attn_threshold)                                                                        \
+  /* CPU */                                                                                       \
+  BOOL(cpu_pack_quant)                                                                            \
   /* CUDA: decode GEMVs */                                                                        \
   INT(gemv_blocks_per_sm) AUTO(gemv_evict_first) BOOL(gemv_packed) BOOL(gemv_tc)                  \
   AUTO(gemv_packed_warps) AUTO(gemv_tc_split) BOOL(gemv_vec_a) AUTO(gemv_carveout)                \

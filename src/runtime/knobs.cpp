@@ -46,6 +46,10 @@ constexpr KnobInfo kKnobs[] = {
             "print the optimizer's per-pass report (time, op counts) to stderr; or'ed with CompileOptions::pass_report"),
     text("disable_passes", "RLX_DISABLE_PASSES", "none", "",
          "comma-separated optimizer passes to skip, in addition to CompileOptions::disabled_passes"),
+    // CPU
+    boolean("cpu_pack_quant", "RLX_CPU_PACK_QUANT", true,
+            "DequantMatMul weights (Param / Constant, Q4_0, Q4_1, Q8_0, Q4_K) repacked once into 8-row tiles for the "
+            "CPU's integer kernels (0: the ggml blocks as stored)"),
     // CUDA: decode GEMVs
     integer("gemv_blocks_per_sm", "RLX_GEMV_BLOCKS_PER_SM", 1, 64, "4", "split-K GEMV blocks per SM (occupancy)"),
     automatic("gemv_evict_first", "RLX_GEMV_EVICT_FIRST", 0, 1, "auto",

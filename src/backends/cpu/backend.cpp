@@ -7,6 +7,7 @@
 #include "backends/cpu/executor.h"
 #include "backends/cpu/parallel.h"
 #include "runtime/backend.h"
+#include "runtime/knobs.h"
 
 namespace rlx {
 namespace {
@@ -20,7 +21,9 @@ plan::PlanOptions plan_options(const CompileOptions& o) {
 
 class CpuVariant final : public Variant {
  public:
-  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)), threads_(o.num_threads) {}
+  CpuVariant(Graph g, const CompileOptions& o) : ex_(std::move(g), plan_options(o)), threads_(o.num_threads) {
+    ex_.set_pack_quant(resolve_knobs(o).cpu_pack_quant());
+  }
 
   // Bound state stays in host memory: the outputs a run keeps are host tensors that only this
   // variant holds, and carried inputs read them. Those are donated to the executor: a step that

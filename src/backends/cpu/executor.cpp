@@ -86,11 +86,13 @@ Executor::Executor(Graph g, const plan::PlanOptions& options)
                 " bytes (intermediate values of the graph); use smaller inputs or free memory");
   }
   plan_conv_epilogues();
-  // Convs whose weights are a Param or a Constant keep their packed form across runs.
+  // Convs and DequantMatMuls whose weights are a Param or a Constant keep their packed form
+  // across runs.
   weight_cache_.resize(schedule_.steps.size());
   for (size_t i = 0; i < schedule_.steps.size(); ++i) {
     const plan::Step& st = schedule_.steps[i];
-    if (!std::holds_alternative<ops::Conv>(st.op) || st.in.size() < 2) continue;
+    const bool takes = std::holds_alternative<ops::Conv>(st.op) || std::holds_alternative<ops::DequantMatMul>(st.op);
+    if (!takes || st.in.size() < 2) continue;
     const plan::Location& loc = st.in[1].loc;
     bool fixed = loc.kind == plan::Location::Kind::Weights;
     if (loc.kind == plan::Location::Kind::Leaf) {
@@ -139,6 +141,7 @@ std::vector<Tensor> Executor::run_subgraph(const Graph& sub, const std::vector<T
   if (!ex) {
     ex = std::make_unique<Executor>(sub, options_);
     ex->nested_ = true;
+    ex->pack_quant_ = pack_quant_;
   }
   ex->set_params_generation(params_generation_);
   const Graph& sg = ex->graph();
@@ -203,6 +206,7 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
     for (const plan::TensorRef& r : st.out) outs.push_back(view(r));
     KernelContext ctx{n, ins, outs, runner, st, options_.limits};
     ctx.weight_cache = weight_cache_[si].get();
+    if (!pack_quant_ && std::holds_alternative<ops::DequantMatMul>(st.op)) ctx.weight_cache = nullptr;
     ctx.params_generation = params_generation_;
     // A conv whose only reader is the next elementwise step runs that step as its epilogue.
     std::optional<ConvEpilogue> epilogue;

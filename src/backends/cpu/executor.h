@@ -65,6 +65,8 @@ class Executor {
   void set_step_hook(StepHook hook) { hook_ = std::move(hook); }
   // Conv + elementwise consumer fusion (conv_epilogue.h), on by default; tests compare both.
   void set_conv_fusion(bool on) { conv_fusion_ = on; }
+  // DequantMatMul from weights repacked once (quant_pack.h; the cpu_pack_quant knob), on by default.
+  void set_pack_quant(bool on) { pack_quant_ = on; }
   // The steps whose next step runs as their epilogue (by step index).
   const std::vector<bool>& conv_epilogue_steps() const { return fuse_next_; }
 
@@ -82,6 +84,7 @@ class Executor {
   StepHook hook_;
   std::vector<bool> fuse_next_;  // step i runs step i + 1 as its epilogue
   bool conv_fusion_ = true;
+  bool pack_quant_ = true;
   std::vector<std::unique_ptr<StepCache>> weight_cache_;  // by step; null: nothing kept
   uint64_t params_generation_ = 0;
   bool nested_ = false;  // a subgraph's executor (its steps are inside its parent's step time)

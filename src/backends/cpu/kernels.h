@@ -27,8 +27,8 @@ using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std
 // converted to f32, their packed panels). Valid while `generation` equals the run's params
 // generation and `source` the operand's address: a Param changes only through set_param (a new
 // generation), a Constant never.
-struct DerivedOperand {
-  std::vector<float> data;
+template <class T> struct Derived {
+  std::vector<T> data;
   uint64_t generation = 0;
   const void* source = nullptr;
   bool valid = false;
@@ -43,10 +43,13 @@ struct DerivedOperand {
   }
 };
 
+using DerivedOperand = Derived<float>;
+
 // What a step's kernel keeps across runs, owned by the executor (one per step that has one).
 struct StepCache {
   DerivedOperand weights;  // the weight operand in f32 (when stored in another dtype)
   DerivedOperand packed;   // the weights packed for a tile kernel
+  Derived<uint8_t> quant;  // DequantMatMul: the weight in the packed 8-row layout (quant_pack.h)
 };
 
 struct KernelContext {
@@ -58,8 +61,9 @@ struct KernelContext {
   const Limits& limits;         // the compile's size policy (While iteration cap, ...)
   // Conv only: the fused consumer step (conv_epilogue.h) its results go through, or null.
   const ConvEpilogue* epilogue = nullptr;
-  // Conv only: the step's cache when its weight operand (input 1) is a Param or a Constant
-  // (null otherwise), and the run's params generation.
+  // Conv and DequantMatMul: the step's cache when its weight operand (input 1) is a Param or a
+  // Constant (null otherwise; DequantMatMul: also when the cpu_pack_quant knob is off), and the
+  // run's params generation.
   StepCache* weight_cache = nullptr;
   uint64_t params_generation = 0;
 };

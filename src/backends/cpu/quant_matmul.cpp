@@ -227,6 +227,7 @@ void quantize_x_row_k(const float* x, int64_t k, XBlockK* out) {
       }
       o.bsum[g] = static_cast<int16_t>(sum);
     }
+    for (int u = 0; u < 8; ++u) o.usum[u] = static_cast<int16_t>(o.bsum[2 * u] + o.bsum[2 * u + 1]);
   }
 }
 

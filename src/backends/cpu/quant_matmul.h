@@ -65,6 +65,7 @@ void dequant_matmul(DequantPath path, QuantFormat f, const float* x, int64_t m, 
 struct XBlockK {
   float d;            // scale: x ~= d * q
   int16_t bsum[16];   // sums of q over each 16 values
+  int16_t usum[8];    // sums of q over each 32 values (bsum[2u] + bsum[2u + 1])
   int8_t q[256];
 };
 
