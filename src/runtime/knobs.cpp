@@ -48,7 +48,7 @@ constexpr KnobInfo kKnobs[] = {
          "comma-separated optimizer passes to skip, in addition to CompileOptions::disabled_passes"),
     // CPU
     boolean("cpu_pack_quant", "RLX_CPU_PACK_QUANT", true,
-            "DequantMatMul weights (Param / Constant, Q4_0, Q4_1, Q8_0, Q4_K) repacked once into 8-row tiles for the "
+            "DequantMatMul weights (Param / Constant, Q4_0, Q4_1, Q8_0, K formats) repacked once into 8-row tiles for the "
             "CPU's integer kernels (0: the ggml blocks as stored)"),
     // CUDA: decode GEMVs
     integer("gemv_blocks_per_sm", "RLX_GEMV_BLOCKS_PER_SM", 1, 64, "4", "split-K GEMV blocks per SM (occupancy)"),

@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 using namespace rlx::testing;
 using namespace rlx::dqtest;
 
-constexpr QuantFormat kPacked[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0, QuantFormat::Q4_K};
+constexpr QuantFormat kPacked[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q8_0,
+                                   QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K};
 
 std::vector<cpu::PackedKernel> kernels_here() {
   std::vector<cpu::PackedKernel> ks{cpu::PackedKernel::Avx2};
@@ -42,7 +43,7 @@ std::vector<float> packed_product(QuantFormat f, const std::vector<float>& x, in
 TEST(QuantPack, MatchesTheExactProductOnEveryKernel) {
   for (QuantFormat f : kPacked) {
     if (!cpu::quant_pack_format(f)) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU: the packed kernels do not run";
-    const bool kf = f == QuantFormat::Q4_K;
+    const bool kf = quant_block(f).elements == 256;
     // m: 1 (decode), every remainder after groups of 4 x rows, a prompt; n: whole tiles, a
     // padded tile (37 = 4 x 8 + 5), fewer rows than a tile.
     for (int64_t m : {1, 2, 3, 4, 7, 17}) {
@@ -96,8 +97,8 @@ TEST(QuantPack, PaddingRowsAreZeroAndStayOutOfY) {
 }
 
 TEST(QuantPack, ExtremeBlocks) {
-  // Largest integer sums: every 4-bit value 15, Q4_K scales and mins of 63 (all bits set), Q8_0
-  // values of -128, x at +-127 steps; and all-zero blocks.
+  // Largest integer sums: every 4/5/6-bit value at its maximum, Q4_K / Q5_K scales and mins of 63
+  // (all bits set), Q6_K scales of -128, Q8_0 values of -128, x at +-127 steps; and a zero row.
   const int64_t k = 512, n = 9, m = 5;
   std::vector<float> x(static_cast<size_t>(m * k));
   for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 ? 1000.0f : -1000.0f);
@@ -108,8 +109,13 @@ TEST(QuantPack, ExtremeBlocks) {
     const QuantBlock blk = quant_block(f);
     std::vector<uint8_t> w(static_cast<size_t>(n * k / blk.elements * blk.bytes), f == QuantFormat::Q8_0 ? 0x80 : 0xFF);
     for (size_t b = 0; b < w.size(); b += static_cast<size_t>(blk.bytes)) {
+      if (f == QuantFormat::Q6_K) {
+        std::memset(w.data() + b + 192, 0x80, 16);
+        std::memcpy(w.data() + b + 208, &d, 2);
+        continue;
+      }
       std::memcpy(w.data() + b, &d, 2);
-      if (f == QuantFormat::Q4_1 || f == QuantFormat::Q4_K) std::memcpy(w.data() + b + 2, &d, 2);
+      if (f != QuantFormat::Q4_0 && f != QuantFormat::Q8_0) std::memcpy(w.data() + b + 2, &d, 2);
     }
     std::memset(w.data() + 2 * (w.size() / n), 0, w.size() / n);  // row 2: all zero
     const Exact e = exact(f, x, m, k, w, n);
@@ -130,8 +136,8 @@ TEST(QuantPack, NonFiniteXGivesNaN) {
 
 TEST(QuantPack, Errors) {
   std::vector<uint8_t> out;
-  EXPECT_THAT(error_message([&] { cpu::quant_pack(QuantFormat::Q6_K, nullptr, 1, 256, out); }),
-              HasSubstr("quant_pack: q6_k has no packed form"));
+  EXPECT_THAT(error_message([&] { cpu::quant_pack(QuantFormat::Q3_K, nullptr, 1, 256, out); }),
+              HasSubstr("quant_pack: q3_k has no packed form"));
   EXPECT_THAT(error_message([&] { cpu::quant_packed_bytes(QuantFormat::Q4_K, 8, 128); }),
               HasSubstr("k = 128 is not a positive multiple"));
   if (cpu::quant_pack_format(QuantFormat::Q4_0) && !cpu::quant_pack_vnni()) {

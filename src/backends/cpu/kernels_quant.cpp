@@ -1,5 +1,5 @@
 // CPU kernel for DequantMatMul: x (..., M, K) @ dequant(w)^T with w raw ggml blocks (quant_matmul.h),
-// or their packed 8-row form (quant_pack.h) when the weight is a Param / Constant of Q4_0, Q4_1, Q8_0, Q4_K.
+// or their packed 8-row form (quant_pack.h) when the weight is a Param / Constant of Q4_0, Q4_1, Q8_0, K formats.
 // f16 / bf16 x is widened to f32 and the result rounded on store.
 #include <string>
 #include <vector>

@@ -13,6 +13,8 @@
 namespace rlx::cpu {
 namespace {
 
+bool is_k(QuantFormat f) { return f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K; }
+
 bool has_vnni() {
 #if defined(__GNUC__) && defined(__x86_64__)
   static const bool ok = [] {
@@ -27,12 +29,12 @@ bool has_vnni() {
 }
 
 bool packable(QuantFormat f) {
-  return f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Q8_0 || f == QuantFormat::Q4_K;
+  return f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Q8_0 || is_k(f);
 }
 
 void check(QuantFormat f, int64_t k, const char* what) {
   if (!packable(f))
-    throw Error(std::string(what) + ": " + enum_name(f) + " has no packed form (Q4_0, Q4_1, Q8_0 and Q4_K have)");
+    throw Error(std::string(what) + ": " + enum_name(f) + " has no packed form (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K have)");
   const int64_t e = quant_block(f).elements;
   if (k <= 0 || k % e != 0)
     throw Error(std::string(what) + ": k = " + std::to_string(k) + " is not a positive multiple of the " +
@@ -50,58 +52,91 @@ void kscale(const uint8_t* s, int j, uint8_t& sc, uint8_t& mn) {
   }
 }
 
-// Tile t of a 32-value format (Q4_0: 18-byte blocks d, qs[16]; Q4_1: 20-byte d, m, qs[16]).
-// A block's byte qs[i] holds value i (low nibble) and 16 + i (high nibble), which is the packed
-// byte layout of one row: vector c, byte 4r + b is qs[4c + b] of row r.
-void pack_tile_32(bool q4_1, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t units, uint8_t* out) {
-  const int64_t bs = q4_1 ? 20 : 18, qoff = q4_1 ? 4 : 2;
-  uint8_t* q = out;
-  uint8_t* d = out + 128 * units;
-  uint8_t* mins = d + 16 * units;
+// Tile of a 32-value format, one unit after the other. Q4_0 (18-byte blocks d, qs[16]) / Q4_1
+// (20-byte d, m, qs[16]): a block's byte qs[i] holds value i (low nibble) and 16 + i (high
+// nibble), which is the packed byte layout of one row: vector c, byte 4r + b is qs[4c + b] of
+// row r; then the 8 rows' d (and m). Q8_0 (34-byte d, qs[32] signed): vector c (of 8), byte
+// 4r + b is qs[4c + b] of row r plus 128 (an unsigned byte); then the 8 rows' d.
+void pack_tile_32(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t units, uint8_t* out) {
+  const bool q8 = f == QuantFormat::Q8_0, q4_1 = f == QuantFormat::Q4_1;
+  const int64_t bs = quant_block(f).bytes, qoff = q4_1 ? 4 : 2, vals = q8 ? 256 : 128;
+  const int64_t unit = vals + (q4_1 ? 32 : 16);
   for (int64_t u = 0; u < units; ++u)
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* p = w + r * row_bytes + u * bs;
-      for (int c = 0; c < 4; ++c) std::memcpy(q + 128 * u + 32 * c + 4 * r, p + qoff + 4 * c, 4);
-      std::memcpy(d + 16 * u + 2 * r, p, 2);
-      if (q4_1) std::memcpy(mins + 16 * u + 2 * r, p + 2, 2);
+      uint8_t* up = out + unit * u;
+      for (int c = 0; c < vals / 32; ++c)
+        for (int b = 0; b < 4; ++b)
+          up[32 * c + 4 * r + b] = static_cast<uint8_t>(p[qoff + 4 * c + b] ^ (q8 ? 0x80 : 0));
+      std::memcpy(up + vals + 2 * r, p, 2);
+      if (q4_1) std::memcpy(up + vals + 16 + 2 * r, p + 2, 2);
     }
 }
 
-// Tile t of Q8_0 (34-byte blocks: d, qs[32] signed): vector c, byte 4r + b is qs[4c + b] of row
-// r plus 128 (an unsigned byte).
-void pack_tile_q8(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t units, uint8_t* out) {
-  uint8_t* d = out + 256 * units;
-  for (int64_t u = 0; u < units; ++u)
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* p = w + r * row_bytes + u * 34;
-      for (int c = 0; c < 8; ++c)
-        for (int b = 0; b < 4; ++b) out[256 * u + 32 * c + 4 * r + b] = static_cast<uint8_t>(p[2 + 4 * c + b] ^ 0x80);
-      std::memcpy(d + 16 * u + 2 * r, p, 2);
+// One K-format superblock p of one row decoded to its unsigned values q[256] (4, 5 or 6 bits) and
+// scales: Q4_K / Q5_K 8 scales and 8 mins (6 bits); Q6_K 16 signed scales (as bytes).
+// Q4_K / Q5_K (d, dmin, scales[12], [Q5_K: qh[32]], qs[128]): value i of sub-block u has its low
+// nibble in qs[32 (u / 2) + i] (low for even u, high for odd) and, for Q5_K, bit 4 in bit u of
+// qh[i]. Q6_K (ql[128], qh[64], scales[16], d): value 128h + 32k + l has its low 4 bits in
+// ql[64h + 32 (k % 2) + l] (low nibble for k < 2) and bits 4..5 in bits 2k..2k+1 of qh[32h + l].
+void decode_super(QuantFormat f, const uint8_t* p, uint8_t* q, uint8_t* sc, uint8_t* mn) {
+  if (f == QuantFormat::Q6_K) {
+    for (int i = 0; i < 256; ++i) {
+      const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+      const int low = (p[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0F;
+      q[i] = static_cast<uint8_t>(low | ((p[128 + 32 * h + l] >> (2 * k)) & 3) << 4);
     }
+    std::memcpy(sc, p + 192, 16);
+    return;
+  }
+  const bool k5 = f == QuantFormat::Q5_K;
+  const uint8_t* qs = p + (k5 ? 48 : 16);
+  for (int u = 0; u < 8; ++u) {
+    kscale(p + 4, u, sc[u], mn[u]);
+    for (int i = 0; i < 32; ++i) {
+      const int low = (qs[32 * (u / 2) + i] >> (4 * (u % 2))) & 0x0F;
+      q[32 * u + i] = static_cast<uint8_t>(low | (k5 ? ((p[16 + i] >> u) & 1) << 4 : 0));
+    }
+  }
 }
 
-// Tile t of Q4_K (144-byte superblocks: d, dmin, scales[12], qs[128]; sub-block u's value i is
-// the low (u even) or high (u odd) nibble of qs[32 (u / 2) + i]).
-void pack_tile_q4k(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t supers, uint8_t* out) {
+// Tile of a K format (Q4_K 144-, Q5_K 176-, Q6_K 210-byte superblocks), quant_pack.h's layout:
+// per superblock 8 units of nibble vectors (+ Q5_K's bit plane, Q6_K's two), then the scales.
+void pack_tile_k(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t supers, uint8_t* out) {
+  const int64_t unit = f == QuantFormat::Q4_K ? 128 : f == QuantFormat::Q5_K ? 160 : 192;
+  const int64_t scales = 8 * unit, super = scales + (f == QuantFormat::Q6_K ? 144 : 160);
+  const int64_t block = quant_block(f).bytes;
+  uint8_t q[256], sc[16], mn[8];
   for (int64_t s = 0; s < supers; ++s) {
-    uint8_t* o = out + 1184 * s;
+    uint8_t* o = out + super * s;
     for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* p = w + r * row_bytes + 144 * s;
+      const uint8_t* p = w + r * row_bytes + block * s;
+      decode_super(f, p, q, sc, mn);
       for (int u = 0; u < 8; ++u) {
-        const uint8_t* qs = p + 16 + 32 * (u / 2);
-        const int shift = 4 * (u % 2);
+        uint8_t* up = o + unit * u;
+        const uint8_t* v = q + 32 * u;
         for (int c = 0; c < 4; ++c)
           for (int b = 0; b < 4; ++b) {
-            const int lo = (qs[4 * c + b] >> shift) & 0x0F, hi = (qs[16 + 4 * c + b] >> shift) & 0x0F;
-            o[128 * u + 32 * c + 4 * r + b] = static_cast<uint8_t>(lo | hi << 4);
+            const int lo = v[4 * c + b], hi = v[16 + 4 * c + b];
+            up[32 * c + 4 * r + b] = static_cast<uint8_t>((lo & 0x0F) | (hi & 0x0F) << 4);
+            if (f == QuantFormat::Q5_K) up[128 + 4 * r + b] |= static_cast<uint8_t>(((lo >> 4) & 1) << c | ((hi >> 4) & 1) << (4 + c));
+            if (f == QuantFormat::Q6_K) {
+              up[128 + 4 * r + b] |= static_cast<uint8_t>((lo >> 4) << (2 * c));
+              up[160 + 4 * r + b] |= static_cast<uint8_t>((hi >> 4) << (2 * c));
+            }
           }
-        uint8_t sc, mn;
-        kscale(p + 4, u, sc, mn);
-        o[1024 + 8 * u + r] = sc;
-        o[1088 + 16 * (u / 2) + 2 * r + (u % 2)] = mn;
       }
-      std::memcpy(o + 1152 + 2 * r, p, 2);
-      std::memcpy(o + 1168 + 2 * r, p + 2, 2);
+      if (f == QuantFormat::Q6_K) {
+        for (int j = 0; j < 16; ++j) o[scales + 16 * (j / 2) + 2 * r + j % 2] = sc[j];
+        std::memcpy(o + scales + 128 + 2 * r, p + 208, 2);
+        continue;
+      }
+      for (int u = 0; u < 8; ++u) {
+        o[scales + 8 * u + r] = sc[u];
+        o[scales + 64 + 16 * (u / 2) + 2 * r + u % 2] = mn[u];
+      }
+      std::memcpy(o + scales + 128 + 2 * r, p, 2);
+      std::memcpy(o + scales + 144 + 2 * r, p + 2, 2);
     }
   }
 }
@@ -114,7 +149,7 @@ bool quant_pack_format(QuantFormat f) { return packable(f) && dequant_matmul_int
 
 int64_t quant_packed_tile_bytes(QuantFormat f, int64_t k) {
   check(f, k, "quant_packed_tile_bytes");
-  if (f == QuantFormat::Q4_K) return k / 256 * 1184;
+  if (is_k(f)) return k / 256 * (f == QuantFormat::Q4_K ? 1184 : f == QuantFormat::Q5_K ? 1440 : 1680);
   return k / 32 * (f == QuantFormat::Q4_1 ? 160 : f == QuantFormat::Q8_0 ? 272 : 144);
 }
 
@@ -134,9 +169,8 @@ void quant_pack(QuantFormat f, const uint8_t* w, int64_t n, int64_t k, uint8_t* 
       std::memset(o, 0, static_cast<size_t>(tile));  // padding rows: zero values and scales
       const int64_t rows = std::min<int64_t>(8, n - 8 * t);
       const uint8_t* src = w + 8 * t * row_bytes;
-      if (f == QuantFormat::Q4_K) pack_tile_q4k(src, row_bytes, rows, k / 256, o);
-      else if (f == QuantFormat::Q8_0) pack_tile_q8(src, row_bytes, rows, k / 32, o);
-      else pack_tile_32(f == QuantFormat::Q4_1, src, row_bytes, rows, k / 32, o);
+      if (is_k(f)) pack_tile_k(f, src, row_bytes, rows, k / 256, o);
+      else pack_tile_32(f, src, row_bytes, rows, k / 32, o);
     }
   });
 }
@@ -155,7 +189,7 @@ void dequant_matmul_packed(QuantFormat f, const float* x, int64_t m, int64_t k, 
     throw Error("dequant_matmul_packed: the VNNI kernel needs AVX-512 VNNI and VL, which this CPU lacks");
   if (m <= 0 || n <= 0) return;
   const bool vnni = kernel == PackedKernel::Vnni || (kernel == PackedKernel::Auto && has_vnni());
-  const bool kfmt = f == QuantFormat::Q4_K;
+  const bool kfmt = is_k(f);
   const int64_t xb = kfmt ? k / 256 : k / 32;
   std::vector<XBlockK> xk(kfmt ? static_cast<size_t>(m * xb) : 0);
   std::vector<XBlock> x32(kfmt ? 0 : static_cast<size_t>(m * xb));

@@ -1,6 +1,6 @@
 #pragma once
-// DequantMatMul weights repacked once for the CPU's 8-row kernels (the Q4_0, Q4_1, Q8_0 and Q4_K
-// formats). A weight that is a Param or a Constant is packed at its first run (and again when
+// DequantMatMul weights repacked once for the CPU's 8-row kernels (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+// Q6_K). A weight that is a Param or a Constant is packed at its first run (and again when
 // the params generation changes: the executor's StepCache), so the product reads a layout made
 // for it instead of unpacking the ggml blocks of every row on every call.
 //
@@ -11,21 +11,30 @@
 // nibbles. So one AND (or a shift and an AND) gives a vector whose 32-bit lane r is four
 // values of row r, and one u8 x s8 dot with four x values broadcast to every lane makes partial
 // dots of all 8 rows at once: the accumulator's lanes are the 8 output columns.
-//   Q4_0   per tile: units x 128 bytes of values, then units x 8 f16 scales d (value = d (q - 8)).
-//   Q4_1   the same, then units x 8 f16 mins m (value = d q + m).
-//   Q8_0   per tile: units x 256 bytes, vector c (of 8) holding values 4c .. 4c + 3 of each row
-//          as q + 128 (unsigned bytes), then units x 8 f16 scales d (value = d q).
+//   Q4_0   per unit (144 bytes): 128 bytes of values, the 8 rows' f16 scales d (value = d (q - 8)).
+//   Q4_1   per unit (160 bytes): the same, then the 8 rows' f16 mins m (value = d q + m).
+//   Q8_0   per unit (272 bytes): 256 bytes, vector c (of 8) holding values 4c .. 4c + 3 of each
+//          row as q + 128 (unsigned bytes), then the 8 rows' f16 d (value = d q).
 //   Q4_K   per 256-value superblock (1184 bytes): 8 units x 128 bytes of values; the 6-bit
 //          sub-block scales as bytes [u][r] (64); the 6-bit mins as bytes [p][r][e] = min of
 //          sub-block 2p + e (64, so that widening 16 bytes to int16 pairs lane r with sub-blocks
 //          2p and 2p + 1 for one multiply-add with x's two sums); the 8 rows' f16 d, then their
 //          f16 dmin (value = d sc q - dmin mn).
-// 8 rows of Q4_0 / Q8_0 take 8 x 18 / 8 x 34 bytes a unit either way, Q4_K 1184 bytes against
-// 8 x 144 (+2.8%).
-//
+//   Q5_K   as Q4_K with 160-byte units (1440 bytes): after a unit's 128 bytes of low nibbles, one
+//          vector of fifth bits: bit c of byte 4r + b for value 4c + b, bit 4 + c for 16 + 4c + b.
+//   Q6_K   per superblock (1680 bytes): 8 units of 192 bytes (the low nibbles, then two vectors of
+//          top bits: bits 2c, 2c + 1 of byte 4r + b for value 4c + b, then for 16 + 4c + b); the
+//          16 signed 8-bit sub-block scales as bytes [p][r][e] = scale of sub-block 2p + e (so
+//          unit u's two scales pair in lane r, as Q4_K's mins); the 8 rows' f16 d
+//          (value = d sc (q - 32)).
+// Everything of a unit (32-value formats) or a superblock (K formats) is contiguous: a tile is
+// one sequential stream (separate arrays of scales streamed Q4_0 from DRAM at 2/3 the speed).
+// The packed form takes the bytes of the ggml blocks (Q4_K +2.8%, Q5_K +2.3%).
+
 // Numbers: x is quantized to 8 bits as on the Int8 path (quant_matmul.h: 32-value blocks for
-// Q4_0 / Q4_1 / Q8_0, 256-value blocks for Q4_K), the integer dots are exact, the scales applied in f32
-// per unit (Q4_0 / Q4_1) or per superblock (Q4_K, the sub-block scales and mins in integers), so
+// Q4_0 / Q4_1 / Q8_0, 256-value blocks for the K formats), the integer dots are exact, the scales
+// applied in f32 per unit (32-value formats) or per superblock (K formats: the sub-block scales
+// and mins in integers), so
 // the Int8 path's error bound holds. The AVX2 (vpmaddubsw) and AVX-512 VNNI (vpdpbusd) kernels
 // compute the same integers and round the same way: their results are bit-identical.
 #include <cstdint>
