@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
     }
   }
   const QuantFormat formats[] = {QuantFormat::Q4_0, QuantFormat::Q4_1, QuantFormat::Q5_0, QuantFormat::Q5_1,
-                                 QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K};
+                                 QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q5_K, QuantFormat::Q6_K,
+                                 QuantFormat::F16,  QuantFormat::BF16};
   const auto wvals = randn(static_cast<size_t>(N * K), 1);
   const auto x = randn(static_cast<size_t>(128 * K), 2);
   std::printf("DequantMatMul CPU, K = %lld, N = %lld, p50 of %d runs (peer: OpenBLAS sgemm on the dequantized f32 W)\n",

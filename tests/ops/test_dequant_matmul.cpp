@@ -125,6 +125,77 @@ TEST(DequantMatMulCpu, Avx2DecoderMatchesTheReferenceDecoder) {
   }
 }
 
+// quantize_x_row / quantize_x_row_k (vector lanes where the CPU has AVX2) against the rule
+// written out: d = max|x| / 127, q = x * (127 / max|x|) rounded to nearest even and clamped to
+// +-127; a non-finite value makes d NaN. Ties (x * inv exactly k + 0.5), zeros, a zero block,
+// tiny and huge magnitudes, NaN and inf.
+TEST(DequantMatMulCpu, XQuantizersFollowTheRule) {
+  const int64_t k = 1024;
+  std::vector<float> x = normal(static_cast<size_t>(k), 77, 3.0f);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 + i)] = 0.0f;                 // a zero block
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = static_cast<float>(i - 16) + 0.5f;  // ties
+  x[64] = 127.0f;  // inv = 1: x * inv = x, so the .5 values are ties
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(96 + i)] *= 1e-30f;
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] *= 1e30f;
+  x[200] = std::nanf("");
+  x[300] = -std::numeric_limits<float>::infinity();
+  x[700] = std::numeric_limits<float>::infinity();
+  auto rule = [&](int64_t b0, int64_t len, float& d, std::vector<int>& q) {
+    float amax = 0;
+    bool finite = true;
+    for (int64_t i = b0; i < b0 + len; ++i) {
+      amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
+      finite = finite && std::isfinite(x[static_cast<size_t>(i)]);
+    }
+    d = finite ? amax / 127.0f : std::nanf("");
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    q.clear();
+    for (int64_t i = b0; i < b0 + len; ++i) {
+      const float r = std::nearbyint(x[static_cast<size_t>(i)] * inv);
+      q.push_back(std::isfinite(r) ? static_cast<int>(std::clamp(r, -127.0f, 127.0f)) : 0);
+    }
+  };
+  std::vector<cpu::XBlock> xb(static_cast<size_t>(k / 32));
+  cpu::quantize_x_row(x.data(), k, xb.data());
+  std::vector<int> q;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    SCOPED_TRACE("block " + std::to_string(b));
+    float d;
+    rule(32 * b, 32, d, q);
+    const cpu::XBlock& o = xb[static_cast<size_t>(b)];
+    EXPECT_TRUE(std::memcmp(&d, &o.d, 4) == 0 || (std::isnan(d) && std::isnan(o.d))) << d << " vs " << o.d;
+    int s0 = 0, s1 = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (std::isfinite(d)) {
+        EXPECT_EQ(o.q[i], q[static_cast<size_t>(i)]) << i;
+      }
+      (i < 16 ? s0 : s1) += o.q[i];
+    }
+    EXPECT_EQ(o.sum[0], s0);
+    EXPECT_EQ(o.sum[1], s1);
+  }
+  std::vector<cpu::XBlockK> xk(static_cast<size_t>(k / 256));
+  cpu::quantize_x_row_k(x.data(), k, xk.data());
+  for (int64_t b = 0; b < k / 256; ++b) {
+    SCOPED_TRACE("superblock " + std::to_string(b));
+    float d;
+    rule(256 * b, 256, d, q);
+    const cpu::XBlockK& o = xk[static_cast<size_t>(b)];
+    EXPECT_TRUE(std::memcmp(&d, &o.d, 4) == 0 || (std::isnan(d) && std::isnan(o.d))) << d << " vs " << o.d;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 16 * g; i < 16 * g + 16; ++i) {
+        if (std::isfinite(d)) {
+        EXPECT_EQ(o.q[i], q[static_cast<size_t>(i)]) << i;
+      }
+        sum += o.q[i];
+      }
+      EXPECT_EQ(o.bsum[g], sum);
+    }
+    for (int u = 0; u < 8; ++u) EXPECT_EQ(o.usum[u], o.bsum[2 * u] + o.bsum[2 * u + 1]);
+  }
+}
+
 TEST(DequantMatMulCpu, ExtremeBlocks) {
   // Largest magnitudes: x blocks at +-127 after scaling, Q8_0 weights of -128 (raw bytes), zero blocks.
   const int64_t k = 64, n = 3, m = 2;

@@ -180,8 +180,10 @@ bool dequant_matmul_int8_native(QuantFormat f) {
 }
 
 void quantize_x_row(const float* x, int64_t k, XBlock* out) {
+  const bool vec = dequant_matmul_int8_native(QuantFormat::Q8_0);
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + 32 * b;
+    if (vec && avx2::quantize32(v, out[b])) continue;
     float amax = 0.0f;
     bool finite = true;
     for (int e = 0; e < 32; ++e) {
@@ -206,8 +208,10 @@ void quantize_x_row(const float* x, int64_t k, XBlock* out) {
 }
 
 void quantize_x_row_k(const float* x, int64_t k, XBlockK* out) {
+  const bool vec = dequant_matmul_int8_native(QuantFormat::Q8_0);
   for (int64_t b = 0; b < k / 256; ++b) {
     const float* v = x + 256 * b;
+    if (vec && avx2::quantize256(v, out[b])) continue;
     float amax = 0.0f;
     bool finite = true;
     for (int e = 0; e < 256; ++e) {

@@ -99,6 +99,11 @@ inline int64_t int8_gemm_scratch_bytes(int64_t k) { return k / 32 * (256 + 64); 
 // `rows` weight rows of k values to f32 (out: rows x k), the same values as the reference
 // decoders (src/quant/ggml_blocks) up to f32 rounding of d * q + m (one FMA instead of two roundings).
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out);
+// One x block quantized as quantize_x_row (32 values) / quantize_x_row_k (256 values) do, to the
+// same bits, on vector lanes; false (nothing written) when a value is not finite (the scalar
+// code then makes the block's scale NaN). Call only when dequant_matmul_int8_native().
+bool quantize32(const float* v, XBlock& out);
+bool quantize256(const float* v, XBlockK& out);
 // F16 / BF16 weights (quant_matmul_half_avx2.cpp; call only when dequant_matmul_half_native(f)):
 // y[i * ldy + j] = x row i . weight row j for i < m, j in [n0, n1), x f32 (m rows of k).
 void half_rows(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t row_bytes, int64_t n0,

@@ -572,7 +572,75 @@ void gemm_of(const XBlock* xq, int64_t m, int64_t k, const uint8_t* w, int64_t r
   }
 }
 
+// ---- x quantization (quantize_x_row / quantize_x_row_k on vector lanes) -----------------------
+// max |v| over 8n values, or false when one is not finite (the caller's scalar code handles that).
+RLX_QINLINE bool absmax(const float* v, int n8, float& amax) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(3.402823466e38f);
+  __m256 mx = _mm256_setzero_ps();
+  int bad = 0;
+  for (int i = 0; i < n8; ++i) {
+    const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * i));
+    bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));  // inf or NaN
+    mx = _mm256_max_ps(mx, a);
+  }
+  if (bad) return false;
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  amax = _mm_cvtss_f32(m);
+  return true;
+}
+// 8 values times inv, rounded to nearest even (the default rounding mode, as std::nearbyint),
+// clamped to [-127, 127].
+RLX_QINLINE __m256i round8(const float* v, __m256 inv) {
+  const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v), inv));
+  return _mm256_min_epi32(_mm256_max_epi32(q, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+}
+RLX_QINLINE int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+// 32 values quantized with inv to q[0..32); sums of the two halves.
+RLX_QINLINE void round32(const float* v, __m256 inv, int8_t* q, int& s0, int& s1) {
+  const __m256i a = round8(v, inv), b = round8(v + 8, inv), c = round8(v + 16, inv), d = round8(v + 24, inv);
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  s0 = hsum_i32(_mm256_add_epi32(a, b));
+  s1 = hsum_i32(_mm256_add_epi32(c, d));
+}
+
 }  // namespace
+
+bool quantize32(const float* v, XBlock& o) {
+  float amax;
+  if (!absmax(v, 4, amax)) return false;
+  o.d = amax / 127.0f;
+  const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+  int s0, s1;
+  round32(v, inv, o.q, s0, s1);
+  o.sum[0] = static_cast<int16_t>(s0);
+  o.sum[1] = static_cast<int16_t>(s1);
+  o.dsum = o.d * static_cast<float>(s0 + s1);
+  return true;
+}
+
+bool quantize256(const float* v, XBlockK& o) {
+  float amax;
+  if (!absmax(v, 32, amax)) return false;
+  o.d = amax / 127.0f;
+  const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+  for (int u = 0; u < 8; ++u) {
+    int s0, s1;
+    round32(v + 32 * u, inv, o.q + 32 * u, s0, s1);
+    o.bsum[2 * u] = static_cast<int16_t>(s0);
+    o.bsum[2 * u + 1] = static_cast<int16_t>(s1);
+    o.usum[u] = static_cast<int16_t>(s0 + s1);
+  }
+  return true;
+}
 
 void decode_rows(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t k, float* out) {
   switch (f) {
@@ -642,6 +710,8 @@ void int8_gemm(QuantFormat, const XBlock*, int64_t, int64_t, const uint8_t*, int
                uint8_t*) {}
 void decode_rows(QuantFormat, const uint8_t*, int64_t, int64_t, int64_t, float*) {}
 void int8_rows_k(QuantFormat, const XBlockK*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t) {}
+bool quantize32(const float*, XBlock&) { return false; }
+bool quantize256(const float*, XBlockK&) { return false; }
 }  // namespace rlx::cpu::avx2
 
 #endif
