@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/cpu/attention_small.h"
 #include "support/test_util.h"
 
 namespace {
@@ -577,6 +578,43 @@ TEST(Rope, SymbolicDims) {
   const Shape x({b, s, 4, 8});
   const auto out = infer_op(ops::Rope{8, 8, RopeStyle::GptJ}, std::vector<Shape>{x, Shape({s, 4}), Shape({s, 4})});
   EXPECT_EQ(out.at(0), x);
+}
+
+// The few-row attention products (attention_small.h) against loops in double: head sizes with
+// and without a 64-value remainder, key counts around the 8-key blocks, 1..8 rows, strided rows.
+TEST(AttentionSmallProducts, MatchDoubleLoops) {
+  for (int64_t d : {8, 64, 72, 136}) {
+    if (!cpu::attn::small_products_native(d)) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+    for (int64_t ncol : {0, 1, 7, 8, 9, 100}) {
+      for (int64_t rows : {1, 3, 8}) {
+        SCOPED_TRACE("d=" + std::to_string(d) + " ncol=" + std::to_string(ncol) + " rows=" + std::to_string(rows));
+        const int64_t q_ld = d + 5, k_ld = 2 * d + 3, ld = ncol + 2, o_ld = d + 1;
+        const Tensor qt = random_tensor(DType::F32, {rows * q_ld}, 1);
+        const Tensor kt = random_tensor(DType::F32, {std::max<int64_t>(ncol, 1) * k_ld}, 2);
+        const Tensor vt = random_tensor(DType::F32, {std::max<int64_t>(ncol, 1) * k_ld}, 3);
+        const float* q = qt.data<float>();
+        const float* k = kt.data<float>();
+        const float* v = vt.data<float>();
+        std::vector<float> sc(static_cast<size_t>(rows * ld), -7.0f), o(static_cast<size_t>(rows * o_ld), -7.0f);
+        cpu::attn::small_qk(rows, ncol, d, 0.125f, q, q_ld, k, k_ld, sc.data(), ld);
+        cpu::attn::small_pv(rows, d, ncol, sc.data(), ld, v, k_ld, o.data(), o_ld);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < ncol; ++j) {
+            double want = 0;
+            for (int64_t e = 0; e < d; ++e) want += double(q[r * q_ld + e]) * k[j * k_ld + e];
+            EXPECT_NEAR(sc[static_cast<size_t>(r * ld + j)], 0.125 * want, 1e-5 * d) << r << "," << j;
+          }
+          EXPECT_EQ(sc[static_cast<size_t>(r * ld + ncol)], -7.0f);  // nothing past ncol
+          for (int64_t e = 0; e < d; ++e) {
+            double want = 0;
+            for (int64_t j = 0; j < ncol; ++j) want += double(sc[static_cast<size_t>(r * ld + j)]) * v[j * k_ld + e];
+            EXPECT_NEAR(o[static_cast<size_t>(r * o_ld + e)], want, 1e-5 * (ncol + 1)) << r << "," << e;
+          }
+          EXPECT_EQ(o[static_cast<size_t>(r * o_ld + d)], -7.0f);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

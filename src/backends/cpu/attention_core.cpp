@@ -3,6 +3,7 @@
 //   S = scale * Q_blk @ K^T   (gemm, only over the key columns the block can see)
 //   softcap / bias / mask, row softmax in place
 //   O_blk = P @ V             (gemm, written straight into the strided output)
+// (blocks of at most kSmallRows f32 rows: attention_small.h's kernels instead of the two gemms).
 #include "backends/cpu/attention_core.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/attention_small.h"
 #include "backends/cpu/blas.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/vec_rows.h"
@@ -80,7 +82,19 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   C* o = p.out.data + b * p.out.batch + i0 * p.out.seq + h * p.out.head;
   const int64_t d = p.head_dim;
 
-  gemm(false, true, rows, ncol, d, p.scale, q, q_ld, k, p.k.seq, C(0), s, ld);
+  // A few f32 rows (decode): the small-product kernels; else BLAS.
+  bool small = false;
+  if constexpr (std::is_same_v<C, float>) small = rows <= kSmallRows && small_products_native(d);
+  auto pv = [&] {
+    if constexpr (std::is_same_v<C, float>) {
+      if (small) return small_pv(rows, d, ncol, s, ld, v, p.v.seq, o, o_ld);
+    }
+    gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, o_ld);
+  };
+  if constexpr (std::is_same_v<C, float>) {
+    if (small) small_qk(rows, ncol, d, p.scale, q, q_ld, k, p.k.seq, s, ld);
+  }
+  if (!small) gemm(false, true, rows, ncol, d, p.scale, q, q_ld, k, p.k.seq, C(0), s, ld);
 
   const C neg_inf = -std::numeric_limits<C>::infinity();
   const uint8_t* keep = p.keep ? p.keep + b * p.keep_batch : nullptr;
@@ -96,7 +110,7 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
         if (mx == neg_inf) std::fill(row, row + ncol, C(0));
         else softmax_row_f32(row, row, ncol, false);
       }
-      gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, o_ld);
+      pv();
       return;
     }
   }
@@ -134,8 +148,7 @@ void run_unit(const Problem<C>& p, int64_t b, int64_t h, int64_t i0, int64_t i1,
     const C inv = C(1) / sum;
     for (int64_t j = 0; j < ncol; ++j) row[j] *= inv;
   }
-
-  gemm(false, false, rows, d, ncol, C(1), s, ld, v, p.v.seq, C(0), o, o_ld);
+  pv();
 }
 
 }  // namespace
