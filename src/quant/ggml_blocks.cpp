@@ -244,18 +244,12 @@ int k_low(const uint8_t* qs, int s, int l) {
 
 void deq_qk(const uint8_t* b, float* y, bool five) {
   const float d = load_f16(b), dmin = load_f16(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = five ? b + 48 : b + 16;
+  uint8_t q[256];
+  int sc[8], mn[8];
+  k_block_ints(five ? GgmlType::Q5_K : GgmlType::Q4_K, b, q, sc, mn);
   for (int s = 0; s < 8; ++s) {
-    int sc, mn;
-    get_scale_min(scales, s, &sc, &mn);
-    const float step = d * static_cast<float>(sc), off = dmin * static_cast<float>(mn);
-    for (int l = 0; l < 32; ++l) {
-      int q = k_low(qs, s, l);
-      if (five) q |= ((qh[l] >> s) & 1) << 4;
-      y[32 * s + l] = step * static_cast<float>(q) - off;
-    }
+    const float step = d * static_cast<float>(sc[s]), off = dmin * static_cast<float>(mn[s]);
+    for (int l = 0; l < 32; ++l) y[32 * s + l] = step * static_cast<float>(q[32 * s + l]) - off;
   }
 }
 void deq_q4_k(const uint8_t* b, float* y) { deq_qk(b, y, false); }
@@ -333,23 +327,23 @@ void deq_q3_k(const uint8_t* b, float* y) {
 }
 
 // Q6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208. Value i = 128h + 32k + l.
+// Its scale is scales[i / 16] (8h + 2k + l / 16).
 struct Q6Pos {
-  int ql, shift_l, qh, shift_h, scale;
+  int ql, shift_l, qh, shift_h;
 };
 Q6Pos q6_pos(int i) {
   const int h = i / 128, k = (i % 128) / 32, l = i % 32;
-  return {64 * h + l + 32 * (k & 1), 4 * (k >> 1), 32 * h + l, 2 * k, 8 * h + l / 16 + 2 * k};
+  return {64 * h + l + 32 * (k & 1), 4 * (k >> 1), 32 * h + l, 2 * k};
 }
 void deq_q6_k(const uint8_t* b, float* y) {
   const float d = load_f16(b + 208);
-  for (int i = 0; i < 256; ++i) {
-    const Q6Pos p = q6_pos(i);
-    const int q = ((b[p.ql] >> p.shift_l) & 0xF) | (((b[128 + p.qh] >> p.shift_h) & 3) << 4);
-    y[i] = d * static_cast<float>(static_cast<int8_t>(b[192 + p.scale])) * static_cast<float>(q - 32);
-  }
+  uint8_t q[256];
+  int sc[16];
+  k_block_ints(GgmlType::Q6_K, b, q, sc, nullptr);
+  for (int i = 0; i < 256; ++i) y[i] = d * static_cast<float>(sc[i / 16]) * static_cast<float>(q[i] - 32);
 }
 void q_q6_k(const float* x, uint8_t* b, int64_t blk) {
-  // Sub-block j (16 values: q6_pos gives scale index i / 16) maps its largest-magnitude value
+  // Sub-block j (values 16j .. 16j + 15) maps its largest-magnitude value
   // to -32; the int8 scales are rounded away from zero so that no value is clamped.
   float want[16], max_abs = 0;
   for (int j = 0; j < 16; ++j) {
@@ -367,7 +361,6 @@ void q_q6_k(const float* x, uint8_t* b, int64_t blk) {
   std::memset(b, 0, 192);
   for (int i = 0; i < 256; ++i) {
     const Q6Pos p = q6_pos(i);
-    // Value i = 128h + 32k + l has scale 8h + 2k + l/16, which is i / 16.
     const float st = step[i / 16];
     const int q = st != 0 ? round_clamp(x[i] / st, -32, 31) + 32 : 32;
     b[p.ql] |= static_cast<uint8_t>((q & 0xF) << p.shift_l);
@@ -402,6 +395,30 @@ int64_t whole_blocks(const GgmlTypeInfo& info, int64_t n, const char* verb) {
 }
 
 }  // namespace
+
+void k_block_ints(GgmlType type, const uint8_t* block, uint8_t* q, int* sc, int* mn) {
+  if (type == GgmlType::Q6_K) {
+    for (int i = 0; i < 256; ++i) {
+      const Q6Pos p = q6_pos(i);
+      q[i] = static_cast<uint8_t>(((block[p.ql] >> p.shift_l) & 0xF) | (((block[128 + p.qh] >> p.shift_h) & 3) << 4));
+    }
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(block[192 + j]);
+    return;
+  }
+  if (type != GgmlType::Q4_K && type != GgmlType::Q5_K)
+    throw Error(std::string("k_block_ints: ") + ggml_type_info(type).name + " is not Q4_K, Q5_K or Q6_K");
+  const bool five = type == GgmlType::Q5_K;
+  const uint8_t* qh = block + 16;
+  const uint8_t* qs = five ? block + 48 : block + 16;
+  for (int s = 0; s < 8; ++s) {
+    get_scale_min(block + 4, s, &sc[s], &mn[s]);
+    for (int l = 0; l < 32; ++l) {
+      int v = k_low(qs, s, l);
+      if (five) v |= ((qh[l] >> s) & 1) << 4;
+      q[32 * s + l] = static_cast<uint8_t>(v);
+    }
+  }
+}
 
 void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   const GgmlTypeInfo& info = ggml_type_info(type);

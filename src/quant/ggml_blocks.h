@@ -46,6 +46,12 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 // a non-finite value or a block whose scale overflows f16, or a type without a quantizer.
 void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 
+// The integers of one Q4_K / Q5_K / Q6_K superblock (256 values): q[i], its unsigned values (4, 5
+// or 6 bits: value = d sc q - dmin mn for Q4_K / Q5_K, d sc (q - 32) for Q6_K), and its sub-block
+// scales: Q4_K / Q5_K 8 scales and 8 mins (6 bits each), Q6_K 16 signed scales (mn not written).
+// rlx::Error for another type.
+void k_block_ints(GgmlType type, const uint8_t* block, uint8_t* q, int* sc, int* mn);
+
 // The ggml type of a DequantMatMul weight format, and the format of a ggml type (F16 and BF16
 // included: DequantMatMul takes them as 32-value "blocks"; nullopt for the other plain types and
 // the block types DequantMatMul does not take).

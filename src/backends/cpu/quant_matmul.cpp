@@ -116,21 +116,13 @@ void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
   if (!dequant_matmul_int8_native(f)) return row_f32(f, x, m, k, w, n, y);
   const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
   if (f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K) {
-    const int64_t xb = k / 256;
-    std::vector<XBlockK> xq(static_cast<size_t>(m * xb));
-    parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) quantize_x_row_k(x + i * k, k, xq.data() + i * xb);
-    });
+    const std::vector<XBlockK> xq = quantize_x_rows_k(x, m, k);
     parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
       avx2::int8_rows_k(f, xq.data(), m, k, w, row_bytes, n0, n1, y, n);
     });
     return;
   }
-  const int64_t xb = k / 32;
-  std::vector<XBlock> xq(static_cast<size_t>(m * xb));
-  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) quantize_x_row(x + i * k, k, xq.data() + i * xb);
-  });
+  const std::vector<XBlock> xq = quantize_x_rows(x, m, k);
   // At least 4 weight rows per chunk (a chunk boundary costs nothing else).
   parallel_for(n, std::max<int64_t>(4, grain_rows(m, k, 1 << 17)), [&](int64_t n0, int64_t n1) {
     avx2::int8_rows(f, xq.data(), m, k, w, row_bytes, n0, n1, y, n);
@@ -140,11 +132,7 @@ void int8(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,
 void int8_gemm(QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, float* y) {
   if (!int8_gemm_format(f)) return dequant_gemm(f, x, m, k, w, n, y);
   const int64_t row_bytes = k / quant_block(f).elements * quant_block(f).bytes;
-  const int64_t xb = k / 32;
-  std::vector<XBlock> xq(static_cast<size_t>(m * xb));
-  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) quantize_x_row(x + i * k, k, xq.data() + i * xb);
-  });
+  const std::vector<XBlock> xq = quantize_x_rows(x, m, k);
   // Chunks of whole 8-row tiles, at least 64 rows (the tile is filled once per x pass).
   parallel_for((n + 7) / 8, 8, [&](int64_t t0, int64_t t1) {
     std::vector<uint8_t> scratch(static_cast<size_t>(avx2::int8_gemm_scratch_bytes(k) + 32));
@@ -233,6 +221,25 @@ void quantize_x_row_k(const float* x, int64_t k, XBlockK* out) {
     }
     for (int u = 0; u < 8; ++u) o.usum[u] = static_cast<int16_t>(o.bsum[2 * u] + o.bsum[2 * u + 1]);
   }
+}
+
+namespace {
+// Rows [0, m) of x quantized by `row` into k / per blocks each, about 64 K values a chunk.
+template <class XB, class Row>
+std::vector<XB> quantize_rows(const float* x, int64_t m, int64_t k, int64_t per, Row row) {
+  std::vector<XB> xq(static_cast<size_t>(m * (k / per)));
+  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) row(x + i * k, k, xq.data() + i * (k / per));
+  });
+  return xq;
+}
+}  // namespace
+
+std::vector<XBlock> quantize_x_rows(const float* x, int64_t m, int64_t k) {
+  return quantize_rows<XBlock>(x, m, k, 32, quantize_x_row);
+}
+std::vector<XBlockK> quantize_x_rows_k(const float* x, int64_t m, int64_t k) {
+  return quantize_rows<XBlockK>(x, m, k, 256, quantize_x_row_k);
 }
 
 void dequant_matmul(DequantPath path, QuantFormat f, const float* x, int64_t m, int64_t k, const uint8_t* w,

@@ -38,6 +38,7 @@
 //   |y_int8 - y_exact| <= sum_blocks s_b / 2 * sum_{i in b} |w_i|   (+ f32 rounding),
 // about 0.4% of sum |x_i w_i| for Gaussian data (tests/ops/test_dequant_matmul.cpp checks the bound).
 #include <cstdint>
+#include <vector>
 
 #include "rlx/ops.h"
 
@@ -81,6 +82,10 @@ inline bool is_half_format(QuantFormat f) { return f == QuantFormat::F16 || f ==
 void quantize_x_row(const float* x, int64_t k, XBlock* out);
 // Quantizes `k` values (a multiple of 256) to k / 256 blocks.
 void quantize_x_row_k(const float* x, int64_t k, XBlockK* out);
+// m rows of k values quantized by quantize_x_row / quantize_x_row_k (row i's blocks at
+// i * k / 32 / i * k / 256), over the thread pool.
+std::vector<XBlock> quantize_x_rows(const float* x, int64_t m, int64_t k);
+std::vector<XBlockK> quantize_x_rows_k(const float* x, int64_t m, int64_t k);
 
 namespace avx2 {
 // Int8 kernels (quant_matmul_avx2.cpp; call only when dequant_matmul_int8_native(f)):

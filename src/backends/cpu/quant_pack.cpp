@@ -6,27 +6,16 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/int_gemm.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/quant_matmul.h"
+#include "quant/ggml_blocks.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
 namespace {
 
 bool is_k(QuantFormat f) { return f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K; }
-
-bool has_vnni() {
-#if defined(__GNUC__) && defined(__x86_64__)
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
 
 bool packable(QuantFormat f) {
   return f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Q8_0 || is_k(f);
@@ -41,17 +30,6 @@ void check(QuantFormat f, int64_t k, const char* what) {
                 enum_name(f) + " block size " + std::to_string(e));
 }
 
-// The 6-bit scale and min of sub-block j of a K-format superblock's 12 scale bytes.
-void kscale(const uint8_t* s, int j, uint8_t& sc, uint8_t& mn) {
-  if (j < 4) {
-    sc = s[j] & 63;
-    mn = s[j + 4] & 63;
-  } else {
-    sc = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-    mn = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
-}
-
 // Tile of a 32-value format, one unit after the other. Q4_0 (18-byte blocks d, qs[16]) / Q4_1
 // (20-byte d, m, qs[16]): a block's byte qs[i] holds value i (low nibble) and 16 + i (high
 // nibble), which is the packed byte layout of one row: vector c, byte 4r + b is qs[4c + b] of
@@ -59,8 +37,8 @@ void kscale(const uint8_t* s, int j, uint8_t& sc, uint8_t& mn) {
 // 4r + b is qs[4c + b] of row r plus 128 (an unsigned byte); then the 8 rows' d.
 void pack_tile_32(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t units, uint8_t* out) {
   const bool q8 = f == QuantFormat::Q8_0, q4_1 = f == QuantFormat::Q4_1;
-  const int64_t bs = quant_block(f).bytes, qoff = q4_1 ? 4 : 2, vals = q8 ? 256 : 128;
-  const int64_t unit = vals + (q4_1 ? 32 : 16);
+  const int64_t bs = quant_block(f).bytes, qoff = q4_1 ? 4 : 2, vals = packed_unit_value_bytes(f);
+  const int64_t unit = packed_step_bytes(f);
   for (int64_t u = 0; u < units; ++u)
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* p = w + r * row_bytes + u * bs;
@@ -73,45 +51,20 @@ void pack_tile_32(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t ro
     }
 }
 
-// One K-format superblock p of one row decoded to its unsigned values q[256] (4, 5 or 6 bits) and
-// scales: Q4_K / Q5_K 8 scales and 8 mins (6 bits); Q6_K 16 signed scales (as bytes).
-// Q4_K / Q5_K (d, dmin, scales[12], [Q5_K: qh[32]], qs[128]): value i of sub-block u has its low
-// nibble in qs[32 (u / 2) + i] (low for even u, high for odd) and, for Q5_K, bit 4 in bit u of
-// qh[i]. Q6_K (ql[128], qh[64], scales[16], d): value 128h + 32k + l has its low 4 bits in
-// ql[64h + 32 (k % 2) + l] (low nibble for k < 2) and bits 4..5 in bits 2k..2k+1 of qh[32h + l].
-void decode_super(QuantFormat f, const uint8_t* p, uint8_t* q, uint8_t* sc, uint8_t* mn) {
-  if (f == QuantFormat::Q6_K) {
-    for (int i = 0; i < 256; ++i) {
-      const int h = i / 128, k = (i % 128) / 32, l = i % 32;
-      const int low = (p[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0F;
-      q[i] = static_cast<uint8_t>(low | ((p[128 + 32 * h + l] >> (2 * k)) & 3) << 4);
-    }
-    std::memcpy(sc, p + 192, 16);
-    return;
-  }
-  const bool k5 = f == QuantFormat::Q5_K;
-  const uint8_t* qs = p + (k5 ? 48 : 16);
-  for (int u = 0; u < 8; ++u) {
-    kscale(p + 4, u, sc[u], mn[u]);
-    for (int i = 0; i < 32; ++i) {
-      const int low = (qs[32 * (u / 2) + i] >> (4 * (u % 2))) & 0x0F;
-      q[32 * u + i] = static_cast<uint8_t>(low | (k5 ? ((p[16 + i] >> u) & 1) << 4 : 0));
-    }
-  }
-}
-
-// Tile of a K format (Q4_K 144-, Q5_K 176-, Q6_K 210-byte superblocks), quant_pack.h's layout:
-// per superblock 8 units of nibble vectors (+ Q5_K's bit plane, Q6_K's two), then the scales.
+// Tile of a K format (Q4_K 144-, Q5_K 176-, Q6_K 210-byte superblocks; their integers from
+// quant::k_block_ints), quant_pack.h's layout: per superblock 8 units of nibble vectors (+ Q5_K's
+// bit plane, Q6_K's two), then the scales.
 void pack_tile_k(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t supers, uint8_t* out) {
-  const int64_t unit = f == QuantFormat::Q4_K ? 128 : f == QuantFormat::Q5_K ? 160 : 192;
-  const int64_t scales = 8 * unit, super = scales + (f == QuantFormat::Q6_K ? 144 : 160);
+  const int64_t unit = packed_unit_value_bytes(f), scales = 8 * unit, super = packed_step_bytes(f);
   const int64_t block = quant_block(f).bytes;
-  uint8_t q[256], sc[16], mn[8];
+  const GgmlType type = quant::ggml_type_of(f);
+  uint8_t q[256];
+  int sc[16], mn[8];
   for (int64_t s = 0; s < supers; ++s) {
     uint8_t* o = out + super * s;
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* p = w + r * row_bytes + block * s;
-      decode_super(f, p, q, sc, mn);
+      quant::k_block_ints(type, p, q, sc, mn);
       for (int u = 0; u < 8; ++u) {
         uint8_t* up = o + unit * u;
         const uint8_t* v = q + 32 * u;
@@ -127,13 +80,13 @@ void pack_tile_k(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t row
           }
       }
       if (f == QuantFormat::Q6_K) {
-        for (int j = 0; j < 16; ++j) o[scales + 16 * (j / 2) + 2 * r + j % 2] = sc[j];
+        for (int j = 0; j < 16; ++j) o[scales + 16 * (j / 2) + 2 * r + j % 2] = static_cast<uint8_t>(sc[j]);
         std::memcpy(o + scales + 128 + 2 * r, p + 208, 2);
         continue;
       }
       for (int u = 0; u < 8; ++u) {
-        o[scales + 8 * u + r] = sc[u];
-        o[scales + 64 + 16 * (u / 2) + 2 * r + u % 2] = mn[u];
+        o[scales + 8 * u + r] = static_cast<uint8_t>(sc[u]);
+        o[scales + 64 + 16 * (u / 2) + 2 * r + u % 2] = static_cast<uint8_t>(mn[u]);
       }
       std::memcpy(o + scales + 128 + 2 * r, p, 2);
       std::memcpy(o + scales + 144 + 2 * r, p + 2, 2);
@@ -143,14 +96,13 @@ void pack_tile_k(QuantFormat f, const uint8_t* w, int64_t row_bytes, int64_t row
 
 }  // namespace
 
-bool quant_pack_vnni() { return has_vnni(); }
+bool quant_pack_vnni() { return int_gemm_vnni_usable(); }
 
 bool quant_pack_format(QuantFormat f) { return packable(f) && dequant_matmul_int8_native(f); }
 
 int64_t quant_packed_tile_bytes(QuantFormat f, int64_t k) {
   check(f, k, "quant_packed_tile_bytes");
-  if (is_k(f)) return k / 256 * (f == QuantFormat::Q4_K ? 1184 : f == QuantFormat::Q5_K ? 1440 : 1680);
-  return k / 32 * (f == QuantFormat::Q4_1 ? 160 : f == QuantFormat::Q8_0 ? 272 : 144);
+  return k / (is_k(f) ? 256 : 32) * packed_step_bytes(f);
 }
 
 int64_t quant_packed_bytes(QuantFormat f, int64_t n, int64_t k) {
@@ -185,20 +137,13 @@ void dequant_matmul_packed(QuantFormat f, const float* x, int64_t m, int64_t k, 
                            float* y, PackedKernel kernel) {
   check(f, k, "dequant_matmul_packed");
   if (!quant_pack_format(f)) throw Error("dequant_matmul_packed: this CPU lacks AVX2 / FMA / F16C");
-  if (kernel == PackedKernel::Vnni && !has_vnni())
+  if (kernel == PackedKernel::Vnni && !quant_pack_vnni())
     throw Error("dequant_matmul_packed: the VNNI kernel needs AVX-512 VNNI and VL, which this CPU lacks");
   if (m <= 0 || n <= 0) return;
-  const bool vnni = kernel == PackedKernel::Vnni || (kernel == PackedKernel::Auto && has_vnni());
+  const bool vnni = kernel == PackedKernel::Vnni || (kernel == PackedKernel::Auto && quant_pack_vnni());
   const bool kfmt = is_k(f);
-  const int64_t xb = kfmt ? k / 256 : k / 32;
-  std::vector<XBlockK> xk(kfmt ? static_cast<size_t>(m * xb) : 0);
-  std::vector<XBlock> x32(kfmt ? 0 : static_cast<size_t>(m * xb));
-  parallel_for(m, std::max<int64_t>(1, 65536 / k), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (kfmt) quantize_x_row_k(x + i * k, k, xk.data() + i * xb);
-      else quantize_x_row(x + i * k, k, x32.data() + i * xb);
-    }
-  });
+  const std::vector<XBlockK> xk = kfmt ? quantize_x_rows_k(x, m, k) : std::vector<XBlockK>{};
+  const std::vector<XBlock> x32 = kfmt ? std::vector<XBlock>{} : quantize_x_rows(x, m, k);
   const void* xq = kfmt ? static_cast<const void*>(xk.data()) : static_cast<const void*>(x32.data());
   // Chunks of about 64 K multiply-adds (a decode GEMV of 768 x 768 splits in 9).
   const int64_t tiles = (n + 7) / 8;

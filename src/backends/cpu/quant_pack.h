@@ -44,6 +44,24 @@
 
 namespace rlx::cpu {
 
+// The layout's sizes, shared by the packing and the kernels (valid for the packed formats).
+// Bytes of the values of one 32-value unit of 8 rows: the nibble vectors (+ bit planes), or
+// Q8_0's 8 vectors of bytes.
+constexpr int64_t packed_unit_value_bytes(QuantFormat f) {
+  return f == QuantFormat::Q8_0 ? 256 : f == QuantFormat::Q5_K ? 160 : f == QuantFormat::Q6_K ? 192 : 128;
+}
+// Bytes of one step of a tile: a 32-value unit with its scales (Q4_0, Q4_1, Q8_0), or a 256-value
+// superblock: 8 units' values, then the scales (K formats).
+constexpr int64_t packed_step_bytes(QuantFormat f) {
+  switch (f) {
+    case QuantFormat::Q4_0: return 128 + 16;
+    case QuantFormat::Q4_1: return 128 + 32;
+    case QuantFormat::Q8_0: return 256 + 16;
+    case QuantFormat::Q6_K: return 8 * packed_unit_value_bytes(f) + 128 + 16;
+    default: return 8 * packed_unit_value_bytes(f) + 128 + 32;  // Q4_K, Q5_K
+  }
+}
+
 // Whether `f` has a packed form and this CPU runs its kernels (AVX2, FMA and F16C).
 bool quant_pack_format(QuantFormat f);
 // Whether this CPU runs the AVX-512 VNNI kernels (else the AVX2 ones).
