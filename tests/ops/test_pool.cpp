@@ -110,6 +110,7 @@ const std::vector<PoolCase> kCases = {
     {{2, 3, 48, 40}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},  // stride 2 rows of 20 (a ResNet stem pool)
     {{1, 2, 5, 31}, {3, 3}, {2, 2}, {}, {}},             // stride 2: the last vector would read past the row
     {{1, 2, 6, 70}, {2, 2}, {2, 2}, {0, 1, 0, 1}, {}},
+    {{1, 2, 9, 67}, {3, 3}, {2, 2}, {1, 2, 1, 2}, {1, 2}},  // stride 2, dilated taps, rows of 33
 };
 
 TEST(Pool, MaxAndAvgAllFloatDtypes) {

@@ -8,6 +8,7 @@
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/pool_avx2.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
@@ -22,7 +23,8 @@ inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t begin, int6
 // Max pooling of float planes one output row at a time: every valid tap row (converted to f32
 // once when T is not) updates the row's running maxima over the output columns its taps reach,
 // so the inner loop runs over contiguous outputs with no index arithmetic per tap. Taps are
-// visited in the generic loop's (kz, ky, kx) order with its NaN rule: same bits.
+// visited in the generic loop's (kz, ky, kx) order with its NaN rule: same bits. On AVX2 with x
+// stride 1 or 2 a whole output row runs on vector lanes (pool_avx2.h), in the same order.
 template <class T>
 void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
   const int64_t ow = win.out[2], oh = win.out[1], od = win.out[0], iw = win.in[2], in_sz = win.in_size();
@@ -30,12 +32,38 @@ void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
   // Per kx: the output columns whose tap lies inside the row.
   std::vector<int64_t> lo(static_cast<size_t>(win.k[2])), hi(lo.size());
   for (int64_t kx = 0; kx < win.k[2]; ++kx) win.valid_range(2, kx, lo[static_cast<size_t>(kx)], hi[static_cast<size_t>(kx)]);
+  const bool vec = max_pool_avx2_usable() && (sx == 1 || sx == 2);
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * win.k_size())), [&](int64_t b, int64_t e) {
     thread_local std::vector<float> m, conv_row;
+    thread_local std::vector<const float*> tap_rows;
     m.resize(static_cast<size_t>(ow));
-    if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw));
+    if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw * (vec ? win.k[0] * win.k[1] : 1)));
     for (int64_t r = b; r < e; ++r) {
       const int64_t plane = r / (od * oh), oz = (r / oh) % od, oy = r % oh;
+      if (vec) {  // the valid tap rows (converted to f32 once), then the row on vector lanes
+        tap_rows.clear();
+        for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+          const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+          if (iz < 0 || iz >= win.in[0]) continue;
+          for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+            const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+            if (iy < 0 || iy >= win.in[1]) continue;
+            const T* src = xp + plane * in_sz + (iz * win.in[1] + iy) * iw;
+            if constexpr (std::is_same_v<T, float>) {
+              tap_rows.push_back(src);
+            } else {
+              float* dst = conv_row.data() + static_cast<int64_t>(tap_rows.size()) * iw;
+              convert_span(src, dst, iw);
+              tap_rows.push_back(dst);
+            }
+          }
+        }
+        float* out = m.data();
+        if constexpr (std::is_same_v<T, float>) out = yp + r * ow;
+        max_pool_row_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), iw, ow, win.k[2], sx, px, dx, out);
+        if constexpr (!std::is_same_v<T, float>) convert_span(m.data(), yp + r * ow, ow);
+        continue;
+      }
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
       for (int64_t kz = 0; kz < win.k[0]; ++kz) {
         const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];

@@ -1,0 +1,149 @@
+// One output row of f32 max pooling on AVX2 lanes (pool_avx2.h): 8 output columns per vector, the
+// running maxima in a register across every tap; taps over the padding are masked loads whose
+// lanes become -inf (stride 2: the even floats of two masked loads, gathered by one shuffle and
+// one lane permute). Compiled for AVX2 between the pragmas; only called after
+// max_pool_avx2_usable().
+#include "backends/cpu/pool_avx2.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+namespace rlx::cpu {
+
+bool max_pool_avx2_usable() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return ok;
+}
+
+}  // namespace rlx::cpu
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+// m where v is neither greater nor NaN, else v.
+inline __m256 take(__m256 m, __m256 v) {
+  const __m256 pick = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(m, v, pick);
+}
+
+// Lanes whose column c0 + step * lane lies in [0, iw) and whose output ox0 + lane < ow.
+inline __m256i valid_lanes(int64_t c0, int64_t step, int64_t iw, int64_t ox0, int64_t ow) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(c0)),
+                                       _mm256_mullo_epi32(lane, _mm256_set1_epi32(static_cast<int>(step))));
+  const __m256i in_row = _mm256_and_si256(_mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(iw)), col));
+  return _mm256_and_si256(in_row, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox0)), lane));
+}
+
+}  // namespace
+
+void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int64_t ow, int64_t kw, int64_t sx,
+                       int64_t px, int64_t dx, float* y) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i even = _mm256_cmpeq_epi32(_mm256_and_si256(lane, _mm256_set1_epi32(1)), _mm256_setzero_si256());
+  // Per 8 outputs and kx: the output lanes inside the row, and (stride 2) the load masks of
+  // floats 0..7 and 8..15 from column c0 (even floats of valid outputs only). The same for
+  // every row of a pooling: kept per thread for the geometry it was made for.
+  struct Tap {
+    int64_t c0;
+    bool full;  // all 8 outputs inside the row, and plain loads stay inside it
+    int32_t out[8], lo[8], hi[8];  // masks (plain arrays: the vector's storage is not 32-byte aligned)
+  };
+  thread_local std::vector<Tap> tap_store;
+  thread_local std::vector<int64_t> chunk_taps;  // taps of chunk i: [chunk_taps[i], chunk_taps[i + 1])
+  thread_local int64_t key[6] = {-1, -1, -1, -1, -1, -1};
+  const int64_t want[6] = {iw, ow, kw, sx, px, dx};
+  if (!std::equal(want, want + 6, key)) {
+    tap_store.clear();
+    chunk_taps.assign(1, 0);
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += 8) {
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        Tap t;
+        t.c0 = ox0 * sx - px + kx * dx;
+        const __m256i out = valid_lanes(t.c0, sx, iw, ox0, ow);
+        if (_mm256_testz_si256(out, out)) continue;  // every lane over the padding: -inf
+        t.full = _mm256_movemask_ps(_mm256_castsi256_ps(out)) == 0xFF && t.c0 + 8 * sx <= iw;
+        __m256i lo = _mm256_setzero_si256(), hi = lo;
+        if (sx == 2) {
+          lo = _mm256_and_si256(even, valid_lanes(t.c0, 1, iw, 2 * ox0, 2 * ow));
+          hi = _mm256_and_si256(even, valid_lanes(t.c0 + 8, 1, iw, 2 * ox0 + 8, 2 * ow));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.out), out);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.lo), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.hi), hi);
+        tap_store.push_back(t);
+      }
+      chunk_taps.push_back(static_cast<int64_t>(tap_store.size()));
+    }
+    std::copy(want, want + 6, key);
+  }
+  const Tap* const taps = tap_store.data();  // (one thread-local lookup, not one per tap)
+  const int64_t* const bounds = chunk_taps.data();
+  for (int64_t ox0 = 0, chunk = 0; ox0 < ow; ox0 += 8, ++chunk) {
+    const int64_t t_begin = bounds[chunk], t_end = bounds[chunk + 1];
+    __m256 m = ninf;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* row = rows[r];
+      for (int64_t i = t_begin; i < t_end; ++i) {
+        const Tap& t = taps[i];
+        __m256 v;
+        if (t.full) {
+          if (sx == 1) {
+            v = _mm256_loadu_ps(row + t.c0);
+          } else {
+            const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(row + t.c0), _mm256_loadu_ps(row + t.c0 + 8), 0x88);
+            v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+          }
+          m = take(m, v);
+          continue;
+        }
+        const __m256i out = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.out));
+        if (sx == 1) {
+          v = _mm256_maskload_ps(row + t.c0, out);
+        } else {
+          const __m256 a = _mm256_maskload_ps(row + t.c0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.lo)));
+          const __m256 b = _mm256_maskload_ps(row + t.c0 + 8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.hi)));
+          const __m256 ev = _mm256_shuffle_ps(a, b, 0x88);  // a0 a2 b0 b2 | a4 a6 b4 b6
+          v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+        }
+        m = take(m, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(out)));
+      }
+    }
+    if (ox0 + 8 <= ow) _mm256_storeu_ps(y + ox0, m);
+    else _mm256_maskstore_ps(y + ox0, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - ox0)), lane), m);
+  }
+}
+
+}  // namespace rlx::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else  // not x86-64 GCC/clang: the scalar loop of max_pool_rows
+
+namespace rlx::cpu {
+bool max_pool_avx2_usable() { return false; }
+void max_pool_row_avx2(const float* const*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {}
+}  // namespace rlx::cpu
+
+#endif
