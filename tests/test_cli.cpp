@@ -314,10 +314,14 @@ TEST_F(Cli, RunProfilePrintsDeviceTimePerOpKind) {
   const std::string g = export_small("profile.json");
   Proc cpu = rlx("run " + g + " --random-inputs -n 2 --profile");
   EXPECT_EXIT_CODE(cpu, 0);
-  EXPECT_THAT(cpu.out, AllOf(HasSubstr("CPU time per op kind, all 3 runs"), HasSubstr("matmul"), HasSubstr(" steps\n")));
+  EXPECT_THAT(cpu.out, AllOf(HasSubstr("CPU time per op kind, all 3 runs"), HasSubstr("matmul"), HasSubstr(" steps\n"),
+                             HasSubstr("slowest steps (ms per run"), HasSubstr(" GMAC/s  ")));
   Proc top = rlx("run " + g + " --random-inputs -n 1 --profile --profile-top 1");
   EXPECT_EXIT_CODE(top, 0);
   EXPECT_THAT(top.out, HasSubstr("more op kinds (--profile-top shows more)"));
+  Proc steps = rlx("run " + g + " --random-inputs -n 1 --profile --profile-steps 1");
+  EXPECT_EXIT_CODE(steps, 0);
+  EXPECT_THAT(steps.out, HasSubstr("more steps (--profile-steps shows more)"));
 #ifdef RLX_HAVE_VULKAN
   Proc vk = rlx("run " + g + " --random-inputs -n 2 --profile --device vulkan");
   if (vk.code != 0 && vk.err.find("no Vulkan device") != std::string::npos) GTEST_SKIP() << vk.err;

@@ -2,6 +2,7 @@
 // wall time summed per op kind, registered as the CPU's device profile; control-flow bodies are
 // inside their step, not counted again; taking the table clears it.
 #include <gmock/gmock.h>
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "backends/cpu/executor.h"
@@ -31,8 +32,10 @@ TEST(CpuProfile, StepTimesPerOpKind) {
   CompiledGraph cg = Session(Device::Cpu).compile(g, o);
   const NamedTensors in{{"x", testing::random_tensor(DType::F32, {64, 64}, 1)},
                         {"w", testing::random_tensor(DType::F32, {64, 64}, 2)}};
+  take_device_step_profile(Device::Cpu, 0);  // (rows another test may have left)
   cg.run(in);
   EXPECT_EQ(take_device_profile(Device::Cpu), "");  // off: nothing timed
+  EXPECT_EQ(take_device_step_profile(Device::Cpu, 10), "");
   enable_device_profile(Device::Cpu);
   for (int i = 0; i < 3; ++i) cg.run(in);
   const std::string table = take_device_profile(Device::Cpu);
@@ -40,6 +43,20 @@ TEST(CpuProfile, StepTimesPerOpKind) {
   EXPECT_THAT(table, AllOf(::testing::ContainsRegex("matmul +[0-9.]+ ms +[0-9.]+% +6 steps"),
                            ::testing::ContainsRegex("softmax +[0-9.]+ ms +[0-9.]+% +3 steps")));
   EXPECT_EQ(take_device_profile(Device::Cpu), "");  // taken: cleared
+  // The slowest steps: each of the three once, with its shapes; the products with their rate
+  // (64 x 64 x 64 multiply-adds), the softmax without one.
+  const std::string steps = take_device_step_profile(Device::Cpu, 10);
+  EXPECT_THAT(steps, AllOf(::testing::ContainsRegex(
+                               "#0 +[0-9.]+ ms +[0-9.]+% +[0-9.]+ GMAC/s  matmul -> f32\\[64,64\\] from f32\\[64,64\\]"),
+                           ::testing::ContainsRegex("#1 +[0-9.]+ ms +[0-9.]+% +[0-9.]+ GMAC/s  matmul"),
+                           ::testing::ContainsRegex("#2 +[0-9.]+ ms +[0-9.]+% +softmax -> f32\\[64,64\\]"),
+                           Not(HasSubstr("more steps"))));
+  for (int i = 0; i < 2; ++i) cg.run(in);
+  const std::string top1 = take_device_step_profile(Device::Cpu, 1);
+  EXPECT_THAT(top1, HasSubstr("... 2 more steps (--profile-steps shows more)"));
+  EXPECT_EQ(std::count(top1.begin(), top1.end(), '#'), 1);
+  EXPECT_EQ(take_device_step_profile(Device::Cpu, 10), "");  // taken: cleared
+  take_device_profile(Device::Cpu);
 }
 
 TEST(CpuProfile, ControlFlowBodiesAreNotCountedTwice) {

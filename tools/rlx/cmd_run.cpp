@@ -39,6 +39,7 @@ struct RunOptions {
   std::vector<std::string> knobs;  // name=value
   bool profile = false;
   int profile_top = 15;
+  int profile_steps = 10;
 };
 
 struct InputInfo {
@@ -359,6 +360,10 @@ int run_run(const RunOptions& o) {
       pos = next;
     }
     if (rest > 0) std::cout << "  ... " << rest << " more op kinds (--profile-top shows more)\n";
+    const std::string steps = take_device_step_profile(cg.device(), o.profile_steps);
+    if (!steps.empty())
+      std::cout << "slowest steps (ms per run, share of all steps, multiply-adds per second for convs and products):\n"
+                << steps;
   }
 
   if (!o.save_dir.empty()) {
@@ -398,6 +403,9 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--profile-top", o->profile_top, "Op kinds the --profile table lists")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  sub->add_option("--profile-steps", o->profile_steps,
+                  "Slowest steps --profile lists after the op kinds (cpu; with their shapes and GMAC/s)")
+      ->check(CLI::Range(0, 1000000));
   sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   sub->add_option("--save-outputs", o->save_dir, "Write every output as DIR/<name>.npy");
   sub->add_option("--threads,-t", o->threads, "CPU threads of the runs, the BLAS's included (0 = all cores)")

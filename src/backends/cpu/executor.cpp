@@ -19,6 +19,7 @@ namespace {
 std::atomic<bool> g_profile_on{false};
 std::atomic<uint64_t> g_copied_bytes{0};
 StepProfile g_profile;  // op kind -> wall time of its steps
+StepTable g_steps;      // step -> wall time, for the slowest steps
 
 // The --profile row of a step: its op kind; convolutions also by window, stride and kind
 // (pointwise, depthwise, grouped), where CNNs spend their time: "conv 3x3 s2 depthwise".
@@ -35,8 +36,26 @@ std::string profile_kind(const Node& n, const std::vector<Tensor>& ins) {
   if (conv->groups > 1) kind += w[1] == 1 ? " depthwise" : " grouped";
   return kind;
 }
+// Multiply-adds of a conv or matrix product step (0 for other ops): the rate column of the
+// slowest steps.
+double step_macs(const Node& n, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs) {
+  if (outs.empty() || ins.size() < 2) return 0;
+  const double out = static_cast<double>(outs[0].numel());
+  if (std::holds_alternative<ops::Conv>(n.op) && ins[1].rank() >= 3) {
+    double per = 1;
+    for (size_t i = 1; i < ins[1].shape().size(); ++i) per *= static_cast<double>(ins[1].shape()[i]);
+    return out * per;
+  }
+  if ((std::holds_alternative<ops::MatMul>(n.op) || std::holds_alternative<ops::FusedMatMulBiasAct>(n.op)) &&
+      ins[0].rank() >= 1)
+    return out * static_cast<double>(ins[0].shape().back());
+  if (const auto* dq = std::get_if<ops::DequantMatMul>(&n.op)) return out * static_cast<double>(dq->k);
+  return 0;
+}
+
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
-    Device::Cpu, {[] { set_step_profile(true); }, [] { return g_profile.take("steps"); }});
+    Device::Cpu, {[] { set_step_profile(true); }, [] { return g_profile.take("steps"); },
+                  [](int top) { return g_steps.take(top); }});
 
 // Base pointer of every leaf's bytes for one run (nullptr for non-leaves), checking that each
 // bound tensor matches its node. Leaf bytes are only read, except those of the written inputs
@@ -236,9 +255,15 @@ std::vector<Tensor> Executor::run(const std::unordered_map<NodeId, Tensor>& give
       throw Error(node_label(n) + (fused ? " (with " + node_label(graph_.node(fused->node)) + " as its epilogue)" : "") +
                   ": " + e.what());
     }
-    if (profile)
-      g_profile.add(fused ? profile_kind(n, ins) + "+" + op_name(fused->op) : profile_kind(n, ins),
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (profile) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const std::string kind = fused ? profile_kind(n, ins) + "+" + op_name(fused->op) : profile_kind(n, ins);
+      g_profile.add(kind, ms);
+      std::string what = kind + " -> " + (outs.empty() ? std::string("()") : outs[0].shape_info().str());
+      if (!ins.empty()) what += " from " + ins[0].shape_info().str();
+      what += " [node " + std::to_string(n.id) + "]";
+      g_steps.add(this, si - (fused ? 1 : 0), what, ms, step_macs(n, ins, outs));
+    }
     if (hook_) hook_(st, ins, outs);
   }
   std::vector<Tensor> result;

@@ -352,7 +352,7 @@ std::string take_profile_report() { return g_profile.take("launch groups"); }
 namespace {
 // See the Vulkan backend's registration (rlx run --profile).
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
-    Device::Cuda, {[] { setenv("RLX_CUDA_PROFILE", "1", 1); }, [] { return take_profile_report(); }});
+    Device::Cuda, {[] { setenv("RLX_CUDA_PROFILE", "1", 1); }, [] { return take_profile_report(); }, nullptr});
 }  // namespace
 
 RunStats run_stats() {

@@ -370,7 +370,7 @@ namespace {
 // The knobs are read from the environment at each use (runtime/knobs.h): setting the variable
 // turns the profile on for the variants compiled afterwards (rlx run --profile).
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
-    Device::Vulkan, {[] { setenv("RLX_VULKAN_PROFILE", "1", 1); }, [] { return take_vulkan_profile(); }});
+    Device::Vulkan, {[] { setenv("RLX_VULKAN_PROFILE", "1", 1); }, [] { return take_vulkan_profile(); }, nullptr});
 }  // namespace
 
 }  // namespace rlx::vulkan

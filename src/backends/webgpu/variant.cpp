@@ -553,7 +553,7 @@ namespace {
 // The knobs are read from the environment at each use: setting the variable turns the profile on
 // for the runs that follow (rlx run --profile).
 [[maybe_unused]] const bool g_profile_registered = register_device_profile(
-    Device::WebGpu, {[] { setenv("RLX_WEBGPU_PROFILE", "1", 1); }, [] { return take_webgpu_profile(); }});
+    Device::WebGpu, {[] { setenv("RLX_WEBGPU_PROFILE", "1", 1); }, [] { return take_webgpu_profile(); }, nullptr});
 }  // namespace
 
 WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load(), g_packed.load()}; }
