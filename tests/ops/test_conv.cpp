@@ -457,6 +457,7 @@ TEST(Conv, DirectPath) {
       {{2, 64, 6, 5}, {64, 64, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // k 576 (the ResNet export)
       {{1, 113, 7, 9}, {20, 113, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},       // k 1017
       {{2, 128, 5, 4}, {37, 128, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},        // k 1152, 16 + 16 + 5 channels
+      {{1, 520, 16, 17}, {18, 520, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},     // k 4680 over 272 positions
       // batches, groups of several channels, 1-d; large enough (> 4M multiply-adds) to split
       // over the threads
       {{3, 6, 10, 7}, {8, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},

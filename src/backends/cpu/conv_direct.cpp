@@ -175,10 +175,12 @@ bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg) {
   // 28x28 0.98-1.04) and past 4096 for the channel lanes (their 16 x k weight panel streams
   // from L2 for every 6 positions: channel lanes / im2col ms, fastest runs: 128 ch 14x14
   // 0.555 / 0.674, 256 ch 7x7 0.620 / 0.750, batch 4 2.31 / 3.00, 256 ch 14x14 2.24 / 2.55,
-  // 512 ch (k 4608) 7x7 3.37 / 3.30). Blocking k for the spatial tiles (the C tile reloaded per
-  // block of 128-512 taps) measured no better at 256 and 512 channels.
+  // 512 ch (k 4608) 7x7 3.37 / 3.30), or past 8192 on maps of 256 outputs or more (512 ch at
+  // 32x32 49.2 / 61.6 ms; 1024 -> 256 (k 9216) at 64x64 275 / 270: the ISNet layers). Blocking k
+  // for the spatial tiles (the C tile reloaded per block of 128-512 taps) measured no better at
+  // 256 and 512 channels.
   const int64_t k = cg * win.k[1] * win.k[2];
-  const int64_t max_k = pick_kernel(coutg, k) == 2 ? 4096 : 1024;
+  const int64_t max_k = pick_kernel(coutg, k) == 2 ? (win.out[1] * win.out[2] >= 256 ? 8192 : 4096) : 1024;
   if (k >= max_k && g_kernel.load(std::memory_order_relaxed) == 0) return false;
   for (int a = 1; a < 3; ++a)
     if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
