@@ -2,6 +2,7 @@
 // negative pads) against naive double references.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,38 @@ TEST(Resize, LinearEveryCoordUpAndDown) {
       check_resize(make_resize(ResizeMode::Linear, c, {}, {}, {1, 3}), {4, 5}, dt, seed++);
       check_resize(make_resize(ResizeMode::Linear, c, {}, {}, {7, 2}), {3, 6}, dt, seed++);
     }
+}
+
+// f32 linear resizes over batch and channel planes take the row path (interpolated input rows
+// kept and reused); f64 takes the generic loop. Both follow the same formula: the special values
+// (NaN, infinities, signed zeros) land on the same outputs, and the values agree.
+TEST(Resize, LinearRowPathMatchesTheGenericLoop) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (ResizeCoord c : {ResizeCoord::HalfPixel, ResizeCoord::AlignCorners, ResizeCoord::Asymmetric}) {
+    for (const std::vector<double>& scales : {std::vector<double>{1, 1, 2, 2}, std::vector<double>{1, 1, 1.5, 0.75},
+                                              std::vector<double>{1, 1, 1, 3}, std::vector<double>{1, 1, 0.5, 1}}) {
+      SCOPED_TRACE(std::string(enum_name(c)) + " scales " + std::to_string(scales[2]) + "," + std::to_string(scales[3]));
+      std::vector<double> v = to_doubles(random_tensor(DType::F32, {2, 3, 6, 9}, 5));
+      v[4] = nan;
+      v[60] = inf;
+      v[61] = -inf;
+      for (size_t i = 120; i < 140; ++i) v[i] = -0.0;
+      const ops::Resize op = make_resize(ResizeMode::Linear, c, {}, scales);
+      const auto y32 = to_doubles(run1(op, testing::from_doubles(DType::F32, {2, 3, 6, 9}, v)));
+      const auto y64 = to_doubles(run1(op, testing::from_doubles(DType::F64, {2, 3, 6, 9}, v)));
+      ASSERT_EQ(y32.size(), y64.size());
+      for (size_t i = 0; i < y32.size(); ++i) {
+        if (std::isnan(y64[i])) {
+          EXPECT_TRUE(std::isnan(y32[i])) << i;
+        } else if (std::isinf(y64[i]) || y64[i] == 0) {
+          EXPECT_EQ(y32[i], y64[i]) << i;
+          EXPECT_EQ(std::signbit(y32[i]), std::signbit(y64[i])) << i;
+        } else {
+          EXPECT_NEAR(y32[i], y64[i], 1e-6 * (1 + std::abs(y64[i]))) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(Resize, KnownValues) {

@@ -35,6 +35,69 @@ void for_rows(const std::vector<int64_t>& dims, int64_t b, int64_t e, const Fn& 
 
 // ---- Resize ----------------------------------------------------------------
 
+// Linear f32 resize whose axes before the last two never blend two inputs (batch and channel
+// axes): each output row is one or two input rows, each interpolated along the last axis, then
+// weighted. The interpolated input rows are computed once and kept (two per thread: an
+// upsampled row reuses the rows the previous output row read), where the generic loop redid
+// them for every output element of every row. Same operations in the same order as the generic
+// loop (v = s[lo] * (1 - w) + s[hi] * w, or s[lo] where w is 0; acc = 0 + c0 * v0 (+ c1 * v1)):
+// the same bits. False (nothing done) when the shape does not fit.
+bool resize_linear_rows_f32(const std::vector<plan::ResizeAxisTable>& tab, const std::vector<int64_t>& xs,
+                            const std::vector<int64_t>& ys, const std::vector<int64_t>& xstr, const float* xp,
+                            float* yp) {
+  const size_t r = xs.size();
+  if (r < 2) return false;
+  for (size_t a = 0; a + 2 < r; ++a)
+    for (size_t o = 0; o < tab[a].w.size(); ++o)
+      if (tab[a].w[o] != 0.0 && tab[a].lo[o] != tab[a].hi[o]) return false;
+  const int64_t width = ys[r - 1], rows = product(ys) / width;
+  const plan::ResizeAxisTable& last = tab[r - 1];
+  const plan::ResizeAxisTable& vert = tab[r - 2];
+  std::vector<int64_t> lo(last.lo), hi(last.hi);
+  std::vector<float> wh(static_cast<size_t>(width)), omw(static_cast<size_t>(width));
+  for (int64_t o = 0; o < width; ++o) {
+    wh[static_cast<size_t>(o)] = static_cast<float>(last.w[static_cast<size_t>(o)]);
+    omw[static_cast<size_t>(o)] = 1.f - wh[static_cast<size_t>(o)];
+  }
+  parallel_for(rows, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> cache[2];
+    int64_t key[2] = {-1, -1};  // input offset of the row each slot holds
+    for (auto& c : cache) c.resize(static_cast<size_t>(width));
+    // The interpolated input row at offset `off`, computed into a slot other than `keep`.
+    auto row_at = [&](int64_t off, int keep) -> const float* {
+      for (int i = 0; i < 2; ++i)
+        if (key[i] == off) return cache[i].data();
+      const int slot = keep == 0 ? 1 : 0;
+      float* v = cache[slot].data();
+      const float* src = xp + off;
+      for (int64_t o = 0; o < width; ++o) {
+        const size_t u = static_cast<size_t>(o);
+        const float a = src[lo[u]];
+        v[o] = wh[u] == 0.f ? a : a * omw[u] + src[hi[u]] * wh[u];
+      }
+      key[slot] = off;
+      return v;
+    };
+    for_rows(ys, b, e, [&](int64_t row, const std::vector<int64_t>& idx) {
+      int64_t base = 0;
+      for (size_t a = 0; a + 2 < r; ++a) base += tab[a].lo[static_cast<size_t>(idx[a])] * xstr[a];
+      const size_t oy = static_cast<size_t>(idx[r - 2]);
+      const float wy = static_cast<float>(vert.w[oy]);
+      float* dst = yp + row * width;
+      const float* v0 = row_at(base + vert.lo[oy] * xstr[r - 2], -1);
+      if (wy == 0.f || vert.lo[oy] == vert.hi[oy]) {
+        for (int64_t o = 0; o < width; ++o) dst[o] = 0.f + 1.f * v0[o];
+        return;
+      }
+      const int slot0 = v0 == cache[0].data() ? 0 : 1;
+      const float* v1 = row_at(base + vert.hi[oy] * xstr[r - 2], slot0);
+      const float c0 = 1.f * (1.f - wy), c1 = 1.f * wy;
+      for (int64_t o = 0; o < width; ++o) dst[o] = (0.f + c0 * v0[o]) + c1 * v1[o];
+    });
+  });
+  return true;
+}
+
 template <class T>
 void resize_impl(const ops::Resize& op, const Tensor& x, Tensor& y) {
   using C = compute_t<T>;
@@ -50,6 +113,8 @@ void resize_impl(const ops::Resize& op, const Tensor& x, Tensor& y) {
   const plan::ResizeAxisTable& last = tab[r - 1];
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
+  if constexpr (std::is_same_v<T, float>)
+    if (op.mode != ResizeMode::Nearest && resize_linear_rows_f32(tab, xs, ys, xstr, xp, yp)) return;
   parallel_for(rows, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
     std::vector<std::pair<int64_t, C>> corners;  // (offset, weight) over the leading axes
     for_rows(ys, b, e, [&](int64_t row, const std::vector<int64_t>& idx) {
