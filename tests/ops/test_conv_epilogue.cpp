@@ -191,6 +191,20 @@ TEST(ConvEpilogue, DirectPath) {
   cpu::set_conv_direct_kernel(0);
 }
 
+TEST(ConvEpilogue, LongSumsInBlocksOfTaps) {
+  // A sum of 4680 taps over 272 positions: the channel lanes take it in blocks of taps (the
+  // partial sums reloaded from the staging rows the epilogue then reads), 16 + 4 channels.
+  Built b;
+  const Value x = input(b, "x", {1, 520, 16, 17});
+  const Value c = relu(b, add_conv(b, x, 520, 20, 3, 1, 1, DType::F32, "c"));
+  b.g.set_outputs({c});
+  const uint64_t runs = cpu::conv_direct_runs();
+  EXPECT_EQ(fused_steps(b), 1);
+  if (cpu::conv_gemm_avx2_usable()) {
+    EXPECT_EQ(cpu::conv_direct_runs(), runs + 2);
+  }
+}
+
 TEST(ConvEpilogue, NearMissesDoNotFuse) {
   {  // the conv's output has a second reader
     Built b;

@@ -18,6 +18,12 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kRows = 6;    // rows of one register tile
+// The channel lanes take sums past kLongSum taps in blocks of kTapBlock taps (bench_conv_direct
+// --kernel 2, 1 thread: 1024 -> 256 3x3 at 64x64 (k 9216) 277-288 ms unblocked, 212-220 in
+// blocks of 512, 205-208 of 1024 or 2048; 512 -> 512 at 32x32 (k 4608) 50-51 -> 48-49; sums of
+// 1152-2304 taps no faster blocked).
+constexpr int64_t kLongSum = 4096;
+constexpr int64_t kTapBlock = 1024;
 constexpr int64_t kSlack = 8;   // floats after a phase buffer (fill_phases writes whole vectors)
 
 struct Geom {
@@ -175,12 +181,12 @@ bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg) {
   // 28x28 0.98-1.04) and past 4096 for the channel lanes (their 16 x k weight panel streams
   // from L2 for every 6 positions: channel lanes / im2col ms, fastest runs: 128 ch 14x14
   // 0.555 / 0.674, 256 ch 7x7 0.620 / 0.750, batch 4 2.31 / 3.00, 256 ch 14x14 2.24 / 2.55,
-  // 512 ch (k 4608) 7x7 3.37 / 3.30), or past 8192 on maps of 256 outputs or more (512 ch at
-  // 32x32 49.2 / 61.6 ms; 1024 -> 256 (k 9216) at 64x64 275 / 270: the ISNet layers). Blocking k
-  // for the spatial tiles (the C tile reloaded per block of 128-512 taps) measured no better at
-  // 256 and 512 channels.
+  // 512 ch (k 4608) 7x7 3.37 / 3.30), or past 16384 on maps of 256 outputs or more, where long
+  // sums run in blocks of taps (512 ch at 32x32 49.2 / 61.6 ms; 1024 -> 256 (k 9216) at 64x64
+  // 205 / 270: the ISNet layers). Blocking k for the spatial tiles (the C tile reloaded per block
+  // of 128-512 taps) measured no better at 256 and 512 channels.
   const int64_t k = cg * win.k[1] * win.k[2];
-  const int64_t max_k = pick_kernel(coutg, k) == 2 ? (win.out[1] * win.out[2] >= 256 ? 8192 : 4096) : 1024;
+  const int64_t max_k = pick_kernel(coutg, k) == 2 ? (win.out[1] * win.out[2] >= 256 ? 16384 : 4096) : 1024;
   if (k >= max_k && g_kernel.load(std::memory_order_relaxed) == 0) return false;
   for (int a = 1; a < 3; ++a)
     if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
@@ -219,6 +225,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const float* bp = bpk.data();
   const int32_t* pq = posq.data();
 
+  const int64_t tap_block = cgk > kLongSum ? kTapBlock : std::max<int64_t>(cgk, 1);
   // Chunks of ~240 positions (a multiple of the 6-position tile); enough tasks for ~4 a thread.
   const int64_t nblocks = d.n_batch * d.groups;
   const int64_t n_chunks = ceil_div(p, 240), chunk = ceil_div(ceil_div(p, n_chunks), 6) * 6;
@@ -250,8 +257,12 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
         float* dst = d.epi ? s.stage.data() + pending * np : d.y + y0 + m0 * p + p0;
-        conv_direct_cl_avx2(rows, np, cgk, wp + (grp * nmb + blk) * cgk * kBlock, phases, off, pq + p0,
-                            bp + (grp * nmb + blk) * kBlock, dst, d.epi ? np : p);
+        const float* wb = wp + (grp * nmb + blk) * cgk * kBlock;
+        // Long sums in blocks of taps over all the chunk's positions: a block's weights stay in
+        // L1 from one tile to the next (a whole 16 x k panel streamed from L2 or L3 per tile).
+        for (int64_t k0 = 0; k0 < std::max<int64_t>(cgk, 1); k0 += tap_block)
+          conv_direct_cl_avx2(rows, np, std::min(tap_block, cgk - k0), wb + k0 * kBlock, phases, off + k0, pq + p0,
+                              k0 == 0 ? bp + (grp * nmb + blk) * kBlock : nullptr, dst, d.epi ? np : p);
         if (!d.epi) continue;
         pending += rows;
         if (pending >= flush_rows || m0 + rows >= r1) {

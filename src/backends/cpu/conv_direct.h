@@ -83,7 +83,9 @@ void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* 
 // The channel-lane tile kernel (conv_direct_avx2.cpp): nch <= 16 output channels x npos
 // positions,
 //   c[m * ldc + j] = bias[m] + sum_k w[k * 16 + m] * b[pos[j] + off[k]],
-// w the channel block's weights packed as k rows of 16 floats, bias 16 values.
+// w the channel block's weights packed as k rows of 16 floats, bias 16 values; with bias null
+// the sums start from the values c holds (the taps after an earlier block of them: the same
+// sums, taken in blocks of taps).
 void conv_direct_cl_avx2(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
                          const int32_t* pos, const float* bias, float* c, int64_t ldc);
 // One phase plane of the buffer: d[rr * wq + jj] = x[(rr * sy + oy) * w + jj * sx + ox] where

@@ -52,16 +52,44 @@ RLX_CL_INLINE void transpose8(const float* a, int64_t lda, float* d, int64_t ldd
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + i * ldd, r[i]);
 }
 
-// NP positions x NV vectors of 8 channels; c[m * ldc + j] for m < nch, j < NP.
+// NP positions x NV vectors of 8 channels; c[m * ldc + j] for m < nch, j < NP. The sums start
+// from the bias, or (bias null) from what c holds: a block of taps after an earlier one.
 template <int NP, int NV>
 RLX_CL_INLINE void cl_tile(int64_t k, const float* w, const float* b, const int32_t* off, const int32_t* pos,
                            const float* bias, float* c, int64_t ldc, int64_t nch) {
   const float* xb[NP];
   for (int j = 0; j < NP; ++j) xb[j] = b + pos[j];
   __m256 acc[NP][NV];
-  for (int v = 0; v < NV; ++v) {
-    const __m256 bv = _mm256_loadu_ps(bias + 8 * v);
-    for (int j = 0; j < NP; ++j) acc[j][v] = bv;
+  if (bias) {
+    for (int v = 0; v < NV; ++v) {
+      const __m256 bv = _mm256_loadu_ps(bias + 8 * v);
+      for (int j = 0; j < NP; ++j) acc[j][v] = bv;
+    }
+  } else if constexpr (NP == 6 || NP == 8) {
+    // The stored partial sums back into the lanes: 8 channel rows transposed in registers.
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m256 r[8];
+      const int64_t nv = std::min<int64_t>(8, nch - 8 * v);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const float* s = c + (8 * v + i) * ldc;
+        if (i >= nv) r[i] = _mm256_setzero_ps();
+        else if constexpr (NP == 8) r[i] = _mm256_loadu_ps(s);
+        else
+          r[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s)),
+                                      _mm_loadl_pi(_mm_setzero_ps(), reinterpret_cast<const __m64*>(s + 4)), 1);
+      }
+      transpose8(r);
+#pragma GCC unroll 8
+      for (int j = 0; j < NP; ++j) acc[j][v] = r[j];
+    }
+  } else {
+    alignas(32) float t[NP][8 * NV] = {};
+    for (int64_t m = 0; m < nch; ++m)
+      for (int j = 0; j < NP; ++j) t[j][m] = c[m * ldc + j];
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < NV; ++v) acc[j][v] = _mm256_load_ps(t[j] + 8 * v);
   }
   for (int64_t kk = 0; kk < k; ++kk) {
     const int64_t o = off[kk];
