@@ -37,34 +37,11 @@ void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
     thread_local std::vector<float> m, conv_row;
     thread_local std::vector<const float*> tap_rows;
     m.resize(static_cast<size_t>(ow));
-    if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw * (vec ? win.k[0] * win.k[1] : 1)));
+    if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw * win.k[0] * win.k[1]));
     for (int64_t r = b; r < e; ++r) {
       const int64_t plane = r / (od * oh), oz = (r / oh) % od, oy = r % oh;
-      if (vec) {  // the valid tap rows (converted to f32 once), then the row on vector lanes
-        tap_rows.clear();
-        for (int64_t kz = 0; kz < win.k[0]; ++kz) {
-          const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
-          if (iz < 0 || iz >= win.in[0]) continue;
-          for (int64_t ky = 0; ky < win.k[1]; ++ky) {
-            const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
-            if (iy < 0 || iy >= win.in[1]) continue;
-            const T* src = xp + plane * in_sz + (iz * win.in[1] + iy) * iw;
-            if constexpr (std::is_same_v<T, float>) {
-              tap_rows.push_back(src);
-            } else {
-              float* dst = conv_row.data() + static_cast<int64_t>(tap_rows.size()) * iw;
-              convert_span(src, dst, iw);
-              tap_rows.push_back(dst);
-            }
-          }
-        }
-        float* out = m.data();
-        if constexpr (std::is_same_v<T, float>) out = yp + r * ow;
-        max_pool_row_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), iw, ow, win.k[2], sx, px, dx, out);
-        if constexpr (!std::is_same_v<T, float>) convert_span(m.data(), yp + r * ow, ow);
-        continue;
-      }
-      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      // The valid tap rows in (kz, ky) order, converted to f32 once.
+      tap_rows.clear();
       for (int64_t kz = 0; kz < win.k[0]; ++kz) {
         const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
         if (iz < 0 || iz >= win.in[0]) continue;
@@ -72,32 +49,32 @@ void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
           const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
           if (iy < 0 || iy >= win.in[1]) continue;
           const T* src = xp + plane * in_sz + (iz * win.in[1] + iy) * iw;
-          const float* row;
           if constexpr (std::is_same_v<T, float>) {
-            row = src;
+            tap_rows.push_back(src);
           } else {
-            convert_span(src, conv_row.data(), iw);
-            row = conv_row.data();
-          }
-          for (int64_t kx = 0; kx < win.k[2]; ++kx) {
-            const int64_t a = lo[static_cast<size_t>(kx)], z = hi[static_cast<size_t>(kx)];
-            const float* base = row - px + kx * dx;
-            float* mp = m.data();
-            if (sx == 1) {
-              for (int64_t ox = a; ox < z; ++ox) {
-                const float v = base[ox];
-                mp[ox] = (v > mp[ox] || v != v) ? v : mp[ox];
-              }
-            } else {
-              for (int64_t ox = a; ox < z; ++ox) {
-                const float v = base[ox * sx];
-                mp[ox] = (v > mp[ox] || v != v) ? v : mp[ox];
-              }
-            }
+            float* dst = conv_row.data() + static_cast<int64_t>(tap_rows.size()) * iw;
+            convert_span(src, dst, iw);
+            tap_rows.push_back(dst);
           }
         }
       }
-      convert_span(m.data(), yp + r * ow, ow);
+      float* out = m.data();
+      if constexpr (std::is_same_v<T, float>) out = yp + r * ow;
+      if (vec) {
+        max_pool_row_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), iw, ow, win.k[2], sx, px, dx, out);
+      } else {
+        std::fill(out, out + ow, -std::numeric_limits<float>::infinity());
+        for (const float* row : tap_rows)
+          for (int64_t kx = 0; kx < win.k[2]; ++kx) {
+            const int64_t a = lo[static_cast<size_t>(kx)], z = hi[static_cast<size_t>(kx)];
+            const float* base = row - px + kx * dx;
+            for (int64_t ox = a; ox < z; ++ox) {
+              const float v = base[ox * sx];
+              out[ox] = (v > out[ox] || v != v) ? v : out[ox];
+            }
+          }
+      }
+      if constexpr (!std::is_same_v<T, float>) convert_span(m.data(), yp + r * ow, ow);
     }
   });
 }
