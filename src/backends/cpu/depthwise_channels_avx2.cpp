@@ -7,6 +7,8 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "backends/cpu/transpose8_avx2.h"
 #define RLX_DWC_X86 1
 #else
 #define RLX_DWC_X86 0
@@ -79,13 +81,33 @@ void row_reuse(const float* row, const int64_t* row_off, int64_t kh, int64_t ow,
   for (; ox < ow; ++ox) pixels_rows<1, KW, SX>(row + ox * SX * 8, row_off, kh, w, bias, orow + ox * 8);
 }
 
-// De-interleaves the 8-float output pixels into the nch output planes.
+// De-interleaves the 8-float output pixels into the nch output planes: 8 pixels at a time by a
+// transpose in registers, the rest one value at a time.
 void deinterleave(const float* out, float* y, int64_t nch, int64_t out_sz) {
-  for (int64_t j = 0; j < nch; ++j) {
-    float* yj = y + j * out_sz;
-    const float* src = out + j;
-    for (int64_t q = 0; q < out_sz; ++q) yj[q] = src[q * 8];
+  int64_t q = 0;
+  for (; q + 8 <= out_sz; q += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(out + (q + i) * 8);
+    avx2::transpose8(r);
+    for (int64_t j = 0; j < nch; ++j) _mm256_storeu_ps(y + j * out_sz + q, r[j]);
   }
+  for (int64_t j = 0; j < nch; ++j)
+    for (int64_t t = q; t < out_sz; ++t) y[j * out_sz + t] = out[t * 8 + j];
+}
+
+// Interleaves columns [c_lo, c_hi) of row r of the nch input planes into 8-float pixels at dst
+// (pixel c at dst + c * 8): 8 columns at a time by a transpose, lanes past nch zero.
+void interleave_row(const float* x, int64_t in_sz, int64_t nch, int64_t row_start, int64_t c_lo, int64_t c_hi,
+                    float* dst) {
+  int64_t c = c_lo;
+  for (; c + 8 <= c_hi; c += 8) {
+    __m256 r[8];
+    for (int64_t j = 0; j < 8; ++j) r[j] = j < nch ? _mm256_loadu_ps(x + j * in_sz + row_start + c) : _mm256_setzero_ps();
+    avx2::transpose8(r);
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * 8, r[i]);
+  }
+  for (int64_t j = 0; j < nch; ++j)
+    for (int64_t t = c; t < c_hi; ++t) dst[t * 8 + j] = x[j * in_sz + row_start + t];
 }
 
 using RowFn = void (*)(const float*, const int64_t*, int64_t, int64_t, const float*, __m256, float*);
@@ -110,7 +132,8 @@ void depthwise_channels_avx2(const float* x, int64_t nch, const float* w, const 
   const int64_t ph = (oh - 1) * sy + (kh - 1) * dy + 1, pw = (ow - 1) * sx + (kw - 1) * dx + 1;
   const int64_t r_lo = std::max<int64_t>(0, -pt), r_hi = std::min(ih, ph - pt);
   const int64_t c_lo = std::max<int64_t>(0, -pl), c_hi = std::min(iw, pw - pl);
-  // Lanes past nch keep an earlier block's values: their sums are computed and never stored.
+  // Lanes past nch hold zeros or an earlier block's values: their sums are computed and never
+  // stored.
   const int64_t layout[6] = {ph, pw, pt, pl, r_hi - r_lo, c_hi - c_lo};
   if (!std::equal(layout, layout + 6, s.layout)) {
     s.in.assign(static_cast<size_t>(ph * pw * 8), 0.f);
@@ -119,15 +142,9 @@ void depthwise_channels_avx2(const float* x, int64_t nch, const float* w, const 
   s.out.resize(static_cast<size_t>(out_sz * 8));
   s.w.resize(static_cast<size_t>(k * 8));
   float* in = s.in.data();
-  for (int64_t j = 0; j < nch; ++j) {
-    const float* xj = x + j * in_sz;
-    for (int64_t r = r_lo; r < r_hi; ++r) {
-      float* dst = in + ((r + pt) * pw + pl) * 8 + j;
-      const float* src = xj + r * iw;
-      for (int64_t c = c_lo; c < c_hi; ++c) dst[c * 8] = src[c];
-    }
+  for (int64_t r = r_lo; r < r_hi; ++r) interleave_row(x, in_sz, nch, r * iw, c_lo, c_hi, in + ((r + pt) * pw + pl) * 8);
+  for (int64_t j = 0; j < nch; ++j)
     for (int64_t t = 0; t < k; ++t) s.w[static_cast<size_t>(t * 8 + j)] = w[j * k + t];
-  }
   alignas(32) float b8[8] = {};
   if (bias)
     for (int64_t j = 0; j < nch; ++j) b8[j] = bias[j];
