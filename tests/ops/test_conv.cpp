@@ -264,6 +264,9 @@ TEST(Conv, Depthwise) {
     for (DType dt : kFloats) check_conv(c, dt, seed += 3);
   check_conv({{2, 96, 28, 28}, {96, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 96}, DType::F32, 600);  // many planes
   check_conv({{1, 64, 57, 57}, {64, 1, 3, 3}, false, {2, 2}, {0, 0, 1, 1}, {}, 64}, DType::F32, 601);
+  // Maps past 128 x 128 outputs on the plane kernels (smaller ones take the channel kernel).
+  check_conv({{1, 3, 130, 131}, {3, 1, 3, 3}, true, {1, 1}, {1, 1, 1, 1}, {}, 3}, DType::F32, 602);
+  check_conv({{1, 2, 262, 259}, {2, 1, 5, 5}, false, {2, 2}, {2, 2, 2, 2}, {}, 2}, DType::F32, 603);
 }
 
 // The f32 depthwise kernel eight channels at a time (depthwise_channels_avx2.h) against a double
