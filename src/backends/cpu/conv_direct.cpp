@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/conv_epilogue.h"
@@ -353,7 +354,7 @@ void conv_direct(const ConvDirect& d) {
             const float* src = s.tile.data() + r * ld;
             float* dr = dst + r * ldd;
             for (int64_t oy = 0; oy < nrows; ++oy)
-              for (int64_t ox = 0; ox < g.ow; ++ox) dr[oy * g.ow + ox] = src[oy * g.wq + ox];
+              std::memcpy(dr + oy * g.ow, src + oy * g.wq, static_cast<size_t>(g.ow) * sizeof(float));
           }
         }
         if (d.epi) {

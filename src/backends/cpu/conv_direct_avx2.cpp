@@ -144,6 +144,18 @@ void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t s
     // src[jj * sx] is column jj; lanes outside [c_lo, c_hi) are never read (masked loads).
     const float* src = x + (rr * sy + oy) * w + ox;
     for (int64_t jj = 0; jj < wq; jj += 8) {
+      // Interior vectors (every lane valid, the loads inside the row): plain loads.
+      if (jj >= c_lo && jj + 8 <= c_hi) {
+        if (sx == 1) {
+          _mm256_storeu_ps(dr + jj, _mm256_loadu_ps(src + jj));
+          continue;
+        }
+        if (sx == 2 && ox + 2 * jj + 16 <= w) {
+          const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(src + 2 * jj), _mm256_loadu_ps(src + 2 * jj + 8), 0x88);
+          _mm256_storeu_ps(dr + jj, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+          continue;
+        }
+      }
       const __m256i j = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(jj)), lanes);
       const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(j, lo), _mm256_cmpgt_epi32(hi, j));
       __m256 v;
