@@ -111,6 +111,16 @@ int64_t task_grain(int64_t want, int64_t cost, int64_t tasks) {
   return want > 1 ? std::max<int64_t>(1, (int64_t{1} << 18) / cost) : tasks;
 }
 
+// With as many (image, group) buffers as threads or a multiple (a batch of 2 on 2 threads), one
+// contiguous share of the tasks per thread, so that each thread fills only its own images'
+// phase buffers (with dynamic chunks both threads filled both images: ResNet export at 2
+// threads, best of 1000 runs 0.474 -> 0.420 ms); else `grain`.
+int64_t image_grain(int64_t want, int64_t nblocks, int64_t tasks, int64_t grain) {
+  const int64_t threads = num_threads();
+  if (want <= 1 || threads <= 1 || nblocks < threads || nblocks % threads != 0) return grain;
+  return tasks / threads;
+}
+
 // Row blocks per task: all `blocks` when the column pieces alone give `want` tasks, else fewer so
 // that blocks x pieces make about `want` tasks.
 int64_t blocks_per_task(int64_t blocks, int64_t pieces, int64_t want) {
@@ -236,7 +246,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const int64_t m_groups = (nmb + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_pchunks * m_groups;
   const int64_t cost = per_group * kBlock * chunk * std::max<int64_t>(1, cgk);
-  const int64_t grain = task_grain(want, cost, tasks);
+  const int64_t grain = image_grain(want, nblocks, tasks, task_grain(want, cost, tasks));
 
   parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
     thread_local Scratch s;
@@ -308,7 +318,7 @@ void conv_direct(const ConvDirect& d) {
   const int64_t tasks = nblocks * n_chunks * m_groups;
   const int64_t chunk_cols = (rows_per_chunk - 1) * g.wq + g.ow;
   const int64_t cost = per_group * kRows * chunk_cols * std::max<int64_t>(1, g.k);
-  const int64_t grain = task_grain(want, cost, tasks);
+  const int64_t grain = image_grain(want, nblocks, tasks, task_grain(want, cost, tasks));
   const int64_t cgk = g.k;
 
   parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
