@@ -12,7 +12,7 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
-#include "backends/cpu/transpose8_avx2.h"
+#include "backends/cpu/shuffle_avx2.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -151,8 +151,7 @@ void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t s
           continue;
         }
         if (sx == 2 && ox + 2 * jj + 16 <= w) {
-          const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(src + 2 * jj), _mm256_loadu_ps(src + 2 * jj + 8), 0x88);
-          _mm256_storeu_ps(dr + jj, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+          _mm256_storeu_ps(dr + jj, avx2::even_floats(_mm256_loadu_ps(src + 2 * jj), _mm256_loadu_ps(src + 2 * jj + 8)));
           continue;
         }
       }
@@ -166,8 +165,7 @@ void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t s
         const __m256i m0 = _mm256_and_si256(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)), even);
         const __m256i m1 = _mm256_and_si256(_mm256_permutevar8x32_epi32(m, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)), even);
         const __m256 a = _mm256_maskload_ps(src + 2 * jj, m0), b = _mm256_maskload_ps(src + 2 * jj + 8, m1);
-        const __m256 ev = _mm256_shuffle_ps(a, b, 0x88);  // a0 a2 b0 b2 | a4 a6 b4 b6
-        v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+        v = avx2::even_floats(a, b);
       } else {
         alignas(32) float t[8];
         for (int i = 0; i < 8; ++i) t[i] = jj + i >= c_lo && jj + i < c_hi ? src[(jj + i) * sx] : 0.f;

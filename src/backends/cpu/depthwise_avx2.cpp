@@ -7,6 +7,8 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+
+#include "backends/cpu/shuffle_avx2.h"
 #define RLX_DW_X86 1
 #else
 #define RLX_DW_X86 0
@@ -47,9 +49,7 @@ RLX_DW_INLINE __m256 load_x(const float* s) {
   if constexpr (SX == 1) {
     return _mm256_loadu_ps(s);
   } else {  // the even floats of 16
-    const __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
-    const __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88);  // lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+    return avx2::even_floats(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8));
   }
 }
 

@@ -8,7 +8,7 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
-#include "backends/cpu/transpose8_avx2.h"
+#include "backends/cpu/shuffle_avx2.h"
 #define RLX_DWC_X86 1
 #else
 #define RLX_DWC_X86 0

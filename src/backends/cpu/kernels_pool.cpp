@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/pool_avx2.h"
+#include "backends/cpu/vec_math.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
@@ -32,7 +33,7 @@ void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
   // Per kx: the output columns whose tap lies inside the row.
   std::vector<int64_t> lo(static_cast<size_t>(win.k[2])), hi(lo.size());
   for (int64_t kx = 0; kx < win.k[2]; ++kx) win.valid_range(2, kx, lo[static_cast<size_t>(kx)], hi[static_cast<size_t>(kx)]);
-  const bool vec = max_pool_avx2_usable() && (sx == 1 || sx == 2);
+  const bool vec = vec::has_avx2() && (sx == 1 || sx == 2);
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * win.k_size())), [&](int64_t b, int64_t e) {
     thread_local std::vector<float> m, conv_row;
     thread_local std::vector<const float*> tap_rows;

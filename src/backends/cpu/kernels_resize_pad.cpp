@@ -53,7 +53,6 @@ bool resize_linear_rows_f32(const std::vector<plan::ResizeAxisTable>& tab, const
   const int64_t width = ys[r - 1], rows = product(ys) / width;
   const plan::ResizeAxisTable& last = tab[r - 1];
   const plan::ResizeAxisTable& vert = tab[r - 2];
-  std::vector<int64_t> lo(last.lo), hi(last.hi);
   std::vector<float> wh(static_cast<size_t>(width)), omw(static_cast<size_t>(width));
   for (int64_t o = 0; o < width; ++o) {
     wh[static_cast<size_t>(o)] = static_cast<float>(last.w[static_cast<size_t>(o)]);
@@ -72,8 +71,8 @@ bool resize_linear_rows_f32(const std::vector<plan::ResizeAxisTable>& tab, const
       const float* src = xp + off;
       for (int64_t o = 0; o < width; ++o) {
         const size_t u = static_cast<size_t>(o);
-        const float a = src[lo[u]];
-        v[o] = wh[u] == 0.f ? a : a * omw[u] + src[hi[u]] * wh[u];
+        const float a = src[last.lo[u]];
+        v[o] = wh[u] == 0.f ? a : a * omw[u] + src[last.hi[u]] * wh[u];
       }
       key[slot] = off;
       return v;

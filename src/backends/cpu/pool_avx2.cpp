@@ -1,8 +1,7 @@
 // One output row of f32 max pooling on AVX2 lanes (pool_avx2.h): 8 output columns per vector, the
 // running maxima in a register across every tap; taps over the padding are masked loads whose
 // lanes become -inf (stride 2: the even floats of two masked loads, gathered by one shuffle and
-// one lane permute). Compiled for AVX2 between the pragmas; only called after
-// max_pool_avx2_usable().
+// one lane permute). Compiled for AVX2 between the pragmas; only called when vec::has_avx2().
 #include "backends/cpu/pool_avx2.h"
 
 #include <algorithm>
@@ -13,17 +12,7 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
-namespace rlx::cpu {
-
-bool max_pool_avx2_usable() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return ok;
-}
-
-}  // namespace rlx::cpu
+#include "backends/cpu/shuffle_avx2.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
@@ -108,8 +97,7 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
           if (sx == 1) {
             v = _mm256_loadu_ps(row + t.c0);
           } else {
-            const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(row + t.c0), _mm256_loadu_ps(row + t.c0 + 8), 0x88);
-            v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+            v = avx2::even_floats(_mm256_loadu_ps(row + t.c0), _mm256_loadu_ps(row + t.c0 + 8));
           }
           m = take(m, v);
           continue;
@@ -120,8 +108,7 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
         } else {
           const __m256 a = _mm256_maskload_ps(row + t.c0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.lo)));
           const __m256 b = _mm256_maskload_ps(row + t.c0 + 8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.hi)));
-          const __m256 ev = _mm256_shuffle_ps(a, b, 0x88);  // a0 a2 b0 b2 | a4 a6 b4 b6
-          v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+          v = avx2::even_floats(a, b);
         }
         m = take(m, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(out)));
       }
@@ -139,10 +126,9 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
 #pragma GCC pop_options
 #endif
 
-#else  // not x86-64 GCC/clang: the scalar loop of max_pool_rows
+#else  // not x86-64 GCC/clang: the scalar loop of max_pool_rows (vec::has_avx2() is false)
 
 namespace rlx::cpu {
-bool max_pool_avx2_usable() { return false; }
 void max_pool_row_avx2(const float* const*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {}
 }  // namespace rlx::cpu
 

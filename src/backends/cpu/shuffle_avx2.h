@@ -1,6 +1,7 @@
 #pragma once
-// Internal to the CPU backend's AVX2 files: 8 x 8 float transposes in ymm registers, compiled for
-// AVX (always inlined into the AVX2 functions that call them).
+// Internal to the CPU backend's AVX2 files: lane shuffles shared by its kernels (8 x 8 float
+// transposes, the even floats of two vectors), compiled for AVX / AVX2 and always inlined into
+// the AVX2 functions that call them.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -34,6 +35,13 @@ inline __attribute__((always_inline, target("avx"))) void transpose8(const float
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * lda);
   transpose8(r);
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + i * ldd, r[i]);
+}
+
+// The even floats of lo:hi (16 consecutive floats): lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6, a stride-2
+// row's 8 values.
+inline __attribute__((always_inline, target("avx2"))) __m256 even_floats(__m256 lo, __m256 hi) {
+  const __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88);  // lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
 }
 
 }  // namespace rlx::cpu::avx2
