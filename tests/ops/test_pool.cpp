@@ -111,6 +111,9 @@ const std::vector<PoolCase> kCases = {
     {{1, 2, 5, 31}, {3, 3}, {2, 2}, {}, {}},             // stride 2: the last vector would read past the row
     {{1, 2, 6, 70}, {2, 2}, {2, 2}, {0, 1, 0, 1}, {}},
     {{1, 2, 9, 67}, {3, 3}, {2, 2}, {1, 2, 1, 2}, {1, 2}},  // stride 2, dilated taps, rows of 33
+    {{1, 2, 13, 29}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {}},     // stride 1, 5 wide (SPP-style)
+    {{1, 2, 9, 19}, {2, 2}, {1, 1}, {}, {}},               // stride 1, 2 wide
+    {{1, 3, 20, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},      // rows narrower than a vector
 };
 
 TEST(Pool, MaxAndAvgAllFloatDtypes) {
@@ -167,6 +170,33 @@ TEST(Pool, MaxNaNInLongRows) {
       else EXPECT_EQ(got[i], ref[i]) << "stride " << stride << " output " << i;
     }
   }
+}
+
+// Max pooling keeps the first largest tap in (kz, ky, kx) order, so a window whose largest value
+// is zero returns the sign of its first zero (the scalar rule; the vector paths, separable or
+// not, must give the same bits).
+TEST(Pool, MaxSignedZerosKeepTheFirstTap) {
+  uint64_t seed = 700;
+  for (const auto& c : kCases)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      std::vector<double> v = to_doubles(random_tensor(DType::F32, c.x, seed++));
+      for (double& e : v) e = e > 0.3 ? -1.0 : (e > -0.3 ? std::copysign(0.0, e) : -0.5);
+      const Tensor x = from_doubles(dt, c.x, v);
+      ops::Pool op;
+      op.kind = PoolKind::Max;
+      op.kernel = c.kernel;
+      op.stride = c.stride;
+      op.pads = c.pads;
+      op.dilation = c.dilation;
+      std::vector<int64_t> yd;
+      const auto ref = ref_pool(op, v, c.x, yd);
+      const auto got = run_pool(op, x).to_f64();
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_EQ(got[i], ref[i]) << dtype_name(dt) << " x" << dims_str(c.x) << " output " << i;
+        ASSERT_EQ(std::signbit(got[i]), std::signbit(ref[i])) << dtype_name(dt) << " x" << dims_str(c.x) << " output " << i;
+      }
+    }
 }
 
 TEST(Pool, CeilModeSizes) {

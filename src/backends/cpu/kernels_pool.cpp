@@ -21,61 +21,112 @@ inline void tap_range(int64_t start, int64_t dil, int64_t k, int64_t begin, int6
   hi = std::clamp<int64_t>(ceil_div(end - start, dil), lo, k);
 }
 
-// Max pooling of float planes one output row at a time: every valid tap row (converted to f32
-// once when T is not) updates the row's running maxima over the output columns its taps reach,
-// so the inner loop runs over contiguous outputs with no index arithmetic per tap. Taps are
-// visited in the generic loop's (kz, ky, kx) order with its NaN rule: same bits. On AVX2 with x
-// stride 1 or 2 a whole output row runs on vector lanes (pool_avx2.h), in the same order.
+// Max pooling of float planes in tasks of (plane, output z, band of output rows). Two ways, same
+// bits (taps in the generic loop's (kz, ky, kx) order with its NaN rule):
+//  - separable (AVX2, x stride 1 or 2, no NaN in the rows read): each input row's maxima along x
+//    once (shared by the output rows whose windows overlap), then combined down the (kz, ky) taps;
+//  - one output row at a time: every valid tap row (converted to f32 once when T is not) updates
+//    the row's running maxima over the output columns its taps reach, so the inner loop runs over
+//    contiguous outputs with no index arithmetic per tap (AVX2, x stride 1 or 2: pool_avx2.h).
 template <class T>
 void max_pool_rows(const Window3& win, int64_t planes, const T* xp, T* yp) {
-  const int64_t ow = win.out[2], oh = win.out[1], od = win.out[0], iw = win.in[2], in_sz = win.in_size();
-  const int64_t rows = planes * od * oh, sx = win.stride[2], px = win.pad[2], dx = win.dil[2];
+  const int64_t ow = win.out[2], oh = win.out[1], od = win.out[0], iw = win.in[2], ih = win.in[1];
+  const int64_t in_sz = win.in_size(), sx = win.stride[2], px = win.pad[2], dx = win.dil[2];
   // Per kx: the output columns whose tap lies inside the row.
   std::vector<int64_t> lo(static_cast<size_t>(win.k[2])), hi(lo.size());
   for (int64_t kx = 0; kx < win.k[2]; ++kx) win.valid_range(2, kx, lo[static_cast<size_t>(kx)], hi[static_cast<size_t>(kx)]);
   const bool vec = vec::has_avx2() && (sx == 1 || sx == 2);
-  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * win.k_size())), [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> m, conv_row;
+  // Bands of output rows: ~16K outputs, split further to give each thread ~4 tasks.
+  int64_t band = std::clamp<int64_t>(16384 / std::max<int64_t>(1, ow), 1, oh);
+  const int64_t units = planes * od, want = 4 * num_threads();
+  if (units * ceil_div(oh, band) < want) band = std::max<int64_t>(1, ceil_div(oh, ceil_div(want, units)));
+  const int64_t bands = ceil_div(oh, band), width = max_pool_hrow_width(ow);
+  parallel_for(units * bands, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> m, conv_row, hbuf;
     thread_local std::vector<const float*> tap_rows;
-    m.resize(static_cast<size_t>(ow));
+    m.resize(static_cast<size_t>(width));
     if constexpr (!std::is_same_v<T, float>) conv_row.resize(static_cast<size_t>(iw * win.k[0] * win.k[1]));
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t plane = r / (od * oh), oz = (r / oh) % od, oy = r % oh;
-      // The valid tap rows in (kz, ky) order, converted to f32 once.
-      tap_rows.clear();
-      for (int64_t kz = 0; kz < win.k[0]; ++kz) {
-        const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
-        if (iz < 0 || iz >= win.in[0]) continue;
-        for (int64_t ky = 0; ky < win.k[1]; ++ky) {
-          const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
-          if (iy < 0 || iy >= win.in[1]) continue;
-          const T* src = xp + plane * in_sz + (iz * win.in[1] + iy) * iw;
-          if constexpr (std::is_same_v<T, float>) {
-            tap_rows.push_back(src);
-          } else {
-            float* dst = conv_row.data() + static_cast<int64_t>(tap_rows.size()) * iw;
-            convert_span(src, dst, iw);
-            tap_rows.push_back(dst);
-          }
-        }
-      }
-      float* out = m.data();
-      if constexpr (std::is_same_v<T, float>) out = yp + r * ow;
-      if (vec) {
-        max_pool_row_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), iw, ow, win.k[2], sx, px, dx, out);
+    // The input row (z, y) of plane as f32 (converted into slot `at` of conv_row when T is not).
+    const auto f32_row = [&](int64_t plane, int64_t iz, int64_t iy, int64_t at) -> const float* {
+      const T* src = xp + plane * in_sz + (iz * ih + iy) * iw;
+      if constexpr (std::is_same_v<T, float>) {
+        return src;
       } else {
-        std::fill(out, out + ow, -std::numeric_limits<float>::infinity());
-        for (const float* row : tap_rows)
-          for (int64_t kx = 0; kx < win.k[2]; ++kx) {
-            const int64_t a = lo[static_cast<size_t>(kx)], z = hi[static_cast<size_t>(kx)];
-            const float* base = row - px + kx * dx;
-            for (int64_t ox = a; ox < z; ++ox) {
-              const float v = base[ox * sx];
-              out[ox] = (v > out[ox] || v != v) ? v : out[ox];
+        float* dst = conv_row.data() + at * iw;
+        convert_span(src, dst, iw);
+        return dst;
+      }
+    };
+    // Output row r: written in place when T is float, else through m.
+    const auto out_row = [&](int64_t r) -> float* {
+      if constexpr (std::is_same_v<T, float>) return yp + r * ow;
+      else return m.data();
+    };
+    const auto store = [&](const float* out, int64_t r) {
+      if constexpr (!std::is_same_v<T, float>) convert_span(out, yp + r * ow, ow);
+    };
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t plane = task / (od * bands), oz = (task / bands) % od, oy0 = task % bands * band;
+      const int64_t oy1 = std::min(oh, oy0 + band), row0 = (plane * od + oz) * oh;
+      bool done = false;
+      if (vec) {
+        // The input rows the band reads, per valid kz: [iy0, iy1).
+        const int64_t iy0 = std::max<int64_t>(0, oy0 * win.stride[1] - win.pad[1]);
+        const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * win.stride[1] - win.pad[1] + (win.k[1] - 1) * win.dil[1] + 1, iy0, ih);
+        const int64_t n_in = iy1 - iy0;
+        hbuf.resize(static_cast<size_t>(win.k[0] * std::max<int64_t>(n_in, 1) * width));
+        done = true;
+        for (int64_t kz = 0; kz < win.k[0] && done; ++kz) {
+          const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+          if (iz < 0 || iz >= win.in[0]) continue;
+          for (int64_t iy = iy0; iy < iy1 && done; ++iy)
+            done = max_pool_hrow_avx2(f32_row(plane, iz, iy, 0), iw, ow, win.k[2], sx, px, dx,
+                                      hbuf.data() + (kz * n_in + iy - iy0) * width);
+        }
+        for (int64_t oy = oy0; oy < oy1 && done; ++oy) {
+          tap_rows.clear();
+          for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+            const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+            if (iz < 0 || iz >= win.in[0]) continue;
+            for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+              const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+              if (iy >= 0 && iy < ih) tap_rows.push_back(hbuf.data() + (kz * n_in + iy - iy0) * width);
             }
           }
+          float* out = out_row(row0 + oy);
+          max_pool_vrow_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), ow, out);
+          store(out, row0 + oy);
+        }
       }
-      if constexpr (!std::is_same_v<T, float>) convert_span(m.data(), yp + r * ow, ow);
+      if (done) continue;  // else a NaN in the band's rows (or no AVX2): one row at a time
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        // The valid tap rows in (kz, ky) order, converted to f32 once.
+        tap_rows.clear();
+        for (int64_t kz = 0; kz < win.k[0]; ++kz) {
+          const int64_t iz = oz * win.stride[0] - win.pad[0] + kz * win.dil[0];
+          if (iz < 0 || iz >= win.in[0]) continue;
+          for (int64_t ky = 0; ky < win.k[1]; ++ky) {
+            const int64_t iy = oy * win.stride[1] - win.pad[1] + ky * win.dil[1];
+            if (iy >= 0 && iy < ih) tap_rows.push_back(f32_row(plane, iz, iy, static_cast<int64_t>(tap_rows.size())));
+          }
+        }
+        float* out = out_row(row0 + oy);
+        if (vec) {
+          max_pool_row_avx2(tap_rows.data(), static_cast<int64_t>(tap_rows.size()), iw, ow, win.k[2], sx, px, dx, out);
+        } else {
+          std::fill(out, out + ow, -std::numeric_limits<float>::infinity());
+          for (const float* row : tap_rows)
+            for (int64_t kx = 0; kx < win.k[2]; ++kx) {
+              const int64_t a = lo[static_cast<size_t>(kx)], z = hi[static_cast<size_t>(kx)];
+              const float* base = row - px + kx * dx;
+              for (int64_t ox = a; ox < z; ++ox) {
+                const float v = base[ox * sx];
+                out[ox] = (v > out[ox] || v != v) ? v : out[ox];
+              }
+            }
+        }
+        store(out, row0 + oy);
+      }
     }
   });
 }

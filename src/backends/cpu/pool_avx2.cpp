@@ -1,7 +1,9 @@
-// One output row of f32 max pooling on AVX2 lanes (pool_avx2.h): 8 output columns per vector, the
-// running maxima in a register across every tap; taps over the padding are masked loads whose
-// lanes become -inf (stride 2: the even floats of two masked loads, gathered by one shuffle and
-// one lane permute). Compiled for AVX2 between the pragmas; only called when vec::has_avx2().
+// f32 max pooling on AVX2 lanes (pool_avx2.h), 8 output columns per vector: the separable passes
+// for rows without NaN (each input row's x taps by vmaxps, then the rows combined), and one
+// output row over all its taps with the NaN rule (the running maxima in a register; taps over
+// the padding are masked loads whose lanes become -inf; stride 2: the even floats of two loads,
+// gathered by one shuffle and one lane permute). Compiled for AVX2 between the pragmas; only
+// called when vec::has_avx2().
 #include "backends/cpu/pool_avx2.h"
 
 #include <algorithm>
@@ -23,6 +25,8 @@
 
 namespace rlx::cpu {
 namespace {
+
+#define RLX_POOL_INLINE inline __attribute__((always_inline))
 
 // m where v is neither greater nor NaN, else v.
 inline __m256 take(__m256 m, __m256 v) {
@@ -118,6 +122,113 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
   }
 }
 
+
+namespace {
+
+// 8 floats of a row from column col on; with Edge, lanes outside [0, iw) are -inf (and not read).
+template <bool Edge>
+RLX_POOL_INLINE __m256 row_load(const float* row, int64_t col, int64_t iw) {
+  if constexpr (!Edge) {
+    return _mm256_loadu_ps(row + col);
+  } else {
+    const __m256i c = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(col)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(c, _mm256_set1_epi32(-1)),
+                                        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(iw)), c));
+    return _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), _mm256_maskload_ps(row + col, in),
+                            _mm256_castsi256_ps(in));
+  }
+}
+
+// The maxima of 8 outputs whose first column is `first`, taps kx < kw at kx * dx, in kx order;
+// KW > 0: kw == KW and dx == 1 (the common windows, unrolled: stride 2 loads each pair of 16
+// floats once for two taps). SX == 2 returns the lanes in shufps order (0 1 4 5 2 3 6 7 of the
+// outputs). NaN lanes of the loaded vectors are or-ed into nan.
+template <int SX, int KW, bool Edge>
+RLX_POOL_INLINE __m256 tap_max(const float* row, int64_t first, int64_t iw, int64_t kw, int64_t dx, __m256& nan) {
+  const auto at = [&](int64_t off) { return row_load<Edge>(row, first + off, iw); };
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  if constexpr (SX == 1 && KW > 0) {
+    for (int c = 0; c < KW; c += 2) {
+      const __m256 v0 = at(c);
+      const __m256 v1 = c + 1 < KW ? at(c + 1) : v0;
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+      m = _mm256_max_ps(v0, m);
+      if (c + 1 < KW) m = _mm256_max_ps(v1, m);
+    }
+  } else if constexpr (SX == 1) {
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const __m256 v = at(kx * dx);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      m = _mm256_max_ps(v, m);
+    }
+  } else if constexpr (KW > 0) {
+    for (int c = 0; c < KW; c += 2) {
+      const __m256 lo = at(c), hi = at(c + 8);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q));
+      m = _mm256_max_ps(_mm256_shuffle_ps(lo, hi, 0x88), m);
+      if (c + 1 < KW) m = _mm256_max_ps(_mm256_shuffle_ps(lo, hi, 0xDD), m);
+    }
+  } else {
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t c = kx * dx, even = c & ~int64_t{1};
+      const __m256 lo = at(even), hi = at(even + 8);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q));
+      m = _mm256_max_ps(c & 1 ? _mm256_shuffle_ps(lo, hi, 0xDD) : _mm256_shuffle_ps(lo, hi, 0x88), m);
+    }
+  }
+  return m;
+}
+
+// Vectors of 8 outputs, each tap a load at the vector's first column (stride 2: the even or odd
+// floats of 16 loaded from an even column; the lane order of one shufps is the same for every
+// tap, so the maxima are put in order once at the end). A vector whose loads would leave the row
+// masks them, -inf outside it. NaNs are looked for in every loaded vector.
+template <int SX, int KW>
+bool hrow(const float* row, int64_t iw, int64_t ow, int64_t kw, int64_t px, int64_t dx, float* h) {
+  const int64_t reach = (kw - 1) * dx + 8 * SX;  // floats from a vector's first column
+  __m256 nan = _mm256_setzero_ps();
+  for (int64_t ox = 0; ox < ow; ox += 8) {
+    const int64_t first = ox * SX - px;
+    const __m256 m = first < 0 || first + reach > iw ? tap_max<SX, KW, true>(row, first, iw, kw, dx, nan)
+                                                     : tap_max<SX, KW, false>(row, first, iw, kw, dx, nan);
+    if constexpr (SX == 1) _mm256_storeu_ps(h + ox, m);
+    else _mm256_storeu_ps(h + ox, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8)));
+  }
+  return _mm256_testz_ps(nan, nan);
+}
+
+}  // namespace
+
+bool max_pool_hrow_avx2(const float* row, int64_t iw, int64_t ow, int64_t kw, int64_t sx, int64_t px, int64_t dx,
+                        float* h) {
+  // Column indices are formed in 32-bit lanes.
+  if (iw >= (int64_t{1} << 31) - 8 * sx - (kw - 1) * dx || px >= (int64_t{1} << 30)) return false;
+  if (sx == 1) {
+    if (dx == 1 && kw == 2) return hrow<1, 2>(row, iw, ow, kw, px, dx, h);
+    if (dx == 1 && kw == 3) return hrow<1, 3>(row, iw, ow, kw, px, dx, h);
+    if (dx == 1 && kw == 5) return hrow<1, 5>(row, iw, ow, kw, px, dx, h);
+    return hrow<1, 0>(row, iw, ow, kw, px, dx, h);
+  }
+  if (dx == 1 && kw == 2) return hrow<2, 2>(row, iw, ow, kw, px, dx, h);
+  if (dx == 1 && kw == 3) return hrow<2, 3>(row, iw, ow, kw, px, dx, h);
+  return hrow<2, 0>(row, iw, ow, kw, px, dx, h);
+}
+
+void max_pool_vrow_avx2(const float* const* rows, int64_t n, int64_t ow, float* y) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t ox = 0; ox < ow; ox += 8) {
+    __m256 m = ninf;
+    for (int64_t r = 0; r < n; ++r) m = _mm256_max_ps(_mm256_loadu_ps(rows[r] + ox), m);
+    if (ox + 8 <= ow) {
+      _mm256_storeu_ps(y + ox, m);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, m);
+      std::copy(t, t + (ow - ox), y + ox);
+    }
+  }
+}
+
 }  // namespace rlx::cpu
 
 #if defined(__clang__)
@@ -130,6 +241,10 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
 
 namespace rlx::cpu {
 void max_pool_row_avx2(const float* const*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {}
+bool max_pool_hrow_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*) {
+  return false;
+}
+void max_pool_vrow_avx2(const float* const*, int64_t, int64_t, float*) {}
 }  // namespace rlx::cpu
 
 #endif

@@ -13,4 +13,20 @@ namespace rlx::cpu {
 void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int64_t ow, int64_t kw, int64_t sx,
                        int64_t px, int64_t dx, float* y);
 
+// Separable max pooling of rows holding no NaN: each input row's taps along x first
+// (max_pool_hrow_avx2), then those rows' results combined down the (z, y) taps
+// (max_pool_vrow_avx2). For numbers the rule above keeps the first largest value of a run of
+// taps, so the two passes give the single pass's bits; vmaxps does the replacing.
+//
+// The row length max_pool_vrow_avx2 reads (ow rounded up to 8; max_pool_hrow_avx2 writes ow).
+inline int64_t max_pool_hrow_width(int64_t ow) { return (ow + 7) / 8 * 8; }
+// h[ox] for ox < ow: the maximum of row[ox * sx - px + kx * dx] over kx < kw in kx order,
+// columns outside [0, iw) skipped (-inf when all are); h holds max_pool_hrow_width(ow) floats.
+// sx must be 1 or 2. Returns false (h is then unspecified) when the columns it reads hold a NaN,
+// or the row is too long for 32-bit column indices.
+bool max_pool_hrow_avx2(const float* row, int64_t iw, int64_t ow, int64_t kw, int64_t sx, int64_t px, int64_t dx,
+                        float* h);
+// y[ox] for ox < ow: rows[0..n) (results of max_pool_hrow_avx2) combined in order; -inf when n = 0.
+void max_pool_vrow_avx2(const float* const* rows, int64_t n, int64_t ow, float* y);
+
 }  // namespace rlx::cpu
