@@ -448,6 +448,10 @@ TEST(Conv, DirectPath) {
       {{1, 2, 12, 12}, {3, 2, 2, 2}, true, {2, 2}, {0, 0, 0, 0}, {3, 3}, 1},   // dilation above the stride
       {{1, 2, 5, 4}, {3, 2, 3, 3}, true, {}, {4, 5, 3, 2}, {}, 1},             // pads beyond the kernel
       {{1, 2, 9, 9}, {3, 2, 2, 2}, false, {4, 4}, {}, {}, 1},                  // stride above the kernel
+      // stride 2 over rows of 16+ values per phase (the phase fill's vector path and its tail)
+      {{1, 3, 21, 75}, {6, 3, 7, 7}, true, {2, 2}, {3, 3, 3, 3}, {}, 1},
+      {{1, 4, 9, 68}, {5, 4, 3, 3}, false, {2, 2}, {0, 0, 1, 1}, {}, 1},
+      {{1, 2, 9, 81}, {3, 2, 3, 3}, true, {2, 2}, {1, 2, 1, 2}, {1, 2}, 1},
       // channel counts leaving 1..5 rows of a 6-row tile, long rows (several row chunks)
       {{1, 7, 40, 61}, {17, 7, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
       {{1, 5, 31, 33}, {40, 5, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},          // 16 + 16 + 8 channels

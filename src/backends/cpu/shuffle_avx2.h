@@ -1,6 +1,6 @@
 #pragma once
 // Internal to the CPU backend's AVX2 files: lane shuffles shared by its kernels (8 x 8 float
-// transposes, the even floats of two vectors), compiled for AVX / AVX2 and always inlined into
+// transposes, the even or odd floats of two vectors), compiled for AVX / AVX2 and always inlined into
 // the AVX2 functions that call them.
 #include <immintrin.h>
 
@@ -42,6 +42,12 @@ inline __attribute__((always_inline, target("avx"))) void transpose8(const float
 inline __attribute__((always_inline, target("avx2"))) __m256 even_floats(__m256 lo, __m256 hi) {
   const __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88);  // lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+}
+
+// The odd floats of lo:hi: lo1 lo3 lo5 lo7 hi1 hi3 hi5 hi7.
+inline __attribute__((always_inline, target("avx2"))) __m256 odd_floats(__m256 lo, __m256 hi) {
+  const __m256 od = _mm256_shuffle_ps(lo, hi, 0xDD);  // lo1 lo3 hi1 hi3 | lo5 lo7 hi5 hi7
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
 }
 
 }  // namespace rlx::cpu::avx2
