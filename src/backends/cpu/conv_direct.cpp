@@ -28,7 +28,8 @@ constexpr int64_t kTapBlock = 1024;
 constexpr int64_t kSlack = 8;   // floats after a phase buffer (fill_phases writes whole vectors)
 
 struct Geom {
-  int64_t sy = 1, sx = 1;  // strides (phases per axis)
+  int64_t sy = 1, sx = 1;  // phases per axis: the strides, or 1 for the flat buffer
+  int64_t step_y = 0, step_x = 1;  // floats from one output position to the next down / across
   int64_t hq = 0, wq = 0;  // one phase plane
   int64_t plane = 0;       // hq * wq
   int64_t slots = 0;       // phases some tap reads (a 1x1 stride-2 window reads one of four)
@@ -39,17 +40,26 @@ struct Geom {
   std::vector<int64_t> slot;  // sy * sx: the slot of phase (py, px), or -1 when no tap reads it
 };
 
-Geom make_geom(const Window3& win, int64_t cg) {
+// The buffer layout: one plane per phase (the spatial tiles load consecutive outputs' inputs
+// as one vector), or with `lanes` (the channel-lane kernel, which broadcasts each position's
+// input) the padded input as it is, strides taken by the positions, when the window reads every
+// phase (bench_conv_direct, ResNet export's 3x3 stride-2 layers: the phases' copy through
+// masked loads and shuffles was a third of the conv; a 1x1 stride-2 window reads one phase of
+// four, which is less to copy than the whole input).
+Geom make_geom(const Window3& win, int64_t cg, bool lanes) {
   Geom g;
-  g.sy = win.stride[1];
-  g.sx = win.stride[2];
+  const bool flat = lanes && (win.k[1] - 1) * win.dil[1] + 1 >= win.stride[1] && (win.k[2] - 1) * win.dil[2] + 1 >= win.stride[2];
   g.oh = win.out[1];
   g.ow = win.out[2];
   // The padded extent the outputs read, rounded up to whole phases.
-  const int64_t hp = (g.oh - 1) * g.sy + (win.k[1] - 1) * win.dil[1] + 1;
-  const int64_t wp = (g.ow - 1) * g.sx + (win.k[2] - 1) * win.dil[2] + 1;
+  const int64_t hp = (g.oh - 1) * win.stride[1] + (win.k[1] - 1) * win.dil[1] + 1;
+  const int64_t wp = (g.ow - 1) * win.stride[2] + (win.k[2] - 1) * win.dil[2] + 1;
+  g.sy = flat ? 1 : win.stride[1];
+  g.sx = flat ? 1 : win.stride[2];
   g.hq = (hp + g.sy - 1) / g.sy;
   g.wq = (wp + g.sx - 1) / g.sx;
+  g.step_y = flat ? win.stride[1] * g.wq : g.wq;
+  g.step_x = flat ? win.stride[2] : 1;
   g.plane = g.hq * g.wq;
   // Phases only exist up to the kernel's extent (a stride above it leaves some unread).
   const int64_t py_n = std::min(g.sy, (win.k[1] - 1) * win.dil[1] + 1);
@@ -201,7 +211,7 @@ bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg) {
   if (k >= max_k && g_kernel.load(std::memory_order_relaxed) == 0) return false;
   for (int a = 1; a < 3; ++a)
     if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
-  const Geom g = make_geom(win, cg);
+  const Geom g = make_geom(win, cg, pick_kernel(coutg, k) == 2);
   return g.size < (int64_t{1} << 31) - 64;
 }
 
@@ -231,7 +241,7 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
     }
   posq.resize(static_cast<size_t>(p));
   for (int64_t oy = 0, i = 0; oy < g.oh; ++oy)
-    for (int64_t ox = 0; ox < g.ow; ++ox) posq[static_cast<size_t>(i++)] = static_cast<int32_t>(oy * g.wq + ox);
+    for (int64_t ox = 0; ox < g.ow; ++ox) posq[static_cast<size_t>(i++)] = static_cast<int32_t>(oy * g.step_y + ox * g.step_x);
   const float* wp = wpk.data();
   const float* bp = bpk.data();
   const int32_t* pq = posq.data();
@@ -293,13 +303,14 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
 
 void conv_direct(const ConvDirect& d) {
   const Window3& win = d.win;
-  const Geom g = make_geom(win, d.cg);
+  const bool lanes = pick_kernel(d.coutg, d.cg * win.k[1] * win.k[2]) == 2;
+  const Geom g = make_geom(win, d.cg, lanes);
   if (d.n_batch <= 0 || d.coutg <= 0) return;
   const int64_t p = g.oh * g.ow;
   std::vector<int32_t> off(static_cast<size_t>(std::max<int64_t>(1, g.k)));
   make_offsets(win, g, d.cg, off.data());
   const uint64_t call = g_calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (pick_kernel(d.coutg, g.k) == 2) {
+  if (lanes) {
     conv_direct_channels(d, g, off.data(), call);
     return;
   }
