@@ -229,6 +229,81 @@ void max_pool_vrow_avx2(const float* const* rows, int64_t n, int64_t ow, float* 
   }
 }
 
+bool max_pool_planes8_avx2(const float* x, int64_t in_plane, int64_t nch, const Window3& win, float* y,
+                           int64_t out_plane, std::vector<float>& scratch) {
+  const int64_t ih = win.in[1], iw = win.in[2], oh = win.out[1], ow = win.out[2];
+  const int64_t sy = win.stride[1], sx = win.stride[2], py = win.pad[1], px = win.pad[2];
+  const int64_t dy = win.dil[1], dx = win.dil[2], kh = win.k[1], kw = win.k[2];
+  // The padded extent the windows read: rows and columns from -py / -px.
+  const int64_t hp = (oh - 1) * sy + (kh - 1) * dy + 1, wp = (ow - 1) * sx + (kw - 1) * dx + 1;
+  scratch.resize(static_cast<size_t>(hp * wp * 8));
+  float* b = scratch.data();
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();
+  bool scalar_nan = false;
+  const int64_t cols = std::clamp<int64_t>(wp - px, 0, iw);  // input columns the windows read
+  for (int64_t r = 0; r < hp; ++r) {
+    float* dst = b + r * wp * 8;
+    const int64_t iy = r - py;
+    if (iy < 0 || iy >= ih) {
+      for (int64_t c = 0; c < wp; ++c) _mm256_storeu_ps(dst + c * 8, ninf);
+      continue;
+    }
+    for (int64_t c = 0; c < std::min(px, wp); ++c) _mm256_storeu_ps(dst + c * 8, ninf);
+    for (int64_t c = px + cols; c < wp; ++c) _mm256_storeu_ps(dst + c * 8, ninf);
+    const float* src[8];
+    for (int64_t ch = 0; ch < 8; ++ch) src[ch] = ch < nch ? x + ch * in_plane + iy * iw : nullptr;
+    float* d = dst + px * 8;
+    int64_t ix = 0;
+    for (; ix + 8 <= cols; ix += 8) {
+      __m256 v[8];
+      for (int ch = 0; ch < 8; ++ch) {
+        v[ch] = ch < nch ? _mm256_loadu_ps(src[ch] + ix) : ninf;
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[ch], v[ch], _CMP_UNORD_Q));
+      }
+      avx2::transpose8(v);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + (ix + i) * 8, v[i]);
+    }
+    for (; ix < cols; ++ix)
+      for (int64_t ch = 0; ch < 8; ++ch) {
+        const float val = ch < nch ? src[ch][ix] : -std::numeric_limits<float>::infinity();
+        scalar_nan |= val != val;
+        d[ix * 8 + ch] = val;
+      }
+  }
+  if (scalar_nan || !_mm256_testz_ps(nan, nan)) return false;
+  // Output pixels 8 at a time (along the flattened output plane), transposed into the planes.
+  const int64_t n_out = oh * ow;
+  for (int64_t q0 = 0; q0 < n_out; q0 += 8) {
+    __m256 m[8];
+    const int64_t nq = std::min<int64_t>(8, n_out - q0);
+    const float* base[8];  // pixel j's window (pixels past the plane repeat the first: ignored)
+    for (int64_t j = 0; j < 8; ++j) {
+      const int64_t q = q0 + (j < nq ? j : 0), oy = q / ow, ox = q % ow;
+      base[j] = b + (oy * sy * wp + ox * sx) * 8;
+      m[j] = ninf;
+    }
+    // Taps outer, pixels inner: eight independent chains of vmaxps in registers.
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t off = (ky * dy * wp + kx * dx) * 8;
+        for (int j = 0; j < 8; ++j) m[j] = _mm256_max_ps(_mm256_loadu_ps(base[j] + off), m[j]);
+      }
+    avx2::transpose8(m);
+    for (int64_t ch = 0; ch < nch; ++ch) {
+      float* out = y + ch * out_plane + q0;
+      if (nq == 8) {
+        _mm256_storeu_ps(out, m[ch]);
+      } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, m[ch]);
+        std::copy(t, t + nq, out);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace rlx::cpu
 
 #if defined(__clang__)
@@ -245,6 +320,9 @@ bool max_pool_hrow_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_
   return false;
 }
 void max_pool_vrow_avx2(const float* const*, int64_t, int64_t, float*) {}
+bool max_pool_planes8_avx2(const float*, int64_t, int64_t, const Window3&, float*, int64_t, std::vector<float>&) {
+  return false;
+}
 }  // namespace rlx::cpu
 
 #endif

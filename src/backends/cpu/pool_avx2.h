@@ -1,6 +1,9 @@
 #pragma once
-// Internal to the CPU Pool kernel: one output row of f32 max pooling on AVX2 lanes.
+// Internal to the CPU Pool kernel: f32 max pooling on AVX2 lanes.
 #include <cstdint>
+#include <vector>
+
+#include "backends/cpu/im2col.h"
 
 namespace rlx::cpu {
 
@@ -28,5 +31,14 @@ bool max_pool_hrow_avx2(const float* row, int64_t iw, int64_t ow, int64_t kw, in
                         float* h);
 // y[ox] for ox < ow: rows[0..n) (results of max_pool_hrow_avx2) combined in order; -inf when n = 0.
 void max_pool_vrow_avx2(const float* const* rows, int64_t n, int64_t ow, float* y);
+
+// Eight planes at once, for small maps (where a plane's rows are a few vectors, mostly ends):
+// the planes' pixels interleaved, 8 floats a pixel, into a buffer padded with -inf by 8 x 8
+// transposes, so every output pixel is its taps' vmaxps on whole vectors in (ky, kx) order,
+// and 8 output pixels are transposed back into the planes' rows. 2-d windows (win.k[0] ==
+// win.in[0] == 1). x + c * in_plane is plane c < nch (1..8), y + c * out_plane its output.
+// Returns false, writing nothing, when the planes hold a NaN in the rows the windows read.
+bool max_pool_planes8_avx2(const float* x, int64_t in_plane, int64_t nch, const Window3& win, float* y,
+                           int64_t out_plane, std::vector<float>& scratch);
 
 }  // namespace rlx::cpu
