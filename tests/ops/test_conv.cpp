@@ -378,6 +378,12 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
       }
       EXPECT_TRUE(all_close(y.back(), yd, ref, tol));
     }
+    // The channel lanes in 16-channel blocks (AVX2) give the bits of the 32-channel ones (AVX-512).
+    cpu::set_conv_direct_kernel(2);
+    cpu::set_conv_direct_wide(0);
+    const Tensor narrow = cg.run(feed)[0];
+    cpu::set_conv_direct_wide(-1);
+    EXPECT_EQ(0, std::memcmp(narrow.raw(), y[2].raw(), narrow.nbytes())) << "16- and 32-channel blocks differ";
     cpu::set_conv_direct_kernel(0);
     EXPECT_EQ(0, std::memcmp(y[1].raw(), y[2].raw(), y[1].nbytes())) << "the two kernels' bits differ";
     cpu::set_conv_direct_enabled(false);
@@ -388,6 +394,56 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
       EXPECT_EQ(0, std::memcmp(y[0].raw(), y0.raw(), y0.nbytes())) << "not the im2col path's bits";
     }
   }
+}
+
+// The 32-channel blocks of the channel lanes (AVX-512): channel counts that fill blocks of 32,
+// leave a last block of 1..16 (the AVX2 kernel in a 32-wide slot) or 17..31, position counts
+// that leave 1..7 of an 8-position tile, long sums in blocks of taps (the partial sums reloaded),
+// stride 2 on the flat buffer; the bits of the 16-channel blocks, and switching between the two
+// between runs repacks a Param weight.
+TEST(Conv, WideChannelBlocksMatchTheNarrowOnes) {
+  if (!cpu::conv_direct_avx512_usable()) GTEST_SKIP() << "this CPU has no AVX-512F: the 32-channel blocks never run";
+  const std::vector<ConvCase> cases = {
+      {{1, 8, 9, 10}, {32, 8, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{2, 5, 7, 9}, {17, 5, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},      // 17: 16 + 1 in one block
+      {{1, 6, 11, 7}, {48, 6, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},    // 32 + a 16-channel block
+      {{1, 7, 5, 13}, {61, 7, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {}, 1},  // 32 + 29, stride 2
+      {{1, 3, 4, 3}, {40, 3, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},      // 12 positions
+      {{1, 520, 16, 17}, {33, 520, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},  // k 4680: tap blocks
+  };
+  uint64_t seed = 900;
+  cpu::set_conv_direct_kernel(2);
+  for (const auto& c : cases) {
+    SCOPED_TRACE("x" + dims_str(c.x) + " w" + dims_str(c.w));
+    ops::Conv op;
+    op.stride = c.stride;
+    op.pads = c.pads;
+    Graph g;
+    const Value x = g.input("x", Shape::from(c.x));
+    const Value w = g.param("w", Shape::from(c.w));
+    std::vector<Value> ins{x, w};
+    if (c.bias) ins.push_back(g.param("b", Shape::of({c.w[0]})));
+    g.add_output(g.apply(op, ins));
+    CompiledGraph cg = Session(Device::Cpu).compile(g);
+    const Tensor xv = random_tensor(DType::F32, c.x, seed++), wv = random_tensor(DType::F32, c.w, seed++);
+    const Tensor bv = random_tensor(DType::F32, {c.w[0]}, seed++);
+    cg.set_param("w", wv);
+    if (c.bias) cg.set_param("b", bv);
+    const NamedTensors feed{{"x", xv}};
+    const Tensor wide = cg.run(feed)[0];
+    cpu::set_conv_direct_wide(0);
+    const Tensor narrow = cg.run(feed)[0];
+    cpu::set_conv_direct_wide(-1);
+    const Tensor wide_again = cg.run(feed)[0];
+    EXPECT_EQ(0, std::memcmp(wide.raw(), narrow.raw(), wide.nbytes())) << "16- and 32-channel blocks differ";
+    EXPECT_EQ(0, std::memcmp(wide.raw(), wide_again.raw(), wide.nbytes())) << "stale packed weights";
+    std::vector<int64_t> yd;
+    const std::vector<double> b = to_doubles(bv);
+    const auto ref = ref_conv(c, to_doubles(xv), to_doubles(wv), c.bias ? &b : nullptr, yd);
+    const double k = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+    EXPECT_TRUE(all_close(wide, yd, ref, testing::Tolerance{1e-5, 2e-5 * std::max(1.0, std::sqrt(k / 16.0))}));
+  }
+  cpu::set_conv_direct_kernel(0);
 }
 
 // The channel-lane kernel keeps a Param weight's packed form across runs: a set_param between

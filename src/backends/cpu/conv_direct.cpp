@@ -168,12 +168,14 @@ struct Scratch {
 std::atomic<uint64_t> g_calls{0};
 std::atomic<bool> g_enabled{true};
 std::atomic<int> g_kernel{0};  // 0: chosen per shape, 1: spatial tiles, 2: channel lanes
+std::atomic<int> g_wide{-1};   // -1: 32-channel blocks where the CPU has AVX-512, 0: never
 
 }  // namespace
 
 void set_conv_direct_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 uint64_t conv_direct_runs() { return g_calls.load(std::memory_order_relaxed); }
 void set_conv_direct_kernel(int which) { g_kernel.store(which, std::memory_order_relaxed); }
+void set_conv_direct_wide(int mode) { g_wide.store(mode, std::memory_order_relaxed); }
 
 namespace {
 
@@ -221,23 +223,29 @@ namespace {
 // packed once per call; tasks of (image and group, chunk of output positions, group of
 // channel blocks); the tiles write y's rows (or the staging rows) directly.
 void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off, uint64_t call) {
-  constexpr int64_t kBlock = 16;
+  // Blocks of 32 channels on AVX-512 when there are more than 16 (a last block of up to 16
+  // runs on the AVX2 kernel, packed 16 wide in its 32-wide slot), else of 16.
+  const bool wide = d.coutg > 16 && g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable();
+  const int64_t block = wide ? 32 : 16;
   const int64_t p = g.oh * g.ow, cgk = g.k;
-  const int64_t nmb = (d.coutg + kBlock - 1) / kBlock;
+  const int64_t nmb = (d.coutg + block - 1) / block;
   thread_local std::vector<float> wpk_call, bpk;
   thread_local std::vector<int32_t> posq;
   // The packed weights: kept in the step's cache when the weights are fixed across runs
   // (ResNet export, 2 threads: packing on every call was 15-20% of the run), else per call.
-  const size_t wpk_size = static_cast<size_t>(d.groups * nmb * cgk * kBlock);
+  const size_t wpk_size = static_cast<size_t>(d.groups * nmb * cgk * block);
   std::vector<float>& wpk = d.weight_cache ? d.weight_cache->packed.data : wpk_call;
-  const bool packed = d.weight_cache && d.weight_cache->packed.fresh(d.w, d.params_generation) && wpk.size() == wpk_size;
+  const bool packed =
+      d.weight_cache && d.weight_cache->packed.fresh(d.w, d.params_generation, block) && wpk.size() == wpk_size;
   if (!packed) wpk.resize(wpk_size);
-  bpk.assign(static_cast<size_t>(d.groups * nmb * kBlock), 0.f);
+  bpk.assign(static_cast<size_t>(d.groups * nmb * block), 0.f);
   for (int64_t grp = 0; grp < d.groups; ++grp)
     for (int64_t blk = 0; blk < nmb; ++blk) {
-      const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0), at = grp * nmb + blk;
-      if (!packed) conv_direct_pack_avx2(d.w + (grp * d.coutg + m0) * cgk, rows, cgk, wpk.data() + at * cgk * kBlock);
-      if (d.bias) std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + at * kBlock);
+      const int64_t m0 = blk * block, rows = std::min(block, d.coutg - m0), at = grp * nmb + blk;
+      const float* src = d.w + (grp * d.coutg + m0) * cgk;
+      if (!packed && rows > 16) conv_direct_pack32_avx512(src, rows, cgk, wpk.data() + at * cgk * block);
+      else if (!packed) conv_direct_pack_avx2(src, rows, cgk, wpk.data() + at * cgk * block);
+      if (d.bias) std::copy(d.bias + grp * d.coutg + m0, d.bias + grp * d.coutg + m0 + rows, bpk.data() + at * block);
     }
   posq.resize(static_cast<size_t>(p));
   for (int64_t oy = 0, i = 0; oy < g.oh; ++oy)
@@ -247,15 +255,21 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const int32_t* pq = posq.data();
 
   const int64_t tap_block = cgk > kLongSum ? kTapBlock : std::max<int64_t>(cgk, 1);
-  // Chunks of ~240 positions (a multiple of the 6-position tile); enough tasks for ~4 a thread.
+  // Chunks of ~240 positions (a multiple of both tiles, 6 and 8 positions); enough tasks for ~4
+  // a thread.
   const int64_t nblocks = d.n_batch * d.groups;
-  const int64_t n_chunks = ceil_div(p, 240), chunk = ceil_div(ceil_div(p, n_chunks), 6) * 6;
+  // With several threads and too few (image, channel block) pairs, shorter chunks (of 24 or
+  // more positions) make the tasks.
+  int64_t n_chunks = ceil_div(p, 240);
+  if (tasks_wanted(nblocks * p * nmb * block * cgk) > 1)
+    n_chunks = std::max(n_chunks, std::min(ceil_div(4 * num_threads(), nblocks * nmb), ceil_div(p, 24)));
+  const int64_t chunk = ceil_div(ceil_div(p, n_chunks), 24) * 24;
   const int64_t n_pchunks = ceil_div(p, chunk);
-  const int64_t want = tasks_wanted(nblocks * p * nmb * kBlock * cgk);
+  const int64_t want = tasks_wanted(nblocks * p * nmb * block * cgk);
   const int64_t per_group = blocks_per_task(nmb, nblocks * n_pchunks, want);
   const int64_t m_groups = (nmb + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_pchunks * m_groups;
-  const int64_t cost = per_group * kBlock * chunk * std::max<int64_t>(1, cgk);
+  const int64_t cost = per_group * block * chunk * std::max<int64_t>(1, cgk);
   const int64_t grain = image_grain(want, nblocks, tasks, task_grain(want, cost, tasks));
 
   parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
@@ -267,23 +281,29 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
       const float* phases = s.phases(d, g, ng, call);
       const int64_t p0 = pc * chunk, np = std::min(chunk, p - p0);
       const int64_t b0 = mg * per_group, b1 = std::min(nmb, b0 + per_group);
-      const int64_t r0 = b0 * kBlock, r1 = std::min(d.coutg, b1 * kBlock);
+      const int64_t r0 = b0 * block, r1 = std::min(d.coutg, b1 * block);
       const int64_t y0 = ng * d.coutg * p;
       // With an epilogue the rows gather in `stage` (rows of np; whole planes back to back when
       // the chunk is the whole image) and go through it ~4K values at once.
-      const int64_t flush_rows = d.epi ? std::max<int64_t>(kBlock, (4096 / np) / kBlock * kBlock) : 0;
-      if (d.epi && s.stage.size() < static_cast<size_t>((flush_rows + kBlock) * np))
-        s.stage.resize(static_cast<size_t>((flush_rows + kBlock) * np));
+      const int64_t flush_rows = d.epi ? std::max<int64_t>(block, (4096 / np) / block * block) : 0;
+      if (d.epi && s.stage.size() < static_cast<size_t>((flush_rows + block) * np))
+        s.stage.resize(static_cast<size_t>((flush_rows + block) * np));
       int64_t pending = 0, first = r0;
       for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t m0 = blk * kBlock, rows = std::min(kBlock, d.coutg - m0);
+        const int64_t m0 = blk * block, rows = std::min(block, d.coutg - m0);
         float* dst = d.epi ? s.stage.data() + pending * np : d.y + y0 + m0 * p + p0;
-        const float* wb = wp + (grp * nmb + blk) * cgk * kBlock;
+        const float* wb = wp + (grp * nmb + blk) * cgk * block;
         // Long sums in blocks of taps over all the chunk's positions: a block's weights stay in
         // L1 from one tile to the next (a whole 16 x k panel streamed from L2 or L3 per tile).
-        for (int64_t k0 = 0; k0 < std::max<int64_t>(cgk, 1); k0 += tap_block)
-          conv_direct_cl_avx2(rows, np, std::min(tap_block, cgk - k0), wb + k0 * kBlock, phases, off + k0, pq + p0,
-                              k0 == 0 ? bp + (grp * nmb + blk) * kBlock : nullptr, dst, d.epi ? np : p);
+        for (int64_t k0 = 0; k0 < std::max<int64_t>(cgk, 1); k0 += tap_block) {
+          const int64_t kb = std::min(tap_block, cgk - k0);
+          const float* bias = k0 == 0 ? bp + (grp * nmb + blk) * block : nullptr;
+          if (rows > 16) {
+            conv_direct_cl32_avx512(rows, np, kb, wb + k0 * 32, phases, off + k0, pq + p0, bias, dst, d.epi ? np : p);
+          } else {
+            conv_direct_cl_avx2(rows, np, kb, wb + k0 * 16, phases, off + k0, pq + p0, bias, dst, d.epi ? np : p);
+          }
+        }
         if (!d.epi) continue;
         pending += rows;
         if (pending >= flush_rows || m0 + rows >= r1) {

@@ -31,14 +31,16 @@ template <class T> struct Derived {
   std::vector<T> data;
   uint64_t generation = 0;
   const void* source = nullptr;
+  int64_t layout = 0;  // which form the kernel built (e.g. the packed panels' width)
   bool valid = false;
-  // Whether `data` holds the form of `src` for this generation; else marks it as being rebuilt
-  // (the caller then rebuilds it).
-  bool fresh(const void* src, uint64_t gen) {
-    if (valid && source == src && generation == gen) return true;
+  // Whether `data` holds form `form` of `src` for this generation; else marks it as being
+  // rebuilt (the caller then rebuilds it).
+  bool fresh(const void* src, uint64_t gen, int64_t form = 0) {
+    if (valid && source == src && generation == gen && layout == form) return true;
     valid = true;
     source = src;
     generation = gen;
+    layout = form;
     return false;
   }
 };
