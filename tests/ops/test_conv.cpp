@@ -396,8 +396,8 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
   }
 }
 
-// The 32-channel blocks of the channel lanes (AVX-512): channel counts that fill blocks of 32,
-// leave a last block of 1..16 (the AVX2 kernel in a 32-wide slot) or 17..31, position counts
+// The channel lanes on AVX-512 (blocks of 32 channels in two zmm registers, of up to 16 in one):
+// channel counts that fill blocks of 32, leave a last block of 1..16 or 17..31, position counts
 // that leave 1..7 of an 8-position tile, long sums in blocks of taps (the partial sums reloaded),
 // stride 2 on the flat buffer; the bits of the 16-channel blocks, and switching between the two
 // between runs repacks a Param weight.
@@ -405,6 +405,8 @@ TEST(Conv, WideChannelBlocksMatchTheNarrowOnes) {
   if (!cpu::conv_direct_avx512_usable()) GTEST_SKIP() << "this CPU has no AVX-512F: the 32-channel blocks never run";
   const std::vector<ConvCase> cases = {
       {{1, 8, 9, 10}, {32, 8, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},
+      {{1, 6, 9, 11}, {16, 6, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},     // one zmm register
+      {{1, 4, 7, 8}, {9, 4, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},      // part of one
       {{2, 5, 7, 9}, {17, 5, 3, 3}, true, {}, {1, 1, 1, 1}, {}, 1},      // 17: 16 + 1 in one block
       {{1, 6, 11, 7}, {48, 6, 3, 3}, false, {}, {1, 1, 1, 1}, {}, 1},    // 32 + a 16-channel block
       {{1, 7, 5, 13}, {61, 7, 3, 3}, true, {2, 2}, {1, 1, 1, 1}, {}, 1},  // 32 + 29, stride 2

@@ -223,10 +223,10 @@ namespace {
 // packed once per call; tasks of (image and group, chunk of output positions, group of
 // channel blocks); the tiles write y's rows (or the staging rows) directly.
 void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off, uint64_t call) {
-  // Blocks of 32 channels on AVX-512 when there are more than 16 (a last block of up to 16
-  // runs on the AVX2 kernel, packed 16 wide in its 32-wide slot), else of 16.
-  const bool wide = d.coutg > 16 && g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable();
-  const int64_t block = wide ? 32 : 16;
+  // On AVX-512 blocks of 32 channels when there are more than 16 (a last block of up to 16 is
+  // packed 16 wide in its 32-wide slot), else of 16 (one zmm register); on AVX2 blocks of 16.
+  const bool zmm = g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable();
+  const int64_t block = zmm && d.coutg > 16 ? 32 : 16;
   const int64_t p = g.oh * g.ow, cgk = g.k;
   const int64_t nmb = (d.coutg + block - 1) / block;
   thread_local std::vector<float> wpk_call, bpk;
@@ -298,8 +298,9 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
         for (int64_t k0 = 0; k0 < std::max<int64_t>(cgk, 1); k0 += tap_block) {
           const int64_t kb = std::min(tap_block, cgk - k0);
           const float* bias = k0 == 0 ? bp + (grp * nmb + blk) * block : nullptr;
-          if (rows > 16) {
-            conv_direct_cl32_avx512(rows, np, kb, wb + k0 * 32, phases, off + k0, pq + p0, bias, dst, d.epi ? np : p);
+          if (zmm) {
+            conv_direct_cl32_avx512(rows, np, kb, wb + k0 * (rows > 16 ? 32 : 16), phases, off + k0, pq + p0, bias, dst,
+                                    d.epi ? np : p);
           } else {
             conv_direct_cl_avx2(rows, np, kb, wb + k0 * 16, phases, off + k0, pq + p0, bias, dst, d.epi ? np : p);
           }

@@ -53,9 +53,9 @@ uint64_t conv_direct_runs();
 // Which tile kernel the path runs: 0 the one chosen per shape, 1 spatial, 2 channel lanes
 // (tests and benchmarks; a forced kernel also takes sums past the cut to im2col).
 void set_conv_direct_kernel(int which);
-// Whether the channel lanes take blocks of 32 channels on AVX-512 (conv_direct_cl32_avx512)
-// where the CPU has it: -1 (default) where it has, 0 never (16-channel blocks; tests and
-// benchmarks compare the two).
+// Whether the channel lanes run on AVX-512 (conv_direct_cl32_avx512, blocks of 32 channels)
+// where the CPU has it: -1 (default) where it has, 0 never (the AVX2 kernel in 16-channel
+// blocks; tests and benchmarks compare the two).
 void set_conv_direct_wide(int mode);
 
 // Runs the conv on the pool's threads (tasks of image and group, output row chunk and group of
@@ -101,9 +101,10 @@ void conv_direct_fill_plane_avx2(const float* x, int64_t h, int64_t w, int64_t s
 // dst[kk * 16 + r] = w[r * k + kk] for r < rows (<= 16), zeros for r >= rows (k rows of 16).
 void conv_direct_pack_avx2(const float* w, int64_t rows, int64_t k, float* dst);
 
-// The 32-channel tile kernel (conv_direct_avx512.cpp), for CPUs with AVX-512F: as
-// conv_direct_cl_avx2 with nch <= 32 channels, w packed as k rows of 32 floats
-// (conv_direct_pack32_avx512), bias 32 values. Same sums in the same order (same bits).
+// The channel-lane kernel on AVX-512F (conv_direct_avx512.cpp): as conv_direct_cl_avx2 with
+// nch <= 32 channels, w packed as k rows of 32 floats (conv_direct_pack32_avx512) when nch > 16,
+// else of 16 (conv_direct_pack_avx2), bias 32 or 16 values. Same sums in the same order (same
+// bits).
 bool conv_direct_avx512_usable();
 void conv_direct_cl32_avx512(int64_t nch, int64_t npos, int64_t k, const float* w, const float* b, const int32_t* off,
                              const int32_t* pos, const float* bias, float* c, int64_t ldc);
