@@ -114,6 +114,7 @@ const std::vector<PoolCase> kCases = {
     {{1, 2, 13, 29}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {}},     // stride 1, 5 wide (SPP-style)
     {{1, 2, 9, 19}, {2, 2}, {1, 1}, {}, {}},               // stride 1, 2 wide
     {{1, 3, 20, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},      // rows narrower than a vector
+    {{1, 1, 6400, 20}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},   // tall and narrow: not eight planes at a time
 };
 
 TEST(Pool, MaxAndAvgAllFloatDtypes) {

@@ -54,8 +54,12 @@ class MaxPoolRows {
   // 32 x 48x40 16 / 45 us, 32 x 64x64 2x2 s2 33 / 42 us, 8 x 20x20 5x5 s1 5.7 / 9.4 us; even at
   // 56 outputs a row, 64 x 112x112 3x3 s2 247 / 252 us; behind at 80, 16 x 160x160 2x2 s2 125
   // / 80 us).
+  // The interleaved buffer stays under 4 MiB (a tall narrow map goes the separable way).
   bool planes8() const {
-    return std::is_same_v<T, float> && vec_ && win_.k[0] == 1 && win_.in[0] == 1 && win_.out[2] <= 48;
+    if (!std::is_same_v<T, float> || !vec_ || win_.k[0] != 1 || win_.in[0] != 1 || win_.out[2] > 48) return false;
+    const int64_t hp = (win_.out[1] - 1) * win_.stride[1] + (win_.k[1] - 1) * win_.dil[1] + 1;
+    const int64_t wp = (win_.out[2] - 1) * win_.stride[2] + (win_.k[2] - 1) * win_.dil[2] + 1;
+    return hp * wp * 8 <= (int64_t{1} << 20);
   }
 
   // Planes [p0, p0 + n), n <= 8, eight at a time.

@@ -122,7 +122,6 @@ void max_pool_row_avx2(const float* const* rows, int64_t n_rows, int64_t iw, int
   }
 }
 
-
 namespace {
 
 // 8 floats of a row from column col on; with Edge, lanes outside [0, iw) are -inf (and not read).
