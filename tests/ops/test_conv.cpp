@@ -378,12 +378,16 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
       }
       EXPECT_TRUE(all_close(y.back(), yd, ref, tol));
     }
-    // The channel lanes in 16-channel blocks (AVX2) give the bits of the 32-channel ones (AVX-512).
-    cpu::set_conv_direct_kernel(2);
+    // Both kernels on AVX2 give the bits of their AVX-512 forms (32-channel blocks of the
+    // channel lanes, zmm spatial tiles).
     cpu::set_conv_direct_wide(0);
-    const Tensor narrow = cg.run(feed)[0];
+    for (int kernel : {1, 2}) {
+      cpu::set_conv_direct_kernel(kernel);
+      const Tensor narrow = cg.run(feed)[0];
+      EXPECT_EQ(0, std::memcmp(narrow.raw(), y[static_cast<size_t>(kernel)].raw(), narrow.nbytes()))
+          << "kernel " << kernel << ": the AVX2 and AVX-512 forms differ";
+    }
     cpu::set_conv_direct_wide(-1);
-    EXPECT_EQ(0, std::memcmp(narrow.raw(), y[2].raw(), narrow.nbytes())) << "16- and 32-channel blocks differ";
     cpu::set_conv_direct_kernel(0);
     EXPECT_EQ(0, std::memcmp(y[1].raw(), y[2].raw(), y[1].nbytes())) << "the two kernels' bits differ";
     cpu::set_conv_direct_enabled(false);
@@ -446,6 +450,43 @@ TEST(Conv, WideChannelBlocksMatchTheNarrowOnes) {
     EXPECT_TRUE(all_close(wide, yd, ref, testing::Tolerance{1e-5, 2e-5 * std::max(1.0, std::sqrt(k / 16.0))}));
   }
   cpu::set_conv_direct_kernel(0);
+}
+
+// conv_gemm's tiles (pointwise convs, sums under 240 taps) on AVX-512 give the bits of the AVX2
+// ones: 1..6 rows of a 6-row block, column tails of 1..15 past whole vectors, with and without
+// bias.
+TEST(Conv, ZmmGemmTilesMatchTheAvx2Ones) {
+  if (!cpu::conv_direct_avx512_usable()) GTEST_SKIP() << "this CPU has no AVX-512F: the zmm tiles never run";
+  const std::vector<ConvCase> cases = {
+      {{1, 16, 23, 29}, {64, 16, 1, 1}, true, {}, {}, {}, 1},   // 667 columns: 10 x 64 + 16 + 11
+      {{2, 24, 7, 9}, {13, 24, 1, 1}, false, {}, {}, {}, 1},    // 13 rows: 6 + 6 + 1
+      {{1, 40, 5, 5}, {11, 40, 1, 1}, true, {}, {}, {}, 1},     // 11 rows, 25 columns
+      {{1, 200, 6, 7}, {20, 200, 1, 1}, true, {}, {}, {}, 1},   // k 200
+  };
+  uint64_t seed = 950;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("x" + dims_str(c.x) + " w" + dims_str(c.w));
+    ops::Conv op;
+    Graph g;
+    std::vector<Value> ins{g.input("x", Shape::from(c.x)), g.input("w", Shape::from(c.w))};
+    if (c.bias) ins.push_back(g.input("b", Shape::of({c.w[0]})));
+    g.add_output(g.apply(op, ins));
+    CompiledGraph cg = Session(Device::Cpu).compile(g);
+    const Tensor xv = random_tensor(DType::F32, c.x, seed++), wv = random_tensor(DType::F32, c.w, seed++);
+    const Tensor bv = random_tensor(DType::F32, {c.w[0]}, seed++);
+    NamedTensors feed{{"x", xv}, {"w", wv}};
+    if (c.bias) feed.emplace_back("b", bv);
+    const Tensor zmm = cg.run(feed)[0];
+    cpu::set_conv_direct_wide(0);
+    const Tensor avx2 = cg.run(feed)[0];
+    cpu::set_conv_direct_wide(-1);
+    EXPECT_EQ(0, std::memcmp(zmm.raw(), avx2.raw(), zmm.nbytes())) << "zmm and AVX2 tiles differ";
+    std::vector<int64_t> yd;
+    const std::vector<double> b = to_doubles(bv);
+    const auto ref = ref_conv(c, to_doubles(xv), to_doubles(wv), c.bias ? &b : nullptr, yd);
+    const double k = static_cast<double>(c.w[1]);
+    EXPECT_TRUE(all_close(zmm, yd, ref, testing::Tolerance{1e-5, 2e-5 * std::max(1.0, std::sqrt(k / 16.0))}));
+  }
 }
 
 // The channel-lane kernel keeps a Param weight's packed form across runs: a set_param between

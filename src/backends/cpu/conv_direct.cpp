@@ -176,6 +176,7 @@ void set_conv_direct_enabled(bool on) { g_enabled.store(on, std::memory_order_re
 uint64_t conv_direct_runs() { return g_calls.load(std::memory_order_relaxed); }
 void set_conv_direct_kernel(int which) { g_kernel.store(which, std::memory_order_relaxed); }
 void set_conv_direct_wide(int mode) { g_wide.store(mode, std::memory_order_relaxed); }
+bool conv_zmm_enabled() { return g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable(); }
 
 namespace {
 
@@ -225,7 +226,7 @@ namespace {
 void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off, uint64_t call) {
   // On AVX-512 blocks of 32 channels when there are more than 16 (a last block of up to 16 is
   // packed 16 wide in its 32-wide slot), else of 16 (one zmm register); on AVX2 blocks of 16.
-  const bool zmm = g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable();
+  const bool zmm = conv_zmm_enabled();
   const int64_t block = zmm && d.coutg > 16 ? 32 : 16;
   const int64_t p = g.oh * g.ow, cgk = g.k;
   const int64_t nmb = (d.coutg + block - 1) / block;

@@ -57,6 +57,14 @@ void set_conv_direct_kernel(int which);
 // where the CPU has it: -1 (default) where it has, 0 never (the AVX2 kernel in 16-channel
 // blocks; tests and benchmarks compare the two).
 void set_conv_direct_wide(int mode);
+// Whether the conv tile kernels run their AVX-512 forms (the CPU has AVX-512F and
+// set_conv_direct_wide did not switch them off): the channel lanes and conv_gemm's tiles
+// (conv_gemm_block_avx512 / conv_direct_block_avx512, conv_gemm_avx512.cpp), same bits.
+bool conv_zmm_enabled();
+void conv_gemm_block_avx512(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
+                            int64_t ldb, const float* bias, float* c, int64_t ldc);
+void conv_direct_block_avx512(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
+                              const int32_t* off, const float* bias, float* c, int64_t ldc);
 
 // Runs the conv on the pool's threads (tasks of image and group, output row chunk and group of
 // 6-channel blocks); the epilogue, when set, gets every finished row segment instead of y.

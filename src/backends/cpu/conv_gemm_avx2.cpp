@@ -109,6 +109,7 @@ void rows_block_off(int64_t cols, int64_t k, const float* a, int64_t lda, const 
 
 void conv_gemm_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
                           int64_t ldb, const float* bias, float* c, int64_t ldc) {
+  if (conv_zmm_enabled()) return conv_gemm_block_avx512(rows, cols, k, a, lda, b, ldb, bias, c, ldc);
   switch (rows) {
     case 6: return rows_block<6>(cols, k, a, lda, b, ldb, bias, c, ldc);
     case 5: return rows_block<5>(cols, k, a, lda, b, ldb, bias, c, ldc);
@@ -122,6 +123,7 @@ void conv_gemm_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a,
 
 void conv_direct_block_avx2(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
                             const int32_t* off, const float* bias, float* c, int64_t ldc) {
+  if (conv_zmm_enabled()) return conv_direct_block_avx512(rows, cols, k, a, lda, b, off, bias, c, ldc);
   switch (rows) {
     case 6: return rows_block_off<6>(cols, k, a, lda, b, off, bias, c, ldc);
     case 5: return rows_block_off<5>(cols, k, a, lda, b, off, bias, c, ldc);
