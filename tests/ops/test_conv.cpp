@@ -380,14 +380,14 @@ void check_conv_direct(const ConvCase& c, uint64_t seed) {
     }
     // Both kernels on AVX2 give the bits of their AVX-512 forms (32-channel blocks of the
     // channel lanes, zmm spatial tiles).
-    cpu::set_conv_direct_wide(0);
+    cpu::set_conv_zmm(0);
     for (int kernel : {1, 2}) {
       cpu::set_conv_direct_kernel(kernel);
       const Tensor narrow = cg.run(feed)[0];
       EXPECT_EQ(0, std::memcmp(narrow.raw(), y[static_cast<size_t>(kernel)].raw(), narrow.nbytes()))
           << "kernel " << kernel << ": the AVX2 and AVX-512 forms differ";
     }
-    cpu::set_conv_direct_wide(-1);
+    cpu::set_conv_zmm(-1);
     cpu::set_conv_direct_kernel(0);
     EXPECT_EQ(0, std::memcmp(y[1].raw(), y[2].raw(), y[1].nbytes())) << "the two kernels' bits differ";
     cpu::set_conv_direct_enabled(false);
@@ -437,9 +437,9 @@ TEST(Conv, WideChannelBlocksMatchTheNarrowOnes) {
     if (c.bias) cg.set_param("b", bv);
     const NamedTensors feed{{"x", xv}};
     const Tensor wide = cg.run(feed)[0];
-    cpu::set_conv_direct_wide(0);
+    cpu::set_conv_zmm(0);
     const Tensor narrow = cg.run(feed)[0];
-    cpu::set_conv_direct_wide(-1);
+    cpu::set_conv_zmm(-1);
     const Tensor wide_again = cg.run(feed)[0];
     EXPECT_EQ(0, std::memcmp(wide.raw(), narrow.raw(), wide.nbytes())) << "16- and 32-channel blocks differ";
     EXPECT_EQ(0, std::memcmp(wide.raw(), wide_again.raw(), wide.nbytes())) << "stale packed weights";
@@ -477,9 +477,9 @@ TEST(Conv, ZmmGemmTilesMatchTheAvx2Ones) {
     NamedTensors feed{{"x", xv}, {"w", wv}};
     if (c.bias) feed.emplace_back("b", bv);
     const Tensor zmm = cg.run(feed)[0];
-    cpu::set_conv_direct_wide(0);
+    cpu::set_conv_zmm(0);
     const Tensor avx2 = cg.run(feed)[0];
-    cpu::set_conv_direct_wide(-1);
+    cpu::set_conv_zmm(-1);
     EXPECT_EQ(0, std::memcmp(zmm.raw(), avx2.raw(), zmm.nbytes())) << "zmm and AVX2 tiles differ";
     std::vector<int64_t> yd;
     const std::vector<double> b = to_doubles(bv);

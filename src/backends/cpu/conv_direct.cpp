@@ -48,12 +48,11 @@ struct Geom {
 // four, which is less to copy than the whole input).
 Geom make_geom(const Window3& win, int64_t cg, bool lanes) {
   Geom g;
-  const bool flat = lanes && (win.k[1] - 1) * win.dil[1] + 1 >= win.stride[1] && (win.k[2] - 1) * win.dil[2] + 1 >= win.stride[2];
+  const bool flat = lanes && win.tap_extent(1) >= win.stride[1] && win.tap_extent(2) >= win.stride[2];
   g.oh = win.out[1];
   g.ow = win.out[2];
   // The padded extent the outputs read, rounded up to whole phases.
-  const int64_t hp = (g.oh - 1) * win.stride[1] + (win.k[1] - 1) * win.dil[1] + 1;
-  const int64_t wp = (g.ow - 1) * win.stride[2] + (win.k[2] - 1) * win.dil[2] + 1;
+  const int64_t hp = win.read_extent(1), wp = win.read_extent(2);
   g.sy = flat ? 1 : win.stride[1];
   g.sx = flat ? 1 : win.stride[2];
   g.hq = (hp + g.sy - 1) / g.sy;
@@ -168,15 +167,15 @@ struct Scratch {
 std::atomic<uint64_t> g_calls{0};
 std::atomic<bool> g_enabled{true};
 std::atomic<int> g_kernel{0};  // 0: chosen per shape, 1: spatial tiles, 2: channel lanes
-std::atomic<int> g_wide{-1};   // -1: 32-channel blocks where the CPU has AVX-512, 0: never
+std::atomic<int> g_zmm{-1};    // -1: the AVX-512 tile kernels where the CPU has AVX-512F, 0: never
 
 }  // namespace
 
 void set_conv_direct_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 uint64_t conv_direct_runs() { return g_calls.load(std::memory_order_relaxed); }
 void set_conv_direct_kernel(int which) { g_kernel.store(which, std::memory_order_relaxed); }
-void set_conv_direct_wide(int mode) { g_wide.store(mode, std::memory_order_relaxed); }
-bool conv_zmm_enabled() { return g_wide.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable(); }
+void set_conv_zmm(int mode) { g_zmm.store(mode, std::memory_order_relaxed); }
+bool conv_zmm_enabled() { return g_zmm.load(std::memory_order_relaxed) != 0 && conv_direct_avx512_usable(); }
 
 namespace {
 
@@ -210,11 +209,12 @@ bool conv_direct_usable(const Window3& win, int64_t cg, int64_t coutg) {
   // 205 / 270: the ISNet layers). Blocking k for the spatial tiles (the C tile reloaded per block
   // of 128-512 taps) measured no better at 256 and 512 channels.
   const int64_t k = cg * win.k[1] * win.k[2];
-  const int64_t max_k = pick_kernel(coutg, k) == 2 ? (win.out[1] * win.out[2] >= 256 ? 16384 : 4096) : 1024;
+  const bool lanes = pick_kernel(coutg, k) == 2;
+  const int64_t max_k = lanes ? (win.out[1] * win.out[2] >= 256 ? 16384 : 4096) : 1024;
   if (k >= max_k && g_kernel.load(std::memory_order_relaxed) == 0) return false;
   for (int a = 1; a < 3; ++a)
     if (win.pad[a] < 0 || win.stride[a] < 1 || win.dil[a] < 1 || win.out[a] < 1) return false;
-  const Geom g = make_geom(win, cg, pick_kernel(coutg, k) == 2);
+  const Geom g = make_geom(win, cg, lanes);
   return g.size < (int64_t{1} << 31) - 64;
 }
 
@@ -261,12 +261,11 @@ void conv_direct_channels(const ConvDirect& d, const Geom& g, const int32_t* off
   const int64_t nblocks = d.n_batch * d.groups;
   // With several threads and too few (image, channel block) pairs, shorter chunks (of 24 or
   // more positions) make the tasks.
+  const int64_t want = tasks_wanted(nblocks * p * nmb * block * cgk);
   int64_t n_chunks = ceil_div(p, 240);
-  if (tasks_wanted(nblocks * p * nmb * block * cgk) > 1)
-    n_chunks = std::max(n_chunks, std::min(ceil_div(4 * num_threads(), nblocks * nmb), ceil_div(p, 24)));
+  if (want > 1) n_chunks = std::max(n_chunks, std::min(ceil_div(want, nblocks * nmb), ceil_div(p, 24)));
   const int64_t chunk = ceil_div(ceil_div(p, n_chunks), 24) * 24;
   const int64_t n_pchunks = ceil_div(p, chunk);
-  const int64_t want = tasks_wanted(nblocks * p * nmb * block * cgk);
   const int64_t per_group = blocks_per_task(nmb, nblocks * n_pchunks, want);
   const int64_t m_groups = (nmb + per_group - 1) / per_group;
   const int64_t tasks = nblocks * n_pchunks * m_groups;

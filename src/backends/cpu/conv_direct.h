@@ -53,14 +53,14 @@ uint64_t conv_direct_runs();
 // Which tile kernel the path runs: 0 the one chosen per shape, 1 spatial, 2 channel lanes
 // (tests and benchmarks; a forced kernel also takes sums past the cut to im2col).
 void set_conv_direct_kernel(int which);
-// Whether the channel lanes run on AVX-512 (conv_direct_cl32_avx512, blocks of 32 channels)
-// where the CPU has it: -1 (default) where it has, 0 never (the AVX2 kernel in 16-channel
-// blocks; tests and benchmarks compare the two).
-void set_conv_direct_wide(int mode);
-// Whether the conv tile kernels run their AVX-512 forms (the CPU has AVX-512F and
-// set_conv_direct_wide did not switch them off): the channel lanes and conv_gemm's tiles
-// (conv_gemm_block_avx512 / conv_direct_block_avx512, conv_gemm_avx512.cpp), same bits.
+// Whether the conv tile kernels run their AVX-512 forms (the channel lanes in blocks of 32
+// channels, conv_gemm's zmm tiles): -1 (default) where the CPU has AVX-512F, 0 never (the AVX2
+// kernels; tests and benchmarks compare the two, which give the same bits).
+void set_conv_zmm(int mode);
+// Whether they do now (the CPU has AVX-512F and set_conv_zmm did not switch them off).
 bool conv_zmm_enabled();
+// conv_gemm's tiles in zmm registers (conv_gemm_avx512.cpp): what conv_gemm_block_avx2 /
+// conv_direct_block_avx2 compute, with the same bits.
 void conv_gemm_block_avx512(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,
                             int64_t ldb, const float* bias, float* c, int64_t ldc);
 void conv_direct_block_avx512(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, const float* b,

@@ -35,6 +35,9 @@ struct Window3 {
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
   int64_t k_size() const { return k[0] * k[1] * k[2]; }
+  // Along axis a: the input span of one window, and the padded input span all outputs read.
+  int64_t tap_extent(int a) const { return (k[a] - 1) * dil[a] + 1; }
+  int64_t read_extent(int a) const { return (out[a] - 1) * stride[a] + tap_extent(a); }
 
   // Output positions o along axis a whose input index o*stride - pad + kk*dil lies in [0, in):
   // returns [lo, hi) clipped to [0, out).

@@ -57,9 +57,7 @@ class MaxPoolRows {
   // The interleaved buffer stays under 4 MiB (a tall narrow map goes the separable way).
   bool planes8() const {
     if (!std::is_same_v<T, float> || !vec_ || win_.k[0] != 1 || win_.in[0] != 1 || win_.out[2] > 48) return false;
-    const int64_t hp = (win_.out[1] - 1) * win_.stride[1] + (win_.k[1] - 1) * win_.dil[1] + 1;
-    const int64_t wp = (win_.out[2] - 1) * win_.stride[2] + (win_.k[2] - 1) * win_.dil[2] + 1;
-    return hp * wp * 8 <= (int64_t{1} << 20);
+    return win_.read_extent(1) * win_.read_extent(2) * 8 <= (int64_t{1} << 20);
   }
 
   // Planes [p0, p0 + n), n <= 8, eight at a time.
@@ -80,8 +78,7 @@ class MaxPoolRows {
     if (vec_) {
       // The input rows the band reads, per valid kz: [iy0, iy1).
       const int64_t iy0 = std::max<int64_t>(0, oy0 * win_.stride[1] - win_.pad[1]);
-      const int64_t iy1 =
-          std::clamp<int64_t>((oy1 - 1) * win_.stride[1] - win_.pad[1] + (win_.k[1] - 1) * win_.dil[1] + 1, iy0, ih);
+      const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * win_.stride[1] - win_.pad[1] + win_.tap_extent(1), iy0, ih);
       const int64_t n_in = iy1 - iy0;
       s.hbuf.resize(static_cast<size_t>(win_.k[0] * std::max<int64_t>(n_in, 1) * width));
       bool ok = true;
@@ -95,13 +92,9 @@ class MaxPoolRows {
       if (ok) {
         for (int64_t oy = oy0; oy < oy1; ++oy) {
           s.tap_rows.clear();
-          for (int64_t kz = 0; kz < win_.k[0]; ++kz) {
-            if (iz_of(oz, kz) < 0) continue;
-            for (int64_t ky = 0; ky < win_.k[1]; ++ky) {
-              const int64_t iy = oy * win_.stride[1] - win_.pad[1] + ky * win_.dil[1];
-              if (iy >= 0 && iy < ih) s.tap_rows.push_back(s.hbuf.data() + (kz * n_in + iy - iy0) * width);
-            }
-          }
+          for_tap_rows(oz, oy, [&](int64_t kz, int64_t, int64_t iy) {
+            s.tap_rows.push_back(s.hbuf.data() + (kz * n_in + iy - iy0) * width);
+          });
           float* out = out_row(row0 + oy, s);
           max_pool_vrow_avx2(s.tap_rows.data(), static_cast<int64_t>(s.tap_rows.size()), ow, out);
           store(out, row0 + oy);
@@ -113,14 +106,9 @@ class MaxPoolRows {
     for (int64_t oy = oy0; oy < oy1; ++oy) {
       // The valid tap rows in (kz, ky) order, converted to f32 once.
       s.tap_rows.clear();
-      for (int64_t kz = 0; kz < win_.k[0]; ++kz) {
-        const int64_t iz = iz_of(oz, kz);
-        if (iz < 0) continue;
-        for (int64_t ky = 0; ky < win_.k[1]; ++ky) {
-          const int64_t iy = oy * win_.stride[1] - win_.pad[1] + ky * win_.dil[1];
-          if (iy >= 0 && iy < ih) s.tap_rows.push_back(f32_row(plane, iz, iy, static_cast<int64_t>(s.tap_rows.size()), s));
-        }
-      }
+      for_tap_rows(oz, oy, [&](int64_t, int64_t iz, int64_t iy) {
+        s.tap_rows.push_back(f32_row(plane, iz, iy, static_cast<int64_t>(s.tap_rows.size()), s));
+      });
       float* out = out_row(row0 + oy, s);
       if (vec_) {
         max_pool_row_avx2(s.tap_rows.data(), static_cast<int64_t>(s.tap_rows.size()), iw, ow, win_.k[2],
@@ -146,6 +134,18 @@ class MaxPoolRows {
   int64_t iz_of(int64_t oz, int64_t kz) const {
     const int64_t iz = oz * win_.stride[0] - win_.pad[0] + kz * win_.dil[0];
     return iz >= 0 && iz < win_.in[0] ? iz : -1;
+  }
+  // f(kz, iz, iy) for the taps (kz, ky) of output row (oz, oy) inside the input, in order.
+  template <class F>
+  void for_tap_rows(int64_t oz, int64_t oy, F&& f) const {
+    for (int64_t kz = 0; kz < win_.k[0]; ++kz) {
+      const int64_t iz = iz_of(oz, kz);
+      if (iz < 0) continue;
+      for (int64_t ky = 0; ky < win_.k[1]; ++ky) {
+        const int64_t iy = oy * win_.stride[1] - win_.pad[1] + ky * win_.dil[1];
+        if (iy >= 0 && iy < win_.in[1]) f(kz, iz, iy);
+      }
+    }
   }
   // The input row (z, y) of plane as f32 (converted into slot `at` of conv_row when T is not).
   const float* f32_row(int64_t plane, int64_t iz, int64_t iy, int64_t at, MaxPoolScratch& s) const {

@@ -234,7 +234,7 @@ bool max_pool_planes8_avx2(const float* x, int64_t in_plane, int64_t nch, const 
   const int64_t sy = win.stride[1], sx = win.stride[2], py = win.pad[1], px = win.pad[2];
   const int64_t dy = win.dil[1], dx = win.dil[2], kh = win.k[1], kw = win.k[2];
   // The padded extent the windows read: rows and columns from -py / -px.
-  const int64_t hp = (oh - 1) * sy + (kh - 1) * dy + 1, wp = (ow - 1) * sx + (kw - 1) * dx + 1;
+  const int64_t hp = win.read_extent(1), wp = win.read_extent(2);
   scratch.resize(static_cast<size_t>(hp * wp * 8));
   float* b = scratch.data();
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
