@@ -14,7 +14,9 @@
 #include "parity/attention_graph.h"
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "backends/vulkan/variant.h"
 #include "passes/legalize.h"
 #include "plan/schedule.h"
@@ -186,8 +188,10 @@ TEST(VulkanAttention, F64ComputesInDouble) {
 }
 
 // The kernels the attention lowering emits for `g` on a device like NVIDIA's.
-std::vector<vulkan::Kernel> lowered_attention(const Graph& g, Precision prec, bool coopmat, bool knob = true) {
+std::vector<vulkan::Kernel> lowered_attention(const Graph& g, Precision prec, bool coopmat, bool knob = true,
+                                              bool bf16_matrices = false) {
   SourceOnlyContext cx(prec, coopmat, knob);
+  cx.dev.coopmat_bf16 = bf16_matrices;
   plan::Schedule s = plan::build_schedule(g);
   for (const plan::Step& st : s.steps)
     if (plan::step_family(st.op) == plan::StepFamily::Attention) vulkan::lower_attention(cx, st);
@@ -227,7 +231,7 @@ TEST(VulkanAttention, CoopmatKernelsCompile) {
   EXPECT_EQ(compiled, 14);
   const AttnCase base{AttnLayout::BSHD, MaskKind::Causal, 1, 40, 40, 2, 2, 64};
   auto first = [](const Graph& g, Precision p, bool coop, bool knob = true) { return lowered_attention(g, p, coop, knob).at(0).name; };
-  EXPECT_EQ(first(attention_case_graph(base, DType::BF16), Precision::Fp32, true), "attention");
+  EXPECT_EQ(first(attention_case_graph(base, DType::BF16), Precision::Fp32, true), "attention");  // no bf16 matrices
   EXPECT_EQ(first(attention_case_graph(base, DType::F32), Precision::Fp32, true), "attention");
   EXPECT_EQ(first(attention_case_graph(base, DType::F16), Precision::Fp32, false), "attention");
   EXPECT_EQ(first(attention_case_graph(base, DType::F16), Precision::Fp32, true, false), "attention");
@@ -239,6 +243,48 @@ TEST(VulkanAttention, CoopmatKernelsCompile) {
   AttnCase dec = base;
   dec.sq = 1, dec.skv = 700;
   EXPECT_EQ(first(attention_case_graph(dec, DType::F16), Precision::Fp32, true), "attention decode");
+}
+
+// The bf16 form (devices with KHR bf16 matrices): bf16 inputs and f32 under the Bf16 policy, every
+// case's GLSL compiles and its SPIR-V takes the KHR rewrite (spirv_coopmat.h); f16 keeps the NV form.
+TEST(VulkanAttention, CoopmatBf16KernelsCompile) {
+  int compiled = 0;
+  for (const AttnCase& c : coop_cases())
+    for (DType t : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
+      const auto ks = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Bf16 : Precision::Fp32,
+                                        true, true, true);
+      ASSERT_FALSE(ks.empty());
+      EXPECT_EQ(ks[0].name, "attention coopmat bf16");
+      EXPECT_TRUE(vulkan::wants_khr_bf16(ks[0].source));
+      std::vector<uint32_t> words;
+      std::string error;
+      ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr_bf16(words, ks[0].name));
+      ++compiled;
+    }
+  EXPECT_EQ(compiled, 14);
+  const AttnCase base{AttnLayout::BSHD, MaskKind::Causal, 1, 40, 40, 2, 2, 64};
+  const auto f16 = lowered_attention(attention_case_graph(base, DType::F16), Precision::Fp32, true, true, true).at(0);
+  EXPECT_EQ(f16.name, "attention coopmat");
+  EXPECT_FALSE(vulkan::wants_khr_bf16(f16.source));
+  EXPECT_EQ(lowered_attention(attention_case_graph(base, DType::F32), Precision::Fp16, true, true, true).at(0).name,
+            "attention coopmat");
+}
+
+// On devices with bf16 matrices (NVIDIA): bf16 attention, and f32 under the Bf16 policy, against the CPU.
+TEST(VulkanAttention, CoopmatBf16Parity) {
+  RLX_REQUIRE_VULKAN();
+  if (!vulkan::context().info.coopmat_bf16)
+    GTEST_SKIP() << "the Vulkan device has no bf16 cooperative matrices (VK_KHR_cooperative_matrix + "
+                    "VK_KHR_shader_bfloat16; the kernels are compiled by CoopmatBf16KernelsCompile)";
+  for (const AttnCase& c : coop_cases())
+    for (DType t : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(rlx::testing::attention_case_name(c) + " " + dtype_name(t));
+      ParityOptions o;  // f32 under the Bf16 policy: q, k, v and P rounded to bf16
+      if (t == DType::F32) o.tolerance = [](DType) { return rlx::testing::parity_tolerance(DType::BF16); };
+      expect_vulkan_parity(attention_case_graph(c, t), t == DType::F32 ? Precision::Bf16 : Precision::Fp32, o);
+    }
 }
 
 TEST(VulkanAttention, CoopmatParity) {

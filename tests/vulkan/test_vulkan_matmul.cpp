@@ -14,7 +14,9 @@
 
 #include "vulkan/vulkan_test_util.h"
 #ifdef RLX_HAVE_VULKAN
+#include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "backends/vulkan/variant.h"
 #include "backends/vulkan/vk_context.h"
 #include "plan/schedule.h"
@@ -367,8 +369,9 @@ TEST(VulkanMatmul, LargeGemmTiles) {
 // the step's operands transposed as asked (the geometry patched: the sources do not depend on
 // where the operands are).
 std::vector<vulkan::Kernel> lowered_kernels(const Graph& g, Precision prec, bool coopmat, bool trans_a = false,
-                                            bool trans_b = false, bool knob = true) {
+                                            bool trans_b = false, bool knob = true, bool bf16_matrices = false) {
   SourceOnlyContext cx(prec, coopmat, knob);
+  cx.dev.coopmat_bf16 = bf16_matrices;
   plan::Schedule s = plan::build_schedule(g);
   for (plan::Step& st : s.steps) {
     if (plan::step_family(st.op) != plan::StepFamily::Matmul) continue;
@@ -422,6 +425,50 @@ TEST(VulkanMatmul, CoopmatKernelsCompile) {
             "matmul_gemm");
   for (Precision p : {Precision::Fp32, Precision::Bf16})
     EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F32), p, true).at(0).name, "matmul_gemm");
+}
+
+// The bf16 form (devices with KHR bf16 matrices): every configuration's GLSL compiles and its
+// SPIR-V takes the KHR rewrite (spirv_coopmat.h; the rewrite itself is tested in
+// test_spirv_coopmat.cpp). bf16 products and f32 ones under the Bf16 policy; f16 keeps the NV form.
+TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
+  struct Dims {
+    int64_t m, k, n;
+  };
+  int compiled = 0;
+  for (DType t : {DType::BF16, DType::F32})
+    for (const Dims& d : {Dims{64, 96, 136}, Dims{37, 70, 45}, Dims{2048, 64, 2048}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (int form = 0; form < 2; ++form) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " m " + std::to_string(d.m) + " ta " + std::to_string(ta) + " tb " +
+                         std::to_string(tb) + " form " + std::to_string(form));
+            const Graph g = form == 0 ? matmul_graph({2, d.m, d.k}, {2, d.k, d.n}, t)
+                                      : fused_graph(d.m, d.k, d.n, t, ActKind::Silu, d.n, true);
+            const Precision prec = t == DType::F32 ? Precision::Bf16 : Precision::Fp32;
+            const auto ks = lowered_kernels(g, prec, true, ta, tb, true, true);
+            ASSERT_EQ(ks.size(), 1u);
+            EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat_bf16");
+            EXPECT_TRUE(vulkan::wants_khr_bf16(ks[0].source));
+            std::vector<uint32_t> words;
+            std::string error;
+            ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
+            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr_bf16(words, ks[0].name));
+            ++compiled;
+          }
+  EXPECT_EQ(compiled, 48);
+  // f16 stays on the NV kernel; without the device's bf16 matrices bf16 takes the SIMT GEMM.
+  EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F16), Precision::Fp32, true, false, false, true, true)
+                .at(0)
+                .name,
+            "matmul_gemm_coopmat");
+  EXPECT_FALSE(vulkan::wants_khr_bf16(
+      lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F16), Precision::Fp32, true, false, false, true, true)
+          .at(0)
+          .source));
+  EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::BF16), Precision::Fp32, true, false, false, true, false)
+                .at(0)
+                .name,
+            "matmul_gemm");
 }
 
 // Last in this file: under RLX_VULKAN_VALIDATION=1 the tests above ran with the Khronos layer

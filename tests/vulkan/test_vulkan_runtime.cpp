@@ -43,7 +43,7 @@ TEST(VulkanRuntime, DeviceIsListedWithItsFeatures) {
   std::cout << "[ vulkan   ] " << info.name << ": subgroup " << info.subgroup_size << ", f16 " << info.float16
             << ", int64 " << info.int64 << ", f64 " << info.float64 << ", 8-bit storage " << info.storage8
             << ", max binding " << info.max_storage_range << " B, shared " << info.max_shared_bytes
-            << " B, coopmat KHR/NV/NV2 " << info.coopmat_khr << "/" << info.coopmat_nv << "/" << info.coopmat2_nv
+            << " B, coopmat KHR/NV/NV2 " << info.coopmat_khr << "/" << info.coopmat_nv << "/" << info.coopmat2_nv << ", bf16 matrices " << info.coopmat_bf16
             << ", timestamps " << (info.timestamp_ns > 0) << "\n";
 }
 

@@ -17,6 +17,7 @@
 #include "backends/vulkan/kernels/attention_coopmat.h"
 #include "backends/vulkan/kernels/double_math.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "plan/attention_work.h"
 #include "rlx/error.h"
 
@@ -83,6 +84,7 @@ struct CoopTiles {
   int64_t nw = 0, bc = 32;  // nw 0: not used
   bool alias = false;
   bool prefetch = false;  // the next K/V tile loaded into registers during this one (not with alias)
+  bool bf16 = false;      // bf16 matrices (bf16 inputs, or f32 under the Bf16 policy)
   int64_t br() const { return 16 * nw; }
   int64_t row_words(int64_t d) const { return d / 8 + 1; }
   int64_t kv_words(int64_t d) const { return std::max(br(), alias ? bc : 2 * bc) * row_words(d); }
@@ -93,10 +95,12 @@ struct CoopTiles {
 };
 
 // attn_coop where the device, the knob, the dtype (f16, or f32 rounded to f16 under the Fp16
-// policy) and head_dim (a multiple of 16 up to 128) allow it and a configuration fits (else nw 0).
+// policy; with the device's bf16 matrices bf16, or f32 under the Bf16 policy) and head_dim (a
+// multiple of 16 up to 128) allow it and a configuration fits (else nw 0).
 CoopTiles pick_coop(const DeviceInfo& info, bool knob, DType t, Precision prec, int64_t d) {
   if (!info.coopmat_nv || !knob || info.subgroup_size != 32 || !info.float16 || !info.subgroup_shuffle) return {};
-  if (!(t == DType::F16 || (t == DType::F32 && prec == Precision::Fp16))) return {};
+  const bool bf16 = info.coopmat_bf16 && (t == DType::BF16 || (t == DType::F32 && prec == Precision::Bf16));
+  if (!(bf16 || t == DType::F16 || (t == DType::F32 && prec == Precision::Fp16))) return {};
   if (d % 16 != 0 || d > 128) return {};
   // Measured on an H200 (vk_kernel_lab, causal b4 h32 s2048, f16): 32 keys per tile with both
   // tiles and the register prefetch, 70 TFLOP/s at head_dim 128 (16 keys: 61; no prefetch: 39;
@@ -105,6 +109,7 @@ CoopTiles pick_coop(const DeviceInfo& info, bool knob, DType t, Precision prec, 
   for (CoopTiles c : kPrefs) {
     // The prefetch splits the tile's words evenly over the invocations.
     if (c.prefetch && c.bc * (d / 8) % (c.nw * 32) != 0) c.prefetch = false;
+    c.bf16 = bf16;
     if (c.nw * 32 <= info.max_invocations && c.shared_bytes(d) <= info.max_shared_bytes) return c;
   }
   return {};
@@ -173,8 +178,14 @@ std::string word_buffer(int binding, const std::string& name) {
 std::string load8_words_fn(const std::string& x, const std::string& buf) {
   return "uvec4 ld8_" + x + "(uint row, uint d) { return " + buf + ".data[(row + d) >> 3]; }\n";
 }
-// The same from two ld4_X reads, rounded to f16 (exact for f16 inputs; the Fp16 policy for f32).
-std::string load8_fn(const std::string& x, DType t) {
+// The same from two ld4_X reads, rounded to f16 (exact for f16 inputs; the Fp16 policy for f32),
+// or as bf16 pairs (`bf16`: exact for bf16 inputs; the Bf16 policy for f32).
+std::string load8_fn(const std::string& x, DType t, bool bf16) {
+  if (bf16)
+    return "uvec4 ld8_" + x + "(uint row, uint d) {\n  const vec4 a = ld4_" + x + "(row, d), b = ld4_" + x +
+           "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n"
+           "    w[i] = rlx_bf16_bits(a[2u * i]) | (rlx_bf16_bits(a[2u * i + 1u]) << 16);\n"
+           "    w[i + 2u] = rlx_bf16_bits(b[2u * i]) | (rlx_bf16_bits(b[2u * i + 1u]) << 16);\n  }\n  return w;\n}\n";
   const std::string r = t == DType::F16 ? "" : "rlx_round_f16";
   return "uvec4 ld8_" + x + "(uint row, uint d) {\n  const vec4 a = ld4_" + x + "(row, d), b = ld4_" + x +
          "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n"
@@ -299,16 +310,18 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const bool sg_arith = decode && !f64 && info.subgroup_arith;
   const bool shuf = coop || (!decode && !f64 && info.subgroup_shuffle && tiles->tc > 1);
   // attn_coop reads f16 rows as 16-byte words where every row starts on one.
-  const bool words = coop && t == DType::F16 && info.storage_alignment % 16 == 0 && rows_on(8);
+  const bool words = coop && t == (cti.bf16 ? DType::BF16 : DType::F16) && info.storage_alignment % 16 == 0 && rows_on(8);
 
   std::vector<DType> types{t};
   if (coop && t != DType::F16) types.push_back(DType::F16);
+  if (cti.bf16 && t != DType::BF16) types.push_back(DType::BF16);  // rlx_bf16_bits
+  std::string src = cti.bf16 ? kKhrBf16Directive : "";
   if (has_mask) types.push_back(mt);
-  std::string src = glsl_header(types, sg_arith);
+  src += glsl_header(types, sg_arith);
   if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
   if (coop)
     src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
-           "#extension GL_EXT_control_flow_attributes : require\n";
+           "#extension GL_EXT_control_flow_attributes : require\n" + std::string(kCoopmatBTypeDecl);
   if (words)
     src += word_buffer(0, "Qb") + word_buffer(1, "Kb") + word_buffer(2, "Vb");
   else if (vec)
@@ -335,7 +348,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     src += def("NW", cti.nw) + def("BR", cti.br()) + def("BC", cti.bc) + def("DT", dt) +
            def("CT", cti.bc / 16) + def("KV_ALIAS", cti.alias) + def("KVW", cti.kv_words(g.head_dim)) +
            def("V_OFF", cti.alias ? 0 : cti.bc * cti.row_words(g.head_dim)) + def("PREFETCH", cti.prefetch) +
-           def("PF", cti.bc * (g.head_dim / 8) / (32 * cti.nw));
+           def("PF", cti.bc * (g.head_dim / 8) / (32 * cti.nw)) + def("BF16M", cti.bf16);
     src += "#define FOR_DT(X)";
     for (int64_t d = 0; d < dt; ++d) src += " X(" + std::to_string(d) + "u)";
     src += "\n#define STORE_O";
@@ -355,7 +368,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     src += load4_fn("q", "Qb", t, vec, g.head_dim) + load4_fn("k", "Kb", t, vec, g.head_dim) +
            load4_fn("v", "Vb", t, vec, g.head_dim);
     if (coop)
-      for (const char* x : {"q", "k", "v"}) src += load8_fn(x, t);
+      for (const char* x : {"q", "k", "v"}) src += load8_fn(x, t, cti.bf16);
   }
   if (!split) src += store_fn(t);
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
@@ -365,7 +378,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
 
   const auto gx = static_cast<uint32_t>(std::min<int64_t>(nblk, info.max_groups[0]));
   const auto gz = static_cast<uint32_t>(std::min<int64_t>(bh, info.max_groups[2]));
-  cx.dispatch(Kernel{decode ? "attention decode" : coop ? "attention coopmat" : "attention", src}, bind, push, gx,
+  cx.dispatch(Kernel{decode ? "attention decode" : !coop ? "attention" : cti.bf16 ? "attention coopmat bf16" : "attention coopmat", src}, bind, push, gx,
               static_cast<uint32_t>(splits), gz);
   if (!split) return;
 

@@ -24,6 +24,7 @@
 #include "backends/vulkan/kernels/matmul.h"
 #include "backends/vulkan/kernels/matmul_coopmat.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
 #include "plan/gpu_claims.h"
@@ -230,30 +231,47 @@ struct CoopShape {
 // of a large GPU's 132 SMs idle.
 constexpr CoopShape kCoopLarge{2, 2, 4, 4}, kCoopSmall{2, 2, 2, 2};
 
-// `void name(uint gi, uint valid, out float16_t h[8])` of kGemmCoopNV for operand `buf`.
+// `void name(uint gi, uint valid, out STG h[8])` of kGemmCoopNV for operand `buf`: f16 values, or
+// bf16 bits (`bits`: bf16 operands as they are, f32 ones rounded to bf16 under the Bf16 policy).
 std::string load8_fn(const std::string& name, const std::string& buf, const std::string& load, const Product& p,
-                     bool vec) {
-  std::string s = "void " + name + "(uint gi, uint valid, out float16_t h[8]) {\n";
-  if (!vec)
-    return s + "  for (uint i = 0u; i < 8u; ++i) h[i] = i < valid ? float16_t(" + load + "(pc.o_" + buf +
-           " + gi + i)) : float16_t(0.0);\n}\n";
-  if (p.t == DType::F16)
+                     bool vec, bool bits) {
+  const std::string stg = bits ? "uint16_t" : "float16_t";
+  std::string s = "void " + name + "(uint gi, uint valid, out " + stg + " h[8]) {\n";
+  if (!vec) {
+    const std::string raw = "(pc.o_" + buf + " + gi + i)";
+    const std::string v = !bits ? "float16_t(" + load + raw + ")"
+                          : p.t == DType::BF16 ? buf + ".data[pc.o_" + buf + " + gi + i]"
+                                               : "uint16_t(rlx_bf16_bits(" + load + raw + "))";
+    return s + "  for (uint i = 0u; i < 8u; ++i) h[i] = i < valid ? " + v + " : " + stg + "(0);\n}\n";
+  }
+  if (p.t == DType::F16 || p.t == DType::BF16) {
+    const std::string pair = bits ? "    h[2u * i] = uint16_t(w[i] & 0xffffu);\n    h[2u * i + 1u] = uint16_t(w[i] >> 16);\n"
+                                  : "    const f16vec2 v = unpackFloat2x16(w[i]);\n    h[2u * i] = v.x;\n"
+                                    "    h[2u * i + 1u] = v.y;\n";
     return s + "  uvec4 w = uvec4(0u);\n  if (valid != 0u) w = " + buf + ".data[pc.o_" + buf +
-           " + gi / 8u];\n  for (uint i = 0u; i < 4u; ++i) {\n    const f16vec2 v = unpackFloat2x16(w[i]);\n"
-           "    h[2u * i] = v.x;\n    h[2u * i + 1u] = v.y;\n  }\n}\n";
-  // f32 operands rounded to f16 by the bits (the Fp16 policy), then converted exactly.
+           " + gi / 8u];\n  for (uint i = 0u; i < 4u; ++i) {\n" + pair + "  }\n}\n";
+  }
+  // f32 operands rounded to f16 / bf16 by the bits (the Fp16 / Bf16 policy), then converted exactly.
+  const std::string cv = bits ? "uint16_t(rlx_bf16_bits(uintBitsToFloat(W)))" : "float16_t(rlx_round_f16(uintBitsToFloat(W)))";
+  auto at = [&](const std::string& w) {
+    std::string c = cv;
+    c.replace(c.find('W'), 1, w);
+    return c;
+  };
   return s + "  uvec4 w0 = uvec4(0u), w1 = uvec4(0u);\n  if (valid != 0u) {\n    w0 = " + buf + ".data[pc.o_" + buf +
          " + gi / 4u];\n    w1 = " + buf + ".data[pc.o_" + buf + " + gi / 4u + 1u];\n  }\n" +
-         "  for (uint i = 0u; i < 4u; ++i) {\n    h[i] = float16_t(rlx_round_f16(uintBitsToFloat(w0[i])));\n" +
-         "    h[i + 4u] = float16_t(rlx_round_f16(uintBitsToFloat(w1[i])));\n  }\n}\n";
+         "  for (uint i = 0u; i < 4u; ++i) {\n    h[i] = " + at("w0[i]") + ";\n    h[i + 4u] = " + at("w1[i]") +
+         ";\n  }\n}\n";
 }
 
-// The cooperative-matrix GEMM (kGemmCoopNV) for f16 operands: f16 products, and f32 products
-// under the Fp16 policy. False where the device or the product does not allow it.
+// The cooperative-matrix GEMM (kGemmCoopNV) for f16 operands (f16 products, and f32 products
+// under the Fp16 policy) and, where the device has bf16 matrices, bf16 operands (bf16 products,
+// f32 products under the Bf16 policy). False where the device or the product does not allow it.
 bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p) {
   const DeviceInfo& info = cx.info();
   if (!info.coopmat_nv || !cx.knobs().vulkan_coopmat() || info.subgroup_size != 32 || !info.float16) return false;
-  if (!(p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
+  const bool bits = info.coopmat_bf16 && (p.t == DType::BF16 || (p.t == DType::F32 && p.round_ab == DType::BF16));
+  if (!(bits || p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
   const int64_t big_tiles = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
   const CoopShape cs = big_tiles >= 132 ? kCoopLarge : kCoopSmall;
   if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) return false;
@@ -272,8 +290,9 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   const Operand a = cx.in(st.in.at(0)), b = cx.in(st.in.at(1));
   const bool vec_a = vec_ok(a, g.lda, g.a_stride, 0), vec_b = vec_ok(b, g.ldb, g.b_stride, 1);
   // f16 words straight to shared memory: untransposed, every chunk of 8 whole (K, N multiples of 8).
-  const bool words_a = vec_a && p.t == DType::F16 && !g.trans_a && g.k % 8 == 0;
-  const bool words_b = vec_b && p.t == DType::F16 && !g.trans_b && g.n % 8 == 0;
+  const bool half = p.t == DType::F16 || p.t == DType::BF16;
+  const bool words_a = vec_a && half && !g.trans_a && g.k % 8 == 0;
+  const bool words_b = vec_b && half && !g.trans_b && g.n % 8 == 0;
   KernelArgs args(what);
   if (vec_a) args.vec4_buffer("A", a);
   else args.buffer("A", p.t, a, true);
@@ -288,7 +307,8 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
   std::string defines =
       "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
-      "#extension GL_KHR_shader_subgroup_basic : require\n#define ACC float\nlayout(local_size_x = " +
+      "#extension GL_KHR_shader_subgroup_basic : require\n" + std::string(kCoopmatBTypeDecl) + "#define STG " +
+      (bits ? "uint16_t" : "float16_t") + "\n#define ACC float\nlayout(local_size_x = " +
       std::to_string(cs.nt()) + ") in;\n#define NT " + u(cs.nt()) + "\n#define WM " + u(cs.wm) + "\n#define WN " +
       u(cs.wn) + "\n#define TMC " + u(cs.tmc) + "\n#define TNC " + u(cs.tnc) + "\n#define BM " + u(cs.bm()) +
       "\n#define BN " + u(cs.bn()) + "\n#define BK 32u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
@@ -300,8 +320,12 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   std::string fns = epi;
   if (!vec_a) fns += load_fn("load_a", "A", p);
   if (!vec_b) fns += load_fn("load_b", "B", p);
-  fns += load8_fn("load8_a", "A", "load_a", p, vec_a) + load8_fn("load8_b", "B", "load_b", p, vec_b);
-  const Kernel k{"matmul_gemm_coopmat", shader({p.t, p.acc, DType::F16}, defines, args, h, fns, ksrc::kGemmCoopNV)};
+  fns += load8_fn("load8_a", "A", "load_a", p, vec_a, bits) + load8_fn("load8_b", "B", "load_b", p, vec_b, bits);
+  std::vector<DType> types{p.t, p.acc, DType::F16};
+  if (bits) types.push_back(DType::BF16);  // uint16_t staging
+  std::string src = shader(types, defines, args, h, fns, ksrc::kGemmCoopNV);
+  if (bits) src = kKhrBf16Directive + src;
+  const Kernel k{bits ? "matmul_gemm_coopmat_bf16" : "matmul_gemm_coopmat", src};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + cs.bn() - 1) / cs.bn(), info.max_groups[0]),
               clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
   return true;

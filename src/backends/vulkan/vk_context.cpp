@@ -36,6 +36,50 @@ const char* type_name(VkPhysicalDeviceType t) {
   }
 }
 
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16, newer than Debian 12's Vulkan headers
+// (1.3.239): the structures and enumerants rlx reads, from the Vulkan registry.
+constexpr auto kStypeCoopKhrFeatures = static_cast<VkStructureType>(1000506000);
+constexpr auto kStypeCoopKhrProperties = static_cast<VkStructureType>(1000506001);
+constexpr auto kStypeBf16Features = static_cast<VkStructureType>(1000141000);
+constexpr uint32_t kComponentF32 = 1, kComponentBf16 = 1000141000, kScopeSubgroup = 3;
+struct CoopKhrFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+};
+struct CoopKhrProperties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  uint32_t AType, BType, CType, ResultType;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;  // VkScopeKHR
+};
+struct Bf16Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+};
+using GetCoopKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProperties*);
+
+// Whether the device lists 16 x 16 x 16 subgroup products of bf16 A / B into f32.
+bool lists_bf16_16x16x16(VkInstance instance, VkPhysicalDevice pd) {
+  const auto get = reinterpret_cast<GetCoopKhrProperties>(
+      vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!get) return false;
+  uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+  std::vector<CoopKhrProperties> props(n, vk_struct<CoopKhrProperties>(kStypeCoopKhrProperties));
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const CoopKhrProperties& p = props[i];
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentBf16 && p.BType == kComponentBf16 &&
+        p.CType == kComponentF32 && p.ResultType == kComponentF32 && p.scope == kScopeSubgroup)
+      return true;
+  }
+  return false;
+}
+
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   for (const auto& e : exts)
     if (std::strcmp(e.extensionName, name) == 0) return true;
@@ -231,6 +275,30 @@ Context* create_context() {
       e12.pNext = &coop_on;
       e12.vulkanMemoryModel = f12.vulkanMemoryModel;  // coopmat loads/stores use the memory model scopes
       info.coopmat_nv = true;
+    }
+  }
+
+  // bf16 matrices (the NV kernels rewritten to KHR ones, spirv_coopmat.h).
+  auto coop_khr = vk_struct<CoopKhrFeatures>(kStypeCoopKhrFeatures);
+  auto bf16 = vk_struct<Bf16Features>(kStypeBf16Features);
+  auto coop_khr_on = vk_struct<CoopKhrFeatures>(kStypeCoopKhrFeatures);
+  auto bf16_on = vk_struct<Bf16Features>(kStypeBf16Features);
+  if (info.coopmat_nv && info.coopmat_khr && has_extension(exts, "VK_KHR_shader_bfloat16")) {
+    auto q = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    q.pNext = &coop_khr;
+    coop_khr.pNext = &bf16;
+    vk().vkGetPhysicalDeviceFeatures2(pd, &q);
+    if (coop_khr.cooperativeMatrix && bf16.shaderBFloat16Type && bf16.shaderBFloat16CooperativeMatrix &&
+        lists_bf16_16x16x16(cx->instance, pd)) {
+      enable.push_back("VK_KHR_cooperative_matrix");
+      enable.push_back("VK_KHR_shader_bfloat16");
+      coop_khr_on.cooperativeMatrix = VK_TRUE;
+      bf16_on.shaderBFloat16Type = VK_TRUE;
+      bf16_on.shaderBFloat16CooperativeMatrix = VK_TRUE;
+      coop_khr_on.pNext = &bf16_on;
+      bf16_on.pNext = e12.pNext;
+      e12.pNext = &coop_khr_on;
+      info.coopmat_bf16 = true;
     }
   }
 

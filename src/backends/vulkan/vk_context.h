@@ -29,6 +29,10 @@ struct DeviceInfo {
   // Cooperative matrices: coopmat_nv is VK_NV_cooperative_matrix enabled (the GLSL of Debian's
   // glslang 12 spells only the NV extension); the KHR and NV2 extensions are only reported.
   bool coopmat_khr = false, coopmat_nv = false, coopmat2_nv = false;
+  // VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16 enabled, with 16 x 16 x 16 subgroup
+  // products of bf16 into f32 listed: the bf16 matmul / attention kernels (NV GLSL rewritten to
+  // KHR SPIR-V, spirv_coopmat.h).
+  bool coopmat_bf16 = false;
   uint64_t max_storage_range = 0;            // maxStorageBufferRange
   uint64_t storage_alignment = 16;           // minStorageBufferOffsetAlignment
   uint64_t max_allocation = 0;               // maxMemoryAllocationSize

@@ -17,12 +17,16 @@
 // the rows (the factors are read once per tile for all accumulators). Then O += P V on the matrices. The end: O scaled by 1 / l (or the partial and its
 // max and sum when SPLIT), each accumulator through the score tile to global memory.
 //
-// Defines: NW, NT (32 NW), BR, BC (16, 32 or 64), D (a multiple of 16, at most 128), DT, CT,
+// bf16 (BF16M 1, devices with DeviceInfo::coopmat_bf16): Q, K, V as bf16 pairs in the words, P
+// rounded to bf16, the shader rewritten to KHR matrices with bf16 A / B (spirv_coopmat.h; the A
+// operands Q and P and the B operands K and V are distinct types, HALF_A / HALF_B).
+//
+// Defines: NW, NT (32 NW), BR, BC (16, 32 or 64), BF16M, D (a multiple of 16, at most 128), DT, CT,
 // KV_ALIAS, KVW (words of the K/V area), V_OFF (the V tile's first word), MASK, SPLIT, FOR_DT(X)
 // (X(0u) X(1u) .. X(DT - 1): the arrays of cooperative matrices are only indexed by constants, so
 // they stay in registers) and STORE_O (one store_o(o[d], d, ...) per accumulator). Helpers
 // ld8_q / ld8_k / ld8_v(uint row, uint d) -> uvec4: elements d .. d + 7 of the row starting at
-// element `row`, as f16 pairs; st_o(uint, float).
+// element `row`, as f16 (bf16 when BF16M) pairs; st_o(uint, float). kCoopmatBTypeDecl before it.
 
 namespace rlx::vulkan::ksrc {
 
@@ -30,7 +34,8 @@ inline constexpr const char* kAttentionCoopNV = R"(
 layout(local_size_x = NT) in;
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define HALF_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define HALF_B fcoopmatNV<16, gl_ScopeSubgroup, CM_B16, CM_B16>
 const uint DW = D / 8u;          // words of a row of Q, K or V
 const uint KW = DW + 1u;         // row stride of the Q / K / V tiles in words (one word of padding)
 const uint SST = BC + 4u;        // row stride of a score tile (floats)
@@ -114,7 +119,7 @@ void main() {
         KVs[qr * KW + d8] = w;
       }
       barrier();
-      HALF qf[DT];
+      HALF_A qf[DT];
 #define Q_LOAD(d) coopMatLoadNV(qf[d], KVs, sg * 16u * KW + 2u * d, KW, false);
       FOR_DT(Q_LOAD)
       ACC o[DT];
@@ -164,7 +169,7 @@ void main() {
         // S = Q K^T (K read column-major: the B operand's column n is key n).
         for (uint c = 0u; c < CT; ++c) {
           ACC s = ACC(0.0);
-#define S_STEP(d) { HALF kf; coopMatLoadNV(kf, KVs, c * 16u * KW + 2u * d, KW, true); s = coopMatMulAddNV(qf[d], kf, s); }
+#define S_STEP(d) { HALF_B kf; coopMatLoadNV(kf, KVs, c * 16u * KW + 2u * d, KW, true); s = coopMatMulAddNV(qf[d], kf, s); }
           FOR_DT(S_STEP)
           coopMatStoreNV(s, Ss, sg * 16u * SST + c * 16u, SST, false);
         }
@@ -199,9 +204,16 @@ void main() {
           uvec4 word;
           for (uint q = 0u; q < 4u; ++q) {
             const float a = x[8u * w + 2u * q], z = x[8u * w + 2u * q + 1u];
+#if BF16M
+            const uint ha = a == NEG_INF ? 0u : rlx_bf16_bits(exp(a - mnew));
+            const uint hz = z == NEG_INF ? 0u : rlx_bf16_bits(exp(z - mnew));
+            psum += uintBitsToFloat(ha << 16) + uintBitsToFloat(hz << 16);  // the sum of the P that multiplies V
+            word[q] = ha | (hz << 16);
+#else
             const f16vec2 h = f16vec2(a == NEG_INF ? 0.0 : exp(a - mnew), z == NEG_INF ? 0.0 : exp(z - mnew));
             psum += float(h.x) + float(h.y);  // the sum of the P that multiplies V
             word[q] = packFloat2x16(h);
+#endif
           }
           Ps[pb + w] = word;
         }
@@ -230,9 +242,9 @@ void main() {
 #endif
         // O += P V.
         for (uint kc = 0u; kc < CT; ++kc) {
-          HALF pf;
+          HALF_A pf;
           coopMatLoadNV(pf, Ps, sg * 16u * PW + 2u * kc, PW, false);
-#define PV_STEP(d) { HALF vf; coopMatLoadNV(vf, KVs, V_OFF + kc * 16u * KW + 2u * d, KW, false); o[d] = coopMatMulAddNV(pf, vf, o[d]); }
+#define PV_STEP(d) { HALF_B vf; coopMatLoadNV(vf, KVs, V_OFF + kc * 16u * KW + 2u * d, KW, false); o[d] = coopMatMulAddNV(pf, vf, o[d]); }
           FOR_DT(PV_STEP)
         }
       }

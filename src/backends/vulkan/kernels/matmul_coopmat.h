@@ -16,12 +16,17 @@
 // 8 bounds-checked element loads. The epilogue: each accumulator stored to the subgroup's 16 x 16
 // f32 patch of Cs, whose elements its invocations pass to rlx_epilogue.
 //
+// bf16 operands (devices with DeviceInfo::coopmat_bf16): the same kernel with the operands' raw
+// bf16 bits staged as uint16_t (STG) and the shader rewritten to KHR matrices whose A / B
+// components are bf16 (spirv_coopmat.h; A and B are distinct types, CM_A / CM_B).
+//
 // The lowering prepends, besides kGemm's: GL_NV_cooperative_matrix, GL_KHR_memory_scope_semantics,
-// GL_KHR_shader_subgroup_basic and 16-bit arithmetic extensions; and
-//   void load8_a(uint gi, uint valid, out float16_t h[8])  - elements gi .. gi + 7 of A (element
-//   void load8_b(uint gi, uint valid, out float16_t h[8])    offsets from the operand's start), the
-//                                                              first `valid` of them, others 0
-// WA / WB (f16 operands read as 16-byte words, not transposed, whose contiguous extent is a
+// GL_KHR_shader_subgroup_basic and 16-bit arithmetic extensions, kCoopmatBTypeDecl; STG (float16_t,
+// or uint16_t holding bf16 bits); and
+//   void load8_a(uint gi, uint valid, out STG h[8])  - elements gi .. gi + 7 of A (element
+//   void load8_b(uint gi, uint valid, out STG h[8])    offsets from the operand's start), the
+//                                                        first `valid` of them, others 0
+// WA / WB (f16 / bf16 operands read as 16-byte words, not transposed, whose contiguous extent is a
 // multiple of 8): the words go to shared memory as they are (As / Bs arrays of uvec4, matrix
 // loads counted in words): 8 scalar stores per chunk were the limit once the MMAs ran well.
 // Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE WA WB, and STORE_TILES: one
@@ -30,6 +35,8 @@
 namespace rlx::vulkan::ksrc {
 
 inline constexpr const char* kGemmCoopNV = R"(
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, CM_B16, CM_B16>
 #if WA
 #define LOAD_A(q) ra[q] = valid != 0u ? A.data[pc.o_A + gi / 8u] : uvec4(0u)
 #else
@@ -49,14 +56,14 @@ inline constexpr const char* kGemmCoopNV = R"(
 shared uvec4 As[BM * LDA_S / 8u];
 #else
 #define AU 1u
-shared float16_t As[BM * LDA_S];
+shared STG As[BM * LDA_S];
 #endif
 #if WB
 #define BU 8u
 shared uvec4 Bs[BK * LDB_S / 8u];
 #else
 #define BU 1u
-shared float16_t Bs[BK * LDB_S];
+shared STG Bs[BK * LDB_S];
 #endif
 shared float Cs[WM * WN * 256u];
 
@@ -137,12 +144,12 @@ void main() {
 #if WA
         uvec4 ra[CA];
 #else
-        float16_t ra[CA][8];
+        STG ra[CA][8];
 #endif
 #if WB
         uvec4 rb[CB];
 #else
-        float16_t rb[CB][8];
+        STG rb[CB][8];
 #endif
         uint gi, valid, s0, ds;
         for (uint q = 0u; q < CA; ++q) {
@@ -182,7 +189,8 @@ void main() {
             }
           }
           for (uint kk = 0u; kk < BK; kk += 16u) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[TMC], fb[TNC];
+            CM_A fa[TMC];
+            CM_B fb[TNC];
             for (uint i = 0u; i < TMC; ++i)
               coopMatLoadNV(fa[i], As, (((wm * TMC + i) * 16u) * LDA_S + kk) / AU, LDA_S / AU, false);
             for (uint j = 0u; j < TNC; ++j)
