@@ -120,7 +120,10 @@ constexpr KnobInfo kKnobs[] = {
     boolean("cuda_graphs", "RLX_CUDA_GRAPHS", true, "runs replay their launches as a captured CUDA graph"),
     // Vulkan
     boolean("vulkan_coopmat", "RLX_VULKAN_COOPMAT", true,
-            "f16 products on cooperative matrices (VK_NV_cooperative_matrix) where the device has them"),
+            "f16 / bf16 matmuls and attention on cooperative matrices where the device has them"),
+    boolean("vulkan_coopmat_khr", "RLX_VULKAN_COOPMAT_KHR", true,
+            "f16 matrices as VK_KHR_cooperative_matrix (the NV kernels' SPIR-V rewritten) where the device lists "
+            "them; 0: VK_NV_cooperative_matrix (bf16 matrices are KHR only)"),
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),

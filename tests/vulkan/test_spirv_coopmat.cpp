@@ -1,4 +1,4 @@
-// The NV -> KHR cooperative-matrix rewrite with bf16 A / B operands (spirv_coopmat.h). No SPIR-V
+// The NV -> KHR cooperative-matrix rewrite, with and without bf16 A / B operands (spirv_coopmat.h). No SPIR-V
 // tool in Debian 12 knows the KHR matrices or bf16 (and lavapipe runs no cooperative matrices), so
 // the rewritten modules are checked here by their words: every NV instruction gone, each matrix
 // type's Use read off the products, the A / B components the bf16 type, loads and stores with the
@@ -38,7 +38,7 @@ std::vector<uint32_t> compile(const std::string& body) {
                           "#define MC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>\n"
                           "void main() {\n  S[gl_LocalInvocationID.x] = X.data[gl_LocalInvocationID.x];\n  barrier();\n" +
                           body + "}\n";
-  EXPECT_TRUE(vulkan::wants_khr_bf16(src));
+  EXPECT_EQ(vulkan::khr_rewrite_of(src), vulkan::KhrRewrite::Bf16);
   std::vector<uint32_t> words;
   std::string error;
   EXPECT_TRUE(vulkan::compile_glsl(src, &words, &error)) << error << "\n" << src;
@@ -90,7 +90,7 @@ TEST(SpirvCoopmat, RewritesProductsLoadsAndStores) {
   ASSERT_EQ(before.count.count(5358), 1u);
   EXPECT_EQ(before.count.at(5358), 3u);  // three NV matrix types
 
-  const std::vector<uint32_t> khr = vulkan::coopmat_nv_to_khr_bf16(nv, "test");
+  const std::vector<uint32_t> khr = vulkan::coopmat_nv_to_khr(nv, "test", true);
   EXPECT_EQ(khr[0], nv[0]);
   EXPECT_EQ(khr[1], nv[1]);                // SPIR-V version kept
   EXPECT_EQ(khr[3], nv[3] + 4);            // three Use / layout constants and the bf16 type
@@ -150,12 +150,12 @@ TEST(SpirvCoopmat, ConvertsAccumulatorsToOperands) {
       "  MA p = MA(c);\n"
       "  c = coopMatMulAddNV(p, b, c);\n"
       "  coopMatStoreNV(c, Y.data, 0u, 16u, false);\n");
-  EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr_bf16(nv, "convert"));
+  EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(nv, "convert", true));
 }
 
 void expect_refused(const std::vector<uint32_t>& words, const std::string& part) {
   try {
-    vulkan::coopmat_nv_to_khr_bf16(words, "bad kernel");
+    vulkan::coopmat_nv_to_khr(words, "bad kernel", true);
     ADD_FAILURE() << "no error (expected one saying '" << part << "')";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -196,9 +196,52 @@ TEST(SpirvCoopmat, RefusesWhatBf16CannotMean) {
   expect_refused(ok, "truncated");
 }
 
-TEST(SpirvCoopmat, ShadersWithoutTheDirectiveAreLeftAlone) {
-  EXPECT_FALSE(vulkan::wants_khr_bf16("#version 450\nvoid main() {}\n"));
-  EXPECT_FALSE(vulkan::wants_khr_bf16(std::string("#version 450\n") + vulkan::kKhrBf16Directive));
+// Without bf16 operands: the same KHR types and instructions with the f16 components kept (and
+// f16 arithmetic on A / B allowed); nothing bf16 in the module.
+TEST(SpirvCoopmat, KeepsF16ComponentsWithoutBf16) {
+  const auto nv = compile(
+      "  MA a; MB b; MC c = MC(0.0);\n"
+      "  coopMatLoadNV(a, S, 0u, 16u, false);\n"
+      "  coopMatLoadNV(b, S, 256u, 16u, true);\n"
+      "  a = a * float16_t(2.0);\n"
+      "  c = coopMatMulAddNV(a, b, c);\n"
+      "  coopMatStoreNV(c, Y.data, 0u, 16u, false);\n");
+  const std::vector<uint32_t> khr = vulkan::coopmat_nv_to_khr(nv, "f16", false);
+  EXPECT_EQ(khr[3], nv[3] + 3);  // the three Use / layout constants only
+  const Module before = parse(nv), m = parse(khr);
+  for (uint32_t op : {5358u, 5359u, 5360u, 5361u}) EXPECT_EQ(m.count.count(op), 0u) << "NV opcode " << op;
+  EXPECT_EQ(m.count.at(4456), 3u);
+  EXPECT_EQ(m.count.at(4459), 1u);
+  std::map<uint32_t, int> uses;
+  for (const auto& [id, t] : m.by_id) {
+    if ((t[0] & 0xffffu) != 4456) continue;
+    ++uses[constant_value(m, t[6])];
+    const auto& comp = m.by_id.at(t[2]);
+    EXPECT_EQ(comp.size(), 3u) << "a component with an encoding";
+    EXPECT_EQ(comp[2], constant_value(m, t[6]) == 2 ? 32u : 16u);
+  }
+  EXPECT_EQ(uses, (std::map<uint32_t, int>{{0, 1}, {1, 1}, {2, 1}}));
+  EXPECT_EQ(std::find(m.capabilities.begin(), m.capabilities.end(), 5116u), m.capabilities.end());
+  EXPECT_NE(std::find(m.capabilities.begin(), m.capabilities.end(), 6022u), m.capabilities.end());
+  EXPECT_EQ(std::find(m.extensions.begin(), m.extensions.end(), "SPV_KHR_bfloat16"), m.extensions.end());
+  EXPECT_EQ(m.insts.size(), before.insts.size() + 3);
+  // One type in two roles is refused without bf16 too.
+  try {
+    vulkan::coopmat_nv_to_khr(compile("  MA a; MC c = MC(0.0);\n  coopMatLoadNV(a, S, 0u, 16u, false);\n"
+                                      "  c = coopMatMulAddNV(a, a, c);\n  coopMatStoreNV(c, Y.data, 0u, 16u, false);\n"),
+                              "two roles", false);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("both"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SpirvCoopmat, DirectivesAreReadFromTheFirstLine) {
+  using vulkan::KhrRewrite;
+  EXPECT_EQ(vulkan::khr_rewrite_of("#version 450\nvoid main() {}\n"), KhrRewrite::None);
+  EXPECT_EQ(vulkan::khr_rewrite_of(std::string("#version 450\n") + vulkan::kKhrBf16Directive), KhrRewrite::None);
+  EXPECT_EQ(vulkan::khr_rewrite_of(std::string(vulkan::kKhrDirective) + "#version 450\n"), KhrRewrite::F16);
+  EXPECT_EQ(vulkan::khr_rewrite_of(std::string(vulkan::kKhrBf16Directive) + "#version 450\n"), KhrRewrite::Bf16);
 }
 
 #endif  // RLX_HAVE_VULKAN

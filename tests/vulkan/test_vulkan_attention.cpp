@@ -189,9 +189,10 @@ TEST(VulkanAttention, F64ComputesInDouble) {
 
 // The kernels the attention lowering emits for `g` on a device like NVIDIA's.
 std::vector<vulkan::Kernel> lowered_attention(const Graph& g, Precision prec, bool coopmat, bool knob = true,
-                                              bool bf16_matrices = false) {
+                                              bool bf16_matrices = false, bool khr_f16 = false) {
   SourceOnlyContext cx(prec, coopmat, knob);
   cx.dev.coopmat_bf16 = bf16_matrices;
+  cx.dev.coopmat_khr_f16 = khr_f16;
   plan::Schedule s = plan::build_schedule(g);
   for (const plan::Step& st : s.steps)
     if (plan::step_family(st.op) == plan::StepFamily::Attention) vulkan::lower_attention(cx, st);
@@ -225,7 +226,17 @@ TEST(VulkanAttention, CoopmatKernelsCompile) {
       const auto ks = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32, true);
       ASSERT_FALSE(ks.empty());
       EXPECT_EQ(ks[0].name, "attention coopmat");
+      EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::None);
       rlx::testing::expect_glsl_compiles(ks[0]);
+      // The KHR form (devices listing KHR f16 matrices).
+      const auto kk = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32,
+                                        true, true, false, true);
+      ASSERT_FALSE(kk.empty());
+      EXPECT_EQ(vulkan::khr_rewrite_of(kk[0].source), vulkan::KhrRewrite::F16);
+      std::vector<uint32_t> words;
+      std::string error;
+      ASSERT_TRUE(vulkan::compile_glsl(kk[0].source, &words, &error)) << error;
+      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, kk[0].name, false));
       ++compiled;
     }
   EXPECT_EQ(compiled, 14);
@@ -256,18 +267,18 @@ TEST(VulkanAttention, CoopmatBf16KernelsCompile) {
                                         true, true, true);
       ASSERT_FALSE(ks.empty());
       EXPECT_EQ(ks[0].name, "attention coopmat bf16");
-      EXPECT_TRUE(vulkan::wants_khr_bf16(ks[0].source));
+      EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::Bf16);
       std::vector<uint32_t> words;
       std::string error;
       ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
-      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr_bf16(words, ks[0].name));
+      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, ks[0].name, true));
       ++compiled;
     }
   EXPECT_EQ(compiled, 14);
   const AttnCase base{AttnLayout::BSHD, MaskKind::Causal, 1, 40, 40, 2, 2, 64};
   const auto f16 = lowered_attention(attention_case_graph(base, DType::F16), Precision::Fp32, true, true, true).at(0);
   EXPECT_EQ(f16.name, "attention coopmat");
-  EXPECT_FALSE(vulkan::wants_khr_bf16(f16.source));
+  EXPECT_EQ(vulkan::khr_rewrite_of(f16.source), vulkan::KhrRewrite::None);
   EXPECT_EQ(lowered_attention(attention_case_graph(base, DType::F32), Precision::Fp16, true, true, true).at(0).name,
             "attention coopmat");
 }

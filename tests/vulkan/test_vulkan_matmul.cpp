@@ -369,9 +369,11 @@ TEST(VulkanMatmul, LargeGemmTiles) {
 // the step's operands transposed as asked (the geometry patched: the sources do not depend on
 // where the operands are).
 std::vector<vulkan::Kernel> lowered_kernels(const Graph& g, Precision prec, bool coopmat, bool trans_a = false,
-                                            bool trans_b = false, bool knob = true, bool bf16_matrices = false) {
+                                            bool trans_b = false, bool knob = true, bool bf16_matrices = false,
+                                            bool khr_f16 = false) {
   SourceOnlyContext cx(prec, coopmat, knob);
   cx.dev.coopmat_bf16 = bf16_matrices;
+  cx.dev.coopmat_khr_f16 = khr_f16;
   plan::Schedule s = plan::build_schedule(g);
   for (plan::Step& st : s.steps) {
     if (plan::step_family(st.op) != plan::StepFamily::Matmul) continue;
@@ -413,7 +415,16 @@ TEST(VulkanMatmul, CoopmatKernelsCompile) {
             const auto ks = lowered_kernels(g, prec, true, ta, tb);
             ASSERT_EQ(ks.size(), 1u);
             EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat");
+            EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::None);
             expect_glsl_compiles(ks[0]);
+            // The KHR form of the same kernel (devices listing KHR f16 matrices).
+            const auto kk = lowered_kernels(g, prec, true, ta, tb, true, false, true);
+            ASSERT_EQ(kk.size(), 1u);
+            EXPECT_EQ(vulkan::khr_rewrite_of(kk[0].source), vulkan::KhrRewrite::F16);
+            std::vector<uint32_t> words;
+            std::string error;
+            ASSERT_TRUE(vulkan::compile_glsl(kk[0].source, &words, &error)) << error;
+            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, kk[0].name, false));
             ++compiled;
           }
   EXPECT_EQ(compiled, 72);
@@ -448,11 +459,11 @@ TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
             const auto ks = lowered_kernels(g, prec, true, ta, tb, true, true);
             ASSERT_EQ(ks.size(), 1u);
             EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat_bf16");
-            EXPECT_TRUE(vulkan::wants_khr_bf16(ks[0].source));
+            EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::Bf16);
             std::vector<uint32_t> words;
             std::string error;
             ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
-            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr_bf16(words, ks[0].name));
+            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, ks[0].name, true));
             ++compiled;
           }
   EXPECT_EQ(compiled, 48);
@@ -461,10 +472,24 @@ TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
                 .at(0)
                 .name,
             "matmul_gemm_coopmat");
-  EXPECT_FALSE(vulkan::wants_khr_bf16(
-      lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F16), Precision::Fp32, true, false, false, true, true)
-          .at(0)
-          .source));
+  EXPECT_EQ(vulkan::khr_rewrite_of(
+                lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::F16), Precision::Fp32, true, false, false, true, true)
+                    .at(0)
+                    .source),
+            vulkan::KhrRewrite::None);
+  // KHR f16 matrices listed but the knob vulkan_coopmat_khr off: the NV form.
+  SourceOnlyContext cx(Precision::Fp32, true, true);
+  CompileOptions o = cx.options();
+  o.tuning.vulkan_coopmat_khr = false;
+  SourceOnlyContext off(o);
+  off.dev = cx.dev;
+  off.dev.coopmat_khr_f16 = true;
+  plan::Schedule sched = plan::build_schedule(matmul_graph({64, 64}, {64, 64}, DType::F16));
+  for (const plan::Step& st : sched.steps)
+    if (plan::step_family(st.op) == plan::StepFamily::Matmul) vulkan::lower_matmul(off, st);
+  ASSERT_EQ(off.kernels.size(), 1u);
+  EXPECT_EQ(off.kernels[0].name, "matmul_gemm_coopmat");
+  EXPECT_EQ(vulkan::khr_rewrite_of(off.kernels[0].source), vulkan::KhrRewrite::None);
   EXPECT_EQ(lowered_kernels(matmul_graph({64, 64}, {64, 64}, DType::BF16), Precision::Fp32, true, false, false, true, false)
                 .at(0)
                 .name,

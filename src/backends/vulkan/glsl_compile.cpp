@@ -90,7 +90,8 @@ const std::vector<uint32_t>& spirv_for(const std::string& name, const std::strin
     if (!compile_glsl(source, words.get(), &log))
       throw Error("Vulkan: the GLSL kernel '" + name + "' does not compile (an rlx bug; please report it):\n" + log +
                   "\n" + numbered(source));
-    if (wants_khr_bf16(source)) *words = coopmat_nv_to_khr_bf16(*words, name);
+    if (const KhrRewrite r = khr_rewrite_of(source); r != KhrRewrite::None)
+      *words = coopmat_nv_to_khr(*words, name, r == KhrRewrite::Bf16);
     ++c.stats.compiled;
     std::vector<char> out(words->size() * 4);
     std::memcpy(out.data(), words->data(), out.size());

@@ -315,7 +315,9 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   std::vector<DType> types{t};
   if (coop && t != DType::F16) types.push_back(DType::F16);
   if (cti.bf16 && t != DType::BF16) types.push_back(DType::BF16);  // rlx_bf16_bits
-  std::string src = cti.bf16 ? kKhrBf16Directive : "";
+  std::string src = cti.bf16                                                       ? kKhrBf16Directive
+                    : coop && info.coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr() ? kKhrDirective
+                                                                                       : "";
   if (has_mask) types.push_back(mt);
   src += glsl_header(types, sg_arith);
   if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";

@@ -325,6 +325,7 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   if (bits) types.push_back(DType::BF16);  // uint16_t staging
   std::string src = shader(types, defines, args, h, fns, ksrc::kGemmCoopNV);
   if (bits) src = kKhrBf16Directive + src;
+  else if (info.coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr()) src = kKhrDirective + src;
   const Kernel k{bits ? "matmul_gemm_coopmat_bf16" : "matmul_gemm_coopmat", src};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + cs.bn() - 1) / cs.bn(), info.max_groups[0]),
               clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));

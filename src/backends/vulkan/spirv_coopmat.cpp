@@ -71,11 +71,16 @@ bool keeps_bits(uint32_t op) {
 
 }  // namespace
 
-bool wants_khr_bf16(const std::string& source) { return source.rfind(kKhrBf16Directive, 0) == 0; }
+KhrRewrite khr_rewrite_of(const std::string& source) {
+  if (source.rfind(kKhrBf16Directive, 0) == 0) return KhrRewrite::Bf16;
+  if (source.rfind(kKhrDirective, 0) == 0) return KhrRewrite::F16;
+  return KhrRewrite::None;
+}
 
-std::vector<uint32_t> coopmat_nv_to_khr_bf16(const std::vector<uint32_t>& words, const std::string& name) {
+std::vector<uint32_t> coopmat_nv_to_khr(const std::vector<uint32_t>& words, const std::string& name, bool bf16_operands) {
   auto fail = [&](const std::string& why) -> Error {
-    return Error("Vulkan: kernel '" + name + "': internal: its SPIR-V cannot take bf16 cooperative matrices: " + why);
+    return Error("Vulkan: kernel '" + name + "': internal: its SPIR-V cannot take KHR" +
+                 (bf16_operands ? " bf16" : "") + " cooperative matrices: " + why);
   };
   if (words.size() < 5 || words[0] != 0x07230203u) throw fail("not a SPIR-V module");
   std::vector<Inst> insts;
@@ -131,10 +136,12 @@ std::vector<uint32_t> coopmat_nv_to_khr_bf16(const std::vector<uint32_t>& words,
     }
   for (auto& [type, r] : role) {
     if (r == kNone) throw fail("a cooperative matrix type takes part in no product");
-    if (r != kUseAcc && float_width[comp_of[type]] != 16) throw fail("an A / B matrix of a component other than f16");
+    if (bf16_operands && r != kUseAcc && float_width[comp_of[type]] != 16)
+      throw fail("an A / B matrix of a component other than f16");
   }
   // Only bit moves and conversions from f32 may yield a bf16 matrix; nothing may read its components.
   for (const Inst& i : insts) {
+    if (!bf16_operands) break;
     const uint32_t op = opcode(i);
     if (!typed_result(op) || i.size() < 3) continue;
     auto r = role.find(i[1]);
@@ -169,7 +176,7 @@ std::vector<uint32_t> coopmat_nv_to_khr_bf16(const std::vector<uint32_t>& words,
 
   const uint32_t use_const[3] = {bound, bound + 1, bound + 2};
   const uint32_t bf16 = bound + 3;
-  bound += 4;
+  bound += bf16_operands ? 4 : 3;
   std::vector<uint32_t> out(words.begin(), words.begin() + 5);
   auto emit = [&](const Inst& i) { out.insert(out.end(), i.begin(), i.end()); };
   bool cap_done = false, ext_done = false;
@@ -182,20 +189,23 @@ std::vector<uint32_t> coopmat_nv_to_khr_bf16(const std::vector<uint32_t>& words,
     };
     if (op == kOpCapability && i.size() == 2 && i[1] == kCapCoopNV) {
       emit(make(kOpCapability, {kCapCoopKHR}));
-      emit(make(kOpCapability, {kCapBf16Type}));
-      emit(make(kOpCapability, {kCapBf16Coop}));
+      if (bf16_operands) {
+        emit(make(kOpCapability, {kCapBf16Type}));
+        emit(make(kOpCapability, {kCapBf16Coop}));
+      }
       cap_done = true;
     } else if (op == kOpExtension && string_of(i) == "SPV_NV_cooperative_matrix") {
       emit(make(kOpExtension, string_words("SPV_KHR_cooperative_matrix")));
-      emit(make(kOpExtension, string_words("SPV_KHR_bfloat16")));
+      if (bf16_operands) emit(make(kOpExtension, string_words("SPV_KHR_bfloat16")));
       ext_done = true;
     } else if (op == kOpTypeInt && i[1] == uint_type) {
       emit(i);
       for (uint32_t u = 0; u < 3; ++u) emit(make(kOpConstant, {uint_type, use_const[u], u}));
-      emit(make(kOpTypeFloat, {bf16, 16, kBFloat16Encoding}));
+      if (bf16_operands) emit(make(kOpTypeFloat, {bf16, 16, kBFloat16Encoding}));
     } else if (op == kOpTypeCoopNV && i.size() == 6) {
       const Role r = role.at(i[1]);
-      emit(make(kOpTypeCoopKHR, {i[1], r == kUseAcc ? i[2] : bf16, i[3], i[4], i[5], use_const[r]}));
+      const uint32_t comp = bf16_operands && r != kUseAcc ? bf16 : i[2];
+      emit(make(kOpTypeCoopKHR, {i[1], comp, i[3], i[4], i[5], use_const[r]}));
     } else if (op == kOpCoopLoadNV && i.size() >= 6) {  // type id ptr stride colmajor [mem...]
       Inst k{i[1], i[2], i[3], layout(i[5]), i[4]};
       k.insert(k.end(), i.begin() + 6, i.end());

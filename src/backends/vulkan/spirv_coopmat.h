@@ -1,27 +1,30 @@
 #pragma once
-// SPIR-V of NV cooperative matrices rewritten as KHR cooperative matrices with bf16 A/B operands.
+// SPIR-V of NV cooperative matrices rewritten as KHR cooperative matrices, optionally with bf16
+// A/B operands.
 //
 // Debian 12's glslang (12.0) spells only GL_NV_cooperative_matrix, whose matrices take f16 but no
-// bf16 components. VK_KHR_cooperative_matrix with VK_KHR_shader_bfloat16 takes bf16 A and B
-// matrices (NVIDIA's tensor cores since Ampere), but no GLSL compiler in Debian 12 can write them.
-// So the bf16 kernels are written against the NV extension with f16 placeholders and rewritten
-// after glslang: every OpTypeCooperativeMatrixNV becomes an OpTypeCooperativeMatrixKHR whose Use
-// (A, B or accumulator) is read off the matrix products that take it, the A and B types get the
-// component type `OpTypeFloat 16 BFloat16KHR`, loads / stores / products / lengths take their KHR
-// opcodes (the NV column-major flag becomes the KHR layout operand), and the capabilities and
-// extensions follow. The A/B data must reach the matrices as raw bf16 bits (loads from memory of
-// any element type, products); nothing may compute on them as f16.
+// bf16 components. VK_KHR_cooperative_matrix (with VK_KHR_shader_bfloat16: bf16 A and B matrices)
+// is what current drivers optimize (NVIDIA's: the same f16 GEMM runs 15% faster as KHR than as NV
+// on an H200), but no GLSL compiler in Debian 12 can write it. So the kernels are written against
+// the NV extension and rewritten after glslang: every OpTypeCooperativeMatrixNV becomes an
+// OpTypeCooperativeMatrixKHR whose Use (A, B or accumulator) is read off the matrix products that
+// take it, loads / stores / products / lengths take their KHR opcodes (the NV column-major flag
+// becomes the KHR layout operand), and the capabilities and extensions follow. With bf16 operands
+// the A and B types get the component type `OpTypeFloat 16 BFloat16KHR` (the f16 placeholders of
+// the GLSL): their data must reach the matrices as raw bf16 bits (loads from memory of any element
+// type, conversions from f32 accumulators); nothing may compute on them or read their components.
 //
-// A kernel asks for the rewrite by starting its GLSL with kKhrBf16Directive (spirv_for in
-// glsl_compile.cpp applies it after compiling; the SPIR-V cache holds the rewritten words). Its
-// A and B matrices must be distinct GLSL types (e.g. B's dimensions through a specialization
-// constant of the same value, kCoopmatBTypeDecl), since one type takes one Use.
+// A kernel asks for the rewrite by starting its GLSL with kKhrDirective or kKhrBf16Directive
+// (spirv_for in glsl_compile.cpp applies it after compiling; the SPIR-V cache holds the rewritten
+// words). Its A and B matrices must be distinct GLSL types (B's dimensions through the
+// specialization constant of kCoopmatBTypeDecl), since one type takes one Use.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace rlx::vulkan {
 
+inline constexpr const char* kKhrDirective = "// rlx-spirv: khr-cooperative-matrix\n";
 inline constexpr const char* kKhrBf16Directive = "// rlx-spirv: khr-cooperative-matrix bf16-operands\n";
 
 // A GLSL declaration giving the B operand's matrix type its own dimensions ids: CM_B16 is 16 (a
@@ -29,12 +32,14 @@ inline constexpr const char* kKhrBf16Directive = "// rlx-spirv: khr-cooperative-
 // is a different SPIR-V type from the A operand's `fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>`.
 inline constexpr const char* kCoopmatBTypeDecl = "layout(constant_id = 901) const uint CM_B16 = 16u;\n";
 
-// True when `source` asks for the rewrite.
-bool wants_khr_bf16(const std::string& source);
+enum class KhrRewrite { None, F16, Bf16 };
+// The rewrite `source` asks for (its first line).
+KhrRewrite khr_rewrite_of(const std::string& source);
 
-// The rewritten module; rlx::Error naming `name` when the module is not what the rewrite expects
-// (a matrix type used in two roles, a bf16 matrix built from f16 values, no 32-bit uint type, a
-// non-constant column-major flag).
-std::vector<uint32_t> coopmat_nv_to_khr_bf16(const std::vector<uint32_t>& words, const std::string& name);
+// The rewritten module (bf16 A / B components when `bf16_operands`); rlx::Error naming `name`
+// when the module is not what the rewrite expects (a matrix type used in two roles or in no
+// product, no 32-bit uint type, a non-constant column-major flag; with bf16 operands also an A / B
+// matrix computed or built from f16 values, or a component of one read).
+std::vector<uint32_t> coopmat_nv_to_khr(const std::vector<uint32_t>& words, const std::string& name, bool bf16_operands);
 
 }  // namespace rlx::vulkan

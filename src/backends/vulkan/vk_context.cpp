@@ -41,7 +41,7 @@ const char* type_name(VkPhysicalDeviceType t) {
 constexpr auto kStypeCoopKhrFeatures = static_cast<VkStructureType>(1000506000);
 constexpr auto kStypeCoopKhrProperties = static_cast<VkStructureType>(1000506001);
 constexpr auto kStypeBf16Features = static_cast<VkStructureType>(1000141000);
-constexpr uint32_t kComponentF32 = 1, kComponentBf16 = 1000141000, kScopeSubgroup = 3;
+constexpr uint32_t kComponentF16 = 0, kComponentF32 = 1, kComponentBf16 = 1000141000, kScopeSubgroup = 3;
 struct CoopKhrFeatures {
   VkStructureType sType;
   void* pNext;
@@ -62,8 +62,8 @@ struct Bf16Features {
 };
 using GetCoopKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProperties*);
 
-// Whether the device lists 16 x 16 x 16 subgroup products of bf16 A / B into f32.
-bool lists_bf16_16x16x16(VkInstance instance, VkPhysicalDevice pd) {
+// Whether the device lists 16 x 16 x 16 subgroup products of A / B of `component` into f32.
+bool lists_16x16x16(VkInstance instance, VkPhysicalDevice pd, uint32_t component) {
   const auto get = reinterpret_cast<GetCoopKhrProperties>(
       vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
   if (!get) return false;
@@ -73,7 +73,7 @@ bool lists_bf16_16x16x16(VkInstance instance, VkPhysicalDevice pd) {
   if (get(pd, &n, props.data()) != VK_SUCCESS) return false;
   for (uint32_t i = 0; i < n; ++i) {
     const CoopKhrProperties& p = props[i];
-    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentBf16 && p.BType == kComponentBf16 &&
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == component && p.BType == component &&
         p.CType == kComponentF32 && p.ResultType == kComponentF32 && p.scope == kScopeSubgroup)
       return true;
   }
@@ -278,26 +278,33 @@ Context* create_context() {
     }
   }
 
-  // bf16 matrices (the NV kernels rewritten to KHR ones, spirv_coopmat.h).
+  // KHR matrices, f16 and bf16 (the NV kernels rewritten to KHR ones, spirv_coopmat.h).
   auto coop_khr = vk_struct<CoopKhrFeatures>(kStypeCoopKhrFeatures);
   auto bf16 = vk_struct<Bf16Features>(kStypeBf16Features);
   auto coop_khr_on = vk_struct<CoopKhrFeatures>(kStypeCoopKhrFeatures);
   auto bf16_on = vk_struct<Bf16Features>(kStypeBf16Features);
-  if (info.coopmat_nv && info.coopmat_khr && has_extension(exts, "VK_KHR_shader_bfloat16")) {
+  if (info.coopmat_nv && info.coopmat_khr) {
+    const bool has_bf16 = has_extension(exts, "VK_KHR_shader_bfloat16");
     auto q = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     q.pNext = &coop_khr;
-    coop_khr.pNext = &bf16;
+    if (has_bf16) coop_khr.pNext = &bf16;
     vk().vkGetPhysicalDeviceFeatures2(pd, &q);
-    if (coop_khr.cooperativeMatrix && bf16.shaderBFloat16Type && bf16.shaderBFloat16CooperativeMatrix &&
-        lists_bf16_16x16x16(cx->instance, pd)) {
+    const bool f16_ok = coop_khr.cooperativeMatrix && lists_16x16x16(cx->instance, pd, kComponentF16);
+    const bool bf16_ok = coop_khr.cooperativeMatrix && has_bf16 && bf16.shaderBFloat16Type &&
+                         bf16.shaderBFloat16CooperativeMatrix && lists_16x16x16(cx->instance, pd, kComponentBf16);
+    if (f16_ok || bf16_ok) {
       enable.push_back("VK_KHR_cooperative_matrix");
-      enable.push_back("VK_KHR_shader_bfloat16");
       coop_khr_on.cooperativeMatrix = VK_TRUE;
+      coop_khr_on.pNext = e12.pNext;
+      e12.pNext = &coop_khr_on;
+      info.coopmat_khr_f16 = f16_ok;
+    }
+    if (bf16_ok) {
+      enable.push_back("VK_KHR_shader_bfloat16");
       bf16_on.shaderBFloat16Type = VK_TRUE;
       bf16_on.shaderBFloat16CooperativeMatrix = VK_TRUE;
-      coop_khr_on.pNext = &bf16_on;
       bf16_on.pNext = e12.pNext;
-      e12.pNext = &coop_khr_on;
+      e12.pNext = &bf16_on;
       info.coopmat_bf16 = true;
     }
   }

@@ -27,12 +27,14 @@ struct DeviceInfo {
   bool memory_budget = false;                // VK_EXT_memory_budget enabled
   bool pipeline_stats = false;               // VK_KHR_pipeline_executable_properties enabled (knob vulkan_pipeline_stats)
   // Cooperative matrices: coopmat_nv is VK_NV_cooperative_matrix enabled (the GLSL of Debian's
-  // glslang 12 spells only the NV extension); the KHR and NV2 extensions are only reported.
+  // glslang 12 spells only the NV extension); coopmat_khr / coopmat2_nv: the KHR and NV2
+  // extensions are listed.
   bool coopmat_khr = false, coopmat_nv = false, coopmat2_nv = false;
-  // VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16 enabled, with 16 x 16 x 16 subgroup
-  // products of bf16 into f32 listed: the bf16 matmul / attention kernels (NV GLSL rewritten to
-  // KHR SPIR-V, spirv_coopmat.h).
-  bool coopmat_bf16 = false;
+  // VK_KHR_cooperative_matrix enabled with 16 x 16 x 16 subgroup products of f16 into f32 listed
+  // (coopmat_khr_f16: the f16 kernels as KHR SPIR-V, knob vulkan_coopmat_khr), and with
+  // VK_KHR_shader_bfloat16 those of bf16 (coopmat_bf16: the bf16 matmul / attention kernels). The
+  // kernels are NV GLSL rewritten to KHR SPIR-V (spirv_coopmat.h).
+  bool coopmat_khr_f16 = false, coopmat_bf16 = false;
   uint64_t max_storage_range = 0;            // maxStorageBufferRange
   uint64_t storage_alignment = 16;           // minStorageBufferOffsetAlignment
   uint64_t max_allocation = 0;               // maxMemoryAllocationSize
