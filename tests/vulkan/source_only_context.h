@@ -14,6 +14,7 @@
 
 #include "backends/vulkan/glsl_compile.h"
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "backends/vulkan/vk_context.h"
 #include "runtime/knobs.h"
 
@@ -74,6 +75,16 @@ inline void expect_glsl_compiles(const vulkan::Kernel& k) {
   std::vector<uint32_t> words;
   std::string error;
   EXPECT_TRUE(vulkan::compile_glsl(k.source, &words, &error)) << error << "\n" << k.source;
+}
+
+// EXPECT that kernel k asks for the KHR rewrite `want` (spirv_coopmat.h), that its GLSL compiles
+// and that its SPIR-V takes the rewrite.
+inline void expect_khr_rewrite(const vulkan::Kernel& k, vulkan::KhrRewrite want) {
+  EXPECT_EQ(vulkan::khr_rewrite_of(k.source), want) << k.name;
+  std::vector<uint32_t> words;
+  std::string error;
+  ASSERT_TRUE(vulkan::compile_glsl(k.source, &words, &error)) << error << "\n" << k.source;
+  EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, k.name, want == vulkan::KhrRewrite::Bf16));
 }
 
 }  // namespace rlx::testing

@@ -232,11 +232,7 @@ TEST(VulkanAttention, CoopmatKernelsCompile) {
       const auto kk = lowered_attention(attention_case_graph(c, t), t == DType::F32 ? Precision::Fp16 : Precision::Fp32,
                                         true, true, false, true);
       ASSERT_FALSE(kk.empty());
-      EXPECT_EQ(vulkan::khr_rewrite_of(kk[0].source), vulkan::KhrRewrite::F16);
-      std::vector<uint32_t> words;
-      std::string error;
-      ASSERT_TRUE(vulkan::compile_glsl(kk[0].source, &words, &error)) << error;
-      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, kk[0].name, false));
+      rlx::testing::expect_khr_rewrite(kk[0], vulkan::KhrRewrite::F16);
       ++compiled;
     }
   EXPECT_EQ(compiled, 14);
@@ -267,11 +263,7 @@ TEST(VulkanAttention, CoopmatBf16KernelsCompile) {
                                         true, true, true);
       ASSERT_FALSE(ks.empty());
       EXPECT_EQ(ks[0].name, "attention coopmat bf16");
-      EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::Bf16);
-      std::vector<uint32_t> words;
-      std::string error;
-      ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
-      EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, ks[0].name, true));
+      rlx::testing::expect_khr_rewrite(ks[0], vulkan::KhrRewrite::Bf16);
       ++compiled;
     }
   EXPECT_EQ(compiled, 14);

@@ -7,6 +7,7 @@
 // compiled for every configuration (lavapipe has no cooperative matrices: they run on GPUs).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -420,11 +421,7 @@ TEST(VulkanMatmul, CoopmatKernelsCompile) {
             // The KHR form of the same kernel (devices listing KHR f16 matrices).
             const auto kk = lowered_kernels(g, prec, true, ta, tb, true, false, true);
             ASSERT_EQ(kk.size(), 1u);
-            EXPECT_EQ(vulkan::khr_rewrite_of(kk[0].source), vulkan::KhrRewrite::F16);
-            std::vector<uint32_t> words;
-            std::string error;
-            ASSERT_TRUE(vulkan::compile_glsl(kk[0].source, &words, &error)) << error;
-            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, kk[0].name, false));
+            expect_khr_rewrite(kk[0], vulkan::KhrRewrite::F16);
             ++compiled;
           }
   EXPECT_EQ(compiled, 72);
@@ -459,11 +456,7 @@ TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
             const auto ks = lowered_kernels(g, prec, true, ta, tb, true, true);
             ASSERT_EQ(ks.size(), 1u);
             EXPECT_EQ(ks[0].name, "matmul_gemm_coopmat_bf16");
-            EXPECT_EQ(vulkan::khr_rewrite_of(ks[0].source), vulkan::KhrRewrite::Bf16);
-            std::vector<uint32_t> words;
-            std::string error;
-            ASSERT_TRUE(vulkan::compile_glsl(ks[0].source, &words, &error)) << error << "\n" << ks[0].source;
-            EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(words, ks[0].name, true));
+            expect_khr_rewrite(ks[0], vulkan::KhrRewrite::Bf16);
             ++compiled;
           }
   EXPECT_EQ(compiled, 48);
@@ -494,6 +487,49 @@ TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
                 .at(0)
                 .name,
             "matmul_gemm");
+}
+
+// Knob vulkan_gemm_tile: other tiles of the cooperative-matrix GEMM compile (both forms) and give
+// their workgroup size; malformed or oversized tiles are errors naming the knob.
+TEST(VulkanMatmul, CoopmatTileKnob) {
+  auto lower = [](const std::string& tile, DType t) {
+    SourceOnlyContext nv(Precision::Fp32, true, true);
+    CompileOptions o = nv.options();
+    o.tuning.vulkan_gemm_tile = tile;
+    SourceOnlyContext cx(o);
+    cx.dev = nv.dev;
+    cx.dev.coopmat_bf16 = cx.dev.coopmat_khr_f16 = true;
+    plan::Schedule sched = plan::build_schedule(matmul_graph({2, 200, 96}, {2, 96, 136}, t));
+    for (const plan::Step& st : sched.steps)
+      if (plan::step_family(st.op) == plan::StepFamily::Matmul) vulkan::lower_matmul(cx, st);
+    return cx.kernels;
+  };
+  for (const char* tile : {"2,4,4,2,32", "4,2,2,4,32", "2,2,4,4,64", "2,2,2,4,16", "4,4,2,2,32"})
+    for (DType t : {DType::F16, DType::BF16}) {
+      SCOPED_TRACE(std::string(tile) + " " + dtype_name(t));
+      const auto ks = lower(tile, t);
+      ASSERT_EQ(ks.size(), 1u);
+      int wm = 0, wn = 0;
+      ASSERT_EQ(std::sscanf(tile, "%d,%d", &wm, &wn), 2);
+      EXPECT_NE(ks[0].source.find("layout(local_size_x = " + std::to_string(32 * wm * wn) + ")"), std::string::npos);
+      expect_khr_rewrite(ks[0], t == DType::BF16 ? vulkan::KhrRewrite::Bf16 : vulkan::KhrRewrite::F16);
+    }
+  for (const char* bad : {"2,2,4", "0,2,4,4,32", "2,2,4,4,48", "8,8,1,1,32", "2,2,4,4,32,1", "4,4,1,1,16"}) {
+    SCOPED_TRACE(bad);
+    try {
+      lower(bad, DType::F16);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("vulkan_gemm_tile"), std::string::npos) << e.what();
+    }
+  }
+  // A tile past the device's shared memory: an error with the sizes.
+  try {
+    lower("8,4,8,8,64", DType::F16);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of shared memory"), std::string::npos) << e.what();
+  }
 }
 
 // Last in this file: under RLX_VULKAN_VALIDATION=1 the tests above ran with the Khronos layer

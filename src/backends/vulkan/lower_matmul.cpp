@@ -15,6 +15,7 @@
 // Under the Fp16 / Bf16 precision policy the operands of f32 products are rounded to the half
 // type as they are loaded (f32 accumulation and result, as on CUDA); Tf32 computes in full f32.
 #include <algorithm>
+#include <cstdio>
 #include <bit>
 #include <optional>
 #include <string>
@@ -218,18 +219,43 @@ void gemm_params(KernelArgs& args, const plan::MatMulGeom& g, bool strided) {
 }
 
 // The tile configuration of the cooperative-matrix GEMM: WM x WN subgroups of 32, each TMC x TNC
-// accumulators of 16 x 16.
+// accumulators of 16 x 16, K slices BK deep.
 struct CoopShape {
-  uint32_t wm, wn, tmc, tnc;
+  uint32_t wm, wn, tmc, tnc, bk = 32;
   uint32_t nt() const { return wm * wn * 32; }
   uint32_t bm() const { return wm * tmc * 16; }
   uint32_t bn() const { return wn * tnc * 16; }
-  size_t shared_bytes() const { return (bm() * (32 + 8) + 32 * (bn() + 8)) * 2 + wm * wn * 256 * 4; }
+  size_t shared_bytes() const { return (bm() * (bk + 8) + bk * (bn() + 8)) * 2 + wm * wn * 256 * 4; }
 };
 // 128 x 128 tiles (4 subgroups of 64 x 64: 138 TFLOP/s at 4096^3 f16 on an H200, against 106 with
 // 8 subgroups of 64 x 32); 64 x 64 (4 subgroups of 32 x 32) when the large tiles would leave most
 // of a large GPU's 132 SMs idle.
 constexpr CoopShape kCoopLarge{2, 2, 4, 4}, kCoopSmall{2, 2, 2, 2};
+
+// The tile of knob vulkan_gemm_tile ('wm,wn,tmc,tnc,bk'), or nullopt for auto; rlx::Error naming
+// the knob when malformed.
+std::optional<CoopShape> coop_shape_knob(const ResolvedKnobs& knobs) {
+  const std::string& spec = knobs.vulkan_gemm_tile();
+  if (spec.empty()) return std::nullopt;
+  int v[5] = {0, 0, 0, 0, 0};
+  char tail = 0;
+  const bool parsed = std::sscanf(spec.c_str(), "%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) == 5;
+  const bool ok = parsed && v[0] >= 1 && v[0] <= 8 && v[1] >= 1 && v[1] <= 8 && v[0] * v[1] <= 32 && v[2] >= 1 &&
+                  v[2] <= 8 && v[3] >= 1 && v[3] <= 8 && (v[4] == 16 || v[4] == 32 || v[4] == 64);
+  if (!ok)
+    throw Error(knobs.origin("vulkan_gemm_tile") + "='" + spec +
+                "' is not '<wm>,<wn>,<tmc>,<tnc>,<bk>' with wm, wn, tmc, tnc in 1..8 (wm * wn at most 32) and bk "
+                "16/32/64 (e.g. '2,2,4,4,32'); unset it for the default tile");
+  const CoopShape cs{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), static_cast<uint32_t>(v[2]),
+                     static_cast<uint32_t>(v[3]), static_cast<uint32_t>(v[4])};
+  // Every invocation stages whole 8-element chunks of both tiles.
+  if ((cs.bm() * cs.bk / 8) % cs.nt() != 0 || (cs.bk * cs.bn() / 8) % cs.nt() != 0)
+    throw Error(knobs.origin("vulkan_gemm_tile") + "='" + spec + "': the " + std::to_string(cs.bm()) + " x " +
+                std::to_string(cs.bk) + " and " + std::to_string(cs.bk) + " x " + std::to_string(cs.bn()) +
+                " slices do not split into 8-element chunks evenly over its " + std::to_string(cs.nt()) +
+                " invocations");
+  return cs;
+}
 
 // `void name(uint gi, uint valid, out STG h[8])` of kGemmCoopNV for operand `buf`: f16 values, or
 // bf16 bits (`bits`: bf16 operands as they are, f32 ones rounded to bf16 under the Bf16 policy).
@@ -273,8 +299,16 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   const bool bits = info.coopmat_bf16 && (p.t == DType::BF16 || (p.t == DType::F32 && p.round_ab == DType::BF16));
   if (!(bits || p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
   const int64_t big_tiles = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-  const CoopShape cs = big_tiles >= 132 ? kCoopLarge : kCoopSmall;
-  if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) return false;
+  const std::optional<CoopShape> asked = coop_shape_knob(cx.knobs());
+  const CoopShape cs = asked ? *asked : big_tiles >= 132 ? kCoopLarge : kCoopSmall;
+  if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) {
+    if (asked)
+      throw Error(cx.knobs().origin("vulkan_gemm_tile") + "='" + cx.knobs().vulkan_gemm_tile() + "': " +
+                  std::to_string(cs.nt()) + " invocations and " + std::to_string(cs.shared_bytes()) +
+                  " bytes of shared memory; " + info.name + " allows " + std::to_string(info.max_invocations) +
+                  " and " + std::to_string(info.max_shared_bytes));
+    return false;
+  }
   const std::string what = step_label(st);
   const bool strided = g.a_stride >= 0 && g.b_stride >= 0;
   const std::vector<uint32_t> table = strided ? std::vector<uint32_t>{} : batch_table(g);
@@ -311,7 +345,7 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
       (bits ? "uint16_t" : "float16_t") + "\n#define ACC float\nlayout(local_size_x = " +
       std::to_string(cs.nt()) + ") in;\n#define NT " + u(cs.nt()) + "\n#define WM " + u(cs.wm) + "\n#define WN " +
       u(cs.wn) + "\n#define TMC " + u(cs.tmc) + "\n#define TNC " + u(cs.tnc) + "\n#define BM " + u(cs.bm()) +
-      "\n#define BN " + u(cs.bn()) + "\n#define BK 32u\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
+      "\n#define BN " + u(cs.bn()) + "\n#define BK " + u(cs.bk) + "\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
       flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n#define WA " + flag(words_a) + "\n#define WB " +
       flag(words_b) + "\n#define STORE_TILES";
   for (uint32_t i = 0; i < cs.tmc; ++i)
