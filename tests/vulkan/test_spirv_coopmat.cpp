@@ -153,6 +153,20 @@ TEST(SpirvCoopmat, ConvertsAccumulatorsToOperands) {
   EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(nv, "convert", true));
 }
 
+// Components of values that are not matrices (a vector shuffle's, an extended instruction's)
+// are read freely beside bf16 matrices.
+TEST(SpirvCoopmat, Bf16AllowsComponentsOfOtherValues) {
+  const auto nv = compile(
+      "  MA a; MB b; MC c = MC(0.0);\n"
+      "  coopMatLoadNV(a, S, 0u, 16u, false);\n"
+      "  coopMatLoadNV(b, S, 256u, 16u, true);\n"
+      "  c = coopMatMulAddNV(a, b, c);\n"
+      "  coopMatStoreNV(c, Y.data, 0u, 16u, false);\n"
+      "  vec2 v = vec2(Y.data[1], Y.data[2]).yx;\n"
+      "  Y.data[3] = v.x + normalize(vec2(Y.data[4], 1.0)).y;\n");
+  EXPECT_NO_THROW(vulkan::coopmat_nv_to_khr(nv, "components", true));
+}
+
 void expect_refused(const std::vector<uint32_t>& words, const std::string& part) {
   try {
     vulkan::coopmat_nv_to_khr(words, "bad kernel", true);

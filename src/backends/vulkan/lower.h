@@ -119,6 +119,10 @@ std::string glsl_load(DType t, const std::string& raw);
 std::string glsl_store(DType t, const std::string& v);
 std::string glsl_compute_type(DType t);
 std::string glsl_dtype_helpers(const std::vector<DType>& dtypes);
+// The first line of a cooperative-matrix kernel (its GLSL written against GL_NV_cooperative_matrix;
+// spirv_coopmat.h): bf16 kernels ask for the KHR rewrite with bf16 operands, f16 ones for the KHR
+// rewrite where the device lists KHR f16 matrices and knob vulkan_coopmat_khr is on; else "" (NV).
+std::string coopmat_directive(const LowerContext& cx, bool bf16);
 
 // Node label for messages: "node 12 (matmul)".
 std::string step_label(const plan::Step& st);

@@ -181,17 +181,15 @@ std::string load8_words_fn(const std::string& x, const std::string& buf) {
 // The same from two ld4_X reads, rounded to f16 (exact for f16 inputs; the Fp16 policy for f32),
 // or as bf16 pairs (`bf16`: exact for bf16 inputs; the Bf16 policy for f32).
 std::string load8_fn(const std::string& x, DType t, bool bf16) {
-  if (bf16)
-    return "uvec4 ld8_" + x + "(uint row, uint d) {\n  const vec4 a = ld4_" + x + "(row, d), b = ld4_" + x +
-           "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n"
-           "    w[i] = rlx_bf16_bits(a[2u * i]) | (rlx_bf16_bits(a[2u * i + 1u]) << 16);\n"
-           "    w[i + 2u] = rlx_bf16_bits(b[2u * i]) | (rlx_bf16_bits(b[2u * i + 1u]) << 16);\n  }\n  return w;\n}\n";
   const std::string r = t == DType::F16 ? "" : "rlx_round_f16";
+  auto pair = [&](const std::string& v, const std::string& i) {  // elements i and i + 1 of v as one word
+    const std::string lo = v + "[" + i + "]", hi = v + "[" + i + " + 1u]";
+    return bf16 ? "rlx_bf16_bits(" + lo + ") | (rlx_bf16_bits(" + hi + ") << 16)"
+                : "packFloat2x16(f16vec2(float16_t(" + r + "(" + lo + ")), float16_t(" + r + "(" + hi + "))))";
+  };
   return "uvec4 ld8_" + x + "(uint row, uint d) {\n  const vec4 a = ld4_" + x + "(row, d), b = ld4_" + x +
-         "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n"
-         "    w[i] = packFloat2x16(f16vec2(float16_t(" + r + "(a[2u * i])), float16_t(" + r + "(a[2u * i + 1u]))));\n"
-         "    w[i + 2u] = packFloat2x16(f16vec2(float16_t(" + r + "(b[2u * i])), float16_t(" + r + "(b[2u * i + 1u]))));\n"
-         "  }\n  return w;\n}\n";
+         "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n    w[i] = " + pair("a", "2u * i") +
+         ";\n    w[i + 2u] = " + pair("b", "2u * i") + ";\n  }\n  return w;\n}\n";
 }
 std::string store_fn(DType t) {
   return "void st_o(uint i, F v) { Out.data[i] = " + glsl_store(t, "v") + "; }\n";
@@ -315,11 +313,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   std::vector<DType> types{t};
   if (coop && t != DType::F16) types.push_back(DType::F16);
   if (cti.bf16 && t != DType::BF16) types.push_back(DType::BF16);  // rlx_bf16_bits
-  std::string src = cti.bf16                                                       ? kKhrBf16Directive
-                    : coop && info.coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr() ? kKhrDirective
-                                                                                       : "";
   if (has_mask) types.push_back(mt);
-  src += glsl_header(types, sg_arith);
+  std::string src = (coop ? coopmat_directive(cx, cti.bf16) : "") + glsl_header(types, sg_arith);
   if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
   if (coop)
     src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/spirv_coopmat.h"
 #include "codegen/elementwise.h"
 #include "codegen/language.h"
 #include "plan/gpu_claims.h"
@@ -82,6 +83,11 @@ std::string glsl_dtype_helpers(const std::vector<DType>& dtypes) {
   codegen::Helpers h;
   for (DType t : dtypes) codegen::glsl_language().dtype_helpers(t, h);
   return h.source();
+}
+
+std::string coopmat_directive(const LowerContext& cx, bool bf16) {
+  if (bf16) return kKhrBf16Directive;
+  return cx.info().coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr() ? kKhrDirective : "";
 }
 
 }  // namespace rlx::vulkan

@@ -15,8 +15,8 @@
 // Under the Fp16 / Bf16 precision policy the operands of f32 products are rounded to the half
 // type as they are loaded (f32 accumulation and result, as on CUDA); Tf32 computes in full f32.
 #include <algorithm>
-#include <cstdio>
 #include <bit>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -278,11 +278,9 @@ std::string load8_fn(const std::string& name, const std::string& buf, const std:
            " + gi / 8u];\n  for (uint i = 0u; i < 4u; ++i) {\n" + pair + "  }\n}\n";
   }
   // f32 operands rounded to f16 / bf16 by the bits (the Fp16 / Bf16 policy), then converted exactly.
-  const std::string cv = bits ? "uint16_t(rlx_bf16_bits(uintBitsToFloat(W)))" : "float16_t(rlx_round_f16(uintBitsToFloat(W)))";
   auto at = [&](const std::string& w) {
-    std::string c = cv;
-    c.replace(c.find('W'), 1, w);
-    return c;
+    return bits ? "uint16_t(rlx_bf16_bits(uintBitsToFloat(" + w + ")))"
+                : "float16_t(rlx_round_f16(uintBitsToFloat(" + w + ")))";
   };
   return s + "  uvec4 w0 = uvec4(0u), w1 = uvec4(0u);\n  if (valid != 0u) {\n    w0 = " + buf + ".data[pc.o_" + buf +
          " + gi / 4u];\n    w1 = " + buf + ".data[pc.o_" + buf + " + gi / 4u + 1u];\n  }\n" +
@@ -357,9 +355,7 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   fns += load8_fn("load8_a", "A", "load_a", p, vec_a, bits) + load8_fn("load8_b", "B", "load_b", p, vec_b, bits);
   std::vector<DType> types{p.t, p.acc, DType::F16};
   if (bits) types.push_back(DType::BF16);  // uint16_t staging
-  std::string src = shader(types, defines, args, h, fns, ksrc::kGemmCoopNV);
-  if (bits) src = kKhrBf16Directive + src;
-  else if (info.coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr()) src = kKhrDirective + src;
+  const std::string src = coopmat_directive(cx, bits) + shader(types, defines, args, h, fns, ksrc::kGemmCoopNV);
   const Kernel k{bits ? "matmul_gemm_coopmat_bf16" : "matmul_gemm_coopmat", src};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + cs.bn() - 1) / cs.bn(), info.max_groups[0]),
               clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));

@@ -126,6 +126,16 @@ std::vector<uint32_t> coopmat_nv_to_khr(const std::vector<uint32_t>& words, cons
     if (it == type_of.end()) throw fail(std::string("the ") + what + " of a matrix product comes from an unexpected instruction");
     return it->second;
   };
+  // Whether `type` is an A / B matrix type. Values from instructions outside typed_result (vector
+  // shuffles, extended instructions, ...) are never matrices: their type reads as 0.
+  auto operand = [&](uint32_t type) {
+    auto it = role.find(type);
+    return it != role.end() && it->second != kUseAcc;
+  };
+  auto type_or_0 = [&](uint32_t id) {
+    auto it = type_of.find(id);
+    return it == type_of.end() ? 0u : it->second;
+  };
   for (const Inst& i : insts)
     if (opcode(i) == kOpCoopMulAddNV) {
       if (i.size() != 6) throw fail("a matrix product with operands");
@@ -150,16 +160,11 @@ std::vector<uint32_t> coopmat_nv_to_khr(const std::vector<uint32_t>& words, cons
       if (op == kOpFConvert && float_width[comp_of[value_type(i[3], "conversion source")]] != 32)
         throw fail("an A / B matrix converted from a matrix that is not f32");
     }
-    auto operand = [&](uint32_t type) {
-      auto it = role.find(type);
-      return it != role.end() && it->second != kUseAcc;
-    };
-    if ((op == kOpCompositeExtract || op == kOpCompositeInsert) && i.size() >= 4 &&
-        operand(value_type(i[3], "component access")))
+    if ((op == kOpCompositeExtract || op == kOpCompositeInsert) && i.size() >= 4 && operand(type_or_0(i[3])))
       throw fail("a component of an A / B matrix is accessed");
     if ((op == kOpAccessChain || op == kOpInBoundsAccessChain) && i.size() >= 4) {
       // Walk the base's pointee down the indices: stepping into an A / B matrix reads a component.
-      uint32_t t = pointee[value_type(i[3], "access chain base")];
+      uint32_t t = pointee[type_or_0(i[3])];
       for (size_t k = 4; k < i.size() && t != 0; ++k) {
         if (operand(t)) throw fail("a component of an A / B matrix is accessed");
         if (auto e = element.find(t); e != element.end()) {
@@ -180,13 +185,13 @@ std::vector<uint32_t> coopmat_nv_to_khr(const std::vector<uint32_t>& words, cons
   std::vector<uint32_t> out(words.begin(), words.begin() + 5);
   auto emit = [&](const Inst& i) { out.insert(out.end(), i.begin(), i.end()); };
   bool cap_done = false, ext_done = false;
+  auto layout = [&](uint32_t flag) {
+    auto it = bools.find(flag);
+    if (it == bools.end()) throw fail("a matrix load / store whose column-major flag is not a constant");
+    return use_const[it->second ? kColumnMajor : kRowMajor];
+  };
   for (const Inst& i : insts) {
     const uint32_t op = opcode(i);
-    auto layout = [&](uint32_t flag) {
-      auto it = bools.find(flag);
-      if (it == bools.end()) throw fail("a matrix load / store whose column-major flag is not a constant");
-      return use_const[it->second ? kColumnMajor : kRowMajor];
-    };
     if (op == kOpCapability && i.size() == 2 && i[1] == kCapCoopNV) {
       emit(make(kOpCapability, {kCapCoopKHR}));
       if (bf16_operands) {

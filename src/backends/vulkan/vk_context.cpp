@@ -62,21 +62,24 @@ struct Bf16Features {
 };
 using GetCoopKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProperties*);
 
-// Whether the device lists 16 x 16 x 16 subgroup products of A / B of `component` into f32.
-bool lists_16x16x16(VkInstance instance, VkPhysicalDevice pd, uint32_t component) {
+// The device's cooperative-matrix configurations (empty without the entry point).
+std::vector<CoopKhrProperties> coop_khr_properties(VkInstance instance, VkPhysicalDevice pd) {
   const auto get = reinterpret_cast<GetCoopKhrProperties>(
       vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  if (!get) return false;
   uint32_t n = 0;
-  if (get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+  if (!get || get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return {};
   std::vector<CoopKhrProperties> props(n, vk_struct<CoopKhrProperties>(kStypeCoopKhrProperties));
-  if (get(pd, &n, props.data()) != VK_SUCCESS) return false;
-  for (uint32_t i = 0; i < n; ++i) {
-    const CoopKhrProperties& p = props[i];
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
+  props.resize(n);
+  return props;
+}
+
+// Whether `props` hold 16 x 16 x 16 subgroup products of A / B of `component` into f32.
+bool lists_16x16x16(const std::vector<CoopKhrProperties>& props, uint32_t component) {
+  for (const CoopKhrProperties& p : props)
     if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == component && p.BType == component &&
         p.CType == kComponentF32 && p.ResultType == kComponentF32 && p.scope == kScopeSubgroup)
       return true;
-  }
   return false;
 }
 
@@ -289,9 +292,11 @@ Context* create_context() {
     q.pNext = &coop_khr;
     if (has_bf16) coop_khr.pNext = &bf16;
     vk().vkGetPhysicalDeviceFeatures2(pd, &q);
-    const bool f16_ok = coop_khr.cooperativeMatrix && lists_16x16x16(cx->instance, pd, kComponentF16);
-    const bool bf16_ok = coop_khr.cooperativeMatrix && has_bf16 && bf16.shaderBFloat16Type &&
-                         bf16.shaderBFloat16CooperativeMatrix && lists_16x16x16(cx->instance, pd, kComponentBf16);
+    const std::vector<CoopKhrProperties> props =
+        coop_khr.cooperativeMatrix ? coop_khr_properties(cx->instance, pd) : std::vector<CoopKhrProperties>{};
+    const bool f16_ok = lists_16x16x16(props, kComponentF16);
+    const bool bf16_ok = has_bf16 && bf16.shaderBFloat16Type && bf16.shaderBFloat16CooperativeMatrix &&
+                         lists_16x16x16(props, kComponentBf16);
     if (f16_ok || bf16_ok) {
       enable.push_back("VK_KHR_cooperative_matrix");
       coop_khr_on.cooperativeMatrix = VK_TRUE;
