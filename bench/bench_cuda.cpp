@@ -38,6 +38,10 @@ namespace {
 using namespace rlx;
 
 Device g_device = Device::Cuda;  // --device vulkan: the Vulkan backend on the same GPU
+// A whole case name as the argument (e.g. bert_base_b1_bf16, llama_decode_ctx511_bf16): only that
+// case of its group runs (one compile: what RLX_VULKAN_DUMP / profiles should hold).
+std::string g_case;
+bool skip_case(const std::string& name) { return !g_case.empty() && name != g_case; }
 
 // Deterministic pseudo-random values in [-amp, amp) (cheap for a billion weights).
 Tensor fill(DType t, std::vector<int64_t> shape, uint64_t seed, float amp) {
@@ -132,6 +136,8 @@ void report(const std::string& name, const Timing& t, const std::string& extra =
 
 // ---- BERT-base encoder: 12 post-norm layers, hidden 768, 12 heads, FFN 3072, seq 128 ----
 void bench_bert(int64_t batch, DType t) {
+  const std::string name = "bert_base_b" + std::to_string(batch) + "_" + tag(t);
+  if (skip_case(name)) return;
   Graph g;
   models::BertLayerConfig cfg;
   cfg.hidden = 768, cfg.num_heads = 12, cfg.ffn = 3072;
@@ -148,7 +154,7 @@ void bench_bert(int64_t batch, DType t) {
   else std::fill(static_cast<uint16_t*>(m.raw()), static_cast<uint16_t*>(m.raw()) + batch * s, f32_to_bf16_bits(1.f));
   if (t == DType::F16) std::fill(static_cast<uint16_t*>(m.raw()), static_cast<uint16_t*>(m.raw()) + batch * s, f32_to_f16_bits(1.f));
   const NamedTensors ins = {{"hidden", fill(t, {batch, s, 768}, 99, 1.f)}, {"mask", m}};
-  report("bert_base_b" + std::to_string(batch) + "_" + tag(t), time_runs(cg, ins, 30));
+  report(name, time_runs(cg, ins, 30));
 }
 
 // ---- Llama-style decoder: hidden 2048, 16 layers, 32 heads, 8 KV heads, SwiGLU 5632 ----
@@ -160,6 +166,8 @@ Value linear(Graph& g, Value x, const std::string& name, int64_t in, int64_t out
 
 // Prefill: the model builders' block (causal attention over the prompt).
 void bench_llama_prefill(int64_t s, DType t) {
+  const std::string name = "llama_prefill" + std::to_string(s) + "_" + tag(t);
+  if (skip_case(name)) return;
   Graph g;
   models::LlamaBlockConfig cfg;
   cfg.hidden = kE, cfg.num_heads = kH, cfg.num_kv_heads = kHkv, cfg.intermediate = kI;
@@ -173,12 +181,14 @@ void bench_llama_prefill(int64_t s, DType t) {
   std::vector<int64_t> p(static_cast<size_t>(s));
   for (int64_t i = 0; i < s; ++i) p[static_cast<size_t>(i)] = i;
   const NamedTensors ins = {{"hidden", fill(t, {1, s, kE}, 7, 1.f)}, {"positions", Tensor::i64({s}, p)}};
-  report("llama_prefill" + std::to_string(s) + "_" + tag(t), time_runs(cg, ins, 10));
+  report(name, time_runs(cg, ins, 10));
 }
 
 // Decode of one token at position `past` with a KV cache of `past` tokens per layer (params,
 // device-resident): each layer concatenates its cache with the new k/v and attends causally.
 void bench_llama_decode(int64_t past, DType t, double copy_gbps) {
+  const std::string name = "llama_decode_ctx" + std::to_string(past) + "_" + tag(t);
+  if (skip_case(name)) return;
   Graph g;
   Value x = g.input("hidden", Shape::of({1, 1, kE}, t));
   const Value pos = g.input("positions", Shape::of({1}, DType::I64));
@@ -212,7 +222,7 @@ void bench_llama_decode(int64_t past, DType t, double copy_gbps) {
   const double bound_ms = (weight_bytes + kv_bytes) / (copy_gbps * 1e6);
   char extra[128];
   std::snprintf(extra, sizeof extra, "bound %.3f ms = %.1f%% of DRAM bound", bound_ms, 100.0 * bound_ms / tm.device_p50);
-  report("llama_decode_ctx" + std::to_string(past) + "_" + tag(t), tm, extra);
+  report(name, tm, extra);
 }
 
 // ---- microbenchmarks ----
@@ -369,7 +379,11 @@ int main(int argc, char** argv) {
     cudaEventDestroy(e0), cudaEventDestroy(e1);
     cudaFree(a), cudaFree(b);
   }
-  auto want = [&](const std::string& n) { return only.empty() || n.find(only) != std::string::npos; };
+  for (const char* group : {"bert_", "llama_"})
+    if (only.rfind(group, 0) == 0) g_case = only;
+  auto want = [&](const std::string& n) {
+    return only.empty() || n.find(only) != std::string::npos || (!g_case.empty() && only.rfind(n, 0) == 0);
+  };
   try {
     if (want("gemm")) {
       bench_gemm(4096, DType::BF16, Precision::Fp32);

@@ -126,8 +126,9 @@ constexpr KnobInfo kKnobs[] = {
             "them; 0: VK_NV_cooperative_matrix (bf16 matrices are KHR only)"),
     text("vulkan_gemm_tile", "RLX_VULKAN_GEMM_TILE", "auto", "",
          "the cooperative-matrix GEMM's tile 'wm,wn,tmc,tnc,bk': wm x wn subgroups of 32 (1-8 each, at most 32 "
-         "in all), each tmc x tnc accumulators of 16 x 16 (1-8 each), bk deep K slices (16/32/64); auto: "
-         "2,2,4,4,32 (128 x 128), or 2,2,2,2,32 when those tiles would leave a large GPU idle"),
+         "in all), each tmc x tnc accumulators of 16 x 16 (1-8 each), bk deep K slices (16-256); auto: "
+         "2,2,4,4,32 (128 x 128), 2,2,2,2,32 when those tiles would leave a large GPU idle, 2,2,1,1,128 when "
+         "even 64 x 64 tiles would"),
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),

@@ -492,19 +492,20 @@ TEST(VulkanMatmul, CoopmatBf16KernelsCompile) {
 // Knob vulkan_gemm_tile: other tiles of the cooperative-matrix GEMM compile (both forms) and give
 // their workgroup size; malformed or oversized tiles are errors naming the knob.
 TEST(VulkanMatmul, CoopmatTileKnob) {
-  auto lower = [](const std::string& tile, DType t) {
+  using Dims = std::vector<int64_t>;
+  auto lower = [](const std::string& tile, DType t, const Dims& a = {2, 200, 96}, const Dims& b = {2, 96, 136}) {
     SourceOnlyContext nv(Precision::Fp32, true, true);
     CompileOptions o = nv.options();
     o.tuning.vulkan_gemm_tile = tile;
     SourceOnlyContext cx(o);
     cx.dev = nv.dev;
     cx.dev.coopmat_bf16 = cx.dev.coopmat_khr_f16 = true;
-    plan::Schedule sched = plan::build_schedule(matmul_graph({2, 200, 96}, {2, 96, 136}, t));
+    plan::Schedule sched = plan::build_schedule(matmul_graph(a, b, t));
     for (const plan::Step& st : sched.steps)
       if (plan::step_family(st.op) == plan::StepFamily::Matmul) vulkan::lower_matmul(cx, st);
     return cx.kernels;
   };
-  for (const char* tile : {"2,4,4,2,32", "4,2,2,4,32", "2,2,4,4,64", "2,2,2,4,16", "4,4,2,2,32"})
+  for (const char* tile : {"2,4,4,2,32", "4,2,2,4,32", "2,2,4,4,64", "2,2,2,4,16", "4,4,2,2,32", "2,2,2,2,128", "2,2,1,1,256"})
     for (DType t : {DType::F16, DType::BF16}) {
       SCOPED_TRACE(std::string(tile) + " " + dtype_name(t));
       const auto ks = lower(tile, t);
@@ -522,6 +523,18 @@ TEST(VulkanMatmul, CoopmatTileKnob) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("vulkan_gemm_tile"), std::string::npos) << e.what();
     }
+  }
+  // Unset: 128 x 128 tiles where they fill 132 SMs, else 64 x 64 where those do, else 32 x 32
+  // tiles 128 deep (few tiles: each K slice is a round trip to memory).
+  for (const auto& [a, b, bm, bk] : {std::tuple{Dims{2048, 512}, Dims{512, 2048}, "128u", "32u"},
+                                     std::tuple{Dims{1024, 512}, Dims{512, 1024}, "64u", "32u"},
+                                     std::tuple{Dims{128, 768}, Dims{768, 3072}, "32u", "128u"},
+                                     std::tuple{Dims{2, 200, 96}, Dims{2, 96, 136}, "32u", "128u"}}) {
+    SCOPED_TRACE(std::to_string(a[0]) + " x " + std::to_string(b.back()));
+    const auto ks = lower("", DType::BF16, a, b);
+    ASSERT_EQ(ks.size(), 1u);
+    EXPECT_NE(ks[0].source.find(std::string("#define BM ") + bm + "\n"), std::string::npos);
+    EXPECT_NE(ks[0].source.find(std::string("#define BK ") + bk + "\n"), std::string::npos);
   }
   // A tile past the device's shared memory: an error with the sizes.
   try {

@@ -229,8 +229,16 @@ struct CoopShape {
 };
 // 128 x 128 tiles (4 subgroups of 64 x 64: 138 TFLOP/s at 4096^3 f16 on an H200, against 106 with
 // 8 subgroups of 64 x 32); 64 x 64 (4 subgroups of 32 x 32) when the large tiles would leave most
-// of a large GPU's 132 SMs idle.
-constexpr CoopShape kCoopLarge{2, 2, 4, 4}, kCoopSmall{2, 2, 2, 2};
+// of a large GPU's 132 SMs idle; 32 x 32 tiles 128 deep (4 subgroups of 16 x 16) when even those
+// would. A product of few tiles is a chain of K slices, each a round trip to memory (about 0.36
+// us on an H200 with the data in L2, more from DRAM) for a few products: 4x the tiles and 4x the
+// depth ran BERT-base b1 (128-row products) in 1.26 instead of 2.12 ms.
+constexpr CoopShape kCoopLarge{2, 2, 4, 4}, kCoopSmall{2, 2, 2, 2}, kCoopThin{2, 2, 1, 1, 128};
+
+CoopShape default_coop_shape(const plan::MatMulGeom& g) {
+  auto tiles = [&](int64_t side) { return ((g.m + side - 1) / side) * ((g.n + side - 1) / side) * g.batch; };
+  return tiles(128) >= 132 ? kCoopLarge : tiles(64) >= 132 ? kCoopSmall : kCoopThin;
+}
 
 // The tile of knob vulkan_gemm_tile ('wm,wn,tmc,tnc,bk'), or nullopt for auto; rlx::Error naming
 // the knob when malformed.
@@ -241,11 +249,11 @@ std::optional<CoopShape> coop_shape_knob(const ResolvedKnobs& knobs) {
   char tail = 0;
   const bool parsed = std::sscanf(spec.c_str(), "%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) == 5;
   const bool ok = parsed && v[0] >= 1 && v[0] <= 8 && v[1] >= 1 && v[1] <= 8 && v[0] * v[1] <= 32 && v[2] >= 1 &&
-                  v[2] <= 8 && v[3] >= 1 && v[3] <= 8 && (v[4] == 16 || v[4] == 32 || v[4] == 64);
+                  v[2] <= 8 && v[3] >= 1 && v[3] <= 8 && (v[4] == 16 || v[4] == 32 || v[4] == 64 || v[4] == 128 || v[4] == 256);
   if (!ok)
     throw Error(knobs.origin("vulkan_gemm_tile") + "='" + spec +
                 "' is not '<wm>,<wn>,<tmc>,<tnc>,<bk>' with wm, wn, tmc, tnc in 1..8 (wm * wn at most 32) and bk "
-                "16/32/64 (e.g. '2,2,4,4,32'); unset it for the default tile");
+                "16/32/64/128/256 (e.g. '2,2,4,4,32'); unset it for the default tile");
   const CoopShape cs{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), static_cast<uint32_t>(v[2]),
                      static_cast<uint32_t>(v[3]), static_cast<uint32_t>(v[4])};
   // Every invocation stages whole 8-element chunks of both tiles.
@@ -296,9 +304,8 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   if (!info.coopmat_nv || !cx.knobs().vulkan_coopmat() || info.subgroup_size != 32 || !info.float16) return false;
   const bool bits = info.coopmat_bf16 && (p.t == DType::BF16 || (p.t == DType::F32 && p.round_ab == DType::BF16));
   if (!(bits || p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
-  const int64_t big_tiles = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
   const std::optional<CoopShape> asked = coop_shape_knob(cx.knobs());
-  const CoopShape cs = asked ? *asked : big_tiles >= 132 ? kCoopLarge : kCoopSmall;
+  const CoopShape cs = asked ? *asked : default_coop_shape(g);
   if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) {
     if (asked)
       throw Error(cx.knobs().origin("vulkan_gemm_tile") + "='" + cx.knobs().vulkan_gemm_tile() + "': " +
