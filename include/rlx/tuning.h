@@ -48,8 +48,8 @@ struct CompileOptions;
   /* CUDA: elementwise kernels and launches */                                                    \
   BOOL(cuda_tiny_early) BOOL(cuda_graphs)                                                         \
   /* Vulkan */                                                                                    \
-  BOOL(vulkan_coopmat) BOOL(vulkan_coopmat_khr) STRING(vulkan_gemm_tile) BOOL(vulkan_gemv_prologue) \
-  BOOL(vulkan_rope_pairs)                                                                         \
+  BOOL(vulkan_coopmat) BOOL(vulkan_coopmat_khr) STRING(vulkan_gemm_tile) BOOL(vulkan_gemm_splitk)  \
+  BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs)                                              \
   /* WebGPU */                                                                                    \
   STRING(webgpu_limits) AUTO(webgpu_attn_baked) AUTO(webgpu_packed_weights) BOOL(webgpu_gemv_prologue)
 

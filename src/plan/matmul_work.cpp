@@ -1,11 +1,20 @@
 #include "plan/matmul_work.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "plan/gpu_claims.h"
 #include "rlx/error.h"
 
 namespace rlx::plan {
+
+std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target) {
+  if (tiles >= target) return {1, k};
+  int64_t splits = std::min<int64_t>((target + tiles - 1) / tiles, (k + quantum - 1) / quantum);
+  const int64_t kchunk = ((k + splits - 1) / splits + quantum - 1) / quantum * quantum;
+  splits = (k + kchunk - 1) / kchunk;
+  return {splits, kchunk};
+}
 
 void check_matmul_index(const TensorRef& r, const std::string& what, const char* which, std::string_view backend) {
   if (r.numel() >= (int64_t{1} << 31))

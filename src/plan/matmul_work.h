@@ -5,10 +5,15 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "plan/schedule.h"
 
 namespace rlx::plan {
+
+// Splits of K (each a multiple of `quantum` long) giving about `target` workgroups over `tiles`
+// tiles of the result: {splits, kchunk}, {1, k} when the tiles alone reach the target.
+std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target);
 
 // The fused epilogue's operands of a matmul step (all null / 0 for a plain MatMul).
 struct MatmulOperands {

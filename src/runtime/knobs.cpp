@@ -129,6 +129,9 @@ constexpr KnobInfo kKnobs[] = {
          "in all), each tmc x tnc accumulators of 16 x 16 (1-8 each), bk deep K slices (16-256); auto: "
          "2,2,4,4,32 (128 x 128), 2,2,2,2,32 when those tiles would leave a large GPU idle, 2,2,1,1,128 when "
          "even 64 x 64 tiles would"),
+    boolean("vulkan_gemm_splitk", "RLX_VULKAN_GEMM_SPLITK", true,
+            "cooperative-matrix GEMMs of few 32 x 32 tiles and long K split K over workgroups (partial sums added "
+            "by a second dispatch)"),
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),

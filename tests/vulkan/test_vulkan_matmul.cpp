@@ -545,6 +545,54 @@ TEST(VulkanMatmul, CoopmatTileKnob) {
   }
 }
 
+// Few tiles and a long K (BERT's FFN down projection at batch 1): the cooperative-matrix GEMM
+// splits K over workgroups and a second dispatch adds the partial sums through the epilogue. The
+// sources compile (f16 NV / KHR, bf16 KHR); knob vulkan_gemm_splitk=0 and short K keep one pass.
+TEST(VulkanMatmul, CoopmatSplitKSources) {
+  auto lower = [](const Graph& g, DType t, bool knob) {
+    SourceOnlyContext nv(Precision::Fp32, true, true);
+    CompileOptions o = nv.options();
+    o.tuning.vulkan_gemm_splitk = knob;
+    SourceOnlyContext cx(o);
+    cx.dev = nv.dev;
+    cx.dev.coopmat_bf16 = cx.dev.coopmat_khr_f16 = t == DType::BF16;
+    for (const plan::Step& st : plan::build_schedule(g).steps)
+      if (plan::step_family(st.op) == plan::StepFamily::Matmul) vulkan::lower_matmul(cx, st);
+    return cx.kernels;
+  };
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    for (const Graph& g : {matmul_graph({96, 2048}, {2048, 200}, t), fused_graph(100, 3000, 300, t, ActKind::Gelu, 300, true)}) {
+      const auto ks = lower(g, t, true);
+      ASSERT_EQ(ks.size(), 2u);
+      EXPECT_NE(ks[0].source.find("#define SPLITK 1\n"), std::string::npos);
+      EXPECT_EQ(ks[1].name, "matmul_splitk_sum");
+      if (t == DType::BF16) expect_khr_rewrite(ks[0], vulkan::KhrRewrite::Bf16);
+      else expect_glsl_compiles(ks[0]);
+      expect_glsl_compiles(ks[1]);
+      const auto off = lower(g, t, false);
+      ASSERT_EQ(off.size(), 1u);
+      EXPECT_NE(off[0].source.find("#define SPLITK 0\n"), std::string::npos);
+    }
+    EXPECT_EQ(lower(matmul_graph({128, 768}, {768, 768}, t), t, true).size(), 1u);  // 6 slices of 128
+  }
+}
+
+// The split-K GEMM against the CPU (on NVIDIA; elsewhere the SIMT GEMM): ragged K and edges, a
+// transposed B over a batch, the epilogue after the sum.
+TEST(VulkanMatmul, SplitKGemmParity) {
+  RLX_REQUIRE_VULKAN();
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    expect_vulkan_parity(matmul_graph({96, 2048}, {2048, 200}, t));
+    Graph g;
+    g.add_output(g.matmul(g.input("a", Shape::of({3, 50, 1500}, t)),
+                          g.transpose(g.input("b", Shape::of({3, 90, 1500}, t)), {0, 2, 1})));
+    expect_vulkan_parity(g);
+    expect_vulkan_parity(fused_graph(100, 3000, 300, t, ActKind::Gelu, 300, true));
+  }
+}
+
 // Last in this file: under RLX_VULKAN_VALIDATION=1 the tests above ran with the Khronos layer
 // (its messages are collected by the context), and it reported nothing.
 TEST(VulkanMatmul, ValidationLayerSilent) {

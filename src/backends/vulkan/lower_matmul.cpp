@@ -235,9 +235,12 @@ struct CoopShape {
 // depth ran BERT-base b1 (128-row products) in 1.26 instead of 2.12 ms.
 constexpr CoopShape kCoopLarge{2, 2, 4, 4}, kCoopSmall{2, 2, 2, 2}, kCoopThin{2, 2, 1, 1, 128};
 
+// Workgroups that fill a large GPU (an H100 / H200 has 132 SMs).
+constexpr int64_t kCoopFill = 132;
+
 CoopShape default_coop_shape(const plan::MatMulGeom& g) {
   auto tiles = [&](int64_t side) { return ((g.m + side - 1) / side) * ((g.n + side - 1) / side) * g.batch; };
-  return tiles(128) >= 132 ? kCoopLarge : tiles(64) >= 132 ? kCoopSmall : kCoopThin;
+  return tiles(128) >= kCoopFill ? kCoopLarge : tiles(64) >= kCoopFill ? kCoopSmall : kCoopThin;
 }
 
 // The tile of knob vulkan_gemm_tile ('wm,wn,tmc,tnc,bk'), or nullopt for auto; rlx::Error naming
@@ -296,6 +299,24 @@ std::string load8_fn(const std::string& name, const std::string& buf, const std:
          ";\n  }\n}\n";
 }
 
+// The second pass of a split-K product (GEMV, cooperative-matrix GEMM): the `splits` partial sums of each of rows * n outputs added,
+// through the epilogue.
+void add_split_sum(LowerContext& cx, const plan::Step& st, const Product& p, Operand partials, int64_t rows,
+                   int64_t n, int64_t splits) {
+  constexpr uint32_t kSumGroup = 256;
+  KernelArgs sum(step_label(st));
+  partials.write = false;
+  sum.buffer("P", p.acc, partials, true);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  const std::string epi = bind_epilogue(cx, st, p, sum, h);
+  sum.param("rows", rows);
+  sum.param("n", n);
+  sum.param("splits", splits);
+  const Kernel k{"matmul_splitk_sum", shader({p.t, p.acc}, acc_defines(p.acc, kSumGroup), sum, h, epi, ksrc::kSplitSum)};
+  cx.dispatch(k, sum.operands(), sum.push(cx.info()), cx.groups_1d(static_cast<uint64_t>(rows * n), kSumGroup));
+}
+
 // The cooperative-matrix GEMM (kGemmCoopNV) for f16 operands (f16 products, and f32 products
 // under the Fp16 policy) and, where the device has bf16 matrices, bf16 operands (bf16 products,
 // f32 products under the Bf16 policy). False where the device or the product does not allow it.
@@ -340,7 +361,23 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   codegen::Helpers h;
   codegen::glsl_language().dtype_helpers(p.t, h);
   if (p.round_ab != DType::F32) codegen::glsl_language().dtype_helpers(p.round_ab, h);
-  const std::string epi = bind_epilogue(cx, st, p, args, h);
+  // Few tiles and a long K: K split over workgroups (at least 4 slices each), partial sums added
+  // and passed through the epilogue by a second dispatch.
+  const int64_t tiles = ((g.m + cs.bm() - 1) / cs.bm()) * ((g.n + cs.bn() - 1) / cs.bn()) * g.batch;
+  int64_t splits = 1, kchunk = g.k;
+  if (cx.knobs().vulkan_gemm_splitk() && tiles < kCoopFill && (g.k + cs.bk - 1) / cs.bk >= 8)
+    std::tie(splits, kchunk) = plan::k_splits(tiles, g.k, int64_t{4} * cs.bk, 2 * kCoopFill);
+  const bool split = splits > 1;
+  std::string epi;
+  Operand partials;
+  if (split) {
+    partials = cx.scratch(static_cast<size_t>(splits * g.batch * g.m * g.n) * dtype_size(p.acc),
+                          what + " split-K partial sums");
+    partials.write = true;
+    args.buffer("P", p.acc, partials, false);
+  } else {
+    epi = bind_epilogue(cx, st, p, args, h);
+  }
   if (!strided) args.words("TAB", "uint", cx.table(table, what + " batch offsets"), true);
   gemm_params(args, g, strided);
   auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
@@ -352,7 +389,8 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
       u(cs.wn) + "\n#define TMC " + u(cs.tmc) + "\n#define TNC " + u(cs.tnc) + "\n#define BM " + u(cs.bm()) +
       "\n#define BN " + u(cs.bn()) + "\n#define BK " + u(cs.bk) + "\n#define TRANS_A " + flag(g.trans_a) + "\n#define TRANS_B " +
       flag(g.trans_b) + "\n#define HAS_TABLE " + flag(!strided) + "\n#define WA " + flag(words_a) + "\n#define WB " +
-      flag(words_b) + "\n#define STORE_TILES";
+      flag(words_b) + "\n#define SPLITK " + flag(split) + "\n#define SPLITS " + u(static_cast<uint32_t>(splits)) +
+      "\n#define KCHUNK " + (split ? u(static_cast<uint32_t>(kchunk)) : std::string("pc.k")) + "\n#define STORE_TILES";
   for (uint32_t i = 0; i < cs.tmc; ++i)
     for (uint32_t j = 0; j < cs.tnc; ++j) defines += " store_tile(acc[" + u(i) + "][" + u(j) + "], " + u(i) + ", " + u(j) + ", b, row0, col0);";
   defines += "\n";
@@ -365,7 +403,9 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   const std::string src = coopmat_directive(cx, bits) + shader(types, defines, args, h, fns, ksrc::kGemmCoopNV);
   const Kernel k{bits ? "matmul_gemm_coopmat_bf16" : "matmul_gemm_coopmat", src};
   cx.dispatch(k, args.operands(), args.push(info), clamp_groups((g.n + cs.bn() - 1) / cs.bn(), info.max_groups[0]),
-              clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]), clamp_groups(g.batch, info.max_groups[2]));
+              clamp_groups((g.m + cs.bm() - 1) / cs.bm(), info.max_groups[1]),
+              clamp_groups(g.batch * splits, info.max_groups[2]));
+  if (split) add_split_sum(cx, st, p, partials, g.batch * g.m, g.n, splits);
   return true;
 }
 
@@ -442,34 +482,6 @@ int64_t gemv_rows(const plan::MatMulGeom& g) {
   return rows >= 1 && rows <= 4 ? rows : 0;
 }
 
-// The second pass of a split-K GEMV: the `splits` partial sums of each of rows * n outputs added,
-// through the epilogue.
-void add_split_sum(LowerContext& cx, const plan::Step& st, const Product& p, Operand partials, int64_t rows,
-                   int64_t n, int64_t splits) {
-  constexpr uint32_t kSumGroup = 256;
-  KernelArgs sum(step_label(st));
-  partials.write = false;
-  sum.buffer("P", p.acc, partials, true);
-  codegen::Helpers h;
-  codegen::glsl_language().dtype_helpers(p.t, h);
-  const std::string epi = bind_epilogue(cx, st, p, sum, h);
-  sum.param("rows", rows);
-  sum.param("n", n);
-  sum.param("splits", splits);
-  const Kernel k{"matmul_splitk_sum", shader({p.t, p.acc}, acc_defines(p.acc, kSumGroup), sum, h, epi, ksrc::kSplitSum)};
-  cx.dispatch(k, sum.operands(), sum.push(cx.info()), cx.groups_1d(static_cast<uint64_t>(rows * n), kSumGroup));
-}
-
-// Splits of K (and rows per split, a multiple of `quantum`) giving about `target` workgroups
-// over `tiles` column tiles.
-std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target) {
-  if (tiles >= target) return {1, k};
-  int64_t splits = std::min<int64_t>((target + tiles - 1) / tiles, (k + quantum - 1) / quantum);
-  const int64_t kchunk = ((k + splits - 1) / splits + quantum - 1) / quantum * quantum;
-  splits = (k + kchunk - 1) / kchunk;
-  return {splits, kchunk};
-}
-
 // `void unpack_b(uvec4 w, out float f[V])` for B's dtype (operands rounded under a precision policy).
 std::string unpack_fn(const Product& p) {
   std::string s = "void unpack_b(uvec4 w, out float f[V]) {\n";
@@ -541,7 +553,7 @@ bool lower_gemv_vec(LowerContext& cx, const plan::Step& st, const plan::MatMulGe
   // each split reading at least 64 KiB of B (a second pass costs more than a small product).
   const int64_t b_bytes = g.k * g.n * static_cast<int64_t>(dtype_size(p.t));
   const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
-  const auto [splits, kchunk] = k_splits(tiles, g.k, int64_t{ks} * u, target);
+  const auto [splits, kchunk] = plan::k_splits(tiles, g.k, int64_t{ks} * u, target);
   const bool split = splits > 1;
   KernelArgs args(what);
   const plan::Step* pro = cx.absorbed_producer(st);  // an RmsNorm of A's rows
@@ -591,7 +603,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   // Enough workgroups to fill a large GPU: the K range is split when the column tiles are few.
   constexpr int64_t kTargetGroups = 256;
   const int64_t tiles = (g.n + s.cols - 1) / s.cols;
-  const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, kTargetGroups);
+  const auto [splits, kchunk] = plan::k_splits(tiles, g.k, s.kt, kTargetGroups);
   const bool split = splits > 1;
   KernelArgs args(what);
   args.buffer("A", p.t, cx.in(st.in.at(0)), true);

@@ -558,16 +558,6 @@ std::string load_pair_fn(const Binds& b, size_t k, DType t) {
          ";\n  return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));\n}\n";
 }
 
-// Splits of K (each a multiple of `quantum` long) giving about `target` workgroups over
-// `tiles` column groups: {splits, kchunk}.
-std::pair<int64_t, int64_t> k_splits(int64_t tiles, int64_t k, int64_t quantum, int64_t target) {
-  if (tiles >= target) return {1, k};
-  int64_t splits = std::min<int64_t>((target + tiles - 1) / tiles, (k + quantum - 1) / quantum);
-  const int64_t kchunk = ((k + splits - 1) / splits + quantum - 1) / quantum * quantum;
-  splits = (k + kchunk - 1) / kchunk;
-  return {splits, kchunk};
-}
-
 // Few column groups (a narrow B) leave most of a large GPU idle: K is then split over the y
 // grid (about two workgroups per SM of a 132-SM GPU, each split reading at least 64 KiB of B),
 // the splits' partial sums go to scratch and a second kernel adds them through the epilogue.
@@ -578,7 +568,7 @@ void lower_gemv(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& 
   const int64_t tiles = (g.n + s.columns() - 1) / s.columns();
   const int64_t b_bytes = g.k * g.n * static_cast<int64_t>(dtype_size(st.in.at(1).storage()));
   const int64_t target = std::min<int64_t>(264, tiles * std::max<int64_t>(1, b_bytes / 65536));
-  const auto [splits, kchunk] = k_splits(tiles, g.k, s.kt, std::min<int64_t>(target, kMaxGroups1d));
+  const auto [splits, kchunk] = plan::k_splits(tiles, g.k, s.kt, std::min<int64_t>(target, kMaxGroups1d));
   const bool split = splits > 1;
   Args args;
   args.what = step_label(st);

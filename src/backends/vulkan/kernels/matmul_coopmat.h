@@ -29,8 +29,12 @@
 // WA / WB (f16 / bf16 operands read as 16-byte words, not transposed, whose contiguous extent is a
 // multiple of 8): the words go to shared memory as they are (As / Bs arrays of uvec4, matrix
 // loads counted in words): 8 scalar stores per chunk were the limit once the MMAs ran well.
-// Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE WA WB, and STORE_TILES: one
-// store_tile(acc[i][j], iu, ju, b, row0, col0); per accumulator. Params: m n k batch lda ldb sa sb.
+// Split K (SPLITK; products of few tiles and long K): workgroup z covers batch x SPLITS, each split
+// KCHUNK deep (a multiple of BK), and writes its f32 sums to P[split][batch * m][n] for kSplitSum
+// (kernels/matmul.h), which runs the epilogue; without it SPLITS is 1 and KCHUNK pc.k.
+// Defines: NT WM WN TMC TNC BM BN BK TRANS_A TRANS_B HAS_TABLE WA WB SPLITK SPLITS KCHUNK, and
+// STORE_TILES: one store_tile(acc[i][j], iu, ju, b, row0, col0); per accumulator. Params: m n k
+// batch lda ldb sa sb.
 
 namespace rlx::vulkan::ksrc {
 
@@ -66,6 +70,8 @@ shared uvec4 Bs[BK * LDB_S / 8u];
 shared STG Bs[BK * LDB_S];
 #endif
 shared float Cs[WM * WN * 256u];
+uint k_end;    // the end of this workgroup's K range (pc.k, or its split's end)
+uint split_i;  // the K split this workgroup computes (SPLITK)
 
 // Chunk q of this invocation in the A / B tile at (row0, k0) / (k0, col0): element offset, how
 // many of its 8 elements are in range, and where its first element goes in shared memory with
@@ -75,14 +81,14 @@ void chunk_a(uint q, uint a0, uint row0, uint k0, out uint gi, out uint valid, o
 #if TRANS_A
   const uint kk = e / (BM / 8u), rc = (e % (BM / 8u)) * 8u;  // A stored [k, m]
   const uint gk = k0 + kk, gr = row0 + rc;
-  valid = gk < pc.k && gr < pc.m ? min(8u, pc.m - gr) : 0u;
+  valid = gk < k_end && gr < pc.m ? min(8u, pc.m - gr) : 0u;
   gi = a0 + gk * pc.lda + gr;
   s0 = rc * LDA_S + kk;
   ds = LDA_S;
 #else
   const uint r = e / (BK / 8u), kc = (e % (BK / 8u)) * 8u;  // A stored [m, k]
   const uint gr = row0 + r, gk = k0 + kc;
-  valid = gr < pc.m && gk < pc.k ? min(8u, pc.k - gk) : 0u;
+  valid = gr < pc.m && gk < k_end ? min(8u, k_end - gk) : 0u;
   gi = a0 + gr * pc.lda + gk;
   s0 = r * LDA_S + kc;
   ds = 1u;
@@ -94,14 +100,14 @@ void chunk_b(uint q, uint b0, uint col0, uint k0, out uint gi, out uint valid, o
 #if TRANS_B
   const uint c = e / (BK / 8u), kc = (e % (BK / 8u)) * 8u;  // B stored [n, k]
   const uint gc = col0 + c, gk = k0 + kc;
-  valid = gc < pc.n && gk < pc.k ? min(8u, pc.k - gk) : 0u;
+  valid = gc < pc.n && gk < k_end ? min(8u, k_end - gk) : 0u;
   gi = b0 + gc * pc.ldb + gk;
   s0 = kc * LDB_S + c;
   ds = LDB_S;
 #else
   const uint kk = e / (BN / 8u), cc = (e % (BN / 8u)) * 8u;  // B stored [k, n]
   const uint gk = k0 + kk, gc = col0 + cc;
-  valid = gk < pc.k && gc < pc.n ? min(8u, pc.n - gc) : 0u;
+  valid = gk < k_end && gc < pc.n ? min(8u, pc.n - gc) : 0u;
   gi = b0 + gk * pc.ldb + gc;
   s0 = kk * LDB_S + cc;
   ds = 1u;
@@ -120,7 +126,11 @@ void store_tile(fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> t, uint i, uint j, uint
   subgroupBarrier();
   for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
     const uint r = row0 + (wm * TMC + i) * 16u + e / 16u, c = col0 + (wn * TNC + j) * 16u + e % 16u;
+#if SPLITK
+    if (r < pc.m && c < pc.n) P.data[pc.o_P + split_i * pc.batch * pc.m * pc.n + (b * pc.m + r) * pc.n + c] = Cs[warp * 256u + e];
+#else
     if (r < pc.m && c < pc.n) rlx_epilogue((b * pc.m + r) * pc.n + c, c, Cs[warp * 256u + e]);
+#endif
   }
   subgroupBarrier();
 }
@@ -129,7 +139,11 @@ void main() {
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = warp / WN, wn = warp % WN;
   const uint tiles_m = (pc.m + BM - 1u) / BM, tiles_n = (pc.n + BN - 1u) / BN;
-  for (uint b = gl_WorkGroupID.z; b < pc.batch; b += gl_NumWorkGroups.z) {
+  for (uint bz = gl_WorkGroupID.z; bz < pc.batch * SPLITS; bz += gl_NumWorkGroups.z) {
+    const uint b = bz / SPLITS;
+    split_i = bz % SPLITS;
+    const uint k_begin = split_i * KCHUNK;
+    k_end = min(pc.k, k_begin + KCHUNK);
 #if HAS_TABLE
     const uint a0 = TAB.data[pc.o_TAB + 2u * b], b0 = TAB.data[pc.o_TAB + 2u * b + 1u];
 #else
@@ -153,14 +167,14 @@ void main() {
 #endif
         uint gi, valid, s0, ds;
         for (uint q = 0u; q < CA; ++q) {
-          chunk_a(q, a0, row0, 0u, gi, valid, s0, ds);
+          chunk_a(q, a0, row0, k_begin, gi, valid, s0, ds);
           LOAD_A(q);
         }
         for (uint q = 0u; q < CB; ++q) {
-          chunk_b(q, b0, col0, 0u, gi, valid, s0, ds);
+          chunk_b(q, b0, col0, k_begin, gi, valid, s0, ds);
           LOAD_B(q);
         }
-        for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+        for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
           for (uint q = 0u; q < CA; ++q) {
             chunk_a(q, a0, row0, k0, gi, valid, s0, ds);
 #if WA
@@ -178,7 +192,7 @@ void main() {
 #endif
           }
           barrier();
-          if (k0 + BK < pc.k) {  // the next slice's loads in flight during this slice's products
+          if (k0 + BK < k_end) {  // the next slice's loads in flight during this slice's products
             for (uint q = 0u; q < CA; ++q) {
               chunk_a(q, a0, row0, k0 + BK, gi, valid, s0, ds);
               LOAD_A(q);
