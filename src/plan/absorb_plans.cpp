@@ -93,6 +93,45 @@ std::map<size_t, std::vector<size_t>> plan_attention_concats(const Schedule& s, 
   return out;
 }
 
+std::map<size_t, std::vector<AttentionNarrow>> plan_attention_narrows(const Schedule& s) {
+  const AbsorbIndex index(s);
+  std::map<size_t, std::vector<AttentionNarrow>> out;
+  for (size_t ai = 0; ai < s.steps.size(); ++ai) {
+    const Step& a = s.steps[ai];
+    if (!std::holds_alternative<ops::Attention>(a.op)) continue;
+    const auto& g = std::get<AttentionGeom>(a.geom);
+    if (g.layout != AttnLayout::BSHD) continue;
+    std::map<size_t, AttentionNarrow> found;  // by Narrow step
+    for (size_t port : {size_t{0}, size_t{1}, size_t{2}}) {
+      const TensorRef& r = a.in.at(port);
+      const std::optional<size_t> ni = index.sole_producer(r, ai);
+      if (!ni) continue;
+      const Step& n = s.steps[*ni];
+      const auto* ax = std::get_if<AxisGeom>(&n.geom);
+      if (!std::holds_alternative<ops::Narrow>(n.op) || ax == nullptr || ax->inner != 1) continue;
+      // The operand is the slice's value or a reshape of all of it, in the slice's dtype.
+      const TensorRef& sl = n.out.at(0);
+      const bool whole = r.value == sl.value ||
+                         (r.loc.is_view && r.loc.root == sl.value && r.loc.offset == sl.loc.offset);
+      if (!whole || r.numel() != sl.numel() || r.dtype != sl.dtype || n.in.at(0).dtype != sl.dtype) continue;
+      // [b, seq, heads, head_dim] with the standard BSHD strides, each row one slice row.
+      const AttnStrides& st = port == 0 ? g.q : port == 1 ? g.k : g.v;
+      const int64_t seq = port == 0 ? g.q_len : g.kv_len, heads = port == 0 ? g.num_heads : g.num_kv_heads;
+      const int64_t e = heads * g.head_dim;
+      if (r.dims.size() != 4 || st.head != g.head_dim || st.seq != e || st.batch != seq * e || ax->out_axis != e ||
+          ax->outer != g.batch * seq)
+        continue;
+      found[*ni] = AttentionNarrow{port, *ni, n.in[0], ax->start, ax->axis};
+    }
+    std::set<size_t> taken;
+    for (const auto& [step, an] : found) taken.insert(step);
+    index.keep_surviving(taken, ai);
+    for (const auto& [step, an] : found)
+      if (taken.count(step)) out[ai].push_back(an);
+  }
+  return out;
+}
+
 std::map<size_t, std::vector<size_t>> plan_attention_ropes(const Schedule& s,
                                                           const std::map<size_t, std::vector<size_t>>& concats,
                                                           const DecodeAttentionLimits& limits) {

@@ -51,6 +51,24 @@ struct DecodeAttentionLimits {
 // concat's inputs). A lowering that cannot read them in place runs the concats.
 std::map<size_t, std::vector<size_t>> plan_attention_concats(const Schedule& s, const DecodeAttentionLimits& limits);
 
+// An Attention operand (q, k or v) read in place from the tensor a Narrow step slices along its
+// last axis, e.g. a BERT layer's fused q/k/v projection: row o of the operand is columns start ..
+// start + len - 1 of row o of the [rows, width] source, so the operand's BSHD strides become
+// (seq * width, width, head_dim) from element `start` of the source.
+struct AttentionNarrow {
+  size_t port = 0;   // 0 q, 1 k, 2 v
+  size_t step = 0;   // the Narrow step, not run
+  TensorRef source;  // its input
+  int64_t start = 0;
+  int64_t width = 0;
+};
+
+// BSHD Attention steps whose q / k / v are such slices, each used by nothing else: the attention
+// reads the source in place and the Narrow steps are not run. Returns attention step index ->
+// the absorbed slices (only those whose source no step in between, nor the attention's result,
+// overwrites).
+std::map<size_t, std::vector<AttentionNarrow>> plan_attention_narrows(const Schedule& s);
+
 // The Rope steps that decode-shaped BSHD Attention steps absorb, given the planned concats:
 // the RoPE of q and that of the new K rows (the second part of an absorbed K concat, at most
 // limits.max_rotated_k_rows rows), each used only there, with one pair of tables: the decode

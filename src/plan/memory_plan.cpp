@@ -203,6 +203,21 @@ class Planner {
         l = std::max(l, static_cast<int64_t>(n.id));
       }
     }
+    // An Attention may read q / k / v in place from the tensor a Narrow slices along its last
+    // axis (a fused q/k/v projection; plan_attention_narrows): that tensor lives until it.
+    for (const Node& n : g_.nodes()) {
+      if (!std::holds_alternative<ops::Attention>(n.op)) continue;
+      for (size_t i = 0; i < 3 && i < n.inputs.size(); ++i) {
+        const Node& sl = g_.node(root(n.inputs[i]).value.node);
+        const auto* nr = std::get_if<ops::Narrow>(&sl.op);
+        if (!nr || is_view_node(g_, sl, o_)) continue;
+        const int64_t rank = g_.shape(sl.inputs.at(0)).rank();
+        if (rank < 1 || normalize_axis(nr->axis, rank, "narrow") != rank - 1) continue;
+        const Value r = root(sl.inputs[0]).value;
+        auto& l = last_[r.node][r.port];
+        l = std::max(l, static_cast<int64_t>(n.id));
+      }
+    }
     for (Value v : g_.outputs()) {
       const Value r = root(v).value;
       last_[r.node][r.port] = kForever;

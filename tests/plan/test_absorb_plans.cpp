@@ -302,6 +302,77 @@ TEST(AttentionConcatPlan, AStepInBetweenOverwritingThePartsKeepsTheConcat) {
   EXPECT_EQ(absorbed(plan::plan_attention_concats(all, kLimits)), 2u);
 }
 
+// A BERT-style attention: q, k and v sliced along the last axis out of one fused [b, s, 3e]
+// projection and reshaped to [b, s, h, d] (BSHD), 4 heads of 16.
+struct FusedQkv {
+  Graph g;
+  Value qkv, q, k, v;
+};
+FusedQkv fused_qkv(int64_t b = 2, int64_t s = 5) {
+  FusedQkv f;
+  f.qkv = f.g.matmul(f.g.input("x", Shape::of({b, s, 64})), f.g.param("w", Shape::of({64, 192})));
+  auto slice = [&](int64_t i) { return f.g.reshape(f.g.narrow(f.qkv, -1, 64 * i, 64), {b, s, 4, 16}); };
+  f.q = slice(0), f.k = slice(1), f.v = slice(2);
+  return f;
+}
+ops::Attention bshd_attention() {
+  ops::Attention a;
+  a.num_heads = a.num_kv_heads = 4, a.head_dim = 16, a.mask_kind = MaskKind::None;
+  return a;
+}
+size_t narrows_taken(const Graph& g) {
+  size_t n = 0;
+  for (const auto& [consumer, slices] : plan::plan_attention_narrows(plan::build_schedule(g))) n += slices.size();
+  return n;
+}
+
+TEST(AttentionNarrowPlan, ReadsTheSlicesOfAFusedProjection) {
+  FusedQkv f = fused_qkv();
+  f.g.add_output(f.g.attention(f.q, f.k, f.v, std::nullopt, bshd_attention()));
+  const plan::Schedule s = plan::build_schedule(f.g);
+  const auto p = plan::plan_attention_narrows(s);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p.begin()->first, step_of(s, "attention"));
+  ASSERT_EQ(p.begin()->second.size(), 3u);
+  for (const plan::AttentionNarrow& an : p.begin()->second) {
+    EXPECT_EQ(op_name(s.steps[an.step].op), "narrow");
+    EXPECT_EQ(an.start, 64 * static_cast<int64_t>(an.port));
+    EXPECT_EQ(an.width, 192);
+    EXPECT_EQ(an.source.value, s.steps[step_of(s, "matmul")].out.at(0).value);
+  }
+}
+
+TEST(AttentionNarrowPlan, NearMissesKeepTheNarrow) {
+  {  // k is also a graph output: q and v are read in place
+    FusedQkv f = fused_qkv();
+    f.g.add_output(f.g.attention(f.q, f.k, f.v, std::nullopt, bshd_attention()));
+    f.g.add_output(f.k);
+    EXPECT_EQ(narrows_taken(f.g), 2u);
+  }
+  {  // BHSD: the slices would be [b, s, h, d] rows, not what the layout reads
+    FusedQkv f = fused_qkv(2, 4);
+    ops::Attention a = bshd_attention();
+    a.layout = AttnLayout::BHSD;
+    f.g.add_output(f.g.attention(f.q, f.k, f.v, std::nullopt, a));
+    EXPECT_EQ(narrows_taken(f.g), 0u);
+  }
+  {  // a slice along the sequence, and a transposed (not reshaped) slice
+    Graph g;
+    const Value x = g.input("x", Shape::of({1, 10, 4, 16}));
+    const Value q = g.narrow(x, 1, 0, 5);
+    const Value t = g.narrow(g.input("y", Shape::of({1, 4, 5, 48})), -1, 16, 16);
+    const Value k = g.transpose(t, {0, 2, 1, 3});
+    g.add_output(g.attention(q, k, g.input("v", Shape::of({1, 5, 4, 16})), std::nullopt, bshd_attention()));
+    EXPECT_EQ(narrows_taken(g), 0u);
+  }
+  {  // another dtype: the slice is cast before the attention
+    FusedQkv f = fused_qkv();
+    const Value q = f.g.cast(f.q, DType::F16), k = f.g.cast(f.k, DType::F16), v = f.g.cast(f.v, DType::F16);
+    f.g.add_output(f.g.attention(q, k, v, std::nullopt, bshd_attention()));
+    EXPECT_EQ(narrows_taken(f.g), 0u);
+  }
+}
+
 size_t ropes_taken(const Graph& g, const plan::DecodeAttentionLimits& limits = kLimits) {
   const plan::Schedule s = plan::build_schedule(g);
   return absorbed(plan::plan_attention_ropes(s, plan::plan_attention_concats(s, limits), limits));

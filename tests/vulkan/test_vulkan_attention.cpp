@@ -275,6 +275,33 @@ TEST(VulkanAttention, CoopmatBf16KernelsCompile) {
             "attention coopmat");
 }
 
+// q, k and v sliced out of one fused projection (BERT): the attention reads the projection in
+// place (plan_attention_narrows), so the slices are never copied; a slice that is also a graph
+// output is still copied for it, and read in place by the attention all the same.
+TEST(VulkanAttention, ReadsFusedProjectionSlicesInPlace) {
+  RLX_REQUIRE_VULKAN();
+  auto graph = [](DType t, int64_t b, int64_t s, bool k_out) {
+    Graph g;
+    const Value qkv = g.matmul(g.input("x", Shape::of({b, s, 96}, t)), g.param("w", Shape::of({96, 288}, t)));
+    auto slice = [&](int64_t i) { return g.reshape(g.narrow(qkv, -1, 96 * i, 96), {b, s, 3, 32}); };
+    const Value q = slice(0), k = slice(1), v = slice(2);
+    ops::Attention a;
+    a.num_heads = a.num_kv_heads = 3, a.head_dim = 32, a.mask_kind = MaskKind::Causal;
+    g.add_output(g.attention(q, k, v, std::nullopt, a));
+    if (k_out) g.add_output(k);
+    return g;
+  };
+  EXPECT_EQ(rlx::testing::vulkan_dispatches(graph(DType::F32, 2, 37, false)), 2u);  // the product, the attention
+  ParityOptions o;  // small projections: scores of a few units, softmax not saturated
+  o.lo = -0.25, o.hi = 0.25;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (bool k_out : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (k_out ? " k also an output" : ""));
+      expect_vulkan_parity(graph(t, 2, 37, k_out), Precision::Fp32, o);
+      expect_vulkan_parity(graph(t, 1, 300, k_out), Precision::Fp32, o);
+    }
+}
+
 // On devices with bf16 matrices (NVIDIA): bf16 attention, and f32 under the Bf16 policy, against the CPU.
 TEST(VulkanAttention, CoopmatBf16Parity) {
   RLX_REQUIRE_VULKAN();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/vulkan/vk_context.h"
+#include "plan/absorb_plans.h"
 #include "plan/schedule.h"
 #include "runtime/knobs.h"
 #include "rlx/session.h"
@@ -68,6 +69,12 @@ class LowerContext {
   virtual const plan::Step* absorbed_producer(const plan::Step& consumer) const {
     (void)consumer;
     return nullptr;
+  }
+  // The operands `attention` reads in place from a Narrow's source (plan_attention_narrows; the
+  // Narrow steps are not lowered), or none.
+  virtual std::vector<plan::AttentionNarrow> attention_narrows(const plan::Step& attention) const {
+    (void)attention;
+    return {};
   }
   // Appends one dispatch of `k` over (gx, gy, gz) workgroups.
   virtual void dispatch(const Kernel& k, const std::vector<Operand>& bindings, const std::vector<uint32_t>& push,

@@ -12,6 +12,7 @@
 #include <bit>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "backends/vulkan/kernels/attention.h"
 #include "backends/vulkan/kernels/attention_coopmat.h"
@@ -262,13 +263,24 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (split) check_index(st, "split partials", part_elems);
 
   // Bindings: q, k, v, out (or the partials), mask.
-  const Operand q = cx.in(st.in[0]), k = cx.in(st.in[1]), v = cx.in(st.in[2]);
+  // q / k / v, or the fused projections they are slices of (read in place: plan_attention_narrows).
+  Operand qkv[3] = {cx.in(st.in[0]), cx.in(st.in[1]), cx.in(st.in[2])};
+  plan::AttnStrides strides[3] = {g.q, g.k, g.v};
+  uint32_t starts[3] = {0, 0, 0};
+  for (const plan::AttentionNarrow& an : cx.attention_narrows(st)) {
+    const int64_t seq = an.port == 0 ? g.q_len : g.kv_len;
+    qkv[an.port] = cx.in(an.source);
+    strides[an.port] = plan::AttnStrides{seq * an.width, an.width, g.head_dim};
+    starts[an.port] = u32(an.start);
+  }
+  const Operand &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const Operand out = cx.out(st.out.at(0));
   const size_t es = dtype_size(t), ps = dtype_size(ct);
   const Operand part =
       split ? cx.scratch(static_cast<size_t>(part_elems) * ps, step_label(st) + " split partials") : Operand{};
   std::vector<Operand> bind{q, k, v, split ? part : out};
-  std::vector<uint32_t> push{q.elem(es), k.elem(es), v.elem(es), split ? part.elem(ps) : out.elem(es)};
+  std::vector<uint32_t> push{q.elem(es) + starts[0], k.elem(es) + starts[1], v.elem(es) + starts[2],
+                             split ? part.elem(ps) : out.elem(es)};
   DType mt = t;
   if (has_mask) {
     mt = st.in[3].dtype;
@@ -276,7 +288,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     bind.push_back(m);
     push.push_back(m.elem(dtype_size(st.in[3].storage())));
   }
-  for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v, &g.out}) {
+  for (const plan::AttnStrides* s : {&std::as_const(strides[0]), &std::as_const(strides[1]), &std::as_const(strides[2]), &g.out}) {
     push.push_back(u32(s->batch));
     push.push_back(u32(s->seq));
     push.push_back(u32(s->head));
@@ -298,8 +310,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   auto rows_on = [&](uint32_t n) {
     for (int i = 0; i < 3; ++i)
       if (push[static_cast<size_t>(i)] % n != 0) return false;
-    for (const plan::AttnStrides* s : {&g.q, &g.k, &g.v})
-      if (s->batch % n != 0 || s->seq % n != 0 || s->head % n != 0) return false;
+    for (const plan::AttnStrides& s : strides)
+      if (s.batch % n != 0 || s.seq % n != 0 || s.head % n != 0) return false;
     return true;
   };
   const bool vec = !f64 && g.head_dim % 4 == 0 && info.storage_alignment % (4 * es) == 0 && rows_on(4);

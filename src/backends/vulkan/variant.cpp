@@ -62,6 +62,14 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         producer_of_[&b] = &a;
         absorbed.insert(&a);
       }
+    // q / k / v slices of a fused projection that attention reads in place are not copied out.
+    for (const auto& [consumer, slices] : plan::plan_attention_narrows(schedule()))
+      for (const plan::AttentionNarrow& an : slices) {
+        const plan::Step& n = schedule().steps[an.step];
+        if (absorbed.count(&n)) continue;
+        narrows_[&schedule().steps[consumer]].push_back(an);
+        absorbed.insert(&n);
+      }
     for (const plan::Step& st : schedule().steps) {
       if (absorbed.count(&st)) continue;
       label_ = op_name(st.op);
@@ -131,6 +139,10 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
     const auto it = producer_of_.find(&consumer);
     return it == producer_of_.end() ? nullptr : it->second;
+  }
+  std::vector<plan::AttentionNarrow> attention_narrows(const plan::Step& attention) const override {
+    const auto it = narrows_.find(&attention);
+    return it == narrows_.end() ? std::vector<plan::AttentionNarrow>{} : it->second;
   }
   Operand error_flag() override { return window(flag_buf(), 0, sizeof(int), true, "the error flag"); }
 
@@ -344,6 +356,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   std::string label_;
   const std::string dump_dir_ = process_knobs::vulkan_dump();  // RLX_VULKAN_DUMP, read once per compile
   std::map<const plan::Step*, const plan::Step*> producer_of_;  // consumer -> the producer it runs (absorbed_producer)
+  std::map<const plan::Step*, std::vector<plan::AttentionNarrow>> narrows_;  // attention -> slices read in place
   std::vector<Command> cmds_;
   std::vector<DeviceBuf> scratch_;
   std::vector<std::vector<uint32_t>> tables_host_;  // until the tables are uploaded
