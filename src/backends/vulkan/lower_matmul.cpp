@@ -299,8 +299,8 @@ std::string load8_fn(const std::string& name, const std::string& buf, const std:
          ";\n  }\n}\n";
 }
 
-// The second pass of a split-K product (GEMV, cooperative-matrix GEMM): the `splits` partial sums of each of rows * n outputs added,
-// through the epilogue.
+// The second pass of a split-K product (GEMV, cooperative-matrix GEMM): the `splits` partial sums
+// of each of rows * n outputs added, through the epilogue.
 void add_split_sum(LowerContext& cx, const plan::Step& st, const Product& p, Operand partials, int64_t rows,
                    int64_t n, int64_t splits) {
   constexpr uint32_t kSumGroup = 256;
@@ -367,6 +367,9 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   int64_t splits = 1, kchunk = g.k;
   if (cx.knobs().vulkan_gemm_splitk() && tiles < kCoopFill && (g.k + cs.bk - 1) / cs.bk >= 8)
     std::tie(splits, kchunk) = plan::k_splits(tiles, g.k, int64_t{4} * cs.bk, 2 * kCoopFill);
+  // The partials (indexed with 32 bits) stay below 2^26 elements: large tiles asked through the
+  // knob keep one pass.
+  if (splits * g.batch * g.m * g.n >= (int64_t{1} << 26)) splits = 1, kchunk = g.k;
   const bool split = splits > 1;
   std::string epi;
   Operand partials;
