@@ -302,6 +302,42 @@ TEST(VulkanAttention, ReadsFusedProjectionSlicesInPlace) {
     }
 }
 
+// A decode step over a KV cache joined with its new rows (a static decoder graph): the decode
+// kernel reads both parts where they are (plan_attention_concats) and the concats are not run;
+// a joined K that is also a graph output is still joined for it. BSHD and BHSD, GQA, causal and
+// no mask, split keys (700 cached rows), every float dtype.
+TEST(VulkanAttention, DecodeReadsTheKvConcatInPlace) {
+  RLX_REQUIRE_VULKAN();
+  auto graph = [](DType t, AttnLayout layout, int64_t b, int64_t past, int64_t q_len, MaskKind mask, bool k_out) {
+    Graph g;
+    const bool bshd = layout == AttnLayout::BSHD;
+    auto shape = [&](int64_t s, int64_t h) { return bshd ? Shape::of({b, s, h, 32}, t) : Shape::of({b, h, s, 32}, t); };
+    const int64_t axis = bshd ? 1 : 2;
+    const Value k = g.concat({g.param("k_cache", shape(past, 2)), g.input("k_new", shape(q_len, 2))}, axis);
+    const Value v = g.concat({g.param("v_cache", shape(past, 2)), g.input("v_new", shape(q_len, 2))}, axis);
+    ops::Attention a;
+    a.num_heads = 8, a.num_kv_heads = 2, a.head_dim = 32, a.mask_kind = mask, a.layout = layout;
+    g.add_output(g.attention(g.input("q", shape(q_len, 8)), k, v, std::nullopt, a));
+    if (k_out) g.add_output(k);
+    return g;
+  };
+  const uint64_t in_place = rlx::testing::vulkan_dispatches(graph(DType::F32, AttnLayout::BSHD, 2, 40, 1, MaskKind::Causal, false));
+  EXPECT_EQ(in_place, 1u);  // the attention alone
+  EXPECT_GT(rlx::testing::vulkan_dispatches(graph(DType::F32, AttnLayout::BSHD, 2, 40, 1, MaskKind::Causal, true)), in_place);
+  struct Case {
+    int64_t b, past, q_len;
+  };
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (AttnLayout layout : {AttnLayout::BSHD, AttnLayout::BHSD})
+      for (const Case& c : {Case{2, 40, 1}, Case{1, 700, 2}}) {
+        const MaskKind mask = c.b == 2 && t == DType::F32 ? MaskKind::None : MaskKind::Causal;
+        SCOPED_TRACE(std::string(dtype_name(t)) + (layout == AttnLayout::BSHD ? " bshd" : " bhsd") + " b" +
+                     std::to_string(c.b) + " past " + std::to_string(c.past) + " q " + std::to_string(c.q_len));
+        expect_vulkan_parity(graph(t, layout, c.b, c.past, c.q_len, mask, false));
+        if (c.b == 2) expect_vulkan_parity(graph(t, layout, c.b, c.past, c.q_len, mask, true));
+      }
+}
+
 // On devices with bf16 matrices (NVIDIA): bf16 attention, and f32 under the Bf16 policy, against the CPU.
 TEST(VulkanAttention, CoopmatBf16Parity) {
   RLX_REQUIRE_VULKAN();

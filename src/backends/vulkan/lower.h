@@ -76,6 +76,13 @@ class LowerContext {
     (void)attention;
     return {};
   }
+  // The Concat steps `attention` reads in place (plan_attention_concats with
+  // decode_attention_limits(): the decode kernel reads a KV cache and its new rows as two parts;
+  // the lowering runs them first where it takes another kernel), or none.
+  virtual std::vector<const plan::Step*> attention_concats(const plan::Step& attention) const {
+    (void)attention;
+    return {};
+  }
   // Appends one dispatch of `k` over (gx, gy, gz) workgroups.
   virtual void dispatch(const Kernel& k, const std::vector<Operand>& bindings, const std::vector<uint32_t>& push,
                         uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) = 0;
@@ -104,6 +111,8 @@ int64_t gemv_prologue_rows(const plan::Step& st);                  // lower_matm
 void lower_dequant(LowerContext& cx, const plan::Step& st);       // lower_dequant.cpp: DequantMatMul
 void lower_rows(LowerContext& cx, const plan::Step& st);          // lower_rows.cpp
 void lower_attention(LowerContext& cx, const plan::Step& st);     // lower_attention.cpp
+// The steps the decode attention kernel takes (query rows per KV head), for plan_attention_concats.
+plan::DecodeAttentionLimits decode_attention_limits();
 // Families owned by their files; each returns false for an op it does not own.
 bool lower_select_family(LowerContext& cx, const plan::Step& st);  // lower_select.cpp
 bool lower_spatial_family(LowerContext& cx, const plan::Step& st); // lower_spatial.cpp

@@ -212,6 +212,8 @@ void check_index(const plan::Step& st, const char* what, int64_t n) {
 
 }  // namespace
 
+plan::DecodeAttentionLimits decode_attention_limits() { return {kMaxDecodeRows, 0}; }
+
 void lower_attention(LowerContext& cx, const plan::Step& st) {
   const auto& g = std::get<plan::AttentionGeom>(st.geom);
   const DType t = st.in.at(0).dtype;
@@ -273,6 +275,36 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     strides[an.port] = plan::AttnStrides{seq * an.width, an.width, g.head_dim};
     starts[an.port] = u32(an.start);
   }
+  // K / V joined from a cache and new rows (plan_attention_concats): the decode kernel reads the
+  // two parts where they are (CAT: the second part's binding, strides and first key); any other
+  // path runs the concats first. A port not joined reads its whole operand as the first part.
+  const std::vector<const plan::Step*> concats = cx.attention_concats(st);
+  bool cat = false;
+  Operand part2[2] = {qkv[1], qkv[2]};
+  plan::AttnStrides strides2[2] = {g.k, g.v};
+  int64_t first2[2] = {g.kv_len, g.kv_len};
+  if (!concats.empty()) {
+    const size_t seq_axis = g.layout == AttnLayout::BSHD ? 1 : 2;
+    const plan::AttnStrides dense = plan::attn_strides(g.layout, g.kv_len, g.num_kv_heads, g.head_dim);
+    auto is_dense = [&](const plan::AttnStrides& a) {
+      return a.batch == dense.batch && a.seq == dense.seq && a.head == dense.head;
+    };
+    cat = decode && is_dense(g.k) && is_dense(g.v);
+    for (const plan::Step* c : concats) cat = cat && c->in.size() == 2 && c->in[0].dims.size() == 4;
+    if (!cat) {
+      for (const plan::Step* c : concats) lower_step(cx, *c);
+    } else {
+      for (const plan::Step* c : concats) {
+        const size_t port = c->out.at(0).value == st.in[1].value ? 1 : 2;
+        const int64_t n1 = c->in[0].dims[seq_axis], n2 = c->in[1].dims[seq_axis];
+        qkv[port] = cx.in(c->in[0]);
+        strides[port] = plan::attn_strides(g.layout, n1, g.num_kv_heads, g.head_dim);
+        part2[port - 1] = cx.in(c->in[1]);
+        strides2[port - 1] = plan::attn_strides(g.layout, n2, g.num_kv_heads, g.head_dim);
+        first2[port - 1] = n1;
+      }
+    }
+  }
   const Operand &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const Operand out = cx.out(st.out.at(0));
   const size_t es = dtype_size(t), ps = dtype_size(ct);
@@ -287,6 +319,15 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     const Operand m = cx.in(st.in[3]);
     bind.push_back(m);
     push.push_back(m.elem(dtype_size(st.in[3].storage())));
+  }
+  // CAT: the second parts, and a table of their offsets, strides and first keys (the push
+  // constants are full on devices with the minimum 128 bytes).
+  const size_t cat_binding = bind.size();
+  if (cat) {
+    const Operand tab = cx.table({part2[0].elem(es), part2[1].elem(es), u32(strides2[0].batch), u32(strides2[0].head),
+                                  u32(strides2[1].batch), u32(strides2[1].head), u32(first2[0]), u32(first2[1])},
+                                 step_label(st) + " KV parts");
+    bind.insert(bind.end(), {part2[0], part2[1], tab});
   }
   for (const plan::AttnStrides* s : {&std::as_const(strides[0]), &std::as_const(strides[1]), &std::as_const(strides[2]), &g.out}) {
     push.push_back(u32(s->batch));
@@ -312,6 +353,9 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
       if (push[static_cast<size_t>(i)] % n != 0) return false;
     for (const plan::AttnStrides& s : strides)
       if (s.batch % n != 0 || s.seq % n != 0 || s.head % n != 0) return false;
+    if (cat)
+      for (int i = 0; i < 2; ++i)
+        if (part2[i].elem(es) % n != 0 || strides2[i].batch % n != 0 || strides2[i].head % n != 0) return false;
     return true;
   };
   const bool vec = !f64 && g.head_dim % 4 == 0 && info.storage_alignment % (4 * es) == 0 && rows_on(4);
@@ -340,16 +384,26 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   src += glsl_buffer(3, "Out", split ? ct : t, false);
   if (g.mask == MaskKind::Custom) src += glsl_buffer(4, "Mk", mt, true);
   if (g.mask == MaskKind::Bias) src += glsl_buffer(4, "Bb", mt, true);
+  if (cat) {
+    const int b2 = static_cast<int>(cat_binding);
+    src += vec ? vec_buffer(b2, "K2b", t) + vec_buffer(b2 + 1, "V2b", t)
+               : glsl_buffer(b2, "K2b", t, true) + glsl_buffer(b2 + 1, "V2b", t, true);
+    src += "layout(std430, set = 0, binding = " + std::to_string(b2 + 2) + ") readonly buffer B" +
+           std::to_string(b2 + 2) + " { uint data[]; } KvParts;\n";
+    const char* names[] = {"OFF_K2", "OFF_V2", "K2SB", "K2SH", "V2SB", "V2SH", "K_PART", "V_PART"};
+    for (int i = 0; i < 8; ++i) src += "#define CAT_" + std::string(names[i]) + " KvParts.data[" + std::to_string(i) + "]\n";
+  }
   src += "layout(push_constant) uniform PC {\n  uint off_q, off_k, off_v, off_o";
   if (has_mask) src += ", off_m";
   src += ";\n  uint qsb, qss, qsh, ksb, kss, ksh, vsb, vss, vsh, osb, oss, osh;\n"
          "  uint batch, q_len, kv_len, kv_heads, group;\n  uint scale_lo, scale_hi, softcap_lo, softcap_hi;\n"
-         "  uint m0, m1, m2, m3, split_len;\n} pc;\n";
+         "  uint m0, m1, m2, m3, split_len;\n";
+  src += "} pc;\n";
   src += f64 ? "#define SCALE packDouble2x32(uvec2(pc.scale_lo, pc.scale_hi))\n"
                "#define SOFTCAP packDouble2x32(uvec2(pc.softcap_lo, pc.softcap_hi))\n"
              : "#define SCALE uintBitsToFloat(pc.scale_lo)\n#define SOFTCAP uintBitsToFloat(pc.softcap_lo)\n";
   src += def("D", g.head_dim) + def("DV", vec4s(g.head_dim)) + def("NT", kThreads) +
-         def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split);
+         def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split) + def("CAT", cat);
   if (decode) {
     src += def("NR", rows) + def("SG", sg_arith);
   } else if (coop) {
@@ -376,6 +430,10 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     if (!vec) src += load_fn("ld_q", "Qb", t) + load_fn("ld_k", "Kb", t) + load_fn("ld_v", "Vb", t);
     src += load4_fn("q", "Qb", t, vec, g.head_dim) + load4_fn("k", "Kb", t, vec, g.head_dim) +
            load4_fn("v", "Vb", t, vec, g.head_dim);
+    if (cat) {
+      if (!vec) src += load_fn("ld_k2", "K2b", t) + load_fn("ld_v2", "V2b", t);
+      src += load4_fn("k2", "K2b", t, vec, g.head_dim) + load4_fn("v2", "V2b", t, vec, g.head_dim);
+    }
     if (coop)
       for (const char* x : {"q", "k", "v"}) src += load8_fn(x, t, cti.bf16);
   }

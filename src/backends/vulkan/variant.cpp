@@ -70,6 +70,14 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         narrows_[&schedule().steps[consumer]].push_back(an);
         absorbed.insert(&n);
       }
+    // A KV cache and its new rows joined for a decode attention: read as two parts, not copied.
+    for (const auto& [consumer, cats] : plan::plan_attention_concats(schedule(), decode_attention_limits()))
+      for (size_t c : cats) {
+        const plan::Step& n = schedule().steps[c];
+        if (absorbed.count(&n)) continue;
+        concats_[&schedule().steps[consumer]].push_back(&n);
+        absorbed.insert(&n);
+      }
     for (const plan::Step& st : schedule().steps) {
       if (absorbed.count(&st)) continue;
       label_ = op_name(st.op);
@@ -143,6 +151,10 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   std::vector<plan::AttentionNarrow> attention_narrows(const plan::Step& attention) const override {
     const auto it = narrows_.find(&attention);
     return it == narrows_.end() ? std::vector<plan::AttentionNarrow>{} : it->second;
+  }
+  std::vector<const plan::Step*> attention_concats(const plan::Step& attention) const override {
+    const auto it = concats_.find(&attention);
+    return it == concats_.end() ? std::vector<const plan::Step*>{} : it->second;
   }
   Operand error_flag() override { return window(flag_buf(), 0, sizeof(int), true, "the error flag"); }
 
@@ -357,6 +369,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   const std::string dump_dir_ = process_knobs::vulkan_dump();  // RLX_VULKAN_DUMP, read once per compile
   std::map<const plan::Step*, const plan::Step*> producer_of_;  // consumer -> the producer it runs (absorbed_producer)
   std::map<const plan::Step*, std::vector<plan::AttentionNarrow>> narrows_;  // attention -> slices read in place
+  std::map<const plan::Step*, std::vector<const plan::Step*>> concats_;  // attention -> concats read in parts
   std::vector<Command> cmds_;
   std::vector<DeviceBuf> scratch_;
   std::vector<std::vector<uint32_t>> tables_host_;  // until the tables are uploaded

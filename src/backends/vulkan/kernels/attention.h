@@ -27,7 +27,9 @@
 // (subgroupMax and shared memory with SG, else a shared-memory tree), P -> shared; then
 // invocation t accumulates vec4 column t % DV of every row over keys t / DV + KS * k (V read
 // as vec4s, consecutive invocations on consecutive columns); the KS partial rows are summed
-// through shared memory at the end.
+// through shared memory at the end. With CAT, K and V are each a KV cache and its new rows
+// (two parts, plan_attention_concats): keys from CAT_K_PART / CAT_V_PART on are read from the
+// second part (K2b / V2b, ld4_k2 / ld4_v2; its own batch and head strides, the same seq stride).
 //
 // Defines: F (float, or double for f64), FV (vec4 / dvec4), D (head_dim), DV (vec4 columns,
 // ceil(D / 4)), NT, MASK (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive
@@ -385,9 +387,19 @@ void main() {
       F s[NR], t[NR];
       for (uint r = 0u; r < NR; ++r) s[r] = F(0.0);
       if (j < hi) {
+#if CAT
+        const bool k2 = j >= int(CAT_K_PART);  // a key of the second part (the new rows)
+        const uint kb = k2 ? CAT_OFF_K2 + b * CAT_K2SB + uint(j - int(CAT_K_PART)) * pc.kss + kvh * CAT_K2SH
+                           : pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh;
+#else
         const uint kb = pc.off_k + b * pc.ksb + uint(j) * pc.kss + kvh * pc.ksh;
+#endif
         for (uint d = 0u; d < DV; ++d) {
+#if CAT
+          const FV k = k2 ? ld4_k2(kb, 4u * d) : ld4_k(kb, 4u * d);
+#else
           const FV k = ld4_k(kb, 4u * d);
+#endif
           for (uint r = 0u; r < NR; ++r) {
             const FV q = Qd[r * DV + d];
             s[r] = fma(q.w, k.w, fma(q.z, k.z, fma(q.y, k.y, fma(q.x, k.x, s[r]))));
@@ -412,7 +424,14 @@ void main() {
       if (ks < KS) {
         const int nk = min(int(NT), hi - j0);
         for (int c = int(ks); c < nk; c += int(KS)) {
+#if CAT
+          const int jv = j0 + c;
+          const FV v = jv >= int(CAT_V_PART)
+                           ? ld4_v2(CAT_OFF_V2 + b * CAT_V2SB + uint(jv - int(CAT_V_PART)) * pc.vss + kvh * CAT_V2SH, 4u * col)
+                           : ld4_v(pc.off_v + b * pc.vsb + uint(jv) * pc.vss + kvh * pc.vsh, 4u * col);
+#else
           const FV v = ld4_v(pc.off_v + b * pc.vsb + uint(j0 + c) * pc.vss + kvh * pc.vsh, 4u * col);
+#endif
           for (uint r = 0u; r < NR; ++r) o[r] = fma(FV(Pd[r * NT + uint(c)]), v, o[r]);
         }
       }
