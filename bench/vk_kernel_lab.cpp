@@ -154,6 +154,12 @@ void print_coopmat_props() {
   for (const auto& p : props)
     std::printf("coopmat NV: M %u N %u K %u  A %d B %d C %d D %d scope %d\n", p.MSize, p.NSize, p.KSize, p.AType, p.BType,
                 p.CType, p.DType, p.scope);
+  const DeviceInfo& info = cx.info;
+  std::printf("coopmat2 workgroup scope %d: max workgroup %u, reserved shared %u B\n", info.coopmat2_workgroup ? 1 : 0,
+              info.coopmat2_max_workgroup, info.coopmat2_reserved_shared);
+  for (const DeviceInfo::FlexShape& f : info.coopmat2_shapes)
+    std::printf("coopmat2 flexible: M %u N %u K %u granularity  A %u B %u C %u D %u scope %u invocations %u\n", f.m, f.n,
+                f.k, f.a, f.b, f.c, f.result, f.scope, f.invocations);
 }
 
 // Every dump of `dir` timed on its own (zeroed buffers), summed per kernel name.

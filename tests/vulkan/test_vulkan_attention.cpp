@@ -31,6 +31,7 @@ using rlx::testing::AttnCase;
 using rlx::testing::attention_case_graph;
 using rlx::testing::expect_vulkan_parity;
 using rlx::testing::ParityOptions;
+using rlx::testing::random_tensor;
 using rlx::testing::SourceOnlyContext;
 
 #ifdef RLX_HAVE_VULKAN
@@ -159,12 +160,34 @@ TEST(VulkanAttention, OperandsAtElementOffsets) {
   expect_vulkan_parity(g);
 }
 
-TEST(VulkanAttention, DecodeSplitsTheKeysWithACombineDispatch) {
+// Keys split over workgroups: attn_flash (prefill rows) merges the splits by a combine
+// dispatch; attn_decode merges them in the kernel (the last split of each KV head to finish) and
+// resets its tickets, so every later run of the same recording is right.
+TEST(VulkanAttention, SplitKeysMergeAndEveryRunIsRight) {
   RLX_REQUIRE_VULKAN();
   auto dispatches = [](const AttnCase& c) { return rlx::testing::vulkan_dispatches(attention_case_graph(c, DType::F32)); };
-  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 2048, 8, 2, 64}), 2u);  // kernel + combine
-  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 100, 8, 2, 64}), 1u);   // too few keys to split
-  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 64, 64, 300, 8, 8, 64}), 1u); // enough workgroups
+  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 2048, 8, 2, 64}), 1u);   // decode: merged in the kernel
+  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 17, 1200, 2, 1, 128}), 2u); // 34 rows: kernel + combine
+  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 1, 1, 100, 8, 2, 64}), 1u);    // too few keys to split
+  EXPECT_EQ(dispatches({AttnLayout::BSHD, MaskKind::Causal, 64, 64, 300, 8, 8, 64}), 1u);  // enough workgroups
+  for (DType t : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const AttnCase c{AttnLayout::BSHD, MaskKind::Causal, 2, 1, 1500, 8, 2, 64};  // GQA: 4 rows per KV head
+    const Graph g = attention_case_graph(c, t);
+    EXPECT_EQ(rlx::testing::vulkan_dispatches(g), 1u);
+    auto cg = Session(Device::Vulkan).compile(g);
+    auto ref = Session(Device::Cpu).compile(g);
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      const NamedTensors ins{{"q", random_tensor(t, {2, 1, 8, 64}, seed * 3)},
+                             {"k", random_tensor(t, {2, 1500, 2, 64}, seed * 3 + 1)},
+                             {"v", random_tensor(t, {2, 1500, 2, 64}, seed * 3 + 2)}};
+      const std::vector<float> got = cg.run(ins)[0].to_f32(), want = ref.run(ins)[0].to_f32();
+      ASSERT_EQ(got.size(), want.size());
+      const double tol = t == DType::F32 ? 1e-4 : 2e-2;
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "run " << seed << " at " << i;
+    }
+  }
 }
 
 TEST(VulkanAttention, F64ComputesInDouble) {

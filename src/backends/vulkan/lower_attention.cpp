@@ -2,7 +2,8 @@
 // flash attention: K/V tiles in shared memory, online softmax in f32, in double for f64 inputs;
 // the output written once), attn_decode for few query rows per KV head (decode: all rows of a
 // GQA group in one workgroup, the keys over its invocations), each with the keys split over
-// workgroups and a combine dispatch when the workgroups are otherwise few (a long KV cache).
+// workgroups when the workgroups are otherwise few (a long KV cache), merged by a combine
+// dispatch (attn_flash) or by the last split of each KV head to finish (attn_decode).
 // Every attribute is honoured: mask kinds (causal / sliding window with the KV-cache offset,
 // custom keep mask of any dtype, additive bias with broadcast strides), GQA, softcap,
 // score_scale (resolved in the geometry), BSHD / BHSD (strides from the geometry). attn_coop
@@ -192,8 +193,8 @@ std::string load8_fn(const std::string& x, DType t, bool bf16) {
          "(row, d + 4u);\n  uvec4 w;\n  for (uint i = 0u; i < 2u; ++i) {\n    w[i] = " + pair("a", "2u * i") +
          ";\n    w[i + 2u] = " + pair("b", "2u * i") + ";\n  }\n  return w;\n}\n";
 }
-std::string store_fn(DType t) {
-  return "void st_o(uint i, F v) { Out.data[i] = " + glsl_store(t, "v") + "; }\n";
+std::string store_fn(DType t, const std::string& fn = "st_o", const std::string& buf = "Out") {
+  return "void " + fn + "(uint i, F v) { " + buf + ".data[i] = " + glsl_store(t, "v") + "; }\n";
 }
 // `bool keep_at(uint i)`: the key-padding mask's element i is nonzero (NaN keeps).
 std::string keep_fn(DType m) {
@@ -329,6 +330,19 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
                                  step_label(st) + " KV parts");
     bind.insert(bind.end(), {part2[0], part2[1], tab});
   }
+  // A split decode merges its partials itself (MERGE): the result, and a table of its element
+  // offset and one ticket per (batch, KV head), which the merging workgroup resets.
+  const bool merge = decode && split &&
+                     decode_shared_bytes(g.head_dim, rows, es_c) + static_cast<uint64_t>(2 * rows * splits * es_c) <=
+                         info.max_shared_bytes;
+  const size_t merge_binding = bind.size();
+  if (merge) {
+    std::vector<uint32_t> words(static_cast<size_t>(1 + bh), 0u);
+    words[0] = out.elem(es);
+    Operand tickets = cx.table(words, step_label(st) + " split tickets");
+    tickets.write = true;
+    bind.insert(bind.end(), {out, tickets});
+  }
   for (const plan::AttnStrides* s : {&std::as_const(strides[0]), &std::as_const(strides[1]), &std::as_const(strides[2]), &g.out}) {
     push.push_back(u32(s->batch));
     push.push_back(u32(s->seq));
@@ -381,7 +395,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
     src += vec_buffer(0, "Qb", t) + vec_buffer(1, "Kb", t) + vec_buffer(2, "Vb", t);
   else
     src += glsl_buffer(0, "Qb", t, true) + glsl_buffer(1, "Kb", t, true) + glsl_buffer(2, "Vb", t, true);
-  src += glsl_buffer(3, "Out", split ? ct : t, false);
+  src += glsl_buffer(3, "Out", split ? ct : t, false, merge);
   if (g.mask == MaskKind::Custom) src += glsl_buffer(4, "Mk", mt, true);
   if (g.mask == MaskKind::Bias) src += glsl_buffer(4, "Bb", mt, true);
   if (cat) {
@@ -392,6 +406,11 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
            std::to_string(b2 + 2) + " { uint data[]; } KvParts;\n";
     const char* names[] = {"OFF_K2", "OFF_V2", "K2SB", "K2SH", "V2SB", "V2SH", "K_PART", "V_PART"};
     for (int i = 0; i < 8; ++i) src += "#define CAT_" + std::string(names[i]) + " KvParts.data[" + std::to_string(i) + "]\n";
+  }
+  if (merge) {
+    const int mb = static_cast<int>(merge_binding);
+    src += glsl_buffer(mb, "Fin", t, false) + "layout(std430, set = 0, binding = " + std::to_string(mb + 1) +
+           ") coherent buffer B" + std::to_string(mb + 1) + " { uint data[]; } Mrg;\n";
   }
   src += "layout(push_constant) uniform PC {\n  uint off_q, off_k, off_v, off_o";
   if (has_mask) src += ", off_m";
@@ -405,7 +424,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   src += def("D", g.head_dim) + def("DV", vec4s(g.head_dim)) + def("NT", kThreads) +
          def("MASK", static_cast<int>(g.mask)) + def("SPLIT", split) + def("CAT", cat);
   if (decode) {
-    src += def("NR", rows) + def("SG", sg_arith);
+    src += def("NR", rows) + def("SG", sg_arith) + def("MERGE", merge) + def("NSPLIT", splits);
   } else if (coop) {
     const int64_t dt = g.head_dim / 16;
     src += def("NW", cti.nw) + def("BR", cti.br()) + def("BC", cti.bc) + def("DT", dt) +
@@ -438,6 +457,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
       for (const char* x : {"q", "k", "v"}) src += load8_fn(x, t, cti.bf16);
   }
   if (!split) src += store_fn(t);
+  if (merge) src += store_fn(t, "st_fin", "Fin");
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", "Bb", mt);
   src += ksrc::kAttentionScore;
@@ -447,7 +467,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const auto gz = static_cast<uint32_t>(std::min<int64_t>(bh, info.max_groups[2]));
   cx.dispatch(Kernel{decode ? "attention decode" : !coop ? "attention" : cti.bf16 ? "attention coopmat bf16" : "attention coopmat", src}, bind, push, gx,
               static_cast<uint32_t>(splits), gz);
-  if (!split) return;
+  if (!split || merge) return;
 
   // The combine: out[b, i, h, :] from the splits' partials.
   const std::string csrc = glsl_header({t}) + glsl_buffer(0, "P", ct, true) + glsl_buffer(1, "Out", t, false) +

@@ -61,6 +61,48 @@ struct Bf16Features {
   VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
 };
 using GetCoopKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProperties*);
+// VK_NV_cooperative_matrix2 (registry values; also newer than Debian 12's headers).
+constexpr auto kStypeCoop2Features = static_cast<VkStructureType>(1000593000);
+constexpr auto kStypeCoopFlexProperties = static_cast<VkStructureType>(1000593001);
+constexpr auto kStypeCoop2Properties = static_cast<VkStructureType>(1000593002);
+struct Coop2Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 workgroupScope, flexibleDimensions, reductions, conversions, perElementOperations, tensorAddressing,
+      blockLoads;
+};
+struct Coop2Properties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t workgroupScopeMaxWorkgroupSize, flexibleDimensionsMaxDimension, workgroupScopeReservedSharedMemory;
+};
+struct CoopFlexProperties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MGranularity, NGranularity, KGranularity;
+  uint32_t AType, BType, CType, ResultType;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;  // VkScopeKHR
+  uint32_t workgroupInvocations;
+};
+using GetCoopFlexProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopFlexProperties*);
+
+// The device's flexible-dimension products of VK_NV_cooperative_matrix2 (empty without the entry point).
+std::vector<DeviceInfo::FlexShape> coop_flex_shapes(VkInstance instance, VkPhysicalDevice pd) {
+  const auto get = reinterpret_cast<GetCoopFlexProperties>(
+      vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  uint32_t n = 0;
+  if (!get || get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return {};
+  std::vector<CoopFlexProperties> props(n, vk_struct<CoopFlexProperties>(kStypeCoopFlexProperties));
+  if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
+  std::vector<DeviceInfo::FlexShape> shapes;
+  for (uint32_t i = 0; i < n; ++i) {
+    const CoopFlexProperties& p = props[i];
+    shapes.push_back({p.MGranularity, p.NGranularity, p.KGranularity, p.AType, p.BType, p.CType, p.ResultType,
+                      p.scope, p.workgroupInvocations});
+  }
+  return shapes;
+}
 
 // The device's cooperative-matrix configurations (empty without the entry point).
 std::vector<CoopKhrProperties> coop_khr_properties(VkInstance instance, VkPhysicalDevice pd) {
@@ -311,6 +353,30 @@ Context* create_context() {
       bf16_on.pNext = e12.pNext;
       e12.pNext = &bf16_on;
       info.coopmat_bf16 = true;
+    }
+  }
+
+  // Workgroup-scope matrices of flexible dimensions (VK_NV_cooperative_matrix2) on top of the KHR
+  // ones: what vk_kernel_lab's workgroup-scope GEMMs take (docs/backends/vulkan.md); no rlx kernel yet.
+  auto coop2 = vk_struct<Coop2Features>(kStypeCoop2Features);
+  auto coop2_on = vk_struct<Coop2Features>(kStypeCoop2Features);
+  if (info.coopmat2_nv && (info.coopmat_khr_f16 || info.coopmat_bf16)) {
+    auto q = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    q.pNext = &coop2;
+    vk().vkGetPhysicalDeviceFeatures2(pd, &q);
+    if (coop2.workgroupScope && coop2.flexibleDimensions) {
+      enable.push_back("VK_NV_cooperative_matrix2");
+      coop2_on.workgroupScope = coop2_on.flexibleDimensions = VK_TRUE;
+      coop2_on.pNext = e12.pNext;
+      e12.pNext = &coop2_on;
+      auto c2p = vk_struct<Coop2Properties>(kStypeCoop2Properties);
+      auto pq = vk_struct<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+      pq.pNext = &c2p;
+      vk().vkGetPhysicalDeviceProperties2(pd, &pq);
+      info.coopmat2_workgroup = true;
+      info.coopmat2_max_workgroup = c2p.workgroupScopeMaxWorkgroupSize;
+      info.coopmat2_reserved_shared = c2p.workgroupScopeReservedSharedMemory;
+      info.coopmat2_shapes = coop_flex_shapes(cx->instance, pd);
     }
   }
 

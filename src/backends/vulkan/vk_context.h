@@ -35,6 +35,17 @@ struct DeviceInfo {
   // VK_KHR_shader_bfloat16 those of bf16 (coopmat_bf16: the bf16 matmul / attention kernels). The
   // kernels are NV GLSL rewritten to KHR SPIR-V (spirv_coopmat.h).
   bool coopmat_khr_f16 = false, coopmat_bf16 = false;
+  // VK_NV_cooperative_matrix2 enabled with workgroup-scope matrices of flexible dimensions: the
+  // largest workgroup they allow, the shared memory the driver keeps for them, and the products
+  // it lists (dimensions multiples of the granularities, a workgroup of `invocations`).
+  struct FlexShape {
+    uint32_t m, n, k;             // granularities
+    uint32_t a, b, c, result;     // VkComponentTypeKHR
+    uint32_t scope, invocations;  // VkScopeKHR
+  };
+  bool coopmat2_workgroup = false;
+  uint32_t coopmat2_max_workgroup = 0, coopmat2_reserved_shared = 0;
+  std::vector<FlexShape> coopmat2_shapes;
   uint64_t max_storage_range = 0;            // maxStorageBufferRange
   uint64_t storage_alignment = 16;           // minStorageBufferOffsetAlignment
   uint64_t max_allocation = 0;               // maxMemoryAllocationSize

@@ -30,12 +30,15 @@
 // through shared memory at the end. With CAT, K and V are each a KV cache and its new rows
 // (two parts, plan_attention_concats): keys from CAT_K_PART / CAT_V_PART on are read from the
 // second part (K2b / V2b, ld4_k2 / ld4_v2; its own batch and head strides, the same seq stride).
+// With SPLIT it writes its rows' partials (Out) and, MERGE, the last split of each (batch, KV
+// head) to finish (an atomic ticket in Mrg.data[1 + bh]) merges them into the result (st_fin at
+// element Mrg.data[0] + strides) as attn_combine would, without a combine dispatch.
 //
 // Defines: F (float, or double for f64), FV (vec4 / dvec4), D (head_dim), DV (vec4 columns,
 // ceil(D / 4)), NT, MASK (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive
 // bias), SPLIT, SCALE and SOFTCAP (the push constants as F), TANH_SMALL; attn_flash: BR, BC, TR,
 // TC, RS, CS, DS (vec4 columns per invocation, ceil(DV / TC)), KV_ALIAS, SHUF; attn_decode: NR,
-// SG. Helpers: ld4_q/ld4_k/ld4_v(uint row, uint d) -> FV (elements d..d+3 of the row starting
+// SG, MERGE, NSPLIT. Helpers: ld4_q/ld4_k/ld4_v(uint row, uint d) -> FV (elements d..d+3 of the row starting
 // at `row`, zeros past D), st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F
 // (MASK 4). Push constants `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's
 // batch stride, or the bias strides).
@@ -320,6 +323,10 @@ const uint KS = NT / DV;  // key slices of the P V product
 shared FV Qd[NR * DV];
 shared F Pd[NR * NT];     // P of the chunk; also the reductions' scratch
 shared FV Od[KS * DV];    // one row's KS partial outputs
+#if MERGE
+shared bool merge_here;   // this workgroup is the last split of its (batch, KV head) to finish
+shared F Mm[NR * NSPLIT], Ml[NR * NSPLIT];  // every split's max and sum of each row
+#endif
 
 // Max (maxr) or sum of v[r] over the workgroup, for every row.
 void wg_reduce(inout F v[NR], bool maxr) {
@@ -464,6 +471,44 @@ void main() {
       }
       barrier();
     }
+#if MERGE
+    // The last split of (b, kvh) to finish merges every split's partials of its rows (as
+    // attn_combine does, in split order) and resets its counter for the next run.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) merge_here = atomicAdd(Mrg.data[1u + bh], 1u) == gl_NumWorkGroups.y - 1u;
+    barrier();
+    if (merge_here) {
+      memoryBarrierBuffer();
+      const uint stride = pc.batch * heads * pc.q_len * (D + 2u);  // between splits
+      for (uint x = tid; x < NR * NSPLIT; x += NT) {  // one load each, all in flight together
+        const uint r = x / NSPLIT;
+        const uint row = (b * heads + kvh * pc.group + r % pc.group) * pc.q_len + r / pc.group;
+        const uint at = pc.off_o + row * (D + 2u) + (x % NSPLIT) * stride + D;
+        Mm[x] = Out.data[at];
+        Ml[x] = Out.data[at + 1u];
+      }
+      barrier();
+      for (uint x = tid; x < NR * D; x += NT) {
+        const uint r = x / D, d = x % D, qi = r / pc.group, qh = kvh * pc.group + r % pc.group;
+        const uint base = pc.off_o + ((b * heads + qh) * pc.q_len + qi) * (D + 2u) + d;
+        F mx = NEG_INF;
+        for (uint sp = 0u; sp < NSPLIT; ++sp) mx = Mm[r * NSPLIT + sp] > mx ? Mm[r * NSPLIT + sp] : mx;
+        F lsum = F(0.0), acc = F(0.0);
+        for (uint sp = 0u; sp < NSPLIT; ++sp) {
+          const F ms = Mm[r * NSPLIT + sp], pv = Out.data[base + sp * stride];
+          if (ms != NEG_INF) {
+            const F w = attn_exp(ms - mx);
+            lsum += Ml[r * NSPLIT + sp] * w;
+            acc += pv * w;
+          }
+        }
+        st_fin(Mrg.data[0] + b * pc.osb + qi * pc.oss + qh * pc.osh + d, mx == NEG_INF ? F(0.0) : acc / lsum);
+      }
+      if (tid == 0u) Mrg.data[1u + bh] = 0u;
+    }
+    barrier();
+#endif
   }
 }
 )";
