@@ -60,7 +60,6 @@ struct Bf16Features {
   void* pNext;
   VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
 };
-using GetCoopKhrProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProperties*);
 // VK_NV_cooperative_matrix2 (registry values; also newer than Debian 12's headers).
 constexpr auto kStypeCoop2Features = static_cast<VkStructureType>(1000593000);
 constexpr auto kStypeCoopFlexProperties = static_cast<VkStructureType>(1000593001);
@@ -85,35 +84,35 @@ struct CoopFlexProperties {
   uint32_t scope;  // VkScopeKHR
   uint32_t workgroupInvocations;
 };
-using GetCoopFlexProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopFlexProperties*);
 
-// The device's flexible-dimension products of VK_NV_cooperative_matrix2 (empty without the entry point).
-std::vector<DeviceInfo::FlexShape> coop_flex_shapes(VkInstance instance, VkPhysicalDevice pd) {
-  const auto get = reinterpret_cast<GetCoopFlexProperties>(
-      vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+// A physical-device list through the instance-level entry point `name` (count, then fill; each
+// element a zeroed T of structure type `stype`), or empty without the entry point or on failure.
+template <typename T>
+std::vector<T> physical_device_list(VkInstance instance, VkPhysicalDevice pd, const char* name, VkStructureType stype) {
+  using Get = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, T*);
+  const auto get = reinterpret_cast<Get>(vk().vkGetInstanceProcAddr(instance, name));
   uint32_t n = 0;
   if (!get || get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return {};
-  std::vector<CoopFlexProperties> props(n, vk_struct<CoopFlexProperties>(kStypeCoopFlexProperties));
-  if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
-  std::vector<DeviceInfo::FlexShape> shapes;
-  for (uint32_t i = 0; i < n; ++i) {
-    const CoopFlexProperties& p = props[i];
-    shapes.push_back({p.MGranularity, p.NGranularity, p.KGranularity, p.AType, p.BType, p.CType, p.ResultType,
-                      p.scope, p.workgroupInvocations});
-  }
-  return shapes;
-}
-
-// The device's cooperative-matrix configurations (empty without the entry point).
-std::vector<CoopKhrProperties> coop_khr_properties(VkInstance instance, VkPhysicalDevice pd) {
-  const auto get = reinterpret_cast<GetCoopKhrProperties>(
-      vk().vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  uint32_t n = 0;
-  if (!get || get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return {};
-  std::vector<CoopKhrProperties> props(n, vk_struct<CoopKhrProperties>(kStypeCoopKhrProperties));
+  std::vector<T> props(n, vk_struct<T>(stype));
   if (get(pd, &n, props.data()) != VK_SUCCESS) return {};
   props.resize(n);
   return props;
+}
+
+// The device's flexible-dimension products of VK_NV_cooperative_matrix2.
+std::vector<DeviceInfo::FlexShape> coop_flex_shapes(VkInstance instance, VkPhysicalDevice pd) {
+  std::vector<DeviceInfo::FlexShape> shapes;
+  for (const CoopFlexProperties& p : physical_device_list<CoopFlexProperties>(
+           instance, pd, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", kStypeCoopFlexProperties))
+    shapes.push_back({p.MGranularity, p.NGranularity, p.KGranularity, p.AType, p.BType, p.CType, p.ResultType,
+                      p.scope, p.workgroupInvocations});
+  return shapes;
+}
+
+// The device's cooperative-matrix configurations.
+std::vector<CoopKhrProperties> coop_khr_properties(VkInstance instance, VkPhysicalDevice pd) {
+  return physical_device_list<CoopKhrProperties>(instance, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+                                                 kStypeCoopKhrProperties);
 }
 
 // Whether `props` hold 16 x 16 x 16 subgroup products of A / B of `component` into f32.
