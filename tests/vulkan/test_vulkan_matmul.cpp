@@ -578,6 +578,65 @@ TEST(VulkanMatmul, CoopmatSplitKSources) {
   }
 }
 
+// The workgroup-scope GEMM (VK_NV_cooperative_matrix2) on large products whose tiles lie inside
+// the operands: its sources (compiled and rewritten to KHR here) and its near misses.
+TEST(VulkanMatmul, WorkgroupScopeGemmSources) {
+  using Dims = std::vector<int64_t>;
+  auto lower = [](const Graph& g, DType t, bool listed, const std::string& tile = "") {
+    SourceOnlyContext nv(Precision::Fp32, true, true);
+    CompileOptions o = nv.options();
+    if (!tile.empty()) o.tuning.vulkan_gemm_tile = tile;
+    SourceOnlyContext cx(o);
+    cx.dev = nv.dev;
+    cx.dev.coopmat_bf16 = cx.dev.coopmat_khr_f16 = true;
+    cx.dev.coopmat2_workgroup = true;
+    cx.dev.coopmat2_max_workgroup = 1024;
+    const uint32_t comp = t == DType::BF16 ? 1000141000u : 0u;
+    if (listed) cx.dev.coopmat2_shapes = {{32, 32, 16, comp, comp, 1, 1, 2, 256}, {32, 16, 16, comp, comp, 1, 1, 2, 128}};
+    for (const plan::Step& st : plan::build_schedule(g).steps)
+      if (plan::step_family(st.op) == plan::StepFamily::Matmul) vulkan::lower_matmul(cx, st);
+    return cx.kernels;
+  };
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const std::string wg = t == DType::BF16 ? "matmul_gemm_coopmat_wg_bf16" : "matmul_gemm_coopmat_wg";
+    Graph tb;  // B transposed, over a strided batch of 2
+    tb.add_output(tb.matmul(tb.input("a", Shape::of({2, 2048, 2048}, t)),
+                            tb.transpose(tb.input("b", Shape::of({2, 3328, 2048}, t)), {0, 2, 1})));
+    for (const Graph& g : {matmul_graph({4096, 2048}, {2048, 3328}, t), fused_graph(4096, 2048, 3328, t, ActKind::Gelu, 3328, true), tb}) {
+      const auto ks = lower(g, t, true);
+      ASSERT_EQ(ks.size(), 1u);
+      EXPECT_EQ(ks[0].name, wg);
+      EXPECT_NE(ks[0].source.find("#define LDA 2048u"), std::string::npos);  // compile-time strides
+      expect_khr_rewrite(ks[0], t == DType::BF16 ? vulkan::KhrRewrite::Bf16 : vulkan::KhrRewrite::F16);
+    }
+    // Near misses: the subgroup kernel.
+    for (const auto& [a, b] : std::vector<std::pair<Dims, Dims>>{{{4096, 2048}, {2048, 3300}},   // N not a tile multiple
+                                                                 {{4040, 2048}, {2048, 3328}},   // M
+                                                                 {{4096, 2040}, {2040, 3328}},   // K
+                                                                 {{4096, 1024}, {1024, 4096}},   // K below 2048
+                                                                 {{4096, 2048}, {2048, 3072}}})  // 384 tiles
+      EXPECT_NE(lower(matmul_graph(a, b, t), t, true).at(0).name, wg);
+    EXPECT_NE(lower(matmul_graph({4096, 2048}, {2048, 3328}, t), t, false).at(0).name, wg);  // not listed
+    EXPECT_NE(lower(matmul_graph({4096, 2048}, {2048, 3328}, t), t, true, "2,2,4,4,32").at(0).name, wg);  // a tile asked
+  }
+}
+
+// The workgroup-scope GEMM against the CPU where the device has it (a 27-GFLOP product: too
+// slow for CPU adapters, which never take that kernel): epilogue, transposed B over a batch.
+TEST(VulkanMatmul, WorkgroupScopeGemmParity) {
+  RLX_REQUIRE_VULKAN();
+  if (!vulkan::context().info.coopmat2_workgroup) GTEST_SKIP() << "the device has no workgroup-scope cooperative matrices";
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    expect_vulkan_parity(fused_graph(4096, 2048, 3328, t, ActKind::Gelu, 3328, true));
+    Graph tb;
+    tb.add_output(tb.matmul(tb.input("a", Shape::of({2, 2048, 2048}, t)),
+                            tb.transpose(tb.input("b", Shape::of({2, 3328, 2048}, t)), {0, 2, 1})));
+    expect_vulkan_parity(tb);
+  }
+}
+
 // The split-K GEMM against the CPU (on NVIDIA; elsewhere the SIMT GEMM): ragged K and edges, a
 // transposed B over a batch, the epilogue after the sum.
 TEST(VulkanMatmul, SplitKGemmParity) {

@@ -71,6 +71,12 @@ class KernelArgs {
     decl_ += glsl_buffer(static_cast<int>(ops_.size()), name, t, false, true);
     add(name, op, dtype_size(t));
   }
+  // An f32 buffer read as vec4s, written and read by different invocations of one dispatch.
+  void coherent_vec4_buffer(const std::string& name, const Operand& op) {
+    const std::string b = std::to_string(ops_.size());
+    decl_ += "layout(std430, set = 0, binding = " + b + ") coherent buffer B" + b + " { uvec4 data[]; } " + name + ";\n";
+    add(name, op, 16);
+  }
   // A buffer of 32-bit words of GLSL type `type` (the error flag, an offset table).
   void words(const std::string& name, const std::string& type, const Operand& op, bool readonly) {
     const std::string b = std::to_string(ops_.size());
@@ -317,6 +323,63 @@ void add_split_sum(LowerContext& cx, const plan::Step& st, const Product& p, Ope
   cx.dispatch(k, sum.operands(), sum.push(cx.info()), cx.groups_1d(static_cast<uint64_t>(rows * n), kSumGroup));
 }
 
+// The workgroup-scope GEMM (kGemmCoopWg): 128 x 256 tiles 64 deep on 256 invocations, for
+// products whose tiles lie inside the operands (M, N, K multiples of the tile: no bounds checks
+// in these loads), A untransposed, both operands 16-byte words, where the device lists
+// workgroup-scope products of the operands' type into f32 for 256 invocations at granularities
+// dividing the tile; and only for large products (three waves of tiles on a 132-SM GPU, K at
+// least 2048): on an H200 it runs 4096^3 / 8192^3 at 243-275 TFLOP/s where the subgroup kernel
+// runs 233-256, but BERT-base b32's and Llama prefill 512's products (96-384 tiles, K 768-2048)
+// 1.5x / 1.03x slower (docs/backends/vulkan.md). False where any of that fails.
+constexpr uint32_t kWgM = 128, kWgN = 256, kWgK = 64, kWgThreads = 256;
+
+bool lower_gemm_coop_wg(LowerContext& cx, const plan::Step& st, const plan::MatMulGeom& g, const Product& p,
+                        bool bits) {
+  const DeviceInfo& info = cx.info();
+  if (!info.coopmat2_workgroup || info.coopmat2_max_workgroup < kWgThreads || info.max_invocations < kWgThreads) return false;
+  if (!(bits ? p.t == DType::BF16 : p.t == DType::F16 && info.coopmat_khr_f16 && cx.knobs().vulkan_coopmat_khr()))
+    return false;
+  constexpr uint32_t kF16 = 0, kF32 = 1, kBf16 = 1000141000, kWorkgroup = 2;
+  const uint32_t comp = bits ? kBf16 : kF16;
+  bool listed = false;
+  for (const DeviceInfo::FlexShape& f : info.coopmat2_shapes)
+    listed = listed || (f.scope == kWorkgroup && f.invocations == kWgThreads && f.a == comp && f.b == comp &&
+                        f.c == kF32 && f.result == kF32 && f.m > 0 && f.n > 0 && f.k > 0 && kWgM % f.m == 0 &&
+                        kWgN % f.n == 0 && kWgK % f.k == 0);
+  if (!listed || g.trans_a || g.m % kWgM != 0 || g.n % kWgN != 0 || g.k % kWgK != 0) return false;
+  if (g.a_stride < 0 || g.b_stride < 0) return false;  // a batch offset table: the subgroup kernel
+  if (g.lda >= (int64_t{1} << 31) || g.ldb >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) return false;
+  const int64_t tiles = (g.m / kWgM) * (g.n / kWgN) * g.batch;
+  if (tiles < 3 * kCoopFill || g.k < 2048 || g.batch * g.m * g.n >= (int64_t{1} << 30)) return false;
+  if (g.m / kWgM > info.max_groups[1] || g.n / kWgN > info.max_groups[0] || g.batch > info.max_groups[2]) return false;
+  const Operand a = cx.in(st.in.at(0)), b = cx.in(st.in.at(1));
+  auto words = [](const Operand& op, int64_t ld, int64_t stride) { return ld % 8 == 0 && stride % 8 == 0 && op.skip % 16 == 0; };
+  if (!words(a, g.lda, g.a_stride) || !words(b, g.ldb, g.b_stride)) return false;
+  const std::string what = step_label(st);
+  KernelArgs args(what);
+  args.vec4_buffer("A", a);
+  args.vec4_buffer("B", b);
+  Operand acc = cx.scratch(static_cast<size_t>(g.batch * g.m * g.n) * 4, what + " accumulators");
+  args.coherent_vec4_buffer("P", acc);
+  codegen::Helpers h;
+  codegen::glsl_language().dtype_helpers(p.t, h);
+  const std::string epi = bind_epilogue(cx, st, p, args, h);
+  gemm_params(args, g, true);
+  auto u = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string defines =
+      "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+      "#define ACC float\nlayout(local_size_x = " + std::to_string(kWgThreads) + ") in;\n#define NT " + u(kWgThreads) +
+      "\n#define BM " + u(kWgM) + "\n#define BN " + u(kWgN) + "\n#define BK " + u(kWgK) + "\n#define TRANS_B " +
+      flag(g.trans_b) + "\n#define KD " + u(static_cast<uint32_t>(g.k)) + "\n#define LDA " +
+      u(static_cast<uint32_t>(g.lda)) + "\n#define LDB " + u(static_cast<uint32_t>(g.ldb)) + "\n";
+  std::vector<DType> types{p.t, DType::F32, DType::F16};
+  const std::string src = coopmat_directive(cx, bits) + shader(types, defines, args, h, epi, ksrc::kGemmCoopWg);
+  const Kernel k{bits ? "matmul_gemm_coopmat_wg_bf16" : "matmul_gemm_coopmat_wg", src};
+  cx.dispatch(k, args.operands(), args.push(info), static_cast<uint32_t>(g.n / kWgN), static_cast<uint32_t>(g.m / kWgM),
+              static_cast<uint32_t>(g.batch));
+  return true;
+}
+
 // The cooperative-matrix GEMM (kGemmCoopNV) for f16 operands (f16 products, and f32 products
 // under the Fp16 policy) and, where the device has bf16 matrices, bf16 operands (bf16 products,
 // f32 products under the Bf16 policy). False where the device or the product does not allow it.
@@ -326,6 +389,7 @@ bool lower_gemm_coop(LowerContext& cx, const plan::Step& st, const plan::MatMulG
   const bool bits = info.coopmat_bf16 && (p.t == DType::BF16 || (p.t == DType::F32 && p.round_ab == DType::BF16));
   if (!(bits || p.t == DType::F16 || (p.t == DType::F32 && p.round_ab == DType::F16))) return false;
   const std::optional<CoopShape> asked = coop_shape_knob(cx.knobs());
+  if (!asked && lower_gemm_coop_wg(cx, st, g, p, bits)) return true;
   const CoopShape cs = asked ? *asked : default_coop_shape(g);
   if (cs.nt() > info.max_invocations || cs.shared_bytes() > info.max_shared_bytes) {
     if (asked)

@@ -221,4 +221,50 @@ void main() {
 }
 )";
 
+// The GEMM on workgroup-scope matrices (VK_NV_cooperative_matrix2, KHR SPIR-V; products whose
+// tiles lie inside the operands): workgroup (x, y, z) computes the BM x BN tile (tn, tm) of batch
+// item z as one accumulator, its A and B slices (BK deep) loaded straight from the operands'
+// 16-byte words (the driver stages them), B column-major when TRANS_B. The accumulator goes to
+// the f32 scratch P ([batch * m, n], as 16-byte words), which the same workgroup then reads back
+// through the epilogue, 8 loads of an invocation in flight (a workgroup-scope accumulator is
+// larger than shared memory). Defines: NT BM BN BK TRANS_B, and KD LDA LDB (k and the leading
+// dimensions: with run-time strides NVIDIA's driver loads the slices 5x slower). Params: m n k
+// batch lda ldb sa sb (sa / sb the batch strides).
+inline constexpr const char* kGemmCoopWg = R"(
+void main() {
+  const uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
+  const uint a0 = b * pc.sa, b0 = b * pc.sb;
+  fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> acc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
+  for (uint k0 = 0u; k0 < KD; k0 += BK) {
+    fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> fa;
+    fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> fb;
+    coopMatLoadNV(fa, A.data, pc.o_A + (a0 + row0 * LDA + k0) / 8u, LDA / 8u, false);
+#if TRANS_B
+    coopMatLoadNV(fb, B.data, pc.o_B + (b0 + col0 * LDB + k0) / 8u, LDB / 8u, true);
+#else
+    coopMatLoadNV(fb, B.data, pc.o_B + (b0 + k0 * LDB + col0) / 8u, LDB / 8u, false);
+#endif
+    acc = coopMatMulAddNV(fa, fb, acc);
+  }
+  // P in vec4s: the tile back in 16-byte loads, 8 of an invocation's in flight at a time.
+  const uint nv = pc.n / 4u, rowv = BN / 4u;
+  const uint p0 = pc.o_P + (b * pc.m + row0) * nv + col0 / 4u;
+  coopMatStoreNV(acc, P.data, p0, nv, false);
+  memoryBarrierBuffer();
+  barrier();
+  for (uint e0 = gl_LocalInvocationID.x; e0 < BM * rowv; e0 += 8u * NT) {
+    vec4 v[8];
+    for (uint u = 0u; u < 8u; ++u) {
+      const uint e = e0 + u * NT;
+      v[u] = e < BM * rowv ? uintBitsToFloat(P.data[p0 + (e / rowv) * nv + e % rowv]) : vec4(0.0);
+    }
+    for (uint u = 0u; u < 8u; ++u) {
+      const uint e = e0 + u * NT, r = e / rowv, c = col0 + (e % rowv) * 4u;
+      if (e < BM * rowv)
+        for (uint i = 0u; i < 4u; ++i) rlx_epilogue((b * pc.m + row0 + r) * pc.n + c + i, c + i, v[u][i]);
+    }
+  }
+}
+)";
+
 }  // namespace rlx::vulkan::ksrc
