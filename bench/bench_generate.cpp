@@ -19,6 +19,7 @@
 //                  [--repeat N]  (measured runs per thread count and cache size; the medians are printed;
 //                                 0: none, e.g. with --trace only)
 //                  [--chunk 64]  (GeneratorOptions::prefill_chunk)
+//                  [--activations f32|bf16|f16]  (GeneratorOptions::activations; default f32)
 //                  [--trace out.json]  (greedy ids of the first thread count and cache size, with the
 //                                       top-8 logits of each step: {"tokens": [...], "top": [[[id, logit], ...], ...]})
 //                  [--follow-ids 7,3,...]  (with --trace: feed these ids back instead of the argmax, teacher
@@ -41,6 +42,7 @@
 
 #include "rlx/generate.h"
 #include "models/llama_gguf.h"
+#include "runtime/device_api.h"
 #include "runtime/device_profile.h"
 
 namespace {
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   rlx::Device device = rlx::Device::Cpu;
   double peak_gbps = 0;
   int64_t tokenize_bytes = 0, repeat = 1, chunk = 64;
+  rlx::DType activations = rlx::DType::F32;
   std::vector<int64_t> prompt_ids, follow_ids;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
   std::vector<int64_t> ctxs = {256, 1024}, threads = {1, 2};
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt-ids") prompt_ids = parse_list(v);
     else if (a == "--repeat") repeat = std::max<int64_t>(0, std::atoll(v));
     else if (a == "--chunk") chunk = std::atoll(v);
+    else if (a == "--activations") activations = rlx::dtype_from_name(v);
     else if (a == "--trace") trace = v;
     else if (a == "--follow-ids") follow_ids = parse_list(v);
     else {
@@ -257,13 +261,15 @@ int main(int argc, char** argv) {
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     const rlx::models::GgufLlamaConfig llama = rlx::models::read_gguf_llama_config(f);
     const double weight_bytes = decode_weight_bytes(f, llama.tied_output);
-    // The f32 K and V caches of all blocks, bytes per cached position.
-    const double kv_row_bytes = static_cast<double>(llama.layers * 2 * llama.kv_heads * llama.head_dim) * 4;
+    // The K and V caches of all blocks (of the activations' dtype), bytes per cached position.
+    const double kv_row_bytes =
+        static_cast<double>(llama.layers * 2 * llama.kv_heads * llama.head_dim * rlx::dtype_size(activations));
     bool traced = false;
     for (int64_t ctx : ctxs)
       for (int64_t th : threads) {
         const auto a = std::chrono::steady_clock::now();
-        rlx::Generator gen(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk});
+        rlx::Generator gen(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
+                           .activations = activations});
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
         rlx::GenerateOptions o;
         o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
@@ -277,6 +283,20 @@ int main(int argc, char** argv) {
           prompt_tps.push_back(r.prompt_tokens_per_second());
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
+        }
+        if (repeat > 0 && device != rlx::Device::Cpu) {  // a decode step's wall time against its device time
+          std::vector<float> logits = gen.prefill(prompt);
+          std::vector<double> wall, dev;
+          for (int64_t step = 1; step < n; ++step) {
+            const auto a0 = std::chrono::steady_clock::now();
+            logits = gen.step(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+            wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a0).count());
+            dev.push_back(rlx::device_stats().last_device_ms);
+          }
+          if (!wall.empty())
+            std::printf("decode step (median of %zu): %.3f ms wall, %.3f ms on the device (its recorded work), "
+                        "%.3f ms around it (inputs, logits, host)\n",
+                        wall.size(), median(wall), median(dev), median(wall) - median(dev));
         }
         if (profile) {  // after the measured runs (a GPU profile times each step alone, without graphs)
           rlx::enable_device_profile(device);
@@ -306,9 +326,9 @@ int main(int argc, char** argv) {
         if (repeat > 0 && peak_gbps > 0) {  // the DRAM bound of a decode step at its mean position
           const double mean_pos = static_cast<double>(prompt.size()) + static_cast<double>(steps) / 2;
           const double kv = kv_row_bytes * mean_pos, bound_ms = (weight_bytes + kv) / (peak_gbps * 1e6);
-          std::printf("decode bytes a token: weights %.1f MB + KV cache %.1f MB (f32, mean position %.0f); at %.0f GB/s "
+          std::printf("decode bytes a token: weights %.1f MB + KV cache %.1f MB (%s, mean position %.0f); at %.0f GB/s "
                       "%.3f ms = %.1f%% of the DRAM bound\n",
-                      weight_bytes / 1e6, kv / 1e6, mean_pos, peak_gbps, bound_ms, 100.0 * bound_ms * dtps / 1000.0);
+                      weight_bytes / 1e6, kv / 1e6, rlx::dtype_name(activations), mean_pos, peak_gbps, bound_ms, 100.0 * bound_ms * dtps / 1000.0);
         }
         std::fflush(stdout);
         if (!trace.empty() && !traced) {  // greedy ids and the top logits of each step

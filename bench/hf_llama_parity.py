@@ -15,7 +15,9 @@ The reference is transformers in float32 on the CPU (TF32 off), of the weights a
 checkpoints that is the bf16 weights widened to f32, which is what rlx computes (f32 math on bf16
 weights), so the fp32 target (1e-4) applies to both. For bf16 the script also runs transformers'
 native bf16 forward and checks rlx against it within bf16 tolerance: at most
-max(2e-2, 2 * transformers-bf16's own error against the f32 reference).
+max(2e-2, 2 * transformers-bf16's own error against the f32 reference); and runs rlx once more with
+bf16 activations (hf_logits --activations bf16: bf16 math and caches, as transformers' bf16 model),
+whose logits must be within that same tolerance of the f32 reference.
 
 Run on a machine with torch + transformers + numpy and the rlx binaries (bench_generate's folder):
   python3 bench/hf_llama_parity.py --bin build/release --devices cpu,cuda
@@ -100,12 +102,12 @@ def save(model, path, shard):
         model.save_pretrained(path, **kw)
 
 
-def run_rlx(args, model_dir, device, prompt, follow, work, tag):
+def run_rlx(args, model_dir, device, prompt, follow, work, tag, activations="f32"):
     exe = os.path.join(args.bin, "hf_logits")
     steps, seq = os.path.join(work, tag + "_steps.npy"), os.path.join(work, tag + "_seq.npy")
     cmd = [exe, "--model", model_dir, "--device", device, "--prompt-ids", ",".join(map(str, prompt)),
            "--follow-ids", ",".join(map(str, follow)), "--logits", steps, "--seq-logits", seq,
-           "--generate", str(args.gen), "--threads", str(args.threads)]
+           "--generate", str(args.gen), "--threads", str(args.threads), "--activations", activations]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if r.returncode != 0:
@@ -221,6 +223,19 @@ def main():
                     e_native = rel_err(seq, hf_bf16, np)
                     target("%s %s logits vs transformers bf16" % (tag, device), e_native <= tol,
                            "max rel err %.3g (bf16 tolerance %.3g)" % (e_native, tol))
+                    try:  # bf16 activations: rlx's own bf16 model
+                        steps_f, seq_f, _, secs, speed = run_rlx(args, model_dir, device, prompt, follow, work,
+                                                                 tag + "_" + device + "_act16", "bf16")
+                    except Exception as e:  # noqa: BLE001 - reported as a failed target
+                        target("%s %s bf16 activations run" % (tag, device), False, str(e))
+                        continue
+                    e16_seq = rel_err(np.load(seq_f), ref, np)
+                    e16_steps = rel_err(np.load(steps_f), ref[args.prompt - 1:], np)
+                    print("  rlx %s, bf16 activations: %.1f s (%s)" % (device, secs, speed))
+                    target("%s %s bf16 activations, whole sequence vs transformers f32" % (tag, device), e16_seq <= tol,
+                           "max rel err %.3g (bf16 tolerance %.3g; transformers bf16 %.3g)" % (e16_seq, tol, e_hf))
+                    target("%s %s bf16 activations, KV-cache steps vs transformers f32" % (tag, device),
+                           e16_steps <= tol, "max rel err %.3g (bf16 tolerance %.3g)" % (e16_steps, tol))
             del model, ref_model
             if not args.keep and not args.work:
                 shutil.rmtree(model_dir, ignore_errors=True)

@@ -11,6 +11,8 @@
 //   --generate N  greedy (argmax, lowest id on ties) from the prompt for N tokens, no stop token;
 //                 printed as "HF_LOGITS_GREEDY id,id,...".
 //   --ctx         the generator's cache rows (default: enough for the prompt, the follow ids and N).
+//   --activations f32 (default) | bf16 | f16: the dtype the model computes in (GeneratorOptions /
+//                 GgufLlamaOptions::activations), for both the generator and the whole-sequence graph.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +60,7 @@ std::string join(const std::vector<int32_t>& ids) {
 int main(int argc, char** argv) {
   try {
     std::string model, device = "cpu", logits_path, seq_path;
+    rlx::DType act = rlx::DType::F32;
     std::vector<int32_t> prompt, follow;
     int64_t threads = 0, generate = 0, ctx = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
       else if (a == "--seq-logits") seq_path = v;
       else if (a == "--generate") generate = parse_int(a, v);
       else if (a == "--ctx") ctx = parse_int(a, v);
+      else if (a == "--activations") act = rlx::dtype_from_name(v);
       else throw rlx::Error("unknown option " + a + " (see the comment at the top of bench/hf_logits.cpp)");
     }
     if (model.empty()) throw rlx::Error("--model DIR|model.gguf is required");
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
       rlx::GeneratorOptions go;
       go.device = dev;
       go.num_threads = static_cast<int>(threads);
+      go.activations = act;
       const int64_t need = static_cast<int64_t>(prompt.size()) + std::max<int64_t>(static_cast<int64_t>(follow.size()), generate);
       go.max_ctx = ctx ? ctx : std::min<int64_t>((need + 63) / 64 * 64, c.context);
       rlx::Generator gen(f, go);
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
         if (t >= vocab) throw rlx::Error("token id " + std::to_string(t) + " is out of range (vocab " + std::to_string(vocab) + ")");
       rlx::models::GgufLlamaOptions lo;
       lo.half_weights = rlx::models::half_weights_run_on(dev);
+      lo.activations = act;
       const rlx::models::GgufLlama m = rlx::models::build_llama_from_gguf(f, lo);
       rlx::CompileOptions co;
       co.num_threads = static_cast<int>(threads);

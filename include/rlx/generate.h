@@ -62,6 +62,10 @@ struct GeneratorOptions {
   int num_threads = 0;        // CompileOptions::num_threads
   int64_t max_ctx = 0;        // cache rows; 0: the model's context_length, at most 4096
   int64_t prefill_chunk = 64;  // the largest prompt chunk (a power of two)
+  // The dtype the model computes in and keeps its KV caches in: f32, or bf16 / f16 (PyTorch's
+  // precision for 16-bit models; half the cache bytes, and the GPU backends' 16-bit GEMV and
+  // attention kernels). Logits come back as f32 either way. models::GgufLlamaOptions::activations.
+  DType activations = DType::F32;
 };
 
 struct GenerateOptions {

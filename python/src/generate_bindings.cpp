@@ -36,20 +36,22 @@ void register_generate(py::module_& m) {
                           "A Llama-family GGUF model ready to generate text (KV cache on the device, no "
                           "recompile per token).")
       .def(py::init([](const std::string& path, const std::string& device, int64_t max_ctx, int threads,
-                       int64_t prefill_chunk) {
+                       int64_t prefill_chunk, const std::string& activations) {
              GeneratorOptions o;
              o.device = device_from_name(device);
              o.max_ctx = max_ctx;
              o.num_threads = threads;
              o.prefill_chunk = prefill_chunk;
+             o.activations = dtype_from_name(activations);
              py::gil_scoped_release release;
              // The generator copies the weights and the tokenizer: the file is unmapped once it is built.
              return std::make_unique<Generator>(GgufFile(path), o);
            }),
            py::arg("path"), py::kw_only(), py::arg("device") = "cpu", py::arg("max_ctx") = 0, py::arg("threads") = 0,
-           py::arg("prefill_chunk") = 64,
+           py::arg("prefill_chunk") = 64, py::arg("activations") = "f32",
            "Loads `path` (a GGUF file), builds the decoder and compiles it for `device`. max_ctx: cache rows "
-           "(0: the model's context length, at most 4096).")
+           "(0: the model's context length, at most 4096). activations: the dtype the model computes in and "
+           "keeps its KV cache in, 'f32', 'bf16' or 'f16' (16-bit: faster on GPUs; logits stay f32).")
       .def_property_readonly("max_ctx", [](const Generator& g) { return g.max_ctx(); })
       .def_property_readonly("vocab_size", [](const Generator& g) { return g.vocab_size(); })
       .def_property_readonly("position", [](const Generator& g) { return g.position(); },

@@ -118,7 +118,7 @@ struct Generator::Impl {
     // Caches are given once; a new sequence reuses the carried ones as they are (rows past its
     // positions are never read), so starting a sequence copies no cache either.
     if (first && !carried) {
-      const Tensor zeros = Tensor::zeros(DType::F32, {1, max_ctx, config.kv_heads, config.head_dim});
+      const Tensor zeros = Tensor::zeros(options.activations, {1, max_ctx, config.kv_heads, config.head_dim});
       for (int64_t b = 0; b < config.layers; ++b) {
         in.emplace_back("cache_k." + i2s(b), zeros);
         in.emplace_back("cache_v." + i2s(b), zeros);
@@ -182,6 +182,7 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   }
   models::GgufLlamaOptions lo;
   lo.half_weights = models::half_weights_run_on(options.device);  // else f32 weights every backend runs
+  lo.activations = options.activations;
   models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx, lo);
   CompileOptions co;
   co.num_threads = options.num_threads;

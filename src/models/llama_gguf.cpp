@@ -1,5 +1,6 @@
 #include "models/llama_gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -57,13 +58,16 @@ struct Builder {
   const GgufLlamaConfig& c;
   Graph& g;
   NamedTensors& params;
-  bool half_weights = true;  // GgufLlamaOptions::half_weights
+  bool half_weights = true;      // GgufLlamaOptions::half_weights
+  DType act = DType::F32;        // GgufLlamaOptions::activations
   std::set<std::string> used;
 
-  Value f32_param(const std::string& name, const std::vector<int64_t>& shape) {
+  // The GGUF tensor `name` (any stored type) as a param of the activations' dtype.
+  Value act_param(const std::string& name, const std::vector<int64_t>& shape) {
     tensor_of(f, name, shape, &used);
-    params.emplace_back(name, f.tensor_f32(name));
-    return g.param(name, Shape(std::vector<Dim>(shape.begin(), shape.end()), DType::F32));
+    const Tensor t = f.tensor_f32(name);
+    params.emplace_back(name, act == DType::F32 ? t : t.cast(act));
+    return g.param(name, Shape(std::vector<Dim>(shape.begin(), shape.end()), act));
   }
 
   // x (..., in) @ W^T with W the GGUF tensor `name` stored [out, in]; `param_name` names the param.
@@ -73,7 +77,7 @@ struct Builder {
     // pieces); a row length that is not a multiple of 32 falls back to an f32 MatMul below.
     const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
     if (const auto fmt = quant::quant_format_of(t.type);
-        fmt && (!half || (half_weights && in % quant_block(*fmt).elements == 0))) {
+        fmt && (!half || (half_weights && act == DType::F32 && in % quant_block(*fmt).elements == 0))) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
         fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");
@@ -89,9 +93,27 @@ struct Builder {
       fail(f, std::string("tensor '") + name + "' is " + ggml_type_name(t.type) +
                   ", which the Llama builder does not run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K); "
                   "re-quantize it, e.g. with `rlx quantize --scheme q4_k`");
-    params.emplace_back(param_name, f.tensor_f32(name));
-    Value w = g.param(param_name, Shape({out, in}, DType::F32));
-    return g.matmul(x, g.transpose(w, {1, 0}));
+    if (act == DType::F32) {
+      params.emplace_back(param_name, f.tensor_f32(name));
+      Value w = g.param(param_name, Shape({out, in}, DType::F32));
+      return g.matmul(x, g.transpose(w, {1, 0}));
+    }
+    // 16-bit activations: the weight transposed here, once, to [in, out] in their dtype (the
+    // row-major right operand every backend's GEMV streams).
+    params.emplace_back(param_name, transposed(f.tensor_f32(name), out, in).cast(act));
+    return g.matmul(x, g.param(param_name, Shape({in, out}, act)));
+  }
+
+  static Tensor transposed(const Tensor& w, int64_t rows, int64_t cols) {
+    Tensor t = Tensor::empty(DType::F32, {cols, rows});
+    const float* src = w.data<float>();
+    float* dst = t.data<float>();
+    constexpr int64_t kB = 64;  // blocks that stay in cache on both sides
+    for (int64_t r0 = 0; r0 < rows; r0 += kB)
+      for (int64_t c0 = 0; c0 < cols; c0 += kB)
+        for (int64_t r = r0; r < std::min(rows, r0 + kB); ++r)
+          for (int64_t c = c0; c < std::min(cols, c0 + kB); ++c) dst[c * rows + r] = src[r * cols + c];
+    return t;
   }
 
   // cos / sin (S, n_rot / 2) of angle = position * theta^(-2i / n_rot) / (linear * freqs[i]).
@@ -115,7 +137,9 @@ struct Builder {
           (c.rope_linear * freqs[static_cast<size_t>(i)]));
     Value pos = g.reshape(g.cast(positions, DType::F32), {g.shape(positions).dims[0], Dim(1)});
     Value angle = g.mul(pos, g.constant(Tensor::f32({half}, inv)));
-    return {g.act(ActKind::Cos, angle), g.act(ActKind::Sin, angle)};
+    Value cos = g.act(ActKind::Cos, angle), sin = g.act(ActKind::Sin, angle);  // angles in f32
+    if (act != DType::F32) cos = g.cast(cos, act), sin = g.cast(sin, act);
+    return {cos, sin};
   }
 
   // The KV-cache form (build_llama_decoder_from_gguf): the chunk's positions say where its rows
@@ -130,7 +154,7 @@ struct Builder {
   // at their positions; the result is also a graph output (the next run's cache). Carried by
   // bind_state, the CPU writes only the S rows in place (docs/generation.md).
   Value cache_update(Cache& kc, const std::string& name, Value x) {
-    Value cache = g.input(name, Shape({Dim(1), Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, DType::F32));
+    Value cache = g.input(name, Shape({Dim(1), Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, act));
     Value updated = g.cache_write(cache, x, kc.positions);
     kc.outputs.push_back(updated);
     return updated;
@@ -139,7 +163,7 @@ struct Builder {
   Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s, Cache* kc = nullptr) {
     const std::string p = "blk." + i2s(i) + ".";
     const int64_t e = c.hidden, hq = c.heads, hkv = c.kv_heads, d = c.head_dim;
-    Value x = g.rms_norm(h, f32_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
+    Value x = g.rms_norm(h, act_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
     Value q = g.reshape(project(x, p + "attn_q.weight", hq * d, e, p + "attn_q.weight"), {Dim(1), s, Dim(hq), Dim(d)});
     Value k = g.reshape(project(x, p + "attn_k.weight", hkv * d, e, p + "attn_k.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
     Value v = g.reshape(project(x, p + "attn_v.weight", hkv * d, e, p + "attn_v.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
@@ -160,7 +184,7 @@ struct Builder {
     }
     Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {Dim(1), s, Dim(hq * d)});
     Value h1 = g.add(h, project(ctx, p + "attn_output.weight", e, hq * d, p + "attn_output.weight"));
-    Value y = g.rms_norm(h1, f32_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
+    Value y = g.rms_norm(h1, act_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
     Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
     Value up = project(y, p + "ffn_up.weight", c.ffn, e, p + "ffn_up.weight");
     return g.add(h1, project(g.mul(gate, up), p + "ffn_down.weight", e, c.ffn, p + "ffn_down.weight"));
@@ -227,28 +251,30 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
 namespace {
 
 // The teacher-forced graph (max_ctx 0) or the KV-cache decoder (max_ctx > 0).
-GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, bool half_weights) {
+GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const GgufLlamaOptions& o) {
+  if (o.activations != DType::F32 && o.activations != DType::F16 && o.activations != DType::BF16)
+    fail(f, std::string("options.activations must be f32, f16 or bf16, got ") + dtype_name(o.activations));
   GgufLlama m;
   m.config = read_gguf_llama_config(f);
   const GgufLlamaConfig& c = m.config;
   Graph& g = m.graph;
-  Builder b{f, c, g, m.params, half_weights, {}};
+  Builder b{f, c, g, m.params, o.half_weights, o.activations, {}};
   const Dim s = seq ? Dim(seq) : Dim::symbol("seq");
   Value tokens = g.input("tokens", Shape({s}, DType::I64));
   Value positions = g.input("positions", Shape({s}, DType::I64));
   std::optional<Value> logit_rows;
   if (max_ctx) logit_rows = g.input("logit_rows", Shape({Dim::symbol("rows")}, DType::I64));
-  Value emb = b.f32_param("token_embd.weight", {c.vocab, c.hidden});
+  Value emb = b.act_param("token_embd.weight", {c.vocab, c.hidden});
   Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
   auto [cos, sin] = b.rope_tables(positions);
   std::optional<Builder::Cache> kc;
   if (max_ctx) kc = Builder::Cache{max_ctx, positions, {}};
   for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s, kc ? &*kc : nullptr);
   if (logit_rows) h = g.gather(h, *logit_rows, 1);  // (1, R, E): only the rows whose logits are wanted
-  h = g.rms_norm(h, b.f32_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
+  h = g.rms_norm(h, b.act_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
   // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
   Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");
-  g.add_output(logits, "logits");
+  g.add_output(b.act == DType::F32 ? logits : g.cast(logits, DType::F32), "logits");
   if (kc)
     for (int64_t i = 0; i < c.layers; ++i) {
       g.add_output(kc->outputs[static_cast<size_t>(2 * i)], "cache_k." + i2s(i));
@@ -272,13 +298,13 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, bool half
 
 GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& options) {
   if (options.seq < 0) fail(f, "options.seq must be >= 0 (0 = symbolic), got " + i2s(options.seq));
-  return build_llama(f, options.seq, 0, options.half_weights);
+  return build_llama(f, options.seq, 0, options);
 }
 
 GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, const GgufLlamaOptions& options) {
   if (max_ctx <= 0) fail(f, "the KV cache length max_ctx must be positive, got " + i2s(max_ctx));
   if (options.seq != 0) fail(f, "the KV-cache decoder's chunk length is symbolic; options.seq must be 0, got " + i2s(options.seq));
-  return build_llama(f, 0, max_ctx, options.half_weights);
+  return build_llama(f, 0, max_ctx, options);
 }
 
 bool half_weights_run_on(Device device) { return device == Device::Cpu || device == Device::Cuda; }

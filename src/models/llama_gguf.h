@@ -22,7 +22,12 @@
 // its raw bytes (a u8 [out, row_bytes] param); so does an F16 / BF16 weight with options.half_weights
 // (rows a multiple of 32); otherwise an F32 / F16 / BF16 weight becomes a MatMul with the transposed
 // f32 param. The embedding table and the norm weights are f32 params (dequantized when
-// stored quantized). Everything computes in f32.
+// stored quantized). Everything computes in f32, unless options.activations is f16 / bf16: then
+// the activations, the embedding table, the norm weights, the RoPE tables and the KV caches are of
+// that dtype, F32 / F16 / BF16 matrices become MatMuls with params of that dtype (transposed at
+// build time to [in, out]), block-quantized ones DequantMatMuls of 16-bit activations, and only
+// the logits are cast back to f32 (the precision of PyTorch's bf16 models, at half the bytes a
+// decode step moves through its caches and activations).
 //
 // RoPE: llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that the
 // rotation pairs of the Hugging Face (NeoX, half-split) layout, dims (i, i + D/2), become adjacent
@@ -62,6 +67,8 @@ struct GgufLlamaOptions {
   // formats, which the CPU and CUDA backends run; false: widened to f32 params multiplied by a
   // MatMul, which every backend runs. Choose with half_weights_run_on(device).
   bool half_weights = true;
+  // The dtype the model computes in: f32 (default), or f16 / bf16 (see above).
+  DType activations = DType::F32;
 };
 
 // Whether `device`'s backend runs DequantMatMul's 16-bit weight formats (GgufLlamaOptions::half_weights).
@@ -80,7 +87,8 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 // preallocated caches of `max_ctx` rows.
 //   inputs  "tokens" (S) i64, "positions" (S) i64 (the chunk's positions in the sequence, each
 //           < max_ctx), "logit_rows" (R) i64 (the chunk rows whose logits are wanted; R is the
-//           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (1, max_ctx, Hkv, D) f32
+//           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (1, max_ctx, Hkv, D) of
+//           the activations' dtype (options.activations)
 //   outputs "logits" (1, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
 //           2 + 2N): the caches with the chunk's keys (after RoPE) and values written at rows
 //           `positions` (CacheWrite; every other row unchanged). A position outside [0, max_ctx)

@@ -46,10 +46,14 @@ TEST(CudaKernelSources, DequantGemvCompilesForEveryFormat) {
 TEST(CudaKernelSources, DequantRowsCompilesForEveryFormat) {
   for (QuantFormat f : kAll) {
     SCOPED_TRACE(fmt_name(f));
-    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f), "sm_90", true).size(), 100u);
+    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f, DType::F32), "sm_90", true).size(), 100u);
   }
   for (QuantFormat f : {QuantFormat::F16, QuantFormat::BF16})
-    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f), "sm_90", true).size(), 100u);
+    EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f, DType::F32), "sm_90", true).size(), 100u);
+  for (DType out : {DType::F16, DType::BF16})  // 16-bit x: rows decoded to its type
+    for (QuantFormat f : {QuantFormat::Q4_K, QuantFormat::Q8_0, QuantFormat::BF16})
+      EXPECT_GT(cuda::nvrtc_compile("dequant_rows", cuda::dequant_rows_source(f, out), "sm_90", true).size(), 100u);
+  EXPECT_THROW(cuda::dequant_rows_source(QuantFormat::Q4_0, DType::I32), Error);
 }
 
 TEST(CudaKernelSources, DequantGemvDp4aCompilesForItsFormats) {
@@ -103,9 +107,10 @@ TEST(CudaDequantMatMul, MatchesTheExactProductForEveryFormat) {
         // path (decode of its formats) also x's rounding to 8-bit blocks: half a step of each
         // 32-value block (max |x| / 127) times |w|.
         const double out_eps = t == DType::F32 ? 0 : (t == DType::F16 ? 1.0 / 1024 : 1.0 / 128);
-        // The prefill path (f32 x of >= 16 rows, knob cuda_dequant_gemm_rows): x and the decoded
-        // weights rounded to TF32 (10 mantissa bits) for the tensor cores.
-        const double tf32 = t == DType::F32 && m >= 16 ? 1.0 / 256 : 0.0;
+        // The prefill path (x of >= 16 rows, knob cuda_dequant_gemm_rows): for f32 x, x and the
+        // decoded weights rounded to TF32 (10 mantissa bits) for the tensor cores; for 16-bit x,
+        // the weights decoded to x's type.
+        const double tf32 = m < 16 ? 0.0 : t == DType::F16 ? 1.0 / 2048 : 1.0 / 256;
         const bool int8_x = m <= 8 && (f == QuantFormat::Q4_0 || f == QuantFormat::Q8_0 || f == QuantFormat::Q4_K ||
                                        f == QuantFormat::Q6_K);
         for (int64_t i = 0; i < m; ++i)
@@ -154,12 +159,13 @@ TEST(CudaDequantMatMul, NonFiniteXGivesNaNOnTheIntegerDotPath) {
   }
 }
 
-// Prefill on the tensor cores: a weight larger than the 32 MiB of decoded rows at a time (two
-// chunks, the second of 64 rows), with the knob at its default and off (the f32 decoder), both
-// against the exact product.
+// Prefill on the tensor cores: a weight larger than the 32 MiB of decoded rows at a time (f32 x:
+// chunks of 2048, 2048 and 64 rows; bf16 x, rows decoded to bf16: 4096, then 64), with the
+// knob at its default and off (the decoder kernel), both against the exact product.
 TEST(CudaDequantMatMul, PrefillDecodesTheWeightInChunksForTheTensorCores) {
   RLX_REQUIRE_CUDA();
-  const int64_t m = 16, k = 4096, n = 2112;
+  const int64_t m = 16, k = 4096, n = 4160;
+  for (DType t : {DType::F32, DType::BF16})
   for (QuantFormat f : {QuantFormat::Q4_0, QuantFormat::Q6_K}) {
     const int64_t bytes = k / quant_block(f).elements * quant_block(f).bytes;
     const auto wb = rlx::testing::random_quant_weight(f, n, k, 31);
@@ -168,28 +174,32 @@ TEST(CudaDequantMatMul, PrefillDecodesTheWeightInChunksForTheTensorCores) {
     std::mt19937 rng(9);
     std::normal_distribution<float> nd;
     for (float& v : xv) v = nd(rng);
+    const Tensor xt = Tensor::f32({m, k}, xv).cast(t);
+    const std::vector<double> xr = xt.to_f64();  // x as its dtype holds it
     for (int64_t rows : {int64_t{0}, int64_t{16}}) {
-      SCOPED_TRACE(fmt_name(f) + " cuda_dequant_gemm_rows " + std::to_string(rows));
+      SCOPED_TRACE(fmt_name(f) + " " + dtype_name(t) + " cuda_dequant_gemm_rows " + std::to_string(rows));
       Graph g;
       ops::DequantMatMul op;
       op.format = f;
       op.k = k;
-      g.add_output(g.apply(op, {g.input("x", Shape::of({m, k}, DType::F32)), g.param("w", Shape::of({n, bytes}, DType::U8))}));
+      g.add_output(g.apply(op, {g.input("x", Shape::of({m, k}, t)), g.param("w", Shape::of({n, bytes}, DType::U8))}));
       CompileOptions o;
       o.tuning.cuda_dequant_gemm_rows = rows;
       auto cg = Session(Device::Cuda).compile(g, o);
       cg.set_param("w", Tensor::from_bytes(DType::U8, {n, bytes}, wb.data(), wb.size()));
-      const std::vector<double> y = cg.run({{"x", Tensor::f32({m, k}, xv)}}).at(0).to_f64();
+      const std::vector<double> y = cg.run({{"x", xt}}).at(0).to_f64();
       ASSERT_EQ(y.size(), static_cast<size_t>(m * n));
+      const double out_eps = t == DType::BF16 ? 1.0 / 128 : 0.0;  // y's rounding
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
           double e = 0, a = 0;
           for (int64_t q = 0; q < k; ++q) {
-            const double p = static_cast<double>(xv[static_cast<size_t>(i * k + q)]) * wf[static_cast<size_t>(j * k + q)];
+            const double p = xr[static_cast<size_t>(i * k + q)] * wf[static_cast<size_t>(j * k + q)];
             e += p;
             a += std::fabs(p);
           }
-          ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], e, 2e-5 * a + 1e-6 + (rows ? a / 256 : 0.0)) << i << "," << j;
+          ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], e, 2e-5 * a + 1e-6 + (rows ? a / 256 : 0.0) + out_eps * std::fabs(e))
+              << i << "," << j;
         }
     }
   }

@@ -75,7 +75,9 @@ TEST(CudaDequantMatMul, HalfFormatsMatchTheWidenedProduct) {
               e += p;
               a += std::fabs(p);
             }
-            // f32 x of >= 16 rows takes the prefill GEMM, in strict f32 for these formats.
+            // x of >= 16 rows takes the prefill GEMM: f32 x in strict f32 for these formats, bf16
+            // x with the BF16 format on rows decoded exactly to bf16; f16 weights with bf16 x stay
+            // on the decoder kernel (decoding them to bf16 would round them).
             ASSERT_NEAR(y[static_cast<size_t>(i * n + j)], e, 1e-5 * a + out_eps * std::fabs(e) + 1e-6) << i << "," << j;
           }
       }

@@ -206,6 +206,48 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
   EXPECT_LT(worst, 1e-3);
 }
 
+// 16-bit activations (GeneratorOptions::activations): the decoder computes in bf16 / f16 with
+// caches of that dtype and MatMuls on 16-bit params (no DequantMatMul for 16-bit weights), its
+// logits (f32) within the 16-bit rounding of the f32 recompute's at every cached step, for
+// F16 weights and for Q8_0 ones (a DequantMatMul of 16-bit x).
+TEST(Generate, SixteenBitActivationsFollowTheF32Model) {
+  for (GgmlType proj : {GgmlType::F16, GgmlType::Q8_0}) {
+    TinyLm m;
+    m.proj = proj;
+    const std::string bytes = write_lm(m);
+    const GgufFile f = file_of(bytes);
+    rlx::testing::LlamaReference ref(f);
+    for (DType act : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(ggml_type_name(proj)) + " " + dtype_name(act));
+      models::GgufLlamaOptions lo;
+      lo.activations = act;
+      const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
+      int dequant = 0, matmul = 0;
+      for (const Node& n : dec.graph.nodes()) {
+        dequant += std::holds_alternative<ops::DequantMatMul>(n.op);
+        matmul += std::holds_alternative<ops::MatMul>(n.op);
+        if (const auto* in = std::get_if<ops::Input>(&n.op); in && in->name.rfind("cache_", 0) == 0) {
+          EXPECT_EQ(in->shape.dtype, act) << in->name;
+        }
+      }
+      EXPECT_EQ(dequant, proj == GgmlType::Q8_0 ? 7 * m.layers + 1 : 0);
+      EXPECT_EQ(matmul, proj == GgmlType::Q8_0 ? 0 : 7 * m.layers + 1);
+      EXPECT_EQ(dec.graph.shape(dec.graph.outputs().at(0)).dtype, DType::F32);
+      Generator gen(f, {.max_ctx = 32, .prefill_chunk = 4, .activations = act});
+      // bf16 keeps 8 significant bits: a few roundings per block leave the logits within 5%
+      // (measured 1.7%); f16 within 1% (0.16%). With Q8_0, x rounded to 16 bits moves some of
+      // its 8-bit blocks (decode quantizes x) a step from the f32 reference's: 5% (2.3-3.0%).
+      const double tol = act == DType::BF16 || proj == GgmlType::Q8_0 ? 5e-2 : 1e-2;
+      EXPECT_LT(check_sequence(gen, ref, {1, 30, 7, 12, 33}, 8), tol);
+    }
+  }
+  const std::string bytes = write_lm(TinyLm{});
+  models::GgufLlamaOptions lo;
+  lo.activations = DType::I32;
+  EXPECT_THAT(error_message([&] { models::build_llama_decoder_from_gguf(file_of(bytes), 32, lo); }),
+              HasSubstr("activations must be f32, f16 or bf16"));
+}
+
 // The reference's greedy loop: argmax of the recomputed logits, stopping after </s>.
 std::vector<int32_t> reference_greedy(rlx::testing::LlamaReference& ref, std::vector<int32_t> seq, int n, int32_t eos = 2) {
   std::vector<int32_t> out;
@@ -296,6 +338,17 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   const std::string bad = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));
+  // bf16 activations run (their numbers: SixteenBitActivationsFollowTheF32Model); a dtype the
+  // model does not compute in is refused.
+  const std::string act = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +
+                          "' --prompt 'abc def' -n 12 --no-echo --threads 1 --activations bf16 >'" + out + "' 2>'" + err + "'";
+  EXPECT_EQ(std::system(act.c_str()), 0) << slurp(err);
+  EXPECT_FALSE(slurp(out).empty());
+  EXPECT_THAT(slurp(err), HasSubstr("tokens/s"));
+  const std::string bad_act = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +
+                              "' -p 'abc' --activations i8 >'" + out + "' 2>'" + err + "'";
+  EXPECT_NE(std::system(bad_act.c_str()), 0);
+  EXPECT_THAT(slurp(err), HasSubstr("--activations takes f32, f16 or bf16"));
   std::filesystem::remove_all(dir);
 }
 

@@ -89,3 +89,13 @@ def test_generate_example(tiny_gguf):
                          env=env)
     assert out.returncode == 0, out.stderr
     assert "prompt tokens at" in out.stderr and "generated at" in out.stderr
+
+
+def test_bf16_activations(tiny_gguf):
+    g = rlx.Generator(tiny_gguf, max_ctx=64, threads=1, activations="bf16")
+    r = g.generate("the quick brown fox", max_new_tokens=4)
+    assert len(r["ids"]) >= 1 and r["decode_tokens_per_second"] >= 0
+    with pytest.raises(rlx.Error, match="activations must be f32, f16 or bf16"):
+        rlx.Generator(tiny_gguf, max_ctx=64, threads=1, activations="i32")
+    with pytest.raises(rlx.Error):
+        rlx.Generator(tiny_gguf, max_ctx=64, threads=1, activations="no-such-dtype")

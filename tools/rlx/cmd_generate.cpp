@@ -20,7 +20,7 @@ namespace rlx::cli {
 namespace {
 
 struct GenerateCliOptions {
-  std::string model, prompt, device = "cpu";
+  std::string model, prompt, device = "cpu", activations = "f32";
   int64_t n = 128, ctx = 0, top_k = 0, repeat_last_n = 64, chunk = 64;
   double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
   uint64_t seed = 0;
@@ -39,6 +39,9 @@ int run_generate(const GenerateCliOptions& o) {
   go.device = device_from_name(o.device);
   go.num_threads = o.threads;
   go.prefill_chunk = o.chunk;
+  go.activations = dtype_from_name(o.activations);
+  if (go.activations != DType::F32 && go.activations != DType::F16 && go.activations != DType::BF16)
+    throw UsageError("--activations takes f32, f16 or bf16, not '" + o.activations + "'");
   // Without --ctx: room for the prompt and -n tokens (rounded up to 64 rows), within the model's context.
   int64_t ctx = o.ctx;
   GenerateOptions opt;
@@ -146,6 +149,9 @@ Command add_generate_command(CLI::App& parent) {
   sub->add_option("--repeat-last-n", o->repeat_last_n, "tokens the repetition penalty looks back over (default 64)");
   sub->add_option("--seed", o->seed, "sampling seed (default 0)");
   sub->add_option("--ctx", o->ctx, "KV cache rows (default: prompt + n rounded up to 64, within the model's context)");
+  sub->add_option("--activations", o->activations,
+                  "the dtype the model computes in and keeps its KV cache in: f32 (default), bf16 or f16 "
+                  "(PyTorch's precision for 16-bit models; faster on GPUs)");
   sub->add_option("--chunk", o->chunk, "largest prompt chunk per prefill run, a power of two (default 64)");
   sub->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
   sub->add_flag("--no-bos", o->no_bos, "do not put the BOS token in front of the prompt");

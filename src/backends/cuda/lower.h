@@ -152,8 +152,9 @@ std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec,
 // blocks, then the GEMV of `rows` rows.
 std::string quantize_x_q8_source(DType t, bool norm = false);
 std::string dequant_gemv_dp4a_source(QuantFormat f, DType t, int64_t rows, bool swiglu = false);
-// The prefill path: weight rows decoded to a dense f32 buffer (kernels/dequant.h, dequant_rows).
-std::string dequant_rows_source(QuantFormat f);
+// The prefill path: weight rows decoded to a dense buffer of `out` (f32, f16 or bf16: x's dtype;
+// kernels/dequant.h, dequant_rows).
+std::string dequant_rows_source(QuantFormat f, DType out);
 // Decode of the f16 / bf16 weight formats (kernels/dequant.h, dequant_gemv_half), `rows` <= 8.
 std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec, DequantFusion fu = {});
 // The groups' limits for plan::plan_dequant_gemv_groups: the decode kernels' rows, and an

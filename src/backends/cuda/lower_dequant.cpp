@@ -88,24 +88,29 @@ std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool 
                        {{"T", storage_type(t)}}, format_defines(f, rows, xvec_define(xvec) + fusion_defines(fu)));
 }
 
-std::string dequant_rows_source(QuantFormat f) {
+std::string dequant_rows_source(QuantFormat f, DType out) {
+  if (!cuda_float(out)) throw Error(std::string("dequant_rows: decodes into f32, f16 or bf16, not ") + dtype_name(out));
   return kernel_source((std::string(ksrc::kDequantParts) + ksrc::kDequantGemv + ksrc::kDequantRows).c_str(),
-                       {{"T", "float"}}, format_defines(f, 1, xvec_define(false)));
+                       {{"T", "float"}, {"OT", storage_type(out)}},
+                       format_defines(f, 1, xvec_define(false) + "#define OUT_F32 " + (out == DType::F32 ? "1" : "0") + "\n"));
 }
 
 namespace {
 constexpr int64_t kDequantScratch = int64_t{32} << 20;  // bytes of decoded weight rows at a time
 
-// y[m, n] = x[m, k] @ dequant(w)^T for f32 x: per chunk of weight rows, dequant_rows into the
-// shared scratch, then one cuBLASLt GEMM (TF32) writing the chunk's columns of y.
+// y[m, n] = x[m, k] @ dequant(w)^T: per chunk of weight rows, dequant_rows into the shared
+// scratch (f32 for f32 x, else x's 16-bit type), then one cuBLASLt GEMM writing the chunk's
+// columns of y (TF32 for f32 x; 16-bit x: the tensor cores' 16-bit products, f32 sums).
 void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, int64_t m, int64_t k, int64_t n,
                         int64_t row_bytes) {
   const std::string what = step_label(st);
   const plan::TensorRef &x = st.in.at(0), &w = st.in.at(1), &y = st.out.at(0);
-  const int64_t row_scratch = k * 4;
+  const DType t = x.dtype;
+  const int64_t es = static_cast<int64_t>(dtype_size(t));
+  const int64_t row_scratch = k * es;
   const int64_t chunk = std::min(n, std::max<int64_t>(64, kDequantScratch / row_scratch / 64 * 64));
   uint8_t* ws = cx.shared_scratch(static_cast<size_t>(chunk * row_scratch), "decoded DequantMatMul weights");
-  const CUfunction fn = get_kernel("dequant_rows", dequant_rows_source(f));
+  const CUfunction fn = get_kernel("dequant_rows", dequant_rows_source(f, t));
   const uint8_t* xp = cx.ptr(x);
   const unsigned char* wp = cx.ptr(w);
   uint8_t* yp = cx.ptr(y);
@@ -118,7 +123,7 @@ void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, i
         .arg(static_cast<long long>(k)).arg(static_cast<long long>(row_bytes));
     push_launch(cx, l);
     GemmProblem p;
-    p.dtype = p.ab_dtype = DType::F32;
+    p.dtype = p.ab_dtype = t;
     p.m = m, p.n = rows, p.k = k;
     p.trans_b = true;
     p.lda = k, p.ldb = k, p.ldc = n;
@@ -126,8 +131,8 @@ void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, i
     // bits). F16 / BF16 weights promise f32 math on the 16-bit values: strict f32 unless the
     // compile asks for another precision.
     const bool half = f == QuantFormat::F16 || f == QuantFormat::BF16;
-    p.precision = half && cx.options().precision == Precision::Fp32 ? Precision::Fp32 : Precision::Tf32;
-    uint8_t* yc = yp + n0 * 4;
+    p.precision = t != DType::F32 || (half && cx.options().precision == Precision::Fp32) ? Precision::Fp32 : Precision::Tf32;
+    uint8_t* yc = yp + n0 * es;
     p.align_a = pointer_alignment(xp), p.align_b = pointer_alignment(ws), p.align_c = pointer_alignment(yc);
     GemmPlan& plan = cx.gemm(p, what);
     void* gws = cx.gemm_workspace();
@@ -273,7 +278,12 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
     return;
   }
   const int64_t gemm_rows = cx.knobs().cuda_dequant_gemm_rows();
-  if (x.dtype == DType::F32 && gemm_rows > 0 && m >= gemm_rows) {
+  // 16-bit x: the weights decoded to x's type, which keeps block-quantized values to 8 / 11
+  // significant bits (what the tensor cores multiply) but would round f16 weights to bf16 or bf16
+  // weights' range to f16: those stay on the decoder kernel.
+  const bool half_format = op.format == QuantFormat::F16 || op.format == QuantFormat::BF16;
+  const bool decodes_exactly = x.dtype == DType::F32 || !half_format || (op.format == QuantFormat::F16) == (x.dtype == DType::F16);
+  if (gemm_rows > 0 && m >= gemm_rows && decodes_exactly) {
     lower_dequant_gemm(cx, st, op.format, m, k, n, row_bytes);
     return;
   }

@@ -365,12 +365,13 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) dequant_gemv_half(const
 }
 )CUDA";
 
-// The prefill path (lower_dequant.cpp): weight rows n0 .. n0 + rows - 1 decoded to f32 into a
-// dense [rows, k] buffer, one 32-value unit per thread (dq_unit above), stored as 16-byte words.
-// Appended to kDequantGemv (MR, WARPS, XVEC unused).
+// The prefill path (lower_dequant.cpp): weight rows n0 .. n0 + rows - 1 decoded into a dense
+// [rows, k] buffer of OT (f32 for f32 x, else x's 16-bit type; OUT_F32 says which), one 32-value
+// unit per thread (dq_unit above), stored as 16-byte words. Appended to kDequantGemv (MR, WARPS,
+// XVEC unused).
 inline constexpr const char* kDequantRows = R"CUDA(
 extern "C" __global__ void __launch_bounds__(256) dequant_rows(const unsigned char* __restrict__ w,
-                                                               float* __restrict__ out, long long n0, long long rows,
+                                                               OT* __restrict__ out, long long n0, long long rows,
                                                                long long k, long long row_bytes) {
   const long long units = k / 32;
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -378,9 +379,20 @@ extern "C" __global__ void __launch_bounds__(256) dequant_rows(const unsigned ch
   const long long r = t / units, u = t % units;
   float v[32];
   dq_unit(w + (n0 + r) * row_bytes + (u * 32 / QE) * QB, (int)((u * 32) % QE), v);
+#if OUT_F32
   float4* o = reinterpret_cast<float4*>(out + r * k + u * 32);
 #pragma unroll
   for (int c = 0; c < 8; ++c) o[c] = make_float4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+#else
+  union { OT h[8]; uint4 q; } p;
+  uint4* o = reinterpret_cast<uint4*>(out + r * k + u * 32);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) p.h[e] = from_f<OT>(v[8 * c + e]);
+    o[c] = p.q;
+  }
+#endif
 }
 )CUDA";
 
