@@ -227,7 +227,7 @@ TEST(KvCacheLegalize, DecompositionsComputeWhatTheKernelsDo) {
   const Value vc = g.cache_write(g.input("cache_v", Shape::of({1, 40, 2, 8})), v, pos);
   g.add_output(g.attention(q, kc, vc, pos, attn(MaskKind::Positions, AttnLayout::BSHD)));
   g.add_output(kc);
-  // Like Vulkan / WebGPU: neither cache_write nor a positions mask is claimed.
+  // Like WebGPU: neither cache_write nor a positions mask is claimed.
   const passes::ClaimFn claims = [](const Graph&, const Node& n) {
     if (std::holds_alternative<ops::CacheWrite>(n.op)) return false;
     const auto* a = std::get_if<ops::Attention>(&n.op);

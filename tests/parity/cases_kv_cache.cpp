@@ -1,7 +1,7 @@
 // KV-cache parity cases: CacheWrite (rows at run-time positions, a repeated position, every
 // storage width) and Attention with a Positions mask (out-of-order positions, a row that sees
 // no key, per-batch positions, a decode row over a long cache), alone and as one decode block.
-// Vulkan and WebGPU run both through their legalized forms (passes/expand_cache.h).
+// Vulkan runs both natively, WebGPU through their legalized forms (passes/expand_cache.h).
 #include <string>
 #include <vector>
 

@@ -1,9 +1,13 @@
 // Vulkan and the KV-cache ops: cache_write runs natively (a position outside the cache sets the
-// kernel error flag, reported as rlx::Error naming cache_write), the Positions attention mask is
-// refused by the claims and legalized into the Bias mask.
+// kernel error flag, reported as rlx::Error naming cache_write), and so does the Positions
+// attention mask (MASK 5 of the attention kernels: keys up to the largest position, a run-time
+// length). Their numbers: the kv-cache parity cases (tests/parity/cases_kv_cache.cpp).
 #include <gmock/gmock.h>
 
 #include "backends/vulkan/lower.h"
+#include "plan/schedule.h"
+#include "plan/step_family.h"
+#include "vulkan/source_only_context.h"
 #include "vulkan/vulkan_test_util.h"
 
 namespace {
@@ -25,18 +29,48 @@ const Node& node_of(const Graph& g, const char* name) {
   throw Error("test: no node");
 }
 
-TEST(VulkanKvCache, ClaimsCacheWriteAndRefusesThePositionsMask) {
+// q (1, sq, 4, d) over a cache of skv rows (2 KV heads) with a Positions mask of dtype pt.
+Graph positions_graph(int64_t sq, int64_t skv, int64_t d, DType t, DType pt) {
+  Graph a;
+  const Value q = a.input("q", Shape::of({1, sq, 4, d}, t));
+  const Value kv = a.input("kv", Shape::of({1, skv, 2, d}, t));
+  ops::Attention at;
+  at.num_heads = 4, at.num_kv_heads = 2, at.head_dim = d, at.mask_kind = MaskKind::Positions;
+  a.add_output(a.attention(q, kv, kv, a.input("pos", Shape::of({sq}, pt)), at));
+  return a;
+}
+
+TEST(VulkanKvCache, ClaimsCacheWriteAndThePositionsMask) {
   const Graph g = cache_graph();
   std::string why;
   EXPECT_TRUE(vulkan::vulkan_claims_node(g, node_of(g, "cache_write"), nullptr, &why)) << why;
-  Graph a;
-  const Value q = a.input("q", Shape::of({1, 3, 4, 8}));
-  const Value kv = a.input("kv", Shape::of({1, 64, 2, 8}));
-  ops::Attention at;
-  at.num_heads = 4, at.num_kv_heads = 2, at.head_dim = 8, at.mask_kind = MaskKind::Positions;
-  a.add_output(a.attention(q, kv, kv, a.input("pos", Shape::of({3}, DType::I64)), at));
-  EXPECT_FALSE(vulkan::vulkan_claims_node(a, node_of(a, "attention"), nullptr, &why));
-  EXPECT_THAT(why, ::testing::HasSubstr("positions mask"));
+  const Graph a = positions_graph(3, 64, 8, DType::F32, DType::I64);
+  EXPECT_TRUE(vulkan::vulkan_claims_node(a, node_of(a, "attention"), nullptr, &why)) << why;
+}
+
+// The attention kernels take the mask as MASK 5 (no Bias mask built from iota / where): decode
+// over a long cache (split keys), prefill on the SIMT and the cooperative-matrix kernels (the
+// latter compiled here, run on NVIDIA by the parity cases), i32 and i64 positions.
+TEST(VulkanKvCache, PositionsMaskInEveryAttentionKernel) {
+  struct Want {
+    int64_t sq, skv;
+    DType t;
+    bool coop;
+    const char* kernel;
+  };
+  for (DType pt : {DType::I32, DType::I64})
+    for (const Want& w : {Want{1, 700, DType::F32, false, "attention decode"}, Want{40, 96, DType::F32, false, "attention"},
+                          Want{40, 96, DType::F16, true, "attention coopmat"}}) {
+      SCOPED_TRACE(std::string(w.kernel) + " " + dtype_name(pt));
+      rlx::testing::SourceOnlyContext cx(Precision::Fp32, w.coop, w.coop);
+      for (const plan::Step& st : plan::build_schedule(positions_graph(w.sq, w.skv, 64, w.t, pt)).steps)
+        if (plan::step_family(st.op) == plan::StepFamily::Attention) vulkan::lower_attention(cx, st);
+      ASSERT_GE(cx.kernels.size(), 1u);
+      EXPECT_EQ(cx.kernels[0].name, w.kernel);
+      EXPECT_NE(cx.kernels[0].source.find("#define MASK 5"), std::string::npos);
+      EXPECT_NE(cx.kernels[0].source.find(pt == DType::I64 ? "2u * (e - pc.off_m)" : "int(Pos.data[e])"), std::string::npos);
+      for (const vulkan::Kernel& k : cx.kernels) rlx::testing::expect_glsl_compiles(k);
+    }
 }
 
 TEST(VulkanKvCache, PositionOutsideTheCacheIsAnError) {

@@ -62,9 +62,6 @@ bool vulkan_claims_node(const Graph& g, const Node& n, const DeviceInfo* info, s
   for (DType t : dtypes)
     if (const std::string gap = dtype_gap(t, info); !gap.empty()) return refuse(why, gap);
   if (is_leaf(name)) return true;
-  // Positions masks run as the Bias mask they stand for (passes/expand_cache.h, via legalize).
-  if (const auto* at = std::get_if<ops::Attention>(&n.op); at && at->mask_kind == MaskKind::Positions)
-    return refuse(why, "the Vulkan attention kernels take no positions mask (it runs as the equivalent bias mask)");
   for (const FamilyClaims* f : kFamilies)
     if (f->kind(name)) return f->node(g, n, info, why);
   return refuse(why, "the Vulkan backend has no kernel for '" + name + "'");

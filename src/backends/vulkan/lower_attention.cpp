@@ -228,7 +228,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   const bool f64 = t == DType::F64;
   const DType ct = f64 ? DType::F64 : DType::F32;  // the partials' type
   const int64_t es_c = compute_bytes(t);
-  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
+  const bool positions = g.mask == MaskKind::Positions;
+  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias || positions;
   plan::check_attention_operands(st, "Vulkan");
 
   const int64_t rows = g.q_len * g.group;  // query rows per KV head
@@ -315,11 +316,16 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   std::vector<uint32_t> push{q.elem(es) + starts[0], k.elem(es) + starts[1], v.elem(es) + starts[2],
                              split ? part.elem(ps) : out.elem(es)};
   DType mt = t;
+  // The positions (MASK 5) are read as 32-bit words: an i32 each, or an i64's low word (positions
+  // are below 2^31; a negative one stays negative).
+  const DType pos_storage = positions ? st.in[3].storage() : DType::I32;
+  if (positions && pos_storage != DType::I32 && pos_storage != DType::I64)
+    throw Error(step_label(st) + ": the Vulkan attention kernels read i32 or i64 positions, not " + dtype_name(pos_storage));
   if (has_mask) {
     mt = st.in[3].dtype;
     const Operand m = cx.in(st.in[3]);
     bind.push_back(m);
-    push.push_back(m.elem(dtype_size(st.in[3].storage())));
+    push.push_back(positions ? m.elem(4) : m.elem(dtype_size(st.in[3].storage())));
   }
   // CAT: the second parts, and a table of their offsets, strides and first keys (the push
   // constants are full on devices with the minimum 128 bytes).
@@ -354,7 +360,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   // The mask's parameters: the window, the keep mask's batch stride, or the bias strides.
   uint32_t mp[4] = {0, 0, 0, 0};
   if (g.mask == MaskKind::SlidingWindow) mp[0] = u32(g.window);
-  if (g.mask == MaskKind::Custom) mp[0] = u32(g.mask_batch_stride);
+  if (g.mask == MaskKind::Custom || positions) mp[0] = u32(g.mask_batch_stride);
   if (g.mask == MaskKind::Bias)
     for (int i = 0; i < 4; ++i) mp[i] = u32(g.bias_strides[i]);
   push.insert(push.end(), {mp[0], mp[1], mp[2], mp[3], u32(split_len)});
@@ -383,7 +389,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   std::vector<DType> types{t};
   if (coop && t != DType::F16) types.push_back(DType::F16);
   if (cti.bf16 && t != DType::BF16) types.push_back(DType::BF16);  // rlx_bf16_bits
-  if (has_mask) types.push_back(mt);
+  if (has_mask && !positions) types.push_back(mt);
   std::string src = (coop ? coopmat_directive(cx, cti.bf16) : "") + glsl_header(types, sg_arith);
   if (shuf) src += "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
   if (coop)
@@ -398,6 +404,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   src += glsl_buffer(3, "Out", split ? ct : t, false, merge);
   if (g.mask == MaskKind::Custom) src += glsl_buffer(4, "Mk", mt, true);
   if (g.mask == MaskKind::Bias) src += glsl_buffer(4, "Bb", mt, true);
+  if (positions) src += "layout(std430, set = 0, binding = 4) readonly buffer B4 { uint data[]; } Pos;\n";
   if (cat) {
     const int b2 = static_cast<int>(cat_binding);
     src += vec ? vec_buffer(b2, "K2b", t) + vec_buffer(b2 + 1, "V2b", t)
@@ -460,6 +467,9 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (merge) src += store_fn(t, "st_fin", "Fin");
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", "Bb", mt);
+  if (positions)  // element e of the positions; off_m counts their 32-bit words
+    src += pos_storage == DType::I64 ? "int pos_at(uint e) { return int(Pos.data[pc.off_m + 2u * (e - pc.off_m)]); }\n"
+                                     : "int pos_at(uint e) { return int(Pos.data[e]); }\n";
   src += ksrc::kAttentionScore;
   src += decode ? ksrc::kAttentionDecode : coop ? ksrc::kAttentionCoopNV : ksrc::kAttentionFlash;
 

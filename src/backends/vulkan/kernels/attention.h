@@ -36,12 +36,13 @@
 //
 // Defines: F (float, or double for f64), FV (vec4 / dvec4), D (head_dim), DV (vec4 columns,
 // ceil(D / 4)), NT, MASK (0 none, 1 causal, 2 sliding window, 3 custom keep mask, 4 additive
-// bias), SPLIT, SCALE and SOFTCAP (the push constants as F), TANH_SMALL; attn_flash: BR, BC, TR,
+// bias, 5 positions: query row i of batch b sees keys j <= pos_at(b, i)), SPLIT, SCALE and SOFTCAP (the push constants as F), TANH_SMALL; attn_flash: BR, BC, TR,
 // TC, RS, CS, DS (vec4 columns per invocation, ceil(DV / TC)), KV_ALIAS, SHUF; attn_decode: NR,
 // SG, MERGE, NSPLIT. Helpers: ld4_q/ld4_k/ld4_v(uint row, uint d) -> FV (elements d..d+3 of the row starting
 // at `row`, zeros past D), st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F
-// (MASK 4). Push constants `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's
-// batch stride, or the bias strides).
+// (MASK 4), pos_at(uint) -> int (MASK 5: the position at that element of the positions). Push
+// constants `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's or the
+// positions' batch stride, or the bias strides).
 
 namespace rlx::vulkan::ksrc {
 
@@ -80,13 +81,20 @@ F attn_score(F dot, int j, int hi, uint b, uint ri, uint rh, int rlo, int rhi) {
 #endif
   return x;
 }
-// The keys [lo, hi) some row of R0..R1-1 (rows of one KV head) may see, and row R's own range.
-void attn_block_keys(uint R0, uint R1, out int lo, out int hi) {
+// The keys [lo, hi) some row of R0..R1-1 (rows of one KV head of batch b) may see, and query
+// row ri's own range. With positions (MASK 5) the keys end after the largest position of the
+// block's rows: a run-time length (the decoder's cache rows past it are never read).
+void attn_block_keys(uint b, uint R0, uint R1, out int lo, out int hi) {
   const int q_len = int(pc.q_len), kv_len = int(pc.kv_len);
   lo = 0;
   hi = kv_len;
 #if MASK == 1 || MASK == 2
   hi = clamp(kv_len - q_len + int((R1 - 1u) / pc.group) + 1, 0, kv_len);
+#endif
+#if MASK == 5
+  hi = 0;
+  for (uint i = R0 / pc.group; i <= (R1 - 1u) / pc.group; ++i)
+    hi = max(hi, clamp(pos_at(pc.off_m + b * pc.m0 + i) + 1, 0, kv_len));
 #endif
 #if MASK == 2
   lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.m0) + 1, 0, kv_len);
@@ -96,12 +104,15 @@ void attn_block_keys(uint R0, uint R1, out int lo, out int hi) {
   hi = min(hi, int(min(pc.kv_len, (gl_WorkGroupID.y + 1u) * pc.split_len)));
 #endif
 }
-void attn_row_keys(uint ri, out int rlo, out int rhi) {
+void attn_row_keys(uint b, uint ri, out int rlo, out int rhi) {
   const int pos = int(pc.kv_len) - int(pc.q_len) + int(ri);
   rlo = 0;
   rhi = int(pc.kv_len);
 #if MASK == 1 || MASK == 2
   rhi = clamp(pos + 1, 0, int(pc.kv_len));
+#endif
+#if MASK == 5
+  rhi = clamp(pos_at(pc.off_m + b * pc.m0 + ri) + 1, 0, int(pc.kv_len));
 #endif
 #if MASK == 2
   rlo = clamp(pos - int(pc.m0) + 1, 0, int(pc.kv_len));
@@ -176,7 +187,7 @@ void main() {
       const uint R0 = blk * BR;
       const uint R1 = min(R0 + BR, nrows);
       int lo, hi;
-      attn_block_keys(R0, R1, lo, hi);
+      attn_block_keys(b, R0, R1, lo, hi);
       // This invocation's rows.
       bool valid[RS];
       uint ri[RS], rh[RS];
@@ -186,7 +197,7 @@ void main() {
         valid[i] = R < nrows;
         ri[i] = valid[i] ? R / pc.group : 0u;
         rh[i] = kvh * pc.group + (valid[i] ? R % pc.group : 0u);
-        attn_row_keys(ri[i], rlo[i], rhi[i]);
+        attn_row_keys(b, ri[i], rlo[i], rhi[i]);
       }
 
       // Q tile.
@@ -368,13 +379,13 @@ void main() {
   for (uint bh = gl_WorkGroupID.z; bh < pc.batch * pc.kv_heads; bh += gl_NumWorkGroups.z) {
     const uint b = bh / pc.kv_heads, kvh = bh % pc.kv_heads;
     int lo, hi;
-    attn_block_keys(0u, NR, lo, hi);
+    attn_block_keys(b, 0u, NR, lo, hi);
     uint ri[NR], rh[NR];
     int rlo[NR], rhi[NR];
     for (uint r = 0u; r < NR; ++r) {
       ri[r] = r / pc.group;
       rh[r] = kvh * pc.group + r % pc.group;
-      attn_row_keys(ri[r], rlo[r], rhi[r]);
+      attn_row_keys(b, ri[r], rlo[r], rhi[r]);
     }
     for (uint x = tid; x < NR * DV; x += NT) {
       const uint r = x / DV, d = x % DV;

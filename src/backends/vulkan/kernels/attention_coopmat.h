@@ -99,13 +99,13 @@ void main() {
       const uint R0 = blk * BR;
       const uint R1 = min(R0 + BR, nrows);
       int lo, hi;
-      attn_block_keys(R0, R1, lo, hi);
+      attn_block_keys(b, R0, R1, lo, hi);
       // This invocation's softmax row.
       const uint R = R0 + sg * 16u + my_r;
       const bool valid = R < nrows;
       const uint ri = valid ? R / pc.group : 0u, rh = kvh * pc.group + (valid ? R % pc.group : 0u);
       int rlo, rhi;
-      attn_row_keys(ri, rlo, rhi);
+      attn_row_keys(b, ri, rlo, rhi);
 
       // The Q tile through shared memory into registers.
       barrier();  // the previous block's tiles are no longer read
@@ -180,7 +180,7 @@ void main() {
         float x[BC / 2u];
         float tmax = NEG_INF;
         // Tiles inside the row's visible keys take the scale alone (no mask, softcap or bias).
-        const bool plain = MASK < 3 && valid && SOFTCAP <= 0.0 && j0 >= rlo && j0 + int(BC) <= min(rhi, hi);
+        const bool plain = (MASK < 3 || MASK == 5) && valid && SOFTCAP <= 0.0 && j0 >= rlo && j0 + int(BC) <= min(rhi, hi);
         if (plain) {
           for (uint c = 0u; c < BC / 2u; ++c) {
             x[c] = Ss[sb + c] * SCALE;
