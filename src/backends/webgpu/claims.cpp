@@ -51,9 +51,6 @@ bool webgpu_claims_node(const Graph& g, const Node& n, const DeviceInfo* info, s
   for (DType t : dtypes)
     if (const std::string gap = codegen::wgsl_language().storage_gap(t); !gap.empty()) return refuse(why, gap);
   if (is_leaf(name)) return true;
-  // Positions masks run as the Bias mask they stand for (passes/expand_cache.h, via legalize).
-  if (const auto* at = std::get_if<ops::Attention>(&n.op); at && at->mask_kind == MaskKind::Positions)
-    return refuse(why, "the WebGPU attention kernels take no positions mask (it runs as the equivalent bias mask)");
   for (const FamilyClaims* f : kFamilies)
     if (f->kind(name)) return f->node(g, n, info, why);
   return refuse(why, "the WebGPU backend has no kernel for '" + name + "' yet");

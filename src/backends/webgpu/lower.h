@@ -108,7 +108,7 @@ void lower_attention(LowerContext& cx, const plan::Step& st);    // lower_attent
 void lower_spatial(LowerContext& cx, const plan::Step& st);      // lower_spatial.cpp
 void lower_select(LowerContext& cx, const plan::Step& st);       // lower_select.cpp (ArgMax/ArgMin, TopK, Sample)
 void lower_scan(LowerContext& cx, const plan::Step& st);         // lower_scan.cpp (Cumsum)
-void lower_scatter(LowerContext& cx, const plan::Step& st);      // lower_scatter.cpp (ScatterAdd)
+void lower_scatter(LowerContext& cx, const plan::Step& st);      // lower_scatter.cpp (ScatterAdd, CacheWrite)
 void lower_random(LowerContext& cx, const plan::Step& st);       // lower_random.cpp (RngUniform)
 
 // Appends one generated elementwise kernel: out = chain(ins) over `geom`.

@@ -12,7 +12,9 @@
 //
 // Exactly the CPU oracle's score pipeline (backends/cpu/attention_core.h): s = (q . k) * scale
 // (score_scale, or 1/sqrt(head_dim)); a key outside the row's causal / sliding-window range or
-// dropped by the Custom keep mask (nonzero keeps, NaN keeps) is -inf; then the softcap
+// dropped by the Custom keep mask (nonzero keeps, NaN keeps), or past the row's position (the
+// decoder's Positions mask: key j visible when j <= positions[i]; the keys of a block end after
+// its rows' largest position, a run-time length) is -inf; then the softcap
 // (softcap * tanh(s / softcap)), then the additive Bias (broadcast strides); a row with no kept
 // key (or whose kept keys all score -inf) outputs zeros; a NaN score does not raise the row max
 // and makes the row NaN. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
@@ -116,14 +118,16 @@ fn attn_tanh(x: f32) -> f32 {
   let t = (1.0f - e) / (1.0f + e);
   return select(t, -t, x < 0.0f);
 }
-// Keys [lo, hi) query row i may see before the per-key masks.
-fn row_keys(i: u32) -> vec2<i32> {
+// Keys [lo, hi) query row i of batch b may see before the per-key masks (mask 5: the keys up to
+// the row's position).
+fn row_keys(b: u32, i: u32) -> vec2<i32> {
   let kv = i32(rlx_p.kv_len);
   let pos = kv - i32(rlx_p.q_len) + i32(i);
   var lo = 0i;
   var hi = kv;
   if (rlx_p.mask == 1u || rlx_p.mask == 2u) { hi = clamp(pos + 1i, 0i, kv); }
   if (rlx_p.mask == 2u) { lo = min(clamp(pos - i32(rlx_p.window) + 1i, 0i, kv), hi); }
+  if (rlx_p.mask == 5u) { hi = clamp(pos_at(b * rlx_p.mask_b + i) + 1i, 0i, kv); }
   return vec2<i32>(lo, hi);
 }
 // Max / sum of v over the TC invocations of this invocation's row (TC a power of two): each
@@ -183,10 +187,13 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let b = bkv / kv_heads;
     let R0 = blk * BR;
     let R1 = min(R0 + BR, nrows);
-    let first = row_keys(R0 / group);
-    let last = row_keys((R1 - 1u) / group);
+    let first = row_keys(b, R0 / group);
+    let last = row_keys(b, (R1 - 1u) / group);
     var lo = min(first.x, last.x);
     var hi = max(first.y, last.y);
+    if (rlx_p.mask == 5u) {  // positions in any order: the block's keys end after its largest
+      for (var i = R0 / group + 1u; i < (R1 - 1u) / group; i++) { hi = max(hi, row_keys(b, i).y); }
+    }
     if (splits > 1u) {
       lo = max(lo, i32(split * rlx_p.split_len));
       hi = min(hi, i32(min(rlx_p.kv_len, (split + 1u) * rlx_p.split_len)));
@@ -230,7 +237,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
         let j = j0 + i32(c);
         var s = neg_inf;
         if (R < nrows && j < hi) {
-          let rk = row_keys(i);
+          let rk = row_keys(b, i);
           if (j >= rk.x && j < rk.y && (rlx_p.mask != 3u || keep_at(b * rlx_p.mask_b + u32(j)))) {
             var dot = 0.0f;
             let qr = QS + r * D;
@@ -403,7 +410,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
       throw Error(step_label(st) + ": the WebGPU attention kernel takes f32, f16 or bf16, not " +
                   dtype_name(st.in.at(i).dtype));
   if (g.batch == 0 || g.q_len == 0 || g.num_heads == 0 || g.head_dim == 0) return;
-  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias;
+  const bool positions = g.mask == MaskKind::Positions;
+  const bool has_mask = g.mask == MaskKind::Custom || g.mask == MaskKind::Bias || positions;
   plan::check_attention_operands(st, "WebGPU");
   const uint64_t limit = cx.info().limits.max_compute_workgroup_storage_size;
   const int64_t rows = g.q_len * g.group;  // query rows per KV head (the heads of a group share K/V tiles)
@@ -481,6 +489,9 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   }
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", b, 4);
   else src += "fn bias_at(e: u32) -> f32 { return 0.0f; }\n";
+  // Positions: i32 words (i64 values are held in i32 words on WebGPU).
+  src += positions ? "fn pos_at(e: u32) -> i32 { return bitcast<i32>(" + b.at(4, "e") + "); }\n"
+                   : "fn pos_at(e: u32) -> i32 { return 0i; }\n";
   const std::optional<int64_t> bake = cx.knobs().webgpu_attn_baked();
   const bool baked = bake ? *bake != 0 : cx.info().adapter_type != "CPU";
   auto cfg = [&](const char* fn, const char* field, int64_t v) {

@@ -6,6 +6,11 @@
 // f32 as is, f16 / bf16 rounded, 8- to 32-bit integers wrapping; i64 (held in i32 words) adds
 // with a check, a sum leaving [-2^31, 2^31) being reported through the error flag. An index
 // outside [-axis_size, axis_size) sets kErrScatterIndex and is skipped.
+//
+// CacheWrite: out = cache (a device copy unless the plan placed out over it), then one invocation
+// per element of the new rows writes it at its row's position; of two rows at one position the
+// later wins (an invocation skips its element when a later row names the same position), as on
+// the CPU. A position outside [0, rows) sets kErrCachePosition and writes nothing.
 #include <string>
 #include <vector>
 
@@ -80,6 +85,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 )";
 
+const char* kCacheWrite = R"(
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  for (var e = gid.x; e < rlx_p.n; e += nwg.x * 256u) {
+    let c = e % rlx_p.inner;
+    let t = e / rlx_p.inner;
+    let i = t % rlx_p.s;
+    let b = t / rlx_p.s;
+    let p = POS(i);
+    if (p < 0i || p >= i32(rlx_p.m)) {
+      atomicMax(&rlx_err, ERR_POSITION);
+      continue;
+    }
+    var later = false;
+    for (var j = i + 1u; j < rlx_p.s && !later; j++) { later = POS(j) == p; }
+    if (!later) { out_set((b * rlx_p.m + u32(p)) * rlx_p.inner + c, ROW(e)); }
+  }
+}
+)";
+
 // WGSL of words a + b of dtype t, rounded to t.
 std::string add_fn(DType t) {
   std::string s = "fn add_w(a: u32, b: u32) -> u32 {\n";
@@ -99,9 +124,18 @@ std::string add_fn(DType t) {
   return s + "}\n";
 }
 
-bool kind(std::string_view n) { return plan::scatter_claims_kind(n); }
+bool kind(std::string_view n) { return plan::scatter_claims_kind(n) || n == "cache_write"; }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo*, std::string* why) {
+  if (std::holds_alternative<ops::CacheWrite>(n.op)) {
+    const Shape& cache = g.shape(n.inputs.at(0));
+    if (g.shape(n.inputs.at(1)).dtype != cache.dtype) return refuse(why, "WebGPU cache_write needs rows of the cache's dtype");
+    const DType it = g.shape(n.inputs.at(2)).dtype;
+    if (it != DType::I32 && it != DType::I64) return refuse(why, "WebGPU cache_write takes i32 or i64 positions");
+    if (cache.is_static() && cache.numel() >= (int64_t{1} << 31))
+      return refuse(why, "the WebGPU cache_write kernel indexes with 32 bits; the cache has 2^31 elements or more");
+    return true;
+  }
   plan::SelectDevice dev;
   dev.f64 = false;
   return plan::select_family_claims_node(kBackend, dev, g, n, why);
@@ -111,8 +145,44 @@ bool node(const Graph& g, const Node& n, const DeviceInfo*, std::string* why) {
 
 const FamilyClaims kScatterClaims{kind, node};
 
+namespace {
+
+void lower_cache_write(LowerContext& cx, const plan::Step& st) {
+  const std::string what = step_label(st);
+  const plan::TensorRef &cache = st.in.at(0), &rows = st.in.at(1), &pos = st.in.at(2);
+  if (rows.dtype != cache.dtype || (pos.dtype != DType::I32 && pos.dtype != DType::I64))
+    throw Error(what + ": WebGPU cache_write needs rows of the cache's dtype and i32 / i64 positions");
+  if (cache.numel() >= (int64_t{1} << 31))
+    throw Error(what + ": the WebGPU cache_write kernel indexes with 32 bits; the cache has 2^31 elements or more");
+  const int64_t b = cache.dims.at(0), m = cache.dims.at(1), s = rows.dims.at(1);
+  const int64_t inner = b * m > 0 ? cache.numel() / (b * m) : 0;
+  const Operand out = cx.out(st.out.at(0)), src = cx.in(cache);
+  const uint64_t bytes = static_cast<uint64_t>(cache.numel()) * 4;  // a word an element
+  if (bytes > 0 && !(src.buffer == out.buffer && src.offset == out.offset)) cx.copy(out, src, bytes);
+  const int64_t n = rows.numel();
+  if (n == 0) return;
+  const std::vector<Operand> ops{out, cx.in(rows), cx.in(pos)};
+  const Binds bd = plan_binds(ops, true);
+  std::string k = bd.decls({"s: u32", "m: u32", "inner: u32", "n: u32"});
+  // Elements are moved as their words; positions read as i32 words (i64 values are held in i32
+  // words on WebGPU).
+  k += "fn out_set(i: u32, v: u32) { " + bd.at(0, "i") + " = v; }\n";
+  k += "fn ROW(i: u32) -> u32 { return " + bd.at(1, "i") + "; }\n";
+  k += "fn POS(i: u32) -> i32 { return bitcast<i32>(" + bd.at(2, "i") + "); }\n";
+  k += codegen::replace_all(kCacheWrite, "ERR_POSITION", std::to_string(codegen::kErrCachePosition) + "i");
+  cx.dispatch(Kernel{"cache_write", k}, ops,
+              {static_cast<uint32_t>(s), static_cast<uint32_t>(m), static_cast<uint32_t>(inner), static_cast<uint32_t>(n)},
+              true, cx.groups_1d(static_cast<uint64_t>(n), plan::kSelectWorkgroup));
+}
+
+}  // namespace
+
 void lower_scatter(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
+  if (std::holds_alternative<ops::CacheWrite>(st.op)) {
+    lower_cache_write(cx, st);
+    return;
+  }
   if (!std::holds_alternative<ops::ScatterAdd>(st.op)) throw Error(what + ": the WebGPU scatter family has no kernel for this op");
   const plan::TensorRef &data = st.in.at(0), &idx = st.in.at(1), &upd = st.in.at(2);
   const DType t = data.dtype, it = idx.dtype;
