@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 
 #include "backends/vulkan/lower.h"
+#include "backends/vulkan/variant.h"
 #include "plan/schedule.h"
+#include "runtime/device_api.h"
+#include "support/kv_cache_steps.h"
 #include "plan/step_family.h"
 #include "vulkan/source_only_context.h"
 #include "vulkan/vulkan_test_util.h"
@@ -71,6 +74,19 @@ TEST(VulkanKvCache, PositionsMaskInEveryAttentionKernel) {
       EXPECT_NE(cx.kernels[0].source.find(pt == DType::I64 ? "2u * (e - pc.off_m)" : "int(Pos.data[e])"), std::string::npos);
       for (const vulkan::Kernel& k : cx.kernels) rlx::testing::expect_glsl_compiles(k);
     }
+}
+
+// A carried cache is written in place: the decode step's schedule records no copy of it and a
+// run carries it with no device copy (the caller's tensor is never written; the rows land).
+TEST(VulkanKvCache, CarriedCacheIsWrittenInPlace) {
+  RLX_REQUIRE_VULKAN();
+  for (int64_t max_ctx : {256, 4096}) {
+    SCOPED_TRACE("max_ctx " + std::to_string(max_ctx));
+    const uint64_t recorded = vulkan::vulkan_stats().copy_bytes;
+    EXPECT_EQ(rlx::testing::run_carried_cache_steps(Device::Vulkan, max_ctx, [] { return device_stats().device_copy_bytes; }), 0u)
+        << "a carried step copies cache bytes on the device";
+    EXPECT_EQ(vulkan::vulkan_stats().copy_bytes - recorded, 0u) << "the schedule copies the cache";
+  }
 }
 
 TEST(VulkanKvCache, PositionOutsideTheCacheIsAnError) {

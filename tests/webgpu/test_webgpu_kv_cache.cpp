@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 
 #include "backends/webgpu/lower.h"
+#include "backends/webgpu/variant.h"
+#include "runtime/device_api.h"
+#include "support/kv_cache_steps.h"
 #include "support/test_util.h"
 #include "webgpu/webgpu_test_util.h"
 
@@ -38,6 +41,19 @@ TEST(WebGpuKvCache, ClaimsCacheWriteAndThePositionsMask) {
   const Value kv = a.input("kv", Shape::of({1, 64, 2, 8}));
   a.add_output(a.attention(a.input("q", Shape::of({1, 3, 4, 8})), kv, kv, a.input("pos", Shape::of({3}, DType::I64)), at));
   EXPECT_TRUE(webgpu::webgpu_claims_node(a, node_of(a, "attention"), nullptr, &why)) << why;
+}
+
+// A carried cache is written in place: the decode step's variant records no copy of it and a
+// run carries it with no device copy (the caller's tensor is never written; the rows land).
+TEST(WebGpuKvCache, CarriedCacheIsWrittenInPlace) {
+  RLX_REQUIRE_WEBGPU();
+  for (int64_t max_ctx : {256, 4096}) {
+    SCOPED_TRACE("max_ctx " + std::to_string(max_ctx));
+    const uint64_t recorded = webgpu::webgpu_stats().copy_bytes;
+    EXPECT_EQ(rlx::testing::run_carried_cache_steps(Device::WebGpu, max_ctx, [] { return device_stats().device_copy_bytes; }), 0u)
+        << "a carried step copies cache bytes on the device";
+    EXPECT_EQ(webgpu::webgpu_stats().copy_bytes - recorded, 0u) << "the schedule copies the cache";
+  }
 }
 
 TEST(WebGpuKvCache, CacheWriteRowsAndPositionOutsideTheCacheIsAnError) {

@@ -20,7 +20,7 @@
 namespace rlx::vulkan {
 namespace {
 
-std::atomic<uint64_t> g_recordings{0}, g_submits{0}, g_dispatches{0}, g_barriers{0};
+std::atomic<uint64_t> g_recordings{0}, g_submits{0}, g_dispatches{0}, g_barriers{0}, g_copy_bytes{0};
 StepProfile g_profile;  // op kind -> device time of its dispatches
 
 // One recorded command of the schedule.
@@ -36,6 +36,15 @@ struct Command {
   VkDescriptorSet set = VK_NULL_HANDLE;
 };
 
+// A CacheWrite over a dying cache Input writes its new rows in place (PlanOptions::write_inputs):
+// every input is uploaded (or carried) into the variant's own leaf buffer, so no caller memory is
+// written, and a carried cache that is already that buffer is not copied (DeviceVariant::carry_in).
+plan::PlanOptions plan_options() {
+  plan::PlanOptions p;
+  p.write_inputs = true;
+  return p;
+}
+
 struct Range {
   VkBuffer buffer;
   uint64_t lo, hi;
@@ -45,7 +54,8 @@ struct Range {
 class VulkanVariant final : public DeviceVariant, private LowerContext {
  public:
   VulkanVariant(Graph g, const CompileOptions& options)
-      : DeviceVariant(std::move(g), std::make_unique<VulkanDevice>()), options_(options), knobs_(resolve_knobs(options)) {
+      : DeviceVariant(std::move(g), std::make_unique<VulkanDevice>(), plan_options()), options_(options),
+        knobs_(resolve_knobs(options)) {
     // RmsNorms and SwiGLUs a vector GEMV computes in its prologue are not lowered on their own.
     std::set<const plan::Step*> absorbed;
     if (knobs_.vulkan_gemv_prologue())
@@ -257,6 +267,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         const Operand &d = c.bindings[0], &s = c.bindings[1];
         VkBufferCopy region{s.offset + s.skip, d.offset + d.skip, c.bytes};
         vk().vkCmdCopyBuffer(cb, s.buffer, d.buffer, 1, &region);
+        g_copy_bytes += c.bytes;
         break;
       }
       case Command::Kind::Fill: {
@@ -387,7 +398,7 @@ std::unique_ptr<Variant> make_vulkan_variant(Graph g, const CompileOptions& opti
 }
 
 VulkanStats vulkan_stats() {
-  return {g_recordings.load(), g_submits.load(), g_dispatches.load(), g_barriers.load()};
+  return {g_recordings.load(), g_submits.load(), g_dispatches.load(), g_barriers.load(), g_copy_bytes.load()};
 }
 
 std::string take_vulkan_profile() { return g_profile.take("dispatches"); }

@@ -20,6 +20,7 @@ struct VulkanStats {
   uint64_t submits = 0;     // runs that re-submitted a recorded command buffer
   uint64_t dispatches = 0;  // dispatches recorded
   uint64_t barriers = 0;    // barriers recorded between commands of a schedule
+  uint64_t copy_bytes = 0;  // bytes of the buffer copies recorded
 };
 VulkanStats vulkan_stats();
 

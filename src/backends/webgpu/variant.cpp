@@ -25,7 +25,7 @@
 namespace rlx::webgpu {
 namespace {
 
-std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0}, g_packed{0};
+std::atomic<uint64_t> g_variants{0}, g_submits{0}, g_dispatches{0}, g_encoded{0}, g_packed{0}, g_copy_bytes{0};
 StepProfile g_profile;  // "op:kernel" -> device time of its dispatches
 constexpr uint32_t kMaxProfiled = 2048;  // dispatches timed per run (two queries each; 4096 per query set)
 
@@ -57,6 +57,7 @@ constexpr uint64_t kUniformStride = 256;  // every device's minUniformBufferOffs
 // than one binding), and WGSL's storage dtypes.
 plan::PlanOptions plan_options(const DeviceInfo& di, const Graph& g, const ResolvedKnobs& knobs) {
   plan::PlanOptions o;
+  o.write_inputs = true;  // cache_write over a dying cache input: the new rows only, no copy (memory_plan.h)
   o.device.device = "WebGPU (" + di.name + ")";
   o.device.alignment = std::max<int64_t>(di.limits.min_storage_buffer_offset_alignment, 4);
   o.device.max_binding_bytes = static_cast<int64_t>(std::min<uint64_t>(di.limits.max_storage_buffer_binding_size, INT64_MAX));
@@ -238,6 +239,7 @@ class WebGpuVariant final : public DeviceVariant, private LowerContext {
     if (dst.packed || src.packed) throw Error("WebGPU: internal: " + label_ + " copies a packed 16-bit param");
     if (bytes % 4 || dst.offset % 4 || src.offset % 4)
       throw Error("WebGPU: internal: a device copy of " + std::to_string(bytes) + " bytes is not 4-byte aligned");
+    g_copy_bytes += bytes;
     if (dst.buffer == src.buffer) {  // a kernel, dispatched like the others (its bind group made once)
       Operand d = dst;
       d.write = true;
@@ -556,6 +558,8 @@ namespace {
     Device::WebGpu, {[] { setenv("RLX_WEBGPU_PROFILE", "1", 1); }, [] { return take_webgpu_profile(); }, nullptr});
 }  // namespace
 
-WebGpuStats webgpu_stats() { return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load(), g_packed.load()}; }
+WebGpuStats webgpu_stats() {
+  return {g_variants.load(), g_submits.load(), g_dispatches.load(), g_encoded.load(), g_packed.load(), g_copy_bytes.load()};
+}
 
 }  // namespace rlx::webgpu

@@ -20,6 +20,7 @@ struct WebGpuStats {
   uint64_t dispatches = 0;  // dispatches recorded by the variants prepared (once per variant)
   uint64_t encoded = 0;     // dispatches encoded by runs
   uint64_t packed = 0;      // params held as packed 16-bit values by the variants prepared (packed_weights.h)
+  uint64_t copy_bytes = 0;  // bytes of the device copies the variants prepared record (once per variant)
 };
 WebGpuStats webgpu_stats();
 
