@@ -42,6 +42,9 @@ int run_generate(const GenerateCliOptions& o) {
   go.activations = dtype_from_name(o.activations);
   if (go.activations != DType::F32 && go.activations != DType::F16 && go.activations != DType::BF16)
     throw UsageError("--activations takes f32, f16 or bf16, not '" + o.activations + "'");
+  if (go.device == Device::Cpu && go.activations != DType::F32)
+    std::fprintf(stderr, "note: --activations %s computes in 16 bits, which the CPU backend runs slower than f32 "
+                         "(it speeds up GPUs); f32 is the CPU's fast path\n", o.activations.c_str());
   // Without --ctx: room for the prompt and -n tokens (rounded up to 64 rows), within the model's context.
   int64_t ctx = o.ctx;
   GenerateOptions opt;
