@@ -94,6 +94,9 @@ class CompiledGraph {
 
   // Sets (copies) the value of a Param node. Unknown name, dtype or shape mismatch -> rlx::Error.
   void set_param(const std::string& name, const Tensor& value);
+  // The same, taking the tensor: its bytes become the param's without a copy when it owns them
+  // alone (Tensor::owns_alone), else they are copied. For loaders of large weights.
+  void set_param(const std::string& name, Tensor&& value);
   // Runs with named inputs; returns every graph output in order.
   std::vector<Tensor> run(const NamedTensors& inputs);
   // Runs and returns only the outputs listed (by index), in the order given.
@@ -127,6 +130,7 @@ class CompiledGraph {
  private:
   std::vector<Tensor> run_checked(const NamedTensors& inputs, const std::vector<size_t>& output_indices,
                                   const RunOptions& options);
+  void check_param_value(const std::string& name, const Tensor& value) const;  // set_param's checks
   std::unique_ptr<Impl> impl_;
 };
 

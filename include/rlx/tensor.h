@@ -72,6 +72,8 @@ class Tensor {
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool is_borrowed() const { return !storage_; }
+  // The only handle to bytes it owns (no other Tensor shares them, not borrowed).
+  bool owns_alone() const { return storage_ && storage_.use_count() == 1; }
   Shape shape_info() const { return Shape::from(shape_, dtype_); }
 
   // Where the bytes are: Device::Cpu (host memory) or a device; the device's ordinal (0 on the host).

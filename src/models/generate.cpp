@@ -187,7 +187,7 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   CompileOptions co;
   co.num_threads = options.num_threads;
   m.cg = Session(options.device).compile(llama.graph, co);
-  for (const auto& [name, t] : llama.params) m.cg->set_param(name, t);
+  for (auto& [name, t] : llama.params) m.cg->set_param(name, std::move(t));  // the weights' bytes, not copies
   for (int64_t b = 0; b < m.config.layers; ++b) {
     m.cg->bind_state("cache_k." + i2s(b), static_cast<size_t>(1 + 2 * b));
     m.cg->bind_state("cache_v." + i2s(b), static_cast<size_t>(2 + 2 * b));

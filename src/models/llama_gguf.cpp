@@ -62,11 +62,21 @@ struct Builder {
   DType act = DType::F32;        // GgufLlamaOptions::activations
   std::set<std::string> used;
 
+  // Whether GGUF tensor `t` is stored in the activations' (16-bit) dtype: its bytes are the param's.
+  bool stored_as_act(const GgufTensorInfo& t) const {
+    return (t.type == GgmlType::BF16 && act == DType::BF16) || (t.type == GgmlType::F16 && act == DType::F16);
+  }
+
   // The GGUF tensor `name` (any stored type) as a param of the activations' dtype.
   Value act_param(const std::string& name, const std::vector<int64_t>& shape) {
-    tensor_of(f, name, shape, &used);
-    const Tensor t = f.tensor_f32(name);
-    params.emplace_back(name, act == DType::F32 ? t : t.cast(act));
+    const GgufTensorInfo& info = tensor_of(f, name, shape, &used);
+    if (stored_as_act(info)) {
+      const auto bytes = f.raw(name);
+      params.emplace_back(name, Tensor::from_bytes(act, shape, bytes.data(), bytes.size()));
+    } else {
+      const Tensor t = f.tensor_f32(name);
+      params.emplace_back(name, act == DType::F32 ? t : t.cast(act));
+    }
     return g.param(name, Shape(std::vector<Dim>(shape.begin(), shape.end()), act));
   }
 
@@ -99,21 +109,30 @@ struct Builder {
       return g.matmul(x, g.transpose(w, {1, 0}));
     }
     // 16-bit activations: the weight transposed here, once, to [in, out] in their dtype (the
-    // row-major right operand every backend's GEMV streams).
-    params.emplace_back(param_name, transposed(f.tensor_f32(name), out, in).cast(act));
+    // row-major right operand every backend's GEMV streams); 16-bit values of that dtype moved as
+    // they are, others through f32.
+    if (stored_as_act(t)) {
+      const auto bytes = f.raw(name);
+      Tensor w = Tensor::empty(act, {in, out});
+      transpose_into(reinterpret_cast<const uint16_t*>(bytes.data()), static_cast<uint16_t*>(w.raw()), out, in);
+      params.emplace_back(param_name, std::move(w));
+    } else {
+      const Tensor src = f.tensor_f32(name);
+      Tensor w = Tensor::empty(DType::F32, {in, out});
+      transpose_into(src.data<float>(), w.data<float>(), out, in);
+      params.emplace_back(param_name, w.cast(act));
+    }
     return g.matmul(x, g.param(param_name, Shape({in, out}, act)));
   }
 
-  static Tensor transposed(const Tensor& w, int64_t rows, int64_t cols) {
-    Tensor t = Tensor::empty(DType::F32, {cols, rows});
-    const float* src = w.data<float>();
-    float* dst = t.data<float>();
+  // dst [cols, rows] = src [rows, cols] transposed.
+  template <class T>
+  static void transpose_into(const T* src, T* dst, int64_t rows, int64_t cols) {
     constexpr int64_t kB = 64;  // blocks that stay in cache on both sides
     for (int64_t r0 = 0; r0 < rows; r0 += kB)
       for (int64_t c0 = 0; c0 < cols; c0 += kB)
         for (int64_t r = r0; r < std::min(rows, r0 + kB); ++r)
           for (int64_t c = c0; c < std::min(cols, c0 + kB); ++c) dst[c * rows + r] = src[r * cols + c];
-    return t;
   }
 
   // cos / sin (S, n_rot / 2) of angle = position * theta^(-2i / n_rot) / (linear * freqs[i]).

@@ -238,7 +238,20 @@ std::vector<std::string> CompiledGraph::param_names() const {
   return out;
 }
 
+void CompiledGraph::set_param(const std::string& name, Tensor&& value) {
+  if (!value.owns_alone()) return set_param(name, static_cast<const Tensor&>(value));
+  check_param_value(name, value);
+  impl_->params[name] = std::move(value);
+  ++impl_->params_generation;
+}
+
 void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
+  check_param_value(name, value);
+  impl_->params[name] = translate_errors("set_param", [&] { return value.clone(); });
+  ++impl_->params_generation;
+}
+
+void CompiledGraph::check_param_value(const std::string& name, const Tensor& value) const {
   auto it = impl_->param_ids.find(name);
   if (it == impl_->param_ids.end())
     throw Error("set_param: the graph has no param named '" + name + "' (params: " + names_list(param_names()) + ")");
@@ -254,8 +267,6 @@ void CompiledGraph::set_param(const std::string& name, const Tensor& value) {
     throw Error("set_param('" + name + "'): got shape " + dims_str(value.shape()) + " (" +
                 std::to_string(value.numel()) + " elements), the param is " + p.shape.str() + " (" +
                 std::to_string(p.shape.numel()) + " elements)");
-  impl_->params[name] = translate_errors("set_param", [&] { return value.clone(); });
-  ++impl_->params_generation;
 }
 
 void CompiledGraph::bind_state(const std::string& input_name, size_t output_index) {

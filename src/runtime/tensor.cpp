@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -45,12 +46,13 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   t.dtype_ = dtype;
   const auto bytes = static_cast<size_t>(checked_nbytes(shape, dtype, "tensor"));
   t.shape_ = std::move(shape);
-  try {
-    t.storage_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]());
-  } catch (const std::bad_alloc&) {
+  // Zeroed by calloc: large blocks come from the kernel already zero (no memset over fresh pages;
+  // a 100 MB weight copied into a new tensor was written twice before).
+  auto* p = static_cast<uint8_t*>(std::calloc(std::max<size_t>(bytes, 1), 1));
+  if (!p)
     throw Error("out of memory allocating a tensor " + std::string(dtype_name(dtype)) + dims_str(t.shape_) + " of " +
                 std::to_string(bytes) + " bytes; use smaller inputs or free memory");
-  }
+  t.storage_ = std::shared_ptr<uint8_t[]>(p, [](uint8_t* q) { std::free(q); });  // frees p itself if it throws
   t.data_ = t.storage_.get();
   return t;
 }
