@@ -4,11 +4,26 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "support/test_util.h"
 
 namespace rlx::testing {
+
+Graph cache_write_graph() {
+  Graph g;
+  const Value cache = g.input("cache", Shape::of({1, 64, 2, 8}));
+  const Value rows = g.input("rows", Shape::of({1, 3, 2, 8}));
+  g.add_output(g.cache_write(cache, rows, g.input("pos", Shape::of({3}, DType::I64))));
+  return g;
+}
+
+const Node& first_node_of(const Graph& g, const char* name) {
+  for (const Node& n : g.nodes())
+    if (std::string(op_name(n.op)) == name) return n;
+  throw Error(std::string("test: no '") + name + "' node");
+}
 
 Graph kv_decode_graph(int64_t max_ctx) {
   Graph g;

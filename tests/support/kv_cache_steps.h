@@ -1,7 +1,7 @@
 #pragma once
-// A decode loop over a carried KV cache, shared by the CPU and CUDA in-place tests: the graph
+// A decode loop over a carried KV cache, shared by the backends' in-place tests: the graph
 // (cache (1, max_ctx, 2, 4) f32 -> [rows * 2, the cache with `rows` written at `pos`]) and a run
-// of it with the cache carried by bind_state.
+// of it with the cache carried by bind_state; and the small graphs of their claim / error tests.
 #include <cstdint>
 #include <functional>
 
@@ -16,5 +16,10 @@ Graph kv_decode_graph(int64_t max_ctx);
 // and that the cache holds the caller's rows with every written one. Returns the growth of
 // `counter` (a byte counter) per carried step.
 uint64_t run_carried_cache_steps(Device device, int64_t max_ctx, const std::function<uint64_t()>& counter);
+
+// cache (1, 64, 2, 8) f32 with rows (1, 3, 2, 8) written at pos (3) i64: one cache_write.
+Graph cache_write_graph();
+// The first node of op `name` in g (rlx::Error when there is none).
+const Node& first_node_of(const Graph& g, const char* name);
 
 }  // namespace rlx::testing

@@ -18,19 +18,8 @@ namespace {
 using namespace rlx;
 using rlx::testing::error_message;
 
-Graph cache_graph() {
-  Graph g;
-  const Value cache = g.input("cache", Shape::of({1, 64, 2, 8}));
-  const Value rows = g.input("rows", Shape::of({1, 3, 2, 8}));
-  g.add_output(g.cache_write(cache, rows, g.input("pos", Shape::of({3}, DType::I64))));
-  return g;
-}
-
-const Node& node_of(const Graph& g, const char* name) {
-  for (const Node& n : g.nodes())
-    if (std::string(op_name(n.op)) == name) return n;
-  throw Error("test: no node");
-}
+using rlx::testing::cache_write_graph;
+using rlx::testing::first_node_of;
 
 // q (1, sq, 4, d) over a cache of skv rows (2 KV heads) with a Positions mask of dtype pt.
 Graph positions_graph(int64_t sq, int64_t skv, int64_t d, DType t, DType pt) {
@@ -44,11 +33,11 @@ Graph positions_graph(int64_t sq, int64_t skv, int64_t d, DType t, DType pt) {
 }
 
 TEST(VulkanKvCache, ClaimsCacheWriteAndThePositionsMask) {
-  const Graph g = cache_graph();
+  const Graph g = cache_write_graph();
   std::string why;
-  EXPECT_TRUE(vulkan::vulkan_claims_node(g, node_of(g, "cache_write"), nullptr, &why)) << why;
+  EXPECT_TRUE(vulkan::vulkan_claims_node(g, first_node_of(g, "cache_write"), nullptr, &why)) << why;
   const Graph a = positions_graph(3, 64, 8, DType::F32, DType::I64);
-  EXPECT_TRUE(vulkan::vulkan_claims_node(a, node_of(a, "attention"), nullptr, &why)) << why;
+  EXPECT_TRUE(vulkan::vulkan_claims_node(a, first_node_of(a, "attention"), nullptr, &why)) << why;
 }
 
 // The attention kernels take the mask as MASK 5 (no Bias mask built from iota / where): decode
@@ -91,7 +80,7 @@ TEST(VulkanKvCache, CarriedCacheIsWrittenInPlace) {
 
 TEST(VulkanKvCache, PositionOutsideTheCacheIsAnError) {
   RLX_REQUIRE_VULKAN();
-  auto cg = Session(Device::Vulkan).compile(cache_graph());
+  auto cg = Session(Device::Vulkan).compile(cache_write_graph());
   const Tensor cache = Tensor::zeros(DType::F32, {1, 64, 2, 8}), rows = Tensor::zeros(DType::F32, {1, 3, 2, 8});
   const auto run = [&](std::vector<int64_t> p) {
     return cg.run({{"cache", cache}, {"rows", rows}, {"pos", Tensor::i64({3}, p)}});

@@ -17,30 +17,19 @@ namespace {
 using namespace rlx;
 using rlx::testing::error_message;
 
-Graph cache_graph() {
-  Graph g;
-  const Value cache = g.input("cache", Shape::of({1, 64, 2, 8}));
-  const Value rows = g.input("rows", Shape::of({1, 3, 2, 8}));
-  g.add_output(g.cache_write(cache, rows, g.input("pos", Shape::of({3}, DType::I64))));
-  return g;
-}
-
-const Node& node_of(const Graph& g, const char* name) {
-  for (const Node& n : g.nodes())
-    if (std::string(op_name(n.op)) == name) return n;
-  throw Error("test: no node");
-}
+using rlx::testing::cache_write_graph;
+using rlx::testing::first_node_of;
 
 TEST(WebGpuKvCache, ClaimsCacheWriteAndThePositionsMask) {
-  const Graph g = cache_graph();
+  const Graph g = cache_write_graph();
   std::string why;
-  EXPECT_TRUE(webgpu::webgpu_claims_node(g, node_of(g, "cache_write"), nullptr, &why)) << why;
+  EXPECT_TRUE(webgpu::webgpu_claims_node(g, first_node_of(g, "cache_write"), nullptr, &why)) << why;
   Graph a;
   ops::Attention at;
   at.num_heads = 4, at.num_kv_heads = 2, at.head_dim = 8, at.mask_kind = MaskKind::Positions;
   const Value kv = a.input("kv", Shape::of({1, 64, 2, 8}));
   a.add_output(a.attention(a.input("q", Shape::of({1, 3, 4, 8})), kv, kv, a.input("pos", Shape::of({3}, DType::I64)), at));
-  EXPECT_TRUE(webgpu::webgpu_claims_node(a, node_of(a, "attention"), nullptr, &why)) << why;
+  EXPECT_TRUE(webgpu::webgpu_claims_node(a, first_node_of(a, "attention"), nullptr, &why)) << why;
 }
 
 // A carried cache is written in place: the decode step's variant records no copy of it and a
@@ -58,7 +47,7 @@ TEST(WebGpuKvCache, CarriedCacheIsWrittenInPlace) {
 
 TEST(WebGpuKvCache, CacheWriteRowsAndPositionOutsideTheCacheIsAnError) {
   RLX_REQUIRE_WEBGPU();
-  auto cg = Session(Device::WebGpu).compile(cache_graph());
+  auto cg = Session(Device::WebGpu).compile(cache_write_graph());
   std::vector<float> c(64 * 2 * 8), r(3 * 2 * 8);
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(i);
   for (size_t i = 0; i < r.size(); ++i) r[i] = -1.0f - static_cast<float>(i);
