@@ -29,7 +29,7 @@ void select_require_32bit(const std::string& what, std::string_view backend, int
 
 bool select_claims_kind(std::string_view n) { return n == "argmax" || n == "argmin" || n == "topk" || n == "sample"; }
 bool scan_claims_kind(std::string_view n) { return n == "cumsum"; }
-bool scatter_claims_kind(std::string_view n) { return n == "scatter_add"; }
+bool scatter_claims_kind(std::string_view n) { return n == "scatter_add" || n == "cache_write"; }
 bool random_claims_kind(std::string_view n) { return n == "rng_uniform" || n == "rng_normal"; }
 
 uint64_t radix_shared_bytes(uint32_t p2, uint32_t key_bytes) { return uint64_t{p2} * (key_bytes + 4) + 2 * 1024 + 32; }
@@ -98,6 +98,12 @@ bool select_family_claims_node(std::string_view backend, const SelectDevice& dev
       return claim_refuse(why, be + " scatter_add takes i8/i16/i32/i64/u8 indices, not " + std::string(dtype_name(it)));
     if (g.shape(n.inputs.at(1)).rank() > 8 || g.shape(n.inputs.at(1)).rank() < 1)
       return claim_refuse(why, be + " scatter_add supports index ranks 1 to 8");
+    return true;
+  }
+  if (name == "cache_write") {  // rows of the cache's dtype and i32 / i64 positions: the IR's checks
+    const Shape& cache = g.shape(n.inputs.at(0));
+    if (cache.is_static() && cache.numel() >= (int64_t{1} << 31))
+      return claim_refuse(why, be + " cache_write indexes with 32 bits; the cache has 2^31 elements or more");
     return true;
   }
   if (random_claims_kind(name)) {

@@ -1,6 +1,6 @@
 #pragma once
 // The backend-neutral work of the Select, Scan and Scatter families (plan/step_family.h: ArgMax /
-// ArgMin, TopK, Sample; Cumsum; ScatterAdd) and the Random family's claims, for the
+// ArgMin, TopK, Sample; Cumsum; ScatterAdd, CacheWrite) and the Random family's claims, for the
 // shader-language GPU backends (Vulkan / GLSL, WebGPU / WGSL): the claims, the tiles of each
 // kernel (columns per workgroup, chunks of a scan, the kept slots of a ranked gather) and the
 // scatter's parameter table. Every kernel here runs 256 invocations per workgroup.

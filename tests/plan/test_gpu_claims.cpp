@@ -10,6 +10,7 @@
 #include "plan/attention_work.h"
 #include "plan/gpu_claims.h"
 #include "plan/matmul_work.h"
+#include "plan/select_work.h"
 #include "plan/gpu_work_test_util.h"
 #include "rlx/error.h"
 
@@ -160,6 +161,25 @@ TEST(GpuClaims, AttentionIndexChecks) {
   g.mask = MaskKind::None;
   st.geom = g;
   EXPECT_NO_THROW(plan::check_attention_operands(st, "WebGPU"));
+}
+
+// CacheWrite in the shared Scatter family's claims: any cache the kernels index with 32 bits.
+TEST(GpuClaims, CacheWriteIsAScatterFamilyClaim) {
+  EXPECT_TRUE(plan::scatter_claims_kind("cache_write"));
+  auto graph = [](int64_t rows) {
+    Graph g;
+    g.add_output(g.cache_write(g.input("cache", Shape::of({1, rows, 2, 8})), g.input("rows", Shape::of({1, 1, 2, 8})),
+                               g.input("pos", Shape::of({1}, DType::I32))));
+    return g;
+  };
+  for (const char* be : {"Vulkan", "WebGPU"}) {
+    std::string why;
+    const Graph ok = graph(1024);
+    EXPECT_TRUE(plan::select_family_claims_node(be, {}, ok, ok.nodes().back(), &why)) << why;
+    const Graph big = graph(int64_t{1} << 27);  // 2^31 elements
+    EXPECT_FALSE(plan::select_family_claims_node(be, {}, big, big.nodes().back(), &why));
+    EXPECT_EQ(why, std::string(be) + " cache_write indexes with 32 bits; the cache has 2^31 elements or more");
+  }
 }
 
 }  // namespace

@@ -28,16 +28,6 @@ void main() {
 
 }  // namespace
 
-bool claims_cache_write(const Graph& g, const Node& n, std::string* why) {
-  const Shape& cache = g.shape(n.inputs.at(0));
-  if (g.shape(n.inputs.at(1)).dtype != cache.dtype) return refuse(why, "Vulkan cache_write needs rows of the cache's dtype");
-  const DType it = g.shape(n.inputs.at(2)).dtype;
-  if (it != DType::I32 && it != DType::I64) return refuse(why, "Vulkan cache_write takes i32 or i64 positions");
-  if (cache.is_static() && cache.numel() >= (int64_t{1} << 31))
-    return refuse(why, "the Vulkan cache_write kernel indexes with 32 bits; the cache has 2^31 elements or more");
-  return true;
-}
-
 void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   const std::string what = step_label(st);
   const plan::TensorRef &cache = st.in.at(0), &rows = st.in.at(1), &pos = st.in.at(2);

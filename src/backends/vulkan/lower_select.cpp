@@ -252,7 +252,7 @@ void lower_sample(LowerContext& cx, const plan::Step& st) {
 
 bool kind(std::string_view n) {
   return plan::select_claims_kind(n) || plan::scan_claims_kind(n) || plan::scatter_claims_kind(n) ||
-         plan::random_claims_kind(n) || n == "cache_write";
+         plan::random_claims_kind(n);
 }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* why) {
@@ -260,7 +260,6 @@ bool node(const Graph& g, const Node& n, const DeviceInfo* info, std::string* wh
   if (info && info->max_invocations < kWg)
     return refuse(why, "the Vulkan " + name + " kernels run 256 invocations per workgroup; " + info->name + " allows " +
                            std::to_string(info->max_invocations));
-  if (std::holds_alternative<ops::CacheWrite>(n.op)) return claims_cache_write(g, n, why);
   plan::SelectDevice dev;
   if (info) {
     dev.f64 = info->float64;

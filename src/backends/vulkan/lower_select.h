@@ -19,8 +19,7 @@ inline constexpr int64_t kVulkanTopKMax = plan::kTopKMax;  // kept elements sort
 void lower_cumsum(LowerContext& cx, const plan::Step& st);
 void lower_scatter_add(LowerContext& cx, const plan::Step& st);
 void lower_rng(LowerContext& cx, const plan::Step& st);
-// CacheWrite (lower_cache.cpp): its claim and its lowering.
-bool claims_cache_write(const Graph& g, const Node& n, std::string* why);
+// CacheWrite (lower_cache.cpp; claimed by plan::select_family_claims_node).
 void lower_cache_write(LowerContext& cx, const plan::Step& st);
 
 // `src` with every "{NAME}" replaced.

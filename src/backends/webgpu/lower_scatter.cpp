@@ -124,18 +124,9 @@ std::string add_fn(DType t) {
   return s + "}\n";
 }
 
-bool kind(std::string_view n) { return plan::scatter_claims_kind(n) || n == "cache_write"; }
+bool kind(std::string_view n) { return plan::scatter_claims_kind(n); }
 
 bool node(const Graph& g, const Node& n, const DeviceInfo*, std::string* why) {
-  if (std::holds_alternative<ops::CacheWrite>(n.op)) {
-    const Shape& cache = g.shape(n.inputs.at(0));
-    if (g.shape(n.inputs.at(1)).dtype != cache.dtype) return refuse(why, "WebGPU cache_write needs rows of the cache's dtype");
-    const DType it = g.shape(n.inputs.at(2)).dtype;
-    if (it != DType::I32 && it != DType::I64) return refuse(why, "WebGPU cache_write takes i32 or i64 positions");
-    if (cache.is_static() && cache.numel() >= (int64_t{1} << 31))
-      return refuse(why, "the WebGPU cache_write kernel indexes with 32 bits; the cache has 2^31 elements or more");
-    return true;
-  }
   plan::SelectDevice dev;
   dev.f64 = false;
   return plan::select_family_claims_node(kBackend, dev, g, n, why);
