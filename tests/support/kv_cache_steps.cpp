@@ -7,9 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device_api.h"
 #include "support/test_util.h"
 
 namespace rlx::testing {
+
+void expect_carried_cache_in_place(Device device, const std::function<uint64_t()>& recorded_copy_bytes) {
+  for (int64_t max_ctx : {256, 4096}) {
+    SCOPED_TRACE("max_ctx " + std::to_string(max_ctx));
+    const uint64_t recorded = recorded_copy_bytes();
+    EXPECT_EQ(run_carried_cache_steps(device, max_ctx, [] { return device_stats().device_copy_bytes; }), 0u)
+        << "a carried step copies cache bytes on the device";
+    EXPECT_EQ(recorded_copy_bytes() - recorded, 0u) << "the schedule copies the cache";
+  }
+}
 
 Graph cache_write_graph() {
   Graph g;

@@ -17,6 +17,11 @@ Graph kv_decode_graph(int64_t max_ctx);
 // `counter` (a byte counter) per carried step.
 uint64_t run_carried_cache_steps(Device device, int64_t max_ctx, const std::function<uint64_t()>& counter);
 
+// For a device backend: at max_ctx 256 and 4096, EXPECTs that carried steps copy no cache bytes
+// between runs (device_stats) and that the variant records no copy of the cache
+// (`recorded_copy_bytes`: the backend's counter of the copies its schedules record).
+void expect_carried_cache_in_place(Device device, const std::function<uint64_t()>& recorded_copy_bytes);
+
 // cache (1, 64, 2, 8) f32 with rows (1, 3, 2, 8) written at pos (3) i64: one cache_write.
 Graph cache_write_graph();
 // The first node of op `name` in g (rlx::Error when there is none).

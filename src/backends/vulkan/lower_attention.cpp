@@ -468,8 +468,8 @@ void lower_attention(LowerContext& cx, const plan::Step& st) {
   if (g.mask == MaskKind::Custom) src += keep_fn(mt);
   if (g.mask == MaskKind::Bias) src += load_fn("bias_at", "Bb", mt);
   if (positions)  // element e of the positions; off_m counts their 32-bit words
-    src += pos_storage == DType::I64 ? "int pos_at(uint e) { return int(Pos.data[pc.off_m + 2u * (e - pc.off_m)]); }\n"
-                                     : "int pos_at(uint e) { return int(Pos.data[e]); }\n";
+    src += std::string("int pos_at(uint e) { return int(Pos.data[pc.off_m + ") +
+           (pos_storage == DType::I64 ? "2u * e" : "e") + "]); }\n";
   src += ksrc::kAttentionScore;
   src += decode ? ksrc::kAttentionDecode : coop ? ksrc::kAttentionCoopNV : ksrc::kAttentionFlash;
 

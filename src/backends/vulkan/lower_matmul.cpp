@@ -71,7 +71,8 @@ class KernelArgs {
     decl_ += glsl_buffer(static_cast<int>(ops_.size()), name, t, false, true);
     add(name, op, dtype_size(t));
   }
-  // An f32 buffer read as vec4s, written and read by different invocations of one dispatch.
+  // An f32 buffer as 16-byte words (uvec4: glslang 12 stores a cooperative matrix to uint vectors,
+  // not vec4), written and read by different invocations of one dispatch.
   void coherent_vec4_buffer(const std::string& name, const Operand& op) {
     const std::string b = std::to_string(ops_.size());
     decl_ += "layout(std430, set = 0, binding = " + b + ") coherent buffer B" + b + " { uvec4 data[]; } " + name + ";\n";

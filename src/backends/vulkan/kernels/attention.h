@@ -40,7 +40,7 @@
 // TC, RS, CS, DS (vec4 columns per invocation, ceil(DV / TC)), KV_ALIAS, SHUF; attn_decode: NR,
 // SG, MERGE, NSPLIT. Helpers: ld4_q/ld4_k/ld4_v(uint row, uint d) -> FV (elements d..d+3 of the row starting
 // at `row`, zeros past D), st_o(uint, F), keep_at(uint) -> bool (MASK 3), bias_at(uint) -> F
-// (MASK 4), pos_at(uint) -> int (MASK 5: the position at that element of the positions). Push
+// (MASK 4), pos_at(uint) -> int (MASK 5: element e of the positions, counted from their first). Push
 // constants `pc`; m0..m3 hold the mask's parameters (the window, the keep mask's or the
 // positions' batch stride, or the bias strides).
 
@@ -94,7 +94,7 @@ void attn_block_keys(uint b, uint R0, uint R1, out int lo, out int hi) {
 #if MASK == 5
   hi = 0;
   for (uint i = R0 / pc.group; i <= (R1 - 1u) / pc.group; ++i)
-    hi = max(hi, clamp(pos_at(pc.off_m + b * pc.m0 + i) + 1, 0, kv_len));
+    hi = max(hi, clamp(pos_at(b * pc.m0 + i) + 1, 0, kv_len));
 #endif
 #if MASK == 2
   lo = clamp(kv_len - q_len + int(R0 / pc.group) - int(pc.m0) + 1, 0, kv_len);
@@ -112,7 +112,7 @@ void attn_row_keys(uint b, uint ri, out int rlo, out int rhi) {
   rhi = clamp(pos + 1, 0, int(pc.kv_len));
 #endif
 #if MASK == 5
-  rhi = clamp(pos_at(pc.off_m + b * pc.m0 + ri) + 1, 0, int(pc.kv_len));
+  rhi = clamp(pos_at(b * pc.m0 + ri) + 1, 0, int(pc.kv_len));
 #endif
 #if MASK == 2
   rlo = clamp(pos - int(pc.m0) + 1, 0, int(pc.kv_len));
