@@ -31,6 +31,9 @@ constexpr int64_t kDequantWarps = 4;  // output features (warps) per block
 constexpr int64_t kDp4aRows = 8;
 static_assert(kDp4aRows == kDequantGroupLimits.max_rows, "the groups' rows are the decode kernels'");
 
+// The 16-bit float weight formats (2 bytes a weight, no blocks).
+bool half_format(QuantFormat f) { return f == QuantFormat::F16 || f == QuantFormat::BF16; }
+
 // Lane tasks per weight block of the integer-dot kernel; 0: the format has none.
 int dp4a_tasks(QuantFormat f) {
   switch (f) {
@@ -81,7 +84,7 @@ std::string dequant_gemv_source(QuantFormat f, DType t, int64_t rows, bool xvec,
 }
 
 std::string dequant_gemv_half_source(QuantFormat f, DType t, int64_t rows, bool xvec, DequantFusion fu) {
-  if (f != QuantFormat::F16 && f != QuantFormat::BF16)
+  if (!half_format(f))
     throw Error(std::string("dequant_gemv_half: takes the f16 / bf16 formats, not ") +
                 EnumNames<QuantFormat>::names[static_cast<size_t>(f)]);
   return kernel_source((std::string(ksrc::kDequantParts) + ksrc::kDequantGemv + ksrc::kDequantGemvHalf).c_str(),
@@ -130,8 +133,7 @@ void lower_dequant_gemm(LowerContext& cx, const plan::Step& st, QuantFormat f, i
     // Block formats: TF32 (their weights' own rounding dominates; decode already rounds x to 8
     // bits). F16 / BF16 weights promise f32 math on the 16-bit values: strict f32 unless the
     // compile asks for another precision.
-    const bool half = f == QuantFormat::F16 || f == QuantFormat::BF16;
-    p.precision = t != DType::F32 || (half && cx.options().precision == Precision::Fp32) ? Precision::Fp32 : Precision::Tf32;
+    p.precision = t != DType::F32 || (half_format(f) && cx.options().precision == Precision::Fp32) ? Precision::Fp32 : Precision::Tf32;
     uint8_t* yc = yp + n0 * es;
     p.align_a = pointer_alignment(xp), p.align_b = pointer_alignment(ws), p.align_c = pointer_alignment(yc);
     GemmPlan& plan = cx.gemm(p, what);
@@ -237,7 +239,7 @@ void lower_dequant_gemv(LowerContext& cx, const plan::Step& st, const LowerConte
   const DequantFusion fu{norm, swiglu};
   // 16-bit float weights, decode: coalesced 16-byte words (dequant_gemv_half); otherwise the
   // generic decoder, one grid row per chunk of kDp4aRows rows of x.
-  const bool half = (op.format == QuantFormat::F16 || op.format == QuantFormat::BF16) && m <= kDp4aRows && w16;
+  const bool half = half_format(op.format) && m <= kDp4aRows && w16;
   const int64_t rows = std::min(kDp4aRows, m);
   const std::string src = half ? dequant_gemv_half_source(op.format, x.dtype, m, xvec, fu)
                                : dequant_gemv_source(op.format, x.dtype, rows, xvec, fu);
@@ -281,8 +283,8 @@ void lower_dequant_matmul(LowerContext& cx, const plan::Step& st) {
   // 16-bit x: the weights decoded to x's type, which keeps block-quantized values to 8 / 11
   // significant bits (what the tensor cores multiply) but would round f16 weights to bf16 or bf16
   // weights' range to f16: those stay on the decoder kernel.
-  const bool half_format = op.format == QuantFormat::F16 || op.format == QuantFormat::BF16;
-  const bool decodes_exactly = x.dtype == DType::F32 || !half_format || (op.format == QuantFormat::F16) == (x.dtype == DType::F16);
+  const bool decodes_exactly =
+      x.dtype == DType::F32 || !half_format(op.format) || (op.format == QuantFormat::F16) == (x.dtype == DType::F16);
   if (gemm_rows > 0 && m >= gemm_rows && decodes_exactly) {
     lower_dequant_gemm(cx, st, op.format, m, k, n, row_bytes);
     return;
