@@ -44,12 +44,12 @@ struct CompileOptions;
   INT(cuda_attn_decode_keys) INT(cuda_attn_cluster) BOOL(cuda_attn_smkv) BOOL(cuda_attn_decode_tc) \
   BOOL(cuda_attn_decode_early) INT(cuda_attn_decode_tc_warps) AUTO(cuda_attn_decode_tc_keys)      \
   BOOL(cuda_attn_mma) STRING(cuda_attn_tile) STRING(cuda_attn_wgmma) BOOL(cuda_attn_concat)       \
-  BOOL(cuda_attn_rope) BOOL(cuda_rope_pairs) BOOL(cuda_cache_write_pairs)                        \
+  BOOL(cuda_attn_rope) BOOL(cuda_rope_pairs) BOOL(cuda_cache_write_pairs) BOOL(cuda_cache_write_rope) \
   /* CUDA: elementwise kernels and launches */                                                    \
   BOOL(cuda_tiny_early) BOOL(cuda_graphs)                                                         \
   /* Vulkan */                                                                                    \
   BOOL(vulkan_coopmat) BOOL(vulkan_coopmat_khr) STRING(vulkan_gemm_tile) BOOL(vulkan_gemm_splitk)  \
-  BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs)                                              \
+  BOOL(vulkan_gemv_prologue) BOOL(vulkan_rope_pairs) BOOL(vulkan_cache_write_fusion)               \
   /* WebGPU */                                                                                    \
   STRING(webgpu_limits) AUTO(webgpu_attn_baked) AUTO(webgpu_packed_weights) BOOL(webgpu_gemv_prologue)
 

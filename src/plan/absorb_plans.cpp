@@ -231,4 +231,37 @@ std::map<size_t, size_t> plan_cache_write_pairs(const Schedule& s) {
       });
 }
 
+std::map<size_t, size_t> plan_cache_write_ropes(const Schedule& s, const std::map<size_t, size_t>& pairs) {
+  const AbsorbIndex index(s);
+  std::map<size_t, size_t> launched_at;  // a paired first write -> the step whose launch runs it
+  for (const auto& [second, first] : pairs) launched_at[first] = second;
+  std::map<size_t, size_t> out;
+  for (size_t ci = 0; ci < s.steps.size(); ++ci) {
+    const Step& c = s.steps[ci];
+    if (!std::holds_alternative<ops::CacheWrite>(c.op)) continue;
+    const TensorRef& rows = c.in.at(1);
+    const std::optional<size_t> ri = index.sole_producer(rows, ci);
+    if (!ri || rows.loc.is_view) continue;
+    const Step& r = s.steps[*ri];
+    if (!std::holds_alternative<ops::Rope>(r.op) || r.out.at(0).value != rows.value) continue;
+    // The rope's rows are the cache write's (B, S) rows of `inner` values, in the cache's dtype.
+    const auto& g = std::get<RopeGeom>(r.geom);
+    const TensorRef& cache = c.in.at(0);
+    if (cache.dims.size() < 2 || rows.dims.size() < 2) continue;
+    const int64_t b = cache.dims[0], m = cache.dims[1];
+    const int64_t inner = b * m > 0 ? cache.numel() / (b * m) : 0;
+    const bool ok = g.batch == b && g.seq == rows.dims[1] && g.heads * g.head_dim == inner &&
+                    r.in.at(0).dtype == cache.dtype && r.out[0].dtype == cache.dtype &&
+                    r.in.at(1).dtype == r.in.at(2).dtype;
+    if (!ok) continue;
+    // The rope's inputs must hold where the write is launched (a paired first write writes
+    // nothing at its own place).
+    const auto at = launched_at.find(ci);
+    const size_t launch = at == launched_at.end() ? ci : at->second;
+    const std::set<size_t> silent = launch == ci ? std::set<size_t>{} : std::set<size_t>{ci};
+    if (index.inputs_survive(*ri, launch, silent)) out[ci] = *ri;
+  }
+  return out;
+}
+
 }  // namespace rlx::plan

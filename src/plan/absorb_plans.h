@@ -92,6 +92,13 @@ std::map<size_t, size_t> plan_rope_pairs(const Schedule& s);
 // Returns second step index -> first step index.
 std::map<size_t, size_t> plan_cache_write_pairs(const Schedule& s);
 
+// CacheWrite steps whose new rows are the whole result of a Rope step used nowhere else (the
+// keys of a decoder, rotated before they are cached): the cache write reads the rope's input
+// and writes the rotated rows, and the Rope step is not run. `pairs` (plan_cache_write_pairs,
+// or empty): a paired first write runs in its second's launch, so its rope's inputs must still
+// hold there. Returns cache-write step index -> rope step index.
+std::map<size_t, size_t> plan_cache_write_ropes(const Schedule& s, const std::map<size_t, size_t>& pairs);
+
 // True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
 // or per batch and position), the same style and rotated dims (their heads and rows may differ).
 bool same_rotation(const Step& a, const Step& b);

@@ -53,6 +53,15 @@ bool kernel_allows_in_place(const Graph& g, const Node& n, size_t j) {
   }, n.op);
 }
 
+// Rows of a product's x (all dims but the last) when it is skinny enough for a GEMV that
+// computes x's producer in its prologue: at most kGemvPrologueRows; 0 otherwise.
+int64_t gemv_prologue_rows(const Shape& x) {
+  if (x.rank() < 1 || !x.is_static()) return 0;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < x.dims.size(); ++d) rows *= x.dims[d].value;
+  return rows >= 1 && rows <= kGemvPrologueRows ? rows : 0;
+}
+
 struct Root {
   bool leaf = false;
   Value value;           // the value owning the bytes
@@ -215,6 +224,24 @@ class Planner {
         if (rank < 1 || normalize_axis(nr->axis, rank, "narrow") != rank - 1) continue;
         const Value r = root(sl.inputs[0]).value;
         auto& l = last_[r.node][r.port];
+        l = std::max(l, static_cast<int64_t>(n.id));
+      }
+    }
+    // A skinny product may compute the RmsNorm or SwiGLU producing its x in its prologue
+    // (plan_gemv_prologues, plan_dequant_gemv_groups): the producer's inputs live until the
+    // product, so that neither the producer's result nor the product's overwrites them.
+    for (const Node& n : g_.nodes()) {
+      if (!std::holds_alternative<ops::MatMul>(n.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(n.op) &&
+          !std::holds_alternative<ops::DequantMatMul>(n.op))
+        continue;
+      const Root& x = root(n.inputs.at(0));
+      if (x.leaf || gemv_prologue_rows(g_.shape(n.inputs[0])) == 0) continue;
+      const Node& p = g_.node(x.value.node);
+      if (!std::holds_alternative<ops::RmsNorm>(p.op) && !std::holds_alternative<ops::FusedSwiGLU>(p.op)) continue;
+      for (Value v : p.inputs) {
+        const Root& r = root(v);
+        if (r.leaf) continue;
+        auto& l = last_[r.value.node][r.value.port];
         l = std::max(l, static_cast<int64_t>(n.id));
       }
     }

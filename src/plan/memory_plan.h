@@ -21,6 +21,11 @@
 // Never overwritten: Param and Constant bytes (they are not in the arena), Input bytes except
 // as below, and graph outputs (live until the run ends, so their slot is never handed out again).
 //
+// GEMV prologues. A MatMul / FusedMatMulBiasAct / DequantMatMul of at most kGemvPrologueRows
+// rows whose x is an RmsNorm's or a FusedSwiGLU's result keeps that producer's inputs alive
+// until it runs: a GPU GEMV may compute the producer in its prologue (plan/absorb_plans.h),
+// which needs those inputs intact then (a few rows: the cost is a few KiB).
+//
 // Written inputs (PlanOptions::write_inputs). A CacheWrite whose cache operand is an Input's
 // whole bytes (no view offset, same storage size), read by nothing after it and by no other
 // operand of the node, writes its output over that Input: the output's Location is the Input's
@@ -50,6 +55,10 @@
 #include "rlx/limits.h"
 
 namespace rlx::plan {
+
+// The most rows of x a product has for the memory plan to keep its RmsNorm / SwiGLU
+// producer's inputs alive for a GEMV prologue (the GPU decode kernels take at most 8).
+inline constexpr int64_t kGemvPrologueRows = 8;
 
 struct PlanOptions {
   bool reuse = true;       // liveness-based slot reuse; false = one slot per root (the no-reuse baseline)

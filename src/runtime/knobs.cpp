@@ -114,6 +114,9 @@ constexpr KnobInfo kKnobs[] = {
     boolean("cuda_rope_pairs", "RLX_CUDA_ROPE_PAIRS", true, "consecutive q and k RoPEs in one launch"),
     boolean("cuda_cache_write_pairs", "RLX_CUDA_CACHE_WRITE_PAIRS", true,
             "the k and v CacheWrites of one position vector in one launch (plan::plan_cache_write_pairs)"),
+    boolean("cuda_cache_write_rope", "RLX_CUDA_CACHE_WRITE_ROPE", true,
+            "a CacheWrite rotates its new rows itself when they are a RoPE's result used nowhere else "
+            "(plan::plan_cache_write_ropes; 0: the RoPE step runs)"),
     // CUDA: elementwise kernels and launches
     boolean("cuda_tiny_early", "RLX_CUDA_TINY_EARLY", true,
             "elementwise kernels of at most 4 blocks launch early and let the next kernel launch before their wait"),
@@ -135,6 +138,9 @@ constexpr KnobInfo kKnobs[] = {
     boolean("vulkan_gemv_prologue", "RLX_VULKAN_GEMV_PROLOGUE", true,
             "vector GEMVs absorb a preceding RmsNorm / FusedSwiGLU of their rows as their prologue"),
     boolean("vulkan_rope_pairs", "RLX_VULKAN_ROPE_PAIRS", true, "consecutive q and k RoPEs in one Vulkan dispatch"),
+    boolean("vulkan_cache_write_fusion", "RLX_VULKAN_CACHE_WRITE_FUSION", true,
+            "the k and v CacheWrites of one position vector in one dispatch, rotating rows that are a RoPE's "
+            "result used nowhere else (plan::plan_cache_write_pairs, plan::plan_cache_write_ropes)"),
     // WebGPU
     text("webgpu_limits", "RLX_WEBGPU_LIMITS", "adapter", "adapter|web",
          "what WebGPU kernels are compiled for: adapter = this adapter's limits and features; web = the WebGPU "

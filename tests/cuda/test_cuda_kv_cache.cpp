@@ -128,4 +128,15 @@ TEST(CudaKvCache, KAndVCachesOfOnePositionVectorInOneLaunch) {
   }
 }
 
+// Keys rotated by a RoPE and cached: the cache write reads the rope's input and writes the
+// rotated rows itself (knob cuda_cache_write_rope, plan::plan_cache_write_ropes), paired with the
+// v write (mode 0) or alone (1); the same rows as the CPU and as the rope launched (2).
+TEST(CudaKvCache, CacheWriteRotatesTheKeysOfARope) {
+  RLX_REQUIRE_CUDA();
+  expect_rope_cache_writes_match_cpu(Device::Cuda, 3, [](CompileOptions& o, int mode) {
+    o.tuning.cuda_cache_write_pairs = mode == 0;
+    o.tuning.cuda_cache_write_rope = mode != 2;
+  });
+}
+
 }  // namespace

@@ -29,8 +29,13 @@ void compiles(const std::string& entry, const std::string& src) {
 TEST(CudaKvCacheSources, CacheWriteCompilesForEveryStorageType) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64})
     for (DType it : {DType::I32, DType::I64})
-      compiles(std::string("cache_write ") + dtype_name(t) + " " + dtype_name(it),
-               kernel_source(ksrc::kCacheWrite, {{"T", storage_type(t)}, {"I", storage_type(it)}}));
+      for (DType tc : {DType::F32, DType::BF16})  // the RoPE tables' storage (rotating float rows only)
+        for (int rope = 0; rope < (t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 2 : 1); ++rope)
+          compiles(std::string("cache_write ") + dtype_name(t) + " " + dtype_name(it) + " " + dtype_name(tc) +
+                       (rope ? " rope" : ""),
+                   kernel_source(ksrc::kCacheWrite,
+                                 {{"T", storage_type(t)}, {"I", storage_type(it)}, {"TC", storage_type(tc)}},
+                                 "#define ROPE " + std::to_string(rope) + "\n"));
 }
 
 TEST(CudaKvCacheSources, AttentionWithPositionsMaskCompiles) {

@@ -101,6 +101,41 @@ TEST(GemvProloguePlan, AbsorbsRmsNormAndSwiGLU) {
   }
 }
 
+// A decoder MLP: rms_norm(h) -> gate|up product -> FusedSwiGLU -> down product + h. The memory
+// plan keeps the SwiGLU's input alive until the down product of a few rows (kGemvPrologueRows),
+// which would otherwise take its freed slot, so the GEMV can compute the SwiGLU in its prologue;
+// with more rows the slot is reused as before.
+TEST(GemvProloguePlan, TheMemoryPlanKeepsAProloguesInputsForSkinnyProducts) {
+  auto mlp = [](int64_t rows) {
+    Graph g;
+    const Value h = g.relu(g.input("x", Shape::of({rows, 64})));
+    const Value n = g.rms_norm(h, g.param("gamma", Shape::of({64})), std::nullopt, 1e-5);
+    const Value gu = g.matmul(n, g.param("wgu", Shape::of({64, 512})));
+    const Value sw = g.apply(ops::FusedSwiGLU{false}, {gu});
+    g.add_output(g.add(g.matmul(sw, g.param("wd", Shape::of({256, 64}))), h));
+    return g;
+  };
+  auto any_rows = [](const plan::Step& st) { return plan::skinny_rows(st); };
+  {
+    const Graph g = mlp(1);
+    const plan::Schedule s = plan::build_schedule(g);
+    EXPECT_EQ(plantest::overlap_violation(g, plan::plan_memory(g)), "");
+    const auto p = plan::plan_gemv_prologues(s, any_rows);
+    ASSERT_EQ(p.size(), 2u);
+    EXPECT_EQ(p.rbegin()->second, step_of(s, "fused_swiglu"));
+    EXPECT_EQ(p.begin()->second, step_of(s, "rms_norm"));
+  }
+  {  // more rows than a GEMV prologue takes: the down product reuses the gate|up product's bytes
+    const Graph g = mlp(plan::kGemvPrologueRows + 8);
+    const plan::Schedule s = plan::build_schedule(g);
+    EXPECT_EQ(plantest::overlap_violation(g, plan::plan_memory(g)), "");
+    const size_t sw = step_of(s, "fused_swiglu");
+    EXPECT_TRUE(plan::arena_overlap(s.steps[sw].in.at(0), s.steps[sw + 1].out.at(0)));
+    const auto p = plan::plan_gemv_prologues(s, any_rows);
+    EXPECT_EQ(p.count(sw + 1), 0u);
+  }
+}
+
 TEST(GemvProloguePlan, NearMissesKeepTheProducer) {
   {  // the norm is also a graph output
     NormGemv n = norm_gemv(2);
@@ -138,13 +173,16 @@ TEST(GemvProloguePlan, NearMissesKeepTheProducer) {
 
 // The norm's input is computed (in the arena) and dies at the norm, so the memory plan may give
 // its bytes to a later value: the product's own result, or a step in between. Either would
-// overwrite what the product reads in its prologue: the norm runs.
+// overwrite what the product reads in its prologue: the norm runs. (The plan keeps the input
+// alive for products of at most kGemvPrologueRows rows: these have more, for a GEMV that takes
+// any skinny product.)
 TEST(GemvProloguePlan, OverwrittenInputsKeepTheProducer) {
+  constexpr int64_t kRows = plan::kGemvPrologueRows + 8;
   auto graph = [](bool in_between) {
     Graph g;
-    const Value x = g.add(g.input("a", Shape::of({2, 64})), g.input("b", Shape::of({2, 64})));
+    const Value x = g.add(g.input("a", Shape::of({kRows, 64})), g.input("b", Shape::of({kRows, 64})));
     const Value nrm = g.rms_norm(x, g.param("gamma", Shape::of({64})));
-    if (in_between) g.add_output(g.mul(g.input("c", Shape::of({2, 64})), g.input("d", Shape::of({2, 64}))));
+    if (in_between) g.add_output(g.mul(g.input("c", Shape::of({kRows, 64})), g.input("d", Shape::of({kRows, 64}))));
     g.add_output(g.matmul(nrm, g.param("w", Shape::of({64, 8}))));
     return g;
   };
@@ -153,7 +191,7 @@ TEST(GemvProloguePlan, OverwrittenInputsKeepTheProducer) {
     const size_t norm = step_of(s, "rms_norm"), mm = step_of(s, "matmul");
     ASSERT_TRUE(plan::arena_overlap(s.steps[mm].out.at(0), s.steps[norm].in.at(0)))
         << "the memory plan changed; this test no longer covers the product's result over the input";
-    EXPECT_TRUE(plan::plan_gemv_prologues(s, gemv4).empty());
+    EXPECT_TRUE(plan::plan_gemv_prologues(s, plan::skinny_rows).empty());
     const plan::AbsorbIndex index(s);
     EXPECT_TRUE(index.inputs_survive(norm, mm, {}, false));  // only the result writes there
   }
@@ -163,14 +201,14 @@ TEST(GemvProloguePlan, OverwrittenInputsKeepTheProducer) {
     ASSERT_EQ(mm, norm + 2);
     ASSERT_TRUE(plan::arena_overlap(s.steps[norm + 1].out.at(0), s.steps[norm].in.at(0)))
         << "the memory plan changed; this test no longer covers an overwritten input";
-    EXPECT_TRUE(plan::plan_gemv_prologues(s, gemv4).empty());
+    EXPECT_TRUE(plan::plan_gemv_prologues(s, plan::skinny_rows).empty());
     const plan::AbsorbIndex index(s);
     EXPECT_FALSE(index.inputs_survive(norm, mm, {}, false));
     EXPECT_TRUE(index.inputs_survive(norm, mm, {norm + 1}, false));  // unless that step is not run
   }
   // Without reuse nothing is overwritten.
   for (bool in_between : {false, true})
-    EXPECT_EQ(plan::plan_gemv_prologues(plan::build_schedule(graph(in_between), plantest::no_reuse()), gemv4).size(),
+    EXPECT_EQ(plan::plan_gemv_prologues(plan::build_schedule(graph(in_between), plantest::no_reuse()), plan::skinny_rows).size(),
               1u);
 }
 
@@ -512,6 +550,74 @@ TEST(CacheWritePairPlan, PairsTheKAndVWritesOfOnePositionVector) {
   EXPECT_TRUE(plan::plan_cache_write_pairs(build(true, false, false)).empty());  // other positions
   EXPECT_TRUE(plan::plan_cache_write_pairs(build(false, true, false)).empty());  // the k cache read between
   EXPECT_TRUE(plan::plan_cache_write_pairs(build(false, false, true)).empty());  // another cache length
+}
+
+// ---- CacheWrite RoPEs ----------------------------------------------------------------------
+
+// k = rope(relu(kin)) written into the k cache, v = relu(vin) into the v cache at the same
+// positions; `v_after`: v is computed after the k write (so it may take the bytes of k's dead
+// input), `k_out`: the rotated keys are also a graph output, `k_read`: something else reads them.
+plan::Schedule rope_cache_schedule(bool v_after, bool k_out, bool k_read) {
+  Graph g;
+  const Value pos = g.input("pos", Shape::of({1}, DType::I64));
+  const Value c = g.input("c", Shape::of({1, 4})), sn = g.input("s", Shape::of({1, 4}));
+  const Value kc = g.input("kc", Shape::of({1, 16, 2, 8})), vc = g.input("vc", Shape::of({1, 16, 2, 8}));
+  Value v;
+  if (!v_after) v = g.relu(g.input("v", Shape::of({1, 1, 2, 8})));
+  const Value k = g.rope(g.relu(g.input("k", Shape::of({1, 1, 2, 8}))), c, sn, 8, 8);
+  const Value ku = g.cache_write(kc, k, pos);
+  if (v_after) v = g.relu(g.input("v", Shape::of({1, 1, 2, 8})));
+  g.add_output(ku);
+  g.add_output(g.cache_write(vc, v, pos));
+  if (k_out) g.add_output(k);
+  if (k_read) g.add_output(g.exp(k));
+  plan::PlanOptions o;  // the caches written in place, as the GPU backends plan them
+  o.write_inputs = true;
+  o.in_place = !v_after;  // v_after: the rope gets bytes of its own (its dead input's go to v)
+  return plan::build_schedule(g, o);
+}
+
+TEST(CacheWriteRopePlan, TheWriteRotatesTheKeysItCaches) {
+  for (bool v_after : {false, true}) {
+    SCOPED_TRACE(v_after ? "v computed after the k write" : "v computed first");
+    const plan::Schedule s = rope_cache_schedule(v_after, false, false);
+    const auto p = plan::plan_cache_write_ropes(s, {});
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->first, step_of(s, "cache_write"));
+    EXPECT_EQ(p.begin()->second, step_of(s, "rope"));
+  }
+  {  // paired with the v write, which launches both: the rope's input still holds there
+    const plan::Schedule s = rope_cache_schedule(false, false, false);
+    const auto pairs = plan::plan_cache_write_pairs(s);
+    ASSERT_EQ(pairs.size(), 1u);
+    const auto p = plan::plan_cache_write_ropes(s, pairs);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p.begin()->first, pairs.begin()->second);  // the first (k) write
+  }
+}
+
+TEST(CacheWriteRopePlan, NearMissesRunTheRope) {
+  EXPECT_TRUE(plan::plan_cache_write_ropes(rope_cache_schedule(false, true, false), {}).empty());  // also an output
+  EXPECT_TRUE(plan::plan_cache_write_ropes(rope_cache_schedule(false, false, true), {}).empty());  // read elsewhere
+  {  // paired, but v is computed into the bytes of the rope's dead input before the pair launches
+    const plan::Schedule s = rope_cache_schedule(true, false, false);
+    const auto pairs = plan::plan_cache_write_pairs(s);
+    ASSERT_EQ(pairs.size(), 1u);
+    const size_t rope = step_of(s, "rope");
+    bool overwritten = false;
+    for (size_t j = rope + 1; j < pairs.begin()->first; ++j)
+      for (const plan::TensorRef& w : s.steps[j].out) overwritten |= plan::arena_overlap(w, s.steps[rope].in.at(0));
+    ASSERT_TRUE(overwritten) << "the memory plan no longer reuses the dead input's bytes; rebuild this case";
+    EXPECT_TRUE(plan::plan_cache_write_ropes(s, pairs).empty());
+  }
+  {  // rows that are a cast of the rope's result (another dtype than the cache's)
+    Graph g;
+    const Value pos = g.input("pos", Shape::of({1}, DType::I64));
+    const Value c = g.input("c", Shape::of({1, 4})), sn = g.input("s", Shape::of({1, 4}));
+    const Value k = g.rope(g.relu(g.input("k", Shape::of({1, 1, 2, 8}))), c, sn, 8, 8);
+    g.add_output(g.cache_write(g.input("kc", Shape::of({1, 16, 2, 8}, DType::F16)), g.cast(k, DType::F16), pos));
+    EXPECT_TRUE(plan::plan_cache_write_ropes(plan::build_schedule(g), {}).empty());
+  }
 }
 
 }  // namespace

@@ -80,4 +80,58 @@ uint64_t run_carried_cache_steps(Device device, int64_t max_ctx, const std::func
   return per_step;
 }
 
+Graph rope_cache_write_graph(const RopeCacheCase& c) {
+  const int64_t b = 2, s = 3, hkv = 2, d = 16, m = 24;
+  Graph g;
+  const Value pos = g.input("pos", Shape::of({s}, DType::I64));
+  const Shape tab = c.per_batch ? Shape::of({b, s, c.n_rot / 2}, c.t) : Shape::of({s, c.n_rot / 2}, c.t);
+  const Value cs = g.input("cos", tab), sn = g.input("sin", tab);
+  const Value k = g.rope(g.relu(g.input("k", Shape::of({b, s, hkv, d}, c.t))), cs, sn, d, c.n_rot, c.style);
+  const Value vin = g.input("v", Shape::of({b, s, hkv, d}, c.t));
+  const Value v = g.add(vin, vin);  // computed before the writes, as a decoder's projections are
+  g.add_output(g.cache_write(g.input("kc", Shape::of({b, m, hkv, d}, c.t)), k, pos));
+  g.add_output(g.cache_write(g.input("vc", Shape::of({b, m, hkv, d}, c.t)), v, pos));
+  return g;
+}
+
+std::vector<RopeCacheCase> rope_cache_cases() {
+  return {{RopeStyle::NeoX, 16, false, DType::F32}, {RopeStyle::GptJ, 8, false, DType::F32},
+          {RopeStyle::NeoX, 12, true, DType::F32}, {RopeStyle::GptJ, 16, false, DType::BF16}};
+}
+
+void expect_rope_cache_writes_match_cpu(Device device, int modes,
+                                        const std::function<void(CompileOptions&, int)>& configure) {
+  for (const RopeCacheCase& c : rope_cache_cases()) {
+    SCOPED_TRACE(std::string(c.style == RopeStyle::NeoX ? "neox" : "gptj") + " n_rot " + std::to_string(c.n_rot) +
+                 (c.per_batch ? " per batch " : " ") + dtype_name(c.t));
+    const Graph g = rope_cache_write_graph(c);
+    std::vector<int64_t> tab = {3, c.n_rot / 2};
+    if (c.per_batch) tab.insert(tab.begin(), 2);
+    const NamedTensors in = {{"pos", Tensor::i64({3}, std::vector<int64_t>{5, 0, 23})},
+                             {"cos", random_tensor(c.t, tab, 7)},
+                             {"sin", random_tensor(c.t, tab, 8)},
+                             {"k", random_tensor(c.t, {2, 3, 2, 16}, 9)},
+                             {"v", random_tensor(c.t, {2, 3, 2, 16}, 10)},
+                             {"kc", random_tensor(c.t, {2, 24, 2, 16}, 11)},
+                             {"vc", random_tensor(c.t, {2, 24, 2, 16}, 12)}};
+    const auto want = Session(Device::Cpu).compile(g).run(in);
+    const Tolerance tol = c.t == DType::BF16 ? Tolerance{1.0 / 64, 1.0 / 64} : Tolerance{1e-6, 1e-6};
+    std::vector<double> mode0;
+    for (int mode = 0; mode < modes; ++mode) {
+      SCOPED_TRACE("mode " + std::to_string(mode));
+      CompileOptions o;
+      configure(o, mode);
+      const auto got = Session(device).compile(g, o).run(in);
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_TRUE(all_close(got[0], want[0].shape(), to_doubles(want[0]), tol));
+      EXPECT_EQ(to_doubles(got[1]), to_doubles(want[1]));
+      if (mode == 0) {
+        mode0 = to_doubles(got[0]);
+      } else if (c.t == DType::F32) {
+        EXPECT_EQ(to_doubles(got[0]), mode0);
+      }
+    }
+  }
+}
+
 }  // namespace rlx::testing

@@ -4,6 +4,7 @@
 // of it with the cache carried by bind_state; and the small graphs of their claim / error tests.
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "rlx/session.h"
 
@@ -21,6 +22,23 @@ uint64_t run_carried_cache_steps(Device device, int64_t max_ctx, const std::func
 // between runs (device_stats) and that the variant records no copy of the cache
 // (`recorded_copy_bytes`: the backend's counter of the copies its schedules record).
 void expect_carried_cache_in_place(Device device, const std::function<uint64_t()>& recorded_copy_bytes);
+
+// Keys rotated by a RoPE and cached, and values cached at the same positions (2 batches of 3
+// rows, 2 KV heads of 16, caches of 24 rows): a decoder's cache writes.
+struct RopeCacheCase {
+  RopeStyle style = RopeStyle::NeoX;
+  int64_t n_rot = 16;  // below 16: a partial rotation
+  bool per_batch = false;  // tables per batch and row
+  DType t = DType::F32;
+};
+Graph rope_cache_write_graph(const RopeCacheCase& c);
+// NeoX and GPT-J pairs, a partial rotation, per-batch tables, f32 and bf16.
+std::vector<RopeCacheCase> rope_cache_cases();
+// For each case and each mode 0 .. modes - 1 (`configure` sets the options of a mode), EXPECTs
+// that `device` writes the caches the CPU writes: the rotated keys within f32 rounding (bf16:
+// within one bf16 step), the values exactly; in f32, every mode the same keys as mode 0.
+void expect_rope_cache_writes_match_cpu(Device device, int modes,
+                                        const std::function<void(CompileOptions&, int)>& configure);
 
 // cache (1, 64, 2, 8) f32 with rows (1, 3, 2, 8) written at pos (3) i64: one cache_write.
 Graph cache_write_graph();

@@ -7,6 +7,7 @@
 #include "backends/cuda/kernels/cache.h"
 #include "backends/cuda/select_lower.h"
 #include "backends/cuda/status.h"
+#include "plan/absorb_plans.h"
 #include "rlx/error.h"
 
 namespace rlx::cuda {
@@ -47,23 +48,54 @@ CacheRows prepare_cache_write(LowerContext& cx, const plan::Step& st) {
 }
 }  // namespace
 
+// The Rope step `st` absorbed (plan::plan_cache_write_ropes), or null.
+const plan::Step* absorbed_rope(LowerContext& cx, const plan::Step& st) {
+  for (const plan::Step* p : cx.absorbed_producers(st))
+    if (std::holds_alternative<ops::Rope>(p->op)) return p;
+  return nullptr;
+}
+
 // One launch for the step and, when the variant paired it with an earlier CacheWrite of the
 // same positions and shapes (plan::plan_cache_write_pairs), that one's rows too (grid.y = 2).
+// Rows that are an absorbed RoPE's result (plan::plan_cache_write_ropes) are read from the
+// rope's input and rotated as they are written; of two such ropes with different tables, the
+// first one's step runs before.
 void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   const plan::Step* first = nullptr;
   for (const plan::Step* p : cx.absorbed_producers(st))
     if (std::holds_alternative<ops::CacheWrite>(p->op)) first = p;
-  const CacheRows a = first ? prepare_cache_write(cx, *first) : CacheRows{};
-  const CacheRows c = prepare_cache_write(cx, st);
+  const plan::Step* rope_c = absorbed_rope(cx, st);
+  const plan::Step* rope_a = first ? absorbed_rope(cx, *first) : nullptr;
+  if (rope_a && rope_c && !plan::same_rotation(*rope_a, *rope_c)) {
+    lower_step(cx, *rope_a);
+    rope_a = nullptr;
+  }
+  CacheRows a = first ? prepare_cache_write(cx, *first) : CacheRows{};
+  CacheRows c = prepare_cache_write(cx, st);
   if (c.nrows == 0) return;
+  if (rope_a) a.rows = cx.ptr(rope_a->in.at(0));
+  if (rope_c) c.rows = cx.ptr(rope_c->in.at(0));
+  const plan::Step* rope = rope_c ? rope_c : rope_a;
+  const int rot = (rope_a ? 2 : 0) | (rope_c ? 1 : 0);
   const plan::TensorRef &cache = st.in.at(0), &pos = st.in.at(2);
-  const std::string kernel_src =
-      kernel_source(ksrc::kCacheWrite, {{"T", storage_type(cache.dtype)}, {"I", storage_type(pos.dtype)}});
+  const DType tc = rope ? rope->in.at(1).dtype : cache.dtype;
+  const std::string kernel_src = kernel_source(
+      ksrc::kCacheWrite, {{"T", storage_type(cache.dtype)}, {"I", storage_type(pos.dtype)}, {"TC", storage_type(tc)}},
+      rope ? "#define ROPE 1\n" : "#define ROPE 0\n");
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(c.nrows, 65535));
   auto l = std::make_shared<KernelLaunch>(step_label(st), get_kernel("cache_write", kernel_src), blocks, 128u, 0u,
                                           first ? 2u : 1u);
+  // blockIdx.y 0 writes c, 1 writes a: bit 0 of rot is c's rope, bit 1 a's.
   l->arg(cx.ptr(pos)).arg(c.rows).arg(c.out).arg(first ? a.rows : c.rows).arg(first ? a.out : c.out).arg(c.s).arg(c.m)
       .arg(c.inner).arg(c.nrows).arg(cx.error_flag());
+  if (rope) {
+    const auto& rg = std::get<plan::RopeGeom>(rope->geom);
+    l->arg(cx.ptr(rope->in.at(1))).arg(cx.ptr(rope->in.at(2))).arg(rg.head_dim).arg(rg.n_rot)
+        .arg(rg.per_batch ? 1 : 0).arg(std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1 : 0).arg(rot);
+  } else {
+    l->arg(static_cast<const uint8_t*>(nullptr)).arg(static_cast<const uint8_t*>(nullptr)).arg(int64_t{1})
+        .arg(int64_t{0}).arg(0).arg(0).arg(0);
+  }
   push_launch(cx, l);
 }
 

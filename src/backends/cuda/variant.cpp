@@ -85,15 +85,20 @@ class CudaVariant final : public DeviceVariant, private LowerContext {
       const std::set<size_t> silent = plan::steps_not_run(groups);
       absorbed.insert(silent.begin(), silent.end());
     }
+    // The k and v cache writes of an attention in one launch (knob cuda_cache_write_pairs), each
+    // rotating its rows when they are a RoPE's result (knob cuda_cache_write_rope).
+    const std::map<size_t, size_t> cw_pairs =
+        knobs_.cuda_cache_write_pairs() ? plan::plan_cache_write_pairs(sched_) : std::map<size_t, size_t>{};
+    if (knobs_.cuda_cache_write_rope())
+      for (const auto& [write, rope] : plan::plan_cache_write_ropes(sched_, cw_pairs))
+        if (!absorbed.count(rope)) take(write, rope);
     // Consecutive q/k RoPEs in one launch (knob cuda_rope_pairs), unless absorbed above.
     if (knobs_.cuda_rope_pairs())
       for (const auto& [second, first] : plan_rope_pairs(sched_)) {
         if (absorbed.count(second) || absorbed.count(first)) continue;
         take(second, first);
       }
-    // The k and v cache writes of an attention in one launch (knob cuda_cache_write_pairs).
-    if (knobs_.cuda_cache_write_pairs())
-      for (const auto& [second, first] : plan::plan_cache_write_pairs(sched_)) take(second, first);
+    for (const auto& [second, first] : cw_pairs) take(second, first);
     for (const plan::TensorRef& r : sched_.outputs)  // read as stored after each run
       if (r.loc.kind == plan::Location::Kind::Leaf) raw_used_.insert(r.loc.leaf);
     for (size_t i = 0; i < sched_.steps.size(); ++i) {

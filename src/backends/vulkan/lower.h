@@ -70,6 +70,19 @@ class LowerContext {
     (void)consumer;
     return nullptr;
   }
+  // What a CacheWrite's dispatch also does (knob vulkan_cache_write_fusion): `first`, an earlier
+  // CacheWrite of the same positions written by the same dispatch (plan_cache_write_pairs), and
+  // the Rope steps whose results are the rows of the step (`rope`) and of `first` (`first_rope`;
+  // plan_cache_write_ropes): their inputs are read and rotated as they are written.
+  struct CacheWriteFusion {
+    const plan::Step* first = nullptr;
+    const plan::Step* rope = nullptr;
+    const plan::Step* first_rope = nullptr;
+  };
+  virtual CacheWriteFusion cache_write_fusion(const plan::Step& write) const {
+    (void)write;
+    return {};
+  }
   // The operands `attention` reads in place from a Narrow's source (plan_attention_narrows; the
   // Narrow steps are not lowered), or none.
   virtual std::vector<plan::AttentionNarrow> attention_narrows(const plan::Step& attention) const {

@@ -2,17 +2,57 @@
 // invocation per element of the new rows writes it at its row's position. Of two rows at one
 // position the later wins (an invocation skips its element when a later row names the same
 // position), as on the CPU. A position outside [0, rows) sets kErrCachePosition.
+// With the variant's cache-write fusion (LowerContext::cache_write_fusion), one dispatch writes
+// an earlier CacheWrite of the same positions too (PAIR: its elements after this one's), and rows
+// that are an absorbed RoPE's result are read from the rope's input and rotated as they are
+// written (ROT0 / ROT1 for the two parts; the same tables and rotation for both).
 #include "backends/vulkan/lower_select.h"
 #include "codegen/language.h"
+#include "plan/absorb_plans.h"
 #include "rlx/error.h"
 
 namespace rlx::vulkan {
 namespace {
 
+// Placeholders: BUFFERS (the bindings), the defines PAIR, ROT0, ROT1, IT, ERR, T (raw storage),
+// C (compute type), LOAD / STORE (storage <-> compute).
 constexpr const char* kCacheWriteGlsl = R"GLSL(
-layout(push_constant) uniform P { uint oo; uint orow; uint op; uint s; uint m; uint inner; uint n; } pc;
+layout(push_constant) uniform P {
+  uint oo, orow, op, s, m, inner, n;
+#if PAIR
+  uint oo1, orow1;
+#endif
+#if ROT0 || ROT1
+  uint ocs, osn, hd, n_rot, per_batch, neox;
+#endif
+} pc;
+T raw(bool second, uint e) {
+#if PAIR
+  if (second) return rows1.data[pc.orow1 + e];
+#endif
+  return rows.data[pc.orow + e];
+}
+#if ROT0 || ROT1
+// Element c of row t (chunk row i) of the rows, rotated: pair q of its head is (q, q + n_rot / 2)
+// in the NeoX style, else (2q, 2q + 1); the tail past n_rot is copied.
+T rotated(bool second, uint e, uint c, uint t, uint i) {
+  const uint h = c / pc.hd, d = c - h * pc.hd;
+  if (d >= pc.n_rot) return raw(second, e);
+  const uint half_rot = pc.n_rot / 2u;
+  const uint q = pc.neox != 0u ? (d < half_rot ? d : d - half_rot) : d >> 1;
+  const uint i1 = pc.neox != 0u ? q : 2u * q, i2 = pc.neox != 0u ? q + half_rot : 2u * q + 1u;
+  const uint base = e - c + h * pc.hd;
+  const C x1 = LOAD(raw(second, base + i1)), x2 = LOAD(raw(second, base + i2));
+  const uint k = (pc.per_batch != 0u ? t : i) * half_rot + q;
+  const C cv = C(LOAD(cs.data[pc.ocs + k])), sv = C(LOAD(sn.data[pc.osn + k]));
+  return STORE(d == i1 ? x1 * cv - x2 * sv : x2 * cv + x1 * sv);
+}
+#endif
 void main() {
-  for (uint e = gl_GlobalInvocationID.x; e < pc.n; e += gl_NumWorkGroups.x * 256u) {
+  const uint all = PAIR != 0 ? 2u * pc.n : pc.n;
+  for (uint g = gl_GlobalInvocationID.x; g < all; g += gl_NumWorkGroups.x * 256u) {
+    const bool second = g >= pc.n;
+    const uint e = second ? g - pc.n : g;
     const uint c = e % pc.inner, t = e / pc.inner, i = t % pc.s, b = t / pc.s;
     const IT p = IT(pos.data[pc.op + i]);
     if (p < IT(0) || p >= IT(pc.m)) {
@@ -21,37 +61,110 @@ void main() {
     }
     bool later = false;
     for (uint j = i + 1u; j < pc.s && !later; ++j) later = IT(pos.data[pc.op + j]) == p;
-    if (!later) outb.data[pc.oo + (b * pc.m + uint(p)) * pc.inner + c] = rows.data[pc.orow + e];
+    if (later) continue;
+    const uint dst = (b * pc.m + uint(p)) * pc.inner + c;
+    const bool rot = second ? ROT1 != 0 : ROT0 != 0;
+    T v;
+#if ROT0 || ROT1
+    if (rot) v = rotated(second, e, c, t, i); else
+#endif
+    v = raw(second, e);
+#if PAIR
+    if (second) { outb1.data[pc.oo1 + dst] = v; continue; }
+#endif
+    outb.data[pc.oo + dst] = v;
   }
 }
 )GLSL";
 
-}  // namespace
-
-void lower_cache_write(LowerContext& cx, const plan::Step& st) {
+// One CacheWrite's part of the dispatch: its cache copied to its output unless the plan placed
+// the output over it; the rows (the rope's input when `rope`) and output bound.
+struct Part {
+  Operand out, rows;
+  int64_t s = 0, m = 0, inner = 0, n = 0;
+};
+Part prepare(LowerContext& cx, const plan::Step& st, const plan::Step* rope) {
   const std::string what = step_label(st);
   const plan::TensorRef &cache = st.in.at(0), &rows = st.in.at(1), &pos = st.in.at(2);
   const DType t = cache.dtype, it = pos.dtype;
   if (rows.dtype != t || (it != DType::I32 && it != DType::I64))
     throw Error(what + ": Vulkan cache_write needs rows of the cache's dtype and i32 / i64 positions");
   require_32bit(what, cache.numel(), "cache");
-  const int64_t b = cache.dims.at(0), m = cache.dims.at(1), s = rows.dims.at(1);
-  const int64_t inner = b * m > 0 ? cache.numel() / (b * m) : 0;
-  const Operand out = cx.out(st.out.at(0)), src = cx.in(cache);
+  Part p;
+  const int64_t b = cache.dims.at(0);
+  p.m = cache.dims.at(1), p.s = rows.dims.at(1);
+  p.inner = b * p.m > 0 ? cache.numel() / (b * p.m) : 0;
+  p.out = cx.out(st.out.at(0));
+  const Operand src = cx.in(cache);
   const uint64_t bytes = static_cast<uint64_t>(cache.numel()) * dtype_size(cache.storage());
-  if (bytes > 0 && !(src.buffer == out.buffer && src.offset + src.skip == out.offset + out.skip)) cx.copy(out, src, bytes);
-  const int64_t n = rows.numel();
-  if (n == 0) return;
+  if (bytes > 0 && !(src.buffer == p.out.buffer && src.offset + src.skip == p.out.offset + p.out.skip))
+    cx.copy(p.out, src, bytes);
+  p.n = rows.numel();
+  p.rows = cx.in(rope ? rope->in.at(0) : rows);
+  return p;
+}
+
+// A rope this kernel can apply: tables of the rows' dtype, held as themselves, an even n_rot.
+bool rope_fits(const plan::Step& rope, DType t) {
+  const auto& g = std::get<plan::RopeGeom>(rope.geom);
+  for (size_t k = 0; k < 3; ++k)
+    if (rope.in.at(k).dtype != t || rope.in.at(k).storage() != t) return false;
+  return g.n_rot > 0 && g.n_rot % 2 == 0 && g.n_rot <= g.head_dim;
+}
+
+}  // namespace
+
+void lower_cache_write(LowerContext& cx, const plan::Step& st) {
+  const std::string what = step_label(st);
+  LowerContext::CacheWriteFusion f = cx.cache_write_fusion(st);
+  const DType t = st.in.at(0).dtype, it = st.in.at(2).dtype;
+  // A rope the kernel cannot apply, or one rotating unlike the other part's, runs first.
+  if (f.first_rope && !rope_fits(*f.first_rope, t)) lower_step(cx, *f.first_rope), f.first_rope = nullptr;
+  if (f.rope && !rope_fits(*f.rope, t)) lower_step(cx, *f.rope), f.rope = nullptr;
+  if (f.rope && f.first_rope && !plan::same_rotation(*f.rope, *f.first_rope))
+    lower_step(cx, *f.first_rope), f.first_rope = nullptr;
+  // Part 0 is the earlier write when paired; part 1 this one.
+  const plan::Step& s0 = f.first ? *f.first : st;
+  const plan::Step* rope0 = f.first ? f.first_rope : f.rope;
+  const plan::Step* rope1 = f.first ? f.rope : nullptr;
+  const Part a = prepare(cx, s0, rope0);
+  const Part b = f.first ? prepare(cx, st, rope1) : Part{};
+  if (f.first && (b.n != a.n || b.inner != a.inner || b.m != a.m || s0.in.at(2).value != st.in.at(2).value))
+    throw Error(what + ": internal: a paired cache write has other rows or positions");
+  if (a.n == 0) return;
+  require_32bit(what, a.n * (f.first ? 2 : 1), "rows");
+  const plan::Step* rope = rope0 ? rope0 : rope1;
   std::string k = glsl_header({t, it}) + "layout(local_size_x = 256) in;\n" + glsl_buffer(0, "outb", t, false) +
                   glsl_buffer(1, "rows", t, true) + glsl_buffer(2, "pos", it, true) +
                   "layout(std430, set = 0, binding = 3) buffer Err { int code; } err;\n";
+  const Operand p = cx.in(st.in.at(2));
+  std::vector<Operand> bind = {a.out, a.rows, p, cx.error_flag()};
+  const size_t e = dtype_size(st.in.at(0).storage());
+  std::vector<uint32_t> push = {a.out.elem(e), a.rows.elem(e), p.elem(dtype_size(st.in.at(2).storage())),
+                                static_cast<uint32_t>(a.s), static_cast<uint32_t>(a.m), static_cast<uint32_t>(a.inner),
+                                static_cast<uint32_t>(a.n)};
+  if (f.first) {
+    k += glsl_buffer(4, "outb1", t, false) + glsl_buffer(5, "rows1", t, true);
+    bind.insert(bind.end(), {b.out, b.rows});
+    push.insert(push.end(), {b.out.elem(e), b.rows.elem(e)});
+  }
+  if (rope) {
+    const int first_table = f.first ? 6 : 4;
+    k += glsl_buffer(first_table, "cs", t, true) + glsl_buffer(first_table + 1, "sn", t, true);
+    const Operand cs = cx.in(rope->in.at(1)), sn = cx.in(rope->in.at(2));
+    bind.insert(bind.end(), {cs, sn});
+    const auto& g = std::get<plan::RopeGeom>(rope->geom);
+    push.insert(push.end(), {cs.elem(e), sn.elem(e), static_cast<uint32_t>(g.head_dim), static_cast<uint32_t>(g.n_rot),
+                             g.per_batch ? 1u : 0u, std::get<ops::Rope>(rope->op).style == RopeStyle::NeoX ? 1u : 0u});
+  }
   k += std::string("#define IT ") + (it == DType::I64 ? "int64_t" : "int") + "\n#define ERR " +
-       std::to_string(codegen::kErrCachePosition) + "\n" + kCacheWriteGlsl;
-  const Operand r = cx.in(rows), p = cx.in(pos);
-  const std::vector<uint32_t> push = {out.elem(dtype_size(cache.storage())), r.elem(dtype_size(rows.storage())),
-                                      p.elem(dtype_size(pos.storage())), static_cast<uint32_t>(s),
-                                      static_cast<uint32_t>(m), static_cast<uint32_t>(inner), static_cast<uint32_t>(n)};
-  cx.dispatch(Kernel{"cache_write", k}, {out, r, p, cx.error_flag()}, push, cx.groups_1d(static_cast<uint64_t>(n), kSelectWorkgroup));
+       std::to_string(codegen::kErrCachePosition) + "\n#define PAIR " + (f.first ? "1" : "0") + "\n#define ROT0 " +
+       (rope0 ? "1" : "0") + "\n#define ROT1 " + (rope1 ? "1" : "0") + "\n#define T " +
+       codegen::glsl_language().storage_type(t) + "\n#define C " + glsl_compute_type(t) + "\n#define LOAD(r) (" +
+       glsl_load(t, "(r)") + ")\n#define STORE(v) (" + glsl_store(t, "(v)") + ")\n" + glsl_dtype_helpers({t}) +
+       kCacheWriteGlsl;
+  const std::string name = std::string("cache_write") + (f.first ? "_pair" : "") + (rope ? "_rope" : "");
+  cx.dispatch(Kernel{name, k}, bind, push, cx.groups_1d(static_cast<uint64_t>(a.n * (f.first ? 2 : 1)), kSelectWorkgroup));
 }
 
 }  // namespace rlx::vulkan

@@ -64,6 +64,24 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         producer_of_[&schedule().steps[consumer]] = &pr;
         absorbed.insert(&pr);
       }
+    // The k and v cache writes of one position vector in one dispatch, rotating rows that are
+    // a RoPE's result as they are written; those ropes are not lowered on their own.
+    if (knobs_.vulkan_cache_write_fusion()) {
+      const std::map<size_t, size_t> pairs = plan::plan_cache_write_pairs(schedule());
+      for (const auto& [write, rope] : plan::plan_cache_write_ropes(schedule(), pairs)) {
+        const plan::Step& r = schedule().steps[rope];
+        if (absorbed.count(&r)) continue;
+        cache_writes_[&schedule().steps[write]].rope = &r;
+        absorbed.insert(&r);
+      }
+      for (const auto& [second, first] : pairs) {
+        const plan::Step& a = schedule().steps[first];
+        CacheWriteFusion& f = cache_writes_[&schedule().steps[second]];
+        f.first = &a;
+        f.first_rope = cache_writes_[&a].rope;
+        absorbed.insert(&a);
+      }
+    }
     // Consecutive q / k RoPEs of one rotation in one dispatch: the first is lowered with the second.
     if (knobs_.vulkan_rope_pairs())
       for (const auto& [second, first] : plan::plan_rope_pairs(schedule())) {
@@ -157,6 +175,10 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   const plan::Step* absorbed_producer(const plan::Step& consumer) const override {
     const auto it = producer_of_.find(&consumer);
     return it == producer_of_.end() ? nullptr : it->second;
+  }
+  CacheWriteFusion cache_write_fusion(const plan::Step& write) const override {
+    const auto it = cache_writes_.find(&write);
+    return it == cache_writes_.end() ? CacheWriteFusion{} : it->second;
   }
   std::vector<plan::AttentionNarrow> attention_narrows(const plan::Step& attention) const override {
     const auto it = narrows_.find(&attention);
@@ -379,6 +401,7 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
   std::string label_;
   const std::string dump_dir_ = process_knobs::vulkan_dump();  // RLX_VULKAN_DUMP, read once per compile
   std::map<const plan::Step*, const plan::Step*> producer_of_;  // consumer -> the producer it runs (absorbed_producer)
+  std::map<const plan::Step*, CacheWriteFusion> cache_writes_;  // cache write -> its pair and ropes
   std::map<const plan::Step*, std::vector<plan::AttentionNarrow>> narrows_;  // attention -> slices read in place
   std::map<const plan::Step*, std::vector<const plan::Step*>> concats_;  // attention -> concats read in parts
   std::vector<Command> cmds_;
