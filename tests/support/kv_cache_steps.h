@@ -36,7 +36,7 @@ Graph rope_cache_write_graph(const RopeCacheCase& c);
 std::vector<RopeCacheCase> rope_cache_cases();
 // For each case and each mode 0 .. modes - 1 (`configure` sets the options of a mode), EXPECTs
 // that `device` writes the caches the CPU writes: the rotated keys within f32 rounding (bf16:
-// within one bf16 step), the values exactly; in f32, every mode the same keys as mode 0.
+// within one bf16 step), the values exactly.
 void expect_rope_cache_writes_match_cpu(Device device, int modes,
                                         const std::function<void(CompileOptions&, int)>& configure);
 
