@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
         if (t >= vocab) throw rlx::Error("token id " + std::to_string(t) + " is out of range (vocab " + std::to_string(vocab) + ")");
       rlx::models::GgufLlamaOptions lo;
       lo.half_weights = rlx::models::half_weights_run_on(dev);
+      lo.block_weights = rlx::models::block_weights_run_on(dev);
       lo.activations = act;
       const rlx::models::GgufLlama m = rlx::models::build_llama_from_gguf(f, lo);
       rlx::CompileOptions co;

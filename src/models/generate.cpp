@@ -182,6 +182,7 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   }
   models::GgufLlamaOptions lo;
   lo.half_weights = models::half_weights_run_on(options.device);  // else f32 weights every backend runs
+  lo.block_weights = models::block_weights_run_on(options.device);  // else dequantized at load
   lo.activations = options.activations;
   models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx, lo);
   CompileOptions co;

@@ -59,6 +59,7 @@ struct Builder {
   Graph& g;
   NamedTensors& params;
   bool half_weights = true;      // GgufLlamaOptions::half_weights
+  bool block_weights = true;     // GgufLlamaOptions::block_weights
   DType act = DType::F32;        // GgufLlamaOptions::activations
   std::set<std::string> used;
 
@@ -86,8 +87,8 @@ struct Builder {
     // F16 / BF16 matrices stay 2 bytes a weight (DequantMatMul's 16-bit formats, 32-value rows
     // pieces); a row length that is not a multiple of 32 falls back to an f32 MatMul below.
     const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-    if (const auto fmt = quant::quant_format_of(t.type);
-        fmt && (!half || (half_weights && act == DType::F32 && in % quant_block(*fmt).elements == 0))) {
+    const auto fmt = quant::quant_format_of(t.type);
+    if (fmt && (half ? half_weights && act == DType::F32 && in % quant_block(*fmt).elements == 0 : block_weights)) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
         fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");
@@ -99,7 +100,8 @@ struct Builder {
       op.k = in;
       return g.apply(op, {x, g.param(param_name, Shape({out, row_bytes}, DType::U8))});
     }
-    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16)
+    // Block formats not kept as blocks are dequantized here (tensor_f32) like the others.
+    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16 && !fmt)
       fail(f, std::string("tensor '") + name + "' is " + ggml_type_name(t.type) +
                   ", which the Llama builder does not run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K); "
                   "re-quantize it, e.g. with `rlx quantize --scheme q4_k`");
@@ -277,7 +279,7 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
   m.config = read_gguf_llama_config(f);
   const GgufLlamaConfig& c = m.config;
   Graph& g = m.graph;
-  Builder b{f, c, g, m.params, o.half_weights, o.activations, {}};
+  Builder b{f, c, g, m.params, o.half_weights, o.block_weights, o.activations, {}};
   const Dim s = seq ? Dim(seq) : Dim::symbol("seq");
   Value tokens = g.input("tokens", Shape({s}, DType::I64));
   Value positions = g.input("positions", Shape({s}, DType::I64));
@@ -327,6 +329,29 @@ GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, cons
 }
 
 bool half_weights_run_on(Device device) { return device == Device::Cpu || device == Device::Cuda; }
+
+bool block_weights_run_on(Device device) {
+  return device == Device::Cpu || device == Device::Cuda || device == Device::Vulkan;
+}
+
+DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions& options) {
+  DequantizedAtLoad d;
+  if (options.block_weights) return d;
+  const int64_t es = static_cast<int64_t>(dtype_size(options.activations));
+  const bool tied = !f.contains("output.weight");
+  for (const GgufTensorInfo& t : f.tensors()) {
+    // The projections' matrices (the embedding is dequantized for its gather either way, and
+    // is a projection too when the output is tied to it).
+    const bool projection = t.name.rfind("blk.", 0) == 0 || t.name == "output.weight" ||
+                            (tied && t.name == "token_embd.weight");
+    const auto fmt = quant::quant_format_of(t.type);
+    if (!projection || !fmt || t.type == GgmlType::F16 || t.type == GgmlType::BF16 || t.ne.size() != 2) continue;
+    d.names.push_back(t.name);
+    d.stored_bytes += static_cast<int64_t>(t.nbytes);
+    d.param_bytes += t.numel * es;
+  }
+  return d;
+}
 
 std::string describe_gguf_llama(const GgufFile& f) {
   const GgufLlamaConfig c = read_gguf_llama_config(f);

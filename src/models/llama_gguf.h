@@ -67,12 +67,27 @@ struct GgufLlamaOptions {
   // formats, which the CPU and CUDA backends run; false: widened to f32 params multiplied by a
   // MatMul, which every backend runs. Choose with half_weights_run_on(device).
   bool half_weights = true;
+  // Block-quantized matrices (Q4_0 .. Q8_0, Q2_K .. Q6_K) stay in their blocks, multiplied by
+  // DequantMatMul, which the CPU, CUDA and Vulkan backends run; false: dequantized once at load
+  // to params of the activations' dtype multiplied by a MatMul (2 or 4 bytes a weight instead of
+  // 0.5-1.1), which every backend runs. Choose with block_weights_run_on(device).
+  bool block_weights = true;
   // The dtype the model computes in: f32 (default), or f16 / bf16 (see above).
   DType activations = DType::F32;
 };
 
 // Whether `device`'s backend runs DequantMatMul's 16-bit weight formats (GgufLlamaOptions::half_weights).
 bool half_weights_run_on(Device device);
+
+// Whether `device`'s backend runs DequantMatMul's block formats (GgufLlamaOptions::block_weights).
+bool block_weights_run_on(Device device);
+// The names of the file's block-quantized tensors that a graph built with `options` dequantizes
+// at load (none with options.block_weights), and the bytes they take as stored and as params.
+struct DequantizedAtLoad {
+  std::vector<std::string> names;
+  int64_t stored_bytes = 0, param_bytes = 0;
+};
+DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions& options);
 
 struct GgufLlama {
   Graph graph;

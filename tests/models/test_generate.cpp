@@ -22,6 +22,7 @@
 #include "rlx/generate.h"
 #include "rlx/serialize.h"
 #include "support/test_util.h"
+#include "webgpu/webgpu_test_util.h"
 
 namespace rlx {
 namespace {
@@ -204,6 +205,47 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
   // At most 15 rows: the reference's projections take the same int8 path (M < 16) as decode.
   const double worst = check_sequence(gen, ref, {1, 30, 7, 12, 33}, 10);
   EXPECT_LT(worst, 1e-3);
+}
+
+// Block-quantized matrices dequantized at load (GgufLlamaOptions::block_weights = false, what
+// the Generator builds for a backend without DequantMatMul kernels): MatMuls on params of the
+// activations' dtype holding the blocks' values, no DequantMatMul; dequantized_at_load names
+// those matrices and their bytes; the cached decode follows the teacher-forced graph built the
+// same way, and the block graph within the 8-bit rounding of x its int8 products add.
+TEST(Generate, BlockWeightsDequantizedAtLoad) {
+  TinyLm m;
+  m.proj = GgmlType::Q8_0;
+  const std::string bytes = write_lm(m);
+  const GgufFile f = file_of(bytes);
+  models::GgufLlamaOptions lo;
+  lo.block_weights = false;
+  const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
+  for (const Node& n : dec.graph.nodes()) EXPECT_FALSE(std::holds_alternative<ops::DequantMatMul>(n.op));
+  const models::DequantizedAtLoad d = models::dequantized_at_load(f, lo);
+  EXPECT_EQ(d.names.size(), static_cast<size_t>(7 * m.layers + 1));  // q k v o gate up down a block, the output
+  const int64_t e = m.hidden, kvd = m.kv_heads * (m.hidden / m.heads);
+  EXPECT_EQ(d.param_bytes, 4 * (m.layers * (2 * e * e + 2 * kvd * e + 3 * e * m.ffn) + 40 * e));  // f32 params
+  EXPECT_LT(d.stored_bytes, d.param_bytes / 3);  // 34 bytes a 32-value block
+  EXPECT_TRUE(models::dequantized_at_load(f, {}).names.empty());
+  // The CPU keeps the blocks (x rounded to 8 bits for its int8 products): near the dense model.
+  rlx::testing::LlamaReference dense(f, lo);
+  Generator gen(f, {.max_ctx = 32});
+  EXPECT_LT(check_sequence(gen, dense, {1, 30, 7, 12, 33}, 6), 5e-2);
+}
+
+// WebGPU has no DequantMatMul kernels: the Generator dequantizes a Q8_0 model's matrices at load
+// and decodes like the dense teacher-forced graph (f32 on both sides).
+TEST(Generate, WebGpuRunsABlockQuantizedModelDequantized) {
+  RLX_REQUIRE_WEBGPU();
+  TinyLm m;
+  m.proj = GgmlType::Q8_0;
+  const std::string bytes = write_lm(m);
+  const GgufFile f = file_of(bytes);
+  models::GgufLlamaOptions lo;
+  lo.block_weights = false;
+  rlx::testing::LlamaReference dense(f, lo);
+  Generator gen(f, {.device = Device::WebGpu, .max_ctx = 32});
+  EXPECT_LT(check_sequence(gen, dense, {1, 30, 7, 12, 33}, 6), 1e-4);
 }
 
 // 16-bit activations (GeneratorOptions::activations): the decoder computes in bf16 / f16 with
@@ -477,13 +519,14 @@ namespace {
 TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlx_generate_check_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto check = [&](GgmlType proj, const std::string& device, bool half_weights = true) {
+  auto check = [&](GgmlType proj, const std::string& device, bool half_weights = true, bool block_weights = true) {
     TinyLm m;
     m.proj = proj;
     const std::string bytes = write_lm(m);
     const GgufFile f = file_of(bytes);
     models::GgufLlamaOptions lo;
     lo.half_weights = half_weights;
+    lo.block_weights = block_weights;
     const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
     const std::string path = (dir / "dec.json").string(), out = (dir / "out.txt").string();
     save_graph_json(dec.graph, path);
@@ -507,6 +550,11 @@ TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
       EXPECT_NE(rc_q, 0) << text_q;
       EXPECT_THAT(text_q, HasSubstr("dequant_matmul")) << text_q;
     }
+    // As the Generator builds it for the device: dequantized at load where no kernel takes the blocks.
+    const Device d = device == "cuda" ? Device::Cuda : device == "vulkan" ? Device::Vulkan : Device::WebGpu;
+    EXPECT_EQ(models::block_weights_run_on(d), device != "webgpu");
+    const auto [rc_d, text_d] = check(GgmlType::Q8_0, device, true, models::block_weights_run_on(d));
+    EXPECT_EQ(rc_d, 0) << text_d;
     // F16 weights as the Generator builds them for the device (2-byte DequantMatMul where the
     // backend runs it, else f32 MatMuls) compile everywhere; the 2-byte form only where claimed.
     const Device dev = device == "cuda" ? Device::Cuda : device == "vulkan" ? Device::Vulkan : Device::WebGpu;

@@ -14,8 +14,8 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean)
   return Tensor::f32(std::move(shape), v);
 }
 
-LlamaReference::LlamaReference(const GgufFile& f)
-    : model(models::build_llama_from_gguf(f)), cg(Session(Device::Cpu).compile(model.graph)) {
+LlamaReference::LlamaReference(const GgufFile& f, const models::GgufLlamaOptions& options)
+    : model(models::build_llama_from_gguf(f, options)), cg(Session(Device::Cpu).compile(model.graph)) {
   for (const auto& [n, t] : model.params) cg.set_param(n, t);
 }
 

@@ -16,7 +16,8 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean 
 struct LlamaReference {
   models::GgufLlama model;
   CompiledGraph cg;
-  explicit LlamaReference(const GgufFile& f);
+  // The teacher-forced graph of `f` built with `options` (seq symbolic), on the CPU.
+  explicit LlamaReference(const GgufFile& f, const models::GgufLlamaOptions& options = {});
   std::vector<float> last_logits(const std::vector<int32_t>& seq);
 };
 

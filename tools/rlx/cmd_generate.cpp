@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "io/file_access.h"
+#include "models/llama_gguf.h"
 #include "models/llama_hf.h"
 #include "rlx/generate.h"
 
@@ -45,6 +46,18 @@ int run_generate(const GenerateCliOptions& o) {
   if (go.device == Device::Cpu && go.activations != DType::F32)
     std::fprintf(stderr, "note: --activations %s computes in 16 bits, which the CPU backend runs slower than f32 "
                          "(it speeds up GPUs); f32 is the CPU's fast path\n", o.activations.c_str());
+  {
+    models::GgufLlamaOptions lo;
+    lo.block_weights = models::block_weights_run_on(go.device);
+    lo.activations = go.activations;
+    const models::DequantizedAtLoad d = models::dequantized_at_load(f, lo);
+    if (!d.names.empty())
+      std::fprintf(stderr,
+                   "note: %s has no kernels for block-quantized weights: %zu matrices ('%s', ...) are dequantized "
+                   "to %s at load, %.1f MB instead of %.1f MB (the CPU, CUDA and Vulkan keep the blocks)\n",
+                   o.device.c_str(), d.names.size(), d.names.front().c_str(), dtype_name(go.activations),
+                   static_cast<double>(d.param_bytes) / 1e6, static_cast<double>(d.stored_bytes) / 1e6);
+  }
   // Without --ctx: room for the prompt and -n tokens (rounded up to 64 rows), within the model's context.
   int64_t ctx = o.ctx;
   GenerateOptions opt;
