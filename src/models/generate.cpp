@@ -44,8 +44,19 @@ double Sampler::uniform() { return static_cast<double>(splitmix64(state_) >> 11)
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw Error("sampling: empty logits");
   const auto n = static_cast<int64_t>(logits.size());
+  const bool penalty = o_.repetition_penalty != 1.0 && o_.repeat_last_n > 0;
+  if (o_.temperature <= 0.0 && !penalty) {  // greedy: one pass over the logits, no copy
+    size_t best = 0;
+    bool nan = false;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      nan |= std::isnan(logits[i]);
+      if (logits[i] > logits[best]) best = i;
+    }
+    if (nan) throw Error("sampling: the logits contain NaN (the model's weights or inputs are not finite)");
+    return static_cast<int32_t>(best);  // first of the maxima
+  }
   std::vector<float> l(logits.begin(), logits.end());
-  if (o_.repetition_penalty != 1.0 && o_.repeat_last_n > 0) {
+  if (penalty) {
     const size_t from = history.size() > static_cast<size_t>(o_.repeat_last_n) ? history.size() - static_cast<size_t>(o_.repeat_last_n) : 0;
     std::set<int32_t> seen(history.begin() + static_cast<std::ptrdiff_t>(from), history.end());
     const auto p = static_cast<float>(o_.repetition_penalty);
