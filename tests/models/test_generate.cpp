@@ -212,13 +212,17 @@ TEST(Generate, CachedDecodeMatchesRecomputeQuantized) {
 // activations' dtype holding the blocks' values, no DequantMatMul; dequantized_at_load names
 // those matrices and their bytes; the cached decode follows the teacher-forced graph built the
 // same way, and the block graph within the 8-bit rounding of x its int8 products add.
-TEST(Generate, BlockWeightsDequantizedAtLoad) {
-  TinyLm m;
-  m.proj = GgmlType::Q8_0;
-  const std::string bytes = write_lm(m);
-  const GgufFile f = file_of(bytes);
+// The options that dequantize block-quantized matrices at load.
+models::GgufLlamaOptions dequantized_at_load_options() {
   models::GgufLlamaOptions lo;
   lo.block_weights = false;
+  return lo;
+}
+
+TEST(Generate, BlockWeightsDequantizedAtLoad) {
+  const TinyLm m{.proj = GgmlType::Q8_0};
+  const GgufFile f = file_of(write_lm(m));
+  const models::GgufLlamaOptions lo = dequantized_at_load_options();
   const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
   for (const Node& n : dec.graph.nodes()) EXPECT_FALSE(std::holds_alternative<ops::DequantMatMul>(n.op));
   const models::DequantizedAtLoad d = models::dequantized_at_load(f, lo);
@@ -237,13 +241,8 @@ TEST(Generate, BlockWeightsDequantizedAtLoad) {
 // and decodes like the dense teacher-forced graph (f32 on both sides).
 TEST(Generate, WebGpuRunsABlockQuantizedModelDequantized) {
   RLX_REQUIRE_WEBGPU();
-  TinyLm m;
-  m.proj = GgmlType::Q8_0;
-  const std::string bytes = write_lm(m);
-  const GgufFile f = file_of(bytes);
-  models::GgufLlamaOptions lo;
-  lo.block_weights = false;
-  rlx::testing::LlamaReference dense(f, lo);
+  const GgufFile f = file_of(write_lm(TinyLm{.proj = GgmlType::Q8_0}));
+  rlx::testing::LlamaReference dense(f, dequantized_at_load_options());
   Generator gen(f, {.device = Device::WebGpu, .max_ctx = 32});
   EXPECT_LT(check_sequence(gen, dense, {1, 30, 7, 12, 33}, 6), 1e-4);
 }
