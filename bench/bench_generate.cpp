@@ -87,14 +87,16 @@ std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& l, s
   return out;
 }
 
-// Bytes of weights a decode step reads: every tensor as stored, but of the token embedding one
-// row (unless the output projection is tied to it and reads it whole).
-double decode_weight_bytes(const rlx::GgufFile& f, bool tied) {
+// Bytes of weights a decode step reads: every tensor as the Generator's graph for `o` holds it
+// (models::held_bytes: blocks, or params of the activations' dtype), but of the token embedding
+// one row (unless the output projection is tied to it and reads it whole).
+double decode_weight_bytes(const rlx::GgufFile& f, bool tied, const rlx::models::GgufLlamaOptions& o) {
   double bytes = 0;
   for (const rlx::GgufTensorInfo& t : f.tensors()) {
     const bool embedding = t.name == "token_embd.weight";
     const int64_t rows = t.ne.size() > 1 ? t.numel / t.ne[0] : 1;
-    bytes += embedding && !tied ? static_cast<double>(t.nbytes) / static_cast<double>(rows) : static_cast<double>(t.nbytes);
+    const auto held = static_cast<double>(rlx::models::held_bytes(f, t, o));
+    bytes += embedding && !tied ? held / static_cast<double>(rows) : held;
   }
   return bytes;
 }
@@ -260,7 +262,11 @@ int main(int argc, char** argv) {
     std::printf("| threads | ctx | compile + load s | prompt tok/s | decode tok/s | decode ms/token | compiled variants |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     const rlx::models::GgufLlamaConfig llama = rlx::models::read_gguf_llama_config(f);
-    const double weight_bytes = decode_weight_bytes(f, llama.tied_output);
+    rlx::models::GgufLlamaOptions held;  // as the Generator builds the graph for the device
+    held.half_weights = rlx::models::half_weights_run_on(device);
+    held.block_weights = rlx::models::block_weights_run_on(device);
+    held.activations = activations;
+    const double weight_bytes = decode_weight_bytes(f, llama.tied_output, held);
     // The K and V caches of all blocks (of the activations' dtype), bytes per cached position.
     const double kv_row_bytes =
         static_cast<double>(llama.layers * 2 * llama.kv_heads * llama.head_dim * rlx::dtype_size(activations));

@@ -334,23 +334,41 @@ bool block_weights_run_on(Device device) {
   return device == Device::Cpu || device == Device::Cuda || device == Device::Vulkan;
 }
 
+namespace {
+// A matrix the builder multiplies by (project): the blocks' matrices, the output projection, the
+// embedding when the output is tied to it (it is dequantized for its gather either way).
+bool is_projection(const GgufFile& f, const GgufTensorInfo& t) {
+  if (t.ne.size() != 2) return false;
+  return t.name.rfind("blk.", 0) == 0 || t.name == "output.weight" ||
+         (t.name == "token_embd.weight" && !f.contains("output.weight"));
+}
+}  // namespace
+
 DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions& options) {
   DequantizedAtLoad d;
   if (options.block_weights) return d;
-  const int64_t es = static_cast<int64_t>(dtype_size(options.activations));
-  const bool tied = !f.contains("output.weight");
   for (const GgufTensorInfo& t : f.tensors()) {
-    // The projections' matrices (the embedding is dequantized for its gather either way, and
-    // is a projection too when the output is tied to it).
-    const bool projection = t.name.rfind("blk.", 0) == 0 || t.name == "output.weight" ||
-                            (tied && t.name == "token_embd.weight");
-    const auto fmt = quant::quant_format_of(t.type);
-    if (!projection || !fmt || t.type == GgmlType::F16 || t.type == GgmlType::BF16 || t.ne.size() != 2) continue;
+    const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
+    if (!is_projection(f, t) || !quant::quant_format_of(t.type) || half) continue;
     d.names.push_back(t.name);
     d.stored_bytes += static_cast<int64_t>(t.nbytes);
-    d.param_bytes += t.numel * es;
+    d.param_bytes += held_bytes(f, t, options);
   }
   return d;
+}
+
+int64_t held_bytes(const GgufFile& f, const GgufTensorInfo& t, const GgufLlamaOptions& options) {
+  const auto stored = static_cast<int64_t>(t.nbytes);
+  if (!is_projection(f, t)) return stored;
+  const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
+  const int64_t as_params = t.numel * static_cast<int64_t>(dtype_size(options.activations));
+  const auto fmt = quant::quant_format_of(t.type);
+  if (fmt && !half) return options.block_weights ? stored : as_params;
+  // As Builder::project: 16-bit matrices of whole 32-value row pieces with f32 activations stay stored.
+  if (fmt && half && options.half_weights && options.activations == DType::F32 &&
+      t.ne[0] % quant_block(*fmt).elements == 0)
+    return stored;
+  return as_params;
 }
 
 std::string describe_gguf_llama(const GgufFile& f) {

@@ -88,6 +88,10 @@ struct DequantizedAtLoad {
   int64_t stored_bytes = 0, param_bytes = 0;
 };
 DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions& options);
+// Bytes the graph built with `options` holds for the file's tensor `t`: a projection matrix as
+// stored (blocks, or 16-bit weights under half_weights with f32 activations) or as params of the
+// activations' dtype; any other tensor as stored.
+int64_t held_bytes(const GgufFile& f, const GgufTensorInfo& t, const GgufLlamaOptions& options);
 
 struct GgufLlama {
   Graph graph;

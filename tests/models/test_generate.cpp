@@ -231,6 +231,20 @@ TEST(Generate, BlockWeightsDequantizedAtLoad) {
   EXPECT_EQ(d.param_bytes, 4 * (m.layers * (2 * e * e + 2 * kvd * e + 3 * e * m.ffn) + 40 * e));  // f32 params
   EXPECT_LT(d.stored_bytes, d.param_bytes / 3);  // 34 bytes a 32-value block
   EXPECT_TRUE(models::dequantized_at_load(f, {}).names.empty());
+  // held_bytes: what the graph holds for a tensor under each option (bench_generate's DRAM bound).
+  const GgufTensorInfo& q = f.tensor_info("blk.0.attn_q.weight");
+  EXPECT_EQ(models::held_bytes(f, q, {}), static_cast<int64_t>(q.nbytes));
+  EXPECT_EQ(models::held_bytes(f, q, lo), q.numel * 4);
+  const GgufTensorInfo& norm = f.tensor_info("blk.0.attn_norm.weight");
+  EXPECT_EQ(models::held_bytes(f, norm, lo), static_cast<int64_t>(norm.nbytes));
+  const GgufFile h = file_of(write_lm(TinyLm{.proj = GgmlType::F16}));
+  const GgufTensorInfo& hq = h.tensor_info("blk.0.attn_q.weight");
+  models::GgufLlamaOptions widened;
+  widened.half_weights = false;
+  EXPECT_EQ(models::held_bytes(h, hq, {}), hq.numel * 2);      // F16 blocks of DequantMatMul
+  EXPECT_EQ(models::held_bytes(h, hq, widened), hq.numel * 4); // f32 MatMul params
+  widened.activations = DType::BF16;
+  EXPECT_EQ(models::held_bytes(h, hq, widened), hq.numel * 2); // bf16 MatMul params
   // The CPU keeps the blocks (x rounded to 8 bits for its int8 products): near the dense model.
   rlx::testing::LlamaReference dense(f, lo);
   Generator gen(f, {.max_ctx = 32});
