@@ -264,4 +264,30 @@ std::map<size_t, size_t> plan_cache_write_ropes(const Schedule& s, const std::ma
   return out;
 }
 
+std::map<size_t, size_t> plan_cache_write_q_ropes(const Schedule& s, const std::map<size_t, size_t>& pairs,
+                                                  const std::map<size_t, size_t>& ropes) {
+  const AbsorbIndex index(s);
+  std::map<size_t, size_t> launched_at, write_of;  // a paired first write -> its launch; rope -> its write
+  for (const auto& [second, first] : pairs) launched_at[first] = second;
+  for (const auto& [write, rope] : ropes) write_of[rope] = write;
+  std::map<size_t, size_t> out;
+  for (const auto& [second, first] : plan_rope_pairs(s))
+    for (const auto& [taken, other] : {std::pair{second, first}, std::pair{first, second}}) {
+      const auto w = write_of.find(taken);
+      if (w == write_of.end() || write_of.count(other)) continue;
+      const auto at = launched_at.find(w->second);
+      const size_t launch = at == launched_at.end() ? w->second : at->second;
+      // Rotated element by element there: its result must not overlap its input (an in-place rope).
+      if (other >= launch || out.count(launch) || arena_overlap(s.steps[other].out.at(0), s.steps[other].in.at(0)))
+        continue;
+      bool read = false;
+      for (size_t j = other + 1; j <= launch && !read; ++j) read = step_reads(s.steps[j], s.steps[other].out.at(0));
+      std::set<size_t> silent = {taken};
+      if (launch != w->second) silent.insert(w->second);
+      if (!read && index.inputs_survive(other, launch, silent)) out[launch] = other;
+      break;
+    }
+  return out;
+}
+
 }  // namespace rlx::plan

@@ -99,6 +99,14 @@ std::map<size_t, size_t> plan_cache_write_pairs(const Schedule& s);
 // hold there. Returns cache-write step index -> rope step index.
 std::map<size_t, size_t> plan_cache_write_ropes(const Schedule& s, const std::map<size_t, size_t>& pairs);
 
+// The other rope of a RoPE pair (plan_rope_pairs: a decoder block's q and k) whose partner a
+// cache write absorbs (`ropes`, plan_cache_write_ropes, given `pairs`), run in that write's launch
+// instead: the launch (the write, or the second write of its pair) comes after it, no step in
+// between reads its result, its inputs still hold there, and its result does not overlap its
+// input (the launch rotates element by element). Returns launch step index -> rope step index.
+std::map<size_t, size_t> plan_cache_write_q_ropes(const Schedule& s, const std::map<size_t, size_t>& pairs,
+                                                  const std::map<size_t, size_t>& ropes);
+
 // True when two Rope steps rotate alike: one pair of tables, indexed the same way (per position
 // or per batch and position), the same style and rotated dims (their heads and rows may differ).
 bool same_rotation(const Step& a, const Step& b);

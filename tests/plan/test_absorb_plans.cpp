@@ -620,5 +620,52 @@ TEST(CacheWriteRopePlan, NearMissesRunTheRope) {
   }
 }
 
+// q = rope(qin), k = rope(relu(kin)) written into the k cache, v into the v cache: the q rope
+// joins the writes' launch. `q_read`: a step reads q before the writes; `in_place`: q is
+// rope(relu(qin)), which the memory plan writes over its dying input.
+plan::Schedule q_rope_schedule(bool q_read, bool in_place) {
+  Graph g;
+  const Value pos = g.input("pos", Shape::of({1}, DType::I64));
+  const Value c = g.input("c", Shape::of({1, 4})), sn = g.input("s", Shape::of({1, 4}));
+  const Value v = g.relu(g.input("v", Shape::of({1, 1, 2, 8})));
+  const Value kx = g.relu(g.input("k", Shape::of({1, 1, 2, 8})));
+  const Value qin = g.input("q", Shape::of({1, 1, 4, 8}));
+  const Value q = g.rope(in_place ? g.relu(qin) : qin, c, sn, 8, 8);
+  const Value k = g.rope(kx, c, sn, 8, 8);
+  if (q_read) g.add_output(g.exp(q));
+  g.add_output(g.cache_write(g.input("kc", Shape::of({1, 16, 2, 8})), k, pos));
+  g.add_output(g.cache_write(g.input("vc", Shape::of({1, 16, 2, 8})), v, pos));
+  g.add_output(q);
+  plan::PlanOptions o;
+  o.write_inputs = true;
+  o.in_place = in_place;
+  return plan::build_schedule(g, o);
+}
+
+TEST(CacheWriteRopePlan, TheQRopeJoinsTheWritesLaunch) {
+  {
+    const plan::Schedule s = q_rope_schedule(false, false);
+    const auto pairs = plan::plan_cache_write_pairs(s);
+    const auto ropes = plan::plan_cache_write_ropes(s, pairs);
+    ASSERT_EQ(pairs.size(), 1u);
+    ASSERT_EQ(ropes.size(), 1u);
+    const auto q = plan::plan_cache_write_q_ropes(s, pairs, ropes);
+    ASSERT_EQ(q.size(), 1u);
+    EXPECT_EQ(q.begin()->first, pairs.begin()->first);  // the launch: the second (v) write
+    EXPECT_EQ(q.begin()->second, step_of(s, "rope"));   // the first rope: q's
+    EXPECT_TRUE(plan::plan_cache_write_q_ropes(s, pairs, {}).empty());  // no absorbed partner
+  }
+  for (const auto& [q_read, in_place] : {std::pair{true, false}, std::pair{false, true}}) {
+    SCOPED_TRACE(q_read ? "q read before the writes" : "q rotated in place");
+    const plan::Schedule s = q_rope_schedule(q_read, in_place);
+    const size_t q = step_of(s, "rope");
+    if (in_place) {
+      ASSERT_TRUE(plan::arena_overlap(s.steps[q].out.at(0), s.steps[q].in.at(0))) << "the rope is no longer in place";
+    }
+    const auto pairs = plan::plan_cache_write_pairs(s);
+    EXPECT_TRUE(plan::plan_cache_write_q_ropes(s, pairs, plan::plan_cache_write_ropes(s, pairs)).empty());
+  }
+}
+
 }  // namespace
 }  // namespace rlx

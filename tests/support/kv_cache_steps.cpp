@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,34 +87,39 @@ Graph rope_cache_write_graph(const RopeCacheCase& c) {
   const Value pos = g.input("pos", Shape::of({s}, DType::I64));
   const Shape tab = c.per_batch ? Shape::of({b, s, c.n_rot / 2}, c.t) : Shape::of({s, c.n_rot / 2}, c.t);
   const Value cs = g.input("cos", tab), sn = g.input("sin", tab);
+  std::optional<Value> q;
+  if (c.q) q = g.rope(g.input("q", Shape::of({b, s, 2 * hkv, d}, c.t)), cs, sn, d, c.n_rot, c.style);
   const Value k = g.rope(g.relu(g.input("k", Shape::of({b, s, hkv, d}, c.t))), cs, sn, d, c.n_rot, c.style);
   const Value vin = g.input("v", Shape::of({b, s, hkv, d}, c.t));
   const Value v = g.add(vin, vin);  // computed before the writes, as a decoder's projections are
   g.add_output(g.cache_write(g.input("kc", Shape::of({b, m, hkv, d}, c.t)), k, pos));
   g.add_output(g.cache_write(g.input("vc", Shape::of({b, m, hkv, d}, c.t)), v, pos));
+  if (q) g.add_output(*q);
   return g;
 }
 
 std::vector<RopeCacheCase> rope_cache_cases() {
-  return {{RopeStyle::NeoX, 16, false, DType::F32}, {RopeStyle::GptJ, 8, false, DType::F32},
-          {RopeStyle::NeoX, 12, true, DType::F32}, {RopeStyle::GptJ, 16, false, DType::BF16}};
+  return {{RopeStyle::NeoX, 16, false, DType::F32},       {RopeStyle::GptJ, 8, false, DType::F32},
+          {RopeStyle::NeoX, 12, true, DType::F32},        {RopeStyle::GptJ, 16, false, DType::BF16},
+          {RopeStyle::NeoX, 16, false, DType::F32, true}, {RopeStyle::GptJ, 12, true, DType::BF16, true}};
 }
 
 void expect_rope_cache_writes_match_cpu(Device device, int modes,
                                         const std::function<void(CompileOptions&, int)>& configure) {
   for (const RopeCacheCase& c : rope_cache_cases()) {
     SCOPED_TRACE(std::string(c.style == RopeStyle::NeoX ? "neox" : "gptj") + " n_rot " + std::to_string(c.n_rot) +
-                 (c.per_batch ? " per batch " : " ") + dtype_name(c.t));
+                 (c.per_batch ? " per batch " : " ") + dtype_name(c.t) + (c.q ? " with q" : ""));
     const Graph g = rope_cache_write_graph(c);
     std::vector<int64_t> tab = {3, c.n_rot / 2};
     if (c.per_batch) tab.insert(tab.begin(), 2);
-    const NamedTensors in = {{"pos", Tensor::i64({3}, std::vector<int64_t>{5, 0, 23})},
+    NamedTensors in = {{"pos", Tensor::i64({3}, std::vector<int64_t>{5, 0, 23})},
                              {"cos", random_tensor(c.t, tab, 7)},
                              {"sin", random_tensor(c.t, tab, 8)},
                              {"k", random_tensor(c.t, {2, 3, 2, 16}, 9)},
                              {"v", random_tensor(c.t, {2, 3, 2, 16}, 10)},
                              {"kc", random_tensor(c.t, {2, 24, 2, 16}, 11)},
                              {"vc", random_tensor(c.t, {2, 24, 2, 16}, 12)}};
+    if (c.q) in.emplace_back("q", random_tensor(c.t, {2, 3, 4, 16}, 13));
     const auto want = Session(Device::Cpu).compile(g).run(in);
     const Tolerance tol = c.t == DType::BF16 ? Tolerance{1.0 / 64, 1.0 / 64} : Tolerance{1e-6, 1e-6};
     for (int mode = 0; mode < modes; ++mode) {
@@ -121,10 +127,12 @@ void expect_rope_cache_writes_match_cpu(Device device, int modes,
       CompileOptions o;
       configure(o, mode);
       const auto got = Session(device).compile(g, o).run(in);
-      ASSERT_EQ(got.size(), 2u);
+      ASSERT_EQ(got.size(), c.q ? 3u : 2u);
       EXPECT_TRUE(all_close(got[0], want[0].shape(), to_doubles(want[0]), tol));
       EXPECT_EQ(to_doubles(got[1]), to_doubles(want[1]));
-
+      if (c.q) {
+        EXPECT_TRUE(all_close(got[2], want[2].shape(), to_doubles(want[2]), tol)) << "q";
+      }
     }
   }
 }

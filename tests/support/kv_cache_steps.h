@@ -30,9 +30,10 @@ struct RopeCacheCase {
   int64_t n_rot = 16;  // below 16: a partial rotation
   bool per_batch = false;  // tables per batch and row
   DType t = DType::F32;
+  bool q = false;  // also a q input (4 heads) rotated alike, a third output
 };
 Graph rope_cache_write_graph(const RopeCacheCase& c);
-// NeoX and GPT-J pairs, a partial rotation, per-batch tables, f32 and bf16.
+// NeoX and GPT-J pairs, a partial rotation, per-batch tables, f32 and bf16, with and without q.
 std::vector<RopeCacheCase> rope_cache_cases();
 // For each case and each mode 0 .. modes - 1 (`configure` sets the options of a mode), EXPECTs
 // that `device` writes the caches the CPU writes: the rotated keys within f32 rounding (bf16:

@@ -73,11 +73,13 @@ class LowerContext {
   // What a CacheWrite's dispatch also does (knob vulkan_cache_write_fusion): `first`, an earlier
   // CacheWrite of the same positions written by the same dispatch (plan_cache_write_pairs), and
   // the Rope steps whose results are the rows of the step (`rope`) and of `first` (`first_rope`;
-  // plan_cache_write_ropes): their inputs are read and rotated as they are written.
+  // plan_cache_write_ropes): their inputs are read and rotated as they are written; `q_rope`, the
+  // other rope of their RoPE pair (plan_cache_write_q_ropes), rotated in the same dispatch.
   struct CacheWriteFusion {
     const plan::Step* first = nullptr;
     const plan::Step* rope = nullptr;
     const plan::Step* first_rope = nullptr;
+    const plan::Step* q_rope = nullptr;
   };
   virtual CacheWriteFusion cache_write_fusion(const plan::Step& write) const {
     (void)write;

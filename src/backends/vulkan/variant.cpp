@@ -68,9 +68,10 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
     // a RoPE's result as they are written; those ropes are not lowered on their own.
     if (knobs_.vulkan_cache_write_fusion()) {
       const std::map<size_t, size_t> pairs = plan::plan_cache_write_pairs(schedule());
-      for (const auto& [write, rope] : plan::plan_cache_write_ropes(schedule(), pairs)) {
+      std::map<size_t, size_t> ropes = plan::plan_cache_write_ropes(schedule(), pairs);
+      std::erase_if(ropes, [&](const auto& wr) { return absorbed.count(&schedule().steps[wr.second]) > 0; });
+      for (const auto& [write, rope] : ropes) {
         const plan::Step& r = schedule().steps[rope];
-        if (absorbed.count(&r)) continue;
         cache_writes_[&schedule().steps[write]].rope = &r;
         absorbed.insert(&r);
       }
@@ -80,6 +81,13 @@ class VulkanVariant final : public DeviceVariant, private LowerContext {
         f.first = &a;
         f.first_rope = cache_writes_[&a].rope;
         absorbed.insert(&a);
+      }
+      // ... and the q RoPE paired with an absorbed one.
+      for (const auto& [launch, rope] : plan::plan_cache_write_q_ropes(schedule(), pairs, ropes)) {
+        const plan::Step& r = schedule().steps[rope];
+        if (absorbed.count(&r)) continue;
+        cache_writes_[&schedule().steps[launch]].q_rope = &r;
+        absorbed.insert(&r);
       }
     }
     // Consecutive q / k RoPEs of one rotation in one dispatch: the first is lowered with the second.
