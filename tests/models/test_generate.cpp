@@ -22,6 +22,7 @@
 #include "rlx/generate.h"
 #include "rlx/serialize.h"
 #include "support/test_util.h"
+#include "vulkan/vulkan_test_util.h"
 #include "webgpu/webgpu_test_util.h"
 
 namespace rlx {
@@ -259,6 +260,18 @@ TEST(Generate, WebGpuRunsABlockQuantizedModelDequantized) {
   rlx::testing::LlamaReference dense(f, dequantized_at_load_options());
   Generator gen(f, {.device = Device::WebGpu, .max_ctx = 32});
   EXPECT_LT(check_sequence(gen, dense, {1, 30, 7, 12, 33}, 6), 1e-4);
+}
+
+// Vulkan decodes a bf16 model as the CPU does: with bf16 activations the q / k / v projection is
+// one product whose slices the RoPEs read, and a block's q and k RoPEs and both cache writes run
+// as one dispatch (knob vulkan_cache_write_fusion) that the attention reads after; the cached
+// logits stay within bf16 rounding of the f32 recompute at every step, as on the CPU.
+TEST(Generate, VulkanBf16DecodeFollowsTheF32Model) {
+  RLX_REQUIRE_VULKAN();
+  const GgufFile f = file_of(write_lm(TinyLm{.proj = GgmlType::BF16}));
+  rlx::testing::LlamaReference ref(f);
+  Generator gen(f, {.device = Device::Vulkan, .max_ctx = 32, .prefill_chunk = 4, .activations = DType::BF16});
+  EXPECT_LT(check_sequence(gen, ref, {1, 30, 7, 12, 33}, 8), 5e-2);
 }
 
 // 16-bit activations (GeneratorOptions::activations): the decoder computes in bf16 / f16 with
