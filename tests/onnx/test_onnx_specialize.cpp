@@ -218,7 +218,7 @@ TEST(OnnxSpecialize, IfOnAShapeConditionTakesTheBranchOfEachSignature) {
   EXPECT_EQ(m.run({{"x", x4}})[0].to_f32(), (std::vector<float>{1, -2, 3, -4}));
   EXPECT_EQ(m.run({{"x", x3}})[0].to_f32(), (std::vector<float>{1, 2, 3}));
   const Graph g3 = m.import({{"n", 3}});
-  for (const Node& node : g3.nodes()) EXPECT_NE(op_name(node.op), "if");  // inlined
+  for (const Node& node : g3.nodes()) EXPECT_NE(std::string(op_name(node.op)), "if");  // inlined
 }
 
 OnnxBuilder two_input_model() {

@@ -373,7 +373,7 @@ TEST(AttentionNarrowPlan, ReadsTheSlicesOfAFusedProjection) {
   EXPECT_EQ(p.begin()->first, step_of(s, "attention"));
   ASSERT_EQ(p.begin()->second.size(), 3u);
   for (const plan::AttentionNarrow& an : p.begin()->second) {
-    EXPECT_EQ(op_name(s.steps[an.step].op), "narrow");
+    EXPECT_EQ(std::string(op_name(s.steps[an.step].op)), "narrow");
     EXPECT_EQ(an.start, 64 * static_cast<int64_t>(an.port));
     EXPECT_EQ(an.width, 192);
     EXPECT_EQ(an.source.value, s.steps[step_of(s, "matmul")].out.at(0).value);
