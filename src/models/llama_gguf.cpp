@@ -43,6 +43,18 @@ double opt_num(const GgufFile& f, const std::string& key, double dflt) {
   return x;
 }
 
+bool is_16bit(GgmlType t) { return t == GgmlType::F16 || t == GgmlType::BF16; }
+
+// Whether the builder keeps matrix `t` (rows of `in` values) as the file stores it, multiplied by
+// DequantMatMul: a block format under block_weights; F16 / BF16 (DequantMatMul's 16-bit formats,
+// 32-value row pieces) under half_weights with f32 activations. Otherwise it becomes a MatMul
+// param of the activations' dtype.
+bool kept_as_stored(GgmlType t, int64_t in, bool half_weights, bool block_weights, DType act) {
+  const auto fmt = quant::quant_format_of(t);
+  if (!fmt) return false;
+  return is_16bit(t) ? half_weights && act == DType::F32 && in % quant_block(*fmt).elements == 0 : block_weights;
+}
+
 const GgufTensorInfo& tensor_of(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape,
                                 std::set<std::string>* used = nullptr) {
   if (!f.contains(name)) fail(f, "tensor '" + name + "' is missing");
@@ -84,11 +96,10 @@ struct Builder {
   // x (..., in) @ W^T with W the GGUF tensor `name` stored [out, in]; `param_name` names the param.
   Value project(Value x, const std::string& name, int64_t out, int64_t in, const std::string& param_name) {
     const GgufTensorInfo& t = tensor_of(f, name, {out, in}, &used);
-    // F16 / BF16 matrices stay 2 bytes a weight (DequantMatMul's 16-bit formats, 32-value rows
-    // pieces); a row length that is not a multiple of 32 falls back to an f32 MatMul below.
-    const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
+    // F16 / BF16 matrices stay 2 bytes a weight when kept; a row length that is not a multiple
+    // of 32 falls back to a MatMul below.
     const auto fmt = quant::quant_format_of(t.type);
-    if (fmt && (half ? half_weights && act == DType::F32 && in % quant_block(*fmt).elements == 0 : block_weights)) {
+    if (kept_as_stored(t.type, in, half_weights, block_weights, act)) {
       const QuantBlock blk = quant_block(*fmt);
       if (in % blk.elements != 0)
         fail(f, "tensor '" + name + "' has rows of " + i2s(in) + " values, not whole " + ggml_type_name(t.type) + " blocks");
@@ -101,7 +112,7 @@ struct Builder {
       return g.apply(op, {x, g.param(param_name, Shape({out, row_bytes}, DType::U8))});
     }
     // Block formats not kept as blocks are dequantized here (tensor_f32) like the others.
-    if (t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16 && !fmt)
+    if (t.type != GgmlType::F32 && !is_16bit(t.type) && !fmt)
       fail(f, std::string("tensor '") + name + "' is " + ggml_type_name(t.type) +
                   ", which the Llama builder does not run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K); "
                   "re-quantize it, e.g. with `rlx quantize --scheme q4_k`");
@@ -348,8 +359,7 @@ DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions&
   DequantizedAtLoad d;
   if (options.block_weights) return d;
   for (const GgufTensorInfo& t : f.tensors()) {
-    const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-    if (!is_projection(f, t) || !quant::quant_format_of(t.type) || half) continue;
+    if (!is_projection(f, t) || !quant::quant_format_of(t.type) || is_16bit(t.type)) continue;
     d.names.push_back(t.name);
     d.stored_bytes += static_cast<int64_t>(t.nbytes);
     d.param_bytes += held_bytes(f, t, options);
@@ -359,16 +369,10 @@ DequantizedAtLoad dequantized_at_load(const GgufFile& f, const GgufLlamaOptions&
 
 int64_t held_bytes(const GgufFile& f, const GgufTensorInfo& t, const GgufLlamaOptions& options) {
   const auto stored = static_cast<int64_t>(t.nbytes);
-  if (!is_projection(f, t)) return stored;
-  const bool half = t.type == GgmlType::F16 || t.type == GgmlType::BF16;
-  const int64_t as_params = t.numel * static_cast<int64_t>(dtype_size(options.activations));
-  const auto fmt = quant::quant_format_of(t.type);
-  if (fmt && !half) return options.block_weights ? stored : as_params;
-  // As Builder::project: 16-bit matrices of whole 32-value row pieces with f32 activations stay stored.
-  if (fmt && half && options.half_weights && options.activations == DType::F32 &&
-      t.ne[0] % quant_block(*fmt).elements == 0)
+  if (!is_projection(f, t) ||
+      kept_as_stored(t.type, t.ne[0], options.half_weights, options.block_weights, options.activations))
     return stored;
-  return as_params;
+  return t.numel * static_cast<int64_t>(dtype_size(options.activations));
 }
 
 std::string describe_gguf_llama(const GgufFile& f) {

@@ -46,14 +46,16 @@ CacheRows prepare_cache_write(LowerContext& cx, const plan::Step& st) {
     throw Error(what + ": CUDA cache_write needs rows of the cache's row size (it should have been verified)");
   return c;
 }
-}  // namespace
 
-// The Rope step `st` absorbed (plan::plan_cache_write_ropes), or null.
-const plan::Step* absorbed_rope(LowerContext& cx, const plan::Step& st) {
+// The step of op kind Op that `st` absorbed, or null: the paired first CacheWrite
+// (plan::plan_cache_write_pairs) or the Rope of its rows (plan::plan_cache_write_ropes).
+template <class Op>
+const plan::Step* absorbed(LowerContext& cx, const plan::Step& st) {
   for (const plan::Step* p : cx.absorbed_producers(st))
-    if (std::holds_alternative<ops::Rope>(p->op)) return p;
+    if (std::holds_alternative<Op>(p->op)) return p;
   return nullptr;
 }
+}  // namespace
 
 // One launch for the step and, when the variant paired it with an earlier CacheWrite of the
 // same positions and shapes (plan::plan_cache_write_pairs), that one's rows too (grid.y = 2).
@@ -61,11 +63,9 @@ const plan::Step* absorbed_rope(LowerContext& cx, const plan::Step& st) {
 // rope's input and rotated as they are written; of two such ropes with different tables, the
 // first one's step runs before.
 void lower_cache_write(LowerContext& cx, const plan::Step& st) {
-  const plan::Step* first = nullptr;
-  for (const plan::Step* p : cx.absorbed_producers(st))
-    if (std::holds_alternative<ops::CacheWrite>(p->op)) first = p;
-  const plan::Step* rope_c = absorbed_rope(cx, st);
-  const plan::Step* rope_a = first ? absorbed_rope(cx, *first) : nullptr;
+  const plan::Step* first = absorbed<ops::CacheWrite>(cx, st);
+  const plan::Step* rope_c = absorbed<ops::Rope>(cx, st);
+  const plan::Step* rope_a = first ? absorbed<ops::Rope>(cx, *first) : nullptr;
   if (rope_a && rope_c && !plan::same_rotation(*rope_a, *rope_c)) {
     lower_step(cx, *rope_a);
     rope_a = nullptr;
