@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""rlx against transformers on Hugging Face Llama checkpoints (issue 29's proof).
+"""rlx against transformers on Hugging Face Llama-family checkpoints (issue 29's proof).
 
-For each config (small; ~0.5B) and dtype (fp32; bf16), builds LlamaForCausalLM with random weights,
+For each config (small; ~0.5B; qwen2 and qwen3 small ones) and dtype (fp32; bf16), builds the
+causal LM (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM) with random weights (biases and
+per-head norms drawn at random too, not left at their zero / one init),
 saves it with save_pretrained (safetensors; the 0.5B one in several shards), and compares:
 
   * teacher-forced logits over a random token sequence: rlx's whole-sequence graph (--seq-logits,
@@ -43,6 +45,14 @@ CONFIGS = {
                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                     original_max_position_embeddings=64)),
     # ~0.49B parameters: hidden 1024, 28 layers, 16 heads / 4 KV heads, ffn 4096, vocab 32000, untied.
+    # Qwen2: q / k / v biases, tied head, NeoX rows as stored.
+    "qwen2": dict(arch="qwen2", hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=2, vocab_size=1000, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                  tie_word_embeddings=True, rope_theta=1000000.0, use_sliding_window=False),
+    # Qwen3: per-head RMSNorm of q and k, head_dim 64 != hidden / heads (32), untied.
+    "qwen3": dict(arch="qwen3", hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=2, head_dim=64, vocab_size=1000, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                  tie_word_embeddings=False, rope_theta=1000000.0),
     "0.5b": dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=28, num_attention_heads=16,
                  num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096, rms_norm_eps=1e-5,
                  tie_word_embeddings=False, rope_theta=10000.0),
@@ -53,7 +63,7 @@ def parse():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build/release", help="folder with the rlx binaries (hf_logits)")
     p.add_argument("--devices", default="cpu,cuda", help="rlx devices, comma-separated (cpu, cuda, vulkan, webgpu)")
-    p.add_argument("--configs", default="small,0.5b", help="comma-separated: " + ", ".join(CONFIGS))
+    p.add_argument("--configs", default="small,0.5b,qwen2,qwen3", help="comma-separated: " + ", ".join(CONFIGS))
     p.add_argument("--dtypes", default="fp32,bf16", help="comma-separated: fp32, bf16")
     p.add_argument("--seq", type=int, default=64, help="teacher-forced sequence length (default 64)")
     p.add_argument("--prompt", type=int, default=8, help="prompt tokens (default 8)")
@@ -69,6 +79,7 @@ def make_config(LlamaConfig, spec):
     """LlamaConfig of `spec` (rope_theta / rope_scaling spelled the 4.x way): transformers 5 takes
     them as rope_parameters."""
     spec = dict(spec)
+    spec.pop("arch", None)
     theta, scaling = spec.pop("rope_theta"), spec.pop("rope_scaling", None)
     if "rope_parameters" in getattr(LlamaConfig, "__dataclass_fields__", {}) or hasattr(LlamaConfig(), "rope_parameters"):
         params = dict(scaling or {"rope_type": "default"})
@@ -128,6 +139,10 @@ def main():
         import torch
         import transformers
         from transformers import LlamaConfig, LlamaForCausalLM
+        classes = {"llama": (LlamaConfig, LlamaForCausalLM)}
+        for arch, names in (("qwen2", ("Qwen2Config", "Qwen2ForCausalLM")), ("qwen3", ("Qwen3Config", "Qwen3ForCausalLM"))):
+            if hasattr(transformers, names[0]):
+                classes[arch] = (getattr(transformers, names[0]), getattr(transformers, names[1]))
     except ImportError as e:
         print("SKIP: hf_llama_parity needs torch, transformers and numpy (%s); run it where they are installed" % e)
         return 0
@@ -161,8 +176,19 @@ def main():
             tag = "%s_%s" % (cname, dtype)
             print("\n== %s ==" % tag, flush=True)
             torch.manual_seed(0)
-            cfg = make_config(LlamaConfig, CONFIGS[cname])
-            model = LlamaForCausalLM(cfg).eval()
+            arch = CONFIGS[cname].get("arch", "llama")
+            if arch not in classes:
+                target("%s config" % tag, False, "this transformers has no %s model" % arch)
+                continue
+            config_class, model_class = classes[arch]
+            cfg = make_config(config_class, CONFIGS[cname])
+            model = model_class(cfg).eval()
+            with torch.no_grad():  # biases start at 0 and norms at 1: draw them so that they matter
+                for n, p in model.named_parameters():
+                    if n.endswith(".bias"):
+                        p.normal_(0.0, 0.5)
+                    elif n.endswith(("q_norm.weight", "k_norm.weight")):
+                        p.normal_(1.0, 0.2)
             nparams = sum(p.numel() for p in model.parameters())
             # The rotary frequencies are a float buffer that .to(bfloat16) would round too (the
             # checkpoint does not hold them; rlx and transformers' loader compute them exactly):

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "io/file_access.h"
 #include "quant/ggml_blocks.h"
 
 namespace rlx::models {
@@ -192,15 +193,28 @@ struct Builder {
     return updated;
   }
 
+  // project() of `stem`.weight plus `stem`.bias [out] where the file has one.
+  Value linear(Value x, const std::string& stem, int64_t out, int64_t in) {
+    Value y = project(x, stem + ".weight", out, in, stem + ".weight");
+    const std::string bias = stem + ".bias";
+    return f.contains(bias) ? g.add(y, act_param(bias, {out})) : y;
+  }
+
+  // Rows (1, S, heads, D) of a q / k projection: RMS-normalized per head (qwen3), then rotated.
+  Value heads_rotated(Value x, const std::string& norm, Value cos, Value sin) {
+    if (c.qk_norm) x = g.rms_norm(x, act_param(norm, {c.head_dim}), std::nullopt, c.rms_eps);
+    return g.rope(x, cos, sin, c.head_dim, c.n_rot, c.rope_style);
+  }
+
   Value block(Value h, Value cos, Value sin, int64_t i, const Dim& s, Cache* kc = nullptr) {
     const std::string p = "blk." + i2s(i) + ".";
     const int64_t e = c.hidden, hq = c.heads, hkv = c.kv_heads, d = c.head_dim;
     Value x = g.rms_norm(h, act_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
-    Value q = g.reshape(project(x, p + "attn_q.weight", hq * d, e, p + "attn_q.weight"), {Dim(1), s, Dim(hq), Dim(d)});
-    Value k = g.reshape(project(x, p + "attn_k.weight", hkv * d, e, p + "attn_k.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
-    Value v = g.reshape(project(x, p + "attn_v.weight", hkv * d, e, p + "attn_v.weight"), {Dim(1), s, Dim(hkv), Dim(d)});
-    q = g.rope(q, cos, sin, d, c.n_rot, RopeStyle::GptJ);
-    k = g.rope(k, cos, sin, d, c.n_rot, RopeStyle::GptJ);
+    Value q = g.reshape(linear(x, p + "attn_q", hq * d, e), {Dim(1), s, Dim(hq), Dim(d)});
+    Value k = g.reshape(linear(x, p + "attn_k", hkv * d, e), {Dim(1), s, Dim(hkv), Dim(d)});
+    Value v = g.reshape(linear(x, p + "attn_v", hkv * d, e), {Dim(1), s, Dim(hkv), Dim(d)});
+    q = heads_rotated(q, p + "attn_q_norm.weight", cos, sin);
+    k = heads_rotated(k, p + "attn_k_norm.weight", cos, sin);
     ops::Attention attn;
     attn.num_heads = hq;
     attn.num_kv_heads = hkv;
@@ -215,7 +229,7 @@ struct Builder {
       mask = kc->positions;
     }
     Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {Dim(1), s, Dim(hq * d)});
-    Value h1 = g.add(h, project(ctx, p + "attn_output.weight", e, hq * d, p + "attn_output.weight"));
+    Value h1 = g.add(h, linear(ctx, p + "attn_output", e, hq * d));
     Value y = g.rms_norm(h1, act_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
     Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
     Value up = project(y, p + "ffn_up.weight", c.ffn, e, p + "ffn_up.weight");
@@ -230,11 +244,14 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
   if (!arch_v || arch_v->type() != GgufValueType::String)
     fail(f, "metadata key 'general.architecture' is missing or not a string");
   const std::string arch = arch_v->as_string();
-  if (arch != "llama")
-    fail(f, "general.architecture is '" + arch + "'; this builder reads 'llama' files (Llama, Mistral and other "
-            "models converted as llama)");
+  if (!is_gguf_llama_family(arch))
+    fail(f, "general.architecture is '" + io::printable(arch) + "'; this builder reads 'llama' files (Llama, Mistral "
+            "and other models converted as llama), 'qwen2' (Qwen2, Qwen2.5) and 'qwen3' (dense Qwen3) files");
   const std::string a = arch + ".";
   GgufLlamaConfig c;
+  c.arch = arch;
+  c.rope_style = arch == "llama" ? RopeStyle::GptJ : RopeStyle::NeoX;
+  c.qk_norm = arch == "qwen3";
   c.layers = req_int(f, a + "block_count");
   c.hidden = req_int(f, a + "embedding_length");
   c.ffn = req_int(f, a + "feed_forward_length");
@@ -277,8 +294,19 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
     fail(f, a + "vocab_size = " + i2s(req_int(f, a + "vocab_size")) + " differs from token_embd.weight's " + i2s(c.vocab) +
                 " rows");
   c.tied_output = !f.contains("output.weight");
+  for (int64_t i = 0; i < c.layers; ++i)
+    for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+      const std::string name = "blk." + i2s(i) + "." + t;
+      if (c.qk_norm && !f.contains(name))
+        fail(f, "tensor '" + name + "' is missing (a " + arch + " model normalizes each head's q and k)");
+      if (!c.qk_norm && f.contains(name))
+        fail(f, "tensor '" + name + "' is a per-head q / k norm, which a " + arch + " model does not have (a qwen3 "
+                "file says general.architecture 'qwen3')");
+    }
   return c;
 }
+
+bool is_gguf_llama_family(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
 
 namespace {
 
@@ -319,8 +347,8 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
     std::string list;
     for (size_t i = 0; i < unused.size() && i < 5; ++i) list += (i ? ", '" : "'") + unused[i] + "'";
     if (unused.size() > 5) list += " and " + std::to_string(unused.size() - 5) + " more";
-    fail(f, "tensor(s) " + list + " are not part of a plain Llama model (biases, extra norms, ...); the builder "
-            "would ignore them and compute another model, so it stops here");
+    fail(f, "tensor(s) " + list + " are not part of a " + c.arch + " model as the builder knows it (MLP biases, extra "
+            "norms, ...); it would ignore them and compute another model, so it stops here");
   }
   g.verify();
   return m;
@@ -380,11 +408,13 @@ std::string describe_gguf_llama(const GgufFile& f) {
   std::map<std::string, int> types;
   for (const GgufTensorInfo& t : f.tensors())
     if (t.ne.size() == 2 && t.name.rfind("blk.", 0) == 0) ++types[ggml_type_name(t.type)];
-  std::string s = "llama: " + i2s(c.layers) + " blocks, hidden " + i2s(c.hidden) + ", heads " + i2s(c.heads) + " (kv " +
+  std::string s = c.arch + ": " + i2s(c.layers) + " blocks, hidden " + i2s(c.hidden) + ", heads " + i2s(c.heads) + " (kv " +
                   i2s(c.kv_heads) + ") x " + i2s(c.head_dim) + ", ffn " + i2s(c.ffn) + ", vocab " + i2s(c.vocab) +
                   ", context " + i2s(c.context) + ", rope theta " + std::to_string(c.rope_theta) +
                   (c.rope_linear != 1.0 ? ", rope linear scaling " + std::to_string(c.rope_linear) : "") +
-                  (c.rope_freqs ? ", rope_freqs" : "") + (c.tied_output ? ", tied output" : "") + ", block projections:";
+                  (c.rope_freqs ? ", rope_freqs" : "") + (c.tied_output ? ", tied output" : "") +
+                  (f.contains("blk.0.attn_q.bias") ? ", attention biases" : "") +
+                  (c.qk_norm ? ", per-head q/k norms" : "") + ", block projections:";
   for (const auto& [name, n] : types) s += " " + name + " x " + std::to_string(n);
   return s;
 }

@@ -1,7 +1,11 @@
 #pragma once
 // Llama-family graphs from a GGUF file (the layout llama.cpp's converter writes).
 //
-// Metadata (prefix = general.architecture, which must be "llama"):
+// Architectures (general.architecture): "llama" (Llama 2/3, Mistral and others converted as
+// llama), "qwen2" (Qwen2 / Qwen2.5: biases on q / k / v) and "qwen3" (Qwen3 dense: RMSNorm of
+// each head's q and k before RoPE, attn_q_norm / attn_k_norm). The metadata keys below take the
+// architecture as their prefix <p>.
+// Metadata:
 //   <p>.block_count, <p>.embedding_length, <p>.feed_forward_length, <p>.attention.head_count,
 //   <p>.context_length (required); <p>.attention.head_count_kv (default: head_count),
 //   <p>.rope.freq_base (10000), <p>.attention.layer_norm_rms_epsilon (1e-5),
@@ -15,8 +19,10 @@
 //   to token_embd), and per block N: blk.N.attn_norm.weight [E], blk.N.attn_q.weight [H*D, E],
 //   blk.N.attn_k.weight / attn_v.weight [Hkv*D, E], blk.N.attn_output.weight [E, H*D],
 //   blk.N.ffn_norm.weight [E], blk.N.ffn_gate.weight / ffn_up.weight [F, E], blk.N.ffn_down.weight [E, F],
-//   rope_freqs.weight [n_rot / 2] (optional, Llama 3.1 style: the angle of pair i is divided by it).
-// Any other tensor (biases, ...) is an error naming it: the file is not a plain Llama.
+//   rope_freqs.weight [n_rot / 2] (optional, Llama 3.1 style: the angle of pair i is divided by it),
+//   blk.N.attn_{q,k,v,output}.bias [rows] (optional, any architecture; Qwen2 has q / k / v ones),
+//   blk.N.attn_q_norm.weight / attn_k_norm.weight [D] (qwen3: required; others: an error).
+// Any other tensor (MLP biases, extra norms, ...) is an error naming it: the file is another model.
 //
 // Projections: a block-quantized weight (Q4_0 ... Q8_0, Q2_K ... Q6_K) becomes a DequantMatMul on
 // its raw bytes (a u8 [out, row_bytes] param); so does an F16 / BF16 weight with options.half_weights
@@ -29,11 +35,13 @@
 // the logits are cast back to f32 (the precision of PyTorch's bf16 models, at half the bytes a
 // decode step moves through its caches and activations).
 //
-// RoPE: llama.cpp's converter permutes the rows of attn_q and attn_k within each head so that the
-// rotation pairs of the Hugging Face (NeoX, half-split) layout, dims (i, i + D/2), become adjacent
-// rows (2i, 2i + 1); llama.cpp then rotates adjacent pairs. The graph therefore applies Rope with
-// RopeStyle::GptJ to the GGUF rows as stored, which is the same model as the NeoX rotation of the
-// unpermuted weights (tests/models/test_llama_gguf.cpp checks both against each other).
+// RoPE: for "llama" files llama.cpp's converter permutes the rows of attn_q and attn_k (and their
+// biases) within each head so that the rotation pairs of the Hugging Face (NeoX, half-split)
+// layout, dims (i, i + D/2), become adjacent rows (2i, 2i + 1); llama.cpp then rotates adjacent
+// pairs. The graph therefore applies Rope with RopeStyle::GptJ to the GGUF rows as stored, which
+// is the same model as the NeoX rotation of the unpermuted weights
+// (tests/models/test_llama_gguf.cpp checks both against each other). "qwen2" / "qwen3" files keep
+// Hugging Face's row order and are rotated as RopeStyle::NeoX (llama.cpp does the same).
 //
 // The graph (teacher-forced forward over a whole sequence, no KV cache):
 //   inputs  "tokens" (S) i64 token ids, "positions" (S) i64 (0, 1, ... for a fresh sequence)
@@ -49,6 +57,9 @@
 namespace rlx::models {
 
 struct GgufLlamaConfig {
+  std::string arch = "llama";  // general.architecture: llama, qwen2 or qwen3
+  RopeStyle rope_style = RopeStyle::GptJ;  // GptJ for llama's permuted rows, NeoX otherwise
+  bool qk_norm = false;  // qwen3: RMSNorm of each head's q and k (attn_q_norm / attn_k_norm)
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   int64_t n_rot = 0;
   double rope_theta = 10000.0, rms_eps = 1e-5;
@@ -119,6 +130,9 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 // compile per chunk length serves every step (bind_state carries the caches between runs; the CPU
 // then writes the new rows in place and copies no cache).
 GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, const GgufLlamaOptions& options = {});
+
+// Whether the builder reads GGUF files of general.architecture `arch` (llama, qwen2, qwen3).
+bool is_gguf_llama_family(const std::string& arch);
 
 // One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,
 // vocab 100, context 256, rope theta 10000, projections: Q4_K x 12, F16 x 2".

@@ -49,7 +49,7 @@ struct Neutral {
   json value;  // the value rlx computes
 };
 const std::vector<Neutral>& neutral_keys() {
-  static const std::vector<Neutral> k = {{"attention_bias", false},  {"mlp_bias", false},
+  static const std::vector<Neutral> k = {{"mlp_bias", false},
                                          {"is_encoder_decoder", false}, {"add_cross_attention", false},
                                          {"tie_encoder_decoder", false}, {"pruned_heads", json::object()},
                                          {"partial_rotary_factor", 1.0}};
@@ -175,6 +175,31 @@ void read_rope(ConfigReader& r, HfLlamaConfig& c) {
   }
 }
 
+// Qwen2 / Qwen3 sliding windows: the layers from max_window_layers on attend within
+// sliding_window tokens when use_sliding_window is true (transformers writes the result as
+// layer_types). Within the window such a model is exactly a full-attention one, so the context
+// is capped at the window, as for Mistral.
+void read_qwen_sliding(ConfigReader& r, HfLlamaConfig& c) {
+  const bool use = r.opt_bool("use_sliding_window", false);
+  const json* window = r.find("sliding_window");
+  const int64_t max_window_layers = r.find("max_window_layers") ? r.pos_int("max_window_layers", *r.find("max_window_layers")) : 0;
+  const int64_t w = window ? r.pos_int("sliding_window", *window) : 0;
+  bool slides = use && w > 0 && max_window_layers < c.layers;
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.layers)
+      r.fail("key 'layer_types' must list one attention type per layer (" + i2s(c.layers) + "), got " + io::json_brief(*types));
+    for (const json& t : *types) {
+      if (t == json("sliding_attention")) slides = true;
+      else if (t != json("full_attention"))
+        r.fail("key 'layer_types' holds " + io::json_brief(t) + "; rlx runs full_attention and sliding_attention layers");
+    }
+  }
+  if (!slides) return;
+  if (w <= 0) r.fail("layers slide (use_sliding_window / layer_types) but sliding_window is not set");
+  c.sliding_window = w;
+  c.context = std::min(c.context, w);
+}
+
 }  // namespace
 
 bool is_hf_checkpoint_dir(const std::string& path) {
@@ -202,18 +227,27 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   HfLlamaConfig c;
   const json* mt = r.find("model_type");
   if (!mt || !mt->is_string())
-    r.fail("key 'model_type' is missing or not a string (rlx reads model_type 'llama' and 'mistral')");
+    r.fail("key 'model_type' is missing or not a string (rlx reads model_type 'llama', 'mistral', 'qwen2' and 'qwen3')");
   c.model_type = mt->get<std::string>();
-  if (c.model_type == "qwen2")
-    r.fail("model_type 'qwen2': Qwen2 adds biases to the q/k/v projections, which the Llama builder does not run");
-  if (c.model_type != "llama" && c.model_type != "mistral")
-    r.fail("model_type is '" + io::printable(c.model_type) + "'; rlx runs 'llama' and 'mistral' checkpoints");
-  const bool mistral = c.model_type == "mistral";
+  static const std::map<std::string, std::string> kArchitectures = {{"llama", "LlamaForCausalLM"},
+                                                                    {"mistral", "MistralForCausalLM"},
+                                                                    {"qwen2", "Qwen2ForCausalLM"},
+                                                                    {"qwen3", "Qwen3ForCausalLM"}};
+  const auto arch = kArchitectures.find(c.model_type);
+  if (arch == kArchitectures.end())
+    r.fail("model_type is '" + io::printable(c.model_type) + "'; rlx runs 'llama', 'mistral', 'qwen2' and 'qwen3' checkpoints");
+  const bool mistral = c.model_type == "mistral", qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
   if (const json* a = r.find("architectures")) {
-    const std::string want = mistral ? "MistralForCausalLM" : "LlamaForCausalLM";
+    const std::string& want = arch->second;
     if (!a->is_array() || a->size() != 1 || *a != json::array({want}))
       r.fail("key 'architectures' is " + io::json_brief(*a) + "; rlx runs [\"" + want + "\"] (the causal LM with its head)");
   }
+  c.qkv_bias = c.model_type == "qwen2";
+  c.qk_norm = c.model_type == "qwen3";
+  if (c.model_type == "llama" || c.model_type == "qwen3") c.qkv_bias = c.o_bias = r.opt_bool("attention_bias", false);
+  else if (r.opt_bool("attention_bias", false))
+    r.fail("key 'attention_bias' is true, which a " + c.model_type + " model does not have (" +
+           (mistral ? std::string("Mistral has no attention biases") : "Qwen2 always has q / k / v biases, no others") + ")");
   c.hidden = r.req_int("hidden_size");
   c.ffn = r.req_int("intermediate_size");
   c.layers = r.req_int("num_hidden_layers");
@@ -226,10 +260,10 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   if (!has_head_dim && c.hidden % c.heads != 0)
     r.fail("hidden_size " + i2s(c.hidden) + " is not a multiple of num_attention_heads " + i2s(c.heads) +
            " (and head_dim is not given)");
-  c.head_dim = r.opt_int("head_dim", c.hidden / c.heads);
+  c.head_dim = r.opt_int("head_dim", c.model_type == "qwen3" ? 128 : c.hidden / c.heads);  // Qwen3Config's default
   if (c.head_dim % 2 != 0) r.fail("head_dim " + i2s(c.head_dim) + " must be even (RoPE rotates pairs)");
   c.rms_eps = r.opt_num("rms_norm_eps", 1e-6);
-  c.context = r.opt_int("max_position_embeddings", mistral ? 131072 : 2048);
+  c.context = r.opt_int("max_position_embeddings", mistral ? 131072 : qwen ? 32768 : 2048);
   c.tied = r.opt_bool("tie_word_embeddings", false);
   if (const json* act = r.find("hidden_act"); act && *act != json("silu"))
     r.fail("key 'hidden_act' is " + io::json_brief(*act) + "; Llama's MLP is SwiGLU, \"silu\" (the only one rlx runs)");
@@ -241,6 +275,7 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
     // Within the window a sliding-window model is exactly a full-attention one.
     if (c.sliding_window > 0) c.context = std::min(c.context, c.sliding_window);
   }
+  if (qwen) read_qwen_sliding(r, c);
   read_rope(r, c);
   c.bos_ids = r.ids("bos_token_id");
   c.eos_ids = r.ids("eos_token_id");
@@ -389,12 +424,15 @@ struct Converter {
     w.add_raw(gguf, *ggml_type_of(s.entry->dtype), ne_of(shape), s.file->raw(hf));
   }
 
-  // q / k [heads * D, E]: within each head, HF row i goes to 2i and row D/2 + i to 2i + 1.
-  void copy_rope_rows(const std::string& hf, const std::string& gguf, int64_t heads) {
+  // q / k [heads * D, E] (or a bias [heads * D]) in the GGUF row order of the architecture: for
+  // llama, within each head HF row i goes to 2i and row D/2 + i to 2i + 1; qwen keeps HF's order.
+  void copy_rope_rows(const std::string& hf, const std::string& gguf, int64_t heads, bool bias = false) {
     const int64_t d = ck.config.head_dim, e = ck.config.hidden;
-    const Source& s = source(hf, {heads * d, e});
+    const std::vector<int64_t> shape = bias ? std::vector<int64_t>{heads * d} : std::vector<int64_t>{heads * d, e};
+    if (arch() != "llama") return copy(hf, gguf, shape);
+    const Source& s = source(hf, shape);
     const auto src = s.file->raw(hf);
-    const size_t row = static_cast<size_t>(e) * dtype_size(s.entry->dtype);
+    const size_t row = static_cast<size_t>(bias ? 1 : e) * dtype_size(s.entry->dtype);
     std::string out(src.size(), '\0');
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < d / 2; ++i)
@@ -402,30 +440,34 @@ struct Converter {
           const auto from = static_cast<size_t>(h * d + half * (d / 2) + i), to = static_cast<size_t>(h * d + 2 * i + half);
           std::memcpy(out.data() + to * row, src.data() + from * row, row);
         }
-    w.add_raw(gguf, *ggml_type_of(s.entry->dtype), ne_of({heads * d, e}), std::move(out));
+    w.add_raw(gguf, *ggml_type_of(s.entry->dtype), ne_of(shape), std::move(out));
   }
+
+  // general.architecture of the GGUF form (llama.cpp's names): Mistral converts as llama.
+  std::string arch() const { return ck.config.model_type == "mistral" ? "llama" : ck.config.model_type; }
 
   void run() {
     const HfLlamaConfig& c = ck.config;
     const int64_t e = c.hidden, d = c.head_dim;
     auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
-    w.add("general.architecture", GgufValue::string("llama"));
+    const std::string a = arch() + ".";
+    w.add("general.architecture", GgufValue::string(arch()));
     w.add("general.name", GgufValue::string(fs::path(ck.dir).lexically_normal().filename().string()));
-    w.add("llama.block_count", u32(c.layers));
-    w.add("llama.context_length", u32(c.context));
-    w.add("llama.embedding_length", u32(e));
-    w.add("llama.feed_forward_length", u32(c.ffn));
-    w.add("llama.attention.head_count", u32(c.heads));
-    w.add("llama.attention.head_count_kv", u32(c.kv_heads));
-    w.add("llama.attention.key_length", u32(d));
-    w.add("llama.attention.value_length", u32(d));
-    w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(static_cast<float>(c.rms_eps)));
-    w.add("llama.rope.dimension_count", u32(d));
-    w.add("llama.rope.freq_base", GgufValue::f32(static_cast<float>(c.rope_theta)));
-    w.add("llama.vocab_size", u32(c.vocab));
+    w.add(a + "block_count", u32(c.layers));
+    w.add(a + "context_length", u32(c.context));
+    w.add(a + "embedding_length", u32(e));
+    w.add(a + "feed_forward_length", u32(c.ffn));
+    w.add(a + "attention.head_count", u32(c.heads));
+    w.add(a + "attention.head_count_kv", u32(c.kv_heads));
+    w.add(a + "attention.key_length", u32(d));
+    w.add(a + "attention.value_length", u32(d));
+    w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(static_cast<float>(c.rms_eps)));
+    w.add(a + "rope.dimension_count", u32(d));
+    w.add(a + "rope.freq_base", GgufValue::f32(static_cast<float>(c.rope_theta)));
+    w.add(a + "vocab_size", u32(c.vocab));
     if (c.rope_type == "linear") {
-      w.add("llama.rope.scaling.type", GgufValue::string("linear"));
-      w.add("llama.rope.scaling.factor", GgufValue::f32(static_cast<float>(c.rope_factor)));
+      w.add(a + "rope.scaling.type", GgufValue::string("linear"));
+      w.add(a + "rope.scaling.factor", GgufValue::f32(static_cast<float>(c.rope_factor)));
     }
     copy("model.embed_tokens.weight", "token_embd.weight", {c.vocab, e});
     for (int64_t i = 0; i < c.layers; ++i) {
@@ -435,6 +477,16 @@ struct Converter {
       copy_rope_rows(h + "self_attn.k_proj.weight", g + "attn_k.weight", c.kv_heads);
       copy(h + "self_attn.v_proj.weight", g + "attn_v.weight", {c.kv_heads * d, e});
       copy(h + "self_attn.o_proj.weight", g + "attn_output.weight", {e, c.heads * d});
+      if (c.qkv_bias) {
+        copy_rope_rows(h + "self_attn.q_proj.bias", g + "attn_q.bias", c.heads, true);
+        copy_rope_rows(h + "self_attn.k_proj.bias", g + "attn_k.bias", c.kv_heads, true);
+        copy(h + "self_attn.v_proj.bias", g + "attn_v.bias", {c.kv_heads * d});
+      }
+      if (c.o_bias) copy(h + "self_attn.o_proj.bias", g + "attn_output.bias", {e});
+      if (c.qk_norm) {
+        copy(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {d});
+        copy(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {d});
+      }
       copy(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {e});
       copy(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {c.ffn, e});
       copy(h + "mlp.up_proj.weight", g + "ffn_up.weight", {c.ffn, e});

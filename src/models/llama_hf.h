@@ -1,21 +1,24 @@
 #pragma once
-// Hugging Face Llama checkpoints (a directory with config.json and safetensors weights) as the
+// Hugging Face Llama-family checkpoints (a directory with config.json and safetensors weights) as the
 // GGUF layout that models/llama_gguf.h builds, so that build_llama_from_gguf, the KV-cache decoder
 // and rlx::Generator run them unchanged.
 //
 // The directory:
-//   config.json                         model_type "llama" or "mistral" (architectures, when given,
-//                                       LlamaForCausalLM / MistralForCausalLM)
+//   config.json                         model_type "llama", "mistral", "qwen2" or "qwen3"
+//                                       (architectures, when given, LlamaForCausalLM /
+//                                       MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM)
 //   model.safetensors                   the weights in one file, or
 //   model.safetensors.index.json        {"weight_map": {tensor: shard file}} and the shards it names
 //                                       (paths inside the directory)
 //
 // config.json keys read (HF Llama's defaults where a key may be absent):
 //   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, vocab_size (required);
-//   num_key_value_heads (= heads), head_dim (= hidden / heads), rms_norm_eps (1e-6),
-//   max_position_embeddings (2048; Mistral 32768) -> context_length, tie_word_embeddings (false),
-//   hidden_act ("silu", the only one run), attention_bias / mlp_bias (false; true is refused),
-//   sliding_window (Mistral: the context is capped at the window, where both agree exactly);
+//   num_key_value_heads (= heads), head_dim (= hidden / heads; Qwen3 128), rms_norm_eps (1e-6),
+//   max_position_embeddings (2048; Mistral 131072, Qwen 32768) -> context_length,
+//   tie_word_embeddings (false), hidden_act ("silu", the only one run), attention_bias (llama,
+//   qwen3: biases on q / k / v / o; mistral: false only), mlp_bias (false; true is refused),
+//   sliding_window (Mistral; Qwen with use_sliding_window / max_window_layers / layer_types: the
+//   context is capped at the window, where both agree exactly);
 //   RoPE: rope_theta (10000) and rope_scaling (transformers 4.x), or rope_parameters
 //   {rope_type, rope_theta, ...} (transformers 5). rope types: "default", "linear" (factor ->
 //   llama.rope.scaling.type linear) and "llama3" (factor, low_freq_factor, high_freq_factor,
@@ -35,14 +38,17 @@
 //   input_layernorm.weight -> blk.N.attn_norm.weight   post_attention_layernorm.weight -> blk.N.ffn_norm.weight
 //   self_attn.{q,k,v,o}_proj.weight -> blk.N.attn_{q,k,v,output}.weight
 //   mlp.{gate,up,down}_proj.weight -> blk.N.ffn_{gate,up,down}.weight
+//   self_attn.{q,k,v,o}_proj.bias -> blk.N.attn_{q,k,v,output}.bias (qwen2: q / k / v; attention_bias)
+//   self_attn.{q,k}_norm.weight -> blk.N.attn_{q,k}_norm.weight (qwen3)
 // Any other tensor is an error naming it. F32, F16 and BF16 are kept as they are (the builder
 // computes in f32 and runs F16 / BF16 matrices from their 2-byte form); other dtypes are refused.
 //
 // RoPE rows: Hugging Face rotates the pairs (i, i + D/2) of each head (rotate_half); the GGUF
-// layout stores q and k with the rows of each head reordered so that those pairs are adjacent
-// (row i -> 2i, row i + D/2 -> 2i + 1), which the builder rotates as RopeStyle::GptJ. The
-// converter applies that reordering to q_proj (per query head) and k_proj (per KV head); the
-// logits are the same model's.
+// llama layout stores q and k with the rows of each head reordered so that those pairs are
+// adjacent (row i -> 2i, row i + D/2 -> 2i + 1), which the builder rotates as RopeStyle::GptJ.
+// For llama and mistral the converter applies that reordering to q_proj (per query head) and
+// k_proj (per KV head) and their biases; qwen2 / qwen3 files keep Hugging Face's order (as
+// llama.cpp's converter writes them) and are rotated as NeoX. The logits are the same model's.
 //
 // Errors: every malformed input (no config.json, bad JSON, a missing or mistyped key, an
 // unsupported architecture or option, a missing / unknown / misshapen tensor, an unsupported
@@ -57,7 +63,10 @@
 namespace rlx::models {
 
 struct HfLlamaConfig {
-  std::string model_type;  // "llama" or "mistral"
+  std::string model_type;  // "llama", "mistral", "qwen2" or "qwen3"
+  bool qkv_bias = false;   // q / k / v projections have biases (qwen2; attention_bias of llama / qwen3)
+  bool o_bias = false;     // the output projection too (attention_bias of llama / qwen3)
+  bool qk_norm = false;    // qwen3: q_norm / k_norm of each head
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
   double rms_eps = 1e-6, rope_theta = 10000.0;
   std::string rope_type = "default";  // "default", "linear" or "llama3"
@@ -80,8 +89,9 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir);
 // GGUF's rope_freqs.weight holds it. The other rope types have none.
 std::vector<float> hf_llama3_rope_divisors(const HfLlamaConfig& c);
 
-// The checkpoint as a GGUF file in memory (general.architecture llama, the llama.* metadata,
-// GGUF-named tensors); the safetensors files are read once and not kept.
+// The checkpoint as a GGUF file in memory (general.architecture llama for llama / mistral, else
+// qwen2 / qwen3, with that prefix's metadata and GGUF-named tensors); the safetensors files are
+// read once and not kept.
 GgufFile load_hf_llama(const std::string& dir);
 
 // The same file written to `out_path` (through a temporary file renamed onto it).

@@ -21,6 +21,7 @@
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
 #include "rlx/serialize.h"
+#include "support/devices.h"
 #include "support/test_util.h"
 #include "vulkan/vulkan_test_util.h"
 #include "webgpu/webgpu_test_util.h"
@@ -37,6 +38,10 @@ struct TinyLm {
   GgmlType proj = GgmlType::F32;
   int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
   bool bpe = false;          // a Llama 3 style byte-level BPE tokenizer instead of SentencePiece
+  // general.architecture: llama, qwen2 (q / k / v biases) or qwen3 (per-head q / k norms, head
+  // dim 32 with 4 heads of hidden 64: key_length given)
+  std::string arch = "llama";
+  int64_t head_dim() const { return arch == "qwen3" ? 32 : hidden / heads; }
 };
 
 // <unk> <s> </s> ▁ a..z ▁a..▁j: 40 tokens.
@@ -52,14 +57,16 @@ std::string write_lm(const TinyLm& m) {
   const auto vocab = static_cast<int64_t>(tokens.size());
   for (int64_t i = 0; i < m.extra_tokens; ++i) tokens.push_back("x" + std::to_string(i));
   GgufWriter w;
-  w.add("general.architecture", GgufValue::string("llama"));
-  w.add("llama.block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
-  w.add("llama.context_length", GgufValue::u32(128));
-  w.add("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
-  w.add("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
-  w.add("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
-  w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
-  w.add("llama.rope.freq_base", GgufValue::f32(1000.0f));
+  w.add("general.architecture", GgufValue::string(m.arch));
+  const std::string a = m.arch + ".";
+  w.add(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.add(a + "context_length", GgufValue::u32(128));
+  w.add(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.add(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
+  w.add(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.add(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.add(a + "rope.freq_base", GgufValue::f32(1000.0f));
+  if (m.arch == "qwen3") w.add(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(m.head_dim())));
   if (m.bpe) {
     // <|begin_of_text|> <|eot_id|> ! Ġ a..z Ġa..Ġj (40 tokens), merges "Ġ a" .. "Ġ j".
     const std::string g = "\xC4\xA0";
@@ -96,7 +103,7 @@ std::string write_lm(const TinyLm& m) {
     w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
     w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
   }
-  const int64_t e = m.hidden, d = m.hidden / m.heads;
+  const int64_t e = m.hidden, d = m.head_dim();
   const float s = 1.0f / std::sqrt(static_cast<float>(e));
   uint64_t seed = 11;
   auto add = [&](const std::string& name, const Tensor& t, GgmlType type) {
@@ -111,6 +118,15 @@ std::string write_lm(const TinyLm& m) {
     add(p + "attn_k.weight", randn({m.kv_heads * d, e}, seed++, 2 * s), m.proj);
     add(p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
     add(p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.proj);
+    if (m.arch == "qwen2") {
+      add(p + "attn_q.bias", randn({m.heads * d}, seed++, 0.5f), GgmlType::F32);
+      add(p + "attn_k.bias", randn({m.kv_heads * d}, seed++, 0.5f), GgmlType::F32);
+      add(p + "attn_v.bias", randn({m.kv_heads * d}, seed++, 0.5f), GgmlType::F32);
+    }
+    if (m.arch == "qwen3") {
+      add(p + "attn_q_norm.weight", randn({d}, seed++, 0.2f, 1.0f), GgmlType::F32);
+      add(p + "attn_k_norm.weight", randn({d}, seed++, 0.2f, 1.0f), GgmlType::F32);
+    }
     add(p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
     add(p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
     add(p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
@@ -272,6 +288,25 @@ TEST(Generate, VulkanBf16DecodeFollowsTheF32Model) {
   rlx::testing::LlamaReference ref(f);
   Generator gen(f, {.device = Device::Vulkan, .max_ctx = 32, .prefill_chunk = 4, .activations = DType::BF16});
   EXPECT_LT(check_sequence(gen, ref, {1, 30, 7, 12, 33}, 8), 5e-2);
+}
+
+// Qwen2 (q / k / v biases) and Qwen3 (per-head q / k norms, NeoX rows as stored) decode on every
+// device this build has (skipped with the reason where there is none) as the CPU's teacher-forced
+// recompute of the same file says, step by step.
+TEST(Generate, QwenModelsDecodeOnEveryDevice) {
+  for (const rlx::testing::TestDevice& d : rlx::testing::test_devices()) {
+    if (const std::string why = d.unavailable ? d.unavailable() : ""; !why.empty()) {
+      std::printf("[ SKIPPED  ] %s: %s\n", d.name.c_str(), why.c_str());
+      continue;
+    }
+    for (const char* arch : {"qwen2", "qwen3"}) {
+      SCOPED_TRACE(d.name + " " + arch);
+      const GgufFile f = file_of(write_lm(TinyLm{.arch = arch}));
+      rlx::testing::LlamaReference ref(f);
+      Generator gen(f, {.device = d.device, .max_ctx = 32, .prefill_chunk = 4});
+      EXPECT_LT(check_sequence(gen, ref, {1, 30, 7, 12, 33}, 8), 1e-4);
+    }
+  }
 }
 
 // 16-bit activations (GeneratorOptions::activations): the decoder computes in bf16 / f16 with

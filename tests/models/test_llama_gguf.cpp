@@ -33,7 +33,8 @@ struct Tiny {
   bool tied = false;
   double rope_linear = 0;   // > 0: llama.rope.scaling.type linear with this factor
   bool rope_freqs2 = false; // rope_freqs.weight of 2s (the same angles as linear scaling by 2)
-  bool bias = false;        // an extra blk.0.attn_q.bias (not a plain Llama)
+  std::string extra;        // the name of an extra [hidden] tensor of zeros (not part of the model)
+  std::string arch = "llama";  // general.architecture and the metadata prefix
   std::string scaling;      // llama.rope.scaling.type other than linear
   DType rounded = DType::F32;  // every tensor's values rounded to this dtype first (whatever type stores them)
   int64_t head_dim() const { return hidden / heads; }
@@ -73,24 +74,25 @@ void add(GgufWriter& w, const Tiny& m, const std::string& name, const Tensor& t0
 
 std::string write_tiny(const Tiny& m) {
   GgufWriter w;
-  w.add("general.architecture", GgufValue::string("llama"));
-  w.add("llama.block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
-  w.add("llama.context_length", GgufValue::u32(256));
-  w.add("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
-  w.add("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
-  w.add("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
-  w.add("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
-  w.add("llama.rope.freq_base", GgufValue::f32(500.0f));
-  w.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+  w.add("general.architecture", GgufValue::string(m.arch));
+  const std::string a = m.arch + ".";
+  w.add(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.add(a + "context_length", GgufValue::u32(256));
+  w.add(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.add(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
+  w.add(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.add(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.add(a + "rope.freq_base", GgufValue::f32(500.0f));
+  w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
   if (m.rope_linear > 0) {
-    w.add("llama.rope.scaling.type", GgufValue::string("linear"));
-    w.add("llama.rope.scaling.factor", GgufValue::f32(static_cast<float>(m.rope_linear)));
+    w.add(a + "rope.scaling.type", GgufValue::string("linear"));
+    w.add(a + "rope.scaling.factor", GgufValue::f32(static_cast<float>(m.rope_linear)));
   }
-  if (!m.scaling.empty()) w.add("llama.rope.scaling.type", GgufValue::string(m.scaling));
+  if (!m.scaling.empty()) w.add(a + "rope.scaling.type", GgufValue::string(m.scaling));
   const int64_t e = m.hidden, d = m.head_dim();
   uint64_t seed = 1;
   if (m.rope_freqs2) w.add_tensor("rope_freqs.weight", Tensor::f32({d / 2}, std::vector<float>(static_cast<size_t>(d / 2), 2.0f)));
-  if (m.bias) w.add_tensor("blk.0.attn_q.bias", Tensor::f32({e}, std::vector<float>(static_cast<size_t>(e), 0.0f)));
+  if (!m.extra.empty()) w.add_tensor(m.extra, Tensor::f32({e}, std::vector<float>(static_cast<size_t>(e), 0.0f)));
   add(w, m, "token_embd.weight", randn({m.vocab, e}, seed++, 1.0f), m.embd);
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -274,11 +276,20 @@ TEST(LlamaGguf, RopeScaling) {
 
 TEST(LlamaGguf, WhatTheBuilderDoesNotImplementIsRefused) {
   Tiny m;
-  m.bias = true;
+  m.extra = "blk.0.ffn_up.bias";  // an MLP bias: another model
   const std::string b1 = write_tiny(m);
   EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b1.data(), b1.size())); }),
-              HasSubstr("'blk.0.attn_q.bias' are not part of a plain Llama"));
-  m.bias = false;
+              HasSubstr("'blk.0.ffn_up.bias' are not part of a llama model"));
+  m.extra = "blk.1.attn_k_norm.weight";  // a qwen3 head norm in a llama file
+  const std::string b3 = write_tiny(m);
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b3.data(), b3.size())); }),
+              HasSubstr("'blk.1.attn_k_norm.weight' is a per-head q / k norm, which a llama model does not have"));
+  m.extra.clear();
+  m.arch = "qwen3";  // without its head norms
+  const std::string b4 = write_tiny(m);
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b4.data(), b4.size())); }),
+              HasSubstr("'blk.0.attn_q_norm.weight' is missing (a qwen3 model normalizes"));
+  m.arch = "llama";
   m.scaling = "yarn";
   const std::string b2 = write_tiny(m);
   EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b2.data(), b2.size())); }),

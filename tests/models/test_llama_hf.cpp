@@ -39,13 +39,22 @@ struct Spec {
   std::string rope_scaling;
   double linear = 1.0;  // what the reference divides every frequency by (linear scaling)
   bool llama3 = false;  // the reference applies Llama 3's frequency blend (factor 8, 1, 4, 32)
+  std::string model_type = "llama";  // llama, qwen2 (q / k / v biases), qwen3 (per-head q / k norms)
+  bool attention_bias = false;       // llama / qwen3: q / k / v / o biases
+  bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
+  bool o_bias() const { return attention_bias; }
+  bool qk_norm() const { return model_type == "qwen3"; }
 };
+
+const char* architecture(const Spec& s) {
+  return s.model_type == "qwen2" ? "Qwen2ForCausalLM" : s.model_type == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+}
 
 // config.json as key -> JSON text, so that tests can change or drop single keys.
 std::map<std::string, std::string> config_of(const Spec& s) {
   std::map<std::string, std::string> c = {
-      {"architectures", "[\"LlamaForCausalLM\"]"},
-      {"model_type", "\"llama\""},
+      {"architectures", "[\"" + std::string(architecture(s)) + "\"]"},
+      {"model_type", "\"" + s.model_type + "\""},
       {"hidden_size", std::to_string(s.hidden)},
       {"intermediate_size", std::to_string(s.ffn)},
       {"num_hidden_layers", std::to_string(s.layers)},
@@ -59,7 +68,6 @@ std::map<std::string, std::string> config_of(const Spec& s) {
       {"rope_scaling", s.rope_scaling.empty() ? "null" : s.rope_scaling},
       {"tie_word_embeddings", s.tied ? "true" : "false"},
       {"hidden_act", "\"silu\""},
-      {"attention_bias", "false"},
       {"mlp_bias", "false"},
       {"bos_token_id", "1"},
       {"eos_token_id", "[2, 3]"},
@@ -68,6 +76,12 @@ std::map<std::string, std::string> config_of(const Spec& s) {
       {"transformers_version", "\"4.57.0\""},
       {"use_cache", "true"},
   };
+  if (s.model_type != "qwen2") c["attention_bias"] = s.attention_bias ? "true" : "false";
+  if (s.model_type != "llama") {  // what Qwen2Config / Qwen3Config save with sliding windows off
+    c["use_sliding_window"] = "false";
+    c["sliding_window"] = "4096";
+    c["max_window_layers"] = "28";
+  }
   return c;
 }
 
@@ -93,6 +107,16 @@ Weights make_weights(const Spec& s) {
     add(p + "self_attn.k_proj.weight", randn({s.kv_heads * d, e}, seed++, se));
     add(p + "self_attn.v_proj.weight", randn({s.kv_heads * d, e}, seed++, se));
     add(p + "self_attn.o_proj.weight", randn({e, s.heads * d}, seed++, 1.0f / std::sqrt(static_cast<float>(s.heads * d))));
+    if (s.qkv_bias()) {
+      add(p + "self_attn.q_proj.bias", randn({s.heads * d}, seed++, 0.5f));
+      add(p + "self_attn.k_proj.bias", randn({s.kv_heads * d}, seed++, 0.5f));
+      add(p + "self_attn.v_proj.bias", randn({s.kv_heads * d}, seed++, 0.5f));
+    }
+    if (s.o_bias()) add(p + "self_attn.o_proj.bias", randn({e}, seed++, 0.5f));
+    if (s.qk_norm()) {
+      add(p + "self_attn.q_norm.weight", randn({d}, seed++, 0.2f, 1.0f));
+      add(p + "self_attn.k_norm.weight", randn({d}, seed++, 0.2f, 1.0f));
+    }
     add(p + "post_attention_layernorm.weight", randn({e}, seed++, 0.1f, 1.0f));
     add(p + "mlp.gate_proj.weight", randn({s.ffn, e}, seed++, se));
     add(p + "mlp.up_proj.weight", randn({s.ffn, e}, seed++, se));
@@ -113,12 +137,13 @@ const Tensor& find(const Weights& w, const std::string& name) {
 
 using Mat = std::vector<double>;  // row-major
 
-Mat linear(const Mat& x, int64_t rows, const Tensor& w) {  // x (rows, in) @ w^T, w (out, in)
+// x (rows, in) @ w^T (+ bias), w (out, in)
+Mat linear(const Mat& x, int64_t rows, const Tensor& w, const Tensor* bias = nullptr) {
   const int64_t out = w.dim(0), in = w.dim(1);
   Mat y(static_cast<size_t>(rows * out));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < out; ++o) {
-      double acc = 0;
+      double acc = bias ? bias->data<float>()[o] : 0.0;
       for (int64_t i = 0; i < in; ++i) acc += x[static_cast<size_t>(r * in + i)] * w.data<float>()[o * in + i];
       y[static_cast<size_t>(r * out + o)] = acc;
     }
@@ -182,9 +207,14 @@ Mat reference_logits(const Spec& s, const Weights& w, const std::vector<int64_t>
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const Mat x = rms_norm(h, n, find(w, p + "input_layernorm.weight"), s.eps);
-    Mat q = linear(x, n, find(w, p + "self_attn.q_proj.weight"));
-    Mat k = linear(x, n, find(w, p + "self_attn.k_proj.weight"));
-    const Mat v = linear(x, n, find(w, p + "self_attn.v_proj.weight"));
+    auto bias = [&](const char* proj, bool has) { return has ? &find(w, p + "self_attn." + proj + "_proj.bias") : nullptr; };
+    Mat q = linear(x, n, find(w, p + "self_attn.q_proj.weight"), bias("q", s.qkv_bias()));
+    Mat k = linear(x, n, find(w, p + "self_attn.k_proj.weight"), bias("k", s.qkv_bias()));
+    const Mat v = linear(x, n, find(w, p + "self_attn.v_proj.weight"), bias("v", s.qkv_bias()));
+    if (s.qk_norm()) {  // Qwen3: RMSNorm over each head's D values, before RoPE
+      q = rms_norm(q, n * s.heads, find(w, p + "self_attn.q_norm.weight"), s.eps);
+      k = rms_norm(k, n * s.kv_heads, find(w, p + "self_attn.k_norm.weight"), s.eps);
+    }
     rope(q, n, s.heads, d, inv);
     rope(k, n, s.kv_heads, d, inv);
     Mat ctx(static_cast<size_t>(n * s.heads * d), 0.0);
@@ -208,7 +238,7 @@ Mat reference_logits(const Spec& s, const Weights& w, const std::vector<int64_t>
                 sc[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((j * s.kv_heads + hk) * d + c)];
       }
     }
-    const Mat o = linear(ctx, n, find(w, p + "self_attn.o_proj.weight"));
+    const Mat o = linear(ctx, n, find(w, p + "self_attn.o_proj.weight"), bias("o", s.o_bias()));
     for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
     const Mat y = rms_norm(h, n, find(w, p + "post_attention_layernorm.weight"), s.eps);
     const Mat g = linear(y, n, find(w, p + "mlp.gate_proj.weight")), u = linear(y, n, find(w, p + "mlp.up_proj.weight"));
@@ -417,6 +447,80 @@ TEST(LlamaHf, SaveAsGgufThenBuild) {
   EXPECT_NO_THROW(models::build_llama_from_gguf(f));
 }
 
+// Qwen2: biases on q / k / v, NeoX rows as stored (no permutation), tied head (as Qwen2-0.5B).
+TEST(LlamaHf, Qwen2BiasesMatchTheHfReference) {
+  Spec s;
+  s.model_type = "qwen2";
+  s.tied = true;
+  check_spec(s, "qwen2");
+  s.dtype = DType::BF16;
+  check_spec(s, "qwen2_bf16");
+}
+
+// Qwen3: RMSNorm of each head's q and k before RoPE; head_dim 32 with hidden 64 and 4 heads.
+TEST(LlamaHf, Qwen3HeadNormsMatchTheHfReference) {
+  Spec s;
+  s.model_type = "qwen3";
+  s.head_dim = 32;
+  check_spec(s, "qwen3");
+  s.attention_bias = true;  // q / k / v / o biases
+  check_spec(s, "qwen3_bias");
+}
+
+// Llama with attention_bias: the q / k biases are permuted with their rows.
+TEST(LlamaHf, LlamaAttentionBiasMatchesTheHfReference) {
+  Spec s;
+  s.attention_bias = true;
+  check_spec(s, "llama_bias");
+}
+
+TEST(LlamaHf, QwenSavesAsQwenGgufInHfRowOrder) {
+  Spec s;
+  s.model_type = "qwen2";
+  TempDir dir("save_qwen");
+  const Weights w = make_weights(s);
+  write_checkpoint(dir.path, config_of(s), w, DType::F32);
+  const std::string out = (dir.path / "out.gguf").string();
+  models::save_hf_llama_as_gguf(dir.str(), out);
+  const GgufFile f(out);
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen2");
+  EXPECT_EQ(f.get_u64("qwen2.attention.head_count_kv"), 2u);
+  EXPECT_EQ(f.tensors().size(), 2u + 12u * 2u + 1u);  // 9 a layer and 3 biases
+  // llama.cpp's layout for qwen2: q as Hugging Face stores it (rotated as NeoX pairs).
+  const Tensor q = f.tensor_f32("blk.1.attn_q.weight"), qb = f.tensor_f32("blk.1.attn_q.bias");
+  const Tensor& hq = find(w, "model.layers.1.self_attn.q_proj.weight");
+  const Tensor& hb = find(w, "model.layers.1.self_attn.q_proj.bias");
+  EXPECT_TRUE(std::equal(q.data<float>(), q.data<float>() + q.numel(), hq.data<float>()));
+  EXPECT_TRUE(std::equal(qb.data<float>(), qb.data<float>() + qb.numel(), hb.data<float>()));
+  const models::GgufLlama m = models::build_llama_from_gguf(f);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::NeoX);
+  EXPECT_THAT(models::describe_gguf_llama(f), HasSubstr("qwen2: 2 blocks"));
+  EXPECT_THAT(models::describe_gguf_llama(f), HasSubstr("attention biases"));
+}
+
+TEST(LlamaHf, QwenSlidingWindowCapsTheContext) {
+  Spec s;
+  s.model_type = "qwen2";
+  auto c = config_of(s);
+  c["max_position_embeddings"] = "32768";
+  TempDir dir("qwen_window");
+  auto context = [&] {
+    write_text(dir.path / "config.json", json_text(c));
+    return models::read_hf_llama_config(dir.str()).context;
+  };
+  EXPECT_EQ(context(), 32768);  // use_sliding_window false: every layer attends to everything
+  c["use_sliding_window"] = "true";
+  EXPECT_EQ(context(), 32768);  // max_window_layers 28 >= 2 layers: no layer slides
+  c["max_window_layers"] = "1";
+  EXPECT_EQ(context(), 4096);
+  c["use_sliding_window"] = "false";
+  c["layer_types"] = "[\"full_attention\", \"sliding_attention\"]";  // transformers' own list says so
+  EXPECT_EQ(context(), 4096);
+  c["sliding_window"] = "null";
+  write_text(dir.path / "config.json", json_text(c));
+  EXPECT_THAT(error_message([&] { models::read_hf_llama_config(dir.str()); }), HasSubstr("sliding_window is not set"));
+}
+
 // ---- malformed inputs: each an rlx::Error naming the thing ----
 
 void expect_error(const std::string& dir, const std::string& what) {
@@ -443,11 +547,34 @@ TEST(LlamaHf, ConfigErrorsNameTheKey) {
   expect_config_error([](C& c) { c.erase("hidden_size"); }, "key 'hidden_size' is missing");
   expect_config_error([](C& c) { c["num_hidden_layers"] = "\"2\""; }, "key 'num_hidden_layers' must be an integer");
   expect_config_error([](C& c) { c["num_key_value_heads"] = "3"; }, "not a multiple of num_key_value_heads 3");
-  expect_config_error([](C& c) { c["model_type"] = "\"qwen2\""; }, "biases to the q/k/v projections");
+  expect_config_error([](C& c) { c["model_type"] = "\"qwen2\""; }, "rlx runs [\"Qwen2ForCausalLM\"]");
+  expect_config_error([](C& c) { c["model_type"] = "\"gemma\""; }, "model_type is 'gemma'");
   expect_config_error([](C& c) { c["model_type"] = "\"gpt2\""; }, "model_type is 'gpt2'");
   expect_config_error([](C& c) { c["architectures"] = "[\"LlamaForSequenceClassification\"]"; }, "key 'architectures'");
   expect_config_error([](C& c) { c["hidden_act"] = "\"gelu\""; }, "key 'hidden_act'");
-  expect_config_error([](C& c) { c["attention_bias"] = "true"; }, "key 'attention_bias'");
+  // attention_bias: the biases are then part of the model, and these weights have none.
+  expect_config_error([](C& c) { c["attention_bias"] = "true"; }, "tensor 'model.layers.0.self_attn.q_proj.bias' is missing");
+  expect_config_error(
+      [](C& c) {
+        c["model_type"] = "\"mistral\"";
+        c["architectures"] = "[\"MistralForCausalLM\"]";
+        c["attention_bias"] = "true";
+      },
+      "Mistral has no attention biases");
+  expect_config_error(
+      [](C& c) {
+        c["model_type"] = "\"qwen2\"";
+        c["architectures"] = "[\"Qwen2ForCausalLM\"]";
+        c["layer_types"] = "[\"full_attention\"]";
+      },
+      "key 'layer_types' must list one attention type per layer (2)");
+  expect_config_error(
+      [](C& c) {
+        c["model_type"] = "\"qwen2\"";
+        c["architectures"] = "[\"Qwen2ForCausalLM\"]";
+        c["layer_types"] = "[\"full_attention\", \"chunked_attention\"]";
+      },
+      "\"chunked_attention\"");
   expect_config_error([](C& c) { c["rope_scaling"] = "{\"rope_type\": \"yarn\", \"factor\": 4.0}"; },
                       "key 'rope_scaling.rope_type' is 'yarn'");
   expect_config_error([](C& c) { c["rope_scaling"] = "{\"rope_type\": \"linear\"}"; }, "key 'rope_scaling.factor' is missing");

@@ -88,13 +88,13 @@ int inspect_gguf(const std::string& path) {
   }
   os << "parameters: " << with_commas(elems) << " elements, " << format_bytes(bytes, true) << "\n";
   for (const auto& [type, n] : by_type) os << "  " << type << ": " << format_bytes(n) << "\n";
-  // A llama file: what models::build_llama_from_gguf would build, or why it cannot.
+  // A Llama-family file: what models::build_llama_from_gguf would build, or why it cannot.
   const GgufValue* arch = f.find("general.architecture");
-  if (arch && arch->type() == GgufValueType::String && arch->as_string() == "llama") {
+  if (arch && arch->type() == GgufValueType::String && models::is_gguf_llama_family(arch->as_string())) {
     try {
       os << "model: " << models::describe_gguf_llama(f) << "\n";
     } catch (const Error& e) {
-      os << "model: llama, not buildable: " << io::printable(e.what(), 300) << "\n";
+      os << "model: " << arch->as_string() << ", not buildable: " << io::printable(e.what(), 300) << "\n";
     }
   }
   return 0;
