@@ -81,7 +81,8 @@ class Cli : public ::testing::Test {
 TEST_F(Cli, HelpAndVersion) {
   Proc h = rlx("--help");
   EXPECT_EXIT_CODE(h, 0);
-  EXPECT_THAT(h.out, AllOf(HasSubstr("inspect"), HasSubstr("run"), HasSubstr("export-demo")));
+  EXPECT_THAT(h.out, AllOf(HasSubstr("inspect"), HasSubstr("run"), HasSubstr("export-demo"), HasSubstr("ONNX"),
+                           HasSubstr("Vulkan"), HasSubstr("generate")));
   Proc rh = rlx("run --help");
   EXPECT_EXIT_CODE(rh, 0);
   EXPECT_THAT(rh.out, AllOf(HasSubstr("--random-inputs"), HasSubstr("--dim"), HasSubstr("--save-outputs"),
@@ -95,12 +96,22 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   Proc none = rlx("");
   EXPECT_EXIT_CODE(none, 2);
   EXPECT_THAT(none.err, HasSubstr("subcommand"));
-  EXPECT_EXIT_CODE(rlx("frobnicate"), 2);
+  Proc unknown = rlx("frobnicate");
+  EXPECT_EXIT_CODE(unknown, 2);
+  EXPECT_THAT(unknown.err, AllOf(HasSubstr("unknown command 'frobnicate'"), HasSubstr("generate")));
   EXPECT_EXIT_CODE(rlx("run"), 2);  // graph file is required
   const std::string g = export_small("g.json");
   EXPECT_EXIT_CODE(rlx("run " + g + " --bogus"), 2);
   EXPECT_EXIT_CODE(rlx("run " + g + " --repeat 0"), 2);
   EXPECT_EXIT_CODE(rlx("run " + g + " --threads -1"), 2);
+  EXPECT_EXIT_CODE(rlx("run " + g + " --threads 1025"), 2);  // beyond CompileOptions::num_threads' range
+  // Seeds are unsigned 64-bit values: no wrapping of -1, no saturation of larger numbers.
+  for (const char* seed : {"-1", "18446744073709551616", "99999999999999999999999", "1e3"}) {
+    Proc p = rlx("run " + g + " --random-inputs --seed " + seed);
+    EXPECT_EXIT_CODE(p, 2);
+    EXPECT_THAT(p.err, HasSubstr("0..18446744073709551615")) << seed;
+  }
+  EXPECT_EXIT_CODE(rlx("run " + g + " --random-inputs --seed 18446744073709551615"), 0);
   EXPECT_EXIT_CODE(rlx("run " + g + " --device tpu"), 2);
   Proc bad_input = rlx("run " + g + " --input hidden");
   EXPECT_EXIT_CODE(bad_input, 2);

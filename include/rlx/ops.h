@@ -43,9 +43,10 @@ template <class E> E enum_parse(std::string_view s) {
 }
 
 template <> struct EnumNames<E8M0Round> { static constexpr std::array names{"up", "down", "nearest"}; };
-enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Max, Min, Pow, Mod, FMod, And, Or, Xor };
+enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Max, Min, Pow, Mod, FMod, And, Or, Xor, Shl, Shr };
 template <> struct EnumNames<BinaryKind> {
-  static constexpr std::array names{"add", "sub", "mul", "div", "max", "min", "pow", "mod", "fmod", "and", "or", "xor"};
+  static constexpr std::array names{"add", "sub", "mul", "div", "max", "min", "pow", "mod", "fmod", "and", "or", "xor",
+                                    "shl", "shr"};
 };
 enum class CompareKind : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 template <> struct EnumNames<CompareKind> {
@@ -144,8 +145,10 @@ struct Constant {
 };
 
 // ---- elementwise -----------------------------------------------------------
-// Numpy-broadcast binary op; both operands must have the same dtype. And/Or/Xor take bool.
-// Mod is the floored (Python) modulus, FMod the truncated (C) one.
+// Numpy-broadcast binary op; both operands must have the same dtype. And/Or/Xor take bool
+// (logical) or integers (bitwise). Shl/Shr shift unsigned integers left / right by rhs bits; a
+// shift by the bit width or more gives 0. Mod is the floored (Python) modulus, FMod the
+// truncated (C) one.
 struct Binary {
   RLX_OP_HEADER("binary", 2, 2)
   BinaryKind kind = BinaryKind::Add;
@@ -163,7 +166,7 @@ struct Where {
   template <class V> void visit(V&&) {}
 };
 // Unary elementwise. Float-only kinds reject integer inputs; Neg/Abs/Relu/Sign also take ints;
-// Not takes bool. Round is half-to-even. Gelu is the exact erf form, GeluApprox the tanh form.
+// Not takes bool (logical) and integers (bitwise). Round is half-to-even. Gelu is the exact erf form, GeluApprox the tanh form.
 struct Activation {
   RLX_OP_HEADER("activation", 1, 1)
   ActKind kind = ActKind::Relu;

@@ -108,6 +108,13 @@ class Cuda final : public Language {
         case BinaryKind::Mul: return "(" + C + ")(" + W + a + " * " + W + b + ")";
         case BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+        case BinaryKind::And: return "(" + C + ")(" + a + " & " + b + ")";
+        case BinaryKind::Or: return "(" + C + ")(" + a + " | " + b + ")";
+        case BinaryKind::Xor: return "(" + C + ")(" + a + " ^ " + b + ")";
+        case BinaryKind::Shl:
+        case BinaryKind::Shr:  // unsigned (the IR's rule); the bit width or more shifts everything out
+          return "(" + b + " >= " + std::to_string(8 * dtype_size(t)) + " ? (" + C + ")0 : (" + C + ")(" + a +
+                 (k == BinaryKind::Shl ? " << " : " >> ") + b + "))";
         default: break;
       }
     }
@@ -132,6 +139,7 @@ class Cuda final : public Language {
         case ActKind::Relu: return is_unsigned(t) ? x : "(" + x + " < 0 ? (" + C + ")0 : " + x + ")";
         case ActKind::Sign:
           return is_unsigned(t) ? "(" + C + ")(" + x + " > 0)" : "(" + C + ")((" + x + " > 0) - (" + x + " < 0))";
+        case ActKind::Not: return "(" + C + ")(~" + x + ")";
         default: break;
       }
     }

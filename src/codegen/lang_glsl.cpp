@@ -269,6 +269,13 @@ class Glsl final : public Language {
         case BinaryKind::Mul: return T + infix(a, "*", b);
         case BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
         case BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+        case BinaryKind::And: return T + infix(a, "&", b);
+        case BinaryKind::Or: return T + infix(a, "|", b);
+        case BinaryKind::Xor: return T + infix(a, "^", b);
+        case BinaryKind::Shl:
+        case BinaryKind::Shr:  // unsigned (the IR's rule); the bit width or more shifts everything out
+          return "(" + b + " >= " + T + "(" + std::to_string(8 * dtype_size(t)) + ") ? " + T + "(0) : " + T +
+                 infix(a, k == BinaryKind::Shl ? "<<" : ">>", b) + ")";
         default: break;
       }
     }
@@ -296,6 +303,7 @@ class Glsl final : public Language {
         case ActKind::Sign:
           return "(" + x + " > " + zero + " ? " + T + "(1) : " +
                  (sgn ? "(" + x + " < " + zero + " ? " + T + "(-1) : " + zero + ")" : zero) + ")";
+        case ActKind::Not: return T + "(~" + x + ")";
         default: break;
       }
     }

@@ -329,6 +329,15 @@ class Wgsl final : public Language {
         case BinaryKind::Mul: return infix(a, "*", b);
         case BinaryKind::Max: return "max(" + a + ", " + b + ")";
         case BinaryKind::Min: return "min(" + a + ", " + b + ")";
+        case BinaryKind::And: return infix(a, "&", b);
+        case BinaryKind::Or: return infix(a, "|", b);
+        case BinaryKind::Xor: return infix(a, "^", b);
+        case BinaryKind::Shl:
+        case BinaryKind::Shr: {  // unsigned (the IR's rule: u8, u32 here), held in u32; round() narrows
+          const std::string bits = std::to_string(8 * dtype_size(t)) + "u";
+          return "select(" + infix(a, k == BinaryKind::Shl ? "<<" : ">>", "min(" + b + ", 31u)") + ", 0u, " + b +
+                 " >= " + bits + ")";
+        }
         default: break;
       }
     }
@@ -360,6 +369,7 @@ class Wgsl final : public Language {
         case ActKind::Abs: return sgn ? "select(" + x + ", " + zero + " - " + x + ", " + x + " < " + zero + ")" : x;
         case ActKind::Relu: return sgn ? "max(" + x + ", " + zero + ")" : x;
         case ActKind::Sign: return sgn ? "sign(" + x + ")" : "select(0u, 1u, " + x + " > 0u)";
+        case ActKind::Not: return "(~" + x + ")";
         default: break;
       }
     }

@@ -149,10 +149,17 @@ void SafetensorsFile::parse() {
   });
   // Overlap: each non-empty range against the furthest-reaching non-empty range before it (in
   // begin order), so an empty tensor between two overlapping ones cannot hide the overlap.
+  // The tensors must cover the data section exactly, as the format requires (its reference
+  // reader refuses holes too): bytes that belong to no tensor mean a damaged or mis-written file.
   const SafetensorsEntry* reach = nullptr;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const SafetensorsEntry& e = entries_[i];
     if (e.begin != e.end) {
+      const uint64_t covered = reach ? reach->end : 0;
+      if (e.begin > covered)
+        throw Error(what_ + ": bytes [" + std::to_string(covered) + ", " + std::to_string(e.begin) +
+                    ") of the data section belong to no tensor (a hole before '" + io::printable(e.name) +
+                    "'); the file is malformed");
       if (reach && e.begin < reach->end)
         throw Error(what_ + ": tensors '" + io::printable(reach->name) + "' [" + std::to_string(reach->begin) + ", " +
                     std::to_string(reach->end) + ") and '" + io::printable(e.name) + "' [" + std::to_string(e.begin) +
@@ -162,6 +169,9 @@ void SafetensorsFile::parse() {
     if (!index_.emplace(e.name, i).second)  // defensive: the parser callback rejects duplicates
       throw Error(what_ + ": tensor '" + io::printable(e.name) + "' is named twice");
   }
+  if (const uint64_t end = reach ? reach->end : 0; end != data_size_)
+    throw Error(what_ + ": " + std::to_string(data_size_ - end) + " bytes after the last tensor's data belong to no "
+                "tensor (the data section is " + std::to_string(data_size_) + " bytes); the file is malformed");
 }
 
 bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) > 0; }

@@ -50,8 +50,12 @@ DType binary_dtype(BinaryKind k, DType ta, DType tb, const std::string& what, co
     throw Error(what + ": operand dtypes differ (lhs " + a + ", rhs " + b +
                 "); both operands must have the same dtype (insert a cast)");
   const bool logical = k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor;
-  if (logical && ta != DType::Bool)
-    throw Error(what + ": needs bool operands, got " + a + " (use cast to bool, or a compare)");
+  if (logical && ta != DType::Bool && !is_int(ta))
+    throw Error(what + ": needs bool (logical) or integer (bitwise) operands, got " + a +
+                " (use cast to bool, or a compare)");
+  if ((k == BinaryKind::Shl || k == BinaryKind::Shr) && !(is_int(ta) && !is_signed_int(ta)))
+    throw Error(what + ": shifts take unsigned integers (u8, u16, u32, u64), got " + a +
+                " (cast to the unsigned dtype of the same width first)");
   if (!logical && k != BinaryKind::Max && k != BinaryKind::Min && ta == DType::Bool)
     throw Error(what + ": bool operands are not supported (got " + a +
                 "); use and/or/xor, or cast to an integer or float dtype");
@@ -75,7 +79,8 @@ DType where_dtype(DType tc, DType ta, DType tb, const std::string& what, const s
 
 DType activation_dtype(ActKind k, DType t, const std::string& what, const std::string& x) {
   if (k == ActKind::Not) {
-    if (t != DType::Bool) throw Error(what + ": needs a bool input, got " + x);
+    if (t != DType::Bool && !is_int(t))
+      throw Error(what + ": needs a bool (logical not) or integer (bitwise not) input, got " + x);
   } else if (k == ActKind::Neg || k == ActKind::Abs || k == ActKind::Relu || k == ActKind::Sign) {
     if (t == DType::Bool)
       throw Error(what + ": bool input " + x + " is not supported (takes floats and integers; use not for bool)");

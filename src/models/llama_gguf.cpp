@@ -20,11 +20,20 @@ std::string i2s(int64_t v) { return std::to_string(v); }
   throw Error(f.what() + ": Llama from GGUF: " + msg);
 }
 
+// The integer value of metadata key `key` (any integer type that fits in int64).
+int64_t integer_of(const GgufFile& f, const std::string& key, const GgufValue& v) {
+  if (!v.is_integer()) fail(f, "metadata key '" + key + "' must be an integer, got " + gguf_value_type_name(v.type()));
+  try {
+    return v.as_i64();
+  } catch (const Error& e) {
+    fail(f, "metadata key '" + key + "': " + e.what());
+  }
+}
+
 int64_t req_int(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
   if (!v) fail(f, "metadata key '" + key + "' is missing (every llama GGUF file has it)");
-  if (!v->is_integer()) fail(f, "metadata key '" + key + "' must be an integer, got " + gguf_value_type_name(v->type()));
-  const int64_t x = v->as_i64();
+  const int64_t x = integer_of(f, key, *v);
   if (x <= 0) fail(f, "metadata key '" + key + "' must be positive, got " + i2s(x));
   return x;
 }
@@ -33,8 +42,7 @@ int64_t opt_int(const GgufFile& f, const std::string& key, int64_t dflt) { retur
 int64_t opt_int0(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
   if (!v) return 0;
-  if (!v->is_integer()) fail(f, "metadata key '" + key + "' must be an integer, got " + gguf_value_type_name(v->type()));
-  return v->as_i64();
+  return integer_of(f, key, *v);
 }
 double opt_num(const GgufFile& f, const std::string& key, double dflt) {
   const GgufValue* v = f.find(key);

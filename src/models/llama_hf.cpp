@@ -449,7 +449,10 @@ struct Converter {
   void run() {
     const HfLlamaConfig& c = ck.config;
     const int64_t e = c.hidden, d = c.head_dim;
-    auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+    // GGUF integers are u32 as llama.cpp writes them, u64 where a config value needs more.
+    auto u32 = [](int64_t v) {
+      return v > UINT32_MAX ? GgufValue::u64(static_cast<uint64_t>(v)) : GgufValue::u32(static_cast<uint32_t>(v));
+    };
     const std::string a = arch() + ".";
     w.add("general.architecture", GgufValue::string(arch()));
     w.add("general.name", GgufValue::string(fs::path(ck.dir).lexically_normal().filename().string()));

@@ -463,14 +463,14 @@ void quantize(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
   switch (type) {
     case GgmlType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16_bits(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_bf16_bits(src[i]);
+        const bool f16 = type == GgmlType::F16;
+        const uint16_t h = f16 ? f32_to_f16_bits(src[i]) : f32_to_bf16_bits(src[i]);
+        if (!std::isfinite(f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h)))
+          throw Error(std::string("quantize ") + info.name + ": value " + std::to_string(i) + " (" +
+                      std::to_string(src[i]) + ") is beyond the " + (f16 ? "f16" : "bf16") +
+                      " range (it would become infinite); keep this tensor in a wider type (e.g. --scheme bf16 / f32)");
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;

@@ -275,12 +275,15 @@ TEST(CudaKernelSources, ElementwiseChainsCompileForEveryKind) {
     }
   }
   // Integer and bool kinds, compare, where and cast chains.
-  for (DType t : {DType::I32, DType::I64, DType::U8, DType::I8}) {
-    for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Max, BinaryKind::Min}) {
+  for (DType t : {DType::I32, DType::I64, DType::U8, DType::I8, DType::U32}) {
+    for (BinaryKind k : {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Max, BinaryKind::Min,
+                         BinaryKind::And, BinaryKind::Or, BinaryKind::Xor, BinaryKind::Shl, BinaryKind::Shr}) {
+      if ((k == BinaryKind::Shl || k == BinaryKind::Shr) && is_signed_int(t)) continue;  // unsigned only
       const std::vector<RegionStep> chain{{RegionStepKind::Binary, static_cast<int32_t>(k), DType::F32, {0, 1}}};
-      compiles("int binary", make_elementwise_kernel(chain, {t, t}, t, geom({16}, {{1}, {1}}), 8).source);
+      compiles(std::string("int binary ") + enum_name(k),
+               make_elementwise_kernel(chain, {t, t}, t, geom({16}, {{1}, {1}}), 8).source);
     }
-    for (ActKind k : {ActKind::Neg, ActKind::Abs, ActKind::Relu, ActKind::Sign}) {
+    for (ActKind k : {ActKind::Neg, ActKind::Abs, ActKind::Relu, ActKind::Sign, ActKind::Not}) {
       const std::vector<RegionStep> chain{{RegionStepKind::Activation, static_cast<int32_t>(k), DType::F32, {0}}};
       compiles("int act", make_elementwise_kernel(chain, {t}, t, geom({16}, {{1}}), 8).source);
     }

@@ -16,6 +16,7 @@
 namespace rlx {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 void put16(std::vector<uint8_t>& b, size_t at, uint16_t v) { std::memcpy(b.data() + at, &v, 2); }
@@ -335,6 +336,15 @@ TEST(GgmlBlocks, QuantizersRejectWhatTheyCannotStore) {
   EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q4_K, x); }), HasSubstr("value 37 is NaN"));
   x[37] = 1e9f;  // Q8_0 scale 1e9/127 > 65504
   EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q8_0, x); }), HasSubstr("beyond the f16 range"));
+  // 16-bit floats: a finite value that would round to infinity is refused, not stored as inf.
+  x[37] = 70000.0f;
+  EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::F16, x); }),
+              AllOf(HasSubstr("value 37"), HasSubstr("beyond the f16 range")));
+  EXPECT_NO_THROW(ggml_quantize(GgmlType::BF16, x));
+  x[37] = 3.4028235e38f;  // FLT_MAX rounds past bf16's largest finite value
+  EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::BF16, x); }), HasSubstr("beyond the bf16 range"));
+  x[37] = 65504.0f;  // f16's largest finite value itself is kept
+  EXPECT_EQ(ggml_dequantize(GgmlType::F16, ggml_quantize(GgmlType::F16, x))[37], 65504.0f);
   EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q4_0, std::vector<float>(31, 0.0f)); }),
               HasSubstr("whole number"));
   EXPECT_THAT(testing::error_message([&] { ggml_quantize(GgmlType::Q3_K, std::vector<float>(256, 0.0f)); }),

@@ -186,6 +186,24 @@ TEST(Safetensors, OverlapsAreFoundPastEmptyAndNestedRanges) {
   EXPECT_EQ(SafetensorsFile::from_bytes(ok.data(), ok.size()).entries().size(), 3u);
 }
 
+// The tensors must cover the data section exactly (the format's rule): a hole between two
+// tensors, or bytes after the last one, is a malformed file.
+TEST(Safetensors, BytesOfNoTensorAreRejected) {
+  const std::string data(32, '\0');
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}})",
+                                    data)),
+              AllOf(HasSubstr("bytes [8, 16)"), HasSubstr("belong to no tensor"), HasSubstr("before 'b'")));
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                                    R"("b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}})",
+                                    data)),
+              HasSubstr("bytes [0, 8)"));
+  EXPECT_THAT(parse_error(make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data)),
+              AllOf(HasSubstr("16 bytes after the last tensor"), HasSubstr("32 bytes")));
+  EXPECT_THAT(parse_error(make_file(R"({"__metadata__":{"k":"v"}})", std::string(4, '\0'))),
+              HasSubstr("4 bytes after the last tensor"));
+}
+
 // Shapes go through the size policy (2^41 elements fits int64 but is over the cap).
 TEST(Safetensors, ShapesAreCheckedAgainstTheSizePolicy) {
   const std::string msg =

@@ -441,6 +441,12 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   const std::string bad = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));
+  EXPECT_EQ(slurp(out), "") << "sampling options are checked before the prompt is echoed";
+  // A stop token the model cannot produce is a mistake in the call, not a silent no-op.
+  const std::string bad_stop = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +
+                               "' -p 'abc' --stop 40 >'" + out + "' 2>'" + err + "'";
+  EXPECT_NE(std::system(bad_stop.c_str()), 0);
+  EXPECT_THAT(slurp(err), HasSubstr("--stop 40 is not a token id of this model (0..39)"));
   // bf16 activations run (their numbers: SixteenBitActivationsFollowTheF32Model); a dtype the
   // model does not compute in is refused.
   const std::string act = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +

@@ -21,6 +21,7 @@
 namespace rlx {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace rlx::testing;
 
@@ -305,6 +306,14 @@ TEST(LlamaGguf, MetadataErrorsNameTheKey) {
   const std::string msg = error_message([&] { models::build_llama_from_gguf(f); });
   EXPECT_THAT(msg, HasSubstr("bad.gguf"));
   EXPECT_THAT(msg, HasSubstr("llama.embedding_length"));
+
+  // A u64 too large for int64: the message names the key, not only the value.
+  GgufWriter w3;
+  w3.add("general.architecture", GgufValue::string("llama"));
+  w3.add("llama.block_count", GgufValue::u64(UINT64_MAX));
+  const std::string b3 = w3.bytes();
+  EXPECT_THAT(error_message([&] { models::build_llama_from_gguf(GgufFile::from_bytes(b3.data(), b3.size())); }),
+              AllOf(HasSubstr("metadata key 'llama.block_count'"), HasSubstr("18446744073709551615")));
 
   GgufWriter w2;
   w2.add("general.architecture", GgufValue::string("gpt2"));

@@ -498,6 +498,16 @@ TEST(LlamaHf, QwenSavesAsQwenGgufInHfRowOrder) {
   EXPECT_THAT(models::describe_gguf_llama(f), HasSubstr("attention biases"));
 }
 
+// A config value beyond 32 bits goes into the GGUF form whole (as a u64), not cut to its low bits.
+TEST(LlamaHf, ContextBeyond32BitsIsKeptWhole) {
+  const Spec s;
+  auto c = config_of(s);
+  c["max_position_embeddings"] = "4294967396";  // 2^32 + 100
+  TempDir dir("ctx64");
+  write_checkpoint(dir.path, c, make_weights(s), DType::F32);
+  EXPECT_EQ(models::read_gguf_llama_config(models::load_hf_llama(dir.str())).context, int64_t{4294967396});
+}
+
 TEST(LlamaHf, QwenSlidingWindowCapsTheContext) {
   Spec s;
   s.model_type = "qwen2";

@@ -118,6 +118,49 @@ TEST(OnnxConvertersBad, ConvTransposeOutputShapeAndSpaceToDepthMode) {
 
 // ---- siblings: control flow bodies, losses, pads ---------------------------------------------
 
+// Both If branches are checked even when the condition is known at import and only one is
+// inlined: a model is refused on every input value, as `rlx check` refuses it.
+TEST(OnnxConvertersBad, IfBranchesAreCheckedWhicheverIsTaken) {
+  auto branch = [](const std::string& reads, int outputs) {
+    OnnxBuilder body;
+    for (int i = 0; i < outputs; ++i) body.output("o" + std::to_string(i));
+    for (int i = 0; i < outputs; ++i) body.node("Identity", {reads}, {"o" + std::to_string(i)});
+    return body.graph();
+  };
+  auto model = [&](const onnx::GraphProto& then_b, const onnx::GraphProto& else_b, const Tensor& cond) {
+    OnnxBuilder b;
+    b.input("x", kF32, {2}).output("y");
+    b.initializer("c", cond);
+    auto& n = b.node("If", {"c"}, {"y"}, "switch");
+    set_attr(n, "then_branch", then_b);
+    set_attr(n, "else_branch", else_b);
+    return b;
+  };
+  const Tensor yes = Tensor::from_bytes(DType::Bool, {}, std::vector<uint8_t>{1}.data(), 1);
+  EXPECT_NO_THROW(import(model(branch("x", 1), branch("x", 1), yes)));
+  expect_error(model(branch("x", 1), branch("nope", 1), yes), "switch", {"a branch reads 'nope', which is not defined"});
+  expect_error(model(branch("x", 1), branch("x", 2), yes), "switch", {"else_branch has 2 outputs, the If node 1"});
+  expect_error(model(branch("x", 1), branch("x", 1), Tensor::scalar_f32(1.0f)), "switch",
+               {"the condition must be a bool tensor", "f32"});
+}
+
+TEST(OnnxConvertersBad, ScanDirectionsAreZeroOrOne) {
+  OnnxBuilder body;
+  body.input("acc", kF32, {2}).input("xi", kF32, {2}).output("acc_out").output("yi");
+  body.node("Add", {"acc", "xi"}, {"acc_out"});
+  body.node("Identity", {"xi"}, {"yi"});
+  for (int64_t dir : {int64_t{0}, int64_t{1}, int64_t{5}}) {
+    OnnxBuilder b;
+    b.input("s", kF32, {2}).input("x", kF32, {3, 2}).output("s_out").output("ys");
+    auto& n = b.node("Scan", {"s", "x"}, {"s_out", "ys"}, "scan");
+    set_attr(n, "num_scan_inputs", int64_t{1});
+    set_attr(n, "body", body.graph());
+    set_attr(n, "scan_input_directions", std::vector<int64_t>{dir});
+    if (dir == 5) expect_error(b, "scan", {"scan_input_directions holds 5", "0 (forward) or 1 (reverse)"});
+    else EXPECT_NO_THROW(import(b));
+  }
+}
+
 TEST(OnnxConvertersBad, LoopAndScanBodiesOfTheWrongArity) {
   {
     // A Loop body with no outputs (not even the condition).

@@ -1,5 +1,5 @@
 // Activation against naive double references: every ActKind x every accepted dtype, the
-// integer kinds (Neg/Abs/Relu/Sign incl. wrapping and unsigned), Not on bool, half-to-even
+// integer kinds (Neg/Abs/Relu/Sign incl. wrapping and unsigned), Not on bool and integers, half-to-even
 // Round, special values, and dtype rejection.
 #include <cmath>
 #include <cstdint>
@@ -95,7 +95,9 @@ void check_act(ActKind k, DType t, const std::vector<int64_t>& dims, uint64_t se
   const auto x = to_doubles(in);
   std::vector<double> want(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    want[i] = is_int(t) ? wrap_to(t, static_cast<int64_t>(ref_act(k, x[i]))) : ref_act(k, x[i]);
+    want[i] = k == ActKind::Not && is_int(t) ? wrap_to(t, ~static_cast<int64_t>(x[i]))  // bitwise
+              : is_int(t)                    ? wrap_to(t, static_cast<int64_t>(ref_act(k, x[i])))
+                                             : ref_act(k, x[i]);
   const Tensor out = run_op(ops::Activation{k}, {in});
   EXPECT_EQ(out.dtype(), t);
   EXPECT_TRUE(all_close(out, dims, want));
@@ -105,7 +107,7 @@ TEST(ElementwiseActivation, EveryKindEveryDtype) {
   uint64_t seed = 1;
   for (ActKind k : kAllAct)
     for (DType t : elemtest::kAllTypes) {
-      const bool ok = k == ActKind::Not ? t == DType::Bool
+      const bool ok = k == ActKind::Not ? t == DType::Bool || is_int(t)
                       : int_kind(k)     ? t != DType::Bool
                                         : is_float(t);
       if (!ok) continue;
@@ -190,7 +192,7 @@ TEST(ElementwiseActivation, RejectsWrongDtypes) {
   EXPECT_THAT(msg_for(ActKind::Exp, DType::I32), HasSubstr("needs a float input"));
   EXPECT_THAT(msg_for(ActKind::Gelu, DType::Bool), HasSubstr("needs a float input"));
   EXPECT_THAT(msg_for(ActKind::Round, DType::U8), HasSubstr("u8[2]"));
-  EXPECT_THAT(msg_for(ActKind::Not, DType::F32), HasSubstr("needs a bool input"));
+  EXPECT_THAT(msg_for(ActKind::Not, DType::F32), HasSubstr("needs a bool (logical not) or integer (bitwise not) input"));
   EXPECT_THAT(msg_for(ActKind::Neg, DType::Bool), HasSubstr("bool input"));
   EXPECT_THAT(msg_for(ActKind::Sign, DType::Bool), HasSubstr("bool input"));
 }

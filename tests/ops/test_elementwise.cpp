@@ -28,10 +28,12 @@ using testing::unravel;
 
 constexpr BinaryKind kAllBinary[] = {BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div,
                                      BinaryKind::Max, BinaryKind::Min, BinaryKind::Pow, BinaryKind::Mod,
-                                     BinaryKind::FMod, BinaryKind::And, BinaryKind::Or, BinaryKind::Xor};
+                                     BinaryKind::FMod, BinaryKind::And, BinaryKind::Or, BinaryKind::Xor,
+                                     BinaryKind::Shl, BinaryKind::Shr};
 
 bool binary_accepts(BinaryKind k, DType t) {
-  if (k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor) return t == DType::Bool;
+  if (k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor) return t == DType::Bool || is_int(t);
+  if (k == BinaryKind::Shl || k == BinaryKind::Shr) return elemtest::is_unsigned(t);
   if (k == BinaryKind::Max || k == BinaryKind::Min) return true;
   return t != DType::Bool;
 }
@@ -81,6 +83,16 @@ double ref_binary(BinaryKind k, DType t, double a, double b) {
     case BinaryKind::Pow: return wrap_to(t, static_cast<int64_t>(ref_int_pow(x, y)));
     case BinaryKind::Mod: return static_cast<double>(x - y * static_cast<int64_t>(std::floor(static_cast<double>(x) / static_cast<double>(y))));
     case BinaryKind::FMod: return static_cast<double>(x % y);
+    case BinaryKind::And: return wrap_to(t, x & y);  // two's complement bits of the values
+    case BinaryKind::Or: return wrap_to(t, x | y);
+    case BinaryKind::Xor: return wrap_to(t, x ^ y);
+    case BinaryKind::Shl:
+    case BinaryKind::Shr: {  // unsigned; the bit width or more shifts everything out
+      const auto bits = static_cast<int64_t>(8 * dtype_size(t));
+      if (y >= bits) return 0;
+      const auto u = static_cast<uint64_t>(x);
+      return wrap_to(t, static_cast<int64_t>(k == BinaryKind::Shl ? u << y : u >> y));
+    }
     default: return NAN;
   }
 }
@@ -98,7 +110,10 @@ std::vector<double> operand(BinaryKind k, DType t, int64_t n, bool rhs, uint64_t
     v = uniform(t, n, 0, 1, seed);
   } else {
     const bool u = elemtest::is_unsigned(t);
+    const auto bits = static_cast<double>(8 * dtype_size(t));
     if (k == BinaryKind::Pow) v = rhs ? uniform(t, n, u ? 0 : -2, 5, seed) : uniform(t, n, u ? 0 : -4, 5, seed);
+    else if ((k == BinaryKind::Shl || k == BinaryKind::Shr) && rhs) v = uniform(t, n, 0, bits + 3, seed);  // past the width too
+    else if (k == BinaryKind::Shr && u) v = uniform(t, n, 0, std::ldexp(1.0, static_cast<int>(bits) - 1), seed);
     else v = uniform(t, n, u ? 0 : -60, 60, seed);
     if (rhs && divlike)
       for (auto& x : v)
@@ -241,6 +256,26 @@ TEST(ElementwiseBinary, SymbolicBroadcastInference) {
   EXPECT_EQ(o2, Shape({Dim::symbol("s")}, DType::Bool));
 }
 
+// The bit patterns themselves: negative operands, all-ones, shifts at and past the width, Not.
+TEST(ElementwiseBinary, BitwiseOpsOnTheBits) {
+  const Tensor a = Tensor::i32({4}, std::vector<int32_t>{-1, 0x0F0F0F0F, -2147483647 - 1, 12345});
+  const Tensor b = Tensor::i32({4}, std::vector<int32_t>{0x00FF00FF, -1, 1, -12346});
+  auto ints = [](const Tensor& t) {
+    std::vector<int32_t> v(t.data<int32_t>(), t.data<int32_t>() + t.numel());
+    return v;
+  };
+  EXPECT_EQ(ints(run_binary(BinaryKind::And, a, b)), (std::vector<int32_t>{0x00FF00FF, 0x0F0F0F0F, 0, 12345 & -12346}));
+  EXPECT_EQ(ints(run_binary(BinaryKind::Or, a, b)), (std::vector<int32_t>{-1, -1, -2147483647, 12345 | -12346}));
+  EXPECT_EQ(ints(run_binary(BinaryKind::Xor, a, b)), (std::vector<int32_t>{static_cast<int32_t>(0xFF00FF00), static_cast<int32_t>(0xF0F0F0F0), -2147483647, 12345 ^ -12346}));
+  EXPECT_EQ(ints(run_op(ops::Activation{ActKind::Not}, {a})), (std::vector<int32_t>{0, static_cast<int32_t>(0xF0F0F0F0), 2147483647, -12346}));
+  const Tensor u = Tensor::from_bytes(DType::U8, {5}, std::vector<uint8_t>{0x81, 0x81, 0x81, 0x81, 0xFF}.data(), 5);
+  const Tensor n = Tensor::from_bytes(DType::U8, {5}, std::vector<uint8_t>{1, 7, 8, 255, 0}.data(), 5);
+  auto bytes = [](const Tensor& t) { return std::vector<uint8_t>(t.data<uint8_t>(), t.data<uint8_t>() + t.numel()); };
+  EXPECT_EQ(bytes(run_binary(BinaryKind::Shl, u, n)), (std::vector<uint8_t>{0x02, 0x80, 0, 0, 0xFF}));
+  EXPECT_EQ(bytes(run_binary(BinaryKind::Shr, u, n)), (std::vector<uint8_t>{0x40, 0x01, 0, 0, 0xFF}));
+  EXPECT_EQ(bytes(run_op(ops::Activation{ActKind::Not}, {u})), (std::vector<uint8_t>{0x7E, 0x7E, 0x7E, 0x7E, 0}));
+}
+
 TEST(ElementwiseBinary, BadInputs) {
   Graph g;
   Value f32 = g.input("a", Shape::of({2, 3}));
@@ -254,7 +289,14 @@ TEST(ElementwiseBinary, BadInputs) {
   EXPECT_THAT(msg, HasSubstr("do not broadcast"));
   EXPECT_THAT(msg, HasSubstr("f32[4]"));
   msg = error_message([&] { g.binary(BinaryKind::And, f32, f32); });
-  EXPECT_THAT(msg, HasSubstr("needs bool operands"));
+  EXPECT_THAT(msg, HasSubstr("needs bool (logical) or integer (bitwise) operands"));
+  Value i32 = g.input("e", Shape::of({2, 3}, DType::I32));
+  msg = error_message([&] { g.binary(BinaryKind::Shl, i32, i32); });
+  EXPECT_THAT(msg, HasSubstr("shifts take unsigned integers"));
+  msg = error_message([&] { g.binary(BinaryKind::Shr, f32, f32); });
+  EXPECT_THAT(msg, HasSubstr("shifts take unsigned integers"));
+  msg = error_message([&] { g.act(ActKind::Not, f32); });
+  EXPECT_THAT(msg, HasSubstr("needs a bool (logical not) or integer (bitwise not) input"));
   msg = error_message([&] { g.add(bl, bl); });
   EXPECT_THAT(msg, HasSubstr("bool operands are not supported"));
   msg = error_message([&] { g.compare(CompareKind::Eq, f32, f16); });

@@ -62,6 +62,22 @@ void add_binaries(CaseList& l) {
       g.add_output(g.act(ActKind::Neg, a));
       return one(std::move(g));
     });
+  // Bitwise and / or / xor / not, and shifts of the unsigned types by amounts past the width.
+  for (DType t : {DType::I32, DType::I64, DType::U8, DType::U32})
+    add_case(l, "elementwise", "bitwise_" + dt(t), [t] {
+      Graph g;
+      const Value a = g.input("a", Shape::of({4, 33}, t));
+      const Value b = g.input("b", Shape::of({33}, t));
+      g.add_output(g.binary(BinaryKind::Xor, g.binary(BinaryKind::And, a, b), g.act(ActKind::Not, a)));
+      g.add_output(g.binary(BinaryKind::Or, a, b));
+      if (!is_signed_int(t)) {
+        g.add_output(g.binary(BinaryKind::Shl, a, b));
+        g.add_output(g.binary(BinaryKind::Shr, g.act(ActKind::Not, a), b));
+      }
+      ParityOptions o;
+      o.int_hi = t == DType::U8 ? 11 : 37;  // shift amounts up to the width and beyond
+      return one(std::move(g), o);
+    });
   add_case(l, "elementwise", "bool_ops", [] {
     Graph g;
     const Value a = g.input("a", Shape::of({64}, DType::Bool));

@@ -15,6 +15,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace rlx::cli {
@@ -53,6 +54,10 @@ void apply_knobs(CompileOptions& options, const std::vector<std::string>& specs)
 // The help text of the repeatable --knob option.
 inline constexpr const char* kKnobHelp =
     "Tuning knob NAME=VALUE for the compile, instead of its RLX_* variable (repeatable; 'rlx knobs' lists them)";
+// The largest --threads value (CompileOptions::num_threads' upper bound, which the CPU backend checks).
+inline constexpr int kMaxThreads = 1024;
+// Accepts decimal integers in [0, 2^64 - 1] only (CLI11 would wrap "-1" into a uint64_t option).
+CLI::Validator unsigned_64_validator();
 // Parses a non-negative decimal integer; UsageError naming `what` otherwise.
 int64_t parse_count(const std::string& s, const std::string& what);
 // Loads a graph file (rlx graph JSON, or ONNX when it ends in .onnx), with a clear error when it

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <system_error>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.h"
 #include "io/file_access.h"
 #include "rlx/onnx.h"
@@ -26,6 +28,18 @@ void apply_knobs(CompileOptions& options, const std::vector<std::string>& specs)
       throw UsageError("--knob expects NAME=VALUE, got '" + shown(spec) + "' ('rlx knobs' lists the names)");
     set_knob(options, spec.substr(0, eq), spec.substr(eq + 1));
   }
+}
+
+CLI::Validator unsigned_64_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        // 20 digits at most, and not above 18446744073709551615 (same-length strings compare as numbers)
+        if (!digits || s.size() > 20 || (s.size() == 20 && s > "18446744073709551615"))
+          return "'" + s + "' is not an integer in 0..18446744073709551615";
+        return {};
+      },
+      "UINT64");
 }
 
 int64_t parse_count(const std::string& s, const std::string& what) {

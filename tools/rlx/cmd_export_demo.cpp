@@ -62,7 +62,7 @@ Command add_export_demo_command(CLI::App& parent) {
       "export-demo", "Write a demo transformer graph (Llama blocks + a BERT layer) with random weights");
   sub->add_option("out", o->path, "Output graph JSON file")->required();
   sub->add_flag("--inline", o->inline_data, "Embed the weights in the JSON (base64) instead of a side file OUT.bin");
-  sub->add_option("--seed", o->seed, "Seed of the random weights")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the random weights")->check(unsigned_64_validator())->capture_default_str();
   auto& c = o->cfg;
   const CLI::Range positive(int64_t{1}, int64_t{1} << 20), non_negative(int64_t{0}, int64_t{1} << 20),
       layers(int64_t{0}, int64_t{1024});

@@ -33,9 +33,20 @@ struct GenerateCliOptions {
 int run_generate(const GenerateCliOptions& o) {
   if (o.n < 0) throw UsageError("-n must be >= 0");
   if (!o.prompt.empty() && !o.prompt_ids.empty()) throw UsageError("give the prompt as text (-p) or as ids (--prompt-ids), not both");
+  // Options are checked before the model loads (which may take seconds).
+  GenerateOptions opt;
+  opt.max_new_tokens = o.n;
+  opt.sampling.temperature = o.temp;
+  opt.sampling.top_k = o.top_k;
+  opt.sampling.top_p = o.top_p;
+  opt.sampling.repetition_penalty = o.repeat_penalty;
+  opt.sampling.repeat_last_n = o.repeat_last_n;
+  opt.sampling.seed = o.seed;
+  { const Sampler check(opt.sampling); }  // rlx::Error naming an out-of-range option
   const bool hf_dir = models::is_hf_checkpoint_dir(o.model);
   if (!hf_dir) { const io::RegularFile probe(o.model, "model file '" + shown(o.model) + "'"); }
   GgufFile f = hf_dir ? models::load_hf_llama(o.model) : GgufFile(o.model);
+  const int64_t vocab = models::read_gguf_llama_config(f).vocab;
   GeneratorOptions go;
   go.device = device_from_name(o.device);
   go.num_threads = o.threads;
@@ -60,19 +71,16 @@ int run_generate(const GenerateCliOptions& o) {
   }
   // Without --ctx: room for the prompt and -n tokens (rounded up to 64 rows), within the model's context.
   int64_t ctx = o.ctx;
-  GenerateOptions opt;
-  opt.max_new_tokens = o.n;
-  opt.sampling.temperature = o.temp;
-  opt.sampling.top_k = o.top_k;
-  opt.sampling.top_p = o.top_p;
-  opt.sampling.repetition_penalty = o.repeat_penalty;
-  opt.sampling.repeat_last_n = o.repeat_last_n;
-  opt.sampling.seed = o.seed;
   opt.stop_at_end_of_generation = !o.ignore_eos;
   if (hf_dir && !o.ignore_eos)  // no tokenizer to say which ids end generation: config.json's eos_token_id
-    for (int32_t id : models::read_hf_llama_config(o.model).eos_ids) opt.stop_tokens.push_back(id);
+    for (int32_t id : models::read_hf_llama_config(o.model).eos_ids) {
+      if (id < vocab) opt.stop_tokens.push_back(id);
+      else std::fprintf(stderr, "note: config.json's eos_token_id %d is beyond the vocabulary (%lld tokens): "
+                                "it never ends generation\n", id, static_cast<long long>(vocab));
+    }
   for (int64_t id : o.stop) {
-    if (id < 0 || id > INT32_MAX) throw UsageError("--stop " + std::to_string(id) + " is not a token id");
+    if (id < 0 || id >= vocab)
+      throw UsageError("--stop " + std::to_string(id) + " is not a token id of this model (0.." + std::to_string(vocab - 1) + ")");
     opt.stop_tokens.push_back(static_cast<int32_t>(id));
   }
   if (o.no_bos) opt.encode.add_bos = false;
@@ -148,7 +156,7 @@ Command add_generate_command(CLI::App& parent) {
       "Generate text with a Llama GGUF model or a Hugging Face Llama checkpoint directory: prefill the prompt, decode "
       "with a KV cache, stream the tokens");
   sub->add_option("model", o->model,
-                  "the .gguf model (general.architecture llama), or a Hugging Face checkpoint directory (config.json + "
+                  "the .gguf model (general.architecture llama, qwen2 or qwen3), or a Hugging Face checkpoint directory (config.json + "
                   "safetensors; it has no tokenizer rlx reads: give --prompt-ids)")
       ->required();
   sub->add_option("-p,--prompt", o->prompt, "the prompt text (encoded with the file's tokenizer)");
@@ -163,13 +171,13 @@ Command add_generate_command(CLI::App& parent) {
   sub->add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability mass (1 = off, default)");
   sub->add_option("--repeat-penalty", o->repeat_penalty, "repetition penalty (1 = off, default)");
   sub->add_option("--repeat-last-n", o->repeat_last_n, "tokens the repetition penalty looks back over (default 64)");
-  sub->add_option("--seed", o->seed, "sampling seed (default 0)");
+  sub->add_option("--seed", o->seed, "sampling seed (default 0)")->check(unsigned_64_validator());
   sub->add_option("--ctx", o->ctx, "KV cache rows (default: prompt + n rounded up to 64, within the model's context)");
   sub->add_option("--activations", o->activations,
                   "the dtype the model computes in and keeps its KV cache in: f32 (default), bf16 or f16 "
                   "(PyTorch's precision for 16-bit models; faster on GPUs)");
   sub->add_option("--chunk", o->chunk, "largest prompt chunk per prefill run, a power of two (default 64)");
-  sub->add_option("-t,--threads", o->threads, "CPU threads (default: all)");
+  sub->add_option("-t,--threads", o->threads, "CPU threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_flag("--no-bos", o->no_bos, "do not put the BOS token in front of the prompt");
   sub->add_flag("--special", o->special, "control tokens written in the prompt (<|eot_id|>, ...) become their ids");
   sub->add_flag("--ignore-eos", o->ignore_eos,

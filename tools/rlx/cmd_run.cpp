@@ -393,7 +393,7 @@ Command add_run_command(CLI::App& parent) {
                 "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "
                 "values for params without weights; dynamic dims nothing binds get a size by their name "
                 "(batch 1, height/width 224, sequence-like 128; printed)");
-  sub->add_option("--seed", o->seed, "Seed for --random-inputs")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed for --random-inputs")->check(unsigned_64_validator())->capture_default_str();
   sub->add_option("--dim,-d", o->dims,
                   "Value of a symbolic dim NAME=VALUE (repeatable). Not needed for dims the --input files give (an "
                   "ONNX model is imported with every dim bound from them); --random-inputs needs one per symbolic dim "
@@ -409,7 +409,7 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("--warmup", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   sub->add_option("--save-outputs", o->save_dir, "Write every output as DIR/<name>.npy");
   sub->add_option("--threads,-t", o->threads, "CPU threads of the runs, the BLAS's included (0 = all cores)")
-      ->check(CLI::Range(0, 4096))
+      ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   sub->add_option("--device", o->device, "Device to compile for")
       ->check(CLI::IsMember({"cpu", "cuda", "vulkan", "webgpu"}))

@@ -41,11 +41,16 @@ int run_command(const std::string& name, const std::function<int()>& action) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlx: compile and run ML graphs (rlx graph JSON files) on the CPU.", "rlx"};
+  CLI::App app{"rlx: an ML compiler and runtime. Runs ONNX models and rlx graph JSON files on the CPU, NVIDIA GPUs "
+               "(CUDA) and any GPU (Vulkan, WebGPU), and generates text with GGUF or Hugging Face Llama-family "
+               "models (Llama, Mistral, Qwen2, Qwen3).",
+               "rlx"};
   app.set_version_flag("-V,--version", std::string("rlx ") + rlx::cli::kVersion);
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
+      "  rlx run model.onnx --input x=x.npy --device cuda\n"
+      "  rlx generate model.gguf --prompt \"Once upon a time\" -n 64\n"
       "  rlx export-demo demo.json\n"
       "  rlx inspect demo.json\n"
       "  rlx run demo.json --random-inputs --repeat 20\n"
@@ -67,6 +72,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say that a subcommand is required
+    std::string names;
+    bool known = false;
+    for (const auto& c : commands) {
+      known = known || c.app->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + c.app->get_name();
+    }
+    if (!known) {
+      std::cerr << "rlx: unknown command '" << argv[1] << "' (commands: " << names << ")\nRun 'rlx --help' for usage.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,7 +7,7 @@
 // kinds whose formula calls only exp / tanh evaluate it on vector lanes with vec::exp / vec::tanh
 // (vec_math.h: at most 2 / 3 ulp from the libm functions); f16 / bf16 widen to f32 chunks for it.
 // Integer Neg/Abs wrap (Abs(INT_MIN) = INT_MIN, two's complement); on unsigned dtypes Neg is
-// the modular negation and Abs/Relu are the identity. Not works on bool.
+// the modular negation and Abs/Relu are the identity. Not is logical on bool, bitwise on integers.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -23,7 +23,7 @@ namespace {
 
 template <ActKind K, DType D>
 constexpr bool act_supported() {
-  if constexpr (K == ActKind::Not) return D == DType::Bool;
+  if constexpr (K == ActKind::Not) return D == DType::Bool || is_int_dtype(D);
   else if constexpr (K == ActKind::Neg || K == ActKind::Abs || K == ActKind::Relu || K == ActKind::Sign)
     return D != DType::Bool;
   else return is_float_dtype(D);
@@ -40,7 +40,8 @@ struct ActFn {
   using T = storage_t<D>;
   T operator()(T x) const {
     if constexpr (K == ActKind::Not) {
-      return x ? 0 : 1;
+      if constexpr (D == DType::Bool) return x ? 0 : 1;
+      else return static_cast<T>(~x);  // bitwise on integers
     } else if constexpr (is_float_dtype(D)) {
       return store<T>(float_act<K, compute_t<T>>(load(x)));
     } else if constexpr (K == ActKind::Neg) {

@@ -56,7 +56,10 @@ inline C float_mod(C a, C b) {  // floored
 
 template <BinaryKind K, DType D>
 constexpr bool binary_supported() {
-  if constexpr (K == BinaryKind::And || K == BinaryKind::Or || K == BinaryKind::Xor) return D == DType::Bool;
+  if constexpr (K == BinaryKind::And || K == BinaryKind::Or || K == BinaryKind::Xor)
+    return D == DType::Bool || is_int_dtype(D);
+  else if constexpr (K == BinaryKind::Shl || K == BinaryKind::Shr)
+    return is_int_dtype(D) && std::is_unsigned_v<storage_t<D>>;
   else if constexpr (K == BinaryKind::Max || K == BinaryKind::Min) return true;
   else return D != DType::Bool;
 }
@@ -85,7 +88,13 @@ struct BinFn {
       else r = std::fmod(a, b);  // FMod
       return store<T>(r);
     } else {  // integers; zero divisors were rejected before the loop
-      if constexpr (K == BinaryKind::Add) return wrap_add(x, y);
+      [[maybe_unused]] constexpr T kBits = static_cast<T>(8 * sizeof(T));
+      if constexpr (K == BinaryKind::And) return static_cast<T>(x & y);
+      else if constexpr (K == BinaryKind::Or) return static_cast<T>(x | y);
+      else if constexpr (K == BinaryKind::Xor) return static_cast<T>(x ^ y);
+      else if constexpr (K == BinaryKind::Shl) return y >= kBits ? T(0) : static_cast<T>(x << y);
+      else if constexpr (K == BinaryKind::Shr) return y >= kBits ? T(0) : static_cast<T>(x >> y);
+      else if constexpr (K == BinaryKind::Add) return wrap_add(x, y);
       else if constexpr (K == BinaryKind::Sub) return wrap_sub(x, y);
       else if constexpr (K == BinaryKind::Mul) return wrap_mul(x, y);
       else if constexpr (K == BinaryKind::Max) return x > y ? x : y;
@@ -154,6 +163,8 @@ void with_binary_fn(BinaryKind k, DType t, Body&& body) {
       case BinaryKind::And: return go.template operator()<BinaryKind::And>();
       case BinaryKind::Or: return go.template operator()<BinaryKind::Or>();
       case BinaryKind::Xor: return go.template operator()<BinaryKind::Xor>();
+      case BinaryKind::Shl: return go.template operator()<BinaryKind::Shl>();
+      case BinaryKind::Shr: return go.template operator()<BinaryKind::Shr>();
     }
     throw Error("binary: corrupt kind value " + std::to_string(static_cast<int>(k)));
   });

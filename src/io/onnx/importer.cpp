@@ -913,8 +913,8 @@ void Importer::import_node(const onnx::NodeProto& node) {
     outs = conv->second(ctx);
     ctx.check_consumed();
     if (outs.size() > static_cast<size_t>(node.output_size()))
-      throw Error("converter produced " + std::to_string(outs.size()) + " outputs for " +
-                  std::to_string(node.output_size()));
+      throw Error("it gives " + std::to_string(outs.size()) + " outputs, but the node names " +
+                  std::to_string(node.output_size()) + " (a malformed node or subgraph: check the exporter's output)");
     if (all_known && !kNeverFold.count(node.op_type())) {
       std::vector<Value> need;
       for (const auto& o : outs)

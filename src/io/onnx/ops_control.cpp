@@ -78,9 +78,24 @@ V if_op(const NodeCtx& c) {
   const auto& then_b = body_attr(c, "then_branch");
   const auto& else_b = body_attr(c, "else_branch");
   Importer& im = c.importer();
-  bool cond = false;
-  if (known_or_given_bool(c.in(0), cond)) return im.inline_body(cond ? then_b : else_b, {}, c.where());
-  // Run-time condition: both branches become subgraphs reading the same captured values.
+  if (c.shape(0).dtype != DType::Bool)
+    c.fail(std::string("the condition must be a bool tensor (ONNX If), got ") + dtype_name(c.shape(0).dtype) +
+           "; compare it or Cast it to bool first");
+  // Both branches are checked whether or not the condition picks one now: a model whose other
+  // branch is malformed is refused on every input, as `rlx check` refuses it.
+  for (const auto* b : {&then_b, &else_b}) {
+    const char* which = b == &then_b ? "then_branch" : "else_branch";
+    if (b->input_size() != 0) c.fail(std::string(which) + " declares inputs; If branches take none");
+    if (b->output_size() != c.node().output_size())
+      c.fail(std::string(which) + " has " + std::to_string(b->output_size()) + " outputs, the If node " +
+             std::to_string(c.node().output_size()));
+  }
+  for (int i = 0; i < then_b.output_size(); ++i) {
+    const int32_t te = then_b.output(i).type().tensor_type().elem_type(), ee = else_b.output(i).type().tensor_type().elem_type();
+    if (te != 0 && ee != 0 && te != ee)
+      c.fail("output " + std::to_string(i) + " has element type " + std::to_string(te) + " in then_branch and " +
+             std::to_string(ee) + " in else_branch; both branches must give the same types");
+  }
   std::vector<std::string> caps;
   std::set<std::string> seen;
   for (const auto* b : {&then_b, &else_b})
@@ -90,6 +105,9 @@ V if_op(const NodeCtx& c) {
       if (v->konst || v->dims) continue;  // known values are embedded in the branch
       if (seen.insert(name).second) caps.push_back(name);
     }
+  bool cond = false;
+  if (known_or_given_bool(c.in(0), cond)) return im.inline_body(cond ? then_b : else_b, {}, c.where());
+  // Run-time condition: both branches become subgraphs reading the same captured values.
   auto build = [&](const onnx::GraphProto& body, const char* which) {
     try {
       return im.build_subgraph(body, {}, caps, c.where() + " " + which);
@@ -301,6 +319,11 @@ V scan(const NodeCtx& c) {
   const auto out_dirs = c.ints("scan_output_directions", std::vector<int64_t>(k, 0));
   if (in_axes.size() != m || in_dirs.size() != m || out_axes.size() != k || out_dirs.size() != k)
     c.fail("scan axes/directions must have one entry per scan input/output");
+  for (const auto* dirs : {&in_dirs, &out_dirs})
+    for (int64_t d : *dirs)
+      if (d != 0 && d != 1)
+        c.fail(std::string(dirs == &in_dirs ? "scan_input_directions" : "scan_output_directions") + " holds " +
+               std::to_string(d) + "; a direction is 0 (forward) or 1 (reverse)");
   int64_t len = -1;
   std::vector<int64_t> axes(m);
   for (size_t j = 0; j < m; ++j) {

@@ -29,10 +29,37 @@ Converter mod() {
   };
 }
 
-Converter logic(BinaryKind k) {
-  return [k](const NodeCtx& c) -> V {
+// And / Or / Xor / Not take bool (logical); BitwiseAnd / Or / Xor / Not integers: the same IR
+// kinds, told apart by the operands' dtype, which the ONNX type constraints fix.
+void require_operand_kind(const NodeCtx& c, bool bitwise) {
+  const DType t = c.shape(0).dtype;
+  if (bitwise && !is_int(t)) c.fail(std::string("takes integer inputs, got ") + dtype_name(t));
+  if (!bitwise && t != DType::Bool)
+    c.fail(std::string("takes bool inputs, got ") + dtype_name(t) + " (the Bitwise* ops take integers)");
+}
+
+Converter logic(BinaryKind k, bool bitwise) {
+  return [k, bitwise](const NodeCtx& c) -> V {
     c.allow_only({});
+    require_operand_kind(c, bitwise);
     return {c.out(c.g().binary(k, c.value(0), c.value(1)))};
+  };
+}
+
+Converter negation(bool bitwise) {
+  return [bitwise](const NodeCtx& c) -> V {
+    c.allow_only({});
+    require_operand_kind(c, bitwise);
+    return {c.out(c.g().act(ActKind::Not, c.value(0)))};
+  };
+}
+
+Converter bit_shift() {
+  return [](const NodeCtx& c) -> V {
+    c.allow_only({"direction"});
+    const std::string dir = c.s("direction", "");
+    if (dir != "LEFT" && dir != "RIGHT") c.fail("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"" + dir + "\"");
+    return {c.out(c.g().binary(dir == "LEFT" ? BinaryKind::Shl : BinaryKind::Shr, c.value(0), c.value(1)))};
   };
 }
 
@@ -170,9 +197,14 @@ void register_elementwise(ConverterTable& t) {
   t["Div"] = binary(BinaryKind::Div);
   t["Pow"] = binary(BinaryKind::Pow);
   t["Mod"] = mod();
-  t["And"] = logic(BinaryKind::And);
-  t["Or"] = logic(BinaryKind::Or);
-  t["Xor"] = logic(BinaryKind::Xor);
+  t["And"] = logic(BinaryKind::And, false);
+  t["Or"] = logic(BinaryKind::Or, false);
+  t["Xor"] = logic(BinaryKind::Xor, false);
+  t["BitwiseAnd"] = logic(BinaryKind::And, true);
+  t["BitwiseOr"] = logic(BinaryKind::Or, true);
+  t["BitwiseXor"] = logic(BinaryKind::Xor, true);
+  t["BitwiseNot"] = negation(true);
+  t["BitShift"] = bit_shift();
   t["Equal"] = compare(CompareKind::Eq);
   t["Less"] = compare(CompareKind::Lt);
   t["LessOrEqual"] = compare(CompareKind::Le);
@@ -204,7 +236,7 @@ void register_elementwise(ConverterTable& t) {
   t["Reciprocal"] = act(ActKind::Reciprocal);
   t["Sign"] = act(ActKind::Sign);
   t["Softplus"] = act(ActKind::Softplus);
-  t["Not"] = act(ActKind::Not);
+  t["Not"] = negation(false);
 
   t["Sinh"] = unary({}, [](const NodeCtx& c, Value x) {
     auto& g = c.g();
