@@ -328,7 +328,58 @@ V resize(const NodeCtx& c, bool upsample) {
 
 }  // namespace
 
+// AffineGrid (opset 20): [theta (N, 2, 3) | (N, 3, 4), size (4 | 5 ints: N, C, [D,] H, W),
+// known at import] -> grid (N, H, W, 2) | (N, D, H, W, 3): each output position's normalized
+// coordinates (x along W first, then y, then z; align_corners: -1 and 1 at the first and last
+// sample, else at the outer edges of the pixels) as (x, y, [z,] 1), times theta transposed.
+V affine_grid(const NodeCtx& c) {
+  c.allow_only({"align_corners"});
+  auto& g = c.g();
+  const Shape& th = c.shape(0);
+  const std::vector<int64_t> size = c.ints_input(1, "size");
+  const bool align = c.i("align_corners", 0) != 0;
+  if (size.size() != 4 && size.size() != 5) c.fail("size must hold 4 (2-d) or 5 (3-d) values, got " + std::to_string(size.size()));
+  const int64_t sp = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
+  if (th.rank() != 3 || th.dims[1] != Dim(sp) || th.dims[2] != Dim(sp + 1) || !is_float(th.dtype))
+    c.fail("theta must be a float (N, " + std::to_string(sp) + ", " + std::to_string(sp + 1) + ") tensor, got " + th.str());
+  if (th.dims[0] != Dim(size[0]) && th.dims[0].is_static())
+    c.fail("theta has " + th.dims[0].str() + " matrices, size says N = " + std::to_string(size[0]));
+  for (size_t i = 2; i < size.size(); ++i)
+    if (size[i] <= 0) c.fail("size[" + std::to_string(i) + "] = " + std::to_string(size[i]) + " must be positive");
+  // Spatial sizes fastest last: W, H, (D); coordinate j of a position runs along spatial dim sp - 1 - j.
+  std::vector<int64_t> spatial(size.begin() + 2, size.end());
+  int64_t positions = 1;
+  for (int64_t v : spatial) positions = checked_mul(positions, v, "AffineGrid positions");
+  auto coord = [&](int64_t i, int64_t n) {
+    if (align) return n == 1 ? 0.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1);
+    return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n) - 1.0;
+  };
+  std::vector<double> base(static_cast<size_t>(positions * (sp + 1)));
+  for (int64_t p = 0; p < positions; ++p) {
+    int64_t rest = p;
+    std::vector<int64_t> idx(static_cast<size_t>(sp));
+    for (int64_t d = sp - 1; d >= 0; --d) {
+      idx[static_cast<size_t>(d)] = rest % spatial[static_cast<size_t>(d)];
+      rest /= spatial[static_cast<size_t>(d)];
+    }
+    for (int64_t j = 0; j < sp; ++j) {
+      const auto d = static_cast<size_t>(sp - 1 - j);
+      base[static_cast<size_t>(p * (sp + 1) + j)] = coord(idx[d], spatial[d]);
+    }
+    base[static_cast<size_t>(p * (sp + 1) + sp)] = 1.0;
+  }
+  Tensor bt = Tensor::empty(DType::F64, {1, positions, sp + 1});
+  std::copy(base.begin(), base.end(), bt.data<double>());
+  const Value b = g.constant(bt.cast(th.dtype));
+  const Value grid = g.matmul(b, g.transpose(c.value(0), {0, 2, 1}));  // (N, positions, sp)
+  std::vector<Dim> out{th.dims[0]};
+  for (int64_t v : spatial) out.push_back(Dim(v));
+  out.push_back(Dim(sp));
+  return {c.out(g.reshape(grid, out))};
+}
+
 void register_resize(ConverterTable& t) {
+  t["AffineGrid"] = affine_grid;
   t["Resize"] = [](const NodeCtx& c) { return resize(c, false); };
   t["Upsample"] = [](const NodeCtx& c) { return resize(c, true); };
 }

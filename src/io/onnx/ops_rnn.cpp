@@ -1,10 +1,14 @@
-// ONNX sequence ops: RotaryEmbedding, and the recurrent RNN, GRU and LSTM as one IR Recurrent op
+// ONNX sequence ops: RotaryEmbedding, CausalConvWithState (a concat and a depthwise Conv),
+// LinearAttention (unrolled over its steps), and
+// the recurrent RNN, GRU and LSTM as one IR Recurrent op
 // each (the CPU runs it natively; backends without its kernel get it unrolled by the shared
 // legalize, passes/expand_recurrent.h).
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "io/onnx/importer.h"
+#include "rlx/limits.h"
 
 namespace rlx::onnx_io {
 namespace {
@@ -188,7 +192,144 @@ V rotary_embedding(const NodeCtx& c) {
 
 }  // namespace
 
+// CausalConvWithState (opset 27): a depthwise causal 1-d convolution that carries its last
+// K - 1 inputs as state, for streaming convolutional sequence models. [input (B, C, L),
+// weight (C, 1, K), bias (C)?, past_state (B, C, K - 1)? (zeros when omitted)] -> output
+// (B, C, L) = conv(concat(past_state, input), groups C) (+ SiLU with activation silu / swish),
+// present_state = the last K - 1 columns of that concatenation.
+V causal_conv_with_state(const NodeCtx& c) {
+  c.allow_only({"activation"});
+  auto& g = c.g();
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  if (x.rank() != 3) c.fail("input must be (batch, channels, length), got " + x.str());
+  if (w.rank() != 3 || !w.dims[2].is_static() || w.dims[1] != Dim(1) || w.dims[0] != x.dims[1])
+    c.fail("weight must be (channels, 1, kernel) with the input's " + x.dims[1].str() + " channels and a static kernel, got " +
+           w.str());
+  if (w.dtype != x.dtype) c.fail("weight and input dtypes differ: " + w.str() + ", " + x.str());
+  const std::string act = c.s("activation", "none");
+  if (act != "none" && act != "silu" && act != "swish")
+    c.fail("attribute 'activation' is '" + act + "'; the op defines none, silu and swish");
+  if (!x.dims[1].is_static()) c.fail("the channel count must be static, got " + x.str());
+  const int64_t k = w.dims[2].value, channels = x.dims[1].value;
+  const std::vector<Dim> state_dims{x.dims[0], x.dims[1], Dim(k - 1)};
+  Value past;
+  if (c.present(3)) {
+    const Shape& ps = c.shape(3);
+    if (ps.rank() != 3 || ps.dims[1] != x.dims[1] || ps.dims[2] != Dim(k - 1) || ps.dtype != x.dtype)
+      c.fail("past_state must be " + Shape(state_dims, x.dtype).str() + ", got " + ps.str());
+    past = c.value(3);
+  } else {
+    past = g.expand(c.scalar_like(0.0, x.dtype), state_dims);
+  }
+  const Value padded = g.concat({past, c.value(0)}, 2);
+  ops::Conv op{{1}, {0, 0}, {1}, channels};
+  std::vector<Value> ins{padded, c.value(1)};
+  if (c.present(2)) {
+    if (c.shape(2).rank() != 1 || c.shape(2).dims[0] != x.dims[1] || c.shape(2).dtype != x.dtype)
+      c.fail("bias must be (channels) of the input's dtype, got " + c.shape(2).str());
+    ins.push_back(c.value(2));
+  }
+  Value y = g.apply(op, ins);
+  if (act != "none") y = g.silu(y);
+  const Dim len = g.shape(padded).dims[2];
+  if (!len.is_static()) c.fail("the input length must be static for present_state, got " + x.str());
+  V outs{c.out(y)};
+  if (c.num_outputs() > 1) outs.push_back(c.out(g.narrow(padded, 2, len.value - (k - 1), k - 1)));
+  return outs;
+}
+
+// LinearAttention (opset 27): recurrent linear attention with a matrix state per KV head,
+// unrolled over the (static) sequence. [query (B, T, Hq*Dk), key (B, T, Hkv*Dk), value
+// (B, T, Hkv*Dv), past_state (B, Hkv, Dk, Dv)? (zeros), decay (B, T, Hkv*Dk | Hkv)? (log of the
+// per-step state decay), beta (B, T, Hkv | 1)?] -> output (B, T, Hq*Dv), present_state. Per step,
+// in f32: the gated rules first scale the state by exp(decay); "linear" / "gated" then add k v^T,
+// "delta" / "gated_delta" (the default) add k (beta (v - S^T k))^T; the output is
+// scale * q^T S (scale 1/sqrt(Dk) unless given), query head h reading KV head h / (Hq / Hkv).
+V linear_attention(const NodeCtx& c) {
+  c.allow_only({"q_num_heads", "kv_num_heads", "update_rule", "scale"});
+  auto& g = c.g();
+  const int64_t hq = c.i("q_num_heads", 0), hkv = c.i("kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv != 0)
+    c.fail("q_num_heads (" + std::to_string(hq) + ") and kv_num_heads (" + std::to_string(hkv) +
+           ") must be positive, q_num_heads a multiple of kv_num_heads");
+  const std::string rule = c.s("update_rule", "gated_delta");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    c.fail("attribute 'update_rule' is '" + rule + "'; the op defines linear, gated, delta and gated_delta");
+  const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gated != c.present(4)) c.fail("update_rule " + rule + (gated ? " needs the decay input" : " takes no decay input"));
+  if (delta != c.present(5)) c.fail("update_rule " + rule + (delta ? " needs the beta input" : " takes no beta input"));
+  const Shape &qs = c.shape(0), &ks = c.shape(1), &vs = c.shape(2);
+  for (const Shape* sh : {&qs, &ks, &vs})
+    if (sh->rank() != 3 || !sh->dims[1].is_static() || !sh->dims[2].is_static() || !is_float(sh->dtype) ||
+        sh->dtype != qs.dtype)
+      c.fail("query, key and value must be float (batch, seq, features) tensors of one dtype with static seq and "
+             "features, got " + qs.str() + ", " + ks.str() + ", " + vs.str());
+  const int64_t steps = qs.dims[1].value, dk = qs.dims[2].value / hq, dv = vs.dims[2].value / hkv;
+  if (qs.dims[2].value % hq != 0 || ks.dims[2] != Dim(hkv * dk) || vs.dims[2].value % hkv != 0 || ks.dims[1] != qs.dims[1] ||
+      vs.dims[1] != qs.dims[1])
+    c.fail("query " + qs.str() + " must hold " + std::to_string(hq) + " heads, key " + ks.str() + " and value " + vs.str() +
+           " " + std::to_string(hkv) + " heads of the query's head size, over the same steps");
+  if (steps > active_limits().max_unroll_steps)
+    c.fail(std::to_string(steps) + " steps exceed the unroll limit of " + std::to_string(active_limits().max_unroll_steps) +
+           " (Limits::max_unroll_steps)");
+  const Dim b = qs.dims[0];
+  const double scale = c.has("scale") ? c.f("scale", 0.0) : 1.0 / std::sqrt(static_cast<double>(dk));
+  const DType f32 = DType::F32;
+  // (B, T, H * d) -> (B, H, T, d) in f32.
+  auto heads = [&](Value x, int64_t h) {
+    const int64_t d = g.shape(x).dims[2].value / h;
+    return g.transpose(g.reshape(c.cast_to(x, f32), {b, Dim(steps), Dim(h), Dim(d)}), {0, 2, 1, 3});
+  };
+  const Value q4 = heads(c.value(0), hq), k4 = heads(c.value(1), hkv), v4 = heads(c.value(2), hkv);
+  std::optional<Value> decay4, beta4;
+  if (gated) {
+    const Dim last = c.shape(4).rank() == 3 ? c.shape(4).dims[2] : Dim(-1);
+    if (c.shape(4).rank() != 3 || (last != Dim(hkv * dk) && last != Dim(hkv)))
+      c.fail("decay must be (batch, seq, kv_num_heads * head_size | kv_num_heads), got " + c.shape(4).str());
+    decay4 = g.act(ActKind::Exp, heads(c.value(4), hkv));  // (B, Hkv, T, Dk | 1)
+  }
+  if (delta) {
+    const Dim last = c.shape(5).rank() == 3 ? c.shape(5).dims[2] : Dim(-1);
+    if (c.shape(5).rank() != 3 || (last != Dim(hkv) && last != Dim(1)))
+      c.fail("beta must be (batch, seq, kv_num_heads | 1), got " + c.shape(5).str());
+    beta4 = heads(c.value(5), last.value);  // (B, Hkv | 1, T, 1)
+  }
+  const std::vector<Dim> state_dims{b, Dim(hkv), Dim(dk), Dim(dv)};
+  Value st;
+  if (c.present(3)) {
+    if (c.shape(3).rank() != 4 || c.shape(3).dims[1] != Dim(hkv) || c.shape(3).dims[2] != Dim(dk) || c.shape(3).dims[3] != Dim(dv))
+      c.fail("past_state must be (batch, " + std::to_string(hkv) + ", " + std::to_string(dk) + ", " + std::to_string(dv) +
+             "), got " + c.shape(3).str());
+    st = c.cast_to(c.value(3), f32);
+  } else {
+    st = g.expand(c.scalar_like(0.0, f32), state_dims);
+  }
+  const int64_t group = hq / hkv;
+  std::vector<Value> outs;
+  for (int64_t t = 0; t < steps; ++t) {
+    const Value kt = g.narrow(k4, 2, t, 1), vt = g.narrow(v4, 2, t, 1);  // rows (B, Hkv, 1, d)
+    const Value kcol = g.transpose(kt, {0, 1, 3, 2});
+    if (gated) st = g.mul(st, g.transpose(g.narrow(*decay4, 2, t, 1), {0, 1, 3, 2}));
+    Value write = vt;
+    if (delta) write = g.mul(g.narrow(*beta4, 2, t, 1), g.sub(vt, g.matmul(kt, st)));
+    st = g.add(st, g.matmul(kcol, write));
+    Value read = st;
+    if (group > 1)
+      read = g.reshape(g.expand(g.reshape(st, {b, Dim(hkv), Dim(1), Dim(dk), Dim(dv)}), {b, Dim(hkv), Dim(group), Dim(dk), Dim(dv)}),
+                       {b, Dim(hq), Dim(dk), Dim(dv)});
+    outs.push_back(g.matmul(g.narrow(q4, 2, t, 1), read));  // (B, Hq, 1, Dv)
+  }
+  Value o = g.mul(steps == 1 ? outs[0] : g.concat(outs, 2), c.scalar_like(scale, f32));
+  o = g.reshape(g.transpose(o, {0, 2, 1, 3}), {b, Dim(steps), Dim(hq * dv)});
+  V res{c.out(c.cast_to(o, qs.dtype))};
+  if (c.num_outputs() > 1) res.push_back(c.out(c.cast_to(st, c.present(3) ? c.shape(3).dtype : qs.dtype)));
+  return res;
+}
+
 void register_rnn(ConverterTable& t) {
+  t["LinearAttention"] = linear_attention;
+  t["CausalConvWithState"] = causal_conv_with_state;
   t["RNN"] = [](const NodeCtx& c) { return recurrent(c, {RnnCell::Rnn, 1}); };
   t["GRU"] = [](const NodeCtx& c) { return recurrent(c, {RnnCell::Gru, 3}); };
   t["LSTM"] = [](const NodeCtx& c) { return recurrent(c, {RnnCell::Lstm, 4}); };
