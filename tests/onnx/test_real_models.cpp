@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "rlx/onnx.h"
@@ -120,6 +121,26 @@ TEST(RealModelSet, EveryExportIsThere) {
       const std::string c = std::string("test_") + m + "_" + e;
       EXPECT_NE(std::find(names.begin(), names.end(), c), names.end()) << c << " is missing from " << models_dir();
     }
+}
+
+// `rlx run MODEL --random-inputs` just works on every export: a picked sequence length past the
+// model's position table is halved until it runs (said), integer inputs hold valid ids.
+TEST(RealModelSet, RandomInputsRunEveryExport) {
+  for (const std::string& name : case_names()) {
+    SCOPED_TRACE(name);
+    const std::string cmd = "'" + rlx::testing::cli_path() + "' run '" + (models_dir() / name / "model.onnx").string() +
+                            "' --random-inputs --threads 1 --repeat 1 2>&1";
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+      EXPECT_EQ(::pclose(p), 0) << out;
+    }
+    EXPECT_NE(out.find("latency"), std::string::npos) << out;
+    if (name.rfind("test_bert", 0) == 0) {
+      EXPECT_NE(out.find("trying 'batch=1', 'seq=64'"), std::string::npos) << out;
+    }
+  }
 }
 
 }  // namespace

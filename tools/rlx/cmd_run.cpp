@@ -214,42 +214,52 @@ int run_run(const RunOptions& o) {
     throw Error("missing inputs " + quoted_list(missing) +
                 "; pass --input NAME=FILE.npy for each, or --random-inputs to generate them");
   std::vector<std::string> picked;  // dims --random-inputs chose
-  for (const auto& name : missing) {
-    const Shape& s = by_name[name]->shape;
-    if (!by_name[name]->has_shape)
-      throw Error("cannot generate input '" + shown(name) + "': the model declares no shape for it; give it with "
-                  "--input " + shown(name) + "=FILE.npy");
-    std::vector<int64_t> concrete;
-    for (const Dim& d : s.dims) {
-      if (d.is_static()) {
-        concrete.push_back(d.value);
-        continue;
+  const size_t given_feeds = feeds.size();
+  auto generate_missing = [&] {
+    feeds.resize(given_feeds);
+    for (const auto& name : missing) {
+      const Shape& s = by_name[name]->shape;
+      if (!by_name[name]->has_shape)
+        throw Error("cannot generate input '" + shown(name) + "': the model declares no shape for it; give it with "
+                    "--input " + shown(name) + "=FILE.npy");
+      std::vector<int64_t> concrete;
+      for (const Dim& d : s.dims) {
+        if (d.is_static()) {
+          concrete.push_back(d.value);
+          continue;
+        }
+        auto it = dims.find(d.sym);
+        if (it == dims.end()) {
+          // A dim no --dim and no given input binds: a sensible size by its name (said below).
+          it = dims.emplace(d.sym, random_dim_size(d.sym, concrete.size())).first;
+          picked.push_back(d.sym);
+        }
+        concrete.push_back(it->second);
       }
-      auto it = dims.find(d.sym);
-      if (it == dims.end()) {
-        // A dim no --dim and no given input binds: a sensible size by its name (said below).
-        it = dims.emplace(d.sym, random_dim_size(d.sym, concrete.size())).first;
-        picked.push_back(d.sym + "=" + std::to_string(it->second));
+      // The size policy first (a --dim of 1e11 must not become an anonymous allocation failure).
+      const std::string what = "input '" + shown(name) + "' " + dtype_name(s.dtype) + dims_str(concrete) +
+                               " (from " + s.str() + " and --dim)";
+      const int64_t bytes = checked_nbytes(concrete, s.dtype, what);
+      try {
+        // Integer inputs (token ids, type ids, masks, indices) hold 0 and 1: valid for any table of 2+ rows.
+        const bool ints = is_int(s.dtype);
+        Tensor t = models::init_tensor(ints ? DType::Bool : s.dtype, concrete, models::InitKind::Normal, 1.0,
+                                       models::name_seed(o.seed, "input:" + name));
+        feeds.emplace_back(name, ints ? t.cast(s.dtype) : std::move(t));
+      } catch (const std::bad_alloc&) {
+        throw Error("out of memory generating " + what + ": " + format_bytes(bytes, true) + "; use smaller --dim values");
       }
-      concrete.push_back(it->second);
+      source[name] = "random";
     }
-    // The size policy first (a --dim of 1e11 must not become an anonymous allocation failure).
-    const std::string what = "input '" + shown(name) + "' " + dtype_name(s.dtype) + dims_str(concrete) +
-                             " (from " + s.str() + " and --dim)";
-    const int64_t bytes = checked_nbytes(concrete, s.dtype, what);
-    try {
-      feeds.emplace_back(name, models::init_tensor(s.dtype, concrete, models::InitKind::Normal, 1.0,
-                                                   models::name_seed(o.seed, "input:" + name)));
-    } catch (const std::bad_alloc&) {
-      throw Error("out of memory generating " + what + ": " + format_bytes(bytes, true) + "; use smaller --dim values");
-    }
-    source[name] = "random";
-  }
-  if (!picked.empty()) {
+  };
+  generate_missing();
+  auto picked_list = [&] {
     std::string list;
-    for (const auto& p : picked) list += (list.empty() ? "'" : ", '") + shown(p) + "'";
-    std::cerr << "rlx run: --random-inputs picked " << list << " for the dynamic dims (set them with --dim NAME=N)\n";
-  }
+    for (const auto& p : picked) list += (list.empty() ? "'" : ", '") + shown(p) + "=" + std::to_string(dims.at(p)) + "'";
+    return list;
+  };
+  if (!picked.empty())
+    std::cerr << "rlx run: --random-inputs picked " << picked_list() << " for the dynamic dims (set them with --dim NAME=N)\n";
 
   // The output folder before the (possibly long) compile and runs, so a bad path fails at once.
   if (!o.save_dir.empty()) {
@@ -276,7 +286,23 @@ int run_run(const RunOptions& o) {
                     (is_float(t.dtype()) ? std::to_string(t.to_f64()[0]) : std::to_string(t.to_i64()[0]));
     std::cerr << "importing for input shapes " << shapes << (values.empty() ? "" : " (If branches chosen by " + values + ")")
               << " and compiling for " << o.device << "...\n";
-    cgp = &model->compiled(feeds);
+    // A picked sequence-like length the model cannot take (e.g. past its position table): halved
+    // down to 8 before giving up, each retry said.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        cgp = &model->compiled(feeds);
+        break;
+      } catch (const Error& e) {
+        bool shrunk = false;
+        const std::string before = picked_list();
+        for (const auto& sym : picked)
+          if (random_dim_size(sym, 1) == 128 && dims.at(sym) > 8) dims.at(sym) /= 2, shrunk = true;
+        if (!shrunk || attempt >= 4) throw;
+        std::cerr << "rlx run: the model does not run with the picked " << before << " (" << shown(e.what()).substr(0, 200)
+                  << "...); trying " << picked_list() << "\n";
+        generate_missing();
+      }
+    }
   } else {
     std::cerr << "compiling " << json_graph.size() << " nodes for " << o.device << "...\n";
     json_cg.emplace(Session(device_from_name(o.device)).compile(json_graph, copts));
@@ -392,7 +418,7 @@ Command add_run_command(CLI::App& parent) {
   sub->add_flag("--random-inputs", o->random_inputs,
                 "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "
                 "values for params without weights; dynamic dims nothing binds get a size by their name "
-                "(batch 1, height/width 224, sequence-like 128; printed)");
+                "(batch 1, height/width 224, sequence-like 128, halved while the model refuses it; integer inputs 0/1; printed)");
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->check(unsigned_64_validator())->capture_default_str();
   sub->add_option("--dim,-d", o->dims,
                   "Value of a symbolic dim NAME=VALUE (repeatable). Not needed for dims the --input files give (an "
