@@ -57,15 +57,8 @@ std::string write_lm(const TinyLm& m) {
   const auto vocab = static_cast<int64_t>(tokens.size());
   for (int64_t i = 0; i < m.extra_tokens; ++i) tokens.push_back("x" + std::to_string(i));
   GgufWriter w;
-  w.add("general.architecture", GgufValue::string(m.arch));
-  const std::string a = m.arch + ".";
-  w.add(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
-  w.add(a + "context_length", GgufValue::u32(128));
-  w.add(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
-  w.add(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
-  w.add(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
-  w.add(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
-  w.add(a + "rope.freq_base", GgufValue::f32(1000.0f));
+  const std::string a =
+      rlx::testing::add_llama_metadata(w, {m.arch, m.layers, 128, m.hidden, m.ffn, m.heads, m.kv_heads, 1000.0f});
   if (m.arch == "qwen3") w.add(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(m.head_dim())));
   if (m.bpe) {
     // <|begin_of_text|> <|eot_id|> ! Ġ a..z Ġa..Ġj (40 tokens), merges "Ġ a" .. "Ġ j".

@@ -75,15 +75,7 @@ void add(GgufWriter& w, const Tiny& m, const std::string& name, const Tensor& t0
 
 std::string write_tiny(const Tiny& m) {
   GgufWriter w;
-  w.add("general.architecture", GgufValue::string(m.arch));
-  const std::string a = m.arch + ".";
-  w.add(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
-  w.add(a + "context_length", GgufValue::u32(256));
-  w.add(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
-  w.add(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.ffn)));
-  w.add(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
-  w.add(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
-  w.add(a + "rope.freq_base", GgufValue::f32(500.0f));
+  const std::string a = add_llama_metadata(w, {m.arch, m.layers, 256, m.hidden, m.ffn, m.heads, m.kv_heads, 500.0f});
   w.add(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
   if (m.rope_linear > 0) {
     w.add(a + "rope.scaling.type", GgufValue::string("linear"));

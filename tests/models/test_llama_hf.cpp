@@ -564,24 +564,25 @@ TEST(LlamaHf, ConfigErrorsNameTheKey) {
   expect_config_error([](C& c) { c["hidden_act"] = "\"gelu\""; }, "key 'hidden_act'");
   // attention_bias: the biases are then part of the model, and these weights have none.
   expect_config_error([](C& c) { c["attention_bias"] = "true"; }, "tensor 'model.layers.0.self_attn.q_proj.bias' is missing");
+  auto as = [](C& c, const char* type, const char* arch) {
+    c["model_type"] = std::string("\"") + type + "\"";
+    c["architectures"] = std::string("[\"") + arch + "\"]";
+  };
   expect_config_error(
-      [](C& c) {
-        c["model_type"] = "\"mistral\"";
-        c["architectures"] = "[\"MistralForCausalLM\"]";
+      [&](C& c) {
+        as(c, "mistral", "MistralForCausalLM");
         c["attention_bias"] = "true";
       },
       "Mistral has no attention biases");
   expect_config_error(
-      [](C& c) {
-        c["model_type"] = "\"qwen2\"";
-        c["architectures"] = "[\"Qwen2ForCausalLM\"]";
+      [&](C& c) {
+        as(c, "qwen2", "Qwen2ForCausalLM");
         c["layer_types"] = "[\"full_attention\"]";
       },
       "key 'layer_types' must list one attention type per layer (2)");
   expect_config_error(
-      [](C& c) {
-        c["model_type"] = "\"qwen2\"";
-        c["architectures"] = "[\"Qwen2ForCausalLM\"]";
+      [&](C& c) {
+        as(c, "qwen2", "Qwen2ForCausalLM");
         c["layer_types"] = "[\"full_attention\", \"chunked_attention\"]";
       },
       "\"chunked_attention\"");

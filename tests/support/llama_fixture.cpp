@@ -14,6 +14,20 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, float scale, float mean)
   return Tensor::f32(std::move(shape), v);
 }
 
+std::string add_llama_metadata(GgufWriter& w, const GgufLlamaDims& d) {
+  const std::string a = d.arch + ".";
+  auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  w.add("general.architecture", GgufValue::string(d.arch));
+  w.add(a + "block_count", u32(d.layers));
+  w.add(a + "context_length", u32(d.context));
+  w.add(a + "embedding_length", u32(d.hidden));
+  w.add(a + "feed_forward_length", u32(d.ffn));
+  w.add(a + "attention.head_count", u32(d.heads));
+  w.add(a + "attention.head_count_kv", u32(d.kv_heads));
+  w.add(a + "rope.freq_base", GgufValue::f32(d.rope_theta));
+  return a;
+}
+
 LlamaReference::LlamaReference(const GgufFile& f, const models::GgufLlamaOptions& options)
     : model(models::build_llama_from_gguf(f, options)), cg(Session(Device::Cpu).compile(model.graph)) {
   for (const auto& [n, t] : model.params) cg.set_param(n, t);
