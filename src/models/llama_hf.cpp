@@ -182,7 +182,8 @@ void read_rope(ConfigReader& r, HfLlamaConfig& c) {
 void read_qwen_sliding(ConfigReader& r, HfLlamaConfig& c) {
   const bool use = r.opt_bool("use_sliding_window", false);
   const json* window = r.find("sliding_window");
-  const int64_t max_window_layers = r.find("max_window_layers") ? r.pos_int("max_window_layers", *r.find("max_window_layers")) : 0;
+  const json* layers = r.find("max_window_layers");
+  const int64_t max_window_layers = layers ? r.pos_int("max_window_layers", *layers) : 0;
   const int64_t w = window ? r.pos_int("sliding_window", *window) : 0;
   bool slides = use && w > 0 && max_window_layers < c.layers;
   if (const json* types = r.find("layer_types")) {

@@ -30,12 +30,17 @@ void apply_knobs(CompileOptions& options, const std::vector<std::string>& specs)
   }
 }
 
+namespace {
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace
+
 CLI::Validator unsigned_64_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
         // 20 digits at most, and not above 18446744073709551615 (same-length strings compare as numbers)
-        if (!digits || s.size() > 20 || (s.size() == 20 && s > "18446744073709551615"))
+        if (!all_digits(s) || s.size() > 20 || (s.size() == 20 && s > "18446744073709551615"))
           return "'" + s + "' is not an integer in 0..18446744073709551615";
         return {};
       },
@@ -43,8 +48,7 @@ CLI::Validator unsigned_64_validator() {
 }
 
 int64_t parse_count(const std::string& s, const std::string& what) {
-  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    throw UsageError(what + " expects a non-negative integer, got '" + shown(s) + "'");
+  if (!all_digits(s)) throw UsageError(what + " expects a non-negative integer, got '" + shown(s) + "'");
   if (s.size() > 18)
     throw UsageError(what + ": " + shown(s) + " is too large (at most 18 digits; sizes are also capped by "
                      "the size policy, rlx::Limits)");

@@ -127,16 +127,34 @@ Tensor load_input(const std::string& name, const std::string& file, DType want) 
   return out;
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_batch_like(const std::string& sym) {
+  const std::string n = lower(sym);
+  return n.find("batch") != std::string::npos || n == "n" || n == "b" || n == "bs";
+}
+
+// A sequence-like name (seq, len, token, time, frame, step, position), batch names excluded.
+bool is_sequence_like(const std::string& sym) {
+  if (is_batch_like(sym)) return false;
+  const std::string n = lower(sym);
+  for (const char* w : {"height", "width"})
+    if (n.find(w) != std::string::npos) return false;
+  for (const char* w : {"seq", "len", "token", "time", "frame", "step", "position"})
+    if (n.find(w) != std::string::npos) return true;
+  return false;
+}
+
 // The size --random-inputs gives a dynamic dim nothing binds, by its name: batches 1, image
 // sides 224, sequence-like dims 128, anything else 1 on the first axis and 16 elsewhere.
 int64_t random_dim_size(const std::string& sym, size_t axis) {
-  std::string n = sym;
-  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto has = [&](const char* w) { return n.find(w) != std::string::npos; };
-  if (has("batch") || n == "n" || n == "b" || n == "bs") return 1;
-  if (has("height") || has("width") || n == "h" || n == "w") return 224;
-  if (has("seq") || has("len") || has("token") || has("time") || has("frame") || has("step") || has("position"))
-    return 128;
+  const std::string n = lower(sym);
+  if (is_batch_like(sym)) return 1;
+  if (n.find("height") != std::string::npos || n.find("width") != std::string::npos || n == "h" || n == "w") return 224;
+  if (is_sequence_like(sym)) return 128;
   return axis == 0 ? 1 : 16;
 }
 
@@ -296,10 +314,11 @@ int run_run(const RunOptions& o) {
         bool shrunk = false;
         const std::string before = picked_list();
         for (const auto& sym : picked)
-          if (random_dim_size(sym, 1) == 128 && dims.at(sym) > 8) dims.at(sym) /= 2, shrunk = true;
+          if (is_sequence_like(sym) && dims.at(sym) > 8) dims.at(sym) /= 2, shrunk = true;
         if (!shrunk || attempt >= 4) throw;
-        std::cerr << "rlx run: the model does not run with the picked " << before << " (" << shown(e.what()).substr(0, 200)
-                  << "...); trying " << picked_list() << "\n";
+        const std::string why = shown(e.what());
+        std::cerr << "rlx run: the model does not run with the picked " << before << " ("
+                  << (why.size() > 200 ? why.substr(0, 200) + "..." : why) << "); trying " << picked_list() << "\n";
         generate_missing();
       }
     }
@@ -416,9 +435,9 @@ Command add_run_command(CLI::App& parent) {
   sub->add_option("graph", o->path, "Graph JSON or .onnx file")->required();
   sub->add_option("--input,-i", o->inputs, "Input tensor NAME=FILE.npy (repeatable)");
   sub->add_flag("--random-inputs", o->random_inputs,
-                "Generate every input not given (floats normal(0,1), ints in [0,8), bools 0/1) and random "
+                "Generate every input not given (floats normal(0,1), ints and bools 0/1) and random "
                 "values for params without weights; dynamic dims nothing binds get a size by their name "
-                "(batch 1, height/width 224, sequence-like 128, halved while the model refuses it; integer inputs 0/1; printed)");
+                "(batch 1, height/width 224, sequence-like 128, halved while the model refuses it; printed)");
   sub->add_option("--seed", o->seed, "Seed for --random-inputs")->check(unsigned_64_validator())->capture_default_str();
   sub->add_option("--dim,-d", o->dims,
                   "Value of a symbolic dim NAME=VALUE (repeatable). Not needed for dims the --input files give (an "
