@@ -20,6 +20,8 @@
 //                                 0: none, e.g. with --trace only)
 //                  [--chunk 64]  (GeneratorOptions::prefill_chunk)
 //                  [--activations f32|bf16|f16]  (GeneratorOptions::activations; default f32)
+//                  [--batch B]  (GeneratorOptions::batch: B prompts decoded together by generate_batch,
+//                                each its own rotation of the prompt; tokens/s are summed over the batch)
 //                  [--trace out.json]  (greedy ids of the first thread count and cache size, with the
 //                                       top-8 logits of each step: {"tokens": [...], "top": [[[id, logit], ...], ...]})
 //                  [--follow-ids 7,3,...]  (with --trace: feed these ids back instead of the argmax, teacher
@@ -101,6 +103,46 @@ double decode_weight_bytes(const rlx::GgufFile& f, bool tied, const rlx::models:
   return bytes;
 }
 
+// --batch: B rotations of the prompt decoded together; prints the table row with tokens/s summed
+// over the batch and a BENCH_GENERATE line with batch=B.
+void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const std::vector<int32_t>& prompt, int64_t n,
+                 int64_t repeat) {
+  const auto a = std::chrono::steady_clock::now();
+  rlx::Generator gen(f, go);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t b = 0; b < go.batch; ++b) {
+    std::vector<int32_t> p = prompt;
+    std::rotate(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(b) % p.size()), p.end());
+    prompts.push_back(p);
+  }
+  rlx::GenerateOptions o;
+  o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
+  o.stop_at_end_of_generation = false;
+  if (repeat > 0) gen.generate_batch(prompts, o);
+  o.max_new_tokens = n;
+  std::vector<double> prompt_tps, decode_tps;
+  int64_t steps = 0;
+  for (int64_t rep = 0; rep < repeat; ++rep) {
+    const std::vector<rlx::GenerateResult> r = gen.generate_batch(prompts, o);
+    int64_t fed = 0;
+    for (const rlx::GenerateResult& x : r) fed += x.decode_steps;
+    steps = r[0].decode_steps;
+    prompt_tps.push_back(static_cast<double>(prompt.size() * prompts.size()) / r[0].prefill_seconds);
+    decode_tps.push_back(r[0].decode_seconds > 0 ? static_cast<double>(fed) / r[0].decode_seconds : 0.0);
+  }
+  if (repeat == 0) return;
+  const double ptps = median(prompt_tps), dtps = median(decode_tps);
+  std::printf("| %d (batch %lld) | %lld | %.2f | %.1f | %.2f | %.2f a step | %zu |\n", go.num_threads,
+              static_cast<long long>(go.batch), static_cast<long long>(go.max_ctx), load_s, ptps, dtps,
+              1000.0 * static_cast<double>(go.batch) / dtps, gen.compile_count());
+  std::printf("BENCH_GENERATE threads=%d ctx=%lld batch=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld "
+              "decode_tps=%.3f\n",
+              go.num_threads, static_cast<long long>(go.max_ctx), static_cast<long long>(go.batch),
+              prompt.size() * prompts.size(), ptps, static_cast<long long>(steps), dtps);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,7 +150,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   rlx::Device device = rlx::Device::Cpu;
   double peak_gbps = 0;
-  int64_t tokenize_bytes = 0, repeat = 1, chunk = 64;
+  int64_t tokenize_bytes = 0, repeat = 1, chunk = 64, batch = 1;
   rlx::DType activations = rlx::DType::F32;
   std::vector<int64_t> prompt_ids, follow_ids;
   int64_t layers = 12, hidden = 768, ffn = 2048, vocab = 32000, heads = 12, kv_heads = 4, prompt_len = 64, n = 64;
@@ -140,6 +182,7 @@ int main(int argc, char** argv) {
     else if (a == "--activations") activations = rlx::dtype_from_name(v);
     else if (a == "--trace") trace = v;
     else if (a == "--follow-ids") follow_ids = parse_list(v);
+    else if (a == "--batch") batch = std::max<int64_t>(1, std::atoll(v));
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -273,6 +316,12 @@ int main(int argc, char** argv) {
     bool traced = false;
     for (int64_t ctx : ctxs)
       for (int64_t th : threads) {
+        if (batch > 1) {
+          bench_batch(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
+                          .activations = activations, .batch = batch},
+                      prompt, n, repeat);
+          continue;
+        }
         const auto a = std::chrono::steady_clock::now();
         rlx::Generator gen(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
                            .activations = activations});

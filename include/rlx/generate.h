@@ -18,7 +18,9 @@
 // length gets one compiled variant per length used: prompts are fed in chunks of
 // `prefill_chunk` tokens and the remainder in power-of-two pieces, so prefill and decode use at
 // most log2(prefill_chunk) + 1 lengths whatever the prompt, and decode (length 1) never
-// compiles again. The caches are carried between runs with CompiledGraph::bind_state.
+// compiles again. The caches are carried between runs with CompiledGraph::bind_state. With
+// GeneratorOptions::batch = B the graph runs B sequences at their own positions ((B, S) tokens
+// and positions, (B, max_ctx, Hkv, D) caches): generate_batch.
 // Sampling (repetition penalty, temperature, top-k, top-p, seeded) runs on the host over the
 // logits row.
 #include <chrono>
@@ -66,6 +68,10 @@ struct GeneratorOptions {
   // precision for 16-bit models; half the cache bytes, and the GPU backends' 16-bit GEMV and
   // attention kernels). Logits come back as f32 either way. models::GgufLlamaOptions::activations.
   DType activations = DType::F32;
+  // Sequences decoded together (generate_batch): the caches hold `batch` sequences of max_ctx
+  // rows each, and every run computes all of them (one weight read serves them all). 1: the
+  // single-sequence API below.
+  int64_t batch = 1;
 };
 
 struct GenerateOptions {
@@ -112,6 +118,28 @@ class Generator {
   using TokenCallback = std::function<bool(int32_t id, const std::string& piece)>;
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options, const TokenCallback& on_token = {});
   GenerateResult generate(std::string_view prompt, const GenerateOptions& options, const TokenCallback& on_token = {});
+
+  // ---- a batch of sequences (GeneratorOptions::batch > 1) ----
+  // Starts one sequence per prompt (at most `batch`, each at least one token; prompts of any
+  // lengths) and returns the logits of each one's last token. The prompts are fed together in
+  // chunks aligned at their ends: a shorter prompt pads the front of its chunks, and its padding
+  // rows are written at the row its next token overwrites, so no sequence ever sees them.
+  std::vector<std::vector<float>> prefill_batch(std::span<const std::vector<int32_t>> prompts);
+  // One more token for each sequence prefill_batch started (ids[b] for sequence b) and the logits
+  // that follow each; a negative id leaves that sequence as it is (its logits come back empty).
+  std::vector<std::vector<float>> step_batch(std::span<const int32_t> ids);
+  int64_t position(size_t sequence) const;  // tokens in the cache of one sequence of the batch
+  // generate() for each prompt, decoded together: every step feeds one token per unfinished
+  // sequence. Sequence b samples with seed options.sampling.seed + b (sequence 0 draws what
+  // generate() would); each stops on its own (length, end of generation, stop token, full
+  // context, or the callback returning false for it). Times are the batch's: decode_seconds is
+  // the time of the steps that sequence took part in.
+  using BatchTokenCallback = std::function<bool(size_t sequence, int32_t id, const std::string& piece)>;
+  std::vector<GenerateResult> generate_batch(std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
+                                             const BatchTokenCallback& on_token = {});
+  std::vector<GenerateResult> generate_batch(std::span<const std::string> prompts, const GenerateOptions& options,
+                                             const BatchTokenCallback& on_token = {});
+  int64_t batch() const;
 
  private:
   struct Impl;

@@ -245,10 +245,11 @@ struct ScatterAdd {
   int64_t axis = 0;
   template <class V> void visit(V&& v) { v("axis", axis); }
 };
-// [cache (B, M, ...), rows (B, S, ...), positions (S) integer] -> cache's shape and dtype:
-// the cache with rows[:, s] written at row positions[s] of axis 1 (a KV cache at run-time
-// positions); the other rows unchanged. Every position must be in [0, M) (rlx::Error otherwise,
-// before anything is written); when two rows name one position the later row wins. When the
+// [cache (B, M, ...), rows (B, S, ...), positions (S) or (B, S) integer] -> cache's shape and
+// dtype: the cache with rows[b, s] written at row positions[(b,) s] of axis 1 (a KV cache at
+// run-time positions; (B, S) positions: each sequence of a batch at its own); the other rows
+// unchanged. Every position must be in [0, M) (rlx::Error otherwise, before anything is
+// written); when two rows of a batch entry name one position the later row wins. When the
 // cache is carried state (CompiledGraph::bind_state) the CPU writes only the S rows in place
 // (docs/generation.md).
 struct CacheWrite {

@@ -241,7 +241,9 @@ class Model:
 class Generator:
     """A Llama-family GGUF model ready to generate text (KV cache on the device, no recompile per token)."""
     def __init__(self, path: str, *, device: str = "cpu", max_ctx: int = 0, threads: int = 0,
-                 prefill_chunk: int = 64, activations: str = "f32") -> None: ...
+                 prefill_chunk: int = 64, activations: str = "f32", batch: int = 1) -> None: ...
+    @property
+    def batch(self) -> int: ...
     @property
     def max_ctx(self) -> int: ...
     @property
@@ -258,6 +260,10 @@ class Generator:
                  top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0, seed: int = 0,
                  stop_tokens: Sequence[int] = (), on_token: Optional[Callable[[int, str], Optional[bool]]] = None
                  ) -> Dict[str, Any]: ...
+    def generate_batch(self, prompts: Sequence[Union[str, Sequence[int]]], *, max_new_tokens: int = 128,
+                       temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, repetition_penalty: float = 1.0,
+                       seed: int = 0, stop_tokens: Sequence[int] = (),
+                       on_token: Optional[Callable[[int, int, str], Optional[bool]]] = None) -> List[Dict[str, Any]]: ...
 
 def compile(graph: Graph, device: str = "cpu", precision: str = "fp32", num_threads: int = 0, optimize: bool = True,
             verify: bool = True, pass_report: bool = False, disabled_passes: Sequence[str] = (),

@@ -121,13 +121,22 @@ std::vector<Shape> ops::CacheWrite::infer(std::span<const Shape> in) const {
   }
   if (pos.dtype != DType::I32 && pos.dtype != DType::I64)
     throw Error(std::string(kName) + ": positions must be i32 or i64, got " + pos.str() + " (cast them)");
-  if (pos.rank() != 1)
-    throw Error(std::string(kName) + ": positions must be rank 1 (one per new row), got " + pos.str());
-  const Dim& s = pos.dims[0];
+  if (pos.rank() != 1 && pos.rank() != 2)
+    throw Error(std::string(kName) + ": positions must be (S), one per new row, or (B, S), one per row of each "
+                "batch entry; got " + pos.str());
+  const Dim& s = pos.dims.back();
   const Dim& r = rows.dims[1];
   if (s.is_static() && r.is_static() && s.value != r.value)
     throw Error(std::string(kName) + ": " + std::to_string(s.value) + " positions " + pos.str() + " for " +
                 std::to_string(r.value) + " rows " + rows.str() + "; give one position per row");
+  if (pos.rank() == 2) {
+    const Dim& pb = pos.dims[0];
+    const Dim& b = rows.dims[0];
+    if (pb.is_static() && b.is_static() && pb.value != b.value)
+      throw Error(std::string(kName) + ": positions " + pos.str() + " are per batch entry but the rows " + rows.str() +
+                  " have batch " + std::to_string(b.value) + "; give (B, S) positions of the rows' batch, or (S) "
+                  "positions shared by the batch");
+  }
   return {cache};
 }
 

@@ -115,21 +115,24 @@ struct Generator::Impl {
   int64_t max_ctx = 0;
   std::optional<Tokenizer> tokenizer;
   std::optional<CompiledGraph> cg;
-  int64_t pos = 0;
-  bool carried = false;  // the compiled graph carries the caches (a run succeeded since the last failure)
+  int64_t batch = 1;
+  std::vector<int64_t> pos;  // tokens in the cache, per sequence of the batch
+  size_t started = 0;        // sequences the last prefill started
+  bool carried = false;      // the compiled graph carries the caches (a run succeeded since the last failure)
 
-  std::vector<float> run_chunk(std::span<const int32_t> ids, bool first) {
-    const auto s = static_cast<int64_t>(ids.size());
-    std::vector<int64_t> tok(ids.begin(), ids.end()), positions(static_cast<size_t>(s));
-    for (int64_t i = 0; i < s; ++i) positions[static_cast<size_t>(i)] = pos + i;
+  // One run over `s` rows of every sequence: `tok` and `at` hold the (B, s) ids and positions
+  // row-major. Returns the logits of each sequence's last row.
+  std::vector<std::vector<float>> run(const std::vector<int64_t>& tok, const std::vector<int64_t>& at, int64_t s,
+                                      bool first) {
+    const std::vector<int64_t> dims = batch == 1 ? std::vector<int64_t>{s} : std::vector<int64_t>{batch, s};
     const int64_t last = s - 1;
-    NamedTensors in = {{"tokens", Tensor::i64({s}, tok)},
-                       {"positions", Tensor::i64({s}, positions)},
+    NamedTensors in = {{"tokens", Tensor::i64(dims, tok)},
+                       {"positions", Tensor::i64(dims, at)},
                        {"logit_rows", Tensor::i64({1}, std::span<const int64_t>(&last, 1))}};
     // Caches are given once; a new sequence reuses the carried ones as they are (rows past its
     // positions are never read), so starting a sequence copies no cache either.
     if (first && !carried) {
-      const Tensor zeros = Tensor::zeros(options.activations, {1, max_ctx, config.kv_heads, config.head_dim});
+      const Tensor zeros = Tensor::zeros(options.activations, {batch, max_ctx, config.kv_heads, config.head_dim});
       for (int64_t b = 0; b < config.layers; ++b) {
         in.emplace_back("cache_k." + i2s(b), zeros);
         in.emplace_back("cache_v." + i2s(b), zeros);
@@ -143,35 +146,80 @@ struct Generator::Impl {
       throw;
     }
     carried = true;
-    pos += s;
-    const Tensor& t = out.at(0);
-    const float* d = t.data<float>();
-    return std::vector<float>(d, d + config.vocab);
+    const float* d = out.at(0).data<float>();  // (B, 1, vocab)
+    std::vector<std::vector<float>> rows(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) rows[static_cast<size_t>(b)].assign(d + b * config.vocab, d + (b + 1) * config.vocab);
+    return rows;
   }
 
-  std::vector<float> feed(std::span<const int32_t> ids, bool fresh) {
-    if (ids.empty()) throw Error("generate: no tokens to feed (a prompt needs at least one token)");
-    for (int32_t id : ids)
-      if (id < 0 || id >= config.vocab)
-        throw Error("generate: token id " + i2s(id) + " is out of range (the model's vocabulary has " + i2s(config.vocab) +
-                    " tokens)");
-    if (fresh) pos = 0;
-    if (pos + static_cast<int64_t>(ids.size()) > max_ctx)
-      throw Error("generate: " + i2s(pos) + " cached + " + i2s(static_cast<int64_t>(ids.size())) +
-                  " new tokens exceed the cache of " + i2s(max_ctx) + " rows; use a larger max_ctx (--ctx), at most " +
-                  "the model's context_length " + i2s(config.context));
-    std::vector<float> logits;
-    size_t at = 0;
-    bool first = fresh;
-    while (at < ids.size()) {
-      const auto left = static_cast<int64_t>(ids.size() - at);
-      int64_t chunk = options.prefill_chunk;
-      while (chunk > left) chunk /= 2;
-      logits = run_chunk(ids.subspan(at, static_cast<size_t>(chunk)), first);
-      first = false;
-      at += static_cast<size_t>(chunk);
+  // Feeds ids[b] to sequence b (none when empty; fewer lists than sequences: the rest get none)
+  // in chunks of at most prefill_chunk rows, the lists aligned at their ends: a sequence with
+  // fewer ids pads the front of a chunk with token 0 at its next position, which its first real
+  // row in the chunk (or a later run) overwrites before any query of it can see that row
+  // (CacheWrite keeps the later of two rows at one position). Returns each fed sequence's last
+  // logits (empty for the others).
+  std::vector<std::vector<float>> feed(std::span<const std::vector<int32_t>> ids, bool fresh) {
+    size_t left = 0;
+    for (size_t b = 0; b < ids.size(); ++b) {
+      for (int32_t id : ids[b])
+        if (id < 0 || id >= config.vocab)
+          throw Error("generate: token id " + i2s(id) + (batch > 1 ? " (sequence " + i2s(static_cast<int64_t>(b)) + ")" : "") +
+                      " is out of range (the model's vocabulary has " + i2s(config.vocab) + " tokens)");
+      left = std::max(left, ids[b].size());
     }
+    if (left == 0) throw Error("generate: no tokens to feed (a prompt needs at least one token)");
+    std::vector<int64_t> at = fresh ? std::vector<int64_t>(static_cast<size_t>(batch), 0) : pos;
+    for (size_t b = 0; b < ids.size(); ++b) {
+      const auto n = static_cast<int64_t>(ids[b].size());
+      if (at[b] + n > max_ctx)
+        throw Error("generate: " + (batch > 1 ? "sequence " + i2s(static_cast<int64_t>(b)) + ": " : std::string()) + i2s(at[b]) +
+                    " cached + " + i2s(n) + " new tokens exceed the cache of " + i2s(max_ctx) +
+                    " rows; use a larger max_ctx (--ctx), at most the model's context_length " + i2s(config.context));
+    }
+    if (fresh) pos = at;
+    std::vector<size_t> rest(static_cast<size_t>(batch), 0);  // ids not fed yet, per sequence
+    for (size_t b = 0; b < ids.size(); ++b) rest[b] = ids[b].size();
+    std::vector<std::vector<float>> logits;
+    bool first = fresh;
+    while (left > 0) {
+      auto c = static_cast<size_t>(options.prefill_chunk);
+      while (c > left) c /= 2;
+      std::vector<int64_t> tok(static_cast<size_t>(batch) * c, 0), where(static_cast<size_t>(batch) * c);
+      std::vector<size_t> real(static_cast<size_t>(batch), 0);
+      for (size_t b = 0; b < static_cast<size_t>(batch); ++b) {
+        real[b] = rest[b] + c > left ? rest[b] + c - left : 0;  // this chunk's rows of sequence b (its last ones)
+        const size_t pad = c - real[b], from = b < ids.size() ? ids[b].size() - rest[b] : 0;
+        for (size_t j = 0; j < c; ++j) {
+          const size_t r = b * c + j;
+          if (j < pad) {
+            where[r] = std::min(pos[b], max_ctx - 1);  // a full sequence pads over its last row (it ends there)
+          } else {
+            tok[r] = ids[b][from + j - pad];
+            where[r] = pos[b] + static_cast<int64_t>(j - pad);
+          }
+        }
+      }
+      logits = run(tok, where, static_cast<int64_t>(c), first);
+      first = false;
+      for (size_t b = 0; b < static_cast<size_t>(batch); ++b) {
+        pos[b] += static_cast<int64_t>(real[b]);
+        rest[b] -= real[b];
+      }
+      left -= c;
+    }
+    for (size_t b = 0; b < logits.size(); ++b)
+      if (b >= ids.size() || ids[b].empty()) logits[b].clear();
     return logits;
+  }
+
+  void single_sequence(const char* call) const {
+    if (batch != 1)
+      throw Error(std::string("generate: ") + call + " runs one sequence, but this Generator was built for batches of " +
+                  i2s(batch) + " (GeneratorOptions::batch); use prefill_batch / step_batch / generate_batch");
+  }
+  std::vector<float> feed_one(std::span<const int32_t> ids, bool fresh) {
+    const std::vector<int32_t> one(ids.begin(), ids.end());
+    return std::move(feed(std::span<const std::vector<int32_t>>(&one, 1), fresh).at(0));
   }
 };
 
@@ -191,7 +239,11 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
       throw Error(f.what() + ": the tokenizer has " + i2s(m.tokenizer->vocab_size()) + " tokens but token_embd.weight only " +
                   i2s(m.config.vocab) + " rows; the file's tokenizer and weights do not belong together");
   }
+  if (options.batch < 1) throw Error("generate: batch must be >= 1 (sequences decoded together), got " + i2s(options.batch));
+  m.batch = options.batch;
+  m.pos.assign(static_cast<size_t>(m.batch), 0);
   models::GgufLlamaOptions lo;
+  lo.batch = options.batch;
   lo.half_weights = models::half_weights_run_on(options.device);  // else f32 weights every backend runs
   lo.block_weights = models::block_weights_run_on(options.device);  // else dequantized at load
   lo.activations = options.activations;
@@ -218,16 +270,26 @@ const Tokenizer& Generator::tokenizer() const {
 }
 int64_t Generator::max_ctx() const { return impl_->max_ctx; }
 int64_t Generator::vocab_size() const { return impl_->config.vocab; }
-int64_t Generator::position() const { return impl_->pos; }
+int64_t Generator::position() const { return impl_->pos.at(0); }
+int64_t Generator::position(size_t sequence) const {
+  if (sequence >= impl_->pos.size())
+    throw Error("generate: sequence " + i2s(static_cast<int64_t>(sequence)) + " is outside the batch of " + i2s(impl_->batch));
+  return impl_->pos[sequence];
+}
+int64_t Generator::batch() const { return impl_->batch; }
 size_t Generator::compile_count() const { return impl_->cg->compile_count(); }
 
 std::vector<float> Generator::prefill(std::span<const int32_t> ids) {
-  return translate_errors("generate", [&] { return impl_->feed(ids, true); });
+  return translate_errors("generate", [&] {
+    impl_->single_sequence("prefill()");
+    return impl_->feed_one(ids, true);
+  });
 }
 std::vector<float> Generator::append(std::span<const int32_t> ids) {
   return translate_errors("generate", [&] {
-    if (impl_->pos == 0) throw Error("generate: append() before prefill(): start a sequence with prefill()");
-    return impl_->feed(ids, false);
+    impl_->single_sequence("append()");
+    if (impl_->pos[0] == 0) throw Error("generate: append() before prefill(): start a sequence with prefill()");
+    return impl_->feed_one(ids, false);
   });
 }
 
@@ -261,7 +323,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       break;
     }
     if (i + 1 == options.max_new_tokens) break;
-    if (impl_->pos >= impl_->max_ctx) {
+    if (impl_->pos[0] >= impl_->max_ctx) {
       r.stop_reason = "context full";
       break;
     }
@@ -278,6 +340,101 @@ GenerateResult Generator::generate(std::string_view prompt, const GenerateOption
   if (ids.empty())
     throw Error("generate: the prompt encodes to no tokens (an empty prompt with no BOS token); give some text");
   return generate(std::span<const int32_t>(ids), options, on_token);
+}
+
+std::vector<std::vector<float>> Generator::prefill_batch(std::span<const std::vector<int32_t>> prompts) {
+  return translate_errors("generate", [&] {
+    Impl& m = *impl_;
+    if (prompts.empty() || prompts.size() > static_cast<size_t>(m.batch))
+      throw Error("generate: prefill_batch takes 1 to " + i2s(m.batch) + " prompts (GeneratorOptions::batch), got " +
+                  i2s(static_cast<int64_t>(prompts.size())));
+    for (size_t b = 0; b < prompts.size(); ++b)
+      if (prompts[b].empty())
+        throw Error("generate: prompt " + i2s(static_cast<int64_t>(b)) + " has no tokens (every sequence needs at least one)");
+    m.started = 0;  // a failed prefill leaves no sequence to step
+    auto logits = m.feed(prompts, true);
+    m.started = prompts.size();
+    logits.resize(prompts.size());
+    return logits;
+  });
+}
+
+std::vector<std::vector<float>> Generator::step_batch(std::span<const int32_t> ids) {
+  return translate_errors("generate", [&] {
+    Impl& m = *impl_;
+    if (m.started == 0) throw Error("generate: step_batch() before prefill_batch(): start the sequences first");
+    if (ids.size() != m.started)
+      throw Error("generate: step_batch takes one id per sequence prefill_batch started (" + i2s(static_cast<int64_t>(m.started)) +
+                  "), got " + i2s(static_cast<int64_t>(ids.size())) + " (a negative id skips a sequence)");
+    std::vector<std::vector<int32_t>> feed(ids.size());
+    for (size_t b = 0; b < ids.size(); ++b)
+      if (ids[b] >= 0) feed[b] = {ids[b]};
+    auto logits = m.feed(feed, false);
+    logits.resize(ids.size());
+    return logits;
+  });
+}
+
+std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vector<int32_t>> prompts,
+                                                      const GenerateOptions& options, const BatchTokenCallback& on_token) {
+  if (options.max_new_tokens < 0) throw Error("generate: max_new_tokens must be >= 0, got " + i2s(options.max_new_tokens));
+  std::vector<Sampler> samplers;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    SamplingOptions so = options.sampling;
+    so.seed += b;
+    samplers.emplace_back(so);
+  }
+  const Impl& m = *impl_;
+  std::vector<GenerateResult> r(prompts.size());
+  std::vector<std::vector<int32_t>> history(prompts.size());
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    r[b].prompt = prompts[b];
+    history[b] = prompts[b];
+    r[b].stop_reason = "length";
+  }
+  auto t0 = Clock::now();
+  std::vector<std::vector<float>> logits = prefill_batch(prompts);
+  const double prefill = seconds_since(t0);
+  for (GenerateResult& x : r) x.prefill_seconds = prefill;
+  std::vector<bool> done(prompts.size(), options.max_new_tokens == 0);
+  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    std::vector<int32_t> next(prompts.size(), -1);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      if (done[b]) continue;
+      const int32_t tok = samplers[b].sample(logits[b], history[b]);
+      r[b].tokens.push_back(tok);
+      history[b].push_back(tok);
+      const bool eog = options.stop_at_end_of_generation && m.tokenizer && m.tokenizer->is_end_of_generation(tok);
+      const std::string piece = m.tokenizer ? m.tokenizer->piece(tok) : std::string();
+      done[b] = true;
+      if (on_token && !on_token(b, tok, piece)) r[b].stop_reason = "callback";
+      else if (eog) r[b].stop_reason = "end of generation";
+      else if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), tok) != options.stop_tokens.end())
+        r[b].stop_reason = "stop token";
+      else if (i + 1 == options.max_new_tokens) r[b].stop_reason = "length";
+      else if (m.pos[b] >= m.max_ctx) r[b].stop_reason = "context full";
+      else done[b] = false, next[b] = tok;
+    }
+    if (std::all_of(next.begin(), next.end(), [](int32_t t) { return t < 0; })) break;
+    t0 = Clock::now();
+    logits = step_batch(next);
+    const double dt = seconds_since(t0);
+    for (size_t b = 0; b < prompts.size(); ++b)
+      if (next[b] >= 0) r[b].decode_seconds += dt, ++r[b].decode_steps;
+  }
+  return r;
+}
+
+std::vector<GenerateResult> Generator::generate_batch(std::span<const std::string> prompts, const GenerateOptions& options,
+                                                      const BatchTokenCallback& on_token) {
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    ids.push_back(tokenizer().encode(prompts[b], options.encode));
+    if (ids.back().empty())
+      throw Error("generate: prompt " + i2s(static_cast<int64_t>(b)) +
+                  " encodes to no tokens (an empty prompt with no BOS token); give some text");
+  }
+  return generate_batch(std::span<const std::vector<int32_t>>(ids), options, on_token);
 }
 
 }  // namespace rlx

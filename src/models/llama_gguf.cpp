@@ -83,6 +83,7 @@ struct Builder {
   bool block_weights = true;     // GgufLlamaOptions::block_weights
   DType act = DType::F32;        // GgufLlamaOptions::activations
   std::set<std::string> used;
+  Dim batch = Dim(1);            // GgufLlamaOptions::batch
 
   // Whether GGUF tensor `t` is stored in the activations' (16-bit) dtype: its bytes are the param's.
   bool stored_as_act(const GgufTensorInfo& t) const {
@@ -176,7 +177,9 @@ struct Builder {
       inv[static_cast<size_t>(i)] = static_cast<float>(
           std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot)) /
           (c.rope_linear * freqs[static_cast<size_t>(i)]));
-    Value pos = g.reshape(g.cast(positions, DType::F32), {g.shape(positions).dims[0], Dim(1)});
+    std::vector<Dim> col = g.shape(positions).dims;  // (S, 1) or (B, S, 1): tables per batch entry
+    col.emplace_back(1);
+    Value pos = g.reshape(g.cast(positions, DType::F32), col);
     Value angle = g.mul(pos, g.constant(Tensor::f32({half}, inv)));
     Value cos = g.act(ActKind::Cos, angle), sin = g.act(ActKind::Sin, angle);  // angles in f32
     if (act != DType::F32) cos = g.cast(cos, act), sin = g.cast(sin, act);
@@ -187,7 +190,7 @@ struct Builder {
   // go in the caches (CacheWrite) and which cached keys each query row sees (a Positions mask).
   struct Cache {
     int64_t max_ctx = 0;
-    Value positions;             // (S) i64
+    Value positions;             // (S) i64, or (B, S) with a batch
     std::vector<Value> outputs;  // the updated caches, k then v per block
   };
 
@@ -195,7 +198,7 @@ struct Builder {
   // at their positions; the result is also a graph output (the next run's cache). Carried by
   // bind_state, the CPU writes only the S rows in place (docs/generation.md).
   Value cache_update(Cache& kc, const std::string& name, Value x) {
-    Value cache = g.input(name, Shape({Dim(1), Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, act));
+    Value cache = g.input(name, Shape({batch, Dim(kc.max_ctx), Dim(c.kv_heads), Dim(c.head_dim)}, act));
     Value updated = g.cache_write(cache, x, kc.positions);
     kc.outputs.push_back(updated);
     return updated;
@@ -218,9 +221,9 @@ struct Builder {
     const std::string p = "blk." + i2s(i) + ".";
     const int64_t e = c.hidden, hq = c.heads, hkv = c.kv_heads, d = c.head_dim;
     Value x = g.rms_norm(h, act_param(p + "attn_norm.weight", {e}), std::nullopt, c.rms_eps);
-    Value q = g.reshape(linear(x, p + "attn_q", hq * d, e), {Dim(1), s, Dim(hq), Dim(d)});
-    Value k = g.reshape(linear(x, p + "attn_k", hkv * d, e), {Dim(1), s, Dim(hkv), Dim(d)});
-    Value v = g.reshape(linear(x, p + "attn_v", hkv * d, e), {Dim(1), s, Dim(hkv), Dim(d)});
+    Value q = g.reshape(linear(x, p + "attn_q", hq * d, e), {batch, s, Dim(hq), Dim(d)});
+    Value k = g.reshape(linear(x, p + "attn_k", hkv * d, e), {batch, s, Dim(hkv), Dim(d)});
+    Value v = g.reshape(linear(x, p + "attn_v", hkv * d, e), {batch, s, Dim(hkv), Dim(d)});
     q = heads_rotated(q, p + "attn_q_norm.weight", cos, sin);
     k = heads_rotated(k, p + "attn_k_norm.weight", cos, sin);
     ops::Attention attn;
@@ -236,7 +239,7 @@ struct Builder {
       attn.mask_kind = MaskKind::Positions;  // key j visible to row i when j <= positions[i]
       mask = kc->positions;
     }
-    Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {Dim(1), s, Dim(hq * d)});
+    Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {batch, s, Dim(hq * d)});
     Value h1 = g.add(h, linear(ctx, p + "attn_output", e, hq * d));
     Value y = g.rms_norm(h1, act_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
     Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
@@ -326,19 +329,22 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
   m.config = read_gguf_llama_config(f);
   const GgufLlamaConfig& c = m.config;
   Graph& g = m.graph;
-  Builder b{f, c, g, m.params, o.half_weights, o.block_weights, o.activations, {}};
+  if (o.batch < 1) fail(f, "options.batch must be >= 1 (sequences run together), got " + i2s(o.batch));
+  Builder b{f, c, g, m.params, o.half_weights, o.block_weights, o.activations, {}, Dim(o.batch)};
   const Dim s = seq ? Dim(seq) : Dim::symbol("seq");
-  Value tokens = g.input("tokens", Shape({s}, DType::I64));
-  Value positions = g.input("positions", Shape({s}, DType::I64));
+  // One sequence: tokens and positions (S); a batch: (B, S), each sequence at its own positions.
+  const Shape rows = o.batch == 1 ? Shape({s}, DType::I64) : Shape({Dim(o.batch), s}, DType::I64);
+  Value tokens = g.input("tokens", rows);
+  Value positions = g.input("positions", rows);
   std::optional<Value> logit_rows;
   if (max_ctx) logit_rows = g.input("logit_rows", Shape({Dim::symbol("rows")}, DType::I64));
   Value emb = b.act_param("token_embd.weight", {c.vocab, c.hidden});
-  Value h = g.reshape(g.gather(emb, tokens, 0), {Dim(1), s, Dim(c.hidden)});
+  Value h = g.reshape(g.gather(emb, tokens, 0), {b.batch, s, Dim(c.hidden)});
   auto [cos, sin] = b.rope_tables(positions);
   std::optional<Builder::Cache> kc;
   if (max_ctx) kc = Builder::Cache{max_ctx, positions, {}};
   for (int64_t i = 0; i < c.layers; ++i) h = b.block(h, cos, sin, i, s, kc ? &*kc : nullptr);
-  if (logit_rows) h = g.gather(h, *logit_rows, 1);  // (1, R, E): only the rows whose logits are wanted
+  if (logit_rows) h = g.gather(h, *logit_rows, 1);  // (B, R, E): only the rows whose logits are wanted
   h = g.rms_norm(h, b.act_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
   // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
   Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");

@@ -85,6 +85,9 @@ struct GgufLlamaOptions {
   bool block_weights = true;
   // The dtype the model computes in: f32 (default), or f16 / bf16 (see above).
   DType activations = DType::F32;
+  // Sequences run together (the batch dim B of every activation and cache). 1: tokens and
+  // positions are (S); more: (B, S), each sequence at its own positions.
+  int64_t batch = 1;
 };
 
 // Whether `device`'s backend runs DequantMatMul's 16-bit weight formats (GgufLlamaOptions::half_weights).
@@ -117,13 +120,14 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 // preallocated caches of `max_ctx` rows.
 //   inputs  "tokens" (S) i64, "positions" (S) i64 (the chunk's positions in the sequence, each
 //           < max_ctx), "logit_rows" (R) i64 (the chunk rows whose logits are wanted; R is the
-//           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (1, max_ctx, Hkv, D) of
-//           the activations' dtype (options.activations)
-//   outputs "logits" (1, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
+//           symbolic dim "rows"), and per block N "cache_k.N", "cache_v.N" (B, max_ctx, Hkv, D) of
+//           the activations' dtype (options.activations); B = options.batch, and with B > 1
+//           tokens and positions are (B, S): each sequence of the batch at its own positions
+//   outputs "logits" (B, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
 //           2 + 2N): the caches with the chunk's keys (after RoPE) and values written at rows
 //           `positions` (CacheWrite; every other row unchanged). A position outside [0, max_ctx)
 //           is an rlx::Error at run time.
-// Attention uses a Positions mask: query row i sees cache row j when j <= positions[i] (causal
+// Attention uses a Positions mask: query row i sees cache row j when j <= positions[(b,) i] (causal
 // within the chunk, the whole valid prefix before it); kernels read only the keys up to the
 // largest position, a run-time length. Rows beyond the last position are never read, so the
 // caches need no clearing between sequences. The graph does not change with the position, so one

@@ -11,8 +11,9 @@ namespace rlx::passes {
 
 // CacheWrite [cache (B, M, ...), rows (B, S, ...), positions (S)]: hit = (positions[:, None] ==
 // iota(M)) (S, M); cache row j takes rows[:, last s with hit[s, j]] when any, else keeps its
-// value (Where over the whole cache). A position outside [0, M) writes nothing here (the kernels
-// raise an error instead). nullopt when M is symbolic.
+// value (Where over the whole cache). (B, S) positions: the same per batch entry. A position
+// outside [0, M) writes nothing here (the kernels raise an error instead). nullopt when M is
+// symbolic (with (B, S) positions, also B or S).
 std::optional<Value> expand_cache_write(Graph& g, const std::vector<Value>& in);
 
 // Attention [q, k, v, positions] with MaskKind::Positions: the Bias mask (1 or B, 1, Sq, Skv) of

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/llama_fixture.h"
+#include "support/tiny_lm.h"
 #include "backends/cpu/executor.h"
 #include "models/llama_gguf.h"
 #include "rlx/generate.h"
@@ -33,117 +34,11 @@ using ::testing::HasSubstr;
 using rlx::testing::error_message;
 using rlx::testing::randn;
 
-struct TinyLm {
-  int64_t layers = 2, hidden = 64, heads = 4, kv_heads = 2, ffn = 96;
-  GgmlType proj = GgmlType::F32;
-  int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
-  bool bpe = false;          // a Llama 3 style byte-level BPE tokenizer instead of SentencePiece
-  // general.architecture: llama, qwen2 (q / k / v biases) or qwen3 (per-head q / k norms, head
-  // dim 32 with 4 heads of hidden 64: key_length given)
-  std::string arch = "llama";
-  int64_t head_dim() const { return arch == "qwen3" ? 32 : hidden / heads; }
-};
-
-// <unk> <s> </s> ▁ a..z ▁a..▁j: 40 tokens.
-std::vector<std::string> vocab_tokens() {
-  std::vector<std::string> t = {"<unk>", "<s>", "</s>", "\xE2\x96\x81"};
-  for (char c = 'a'; c <= 'z'; ++c) t.push_back(std::string(1, c));
-  for (char c = 'a'; c <= 'j'; ++c) t.push_back("\xE2\x96\x81" + std::string(1, c));
-  return t;
-}
-
-std::string write_lm(const TinyLm& m) {
-  std::vector<std::string> tokens = vocab_tokens();
-  const auto vocab = static_cast<int64_t>(tokens.size());
-  for (int64_t i = 0; i < m.extra_tokens; ++i) tokens.push_back("x" + std::to_string(i));
-  GgufWriter w;
-  const std::string a =
-      rlx::testing::add_llama_metadata(w, {m.arch, m.layers, 128, m.hidden, m.ffn, m.heads, m.kv_heads, 1000.0f});
-  if (m.arch == "qwen3") w.add(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(m.head_dim())));
-  if (m.bpe) {
-    // <|begin_of_text|> <|eot_id|> ! Ġ a..z Ġa..Ġj (40 tokens), merges "Ġ a" .. "Ġ j".
-    const std::string g = "\xC4\xA0";
-    std::vector<std::string> bt = {"<|begin_of_text|>", "<|eot_id|>", "!", g};
-    std::vector<std::string> merges;
-    for (char c = 'a'; c <= 'z'; ++c) bt.push_back(std::string(1, c));
-    for (char c = 'a'; c <= 'j'; ++c) {
-      bt.push_back(g + std::string(1, c));
-      merges.push_back(g + " " + std::string(1, c));
-    }
-    for (int64_t i = 0; i < m.extra_tokens; ++i) bt.push_back("x" + std::to_string(i));
-    std::vector<int64_t> types(bt.size(), 1);
-    types[0] = types[1] = 3;
-    w.add("tokenizer.ggml.model", GgufValue::string("gpt2"));
-    w.add("tokenizer.ggml.pre", GgufValue::string("llama-bpe"));
-    w.add("tokenizer.ggml.tokens", GgufValue::strings(bt));
-    w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
-    w.add("tokenizer.ggml.merges", GgufValue::strings(merges));
-    w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(0));
-    w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(1));
-    w.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
-  } else {
-    w.add("tokenizer.ggml.model", GgufValue::string("llama"));
-    w.add("tokenizer.ggml.tokens", GgufValue::strings(tokens));
-    std::vector<double> scores;
-    std::vector<int64_t> types;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      scores.push_back(i >= 30 ? -1.0 : -10.0);
-      types.push_back(i == 0 ? 2 : i < 3 ? 3 : 1);
-    }
-    w.add("tokenizer.ggml.scores", GgufValue::array_of(GgufValueType::F32, scores));
-    w.add("tokenizer.ggml.token_type", GgufValue::array_of_i64(GgufValueType::I32, types));
-    w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
-    w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
-    w.add("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
-  }
-  const int64_t e = m.hidden, d = m.head_dim();
-  const float s = 1.0f / std::sqrt(static_cast<float>(e));
-  uint64_t seed = 11;
-  auto add = [&](const std::string& name, const Tensor& t, GgmlType type) {
-    if (type == GgmlType::F32) w.add_tensor(name, t);
-    else w.add_tensor(name, t, type);
-  };
-  add("token_embd.weight", randn({vocab, e}, seed++, 1.0f), GgmlType::F32);
-  for (int64_t i = 0; i < m.layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    add(p + "attn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-    add(p + "attn_q.weight", randn({m.heads * d, e}, seed++, 2 * s), m.proj);
-    add(p + "attn_k.weight", randn({m.kv_heads * d, e}, seed++, 2 * s), m.proj);
-    add(p + "attn_v.weight", randn({m.kv_heads * d, e}, seed++, s), m.proj);
-    add(p + "attn_output.weight", randn({e, m.heads * d}, seed++, s), m.proj);
-    if (m.arch == "qwen2") {
-      add(p + "attn_q.bias", randn({m.heads * d}, seed++, 0.5f), GgmlType::F32);
-      add(p + "attn_k.bias", randn({m.kv_heads * d}, seed++, 0.5f), GgmlType::F32);
-      add(p + "attn_v.bias", randn({m.kv_heads * d}, seed++, 0.5f), GgmlType::F32);
-    }
-    if (m.arch == "qwen3") {
-      add(p + "attn_q_norm.weight", randn({d}, seed++, 0.2f, 1.0f), GgmlType::F32);
-      add(p + "attn_k_norm.weight", randn({d}, seed++, 0.2f, 1.0f), GgmlType::F32);
-    }
-    add(p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-    add(p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
-    add(p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
-    add(p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
-  }
-  add("output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-  add("output.weight", randn({vocab, e}, seed++, 3 * s), m.proj);
-  return w.bytes();
-}
-
-GgufFile file_of(const std::string& bytes) { return GgufFile::from_bytes(bytes.data(), bytes.size(), "lm.gguf"); }
-
-int32_t argmax(const std::vector<float>& l) { return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()); }
-
-// Largest |a - b| over the largest |b|.
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return num / den;
-}
+using rlx::testing::TinyLm;
+using rlx::testing::write_lm;
+using rlx::testing::file_of;
+using rlx::testing::argmax;
+using rlx::testing::rel_diff;
 
 // Feeds `prompt`, then `steps` greedy tokens, checking each step's cached logits against the
 // recompute; returns the worst relative difference.
@@ -431,6 +326,14 @@ TEST(Generate, CliStreamsTheGreedyTokens) {
   for (size_t i = 0; i <= first_stop; ++i) until_stop += tok.piece(want[i]);
   EXPECT_EQ(slurp(out), until_stop + "\n");
   EXPECT_THAT(slurp(err), HasSubstr("stop: stop token"));
+  // Two prompts: decoded as a batch, each sequence printed with its stop reason; the first is
+  // the greedy text above.
+  const std::string two = std::string("'") + rlx::testing::cli_path() + "' generate '" + model +
+                          "' -p 'abc def' -p 'ghi' -n 12 --no-echo --threads 1 >'" + out + "' 2>'" + err + "'";
+  EXPECT_EQ(std::system(two.c_str()), 0) << slurp(err);
+  const std::string reason = want.size() < 12 ? "end of generation" : "length";
+  EXPECT_EQ(slurp(out).rfind("--- sequence 0 (" + reason + ") ---\n" + text + "\n--- sequence 1 (", 0), 0u) << slurp(out);
+  EXPECT_THAT(slurp(err), HasSubstr("batch of 2"));
   const std::string bad = std::string("'") + rlx::testing::cli_path() + "' generate '" + model + "' -p 'abc' --top-p 1.5 >'" + out + "' 2>'" + err + "'";
   EXPECT_NE(std::system(bad.c_str()), 0);
   EXPECT_THAT(slurp(err), HasSubstr("top_p must be in (0, 1]"));

@@ -18,15 +18,16 @@ using namespace rlx;
 using namespace rlx::testing;
 using ::testing::HasSubstr;
 
-// cache with rows[:, s] copied to row pos[s] of axis 1, in order.
-std::vector<double> cache_write_ref(const Tensor& cache, const Tensor& rows, const std::vector<int64_t>& pos) {
+// cache with rows[b, s] copied to row pos[s] of axis 1 (pos[b * S + s] with per_batch), in order.
+std::vector<double> cache_write_ref(const Tensor& cache, const Tensor& rows, const std::vector<int64_t>& pos,
+                                    bool per_batch = false) {
   std::vector<double> out = to_doubles(cache);
   const std::vector<double> r = to_doubles(rows);
   const int64_t b = cache.dim(0), m = cache.dim(1), s = rows.dim(1), inner = cache.numel() / (b * m);
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t i = 0; i < s; ++i)
       for (int64_t e = 0; e < inner; ++e)
-        out[static_cast<size_t>((bi * m + pos[static_cast<size_t>(i)]) * inner + e)] =
+        out[static_cast<size_t>((bi * m + pos[static_cast<size_t>(per_batch ? bi * s + i : i)]) * inner + e)] =
             r[static_cast<size_t>((bi * s + i) * inner + e)];
   return out;
 }
@@ -41,6 +42,32 @@ TEST(CacheWrite, MatchesTheReferenceAndTheLaterRowWins) {
       const Tensor out = run_op(ops::CacheWrite{}, {cache, rows, from_doubles(it, {4}, {9, 2, 5, 2})});
       EXPECT_TRUE(all_close(out, {2, 10, 3, 4}, cache_write_ref(cache, rows, pos), {0, 0}));
     }
+}
+
+// (B, S) positions: each batch entry at its own rows; a repeated position within one entry keeps
+// the later row, and the same position in two entries writes both.
+TEST(CacheWrite, PerBatchPositions) {
+  for (DType it : {DType::I32, DType::I64}) {
+    const Tensor cache = random_tensor(DType::F32, {3, 10, 2, 4}, 1);
+    const Tensor rows = random_tensor(DType::F32, {3, 4, 2, 4}, 2);
+    const std::vector<int64_t> pos = {9, 2, 5, 2, 0, 1, 2, 3, 2, 2, 7, 2};
+    const std::vector<double> p(pos.begin(), pos.end());
+    const Tensor out = run_op(ops::CacheWrite{}, {cache, rows, from_doubles(it, {3, 4}, p)});
+    EXPECT_TRUE(all_close(out, {3, 10, 2, 4}, cache_write_ref(cache, rows, pos, true), {0, 0}));
+  }
+  const Tensor cache = random_tensor(DType::F32, {2, 8, 2, 4}, 1);
+  const Tensor rows = random_tensor(DType::F32, {2, 2, 2, 4}, 2);
+  const std::string msg =
+      error_message([&] { run_op(ops::CacheWrite{}, {cache, rows, from_doubles(DType::I64, {2, 2}, {3, 4, 5, 8})}); });
+  EXPECT_THAT(msg, HasSubstr("position 8 (batch 1, row 1) is outside the cache's 8 rows"));
+  const Shape c = Shape::of({2, 8, 2, 4}), r = Shape::of({2, 3, 2, 4});
+  EXPECT_NO_THROW(infer_node(ops::CacheWrite{}, {c, r, Shape::of({2, 3}, DType::I32)}));
+  EXPECT_THAT(error_message([&] { infer_node(ops::CacheWrite{}, {c, r, Shape::of({3, 3}, DType::I32)}); }),
+              HasSubstr("per batch entry but the rows"));
+  EXPECT_THAT(error_message([&] { infer_node(ops::CacheWrite{}, {c, r, Shape::of({2, 2}, DType::I32)}); }),
+              HasSubstr("one position per row"));
+  EXPECT_THAT(error_message([&] { infer_node(ops::CacheWrite{}, {c, r, Shape::of({1, 2, 3}, DType::I32)}); }),
+              HasSubstr("(S), one per new row, or (B, S)"));
 }
 
 TEST(CacheWrite, ShapeErrorsNameTheOperand) {
@@ -247,6 +274,31 @@ TEST(KvCacheLegalize, DecompositionsComputeWhatTheKernelsDo) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(all_close(got[i], want[i].shape(), to_doubles(want[i]), {1e-5, 1e-6})) << "output " << i;
   }
+}
+
+// (B, S) positions: the legalized cache write and mask per batch entry.
+TEST(KvCacheLegalize, PerBatchPositions) {
+  Graph g;
+  const Value q = g.input("q", Shape::of({2, 3, 4, 8}));
+  const Value k = g.input("k", Shape::of({2, 3, 2, 8}));
+  const Value pos = g.input("pos", Shape::of({2, 3}, DType::I64));
+  const Value kc = g.cache_write(g.input("cache_k", Shape::of({2, 20, 2, 8})), k, pos);
+  g.add_output(g.attention(q, kc, kc, pos, attn(MaskKind::Positions, AttnLayout::BSHD)));
+  g.add_output(kc);
+  const passes::ClaimFn claims = [](const Graph&, const Node& n) {
+    if (std::holds_alternative<ops::CacheWrite>(n.op)) return false;
+    const auto* a = std::get_if<ops::Attention>(&n.op);
+    return !(a && a->mask_kind == MaskKind::Positions);
+  };
+  const Graph legal = passes::legalize(g, claims, "test");
+  for (const Node& n : legal.nodes()) EXPECT_TRUE(claims(legal, n)) << node_label(n);
+  const NamedTensors in = {{"q", random_tensor(DType::F32, {2, 3, 4, 8}, 1)},
+                           {"k", random_tensor(DType::F32, {2, 3, 2, 8}, 2)},
+                           {"pos", from_doubles(DType::I64, {2, 3}, {4, 5, 6, 0, 0, 19})},
+                           {"cache_k", random_tensor(DType::F32, {2, 20, 2, 8}, 4)}};
+  const auto want = run_cpu(g, in), got = run_cpu(legal, in);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(all_close(got[i], want[i].shape(), to_doubles(want[i]), {1e-5, 1e-6})) << "output " << i;
 }
 
 }  // namespace

@@ -28,6 +28,15 @@ void add_cache_write(CaseList& l) {
         o.fixed_inputs = {{"pos", from_doubles(it, {5}, {7, 0, 15, 3, 7})}};  // 7 twice: the later row wins
         v.push_back({"positions " + dt(it), std::move(g), o});
       }
+      Graph g;  // (B, S) positions: each batch entry writes its rows at its own positions
+      const Value cache = g.input("cache", Shape::of({2, 16, 3, 4}, t));
+      const Value rows = g.input("rows", Shape::of({2, 5, 3, 4}, t));
+      const Value pos = g.input("pos", Shape::of({2, 5}, DType::I64));
+      g.add_output(g.cache_write(cache, rows, pos));
+      ParityOptions o;
+      o.int_hi = 60;
+      o.fixed_inputs = {{"pos", from_doubles(DType::I64, {2, 5}, {7, 0, 15, 3, 7, 2, 3, 2, 9, 1})}};
+      v.push_back({"per-batch positions", std::move(g), o});
       return v;
     });
 }
@@ -84,6 +93,29 @@ void add_positions_attention(CaseList& l) {
       g.add_output(vc);
       ParityOptions o;
       o.fixed_inputs = {{"pos", from_doubles(DType::I64, {3}, {20, 21, 22})}};
+      return one(std::move(g), o);
+    });
+    // A batch of two sequences at their own positions ((B, S) positions), the keys rotated by
+    // per-sequence RoPE tables before they are written, as the batched Llama decoder does.
+    add_case(l, "attention", "kv_cache_batch_block_" + dt(t), [t] {
+      Graph g;
+      const Value q = g.input("q", Shape::of({2, 3, 4, 16}, t));
+      const Value k = g.input("k", Shape::of({2, 3, 2, 16}, t));
+      const Value v = g.input("v", Shape::of({2, 3, 2, 16}, t));
+      const Value cs = g.input("cos", Shape::of({2, 3, 8}, t));
+      const Value sn = g.input("sin", Shape::of({2, 3, 8}, t));
+      const Value pos = g.input("pos", Shape::of({2, 3}, DType::I64));
+      const Value kr = g.rope(k, cs, sn, 16, 16, RopeStyle::NeoX);
+      const Value qr = g.rope(q, cs, sn, 16, 16, RopeStyle::NeoX);
+      const Value kc = g.cache_write(g.input("cache_k", Shape::of({2, 64, 2, 16}, t)), kr, pos);
+      const Value vc = g.cache_write(g.input("cache_v", Shape::of({2, 64, 2, 16}, t)), v, pos);
+      ops::Attention a;
+      a.num_heads = 4, a.num_kv_heads = 2, a.head_dim = 16, a.mask_kind = MaskKind::Positions;
+      g.add_output(g.attention(qr, kc, vc, pos, a));
+      g.add_output(kc);
+      g.add_output(vc);
+      ParityOptions o;  // the second sequence pads its first row at the position its next row writes
+      o.fixed_inputs = {{"pos", from_doubles(DType::I64, {2, 3}, {20, 21, 22, 4, 4, 5})}};
       return one(std::move(g), o);
     });
   }

@@ -99,3 +99,23 @@ def test_bf16_activations(tiny_gguf):
         rlx.Generator(tiny_gguf, max_ctx=64, threads=1, activations="i32")
     with pytest.raises(rlx.Error):
         rlx.Generator(tiny_gguf, max_ctx=64, threads=1, activations="no-such-dtype")
+
+
+def test_generate_batch_matches_generate(tiny_gguf):
+    one = rlx.Generator(tiny_gguf, max_ctx=64, threads=1)
+    many = rlx.Generator(tiny_gguf, max_ctx=64, threads=1, batch=3)
+    assert many.batch == 3 and one.batch == 1
+    prompts = ["the quick brown fox", "hi", one.encode("a much longer prompt than the others, with commas")]
+    seen = []
+    got = many.generate_batch(prompts, max_new_tokens=6, on_token=lambda b, i, piece: seen.append((b, i)))
+    assert len(got) == 3
+    for b, p in enumerate(prompts):
+        want = one.generate(p, max_new_tokens=6)
+        assert got[b]["ids"] == want["ids"] and got[b]["stop_reason"] == want["stop_reason"]
+        assert [i for s, i in seen if s == b] == got[b]["ids"]
+    stopped = many.generate_batch(prompts[:2], max_new_tokens=6, on_token=lambda b, i, piece: b != 1)
+    assert len(stopped[1]["ids"]) == 1 and stopped[1]["stop_reason"] == "callback"
+    with pytest.raises(rlx.Error, match="1 to 3 prompts"):
+        many.generate_batch(prompts + ["x"], max_new_tokens=2)
+    with pytest.raises(rlx.Error, match="generate_batch"):
+        many.generate("x", max_new_tokens=2)

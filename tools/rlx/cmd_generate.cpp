@@ -21,7 +21,8 @@ namespace rlx::cli {
 namespace {
 
 struct GenerateCliOptions {
-  std::string model, prompt, device = "cpu", activations = "f32";
+  std::string model, device = "cpu", activations = "f32";
+  std::vector<std::string> prompts;  // one, or several decoded as a batch
   int64_t n = 128, ctx = 0, top_k = 0, repeat_last_n = 64, chunk = 64;
   double temp = 0.0, top_p = 1.0, repeat_penalty = 1.0;
   uint64_t seed = 0;
@@ -30,9 +31,57 @@ struct GenerateCliOptions {
   bool no_bos = false, special = false, ignore_eos = false, ids = false, no_prompt = false, warmup = false;
 };
 
+// Several prompts: one Generator of that batch, each sequence's text printed once all are done.
+int run_batch(const GgufFile& f, const GeneratorOptions& go, const GenerateOptions& opt, const GenerateCliOptions& o,
+              const std::vector<std::vector<int32_t>>& prompts) {
+  const auto t_load = std::chrono::steady_clock::now();
+  Generator gen(f, go);
+  if (o.warmup && o.n > 0) {  // compiles the prompts' chunk lengths and the decode step outside the timings
+    gen.prefill_batch(prompts);
+    std::vector<int32_t> next;
+    for (size_t b = 0; b < prompts.size(); ++b) next.push_back(gen.position(b) < gen.max_ctx() ? prompts[b].back() : -1);
+    gen.step_batch(next);
+  }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const std::vector<GenerateResult> r = gen.generate_batch(prompts, opt);
+  size_t prompt_tokens = 0, generated = 0;
+  int64_t steps = 0, fed = 0;  // batched steps; tokens fed back over all sequences
+  double decode_s = 0;
+  for (size_t b = 0; b < r.size(); ++b) {
+    std::cout << "--- sequence " << b << " (" << r[b].stop_reason << ") ---\n";
+    if (o.ids) {
+      for (int32_t id : r[b].tokens) std::cout << "[" << id << "]" << gen.tokenizer().piece(id);
+    } else {
+      if (!o.no_prompt) std::cout << o.prompts[b];
+      for (int32_t id : r[b].tokens) std::cout << gen.tokenizer().piece(id);  // as a single prompt streams them
+    }
+    std::cout << "\n";
+    prompt_tokens += r[b].prompt.size();
+    generated += r[b].tokens.size();
+    steps = std::max(steps, r[b].decode_steps);
+    fed += r[b].decode_steps;
+    decode_s = std::max(decode_s, r[b].decode_seconds);
+  }
+  std::cout.flush();
+  const double prefill_s = r.at(0).prefill_seconds;
+  std::fprintf(stderr,
+               "rlx generate: %s, batch of %zu, %d thread(s) requested, cache %lld rows each, graph built and compiled "
+               "in %.2f s%s\n"
+               "  prompts: %zu tokens in %.3f s (%.1f tokens/s)\n"
+               "  decode: %zu tokens generated, %lld batched steps in %.3f s (%.2f tokens/s over the batch)\n"
+               "  compiled variants: %zu\n",
+               device_name(go.device), r.size(), o.threads, static_cast<long long>(gen.max_ctx()), load_s,
+               o.warmup ? " (with the warm-up run)" : " (the prompt time includes compiling each chunk length)",
+               prompt_tokens, prefill_s, prefill_s > 0 ? static_cast<double>(prompt_tokens) / prefill_s : 0.0, generated,
+               static_cast<long long>(steps), decode_s,
+               decode_s > 0 ? static_cast<double>(fed) / decode_s : 0.0, gen.compile_count());
+  return 0;
+}
+
 int run_generate(const GenerateCliOptions& o) {
   if (o.n < 0) throw UsageError("-n must be >= 0");
-  if (!o.prompt.empty() && !o.prompt_ids.empty()) throw UsageError("give the prompt as text (-p) or as ids (--prompt-ids), not both");
+  if (!o.prompts.empty() && !o.prompt_ids.empty()) throw UsageError("give the prompt as text (-p) or as ids (--prompt-ids), not both");
+  if (o.prompts.size() > 64) throw UsageError("at most 64 prompts (-p) are decoded as one batch");
   // Options are checked before the model loads (which may take seconds).
   GenerateOptions opt;
   opt.max_new_tokens = o.n;
@@ -86,7 +135,8 @@ int run_generate(const GenerateCliOptions& o) {
   if (o.no_bos) opt.encode.add_bos = false;
   opt.encode.parse_special = o.special;
   const bool has_tokenizer = f.find("tokenizer.ggml.model") != nullptr;
-  std::vector<int32_t> prompt;
+  std::vector<std::vector<int32_t>> prompts(1);
+  std::vector<int32_t>& prompt = prompts[0];
   if (!o.prompt_ids.empty()) {
     for (int64_t id : o.prompt_ids) {
       if (id < 0 || id > INT32_MAX) throw UsageError("--prompt-ids: " + std::to_string(id) + " is not a token id");
@@ -97,17 +147,25 @@ int run_generate(const GenerateCliOptions& o) {
       throw Error(f.what() + ": " + (hf_dir ? std::string("rlx does not read Hugging Face tokenizers") :
                                               std::string("the file has no tokenizer (tokenizer.ggml.* metadata)")) +
                   ", so it cannot encode prompt text; give the prompt as token ids: --prompt-ids 1,450,4996");
-    if (o.prompt.empty()) throw UsageError("give the prompt: -p TEXT, or --prompt-ids 1,2,3");
-    prompt = Tokenizer::from_gguf(f).encode(o.prompt, opt.encode);
-    if (prompt.empty()) throw UsageError("the prompt encodes to no tokens; give --prompt text");
+    if (o.prompts.empty()) throw UsageError("give the prompt: -p TEXT, or --prompt-ids 1,2,3");
+    const Tokenizer tok = Tokenizer::from_gguf(f);
+    prompts.clear();
+    for (const std::string& p : o.prompts) {
+      prompts.push_back(tok.encode(p, opt.encode));
+      if (prompts.back().empty()) throw UsageError("the prompt '" + shown(p) + "' encodes to no tokens; give --prompt text");
+    }
   }
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
   if (ctx == 0) {
-    const int64_t want = static_cast<int64_t>(prompt.size()) + o.n;
+    const int64_t want = static_cast<int64_t>(longest) + o.n;
     ctx = (want + 63) / 64 * 64;
     const GgufValue* c = f.find(f.get_string("general.architecture") + ".context_length");
     if (c && c->is_integer() && c->as_i64() > 0) ctx = std::min(ctx, c->as_i64());
   }
   go.max_ctx = ctx;
+  go.batch = static_cast<int64_t>(prompts.size());
+  if (prompts.size() > 1) return run_batch(f, go, opt, o, prompts);
   const auto t_load = std::chrono::steady_clock::now();
   Generator gen(f, go);
   if (o.warmup && o.n > 0) {  // compiles the prompt's chunk lengths and the decode step outside the timings
@@ -118,7 +176,7 @@ int run_generate(const GenerateCliOptions& o) {
   // Without a tokenizer the ids are the output: the prompt's, then each generated one, space-separated.
   const bool text = has_tokenizer;
   if (!o.no_prompt) {
-    if (o.prompt_ids.empty()) std::cout << o.prompt;
+    if (o.prompt_ids.empty()) std::cout << o.prompts[0];
     else if (text) std::cout << gen.tokenizer().decode(prompt);
     else
       for (size_t i = 0; i < prompt.size(); ++i) std::cout << (i ? " " : "") << prompt[i];
@@ -159,7 +217,9 @@ Command add_generate_command(CLI::App& parent) {
                   "the .gguf model (general.architecture llama, qwen2 or qwen3), or a Hugging Face checkpoint directory (config.json + "
                   "safetensors; it has no tokenizer rlx reads: give --prompt-ids)")
       ->required();
-  sub->add_option("-p,--prompt", o->prompt, "the prompt text (encoded with the file's tokenizer)");
+  sub->add_option("-p,--prompt", o->prompts,
+                  "the prompt text (encoded with the file's tokenizer); repeated, the prompts are decoded together as "
+                  "a batch (one weight read a step for all) and each result is printed when all are done");
   sub->add_option("--prompt-ids", o->prompt_ids,
                   "the prompt as token ids, e.g. 1,450,4996 (used as given: no BOS added); without a tokenizer the "
                   "output is ids too")

@@ -16,15 +16,21 @@ void kernel(const ops::CacheWrite&, KernelContext& ctx) {
   const Tensor& pos = ctx.in[2];
   Tensor& out = ctx.out[0];
   const int64_t b = cache.dim(0), m = cache.dim(1), s = rows.dim(1);
-  if (pos.numel() != s || rows.dim(0) != b)
-    throw Error("cache_write: " + std::to_string(pos.numel()) + " positions for rows " + dims_str(rows.shape()) +
-                " and cache " + dims_str(cache.shape()) + "; give one position per row and the cache's batch");
+  // (S) positions shared by the batch, or (B, S): one row of positions per batch entry.
+  const bool per_batch = pos.shape().size() == 2;
+  const int64_t np = per_batch ? b * s : s;
+  if (pos.numel() != np || rows.dim(0) != b)
+    throw Error("cache_write: positions " + dims_str(pos.shape()) + " for rows " + dims_str(rows.shape()) +
+                " and cache " + dims_str(cache.shape()) + "; give one position per row ((S) or (B, S)) and the "
+                "cache's batch");
   // Every position is checked before anything is written: a bad one leaves the cache as it was.
-  std::vector<int64_t> at(static_cast<size_t>(s));
-  for (int64_t i = 0; i < s; ++i) {
+  std::vector<int64_t> at(static_cast<size_t>(np));
+  for (int64_t i = 0; i < np; ++i) {
     const int64_t p = pos.dtype() == DType::I32 ? pos.data<int32_t>()[i] : pos.data<int64_t>()[i];
     if (p < 0 || p >= m)
-      throw Error("cache_write: position " + std::to_string(p) + " (row " + std::to_string(i) +
+      throw Error("cache_write: position " + std::to_string(p) + " (" +
+                  (per_batch ? "batch " + std::to_string(i / s) + ", row " + std::to_string(i % s)
+                             : "row " + std::to_string(i)) +
                   ") is outside the cache's " + std::to_string(m) + " rows " + dims_str(cache.shape()) +
                   "; positions must be in [0, " + std::to_string(m) + ") (a longer sequence needs a larger cache)");
     at[static_cast<size_t>(i)] = p;
@@ -39,7 +45,7 @@ void kernel(const ops::CacheWrite&, KernelContext& ctx) {
   if (row_bytes == 0) return;
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t i = 0; i < s; ++i)  // in order: the later of two rows at one position wins
-      std::memcpy(dst + static_cast<size_t>(bi * m + at[static_cast<size_t>(i)]) * row_bytes,
+      std::memcpy(dst + static_cast<size_t>(bi * m + at[static_cast<size_t>(per_batch ? bi * s + i : i)]) * row_bytes,
                   src + static_cast<size_t>(bi * s + i) * row_bytes, row_bytes);
 }
 

@@ -87,7 +87,7 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
                                           first ? 2u : 1u);
   // blockIdx.y 0 writes c, 1 writes a: bit 0 of rot is c's rope, bit 1 a's.
   l->arg(cx.ptr(pos)).arg(c.rows).arg(c.out).arg(first ? a.rows : c.rows).arg(first ? a.out : c.out).arg(c.s).arg(c.m)
-      .arg(c.inner).arg(c.nrows).arg(cx.error_flag());
+      .arg(c.inner).arg(c.nrows).arg(cx.error_flag()).arg(pos.dims.size() == 2 ? 1 : 0);
   if (rope) {
     const auto& rg = std::get<plan::RopeGeom>(rope->geom);
     l->arg(cx.ptr(rope->in.at(1))).arg(cx.ptr(rope->in.at(2))).arg(rg.head_dim).arg(rg.n_rot)

@@ -1,6 +1,6 @@
 // CacheWrite on Vulkan: out = cache (a device copy unless the plan placed out over it), then one
-// invocation per element of the new rows writes it at its row's position. Of two rows at one
-// position the later wins (an invocation skips its element when a later row names the same
+// invocation per element of the new rows writes it at its row's position ((S) positions, or (B, S):
+// one row of them per batch entry). Of two rows of an entry at one position the later wins (an invocation skips its element when a later row names the same
 // position), as on the CPU. A position outside [0, rows) sets kErrCachePosition.
 // With the variant's cache-write fusion (LowerContext::cache_write_fusion), one dispatch writes
 // an earlier CacheWrite of the same positions too (PAIR: its elements after this one's), rows
@@ -20,7 +20,7 @@ namespace {
 // part 1 (PAIR): the second write's, part 2 (QROT): a rope's x rotated into its output.
 constexpr const char* kCacheWriteGlsl = R"GLSL(
 layout(push_constant) uniform P {
-  uint oo, orow, op, s, m, inner, n;
+  uint oo, orow, op, s, m, inner, n, pb;
 #if PAIR
   uint oo1, orow1;
 #endif
@@ -74,13 +74,14 @@ void main() {
     const uint part = g >= pc.n ? 1u : 0u;
     const uint e = g - part * pc.n;
     const uint c = e % pc.inner, t = e / pc.inner, i = t % pc.s, b = t / pc.s;
-    const IT p = IT(pos.data[pc.op + i]);
+    const uint pbase = pc.op + (pc.pb != 0u ? b * pc.s : 0u);  // (B, S) positions: the entry's row
+    const IT p = IT(pos.data[pbase + i]);
     if (p < IT(0) || p >= IT(pc.m)) {
       atomicMax(err.code, ERR);
       continue;
     }
     bool later = false;
-    for (uint j = i + 1u; j < pc.s && !later; ++j) later = IT(pos.data[pc.op + j]) == p;
+    for (uint j = i + 1u; j < pc.s && !later; ++j) later = IT(pos.data[pbase + j]) == p;
     if (later) continue;
     const uint dst = (b * pc.m + uint(p)) * pc.inner + c;
     const bool rot = part == 1u ? ROT1 != 0 : ROT0 != 0;
@@ -173,7 +174,7 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   const size_t e = dtype_size(st.in.at(0).storage());
   std::vector<uint32_t> push = {a.out.elem(e), a.rows.elem(e), p.elem(dtype_size(st.in.at(2).storage())),
                                 static_cast<uint32_t>(a.s), static_cast<uint32_t>(a.m), static_cast<uint32_t>(a.inner),
-                                static_cast<uint32_t>(a.n)};
+                                static_cast<uint32_t>(a.n), st.in.at(2).dims.size() == 2 ? 1u : 0u};
   if (f.first) {
     k += glsl_buffer(4, "outb1", t, false) + glsl_buffer(5, "rows1", t, true);
     bind.insert(bind.end(), {b.out, b.rows});

@@ -93,13 +93,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let t = e / rlx_p.inner;
     let i = t % rlx_p.s;
     let b = t / rlx_p.s;
-    let p = POS(i);
+    let pbase = select(0u, b * rlx_p.s, rlx_p.pb != 0u);  // (B, S) positions: the entry's row
+    let p = POS(pbase + i);
     if (p < 0i || p >= i32(rlx_p.m)) {
       atomicMax(&rlx_err, ERR_POSITION);
       continue;
     }
     var later = false;
-    for (var j = i + 1u; j < rlx_p.s && !later; j++) { later = POS(j) == p; }
+    for (var j = i + 1u; j < rlx_p.s && !later; j++) { later = POS(pbase + j) == p; }
     if (!later) { out_set((b * rlx_p.m + u32(p)) * rlx_p.inner + c, ROW(e)); }
   }
 }
@@ -154,7 +155,7 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   if (n == 0) return;
   const std::vector<Operand> ops{out, cx.in(rows), cx.in(pos)};
   const Binds bd = plan_binds(ops, true);
-  std::string k = bd.decls({"s: u32", "m: u32", "inner: u32", "n: u32"});
+  std::string k = bd.decls({"s: u32", "m: u32", "inner: u32", "n: u32", "pb: u32"});
   // Elements are moved as their words; positions read as i32 words (i64 values are held in i32
   // words on WebGPU).
   k += "fn out_set(i: u32, v: u32) { " + bd.at(0, "i") + " = v; }\n";
@@ -162,7 +163,8 @@ void lower_cache_write(LowerContext& cx, const plan::Step& st) {
   k += "fn POS(i: u32) -> i32 { return bitcast<i32>(" + bd.at(2, "i") + "); }\n";
   k += codegen::replace_all(kCacheWrite, "ERR_POSITION", std::to_string(codegen::kErrCachePosition) + "i");
   cx.dispatch(Kernel{"cache_write", k}, ops,
-              {static_cast<uint32_t>(s), static_cast<uint32_t>(m), static_cast<uint32_t>(inner), static_cast<uint32_t>(n)},
+              {static_cast<uint32_t>(s), static_cast<uint32_t>(m), static_cast<uint32_t>(inner), static_cast<uint32_t>(n),
+               pos.dims.size() == 2 ? 1u : 0u},
               true, cx.groups_1d(static_cast<uint64_t>(n), plan::kSelectWorkgroup));
 }
 

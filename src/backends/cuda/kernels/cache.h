@@ -3,8 +3,9 @@
 namespace rlx::cuda::ksrc {
 
 inline constexpr const char* kCacheWrite = R"CUDA(
-// One block per row of rows (B, S, inner) at a time: row i of batch b lands in cache row pos[i],
-// unless a later row names the same position (the later row wins, as on the CPU; the block's
+// One block per row of rows (B, S, inner) at a time: row i of batch b lands in cache row pos[i]
+// (pos[b * S + i] with pb: (B, S) positions), unless a later row of that batch entry names the
+// same position (the later row wins, as on the CPU; the block's
 // threads look for one together, once per row). out already holds the cache (or is the cache
 // itself). A position outside [0, m) records error 9 and writes nothing. grid.y = 2: blocks of
 // y = 1 write rows1 into out1 (a second cache of the same shape and positions).
@@ -13,18 +14,20 @@ inline constexpr const char* kCacheWrite = R"CUDA(
 // with per_batch; neox: pairs (p, p + n_rot / 2), else (2p, 2p + 1)), written rotated (compiled
 // with ROPE 1 only: float T).
 extern "C" __global__ void cache_write(const I* pos, const T* rows0, T* out0, const T* rows1, T* out1, long long s,
-                                       long long m, long long inner, long long nrows, int* err, const TC* cs,
-                                       const TC* sn, long long hd, long long n_rot, int per_batch, int neox, int rot) {
+                                       long long m, long long inner, long long nrows, int* err, int pb,
+                                       const TC* cs, const TC* sn, long long hd, long long n_rot, int per_batch, int neox,
+                                       int rot) {
   const T* rows = blockIdx.y ? rows1 : rows0;
   T* out = blockIdx.y ? out1 : out0;
   const bool rotate = (rot >> blockIdx.y) & 1;
   const long long half = n_rot / 2;
   for (long long t = blockIdx.x; t < nrows; t += gridDim.x) {
     const long long i = t % s, b = t / s;
-    const long long p = (long long)pos[i];
+    const I* bpos = pb ? pos + b * s : pos;
+    const long long p = (long long)bpos[i];
     const bool bad = p < 0 || p >= m;
     int later = 0;
-    for (long long j = i + 1 + threadIdx.x; j < s && !bad; j += blockDim.x) later |= (long long)pos[j] == p;
+    for (long long j = i + 1 + threadIdx.x; j < s && !bad; j += blockDim.x) later |= (long long)bpos[j] == p;
     later = __syncthreads_or(later);
     if (bad) {
       if (threadIdx.x == 0) report_error(err, 9);
