@@ -106,7 +106,7 @@ double decode_weight_bytes(const rlx::GgufFile& f, bool tied, const rlx::models:
 // --batch: B rotations of the prompt decoded together; prints the table row with tokens/s summed
 // over the batch and a BENCH_GENERATE line with batch=B.
 void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const std::vector<int32_t>& prompt, int64_t n,
-                 int64_t repeat) {
+                 int64_t repeat, bool profile) {
   const auto a = std::chrono::steady_clock::now();
   rlx::Generator gen(f, go);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
@@ -140,6 +140,27 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
               "decode_tps=%.3f\n",
               go.num_threads, static_cast<long long>(go.max_ctx), static_cast<long long>(go.batch),
               prompt.size() * prompts.size(), ptps, static_cast<long long>(steps), dtps);
+  if (go.device != rlx::Device::Cpu) {  // a batched step's wall time against its device time, then its profile
+    gen.prefill_batch(prompts);
+    std::vector<double> wall, dev;
+    const std::vector<int32_t> next(prompts.size(), 5);
+    for (int64_t step = 1; step < n && gen.position(0) < go.max_ctx; ++step) {
+      const auto a0 = std::chrono::steady_clock::now();
+      gen.step_batch(next);
+      wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a0).count());
+      dev.push_back(rlx::device_stats().last_device_ms);
+    }
+    if (!wall.empty())
+      std::printf("batched decode step (median of %zu): %.3f ms wall, %.3f ms on the device\n", wall.size(), median(wall),
+                  median(dev));
+    if (profile) {
+      rlx::enable_device_profile(go.device);
+      rlx::take_device_profile(go.device);
+      for (int step = 0; step < 8 && gen.position(0) < go.max_ctx; ++step) gen.step_batch(next);
+      std::printf("%s steps of 8 batched decode steps:\n%s", rlx::device_name(go.device),
+                  rlx::take_device_profile(go.device).c_str());
+    }
+  }
   std::fflush(stdout);
 }
 
@@ -319,7 +340,7 @@ int main(int argc, char** argv) {
         if (batch > 1) {
           bench_batch(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
                           .activations = activations, .batch = batch},
-                      prompt, n, repeat);
+                      prompt, n, repeat, profile);
           continue;
         }
         const auto a = std::chrono::steady_clock::now();

@@ -110,6 +110,20 @@ MatMulGeom matmul_geom(const Dims& ad, const Dims& bd) {
   return g;
 }
 
+// A weight shared by every batch item (B broadcast) against a dense A: the batch is more rows of
+// one product, [batch * m, k] @ [k, n] (the result's layout is the same), so that the weights
+// are read once, not once per batch item (a decode batch of sequences: (B, 1, k) @ [k, n]).
+MatMulGeom fold_shared_weight_batch(MatMulGeom g) {
+  if (g.batch <= 1 || g.trans_a || g.b_stride != 0 || g.a_stride != g.m * g.k) return g;
+  g.m *= g.batch;
+  g.batch = 1;
+  g.batch_dims.clear();
+  g.a_batch_strides.clear();
+  g.b_batch_strides.clear();
+  g.a_stride = g.b_stride = 0;
+  return g;
+}
+
 // A plain 2-d product [m, k] @ [k, n].
 MatMulGeom gemm_geom(int64_t m, int64_t k, int64_t n) { return matmul_geom({m, k}, {k, n}); }
 
@@ -255,10 +269,12 @@ Geometry node_geometry(const Graph& g, const Node& n) {
   const auto rank = [&](size_t i) { return static_cast<int64_t>(in.at(i).size()); };
   return std::visit([&](const auto& op) -> Geometry {
     using T = std::decay_t<decltype(op)>;
-    if constexpr (std::is_same_v<T, ops::MatMul> || std::is_same_v<T, ops::MatMulInteger>) {
+    if constexpr (std::is_same_v<T, ops::MatMul>) {
+      return fold_shared_weight_batch(matmul_geom(in[0], in[1]));
+    } else if constexpr (std::is_same_v<T, ops::MatMulInteger>) {
       return matmul_geom(in[0], in[1]);
     } else if constexpr (std::is_same_v<T, ops::FusedMatMulBiasAct>) {
-      MatMulGeom m = matmul_geom(in[0], in[1]);
+      MatMulGeom m = fold_shared_weight_batch(matmul_geom(in[0], in[1]));
       m.bias_len = op.has_bias(in.size()) ? product(in[2]) : 0;
       m.residual = op.residual;
       m.activation = op.activation;

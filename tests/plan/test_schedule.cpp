@@ -37,9 +37,18 @@ TEST(ScheduleGeometry, MatMulBroadcastBatch) {
   Value x = h.input("x", Shape::of({4, 3, 5}));
   Value w = h.input("w", Shape::of({5, 2}));
   const auto s = geom_of<plan::MatMulGeom>(h, h.matmul(x, w));
-  EXPECT_EQ(s.batch, 4);
-  EXPECT_EQ(s.a_stride, 15);
-  EXPECT_EQ(s.b_stride, 0);  // shared weight: strided-batched GEMM with stride 0
+  // A shared weight against a dense x: the batch folds into the rows of one product, [12, 5] @
+  // [5, 2] (the weight is read once, not once per batch item).
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_EQ(s.m, 12);
+  EXPECT_TRUE(s.batch_dims.empty());
+  // Not when x is broadcast over the batch (its rows are not one dense block).
+  Graph u;
+  const auto nb = geom_of<plan::MatMulGeom>(
+      u, u.matmul(u.input("x", Shape::of({1, 3, 5})), u.input("w", Shape::of({4, 5, 2}))));
+  EXPECT_EQ(nb.batch, 4);
+  EXPECT_EQ(nb.m, 3);
+  EXPECT_EQ(nb.a_stride, 0);
 
   Graph v;  // 1-d operands are promoted: [k] @ [k, n] is m = 1
   const auto mv = geom_of<plan::MatMulGeom>(v, v.matmul(v.input("p", Shape::of({7})), v.input("q", Shape::of({7, 3}))));
