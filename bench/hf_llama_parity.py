@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rlx against transformers on Hugging Face Llama-family checkpoints (issue 29's proof).
 
-For each config (small; ~0.5B; qwen2 and qwen3 small ones) and dtype (fp32; bf16), builds the
+For each config (small; ~0.5B; qwen2, qwen3, gemma and gemma2 small ones) and dtype (fp32; bf16), builds the
 causal LM (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM) with random weights (biases and
 per-head norms drawn at random too, not left at their zero / one init),
 saves it with save_pretrained (safetensors; the 0.5B one in several shards), and compares:
@@ -53,6 +53,18 @@ CONFIGS = {
     "qwen3": dict(arch="qwen3", hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
                   num_key_value_heads=2, head_dim=64, vocab_size=1000, max_position_embeddings=4096, rms_norm_eps=1e-6,
                   tie_word_embeddings=False, rope_theta=1000000.0),
+    # Gemma: GeGLU, embedding x sqrt(hidden), norms x (1 + w), tied head, head_dim 64 != hidden / heads.
+    "gemma": dict(arch="gemma", hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=2, head_dim=64, vocab_size=1000, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                  tie_word_embeddings=True, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh"),
+    # Gemma2: also post-attention / post-MLP norms, attention and final logit softcaps small enough
+    # to bend a random model's scores and logits, query_pre_attn_scalar != head_dim; eager attention
+    # (transformers applies the softcap there).
+    "gemma2": dict(arch="gemma2", hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
+                   num_key_value_heads=2, head_dim=64, vocab_size=1000, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                   tie_word_embeddings=True, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh",
+                   query_pre_attn_scalar=48, attn_logit_softcapping=5.0, final_logit_softcapping=8.0,
+                   sliding_window=4096, attn_implementation="eager"),
     "0.5b": dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=28, num_attention_heads=16,
                  num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096, rms_norm_eps=1e-5,
                  tie_word_embeddings=False, rope_theta=10000.0),
@@ -63,7 +75,7 @@ def parse():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build/release", help="folder with the rlx binaries (hf_logits)")
     p.add_argument("--devices", default="cpu,cuda", help="rlx devices, comma-separated (cpu, cuda, vulkan, webgpu)")
-    p.add_argument("--configs", default="small,0.5b,qwen2,qwen3", help="comma-separated: " + ", ".join(CONFIGS))
+    p.add_argument("--configs", default="small,0.5b,qwen2,qwen3,gemma,gemma2", help="comma-separated: " + ", ".join(CONFIGS))
     p.add_argument("--dtypes", default="fp32,bf16", help="comma-separated: fp32, bf16")
     p.add_argument("--seq", type=int, default=64, help="teacher-forced sequence length (default 64)")
     p.add_argument("--prompt", type=int, default=8, help="prompt tokens (default 8)")
@@ -140,7 +152,8 @@ def main():
         import transformers
         from transformers import LlamaConfig, LlamaForCausalLM
         classes = {"llama": (LlamaConfig, LlamaForCausalLM)}
-        for arch, names in (("qwen2", ("Qwen2Config", "Qwen2ForCausalLM")), ("qwen3", ("Qwen3Config", "Qwen3ForCausalLM"))):
+        for arch, names in (("qwen2", ("Qwen2Config", "Qwen2ForCausalLM")), ("qwen3", ("Qwen3Config", "Qwen3ForCausalLM")),
+                            ("gemma", ("GemmaConfig", "GemmaForCausalLM")), ("gemma2", ("Gemma2Config", "Gemma2ForCausalLM"))):
             if hasattr(transformers, names[0]):
                 classes[arch] = (getattr(transformers, names[0]), getattr(transformers, names[1]))
     except ImportError as e:
@@ -189,6 +202,8 @@ def main():
                         p.normal_(0.0, 0.5)
                     elif n.endswith(("q_norm.weight", "k_norm.weight")):
                         p.normal_(1.0, 0.2)
+                    elif arch.startswith("gemma") and n.endswith("norm.weight"):  # w of Gemma's (1 + w), 0 at init
+                        p.normal_(0.0, 0.1)
             nparams = sum(p.numel() for p in model.parameters())
             # The rotary frequencies are a float buffer that .to(bfloat16) would round too (the
             # checkpoint does not hold them; rlx and transformers' loader compute them exactly):

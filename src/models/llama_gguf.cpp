@@ -232,6 +232,8 @@ struct Builder {
     attn.head_dim = d;
     attn.mask_kind = MaskKind::Causal;
     attn.layout = AttnLayout::BSHD;
+    attn.softcap = c.attn_softcap;
+    attn.score_scale = c.attn_scale;
     std::optional<Value> mask;
     if (kc) {
       k = cache_update(*kc, "cache_k." + i2s(i), k);
@@ -240,14 +242,44 @@ struct Builder {
       mask = kc->positions;
     }
     Value ctx = g.reshape(g.attention(q, k, v, mask, attn), {batch, s, Dim(hq * d)});
-    Value h1 = g.add(h, linear(ctx, p + "attn_output", e, hq * d));
+    Value o = linear(ctx, p + "attn_output", e, hq * d);
+    if (c.post_norms) o = g.rms_norm(o, act_param(p + "post_attention_norm.weight", {e}), std::nullopt, c.rms_eps);
+    Value h1 = g.add(h, o);
     Value y = g.rms_norm(h1, act_param(p + "ffn_norm.weight", {e}), std::nullopt, c.rms_eps);
-    Value gate = g.silu(project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
+    Value gate = g.act(c.ffn_act, project(y, p + "ffn_gate.weight", c.ffn, e, p + "ffn_gate.weight"));
     Value up = project(y, p + "ffn_up.weight", c.ffn, e, p + "ffn_up.weight");
-    return g.add(h1, project(g.mul(gate, up), p + "ffn_down.weight", e, c.ffn, p + "ffn_down.weight"));
+    Value down = project(g.mul(gate, up), p + "ffn_down.weight", e, c.ffn, p + "ffn_down.weight");
+    if (c.post_norms) down = g.rms_norm(down, act_param(p + "post_ffw_norm.weight", {e}), std::nullopt, c.rms_eps);
+    return g.add(h1, down);
   }
 };
 
+}  // namespace
+
+// Gemma's differences from Llama, as llama.cpp writes and runs its files: the embedding scaled by
+// sqrt(hidden), GeGLU, norm weights stored with the 1 already added (plain RMSNorms), and for
+// gemma2 the post-attention / post-MLP norms, the attention and final logit softcaps, the query
+// scale (1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the 46-block 27B as llama.cpp
+// decides, unless gemma2.attention.scale says) and the sliding window of its local layers, within
+// which every layer attends to the whole context (the context is capped at the window).
+namespace {
+void read_gemma(const GgufFile& f, GgufLlamaConfig& c) {
+  const std::string a = c.arch + ".";
+  c.ffn_act = ActKind::GeluApprox;
+  c.embed_scale = std::sqrt(static_cast<double>(c.hidden));
+  if (c.arch != "gemma2") return;
+  c.post_norms = true;
+  c.attn_softcap = opt_num(f, a + "attn_logit_softcapping", 0.0);
+  c.final_softcap = opt_num(f, a + "final_logit_softcapping", 0.0);
+  if (c.attn_softcap < 0 || c.final_softcap < 0 || !std::isfinite(c.attn_softcap) || !std::isfinite(c.final_softcap))
+    fail(f, a + "attn_logit_softcapping / final_logit_softcapping must be >= 0 (0 = off)");
+  c.attn_scale = c.layers == 46 ? 1.0 / std::sqrt(static_cast<double>(c.hidden / c.heads))
+                                : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  c.attn_scale = opt_num(f, a + "attention.scale", c.attn_scale);
+  if (!(c.attn_scale > 0) || !std::isfinite(c.attn_scale)) fail(f, a + "attention.scale must be a positive number");
+  c.sliding_window = opt_int0(f, a + "attention.sliding_window");
+  if (c.sliding_window > 0) c.context = std::min(c.context, c.sliding_window);
+}
 }  // namespace
 
 GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
@@ -257,12 +289,14 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
   const std::string arch = arch_v->as_string();
   if (!is_gguf_llama_family(arch))
     fail(f, "general.architecture is '" + io::printable(arch) + "'; this builder reads 'llama' files (Llama, Mistral "
-            "and other models converted as llama), 'qwen2' (Qwen2, Qwen2.5) and 'qwen3' (dense Qwen3) files");
+            "and other models converted as llama), 'qwen2' (Qwen2, Qwen2.5), 'qwen3' (dense Qwen3), 'gemma' and "
+            "'gemma2' files");
   const std::string a = arch + ".";
   GgufLlamaConfig c;
   c.arch = arch;
   c.rope_style = arch == "llama" ? RopeStyle::GptJ : RopeStyle::NeoX;
   c.qk_norm = arch == "qwen3";
+  c.gemma = arch == "gemma" || arch == "gemma2";
   c.layers = req_int(f, a + "block_count");
   c.hidden = req_int(f, a + "embedding_length");
   c.ffn = req_int(f, a + "feed_forward_length");
@@ -296,6 +330,7 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
     fail(f, a + "expert_count = " + i2s(opt_int0(f, a + "expert_count")) +
                 ": a mixture-of-experts model, which the builder does not build yet");
   c.rope_freqs = f.contains("rope_freqs.weight");
+  if (c.gemma) read_gemma(f, c);
   if (!f.contains("token_embd.weight")) fail(f, "tensor 'token_embd.weight' is missing");
   const auto emb = f.tensor_info("token_embd.weight").shape();
   if (emb.size() != 2 || emb[1] != c.hidden)
@@ -317,7 +352,9 @@ GgufLlamaConfig read_gguf_llama_config(const GgufFile& f) {
   return c;
 }
 
-bool is_gguf_llama_family(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+bool is_gguf_llama_family(const std::string& arch) {
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma" || arch == "gemma2";
+}
 
 namespace {
 
@@ -340,6 +377,7 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
   if (max_ctx) logit_rows = g.input("logit_rows", Shape({Dim::symbol("rows")}, DType::I64));
   Value emb = b.act_param("token_embd.weight", {c.vocab, c.hidden});
   Value h = g.reshape(g.gather(emb, tokens, 0), {b.batch, s, Dim(c.hidden)});
+  if (c.embed_scale != 1.0) h = g.mul(h, g.scalar(c.embed_scale, b.act));  // gemma: in the activations' dtype
   auto [cos, sin] = b.rope_tables(positions);
   std::optional<Builder::Cache> kc;
   if (max_ctx) kc = Builder::Cache{max_ctx, positions, {}};
@@ -348,6 +386,10 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
   h = g.rms_norm(h, b.act_param("output_norm.weight", {c.hidden}), std::nullopt, c.rms_eps);
   // Tied output: the embedding's stored form (quantized or not) under the param name output.weight.
   Value logits = b.project(h, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab, c.hidden, "output.weight");
+  if (c.final_softcap > 0) {  // gemma2: cap * tanh(logits / cap)
+    const Value cap = g.scalar(c.final_softcap, b.act);
+    logits = g.mul(g.act(ActKind::Tanh, g.div(logits, cap)), cap);
+  }
   g.add_output(b.act == DType::F32 ? logits : g.cast(logits, DType::F32), "logits");
   if (kc)
     for (int64_t i = 0; i < c.layers; ++i) {
@@ -428,7 +470,11 @@ std::string describe_gguf_llama(const GgufFile& f) {
                   (c.rope_linear != 1.0 ? ", rope linear scaling " + std::to_string(c.rope_linear) : "") +
                   (c.rope_freqs ? ", rope_freqs" : "") + (c.tied_output ? ", tied output" : "") +
                   (f.contains("blk.0.attn_q.bias") ? ", attention biases" : "") +
-                  (c.qk_norm ? ", per-head q/k norms" : "") + ", block projections:";
+                  (c.qk_norm ? ", per-head q/k norms" : "") + (c.gemma ? ", GeGLU, embedding x sqrt(hidden)" : "") +
+                  (c.post_norms ? ", post-attention / post-MLP norms" : "") +
+                  (c.attn_softcap > 0 ? ", attention softcap " + std::to_string(c.attn_softcap) : "") +
+                  (c.final_softcap > 0 ? ", final softcap " + std::to_string(c.final_softcap) : "") +
+                  ", block projections:";
   for (const auto& [name, n] : types) s += " " + name + " x " + std::to_string(n);
   return s;
 }

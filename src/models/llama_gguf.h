@@ -57,7 +57,7 @@
 namespace rlx::models {
 
 struct GgufLlamaConfig {
-  std::string arch = "llama";  // general.architecture: llama, qwen2 or qwen3
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, gemma or gemma2
   RopeStyle rope_style = RopeStyle::GptJ;  // GptJ for llama's permuted rows, NeoX otherwise
   bool qk_norm = false;  // qwen3: RMSNorm of each head's q and k (attn_q_norm / attn_k_norm)
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, context = 0;
@@ -66,6 +66,17 @@ struct GgufLlamaConfig {
   double rope_linear = 1.0;     // linear rope scaling: positions divided by it
   bool rope_freqs = false;      // rope_freqs.weight present
   bool tied_output = false;  // no output.weight: the logits use token_embd.weight
+  // Gemma (gemma, gemma2): the embedding scaled by sqrt(hidden), GeGLU (tanh GELU) instead of
+  // SwiGLU; norm weights are stored as (1 + w), so the norms are plain RMSNorms here.
+  bool gemma = false;
+  ActKind ffn_act = ActKind::Silu;  // the gate's activation: silu (SwiGLU) or gelu_approx (GeGLU)
+  double embed_scale = 1.0;         // the embedding rows are multiplied by it
+  // gemma2: post_attention_norm / post_ffw_norm on each block's attention and MLP outputs,
+  // attention logits softcapped (0: off), the final logits softcapped, the query scale.
+  bool post_norms = false;
+  double attn_softcap = 0.0, final_softcap = 0.0;
+  double attn_scale = 0.0;        // 0: 1 / sqrt(head_dim)
+  int64_t sliding_window = 0;     // gemma2's local layers' window; the context is capped at it
 };
 
 // The llama.* metadata and tensor shapes, checked for consistency; rlx::Error naming the key or
@@ -135,7 +146,8 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 // then writes the new rows in place and copies no cache).
 GgufLlama build_llama_decoder_from_gguf(const GgufFile& f, int64_t max_ctx, const GgufLlamaOptions& options = {});
 
-// Whether the builder reads GGUF files of general.architecture `arch` (llama, qwen2, qwen3).
+// Whether the builder reads GGUF files of general.architecture `arch` (llama, qwen2, qwen3,
+// gemma, gemma2).
 bool is_gguf_llama_family(const std::string& arch);
 
 // One-line summary for `rlx inspect`: "llama: 2 blocks, hidden 64, heads 4 (kv 2) x 16, ffn 128,

@@ -52,7 +52,7 @@ const std::vector<Neutral>& neutral_keys() {
   static const std::vector<Neutral> k = {{"mlp_bias", false},
                                          {"is_encoder_decoder", false}, {"add_cross_attention", false},
                                          {"tie_encoder_decoder", false}, {"pruned_heads", json::object()},
-                                         {"partial_rotary_factor", 1.0}};
+                                         {"partial_rotary_factor", 1.0}, {"use_bidirectional_attention", false}};
   return k;
 }
 
@@ -112,6 +112,42 @@ struct ConfigReader {
     return out;
   }
 };
+
+// Gemma's keys: the MLP's activation (GeGLU with the tanh GELU, the only form the GGUF layout
+// runs), and gemma2's softcaps, query scale and sliding window.
+void read_gemma(ConfigReader& r, HfLlamaConfig& c) {
+  // hidden_activation decides when set (Gemma's configs keep an older hidden_act next to it).
+  const json* activation = r.find("hidden_activation");
+  const json* act = r.find("hidden_act");
+  const std::string key = activation ? "hidden_activation" : "hidden_act";
+  if (!activation) activation = act;
+  if (activation && *activation != json("gelu_pytorch_tanh"))
+    r.fail("key '" + key + "' is " + io::json_brief(*activation) + "; Gemma's MLP is GeGLU with the tanh GELU, "
+           "\"gelu_pytorch_tanh\" (the only one rlx runs)");
+  if (c.model_type != "gemma2") return;
+  // An absent softcap takes Gemma2Config's default; null turns it off.
+  auto softcap = [&](const std::string& k, double dflt) {
+    r.used.insert(k);
+    const auto it = r.j.find(k);
+    if (it == r.j.end()) return dflt;
+    return it->is_null() ? 0.0 : r.num(k, *it);
+  };
+  c.attn_softcap = softcap("attn_logit_softcapping", 50.0);
+  c.final_softcap = softcap("final_logit_softcapping", 30.0);
+  c.query_pre_attn_scalar = r.opt_num("query_pre_attn_scalar", 256.0);
+  r.used.insert("cache_implementation");  // a generation setting ("hybrid")
+  const json* window = r.find("sliding_window");
+  c.sliding_window = window ? r.pos_int("sliding_window", *window) : 4096;
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.layers)
+      r.fail("key 'layer_types' must list one attention type per layer (" + i2s(c.layers) + "), got " + io::json_brief(*types));
+    for (const json& t : *types)
+      if (t != json("sliding_attention") && t != json("full_attention"))
+        r.fail("key 'layer_types' holds " + io::json_brief(t) + "; rlx runs full_attention and sliding_attention layers");
+  }
+  // Within the window a sliding-window layer is exactly a full-attention one.
+  c.context = std::min(c.context, c.sliding_window);
+}
 
 // RoPE settings: rope_parameters (transformers 5) or rope_theta + rope_scaling (4.x).
 void read_rope(ConfigReader& r, HfLlamaConfig& c) {
@@ -228,16 +264,21 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   HfLlamaConfig c;
   const json* mt = r.find("model_type");
   if (!mt || !mt->is_string())
-    r.fail("key 'model_type' is missing or not a string (rlx reads model_type 'llama', 'mistral', 'qwen2' and 'qwen3')");
+    r.fail("key 'model_type' is missing or not a string (rlx reads model_type 'llama', 'mistral', 'qwen2', 'qwen3', "
+           "'gemma' and 'gemma2')");
   c.model_type = mt->get<std::string>();
   static const std::map<std::string, std::string> kArchitectures = {{"llama", "LlamaForCausalLM"},
                                                                     {"mistral", "MistralForCausalLM"},
                                                                     {"qwen2", "Qwen2ForCausalLM"},
-                                                                    {"qwen3", "Qwen3ForCausalLM"}};
+                                                                    {"qwen3", "Qwen3ForCausalLM"},
+                                                                    {"gemma", "GemmaForCausalLM"},
+                                                                    {"gemma2", "Gemma2ForCausalLM"}};
   const auto arch = kArchitectures.find(c.model_type);
   if (arch == kArchitectures.end())
-    r.fail("model_type is '" + io::printable(c.model_type) + "'; rlx runs 'llama', 'mistral', 'qwen2' and 'qwen3' checkpoints");
+    r.fail("model_type is '" + io::printable(c.model_type) + "'; rlx runs 'llama', 'mistral', 'qwen2', 'qwen3', 'gemma' "
+           "and 'gemma2' checkpoints");
   const bool mistral = c.model_type == "mistral", qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  const bool gemma = c.model_type == "gemma" || c.model_type == "gemma2";
   if (const json* a = r.find("architectures")) {
     const std::string& want = arch->second;
     if (!a->is_array() || a->size() != 1 || *a != json::array({want}))
@@ -248,7 +289,9 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   if (c.model_type == "llama" || c.model_type == "qwen3") c.qkv_bias = c.o_bias = r.opt_bool("attention_bias", false);
   else if (r.opt_bool("attention_bias", false))
     r.fail("key 'attention_bias' is true, which a " + c.model_type + " model does not have (" +
-           (mistral ? std::string("Mistral has no attention biases") : "Qwen2 always has q / k / v biases, no others") + ")");
+           (qwen ? std::string("Qwen2 always has q / k / v biases, no others")
+                 : (mistral ? std::string("Mistral") : "Gemma") + " has no attention biases") +
+           ")");
   c.hidden = r.req_int("hidden_size");
   c.ffn = r.req_int("intermediate_size");
   c.layers = r.req_int("num_hidden_layers");
@@ -261,13 +304,17 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   if (!has_head_dim && c.hidden % c.heads != 0)
     r.fail("hidden_size " + i2s(c.hidden) + " is not a multiple of num_attention_heads " + i2s(c.heads) +
            " (and head_dim is not given)");
-  c.head_dim = r.opt_int("head_dim", c.model_type == "qwen3" ? 128 : c.hidden / c.heads);  // Qwen3Config's default
+  // Qwen3Config's and GemmaConfig's defaults
+  c.head_dim = r.opt_int("head_dim", c.model_type == "qwen3" ? 128 : gemma ? 256 : c.hidden / c.heads);
   if (c.head_dim % 2 != 0) r.fail("head_dim " + i2s(c.head_dim) + " must be even (RoPE rotates pairs)");
   c.rms_eps = r.opt_num("rms_norm_eps", 1e-6);
-  c.context = r.opt_int("max_position_embeddings", mistral ? 131072 : qwen ? 32768 : 2048);
-  c.tied = r.opt_bool("tie_word_embeddings", false);
-  if (const json* act = r.find("hidden_act"); act && *act != json("silu"))
+  c.context = r.opt_int("max_position_embeddings", mistral ? 131072 : qwen ? 32768 : gemma ? 8192 : 2048);
+  c.tied = r.opt_bool("tie_word_embeddings", gemma);
+  if (gemma) {
+    read_gemma(r, c);
+  } else if (const json* act = r.find("hidden_act"); act && *act != json("silu")) {
     r.fail("key 'hidden_act' is " + io::json_brief(*act) + "; Llama's MLP is SwiGLU, \"silu\" (the only one rlx runs)");
+  }
   if (mistral) {
     r.used.insert("sliding_window");
     auto it = j.find("sliding_window");
@@ -289,10 +336,16 @@ HfLlamaConfig read_hf_llama_config(const std::string& dir) {
   if (j.contains("quantization_config"))
     r.fail("key 'quantization_config': the weights are quantized by another tool (GPTQ, AWQ, bitsandbytes...), which "
            "rlx does not read; use the float checkpoint (and `rlx quantize DIR out.gguf --scheme q4_k`)");
+  std::vector<std::string> unknown;
   for (const auto& [k, v] : j.items())
-    if (!r.used.count(k) && !ignored_keys().count(k))
-      r.fail("key '" + io::printable(k) + "' is not one rlx knows for model_type '" + c.model_type +
-             "', so it cannot tell whether it changes the model; remove it if it does not");
+    if (!r.used.count(k) && !ignored_keys().count(k)) unknown.push_back("'" + io::printable(k) + "'");
+  if (!unknown.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unknown.size(); ++i) list += (i ? ", " : "") + unknown[i];
+    r.fail(std::string(unknown.size() > 1 ? "keys " : "key ") + list + (unknown.size() > 1 ? " are" : " is") +
+           " not one rlx knows for model_type '" + c.model_type +
+           "', so it cannot tell whether it changes the model; remove it if it does not");
+  }
   return c;
 }
 
@@ -444,6 +497,18 @@ struct Converter {
     w.add_raw(gguf, *ggml_type_of(s.entry->dtype), ne_of(shape), std::move(out));
   }
 
+  // A norm weight: as stored, or for Gemma (whose RMSNorm multiplies by 1 + w) as the f32 sum
+  // 1 + w, the form GGUF files hold (llama.cpp's converter adds the 1 too).
+  void copy_norm(const std::string& hf, const std::string& gguf, int64_t n) {
+    const std::string& mt = ck.config.model_type;
+    if (mt != "gemma" && mt != "gemma2") return copy(hf, gguf, {n});
+    const Source& s = source(hf, {n});
+    const auto raw = s.file->raw(hf);
+    Tensor t = Tensor::from_bytes(s.entry->dtype, {n}, raw.data(), raw.size()).cast(DType::F32);
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] += 1.0f;
+    w.add_tensor(gguf, t);
+  }
+
   // general.architecture of the GGUF form (llama.cpp's names): Mistral converts as llama.
   std::string arch() const { return ck.config.model_type == "mistral" ? "llama" : ck.config.model_type; }
 
@@ -469,6 +534,16 @@ struct Converter {
     w.add(a + "rope.dimension_count", u32(d));
     w.add(a + "rope.freq_base", GgufValue::f32(static_cast<float>(c.rope_theta)));
     w.add(a + "vocab_size", u32(c.vocab));
+    if (c.model_type == "gemma2") {
+      if (c.attn_softcap > 0) w.add(a + "attn_logit_softcapping", GgufValue::f32(static_cast<float>(c.attn_softcap)));
+      if (c.final_softcap > 0) w.add(a + "final_logit_softcapping", GgufValue::f32(static_cast<float>(c.final_softcap)));
+      w.add(a + "attention.sliding_window", u32(c.sliding_window));
+      // llama.cpp scales the queries by 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the
+      // 46-block 27B; another query_pre_attn_scalar is written as attention.scale.
+      const double rule = 1.0 / std::sqrt(static_cast<double>(c.layers == 46 ? e / c.heads : d));
+      const double scale = 1.0 / std::sqrt(c.query_pre_attn_scalar);
+      if (std::fabs(scale - rule) > 1e-7 * rule) w.add(a + "attention.scale", GgufValue::f32(static_cast<float>(scale)));
+    }
     if (c.rope_type == "linear") {
       w.add(a + "rope.scaling.type", GgufValue::string("linear"));
       w.add(a + "rope.scaling.factor", GgufValue::f32(static_cast<float>(c.rope_factor)));
@@ -476,7 +551,7 @@ struct Converter {
     copy("model.embed_tokens.weight", "token_embd.weight", {c.vocab, e});
     for (int64_t i = 0; i < c.layers; ++i) {
       const std::string h = "model.layers." + i2s(i) + ".", g = "blk." + i2s(i) + ".";
-      copy(h + "input_layernorm.weight", g + "attn_norm.weight", {e});
+      copy_norm(h + "input_layernorm.weight", g + "attn_norm.weight", e);
       copy_rope_rows(h + "self_attn.q_proj.weight", g + "attn_q.weight", c.heads);
       copy_rope_rows(h + "self_attn.k_proj.weight", g + "attn_k.weight", c.kv_heads);
       copy(h + "self_attn.v_proj.weight", g + "attn_v.weight", {c.kv_heads * d, e});
@@ -491,12 +566,18 @@ struct Converter {
         copy(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {d});
         copy(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {d});
       }
-      copy(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {e});
+      if (c.model_type == "gemma2") {  // norms after the attention and the MLP, and one before the MLP
+        copy_norm(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight", e);
+        copy_norm(h + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight", e);
+        copy_norm(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight", e);
+      } else {
+        copy_norm(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", e);
+      }
       copy(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {c.ffn, e});
       copy(h + "mlp.up_proj.weight", g + "ffn_up.weight", {c.ffn, e});
       copy(h + "mlp.down_proj.weight", g + "ffn_down.weight", {e, c.ffn});
     }
-    copy("model.norm.weight", "output_norm.weight", {e});
+    copy_norm("model.norm.weight", "output_norm.weight", e);
     const bool has_head = ck.tensors.count("lm_head.weight") > 0;
     if (!c.tied) {
       if (!has_head)

@@ -4,9 +4,10 @@
 // and rlx::Generator run them unchanged.
 //
 // The directory:
-//   config.json                         model_type "llama", "mistral", "qwen2" or "qwen3"
-//                                       (architectures, when given, LlamaForCausalLM /
-//                                       MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM)
+//   config.json                         model_type "llama", "mistral", "qwen2", "qwen3", "gemma" or
+//                                       "gemma2" (architectures, when given, LlamaForCausalLM /
+//                                       MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM /
+//                                       GemmaForCausalLM / Gemma2ForCausalLM)
 //   model.safetensors                   the weights in one file, or
 //   model.safetensors.index.json        {"weight_map": {tensor: shard file}} and the shards it names
 //                                       (paths inside the directory)
@@ -40,6 +41,14 @@
 //   mlp.{gate,up,down}_proj.weight -> blk.N.ffn_{gate,up,down}.weight
 //   self_attn.{q,k,v,o}_proj.bias -> blk.N.attn_{q,k,v,output}.bias (qwen2: q / k / v; attention_bias)
 //   self_attn.{q,k}_norm.weight -> blk.N.attn_{q,k}_norm.weight (qwen3)
+// Gemma: the norm weights are written as f32 (1 + w) (Gemma's RMSNorm multiplies by 1 + w; GGUF
+// stores the sum, as llama.cpp's converter does); gemma2's post_attention_layernorm ->
+// post_attention_norm, pre_feedforward_layernorm -> ffn_norm, post_feedforward_layernorm ->
+// post_ffw_norm; hidden_activation / hidden_act must be gelu_pytorch_tanh (GeGLU), the head is
+// tied by default, head_dim defaults to 256, attn_logit_softcapping / final_logit_softcapping
+// (gemma2 defaults 50 / 30, null = off) become gemma2.*_softcapping, query_pre_attn_scalar
+// (default 256) gemma2.attention.scale where llama.cpp's rule would scale otherwise, and the
+// sliding window caps the context.
 // Any other tensor is an error naming it. F32, F16 and BF16 are kept as they are (the builder
 // computes in f32 and runs F16 / BF16 matrices from their 2-byte form); other dtypes are refused.
 //
@@ -63,7 +72,7 @@
 namespace rlx::models {
 
 struct HfLlamaConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2" or "qwen3"
+  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "gemma" or "gemma2"
   bool qkv_bias = false;   // q / k / v projections have biases (qwen2; attention_bias of llama / qwen3)
   bool o_bias = false;     // the output projection too (attention_bias of llama / qwen3)
   bool qk_norm = false;    // qwen3: q_norm / k_norm of each head
@@ -75,6 +84,9 @@ struct HfLlamaConfig {
   int64_t rope_original_context = 0;                            // llama3
   bool tied = false;
   int64_t sliding_window = 0;  // 0: none
+  // gemma / gemma2: attention and final logit softcaps (0: off) and query_pre_attn_scalar (the
+  // scores are scaled by its inverse square root; 0: head_dim).
+  double attn_softcap = 0.0, final_softcap = 0.0, query_pre_attn_scalar = 0.0;
   std::vector<int32_t> bos_ids, eos_ids;
 };
 

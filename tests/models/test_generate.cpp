@@ -178,16 +178,17 @@ TEST(Generate, VulkanBf16DecodeFollowsTheF32Model) {
   EXPECT_LT(check_sequence(gen, ref, {1, 30, 7, 12, 33}, 8), 5e-2);
 }
 
-// Qwen2 (q / k / v biases) and Qwen3 (per-head q / k norms, NeoX rows as stored) decode on every
-// device this build has (skipped with the reason where there is none) as the CPU's teacher-forced
+// Qwen2 (q / k / v biases), Qwen3 (per-head q / k norms, NeoX rows as stored), Gemma (GeGLU,
+// scaled embedding) and Gemma2 (post-norms, attention and final softcaps, a query scale) decode on
+// every device this build has (skipped with the reason where there is none) as the CPU's teacher-forced
 // recompute of the same file says, step by step.
-TEST(Generate, QwenModelsDecodeOnEveryDevice) {
+TEST(Generate, QwenAndGemmaModelsDecodeOnEveryDevice) {
   for (const rlx::testing::TestDevice& d : rlx::testing::test_devices()) {
     if (const std::string why = d.unavailable ? d.unavailable() : ""; !why.empty()) {
       std::printf("[ SKIPPED  ] %s: %s\n", d.name.c_str(), why.c_str());
       continue;
     }
-    for (const char* arch : {"qwen2", "qwen3"}) {
+    for (const char* arch : {"qwen2", "qwen3", "gemma", "gemma2"}) {
       SCOPED_TRACE(d.name + " " + arch);
       const GgufFile f = file_of(write_lm(TinyLm{.arch = arch}));
       rlx::testing::LlamaReference ref(f);

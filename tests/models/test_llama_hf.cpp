@@ -39,14 +39,20 @@ struct Spec {
   std::string rope_scaling;
   double linear = 1.0;  // what the reference divides every frequency by (linear scaling)
   bool llama3 = false;  // the reference applies Llama 3's frequency blend (factor 8, 1, 4, 32)
-  std::string model_type = "llama";  // llama, qwen2 (q / k / v biases), qwen3 (per-head q / k norms)
+  // llama, qwen2 (q / k / v biases), qwen3 (per-head q / k norms), gemma (GeGLU, embedding x
+  // sqrt(hidden), norms x (1 + w), tied head), gemma2 (also post-norms, softcaps, query scale)
+  std::string model_type = "llama";
   bool attention_bias = false;       // llama / qwen3: q / k / v / o biases
+  double attn_softcap = 0, final_softcap = 0, query_scalar = 0;  // gemma2 (0: off / head_dim)
+  bool gemma() const { return model_type == "gemma" || model_type == "gemma2"; }
   bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
   bool o_bias() const { return attention_bias; }
   bool qk_norm() const { return model_type == "qwen3"; }
 };
 
 const char* architecture(const Spec& s) {
+  if (s.model_type == "gemma") return "GemmaForCausalLM";
+  if (s.model_type == "gemma2") return "Gemma2ForCausalLM";
   return s.model_type == "qwen2" ? "Qwen2ForCausalLM" : s.model_type == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
 }
 
@@ -77,7 +83,19 @@ std::map<std::string, std::string> config_of(const Spec& s) {
       {"use_cache", "true"},
   };
   if (s.model_type != "qwen2") c["attention_bias"] = s.attention_bias ? "true" : "false";
-  if (s.model_type != "llama") {  // what Qwen2Config / Qwen3Config save with sliding windows off
+  if (s.gemma()) {  // what GemmaConfig / Gemma2Config save
+    c["hidden_act"] = c["hidden_activation"] = "\"gelu_pytorch_tanh\"";
+    if (s.model_type == "gemma2") {
+      c["attn_logit_softcapping"] = s.attn_softcap > 0 ? std::to_string(s.attn_softcap) : "null";
+      c["final_logit_softcapping"] = s.final_softcap > 0 ? std::to_string(s.final_softcap) : "null";
+      c["query_pre_attn_scalar"] = std::to_string(s.query_scalar > 0 ? s.query_scalar : static_cast<double>(s.head_dim));
+      c["sliding_window"] = "4096";
+      c["cache_implementation"] = "\"hybrid\"";
+      std::string types;
+      for (int64_t i = 0; i < s.layers; ++i) types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+      c["layer_types"] = "[" + types + "]";
+    }
+  } else if (s.model_type != "llama") {  // what Qwen2Config / Qwen3Config save with sliding windows off
     c["use_sliding_window"] = "false";
     c["sliding_window"] = "4096";
     c["max_window_layers"] = "28";
@@ -102,7 +120,7 @@ Weights make_weights(const Spec& s) {
   add("model.embed_tokens.weight", randn({s.vocab, e}, seed++, 1.0f));
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", randn({e}, seed++, 0.1f, 1.0f));
+    add(p + "input_layernorm.weight", randn({e}, seed++, 0.1f, s.gemma() ? 0.0f : 1.0f));
     add(p + "self_attn.q_proj.weight", randn({s.heads * d, e}, seed++, se));
     add(p + "self_attn.k_proj.weight", randn({s.kv_heads * d, e}, seed++, se));
     add(p + "self_attn.v_proj.weight", randn({s.kv_heads * d, e}, seed++, se));
@@ -117,12 +135,17 @@ Weights make_weights(const Spec& s) {
       add(p + "self_attn.q_norm.weight", randn({d}, seed++, 0.2f, 1.0f));
       add(p + "self_attn.k_norm.weight", randn({d}, seed++, 0.2f, 1.0f));
     }
-    add(p + "post_attention_layernorm.weight", randn({e}, seed++, 0.1f, 1.0f));
+    // Gemma's norm weights hold w of (1 + w): around 0.
+    add(p + "post_attention_layernorm.weight", randn({e}, seed++, 0.1f, s.gemma() ? 0.0f : 1.0f));
+    if (s.model_type == "gemma2") {
+      add(p + "pre_feedforward_layernorm.weight", randn({e}, seed++, 0.1f));
+      add(p + "post_feedforward_layernorm.weight", randn({e}, seed++, 0.1f));
+    }
     add(p + "mlp.gate_proj.weight", randn({s.ffn, e}, seed++, se));
     add(p + "mlp.up_proj.weight", randn({s.ffn, e}, seed++, se));
     add(p + "mlp.down_proj.weight", randn({e, s.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(s.ffn))));
   }
-  add("model.norm.weight", randn({e}, seed++, 0.1f, 1.0f));
+  add("model.norm.weight", randn({e}, seed++, 0.1f, s.gemma() ? 0.0f : 1.0f));
   if (!s.tied) add("lm_head.weight", randn({s.vocab, e}, seed++, se));
   return w;
 }
@@ -150,14 +173,16 @@ Mat linear(const Mat& x, int64_t rows, const Tensor& w, const Tensor* bias = nul
   return y;
 }
 
-Mat rms_norm(const Mat& x, int64_t rows, const Tensor& w, double eps) {
+// x / rms(x) * w, or * (1 + w) with `plus_one` (Gemma's RMSNorm).
+Mat rms_norm(const Mat& x, int64_t rows, const Tensor& w, double eps, bool plus_one = false) {
   const int64_t e = w.dim(0);
   Mat y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
     for (int64_t i = 0; i < e; ++i) ss += x[static_cast<size_t>(r * e + i)] * x[static_cast<size_t>(r * e + i)];
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(e) + eps);
-    for (int64_t i = 0; i < e; ++i) y[static_cast<size_t>(r * e + i)] = x[static_cast<size_t>(r * e + i)] * inv * w.data<float>()[i];
+    for (int64_t i = 0; i < e; ++i)
+      y[static_cast<size_t>(r * e + i)] = x[static_cast<size_t>(r * e + i)] * inv * (w.data<float>()[i] + (plus_one ? 1.0 : 0.0));
   }
   return y;
 }
@@ -201,12 +226,17 @@ Mat reference_logits(const Spec& s, const Weights& w, const std::vector<int64_t>
   const int64_t e = s.hidden, d = s.head_dim, groups = s.heads / s.kv_heads;
   const Tensor& emb = find(w, "model.embed_tokens.weight");
   Mat h(static_cast<size_t>(n * e));
+  const double emb_scale = s.gemma() ? std::sqrt(static_cast<double>(e)) : 1.0;
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < e; ++i) h[static_cast<size_t>(t * e + i)] = emb.data<float>()[tokens[static_cast<size_t>(t)] * e + i];
+    for (int64_t i = 0; i < e; ++i)
+      h[static_cast<size_t>(t * e + i)] = emb.data<float>()[tokens[static_cast<size_t>(t)] * e + i] * emb_scale;
   const std::vector<double> inv = inv_freq(s);
+  const bool g1 = s.gemma(), gemma2 = s.model_type == "gemma2";
+  auto norm = [&](const Mat& x, int64_t rows, const std::string& name) { return rms_norm(x, rows, find(w, name), s.eps, g1); };
+  const double qscale = 1.0 / std::sqrt(s.query_scalar > 0 ? s.query_scalar : static_cast<double>(d));
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    const Mat x = rms_norm(h, n, find(w, p + "input_layernorm.weight"), s.eps);
+    const Mat x = norm(h, n, p + "input_layernorm.weight");
     auto bias = [&](const char* proj, bool has) { return has ? &find(w, p + "self_attn." + proj + "_proj.bias") : nullptr; };
     Mat q = linear(x, n, find(w, p + "self_attn.q_proj.weight"), bias("q", s.qkv_bias()));
     Mat k = linear(x, n, find(w, p + "self_attn.k_proj.weight"), bias("k", s.qkv_bias()));
@@ -227,7 +257,8 @@ Mat reference_logits(const Spec& s, const Weights& w, const std::vector<int64_t>
           double dot = 0;
           for (int64_t c = 0; c < d; ++c)
             dot += q[static_cast<size_t>((i * s.heads + hq) * d + c)] * k[static_cast<size_t>((j * s.kv_heads + hk) * d + c)];
-          sc[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+          sc[static_cast<size_t>(j)] = dot * qscale;
+          if (s.attn_softcap > 0) sc[static_cast<size_t>(j)] = s.attn_softcap * std::tanh(sc[static_cast<size_t>(j)] / s.attn_softcap);
           mx = std::max(mx, sc[static_cast<size_t>(j)]);
         }
         double sum = 0;
@@ -238,17 +269,27 @@ Mat reference_logits(const Spec& s, const Weights& w, const std::vector<int64_t>
                 sc[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((j * s.kv_heads + hk) * d + c)];
       }
     }
-    const Mat o = linear(ctx, n, find(w, p + "self_attn.o_proj.weight"), bias("o", s.o_bias()));
+    Mat o = linear(ctx, n, find(w, p + "self_attn.o_proj.weight"), bias("o", s.o_bias()));
+    if (gemma2) o = norm(o, n, p + "post_attention_layernorm.weight");
     for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
-    const Mat y = rms_norm(h, n, find(w, p + "post_attention_layernorm.weight"), s.eps);
+    const Mat y = norm(h, n, p + (gemma2 ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
     const Mat g = linear(y, n, find(w, p + "mlp.gate_proj.weight")), u = linear(y, n, find(w, p + "mlp.up_proj.weight"));
     Mat act(g.size());
-    for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-    const Mat down = linear(act, n, find(w, p + "mlp.down_proj.weight"));
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double x3 = g[i] * g[i] * g[i];  // GeGLU: the tanh GELU (gelu_pytorch_tanh); SwiGLU: silu
+      const double gate = g1 ? 0.5 * g[i] * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (g[i] + 0.044715 * x3)))
+                             : g[i] / (1.0 + std::exp(-g[i]));
+      act[i] = gate * u[i];
+    }
+    Mat down = linear(act, n, find(w, p + "mlp.down_proj.weight"));
+    if (gemma2) down = norm(down, n, p + "post_feedforward_layernorm.weight");
     for (size_t i = 0; i < h.size(); ++i) h[i] += down[i];
   }
-  const Mat hn = rms_norm(h, n, find(w, "model.norm.weight"), s.eps);
-  return linear(hn, n, find(w, s.tied ? "model.embed_tokens.weight" : "lm_head.weight"));
+  const Mat hn = norm(h, n, "model.norm.weight");
+  Mat logits = linear(hn, n, find(w, s.tied ? "model.embed_tokens.weight" : "lm_head.weight"));
+  if (s.final_softcap > 0)
+    for (double& l : logits) l = s.final_softcap * std::tanh(l / s.final_softcap);
+  return logits;
 }
 
 // ---- checkpoint directories ----
@@ -467,6 +508,57 @@ TEST(LlamaHf, Qwen3HeadNormsMatchTheHfReference) {
   check_spec(s, "qwen3_bias");
 }
 
+// Gemma: GeGLU, the embedding scaled by sqrt(hidden), norms by (1 + w), the head tied; head_dim
+// 32 with 4 heads of hidden 64.
+TEST(LlamaHf, GemmaMatchesTheHfReference) {
+  Spec s;
+  s.model_type = "gemma";
+  s.tied = true;
+  s.head_dim = 32;
+  check_spec(s, "gemma");
+}
+
+// Gemma2: also the post-attention / post-MLP norms, attention and final logit softcaps (small
+// enough to bend the random model's logits) and a query_pre_attn_scalar other than head_dim
+// (written as gemma2.attention.scale); with bf16 weights too. The softcaps off (null) as well.
+TEST(LlamaHf, Gemma2MatchesTheHfReference) {
+  Spec s;
+  s.model_type = "gemma2";
+  s.tied = true;
+  s.head_dim = 32;
+  s.attn_softcap = 2.0;
+  s.final_softcap = 3.0;
+  s.query_scalar = 20.0;
+  check_spec(s, "gemma2");
+  s.dtype = DType::BF16;
+  check_spec(s, "gemma2_bf16");
+  s.attn_softcap = s.final_softcap = 0;
+  s.query_scalar = 0;
+  s.dtype = DType::F32;
+  check_spec(s, "gemma2_no_caps");
+}
+
+TEST(LlamaHf, GemmaConfigErrors) {
+  Spec s;
+  s.model_type = "gemma2";
+  s.tied = true;
+  s.head_dim = 32;
+  TempDir dir("gemma_errors");
+  auto config = config_of(s);
+  config["hidden_activation"] = "\"gelu\"";
+  write_checkpoint(dir.path, config, make_weights(s), DType::F32);
+  EXPECT_THAT(error_message([&] { models::load_hf_llama(dir.str()); }), HasSubstr("gelu_pytorch_tanh"));
+  config = config_of(s);
+  config["attn_logit_softcapping"] = "-1";
+  write_text(dir.path / "config.json", json_text(config));
+  EXPECT_THAT(error_message([&] { models::load_hf_llama(dir.str()); }), HasSubstr("attn_logit_softcapping"));
+  // A gemma2 checkpoint without its post-MLP norms is missing tensors, not silently a Gemma 1.
+  Weights w = make_weights(s);
+  std::erase_if(w, [](const auto& t) { return t.first.find("post_feedforward_layernorm") != std::string::npos; });
+  write_checkpoint(dir.path, config_of(s), w, DType::F32);
+  EXPECT_THAT(error_message([&] { models::load_hf_llama(dir.str()); }), HasSubstr("post_feedforward_layernorm"));
+}
+
 // Llama with attention_bias: the q / k biases are permuted with their rows.
 TEST(LlamaHf, LlamaAttentionBiasMatchesTheHfReference) {
   Spec s;
@@ -558,7 +650,7 @@ TEST(LlamaHf, ConfigErrorsNameTheKey) {
   expect_config_error([](C& c) { c["num_hidden_layers"] = "\"2\""; }, "key 'num_hidden_layers' must be an integer");
   expect_config_error([](C& c) { c["num_key_value_heads"] = "3"; }, "not a multiple of num_key_value_heads 3");
   expect_config_error([](C& c) { c["model_type"] = "\"qwen2\""; }, "rlx runs [\"Qwen2ForCausalLM\"]");
-  expect_config_error([](C& c) { c["model_type"] = "\"gemma\""; }, "model_type is 'gemma'");
+  expect_config_error([](C& c) { c["model_type"] = "\"phi3\""; }, "model_type is 'phi3'");
   expect_config_error([](C& c) { c["model_type"] = "\"gpt2\""; }, "model_type is 'gpt2'");
   expect_config_error([](C& c) { c["architectures"] = "[\"LlamaForSequenceClassification\"]"; }, "key 'architectures'");
   expect_config_error([](C& c) { c["hidden_act"] = "\"gelu\""; }, "key 'hidden_act'");

@@ -31,6 +31,11 @@ std::string write_lm(const TinyLm& m) {
   const std::string a =
       rlx::testing::add_llama_metadata(w, {m.arch, m.layers, 128, m.hidden, m.ffn, m.heads, m.kv_heads, 1000.0f});
   if (m.arch == "qwen3") w.add(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(m.head_dim())));
+  if (m.arch == "gemma2") {  // softcaps that bend this model's scores and logits, and a query scale
+    w.add(a + "attn_logit_softcapping", GgufValue::f32(3.0f));
+    w.add(a + "final_logit_softcapping", GgufValue::f32(4.0f));
+    w.add(a + "attention.scale", GgufValue::f32(0.2f));
+  }
   if (m.bpe) {
     // <|begin_of_text|> <|eot_id|> ! Ġ a..z Ġa..Ġj (40 tokens), merges "Ġ a" .. "Ġ j".
     const std::string g = "\xC4\xA0";
@@ -92,12 +97,16 @@ std::string write_lm(const TinyLm& m) {
       add(p + "attn_k_norm.weight", randn({d}, seed++, 0.2f, 1.0f), GgmlType::F32);
     }
     add(p + "ffn_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    if (m.arch == "gemma2") {
+      add(p + "post_attention_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+      add(p + "post_ffw_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
+    }
     add(p + "ffn_gate.weight", randn({m.ffn, e}, seed++, s), m.proj);
     add(p + "ffn_up.weight", randn({m.ffn, e}, seed++, s), m.proj);
     add(p + "ffn_down.weight", randn({e, m.ffn}, seed++, 1.0f / std::sqrt(static_cast<float>(m.ffn))), m.proj);
   }
   add("output_norm.weight", randn({e}, seed++, 0.1f, 1.0f), GgmlType::F32);
-  add("output.weight", randn({vocab, e}, seed++, 3 * s), m.proj);
+  if (m.arch != "gemma" && m.arch != "gemma2") add("output.weight", randn({vocab, e}, seed++, 3 * s), m.proj);
   return w.bytes();
 }
 

@@ -15,8 +15,9 @@ struct TinyLm {
   GgmlType proj = GgmlType::F32;
   int64_t extra_tokens = 0;  // tokenizer entries beyond the embedding's rows (a mismatched file)
   bool bpe = false;          // a Llama 3 style byte-level BPE tokenizer instead of SentencePiece
-  // general.architecture: llama, qwen2 (q / k / v biases) or qwen3 (per-head q / k norms, head
-  // dim 32 with 4 heads of hidden 64: key_length given)
+  // general.architecture: llama, qwen2 (q / k / v biases), qwen3 (per-head q / k norms, head
+  // dim 32 with 4 heads of hidden 64: key_length given), gemma (tied head) or gemma2 (also
+  // post-norms, attention softcap 3, final softcap 4, attention.scale 0.2)
   std::string arch = "llama";
   int64_t head_dim() const { return arch == "qwen3" ? 32 : hidden / heads; }
 };
