@@ -22,7 +22,7 @@
 // GeneratorOptions::batch = B the graph runs B sequences at their own positions ((B, S) tokens
 // and positions, (B, max_ctx, Hkv, D) caches): generate_batch.
 // Sampling (repetition penalty, temperature, top-k, top-p, seeded) runs on the host over the
-// logits row.
+// logits row; plain greedy decoding picks the token on the device (GenerateOptions::greedy_on_device).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -80,6 +80,10 @@ struct GenerateOptions {
   bool stop_at_end_of_generation = true;  // stop after eos / eot (the tokenizer's list)
   std::vector<int32_t> stop_tokens;       // more ids that stop generation (kept in the output)
   EncodeOptions encode;                   // how the prompt text is tokenized
+  // Greedy sampling without a repetition penalty picks each token on the device (the argmax of
+  // the logits row, lowest id on ties as on the host): a run downloads the token instead of the
+  // vocabulary's logits. false: the logits come back and the host picks (the same tokens).
+  bool greedy_on_device = true;
 };
 
 struct GenerateResult {

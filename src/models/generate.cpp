@@ -119,6 +119,10 @@ struct Generator::Impl {
   std::vector<int64_t> pos;  // tokens in the cache, per sequence of the batch
   size_t started = 0;        // sequences the last prefill started
   bool carried = false;      // the compiled graph carries the caches (a run succeeded since the last failure)
+  // Greedy on the device: runs return the argmax of each sequence's logits (greedy_ids) instead of
+  // the logits (the decoder's outputs 1 + 2L and 2 + 2L: the token and the row's sum).
+  bool device_greedy = false;
+  std::vector<int32_t> greedy_ids;
 
   // One run over `s` rows of every sequence: `tok` and `at` hold the (B, s) ids and positions
   // row-major. Returns the logits of each sequence's last row.
@@ -139,15 +143,25 @@ struct Generator::Impl {
       }
     }
     std::vector<Tensor> out;
+    const auto greedy_out = static_cast<size_t>(1 + 2 * config.layers);
     try {
-      out = cg->run(in, {0});
+      out = device_greedy ? cg->run(in, {greedy_out, greedy_out + 1}) : cg->run(in, {0});
     } catch (...) {
       carried = false;  // the run may have dropped or half-written the carried caches
       throw;
     }
     carried = true;
-    const float* d = out.at(0).data<float>();  // (B, 1, vocab)
     std::vector<std::vector<float>> rows(static_cast<size_t>(batch));
+    if (device_greedy) {  // (B, 1) argmax and row sums
+      greedy_ids.assign(static_cast<size_t>(batch), 0);
+      for (int64_t b = 0; b < batch; ++b) {
+        if (std::isnan(out.at(1).data<float>()[b]))
+          throw Error("sampling: the logits contain NaN (the model's weights or inputs are not finite)");
+        greedy_ids[static_cast<size_t>(b)] = static_cast<int32_t>(out.at(0).data<int64_t>()[b]);
+      }
+      return rows;
+    }
+    const float* d = out.at(0).data<float>();  // (B, 1, vocab)
     for (int64_t b = 0; b < batch; ++b) rows[static_cast<size_t>(b)].assign(d + b * config.vocab, d + (b + 1) * config.vocab);
     return rows;
   }
@@ -293,10 +307,27 @@ std::vector<float> Generator::append(std::span<const int32_t> ids) {
   });
 }
 
+namespace {
+// Greedy without a penalty picks on the device (GenerateOptions::greedy_on_device) for as long as
+// it lives: the generator's runs return token ids instead of logits.
+bool picks_on_device(const GenerateOptions& o) {
+  const SamplingOptions& s = o.sampling;
+  return o.greedy_on_device && s.temperature <= 0.0 && (s.repetition_penalty == 1.0 || s.repeat_last_n == 0);
+}
+struct DeviceGreedy {
+  bool& flag;
+  DeviceGreedy(bool& f, bool on) : flag(f) { flag = on; }
+  ~DeviceGreedy() { flag = false; }
+  DeviceGreedy(const DeviceGreedy&) = delete;
+  DeviceGreedy& operator=(const DeviceGreedy&) = delete;
+};
+}  // namespace
+
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                    const TokenCallback& on_token) {
   if (options.max_new_tokens < 0) throw Error("generate: max_new_tokens must be >= 0, got " + i2s(options.max_new_tokens));
   Sampler sampler(options.sampling);
+  const DeviceGreedy on_device(impl_->device_greedy, picks_on_device(options));
   GenerateResult r;
   r.prompt.assign(prompt.begin(), prompt.end());
   std::vector<int32_t> history = r.prompt;
@@ -305,7 +336,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   r.prefill_seconds = seconds_since(t0);
   r.stop_reason = "length";
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t tok = sampler.sample(logits, history);
+    const int32_t tok = on_device.flag ? impl_->greedy_ids.at(0) : sampler.sample(logits, history);
     r.tokens.push_back(tok);
     history.push_back(tok);
     const bool eog = options.stop_at_end_of_generation && impl_->tokenizer && impl_->tokenizer->is_end_of_generation(tok);
@@ -384,6 +415,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     so.seed += b;
     samplers.emplace_back(so);
   }
+  const DeviceGreedy on_device(impl_->device_greedy, picks_on_device(options));
   const Impl& m = *impl_;
   std::vector<GenerateResult> r(prompts.size());
   std::vector<std::vector<int32_t>> history(prompts.size());
@@ -401,7 +433,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     std::vector<int32_t> next(prompts.size(), -1);
     for (size_t b = 0; b < prompts.size(); ++b) {
       if (done[b]) continue;
-      const int32_t tok = samplers[b].sample(logits[b], history[b]);
+      const int32_t tok = on_device.flag ? m.greedy_ids.at(b) : samplers[b].sample(logits[b], history[b]);
       r[b].tokens.push_back(tok);
       history[b].push_back(tok);
       const bool eog = options.stop_at_end_of_generation && m.tokenizer && m.tokenizer->is_end_of_generation(tok);

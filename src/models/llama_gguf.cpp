@@ -390,12 +390,18 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
     const Value cap = g.scalar(c.final_softcap, b.act);
     logits = g.mul(g.act(ActKind::Tanh, g.div(logits, cap)), cap);
   }
-  g.add_output(b.act == DType::F32 ? logits : g.cast(logits, DType::F32), "logits");
-  if (kc)
+  const Value logits32 = b.act == DType::F32 ? logits : g.cast(logits, DType::F32);
+  g.add_output(logits32, "logits");
+  if (kc) {
     for (int64_t i = 0; i < c.layers; ++i) {
       g.add_output(kc->outputs[static_cast<size_t>(2 * i)], "cache_k." + i2s(i));
       g.add_output(kc->outputs[static_cast<size_t>(2 * i + 1)], "cache_v." + i2s(i));
     }
+    // Greedy decoding on the device: the argmax of each row (the first of the maxima) and the
+    // row's sum, NaN when a logit is (so that the caller can refuse it without the logits).
+    g.add_output(g.argmax(logits32, 2), "greedy_token");
+    g.add_output(g.reduce(ReduceKind::Sum, logits32, {2}), "logits_sum");
+  }
   std::vector<std::string> unused;
   for (const GgufTensorInfo& t : f.tensors())
     if (!b.used.count(t.name)) unused.push_back(t.name);

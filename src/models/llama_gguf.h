@@ -137,7 +137,9 @@ GgufLlama build_llama_from_gguf(const GgufFile& f, const GgufLlamaOptions& optio
 //   outputs "logits" (B, R, vocab) f32, then "cache_k.N", "cache_v.N" per block (outputs 1 + 2N and
 //           2 + 2N): the caches with the chunk's keys (after RoPE) and values written at rows
 //           `positions` (CacheWrite; every other row unchanged). A position outside [0, max_ctx)
-//           is an rlx::Error at run time.
+//           is an rlx::Error at run time. Then "greedy_token" (B, R) i64, the argmax of each
+//           logits row (the first of the maxima), and "logits_sum" (B, R) f32, each row's sum (NaN
+//           when a logit is): outputs 1 + 2L and 2 + 2L, for greedy decoding without the logits.
 // Attention uses a Positions mask: query row i sees cache row j when j <= positions[(b,) i] (causal
 // within the chunk, the whole valid prefix before it); kernels read only the keys up to the
 // largest position, a run-time length. Rows beyond the last position are never read, so the

@@ -273,7 +273,10 @@ TEST(Generate, GreedyGenerationMatchesTheReferenceAndCompilesDoNotGrow) {
   });
   EXPECT_EQ(gen.compile_count(), compiles) << "40 tokens compiled more than 5 did";
   const std::vector<int32_t> want = reference_greedy(ref, prompt, 40);
-  EXPECT_EQ(r.tokens, want);
+  EXPECT_EQ(r.tokens, want);  // picked on the device (GenerateOptions::greedy_on_device)
+  o.greedy_on_device = false;
+  EXPECT_EQ(gen.generate(std::span<const int32_t>(prompt), o).tokens, want) << "picked on the host";
+  o.greedy_on_device = true;
   EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(short_run.tokens.size())),
             short_run.tokens);
   EXPECT_EQ(r.stop_reason, want.back() == 2 ? "end of generation" : "length");
@@ -412,8 +415,10 @@ TEST(Generate, ContextLimitAndBadInput) {
   EXPECT_THAT(error_message([&] { Generator(file_of(mb)); }), HasSubstr("the tokenizer has 43 tokens but token_embd.weight only 40 rows"));
   // The decoder graph: every op is one the CPU runs; its inputs are the ones documented.
   const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 16);
-  EXPECT_EQ(dec.graph.outputs().size(), 1u + 2 * 2);
+  EXPECT_EQ(dec.graph.outputs().size(), 1u + 2 * 2 + 2);
   EXPECT_EQ(dec.graph.output_names()[3], "cache_k.1");
+  EXPECT_EQ(dec.graph.output_names()[5], "greedy_token");
+  EXPECT_EQ(dec.graph.output_names()[6], "logits_sum");
 }
 
 // ---- sampling ----
