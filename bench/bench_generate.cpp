@@ -20,6 +20,7 @@
 //                                 0: none, e.g. with --trace only)
 //                  [--chunk 64]  (GeneratorOptions::prefill_chunk)
 //                  [--activations f32|bf16|f16]  (GeneratorOptions::activations; default f32)
+//                  [--host-greedy 1]  (GenerateOptions::greedy_on_device = false: the logits come back)
 //                  [--batch B]  (GeneratorOptions::batch: B prompts decoded together by generate_batch,
 //                                each its own rotation of the prompt; tokens/s are summed over the batch)
 //                  [--trace out.json]  (greedy ids of the first thread count and cache size, with the
@@ -106,7 +107,7 @@ double decode_weight_bytes(const rlx::GgufFile& f, bool tied, const rlx::models:
 // --batch: B rotations of the prompt decoded together; prints the table row with tokens/s summed
 // over the batch and a BENCH_GENERATE line with batch=B.
 void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const std::vector<int32_t>& prompt, int64_t n,
-                 int64_t repeat, bool profile) {
+                 int64_t repeat, bool profile, bool host_greedy) {
   const auto a = std::chrono::steady_clock::now();
   rlx::Generator gen(f, go);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
@@ -119,6 +120,7 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
   rlx::GenerateOptions o;
   o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
   o.stop_at_end_of_generation = false;
+  o.greedy_on_device = !host_greedy;
   if (repeat > 0) gen.generate_batch(prompts, o);
   o.max_new_tokens = n;
   std::vector<double> prompt_tps, decode_tps;
@@ -168,7 +170,7 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
 
 int main(int argc, char** argv) {
   std::string type = "q4_0", save, write_model, model_path, trace;
-  bool profile = false;
+  bool profile = false, host_greedy = false;
   rlx::Device device = rlx::Device::Cpu;
   double peak_gbps = 0;
   int64_t tokenize_bytes = 0, repeat = 1, chunk = 64, batch = 1;
@@ -204,6 +206,7 @@ int main(int argc, char** argv) {
     else if (a == "--trace") trace = v;
     else if (a == "--follow-ids") follow_ids = parse_list(v);
     else if (a == "--batch") batch = std::max<int64_t>(1, std::atoll(v));
+    else if (a == "--host-greedy") host_greedy = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -340,7 +343,7 @@ int main(int argc, char** argv) {
         if (batch > 1) {
           bench_batch(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
                           .activations = activations, .batch = batch},
-                      prompt, n, repeat, profile);
+                      prompt, n, repeat, profile, host_greedy);
           continue;
         }
         const auto a = std::chrono::steady_clock::now();
@@ -350,6 +353,7 @@ int main(int argc, char** argv) {
         rlx::GenerateOptions o;
         o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
         o.stop_at_end_of_generation = false;
+        o.greedy_on_device = !host_greedy;
         if (repeat > 0) gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
         std::vector<double> prompt_tps, decode_tps;
@@ -360,6 +364,9 @@ int main(int argc, char** argv) {
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
         }
+        if (repeat > 0 && device != rlx::Device::Cpu)  // the last decode run of generate() on the device
+          std::printf("generate(): %.3f ms a decode step, the last one %.3f ms on the device (greedy on the %s)\n",
+                      1000.0 / median(decode_tps), rlx::device_stats().last_device_ms, host_greedy ? "host" : "device");
         if (repeat > 0 && device != rlx::Device::Cpu) {  // a decode step's wall time against its device time
           std::vector<float> logits = gen.prefill(prompt);
           std::vector<double> wall, dev;
