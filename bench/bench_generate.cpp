@@ -384,6 +384,13 @@ int main(int argc, char** argv) {
         if (profile) {  // after the measured runs (a GPU profile times each step alone, without graphs)
           rlx::enable_device_profile(device);
           rlx::take_device_profile(device);
+          {  // generate() as measured above (greedy on the device unless --host-greedy)
+            rlx::GenerateOptions go = o;
+            go.max_new_tokens = 16;
+            gen.generate(std::span<const int32_t>(prompt), go);
+            std::printf("%s steps of generate() (the prompt and 15 decode steps):\n%s", rlx::device_name(device),
+                        rlx::take_device_profile(device).c_str());
+          }
           auto a0 = std::chrono::steady_clock::now();
           std::vector<float> logits = gen.prefill(prompt);
           const double pre_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
