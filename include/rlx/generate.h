@@ -70,7 +70,7 @@ struct GeneratorOptions {
   DType activations = DType::F32;
   // Sequences decoded together (generate_batch): the caches hold `batch` sequences of max_ctx
   // rows each, and every run computes all of them (one weight read serves them all). 1: the
-  // single-sequence API below.
+  // single-sequence API below. At most 2^20; the caches take batch x max_ctx rows per block.
   int64_t batch = 1;
 };
 

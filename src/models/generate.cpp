@@ -253,7 +253,10 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
       throw Error(f.what() + ": the tokenizer has " + i2s(m.tokenizer->vocab_size()) + " tokens but token_embd.weight only " +
                   i2s(m.config.vocab) + " rows; the file's tokenizer and weights do not belong together");
   }
-  if (options.batch < 1) throw Error("generate: batch must be >= 1 (sequences decoded together), got " + i2s(options.batch));
+  constexpr int64_t kMaxBatch = int64_t{1} << 20;
+  if (options.batch < 1 || options.batch > kMaxBatch)
+    throw Error("generate: batch must be in [1, " + i2s(kMaxBatch) + "] (sequences decoded together), got " +
+                i2s(options.batch));
   m.batch = options.batch;
   m.pos.assign(static_cast<size_t>(m.batch), 0);
   models::GgufLlamaOptions lo;

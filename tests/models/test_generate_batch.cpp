@@ -169,7 +169,8 @@ TEST(GenerateBatch, GreedyOnTheDeviceRefusesNanLogits) {
 
 TEST(GenerateBatch, BadInput) {
   const GgufFile f = file_of(write_lm(TinyLm{}));
-  EXPECT_THAT(error_message([&] { Generator(f, {.max_ctx = 16, .batch = 0}); }), HasSubstr("batch must be >= 1"));
+  EXPECT_THAT(error_message([&] { Generator(f, {.max_ctx = 16, .batch = 0}); }), HasSubstr("batch must be in [1, 1048576]"));
+  EXPECT_THAT(error_message([&] { Generator(f, {.max_ctx = 16, .batch = int64_t{1} << 40}); }), HasSubstr("batch must be"));
   Generator gen(f, {.max_ctx = 16, .batch = 2});
   const std::vector<int32_t> one = {1, 5};
   EXPECT_THAT(error_message([&] { gen.prefill(one); }), HasSubstr("batches of 2"));
