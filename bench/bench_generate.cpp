@@ -364,9 +364,26 @@ int main(int argc, char** argv) {
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
         }
-        if (repeat > 0 && device != rlx::Device::Cpu)  // the last decode run of generate() on the device
+        if (repeat > 0 && device != rlx::Device::Cpu) {  // the last decode run of generate() on the device
           std::printf("generate(): %.3f ms a decode step, the last one %.3f ms on the device (greedy on the %s)\n",
                       1000.0 / median(decode_tps), rlx::device_stats().last_device_ms, host_greedy ? "host" : "device");
+          // The time between tokens inside one generate() (each a decode run, but the first).
+          std::vector<double> gaps;
+          auto t_prev = std::chrono::steady_clock::now();
+          gen.generate(std::span<const int32_t>(prompt), o, [&](int32_t, const std::string&) {
+            const auto t_now = std::chrono::steady_clock::now();
+            gaps.push_back(std::chrono::duration<double, std::milli>(t_now - t_prev).count());
+            t_prev = t_now;
+            return true;
+          });
+          if (gaps.size() > 2) {
+            std::string firsts;
+            for (size_t i = 1; i < std::min<size_t>(gaps.size(), 9); ++i) firsts += " " + std::to_string(gaps[i]).substr(0, 5);
+            const std::vector<double> steps_only(gaps.begin() + 1, gaps.end());
+            std::printf("generate() token gaps: first decode steps%s ms; median %.3f, max %.3f ms\n", firsts.c_str(),
+                        median(steps_only), *std::max_element(steps_only.begin(), steps_only.end()));
+          }
+        }
         if (repeat > 0 && device != rlx::Device::Cpu) {  // a decode step's wall time against its device time
           std::vector<float> logits = gen.prefill(prompt);
           std::vector<double> wall, dev;
