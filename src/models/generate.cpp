@@ -326,47 +326,15 @@ struct DeviceGreedy {
 };
 }  // namespace
 
+// One sequence is a batch of one: the same loop, sampler, stop rules and timings.
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                    const TokenCallback& on_token) {
-  if (options.max_new_tokens < 0) throw Error("generate: max_new_tokens must be >= 0, got " + i2s(options.max_new_tokens));
-  Sampler sampler(options.sampling);
-  const DeviceGreedy on_device(impl_->device_greedy, picks_on_device(options));
-  GenerateResult r;
-  r.prompt.assign(prompt.begin(), prompt.end());
-  std::vector<int32_t> history = r.prompt;
-  auto t0 = Clock::now();
-  std::vector<float> logits = prefill(prompt);
-  r.prefill_seconds = seconds_since(t0);
-  r.stop_reason = "length";
-  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t tok = on_device.flag ? impl_->greedy_ids.at(0) : sampler.sample(logits, history);
-    r.tokens.push_back(tok);
-    history.push_back(tok);
-    const bool eog = options.stop_at_end_of_generation && impl_->tokenizer && impl_->tokenizer->is_end_of_generation(tok);
-    const std::string piece = impl_->tokenizer ? impl_->tokenizer->piece(tok) : std::string();
-    if (on_token && !on_token(tok, piece)) {
-      r.stop_reason = "callback";
-      break;
-    }
-    if (eog) {
-      r.stop_reason = "end of generation";
-      break;
-    }
-    if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), tok) != options.stop_tokens.end()) {
-      r.stop_reason = "stop token";
-      break;
-    }
-    if (i + 1 == options.max_new_tokens) break;
-    if (impl_->pos[0] >= impl_->max_ctx) {
-      r.stop_reason = "context full";
-      break;
-    }
-    t0 = Clock::now();
-    logits = step(tok);
-    r.decode_seconds += seconds_since(t0);
-    ++r.decode_steps;
-  }
-  return r;
+  impl_->single_sequence("generate()");
+  if (prompt.empty()) throw Error("generate: no tokens to feed (a prompt needs at least one token)");
+  const std::vector<std::vector<int32_t>> one = {std::vector<int32_t>(prompt.begin(), prompt.end())};
+  BatchTokenCallback cb;
+  if (on_token) cb = [&](size_t, int32_t id, const std::string& piece) { return on_token(id, piece); };
+  return std::move(generate_batch(std::span<const std::vector<int32_t>>(one), options, cb).at(0));
 }
 
 GenerateResult Generator::generate(std::string_view prompt, const GenerateOptions& options, const TokenCallback& on_token) {
