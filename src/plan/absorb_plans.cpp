@@ -30,9 +30,9 @@ int64_t skinny_rows(const Step& st) {
   if (!g || (!std::holds_alternative<ops::MatMul>(st.op) && !std::holds_alternative<ops::FusedMatMulBiasAct>(st.op)))
     return 0;
   if (g->trans_a || g->trans_b || g->k == 0 || g->n == 0) return 0;
-  if (g->batch == 1) return g->m;
-  if (g->b_stride == 0 && g->a_stride == g->m * g->k) return g->batch * g->m;
-  return 0;
+  // A batch against one shared weight was folded into m by the geometry
+  // (fold_shared_weight_batch); a batch left here has a weight per item.
+  return g->batch == 1 ? g->m : 0;
 }
 
 std::map<size_t, size_t> plan_gemv_prologues(const Schedule& s, const GemvRowsFn& gemv_rows) {

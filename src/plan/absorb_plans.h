@@ -18,8 +18,8 @@ namespace rlx::plan {
 
 // The rows of a skinny matrix product that multiplies one row-major matrix by one shared
 // row-major weight: a MatMul or FusedMatMulBiasAct step with no transposed operand and k, n > 0,
-// whose A rows are m (batch 1) or batch * m (the batch collapses onto A's rows: A's items are
-// consecutive and the weight is shared). 0 for any other step. A backend's GEMV kernel takes a
+// whose A rows are m with batch 1 (a batch of A items against one shared weight arrives folded
+// into m by the geometry). 0 for any other step. A backend's GEMV kernel takes a
 // subset of these (at most so many rows, aligned weights, its dtypes).
 int64_t skinny_rows(const Step& st);
 

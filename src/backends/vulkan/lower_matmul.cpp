@@ -544,9 +544,8 @@ std::string gemv_defines(const GemvShape& s, DType acc, int64_t rows, bool split
 // B), or 0.
 int64_t gemv_rows(const plan::MatMulGeom& g) {
   if (g.trans_a || g.trans_b || g.k == 0 || g.n == 0) return 0;
-  int64_t rows = 0;
-  if (g.batch == 1) rows = g.m;
-  else if (g.b_stride == 0 && g.a_stride == g.m * g.k) rows = g.batch * g.m;
+  // A batch against one shared weight arrives folded into m (plan geometry).
+  const int64_t rows = g.batch == 1 ? g.m : 0;
   return rows >= 1 && rows <= 4 ? rows : 0;
 }
 
