@@ -20,7 +20,10 @@
 //                                 0: none, e.g. with --trace only)
 //                  [--chunk 64]  (GeneratorOptions::prefill_chunk)
 //                  [--activations f32|bf16|f16]  (GeneratorOptions::activations; default f32)
-//                  [--host-greedy 1]  (GenerateOptions::greedy_on_device = false: the logits come back)
+//                  [--host-pick 1]  (GenerateOptions::pick_on_device = false: the logits come back)
+//                  [--temp T] [--top-k K] [--top-p P] [--repeat-penalty R]  (sampling instead of greedy;
+//                                the device picks from its top candidates unless --host-pick)
+//                  [--candidates K]  (GeneratorOptions::sample_candidates; default 128)
 //                  [--batch B]  (GeneratorOptions::batch: B prompts decoded together by generate_batch,
 //                                each its own rotation of the prompt; tokens/s are summed over the batch)
 //                  [--trace out.json]  (greedy ids of the first thread count and cache size, with the
@@ -49,6 +52,9 @@
 #include "runtime/device_profile.h"
 
 namespace {
+
+rlx::SamplingOptions g_sampling;  // --temp / --top-k / --top-p / --repeat-penalty
+int64_t g_candidates = 128;       // --candidates
 
 std::vector<int64_t> parse_list(const char* s) {
   std::vector<int64_t> out;
@@ -107,7 +113,7 @@ double decode_weight_bytes(const rlx::GgufFile& f, bool tied, const rlx::models:
 // --batch: B rotations of the prompt decoded together; prints the table row with tokens/s summed
 // over the batch and a BENCH_GENERATE line with batch=B.
 void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const std::vector<int32_t>& prompt, int64_t n,
-                 int64_t repeat, bool profile, bool host_greedy) {
+                 int64_t repeat, bool profile, bool host_pick) {
   const auto a = std::chrono::steady_clock::now();
   rlx::Generator gen(f, go);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
@@ -120,7 +126,8 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
   rlx::GenerateOptions o;
   o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
   o.stop_at_end_of_generation = false;
-  o.greedy_on_device = !host_greedy;
+  o.pick_on_device = !host_pick;
+  o.sampling = g_sampling;
   if (repeat > 0) gen.generate_batch(prompts, o);
   o.max_new_tokens = n;
   std::vector<double> prompt_tps, decode_tps;
@@ -170,7 +177,7 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
 
 int main(int argc, char** argv) {
   std::string type = "q4_0", save, write_model, model_path, trace;
-  bool profile = false, host_greedy = false;
+  bool profile = false, host_pick = false;
   rlx::Device device = rlx::Device::Cpu;
   double peak_gbps = 0;
   int64_t tokenize_bytes = 0, repeat = 1, chunk = 64, batch = 1;
@@ -206,7 +213,12 @@ int main(int argc, char** argv) {
     else if (a == "--trace") trace = v;
     else if (a == "--follow-ids") follow_ids = parse_list(v);
     else if (a == "--batch") batch = std::max<int64_t>(1, std::atoll(v));
-    else if (a == "--host-greedy") host_greedy = std::atoi(v) != 0;
+    else if (a == "--host-pick") host_pick = std::atoi(v) != 0;
+    else if (a == "--temp") g_sampling.temperature = std::atof(v);
+    else if (a == "--top-k") g_sampling.top_k = std::atoll(v);
+    else if (a == "--top-p") g_sampling.top_p = std::atof(v);
+    else if (a == "--repeat-penalty") g_sampling.repetition_penalty = std::atof(v);
+    else if (a == "--candidates") g_candidates = std::atoll(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -342,18 +354,19 @@ int main(int argc, char** argv) {
       for (int64_t th : threads) {
         if (batch > 1) {
           bench_batch(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
-                          .activations = activations, .batch = batch},
-                      prompt, n, repeat, profile, host_greedy);
+                          .activations = activations, .batch = batch, .sample_candidates = g_candidates},
+                      prompt, n, repeat, profile, host_pick);
           continue;
         }
         const auto a = std::chrono::steady_clock::now();
         rlx::Generator gen(f, {.device = device, .num_threads = static_cast<int>(th), .max_ctx = ctx, .prefill_chunk = chunk,
-                           .activations = activations});
+                           .activations = activations, .sample_candidates = g_candidates});
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
         rlx::GenerateOptions o;
         o.max_new_tokens = 4;  // warm-up: compiles the prompt's chunk lengths and the decode step
         o.stop_at_end_of_generation = false;
-        o.greedy_on_device = !host_greedy;
+        o.pick_on_device = !host_pick;
+        o.sampling = g_sampling;
         if (repeat > 0) gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
         std::vector<double> prompt_tps, decode_tps;
@@ -365,8 +378,8 @@ int main(int argc, char** argv) {
           steps = r.decode_steps;
         }
         if (repeat > 0 && device != rlx::Device::Cpu) {  // the last decode run of generate() on the device
-          std::printf("generate(): %.3f ms a decode step, the last one %.3f ms on the device (greedy on the %s)\n",
-                      1000.0 / median(decode_tps), rlx::device_stats().last_device_ms, host_greedy ? "host" : "device");
+          std::printf("generate(): %.3f ms a decode step, the last one %.3f ms on the device (picked on the %s)\n",
+                      1000.0 / median(decode_tps), rlx::device_stats().last_device_ms, host_pick ? "host" : "device");
           // The time between tokens inside one generate() (each a decode run, but the first).
           std::vector<double> gaps;
           auto t_prev = std::chrono::steady_clock::now();
@@ -401,7 +414,7 @@ int main(int argc, char** argv) {
         if (profile) {  // after the measured runs (a GPU profile times each step alone, without graphs)
           rlx::enable_device_profile(device);
           rlx::take_device_profile(device);
-          {  // generate() as measured above (greedy on the device unless --host-greedy)
+          {  // generate() as measured above (greedy on the device unless --host-pick)
             rlx::GenerateOptions go = o;
             go.max_new_tokens = 16;
             gen.generate(std::span<const int32_t>(prompt), go);

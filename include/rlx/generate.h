@@ -21,8 +21,15 @@
 // compiles again. The caches are carried between runs with CompiledGraph::bind_state. With
 // GeneratorOptions::batch = B the graph runs B sequences at their own positions ((B, S) tokens
 // and positions, (B, max_ctx, Hkv, D) caches): generate_batch.
-// Sampling (repetition penalty, temperature, top-k, top-p, seeded) runs on the host over the
-// logits row; plain greedy decoding picks the token on the device (GenerateOptions::greedy_on_device).
+// Picking the next token (GenerateOptions::pick_on_device, default on): greedy decoding takes the
+// device's argmax; sampling (repetition penalty, temperature, top-k, top-p) takes the device's
+// penalized top candidates (GeneratorOptions::sample_candidates) and the vocabulary's probability
+// mass, and the host draws among those few with the same seeded stream and arithmetic as over
+// the whole row, so the tokens are the ones the host's Sampler picks from the logits (with top_k
+// 0 the vocabulary's mass is the device's f32 sum: a draw within about 1e-6 of the boundary
+// between two tokens may take the neighbour). Only when the candidates cannot settle a draw
+// (top_k above them, or a top_p / draw reaching past them) does the step's logits row come back
+// for the Sampler.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -52,11 +59,25 @@ class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);  // rlx::Error for out-of-range options
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The same pick from the top of a row whose penalty is already applied: `top` holds its
+  // largest logits (largest first, ties by lower id) and `ids` their ids; `mass` is the sum over
+  // the vocabulary of exp((logit - top[0]) / temperature) (used only when top_k keeps the whole
+  // vocabulary of `vocab` ids). Returns -1 when these do not settle the pick (top_k above
+  // top.size(), or top_p or the draw reaching past the candidates); the draw already made is kept
+  // for the next sample() over the full row, which then picks as if called alone.
+  int32_t sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab);
+  const SamplingOptions& options() const { return o_; }
 
  private:
   SamplingOptions o_;
   uint64_t state_;
-  double uniform();  // [0, 1)
+  double pending_ = -1;  // a draw sample_top made and could not use
+  double uniform();      // [0, 1)
+  // The pick among `n` candidates sorted largest first (value_of(i), id_of(i)); `total`: the mass
+  // top_k keeps, or < 0 to sum it over the candidates (all top_k keeps are among them); `all`:
+  // the candidates are every token top_k keeps. -1 when they do not settle it (see sample_top).
+  template <class Value, class Id>
+  int32_t draw(size_t n, const Value& value_of, const Id& id_of, double total, bool all);
 };
 
 struct GeneratorOptions {
@@ -72,6 +93,12 @@ struct GeneratorOptions {
   // rows each, and every run computes all of them (one weight read serves them all). 1: the
   // single-sequence API below. At most 2^20; the caches take batch x max_ctx rows per block.
   int64_t batch = 1;
+  // Sampling on the device (GenerateOptions::pick_on_device): the decoder outputs the top
+  // `sample_candidates` logits of each sequence after the repetition penalty, applied to the ids
+  // among the last `sample_history` tokens (a penalty window longer than that samples on the
+  // host). 0: no sampling outputs (sampling brings back every logits row).
+  int64_t sample_candidates = 128;
+  int64_t sample_history = 64;
 };
 
 struct GenerateOptions {
@@ -80,10 +107,11 @@ struct GenerateOptions {
   bool stop_at_end_of_generation = true;  // stop after eos / eot (the tokenizer's list)
   std::vector<int32_t> stop_tokens;       // more ids that stop generation (kept in the output)
   EncodeOptions encode;                   // how the prompt text is tokenized
-  // Greedy sampling without a repetition penalty picks each token on the device (the argmax of
-  // the logits row, lowest id on ties as on the host): a run downloads the token instead of the
-  // vocabulary's logits. false: the logits come back and the host picks (the same tokens).
-  bool greedy_on_device = true;
+  // Pick each token from what the device computed (greedy: the row's argmax, lowest id on ties as
+  // on the host; sampling: the penalized top candidates, see the top of this file): a run
+  // downloads a few bytes per sequence instead of the vocabulary's logits. false: the logits
+  // come back and the host's Sampler picks (the same tokens).
+  bool pick_on_device = true;
 };
 
 struct GenerateResult {
@@ -91,6 +119,10 @@ struct GenerateResult {
   std::string stop_reason;              // "length", "end of generation", "stop token", "context full", "callback"
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t decode_steps = 0;  // decode runs (each feeds one generated token back)
+  // Tokens picked by the host's Sampler from the whole logits row (GenerateOptions::pick_on_device
+  // off, no sampling head, a penalty window beyond it, or candidates that did not settle a draw);
+  // the others were picked from what the device computed.
+  int64_t host_picks = 0;
   double prompt_tokens_per_second() const;
   double decode_tokens_per_second() const;
 };

@@ -26,6 +26,7 @@ py::dict result_dict(const Generator& g, const GenerateResult& r) {
   d["prefill_seconds"] = r.prefill_seconds;
   d["decode_seconds"] = r.decode_seconds;
   d["decode_steps"] = r.decode_steps;
+  d["host_picks"] = r.host_picks;
   d["prompt_tokens_per_second"] = r.prompt_tokens_per_second();
   d["decode_tokens_per_second"] = r.decode_tokens_per_second();
   return d;
@@ -66,7 +67,7 @@ void register_generate(py::module_& m) {
                           "A Llama-family GGUF model ready to generate text (KV cache on the device, no "
                           "recompile per token).")
       .def(py::init([](const std::string& path, const std::string& device, int64_t max_ctx, int threads,
-                       int64_t prefill_chunk, const std::string& activations, int64_t batch) {
+                       int64_t prefill_chunk, const std::string& activations, int64_t batch, int64_t sample_candidates) {
              GeneratorOptions o;
              o.device = device_from_name(device);
              o.max_ctx = max_ctx;
@@ -74,16 +75,19 @@ void register_generate(py::module_& m) {
              o.prefill_chunk = prefill_chunk;
              o.activations = dtype_from_name(activations);
              o.batch = batch;
+             o.sample_candidates = sample_candidates;
              py::gil_scoped_release release;
              // The generator copies the weights and the tokenizer: the file is unmapped once it is built.
              return std::make_unique<Generator>(GgufFile(path), o);
            }),
            py::arg("path"), py::kw_only(), py::arg("device") = "cpu", py::arg("max_ctx") = 0, py::arg("threads") = 0,
            py::arg("prefill_chunk") = 64, py::arg("activations") = "f32", py::arg("batch") = 1,
+           py::arg("sample_candidates") = 128,
            "Loads `path` (a GGUF file), builds the decoder and compiles it for `device`. max_ctx: cache rows "
            "(0: the model's context length, at most 4096). activations: the dtype the model computes in and "
            "keeps its KV cache in, 'f32', 'bf16' or 'f16' (16-bit: faster on GPUs; logits stay f32). batch: "
-           "sequences decoded together by generate_batch (1: generate).")
+           "sequences decoded together by generate_batch (1: generate). sample_candidates: the top logits "
+           "the device returns for sampling (0: the whole row comes back).")
       .def_property_readonly("batch", [](const Generator& g) { return g.batch(); })
       .def_property_readonly("max_ctx", [](const Generator& g) { return g.max_ctx(); })
       .def_property_readonly("vocab_size", [](const Generator& g) { return g.vocab_size(); })

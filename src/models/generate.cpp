@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "models/llama_gguf.h"
 
@@ -39,7 +40,42 @@ Sampler::Sampler(const SamplingOptions& options) : o_(options), state_(options.s
   if (o_.repeat_last_n < 0) throw Error("sampling: repeat_last_n must be >= 0, got " + i2s(o_.repeat_last_n));
 }
 
-double Sampler::uniform() { return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53; }
+double Sampler::uniform() {
+  if (pending_ >= 0) return std::exchange(pending_, -1.0);
+  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+}
+
+template <class Value, class Id>
+int32_t Sampler::draw(size_t n, const Value& value_of, const Id& id_of, double total, bool all) {
+  std::vector<double> p(n);
+  const double mx = value_of(0);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp((value_of(i) - mx) / o_.temperature);
+  if (total < 0) total = sum;
+  size_t keep = n;
+  double kept = total;
+  if (o_.top_p < 1.0) {
+    double cum = 0;
+    size_t i = 0;
+    for (; i < n; ++i) {
+      cum += p[i] / total;
+      if (cum >= o_.top_p) break;
+    }
+    if (i == n && !all) return -1;  // the nucleus reaches past the candidates
+    keep = std::min(i + 1, n);
+    kept = 0;
+    for (size_t j = 0; j < keep; ++j) kept += p[j];
+  }
+  const double x = uniform();
+  double u = x * kept;
+  for (size_t i = 0; i < keep; ++i) {
+    u -= p[i];
+    if (u < 0) return id_of(i);
+  }
+  if (all || keep < n) return id_of(keep - 1);  // rounding left the draw at the very end
+  pending_ = x;  // the draw falls past the candidates: sample() over the full row reuses it
+  return -1;
+}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw Error("sampling: empty logits");
@@ -53,6 +89,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       if (logits[i] > logits[best]) best = i;
     }
     if (nan) throw Error("sampling: the logits contain NaN (the model's weights or inputs are not finite)");
+    pending_ = -1;
     return static_cast<int32_t>(best);  // first of the maxima
   }
   std::vector<float> l(logits.begin(), logits.end());
@@ -65,8 +102,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   for (float x : l)
     if (std::isnan(x)) throw Error("sampling: the logits contain NaN (the model's weights or inputs are not finite)");
-  if (o_.temperature <= 0.0)
+  if (o_.temperature <= 0.0) {
+    pending_ = -1;
     return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());  // first of the maxima
+  }
   std::vector<int32_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) {
@@ -74,30 +113,23 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   };
   const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, n) : n;
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
-  idx.resize(static_cast<size_t>(k));
-  std::vector<double> p(idx.size());
-  const double mx = l[static_cast<size_t>(idx[0])];
-  double total = 0;
-  for (size_t i = 0; i < idx.size(); ++i) total += p[i] = std::exp((l[static_cast<size_t>(idx[i])] - mx) / o_.temperature);
-  size_t keep = idx.size();
-  if (o_.top_p < 1.0) {
-    double cum = 0;
-    for (size_t i = 0; i < idx.size(); ++i) {
-      cum += p[i] / total;
-      if (cum >= o_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
+  return draw(
+      static_cast<size_t>(k), [&](size_t i) { return static_cast<double>(l[static_cast<size_t>(idx[i])]); },
+      [&](size_t i) { return idx[i]; }, -1.0, true);
+}
+
+int32_t Sampler::sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab) {
+  if (top.empty() || top.size() != ids.size()) throw Error("sampling: sample_top needs as many ids as candidate logits (at least one)");
+  if (o_.temperature <= 0.0) {
+    pending_ = -1;
+    return static_cast<int32_t>(ids[0]);
   }
-  double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += p[i];
-  double u = uniform() * kept;
-  for (size_t i = 0; i < keep; ++i) {
-    u -= p[i];
-    if (u < 0) return idx[i];
-  }
-  return idx[keep - 1];
+  const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, vocab) : vocab;
+  const auto value_of = [&](size_t i) { return static_cast<double>(top[i]); };
+  const auto id_of = [&](size_t i) { return static_cast<int32_t>(ids[i]); };
+  if (k <= static_cast<int64_t>(top.size())) return draw(static_cast<size_t>(k), value_of, id_of, -1.0, true);
+  if (k < vocab || !(mass > 0) || !std::isfinite(mass)) return -1;  // top_k keeps tokens past the candidates
+  return draw(top.size(), value_of, id_of, mass, false);
 }
 
 double GenerateResult::prompt_tokens_per_second() const {
@@ -119,20 +151,73 @@ struct Generator::Impl {
   std::vector<int64_t> pos;  // tokens in the cache, per sequence of the batch
   size_t started = 0;        // sequences the last prefill started
   bool carried = false;      // the compiled graph carries the caches (a run succeeded since the last failure)
-  // Greedy on the device: runs return the argmax of each sequence's logits (greedy_ids) instead of
-  // the logits (the decoder's outputs 1 + 2L and 2 + 2L: the token and the row's sum).
-  bool device_greedy = false;
+  // What a run brings back (GenerateOptions::pick_on_device): the logits rows; each row's argmax
+  // (greedy_ids) and sum (the decoder's outputs 1 + 2L and 2 + 2L); or the sampling head's
+  // candidates (outputs 3 + 2L .. 5 + 2L, with the sums; the CPU's runs also return the logits,
+  // which cost no transfer there).
+  enum class Pick { Logits, Greedy, Candidates };
+  Pick pick = Pick::Logits;
   std::vector<int32_t> greedy_ids;
+  int64_t candidates = 0;  // K of the sampling head (0: none)
+  std::vector<float> top, mass;
+  std::vector<int64_t> top_ids;
+  // The sampling head's inputs of the next run (B x sample_history ids, B penalties and 1 / T).
+  std::vector<int64_t> history_ids;
+  std::vector<float> penalty, inv_temp;
+  // The last run's rows, to run it again for its logits (CacheWrite rewrites the same rows).
+  std::vector<int64_t> last_tok, last_at;
+  int64_t last_s = 0;
+
+  void set_sampling_inputs(std::span<const std::vector<int32_t>> history, const SamplingOptions& so) {
+    if (!candidates) return;
+    const auto n = static_cast<size_t>(options.sample_history);
+    history_ids.assign(static_cast<size_t>(batch) * n, 0);
+    penalty.assign(static_cast<size_t>(batch), 1.0f);
+    inv_temp.assign(static_cast<size_t>(batch), so.temperature > 0 ? static_cast<float>(1.0 / so.temperature) : 0.0f);
+    const bool on = so.repetition_penalty != 1.0 && so.repeat_last_n > 0;
+    for (size_t b = 0; b < history.size() && on; ++b) {
+      const std::vector<int32_t>& h = history[b];
+      const size_t from = h.size() > static_cast<size_t>(so.repeat_last_n) ? h.size() - static_cast<size_t>(so.repeat_last_n) : 0;
+      if (h.empty()) continue;
+      const size_t w = h.size() - from;  // at most n: a longer window samples on the host
+      for (size_t i = 0; i < n; ++i) history_ids[b * n + i] = h[from + (i < w ? i : 0)];  // padded with its first id
+      penalty[b] = static_cast<float>(so.repetition_penalty);
+    }
+  }
+
+  // How generate_batch picks with `o` (GenerateOptions::pick_on_device).
+  Pick pick_for(const GenerateOptions& o) const {
+    const SamplingOptions& s = o.sampling;
+    const bool penalized = s.repetition_penalty != 1.0 && s.repeat_last_n > 0;
+    if (!o.pick_on_device) return Pick::Logits;
+    if (s.temperature <= 0.0 && !penalized) return Pick::Greedy;
+    if (candidates > 0 && (!penalized || s.repeat_last_n <= options.sample_history)) return Pick::Candidates;
+    return Pick::Logits;  // no sampling head, or a penalty window longer than its history input
+  }
+  // The pick mode of the runs for as long as it lives.
+  struct PickScope {
+    Pick& pick;
+    PickScope(Pick& p, Pick now) : pick(p) { pick = now; }
+    ~PickScope() { pick = Pick::Logits; }
+    PickScope(const PickScope&) = delete;
+    PickScope& operator=(const PickScope&) = delete;
+  };
 
   // One run over `s` rows of every sequence: `tok` and `at` hold the (B, s) ids and positions
-  // row-major. Returns the logits of each sequence's last row.
+  // row-major. Returns the logits of each sequence's last row (none unless pick is Logits).
   std::vector<std::vector<float>> run(const std::vector<int64_t>& tok, const std::vector<int64_t>& at, int64_t s,
-                                      bool first) {
+                                      bool first, Pick want) {
     const std::vector<int64_t> dims = batch == 1 ? std::vector<int64_t>{s} : std::vector<int64_t>{batch, s};
     const int64_t last = s - 1;
     NamedTensors in = {{"tokens", Tensor::i64(dims, tok)},
                        {"positions", Tensor::i64(dims, at)},
                        {"logit_rows", Tensor::i64({1}, std::span<const int64_t>(&last, 1))}};
+    if (candidates) {
+      if (history_ids.empty()) set_sampling_inputs({}, SamplingOptions{});
+      in.emplace_back("sample_history", Tensor::i64({batch, options.sample_history}, history_ids));
+      in.emplace_back("sample_penalty", Tensor::f32({batch}, penalty));
+      in.emplace_back("sample_inv_temperature", Tensor::f32({batch}, inv_temp));
+    }
     // Caches are given once; a new sequence reuses the carried ones as they are (rows past its
     // positions are never read), so starting a sequence copies no cache either.
     if (first && !carried) {
@@ -142,29 +227,46 @@ struct Generator::Impl {
         in.emplace_back("cache_v." + i2s(b), zeros);
       }
     }
+    const auto sums = static_cast<size_t>(2 + 2 * config.layers);
+    std::vector<size_t> wanted = {0};
+    if (want == Pick::Greedy) wanted = {sums - 1, sums};
+    if (want == Pick::Candidates) {
+      wanted = {sums, sums + 1, sums + 2, sums + 3};
+      if (options.device == Device::Cpu) wanted.push_back(0);
+    }
     std::vector<Tensor> out;
-    const auto greedy_out = static_cast<size_t>(1 + 2 * config.layers);
     try {
-      out = device_greedy ? cg->run(in, {greedy_out, greedy_out + 1}) : cg->run(in, {0});
+      out = cg->run(in, wanted);
     } catch (...) {
       carried = false;  // the run may have dropped or half-written the carried caches
       throw;
     }
     carried = true;
+    last_tok = tok, last_at = at, last_s = s;
     std::vector<std::vector<float>> rows(static_cast<size_t>(batch));
-    if (device_greedy) {  // (B, 1) argmax and row sums
-      greedy_ids.assign(static_cast<size_t>(batch), 0);
-      for (int64_t b = 0; b < batch; ++b) {
-        if (std::isnan(out.at(1).data<float>()[b]))
+    if (want != Pick::Logits) {
+      const Tensor& sum = want == Pick::Greedy ? out.at(1) : out.at(0);  // (B, 1) row sums: NaN when a logit is
+      for (int64_t b = 0; b < batch; ++b)
+        if (std::isnan(sum.data<float>()[b]))
           throw Error("sampling: the logits contain NaN (the model's weights or inputs are not finite)");
-        greedy_ids[static_cast<size_t>(b)] = static_cast<int32_t>(out.at(0).data<int64_t>()[b]);
-      }
+    }
+    if (want == Pick::Greedy) {  // (B, 1) argmax
+      greedy_ids.assign(static_cast<size_t>(batch), 0);
+      for (int64_t b = 0; b < batch; ++b) greedy_ids[static_cast<size_t>(b)] = static_cast<int32_t>(out.at(0).data<int64_t>()[b]);
       return rows;
     }
-    const float* d = out.at(0).data<float>();  // (B, 1, vocab)
+    if (want == Pick::Candidates) {  // (B, 1, K) logits and ids, (B, 1) mass
+      top.assign(out.at(1).data<float>(), out.at(1).data<float>() + batch * candidates);
+      top_ids.assign(out.at(2).data<int64_t>(), out.at(2).data<int64_t>() + batch * candidates);
+      mass.assign(out.at(3).data<float>(), out.at(3).data<float>() + batch);
+      if (out.size() < 5) return rows;
+    }
+    const float* d = out.back().data<float>();  // (B, 1, vocab)
     for (int64_t b = 0; b < batch; ++b) rows[static_cast<size_t>(b)].assign(d + b * config.vocab, d + (b + 1) * config.vocab);
     return rows;
   }
+  // The last run's logits rows: from the run itself where they came back, else by running it again.
+  std::vector<std::vector<float>> last_logits() { return run(last_tok, last_at, last_s, false, Pick::Logits); }
 
   // Feeds ids[b] to sequence b (none when empty; fewer lists than sequences: the rest get none)
   // in chunks of at most prefill_chunk rows, the lists aligned at their ends: a sequence with
@@ -213,7 +315,7 @@ struct Generator::Impl {
           }
         }
       }
-      logits = run(tok, where, static_cast<int64_t>(c), first);
+      logits = run(tok, where, static_cast<int64_t>(c), first, pick);
       first = false;
       for (size_t b = 0; b < static_cast<size_t>(batch); ++b) {
         pos[b] += static_cast<int64_t>(real[b]);
@@ -264,6 +366,15 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   lo.half_weights = models::half_weights_run_on(options.device);  // else f32 weights every backend runs
   lo.block_weights = models::block_weights_run_on(options.device);  // else dequantized at load
   lo.activations = options.activations;
+  if (options.sample_candidates < 0 || options.sample_candidates > 1024)
+    throw Error("generate: sample_candidates must be in [0, 1024] (0 = sampling brings back the logits; the GPU "
+                "kernels sort at most 1024 candidates), got " + i2s(options.sample_candidates));
+  if (options.sample_history < 1 || options.sample_history > 65536)
+    throw Error("generate: sample_history must be in [1, 65536] (the repetition penalty's window on the device), got " +
+                i2s(options.sample_history));
+  m.candidates = std::min(options.sample_candidates, m.config.vocab);
+  lo.sample_candidates = m.candidates;
+  lo.sample_history = options.sample_history;
   models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx, lo);
   CompileOptions co;
   co.num_threads = options.num_threads;
@@ -309,22 +420,6 @@ std::vector<float> Generator::append(std::span<const int32_t> ids) {
     return impl_->feed_one(ids, false);
   });
 }
-
-namespace {
-// Greedy without a penalty picks on the device (GenerateOptions::greedy_on_device) for as long as
-// it lives: the generator's runs return token ids instead of logits.
-bool picks_on_device(const GenerateOptions& o) {
-  const SamplingOptions& s = o.sampling;
-  return o.greedy_on_device && s.temperature <= 0.0 && (s.repetition_penalty == 1.0 || s.repeat_last_n == 0);
-}
-struct DeviceGreedy {
-  bool& flag;
-  DeviceGreedy(bool& f, bool on) : flag(f) { flag = on; }
-  ~DeviceGreedy() { flag = false; }
-  DeviceGreedy(const DeviceGreedy&) = delete;
-  DeviceGreedy& operator=(const DeviceGreedy&) = delete;
-};
-}  // namespace
 
 // One sequence is a batch of one: the same loop, sampler, stop rules and timings.
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -386,8 +481,8 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     so.seed += b;
     samplers.emplace_back(so);
   }
-  const DeviceGreedy on_device(impl_->device_greedy, picks_on_device(options));
-  const Impl& m = *impl_;
+  Impl& m = *impl_;
+  const Impl::PickScope scope(m.pick, m.pick_for(options));
   std::vector<GenerateResult> r(prompts.size());
   std::vector<std::vector<int32_t>> history(prompts.size());
   for (size_t b = 0; b < prompts.size(); ++b) {
@@ -396,6 +491,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     r[b].stop_reason = "length";
   }
   auto t0 = Clock::now();
+  m.set_sampling_inputs(history, options.sampling);
   std::vector<std::vector<float>> logits = prefill_batch(prompts);
   const double prefill = seconds_since(t0);
   for (GenerateResult& x : r) x.prefill_seconds = prefill;
@@ -404,7 +500,18 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     std::vector<int32_t> next(prompts.size(), -1);
     for (size_t b = 0; b < prompts.size(); ++b) {
       if (done[b]) continue;
-      const int32_t tok = on_device.flag ? m.greedy_ids.at(b) : samplers[b].sample(logits[b], history[b]);
+      int32_t tok = -1;
+      if (m.pick == Impl::Pick::Greedy) tok = m.greedy_ids.at(b);
+      if (m.pick == Impl::Pick::Candidates) {
+        const auto k = static_cast<size_t>(m.candidates);
+        tok = samplers[b].sample_top(std::span<const float>(m.top).subspan(b * k, k),
+                                     std::span<const int64_t>(m.top_ids).subspan(b * k, k), m.mass.at(b), m.config.vocab);
+        if (tok < 0 && logits.at(b).empty()) logits = m.last_logits();  // the candidates did not settle it
+      }
+      if (tok < 0) {
+        tok = samplers[b].sample(logits.at(b), history[b]);
+        ++r[b].host_picks;
+      }
       r[b].tokens.push_back(tok);
       history[b].push_back(tok);
       const bool eog = options.stop_at_end_of_generation && m.tokenizer && m.tokenizer->is_end_of_generation(tok);
@@ -420,6 +527,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     }
     if (std::all_of(next.begin(), next.end(), [](int32_t t) { return t < 0; })) break;
     t0 = Clock::now();
+    m.set_sampling_inputs(history, options.sampling);
     logits = step_batch(next);
     const double dt = seconds_since(t0);
     for (size_t b = 0; b < prompts.size(); ++b)

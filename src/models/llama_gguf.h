@@ -99,6 +99,15 @@ struct GgufLlamaOptions {
   // Sequences run together (the batch dim B of every activation and cache). 1: tokens and
   // positions are (S); more: (B, S), each sequence at its own positions.
   int64_t batch = 1;
+  // The sampling head (a KV-cache decoder only; 0: none). With K > 0 the decoder also takes
+  // `sample_history` (B, sample_history) token ids, `sample_penalty` (B) and
+  // `sample_inv_temperature` (B) (f32), applies the repetition penalty to the logits of the ids
+  // listed (ids may repeat; logit / p if positive, * p if not) and outputs the penalized logits'
+  // top K per row, largest first, ties by lower id (`sample_logits` (B, R, K) f32,
+  // `sample_ids` (B, R, K) i64) and `sample_mass` (B, R): sum over the vocabulary of
+  // exp((logit - max) * inv_temperature). Generator picks tokens from these (generate.h).
+  int64_t sample_candidates = 0;
+  int64_t sample_history = 64;
 };
 
 // Whether `device`'s backend runs DequantMatMul's 16-bit weight formats (GgufLlamaOptions::half_weights).

@@ -273,10 +273,10 @@ TEST(Generate, GreedyGenerationMatchesTheReferenceAndCompilesDoNotGrow) {
   });
   EXPECT_EQ(gen.compile_count(), compiles) << "40 tokens compiled more than 5 did";
   const std::vector<int32_t> want = reference_greedy(ref, prompt, 40);
-  EXPECT_EQ(r.tokens, want);  // picked on the device (GenerateOptions::greedy_on_device)
-  o.greedy_on_device = false;
+  EXPECT_EQ(r.tokens, want);  // picked on the device (GenerateOptions::pick_on_device)
+  o.pick_on_device = false;
   EXPECT_EQ(gen.generate(std::span<const int32_t>(prompt), o).tokens, want) << "picked on the host";
-  o.greedy_on_device = true;
+  o.pick_on_device = true;
   EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(short_run.tokens.size())),
             short_run.tokens);
   EXPECT_EQ(r.stop_reason, want.back() == 2 ? "end of generation" : "length");
@@ -419,6 +419,17 @@ TEST(Generate, ContextLimitAndBadInput) {
   EXPECT_EQ(dec.graph.output_names()[3], "cache_k.1");
   EXPECT_EQ(dec.graph.output_names()[5], "greedy_token");
   EXPECT_EQ(dec.graph.output_names()[6], "logits_sum");
+  models::GgufLlamaOptions lo;
+  lo.sample_candidates = 8;
+  const models::GgufLlama head = models::build_llama_decoder_from_gguf(f, 16, lo);
+  EXPECT_EQ(head.graph.outputs().size(), 1u + 2 * 2 + 2 + 3);
+  EXPECT_EQ(head.graph.output_names()[7], "sample_logits");
+  EXPECT_EQ(head.graph.output_names()[9], "sample_mass");
+  lo.sample_candidates = -1;
+  EXPECT_THAT(error_message([&] { models::build_llama_decoder_from_gguf(f, 16, lo); }), HasSubstr("sample_candidates must be >= 0"));
+  lo.sample_candidates = 4;
+  lo.sample_history = 0;
+  EXPECT_THAT(error_message([&] { models::build_llama_decoder_from_gguf(f, 16, lo); }), HasSubstr("sample_history must be >= 1"));
 }
 
 // ---- sampling ----
@@ -488,7 +499,8 @@ namespace {
 TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlx_generate_check_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto check = [&](GgmlType proj, const std::string& device, bool half_weights = true, bool block_weights = true) {
+  auto check = [&](GgmlType proj, const std::string& device, bool half_weights = true, bool block_weights = true,
+                   int64_t candidates = 0) {
     TinyLm m;
     m.proj = proj;
     const std::string bytes = write_lm(m);
@@ -496,6 +508,7 @@ TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
     models::GgufLlamaOptions lo;
     lo.half_weights = half_weights;
     lo.block_weights = block_weights;
+    lo.sample_candidates = candidates;
     const models::GgufLlama dec = models::build_llama_decoder_from_gguf(f, 32, lo);
     const std::string path = (dir / "dec.json").string(), out = (dir / "out.txt").string();
     save_graph_json(dec.graph, path);
@@ -511,6 +524,9 @@ TEST(Generate, DecoderGraphLegalizesForTheGpuBackends) {
     SCOPED_TRACE(device);
     const auto [rc, text] = check(GgmlType::F32, device);
     EXPECT_EQ(rc, 0) << text;
+    // With the sampling head (penalty scatter, top 16 candidates, the vocabulary's mass).
+    const auto [rc_s, text_s] = check(GgmlType::F32, device, true, true, 16);
+    EXPECT_EQ(rc_s, 0) << text_s;
     // Quantized weights: CUDA and Vulkan have DequantMatMul kernels; WebGPU names the op.
     const auto [rc_q, text_q] = check(GgmlType::Q8_0, device);
     if (device != "webgpu") {

@@ -98,7 +98,7 @@ TEST(GenerateBatch, GenerateBatchEqualsGenerateOneAtATime) {
   const std::vector<std::vector<int32_t>> prompts = {{1, 30, 5, 6, 33, 8, 9}, {1, 31}, {1, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
   GenerateOptions o;
   o.max_new_tokens = 9;
-  o.greedy_on_device = false;  // the single runs pick on the host, the batch on the device
+  o.pick_on_device = false;  // the single runs pick on the host, the batch on the device
   Generator one(f, {.max_ctx = 14});
   std::vector<GenerateResult> want;
   for (const auto& p : prompts) want.push_back(one.generate(std::span<const int32_t>(p), o));
@@ -109,7 +109,7 @@ TEST(GenerateBatch, GenerateBatchEqualsGenerateOneAtATime) {
   EXPECT_EQ(want[2].stop_reason, "context full");  // 10 prompt tokens + 4 in a cache of 14
   EXPECT_EQ(want[1].stop_reason, "stop token");
   Generator gen(f, {.max_ctx = 14, .batch = 3});
-  o.greedy_on_device = true;
+  o.pick_on_device = true;
   std::vector<std::vector<int32_t>> streamed(prompts.size());
   const std::vector<GenerateResult> got = gen.generate_batch(prompts, o, [&](size_t b, int32_t id, const std::string&) {
     streamed.at(b).push_back(id);
@@ -157,7 +157,7 @@ TEST(GenerateBatch, GreedyOnTheDeviceRefusesNanLogits) {
   for (bool device : {true, false}) {
     GenerateOptions o;
     o.max_new_tokens = 3;
-    o.greedy_on_device = device;
+    o.pick_on_device = device;
     Generator gen(f, {.max_ctx = 16});
     EXPECT_THAT(error_message([&] { gen.generate(std::vector<int32_t>{1, 5, 6}, o); }), HasSubstr("logits contain NaN"))
         << (device ? "device" : "host");

@@ -64,7 +64,12 @@ def test_callback_streams_stops_and_raises(tiny_gguf):
 def test_sampling_is_seeded(tiny_gguf):
     g = rlx.Generator(tiny_gguf, max_ctx=64, threads=1)
     kw = dict(max_new_tokens=8, temperature=1.0, top_k=50, top_p=0.9)
-    assert g.generate("xyz", seed=3, **kw)["ids"] == g.generate("xyz", seed=3, **kw)["ids"]
+    first = g.generate("xyz", seed=3, **kw)
+    assert first["ids"] == g.generate("xyz", seed=3, **kw)["ids"]
+    # Without the device's candidates every pick is the host's, from the same draws.
+    whole = rlx.Generator(tiny_gguf, max_ctx=64, threads=1, sample_candidates=0).generate("xyz", seed=3, **kw)
+    assert whole["ids"] == first["ids"]
+    assert whole["host_picks"] == len(whole["ids"])
 
 
 def test_errors(tiny_gguf, tmp_path):
