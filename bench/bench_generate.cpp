@@ -32,7 +32,7 @@
 //                                           forcing another runtime's greedy tokens; "tokens" stays the argmax)
 // --save keeps the file, so that `rlx generate model.gguf -p "..." -n 64 --ctx 256 -t 1` can run it.
 // Each measured configuration also prints a machine-readable line:
-//   BENCH_GENERATE threads=T ctx=C prompt_tokens=P prompt_tps=X decode_steps=D decode_tps=Y
+//   BENCH_GENERATE threads=T ctx=C prompt_tokens=P prompt_tps=X decode_steps=D decode_tps=Y host_picks=H/N
 // (bench/bench_llm_cpu.py reads it).
 #include <chrono>
 #include <cmath>
@@ -131,11 +131,11 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
   if (repeat > 0) gen.generate_batch(prompts, o);
   o.max_new_tokens = n;
   std::vector<double> prompt_tps, decode_tps;
-  int64_t steps = 0;
+  int64_t steps = 0, host_picks = 0, picks = 0;
   for (int64_t rep = 0; rep < repeat; ++rep) {
     const std::vector<rlx::GenerateResult> r = gen.generate_batch(prompts, o);
     int64_t fed = 0;
-    for (const rlx::GenerateResult& x : r) fed += x.decode_steps;
+    for (const rlx::GenerateResult& x : r) fed += x.decode_steps, host_picks += x.host_picks, picks += static_cast<int64_t>(x.tokens.size());
     steps = r[0].decode_steps;
     prompt_tps.push_back(static_cast<double>(prompt.size() * prompts.size()) / r[0].prefill_seconds);
     decode_tps.push_back(r[0].decode_seconds > 0 ? static_cast<double>(fed) / r[0].decode_seconds : 0.0);
@@ -146,9 +146,10 @@ void bench_batch(const rlx::GgufFile& f, const rlx::GeneratorOptions& go, const 
               static_cast<long long>(go.batch), static_cast<long long>(go.max_ctx), load_s, ptps, dtps,
               1000.0 * static_cast<double>(go.batch) / dtps, gen.compile_count());
   std::printf("BENCH_GENERATE threads=%d ctx=%lld batch=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld "
-              "decode_tps=%.3f\n",
+              "decode_tps=%.3f host_picks=%lld/%lld\n",
               go.num_threads, static_cast<long long>(go.max_ctx), static_cast<long long>(go.batch),
-              prompt.size() * prompts.size(), ptps, static_cast<long long>(steps), dtps);
+              prompt.size() * prompts.size(), ptps, static_cast<long long>(steps), dtps, static_cast<long long>(host_picks),
+              static_cast<long long>(picks));
   if (go.device != rlx::Device::Cpu) {  // a batched step's wall time against its device time, then its profile
     gen.prefill_batch(prompts);
     std::vector<double> wall, dev;
@@ -370,12 +371,14 @@ int main(int argc, char** argv) {
         if (repeat > 0) gen.generate(std::span<const int32_t>(prompt), o);
         o.max_new_tokens = n;
         std::vector<double> prompt_tps, decode_tps;
-        int64_t steps = 0;
+        int64_t steps = 0, host_picks = 0, picks = 0;
         for (int64_t rep = 0; rep < repeat; ++rep) {
           const rlx::GenerateResult r = gen.generate(std::span<const int32_t>(prompt), o);
           prompt_tps.push_back(r.prompt_tokens_per_second());
           decode_tps.push_back(r.decode_tokens_per_second());
           steps = r.decode_steps;
+          host_picks += r.host_picks;
+          picks += static_cast<int64_t>(r.tokens.size());
         }
         if (repeat > 0 && device != rlx::Device::Cpu) {  // the last decode run of generate() on the device
           std::printf("generate(): %.3f ms a decode step, the last one %.3f ms on the device (picked on the %s)\n",
@@ -439,9 +442,10 @@ int main(int argc, char** argv) {
         if (repeat > 0) {
           std::printf("| %lld | %lld | %.2f | %.1f | %.2f | %.1f | %zu |\n", static_cast<long long>(th),
                       static_cast<long long>(ctx), load_s, ptps, dtps, 1000.0 / dtps, gen.compile_count());
-          std::printf("BENCH_GENERATE threads=%lld ctx=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld decode_tps=%.3f\n",
+          std::printf("BENCH_GENERATE threads=%lld ctx=%lld prompt_tokens=%zu prompt_tps=%.3f decode_steps=%lld decode_tps=%.3f "
+                      "host_picks=%lld/%lld\n",
                       static_cast<long long>(th), static_cast<long long>(ctx), prompt.size(), ptps,
-                      static_cast<long long>(steps), dtps);
+                      static_cast<long long>(steps), dtps, static_cast<long long>(host_picks), static_cast<long long>(picks));
         }
         if (repeat > 0 && peak_gbps > 0) {  // the DRAM bound of a decode step at its mean position
           const double mean_pos = static_cast<double>(prompt.size()) + static_cast<double>(steps) / 2;

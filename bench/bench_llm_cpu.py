@@ -72,7 +72,8 @@ def parse_line(out: str, tag: str) -> dict:
     m = re.search(rf"^{tag} (.*)$", out, re.M)
     if not m:
         sys.exit(f"bench_llm_cpu: no {tag} line in:\n{out[-4000:]}")
-    return {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    fields = dict(kv.split("=") for kv in m.group(1).split())
+    return {k: float(v) for k, v in fields.items() if "/" not in v}  # host_picks=H/N stays out
 
 
 def rlx_time(args, model: Path, ids: str, threads: int) -> dict:

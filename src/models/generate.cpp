@@ -164,6 +164,11 @@ struct Generator::Impl {
   // The sampling head's inputs of the next run (B x sample_history ids, B penalties and 1 / T).
   std::vector<int64_t> history_ids;
   std::vector<float> penalty, inv_temp;
+  // Runs left that also fetch the logits with the candidates: set after a step whose candidates
+  // did not settle every pick, so that a run of such steps (a flat distribution) downloads rows
+  // instead of running each step twice. The CPU's runs always return them (no transfer there).
+  int64_t logits_too = 0;
+  static constexpr int64_t kLogitsTooSteps = 8;
   // The last run's rows, to run it again for its logits (CacheWrite rewrites the same rows).
   std::vector<int64_t> last_tok, last_at;
   int64_t last_s = 0;
@@ -232,7 +237,7 @@ struct Generator::Impl {
     if (want == Pick::Greedy) wanted = {sums - 1, sums};
     if (want == Pick::Candidates) {
       wanted = {sums, sums + 1, sums + 2, sums + 3};
-      if (options.device == Device::Cpu) wanted.push_back(0);
+      if (options.device == Device::Cpu || logits_too > 0) wanted.push_back(0);
     }
     std::vector<Tensor> out;
     try {
@@ -492,12 +497,14 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
   }
   auto t0 = Clock::now();
   m.set_sampling_inputs(history, options.sampling);
+  m.logits_too = 0;
   std::vector<std::vector<float>> logits = prefill_batch(prompts);
   const double prefill = seconds_since(t0);
   for (GenerateResult& x : r) x.prefill_seconds = prefill;
   std::vector<bool> done(prompts.size(), options.max_new_tokens == 0);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
     std::vector<int32_t> next(prompts.size(), -1);
+    bool unsettled = false;  // a pick of this step needed the whole row
     for (size_t b = 0; b < prompts.size(); ++b) {
       if (done[b]) continue;
       int32_t tok = -1;
@@ -511,6 +518,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
       if (tok < 0) {
         tok = samplers[b].sample(logits.at(b), history[b]);
         ++r[b].host_picks;
+        unsettled = m.pick == Impl::Pick::Candidates;
       }
       r[b].tokens.push_back(tok);
       history[b].push_back(tok);
@@ -526,6 +534,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
       else done[b] = false, next[b] = tok;
     }
     if (std::all_of(next.begin(), next.end(), [](int32_t t) { return t < 0; })) break;
+    m.logits_too = unsettled ? Impl::kLogitsTooSteps : std::max<int64_t>(0, m.logits_too - 1);
     t0 = Clock::now();
     m.set_sampling_inputs(history, options.sampling);
     logits = step_batch(next);

@@ -1,4 +1,5 @@
 #include "models/llama_gguf.h"
+#include "models/sampling_head.h"
 
 #include <algorithm>
 #include <cmath>
@@ -358,26 +359,6 @@ bool is_gguf_llama_family(const std::string& arch) {
 
 namespace {
 
-// GgufLlamaOptions::sample_candidates: the penalty over the listed ids, the top K of the
-// penalized logits and the vocabulary's probability mass at the run's temperature.
-void add_sampling_head(Graph& g, Value logits, int64_t vocab, const GgufLlamaOptions& o) {
-  const Dim b(o.batch), v(vocab), one(1);
-  const Value history = g.input("sample_history", Shape({b, Dim(o.sample_history)}, DType::I64));
-  const Value penalty = g.reshape(g.input("sample_penalty", Shape({b}, DType::F32)), {b, one, one});
-  const Value inv_temp = g.reshape(g.input("sample_inv_temperature", Shape({b}, DType::F32)), {b, one, one});
-  // Which ids the history lists: counts scattered into a zero row per sequence.
-  const Value ones = g.expand(g.scalar(1.0), {b, Dim(o.sample_history)});
-  const Value seen = g.reshape(g.scatter_add(g.expand(g.scalar(0.0), {b, v}), history, ones, 1), {b, one, v});
-  const Value zero = g.scalar(0.0);
-  const Value penalized = g.where(g.compare(CompareKind::Gt, logits, zero), g.div(logits, penalty), g.mul(logits, penalty));
-  const Value l = g.where(g.compare(CompareKind::Gt, seen, zero), penalized, logits);
-  auto [top, ids] = g.topk(l, std::min(o.sample_candidates, vocab), 2);
-  const Value mx = g.narrow(top, 2, 0, 1);
-  g.add_output(top, "sample_logits");
-  g.add_output(ids, "sample_ids");
-  g.add_output(g.reduce(ReduceKind::Sum, g.exp(g.mul(g.sub(l, mx), inv_temp)), {2}), "sample_mass");
-}
-
 // The teacher-forced graph (max_ctx 0) or the KV-cache decoder (max_ctx > 0).
 GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const GgufLlamaOptions& o) {
   if (o.activations != DType::F32 && o.activations != DType::F16 && o.activations != DType::BF16)
@@ -421,7 +402,7 @@ GgufLlama build_llama(const GgufFile& f, int64_t seq, int64_t max_ctx, const Ggu
     // row's sum, NaN when a logit is (so that the caller can refuse it without the logits).
     g.add_output(g.argmax(logits32, 2), "greedy_token");
     g.add_output(g.reduce(ReduceKind::Sum, logits32, {2}), "logits_sum");
-    if (o.sample_candidates > 0) add_sampling_head(g, logits32, c.vocab, o);
+    if (o.sample_candidates > 0) add_sampling_head(g, logits32, c.vocab, o.batch, o.sample_candidates, o.sample_history);
   }
   std::vector<std::string> unused;
   for (const GgufTensorInfo& t : f.tensors())

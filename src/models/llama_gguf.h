@@ -102,10 +102,10 @@ struct GgufLlamaOptions {
   // The sampling head (a KV-cache decoder only; 0: none). With K > 0 the decoder also takes
   // `sample_history` (B, sample_history) token ids, `sample_penalty` (B) and
   // `sample_inv_temperature` (B) (f32), applies the repetition penalty to the logits of the ids
-  // listed (ids may repeat; logit / p if positive, * p if not) and outputs the penalized logits'
-  // top K per row, largest first, ties by lower id (`sample_logits` (B, R, K) f32,
-  // `sample_ids` (B, R, K) i64) and `sample_mass` (B, R): sum over the vocabulary of
-  // exp((logit - max) * inv_temperature). Generator picks tokens from these (generate.h).
+  // listed (ids may repeat; logit / p if positive, * p if not) to the first logits row of each
+  // sequence and outputs the penalized row's top K, largest first, ties by lower id
+  // (`sample_logits` (B, K) f32, `sample_ids` (B, K) i64) and `sample_mass` (B): the sum over the
+  // vocabulary of exp((logit - max) * inv_temperature). Generator picks tokens from these (generate.h).
   int64_t sample_candidates = 0;
   int64_t sample_history = 64;
 };

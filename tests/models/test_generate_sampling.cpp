@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "models/sampling_head.h"
 #include "rlx/generate.h"
+#include "rlx/session.h"
 #include "support/devices.h"
 #include "support/test_util.h"
 #include "support/tiny_lm.h"
@@ -183,6 +186,47 @@ TEST(GenerateSampling, LongPenaltyWindowSamplesOnTheHost) {
   EXPECT_EQ(a, wide.generate(std::span<const int32_t>(prompt), o).tokens);
   o.pick_on_device = false;
   EXPECT_EQ(a, wide.generate(std::span<const int32_t>(prompt), o).tokens);
+}
+
+// The chunked selection of the sampling head equals one TopK (values and indices, ties by lower
+// index) on every device: several rounds of chunks, a last chunk padded, rows of ties, -inf
+// entries and a row of equal values.
+TEST(GenerateSampling, ChunkedTopKEqualsOneTopK) {
+  struct Case {
+    int64_t rows, n, k, split_above, chunk;
+  };
+  const std::vector<Case> cases = {{3, 5000, 7, 256, 64}, {2, 1000, 1, 100, 16}, {1, 4096 + 33, 128, 4096, 1024}, {4, 300, 5, 64, 8}};
+  std::mt19937 rng(5);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + ", n " + std::to_string(c.n) + ", k " + std::to_string(c.k));
+    std::vector<float> x(static_cast<size_t>(c.rows * c.n));
+    std::uniform_int_distribution<int> coarse(-40, 40);
+    for (float& v : x) v = static_cast<float>(coarse(rng)) / 4.0f;  // many ties
+    for (int64_t j = 0; j < c.n; j += 3) x[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity();
+    if (c.rows > 1)
+      std::fill(x.begin() + c.n, x.begin() + 2 * c.n, 1.5f);  // a row of equal values: the first k indices win
+    Graph plain, chunked;
+    for (Graph* g : {&plain, &chunked}) {
+      const Value in = g->input("x", Shape({Dim(c.rows), Dim(c.n)}, DType::F32));
+      auto [v, i] = g == &plain ? g->topk(in, c.k, 1) : models::top_k_rows(*g, in, c.rows, c.n, c.k, c.split_above, c.chunk);
+      g->add_output(v, "values");
+      g->add_output(i, "indices");
+    }
+    const NamedTensors in = {{"x", Tensor::f32({c.rows, c.n}, x)}};
+    const std::vector<Tensor> want = Session(Device::Cpu).compile(plain).run(in);
+    EXPECT_GT(chunked.nodes().size(), plain.nodes().size() + 3) << "the rows should be cut into chunks";
+    for (const rlx::testing::TestDevice& d : rlx::testing::test_devices()) {
+      if (const std::string why = d.unavailable ? d.unavailable() : ""; !why.empty()) continue;
+      SCOPED_TRACE(d.name);
+      const std::vector<Tensor> got = Session(d.device).compile(chunked).run(in);
+      const float* gv = got.at(0).data<float>();
+      const int64_t* gi = got.at(1).data<int64_t>();
+      for (int64_t j = 0; j < c.rows * c.k; ++j) {
+        ASSERT_EQ(gi[j], want.at(1).data<int64_t>()[j]) << "entry " << j;
+        ASSERT_EQ(gv[j], want.at(0).data<float>()[j]) << "entry " << j;
+      }
+    }
+  }
 }
 
 TEST(GenerateSampling, BadOptions) {
