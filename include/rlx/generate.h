@@ -61,8 +61,8 @@ class Sampler {
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   // The same pick from the top of a row whose penalty is already applied: `top` holds its
   // largest logits (largest first, ties by lower id) and `ids` their ids; `mass` is the sum over
-  // the vocabulary of exp((logit - top[0]) / temperature) (used only when top_k keeps the whole
-  // vocabulary of `vocab` ids). Returns -1 when these do not settle the pick (top_k above
+  // the vocabulary, in id order, of exp((logit - top[0]) / temperature) (used only when top_k
+  // keeps the whole vocabulary of `vocab` ids; sample() sums the same way). Returns -1 when these do not settle the pick (top_k above
   // top.size(), or top_p or the draw reaching past the candidates); the draw already made is kept
   // for the next sample() over the full row, which then picks as if called alone.
   int32_t sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab);
@@ -73,11 +73,12 @@ class Sampler {
   uint64_t state_;
   double pending_ = -1;  // a draw sample_top made and could not use
   double uniform();      // [0, 1)
-  // The pick among `n` candidates sorted largest first (value_of(i), id_of(i)); `total`: the mass
-  // top_k keeps, or < 0 to sum it over the candidates (all top_k keeps are among them); `all`:
-  // the candidates are every token top_k keeps. -1 when they do not settle it (see sample_top).
-  template <class Value, class Id>
-  int32_t draw(size_t n, const Value& value_of, const Id& id_of, double total, bool all);
+  // The pick among `n` candidates in rank order, largest first (value_of(i), id_of(i), valid once
+  // ensure(m) ranked the first m > i); `total`: the mass top_k keeps, or < 0 to sum it over the
+  // candidates in rank order; `all`: the candidates are every token top_k keeps. -1 when they do
+  // not settle it (see sample_top).
+  template <class Value, class Id, class Ensure>
+  int32_t draw(size_t n, const Value& value_of, const Id& id_of, const Ensure& ensure, double total, bool all);
 };
 
 struct GeneratorOptions {
@@ -117,6 +118,7 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int32_t> prompt, tokens;  // the prompt's ids and the generated ids
   std::string stop_reason;              // "length", "end of generation", "stop token", "context full", "callback"
+  // prefill: feeding the prompts; decode: the decode steps, each with the picks of the tokens it feeds
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t decode_steps = 0;  // decode runs (each feeds one generated token back)
   // Tokens picked by the host's Sampler from the whole logits row (GenerateOptions::pick_on_device

@@ -45,31 +45,43 @@ double Sampler::uniform() {
   return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
 }
 
-template <class Value, class Id>
-int32_t Sampler::draw(size_t n, const Value& value_of, const Id& id_of, double total, bool all) {
-  std::vector<double> p(n);
-  const double mx = value_of(0);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp((value_of(i) - mx) / o_.temperature);
-  if (total < 0) total = sum;
+template <class Value, class Id, class Ensure>
+int32_t Sampler::draw(size_t n, const Value& value_of, const Id& id_of, const Ensure& ensure, double total, bool all) {
+  // p[i] = exp((value_i - value_0) / T) of the first entries in rank order, grown on demand: a
+  // peaked row settles within its first few entries, so the host ranks only those.
+  std::vector<double> p;
+  double mx = 0;
+  const auto prob = [&](size_t i) {
+    if (i >= p.size()) {
+      const size_t m = std::min(n, std::max({i + 1, 2 * p.size(), size_t{256}}));
+      ensure(m);
+      if (p.empty()) mx = value_of(0);
+      for (size_t j = p.size(); j < m; ++j) p.push_back(std::exp((value_of(j) - mx) / o_.temperature));
+    }
+    return p[i];
+  };
+  if (total < 0) {
+    total = 0;
+    for (size_t i = 0; i < n; ++i) total += prob(i);
+  }
   size_t keep = n;
   double kept = total;
   if (o_.top_p < 1.0) {
     double cum = 0;
     size_t i = 0;
     for (; i < n; ++i) {
-      cum += p[i] / total;
+      cum += prob(i) / total;
       if (cum >= o_.top_p) break;
     }
     if (i == n && !all) return -1;  // the nucleus reaches past the candidates
     keep = std::min(i + 1, n);
     kept = 0;
-    for (size_t j = 0; j < keep; ++j) kept += p[j];
+    for (size_t j = 0; j < keep; ++j) kept += prob(j);
   }
   const double x = uniform();
   double u = x * kept;
   for (size_t i = 0; i < keep; ++i) {
-    u -= p[i];
+    u -= prob(i);
     if (u < 0) return id_of(i);
   }
   if (all || keep < n) return id_of(keep - 1);  // rounding left the draw at the very end
@@ -112,10 +124,27 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)] || (l[static_cast<size_t>(a)] == l[static_cast<size_t>(b)] && a < b);
   };
   const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, n) : n;
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
+  // The whole vocabulary's mass in index order (no ranking needed); top_k's in rank order.
+  double total = -1.0;
+  if (k == n) {
+    const float mx = *std::max_element(l.begin(), l.end());
+    total = 0;
+    for (float v : l) total += std::exp((static_cast<double>(v) - mx) / o_.temperature);
+  }
+  size_t ranked = 0;  // idx[0, ranked) holds the first tokens in rank order
+  const auto ensure = [&](size_t m) {
+    if (m <= ranked) return;
+    if (m > idx.size() / 8) {  // most of the row: one sort beats growing partial sorts
+      std::sort(idx.begin(), idx.end(), by_logit);
+      ranked = idx.size();
+      return;
+    }
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(m), idx.end(), by_logit);
+    ranked = m;
+  };
   return draw(
       static_cast<size_t>(k), [&](size_t i) { return static_cast<double>(l[static_cast<size_t>(idx[i])]); },
-      [&](size_t i) { return idx[i]; }, -1.0, true);
+      [&](size_t i) { return idx[i]; }, ensure, total, true);
 }
 
 int32_t Sampler::sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab) {
@@ -127,9 +156,17 @@ int32_t Sampler::sample_top(std::span<const float> top, std::span<const int64_t>
   const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, vocab) : vocab;
   const auto value_of = [&](size_t i) { return static_cast<double>(top[i]); };
   const auto id_of = [&](size_t i) { return static_cast<int32_t>(ids[i]); };
-  if (k <= static_cast<int64_t>(top.size())) return draw(static_cast<size_t>(k), value_of, id_of, -1.0, true);
+  const auto ranked = [](size_t) {};  // the candidates come ranked
+  if (k == vocab && static_cast<int64_t>(top.size()) >= vocab) {  // the whole vocabulary: its mass in id order, as sample()
+    std::vector<double> by_id(static_cast<size_t>(vocab), 0.0);
+    for (size_t i = 0; i < static_cast<size_t>(vocab); ++i)
+      by_id.at(static_cast<size_t>(ids[i])) = std::exp((value_of(i) - value_of(0)) / o_.temperature);
+    const double total = std::accumulate(by_id.begin(), by_id.end(), 0.0);
+    return draw(static_cast<size_t>(k), value_of, id_of, ranked, total, true);
+  }
+  if (k <= static_cast<int64_t>(top.size())) return draw(static_cast<size_t>(k), value_of, id_of, ranked, -1.0, true);
   if (k < vocab || !(mass > 0) || !std::isfinite(mass)) return -1;  // top_k keeps tokens past the candidates
-  return draw(top.size(), value_of, id_of, mass, false);
+  return draw(top.size(), value_of, id_of, ranked, mass, false);
 }
 
 double GenerateResult::prompt_tokens_per_second() const {
@@ -503,6 +540,7 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
   for (GenerateResult& x : r) x.prefill_seconds = prefill;
   std::vector<bool> done(prompts.size(), options.max_new_tokens == 0);
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    t0 = Clock::now();  // a decode step's time includes picking the tokens it feeds
     std::vector<int32_t> next(prompts.size(), -1);
     bool unsettled = false;  // a pick of this step needed the whole row
     for (size_t b = 0; b < prompts.size(); ++b) {
@@ -535,7 +573,6 @@ std::vector<GenerateResult> Generator::generate_batch(std::span<const std::vecto
     }
     if (std::all_of(next.begin(), next.end(), [](int32_t t) { return t < 0; })) break;
     m.logits_too = unsettled ? Impl::kLogitsTooSteps : std::max<int64_t>(0, m.logits_too - 1);
-    t0 = Clock::now();
     m.set_sampling_inputs(history, options.sampling);
     logits = step_batch(next);
     const double dt = seconds_since(t0);

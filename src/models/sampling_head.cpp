@@ -7,6 +7,10 @@
 
 namespace rlx::models {
 
+namespace {
+constexpr int64_t kRowsWithoutChunks = 64;
+}  // namespace
+
 std::pair<Value, Value> top_k_rows(Graph& g, Value x, int64_t rows, int64_t n, int64_t k, int64_t split_above,
                                    int64_t chunk) {
   chunk = std::max(chunk, 2 * k);
@@ -21,7 +25,9 @@ std::pair<Value, Value> top_k_rows(Graph& g, Value x, int64_t rows, int64_t n, i
   auto take = [&](Value from, int64_t width, Value at /* (rows, m) positions */) {
     return g.gather(g.reshape(from, {Dim(rows * width)}), g.add(at, row_offsets(width)), 0);
   };
-  while (n > split_above && n >= 4 * k) {
+  // Rows enough to fill a GPU's cores already (64 or more) are selected whole: chunking them
+  // would only multiply the selections' fixed cost.
+  while (rows < kRowsWithoutChunks && n > split_above && n >= 4 * k) {
     const int64_t chunks = (n + chunk - 1) / chunk, padded = chunks * chunk;
     if (padded > n) {  // -inf after the row: a real entry ties it only at a lower index, so it wins
       x = g.concat({x, g.expand(g.scalar(-std::numeric_limits<double>::infinity()), {r, Dim(padded - n)})}, 1);

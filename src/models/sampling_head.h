@@ -8,8 +8,8 @@
 
 namespace rlx::models {
 
-// The top k of each row of x (rows, n) (largest first, ties by lower index, as one TopK): rows
-// longer than `split_above` are cut into chunks of `chunk` (>= k) entries, each chunk's top k
+// The top k of each row of x (rows, n) (largest first, ties by lower index, as one TopK): when
+// there are fewer than 64 rows, rows longer than `split_above` are cut into chunks of `chunk` (>= k) entries, each chunk's top k
 // selected on its own (a GPU runs one workgroup per row, so a single long row would run on one
 // core), and the chunks' winners selected again, until a row is short enough for one TopK. The
 // chunks' winners stay in index order, so ties still go to the lower index. Returns the values

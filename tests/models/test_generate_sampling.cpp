@@ -30,7 +30,7 @@ using rlx::testing::TinyLm;
 using rlx::testing::write_lm;
 
 // What the decoder's sampling head computes from one row: the penalized logits' top k (largest
-// first, ties by lower id) and the vocabulary's mass at the temperature, summed in that order.
+// first, ties by lower id) and the vocabulary's mass at the temperature, summed in id order.
 struct Top {
   std::vector<float> values;
   std::vector<int64_t> ids;
@@ -47,11 +47,9 @@ Top top_of(std::vector<float> l, const std::vector<int32_t>& history, const Samp
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
   Top t;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const float v = l[static_cast<size_t>(order[i])];
-    if (o.temperature > 0) t.mass += std::exp((static_cast<double>(v) - l[static_cast<size_t>(order[0])]) / o.temperature);
-    if (i < k) t.values.push_back(v), t.ids.push_back(order[i]);
-  }
+  for (size_t i = 0; i < order.size() && i < k; ++i) t.values.push_back(l[static_cast<size_t>(order[i])]), t.ids.push_back(order[i]);
+  for (float v : l)  // in id order, as the device sums
+    if (o.temperature > 0) t.mass += std::exp((static_cast<double>(v) - t.values[0]) / o.temperature);
   return t;
 }
 
@@ -72,6 +70,7 @@ TEST(Sampler, TopCandidatesPickAsTheWholeRow) {
       {"greedy with a penalty", {.repetition_penalty = 1.8, .repeat_last_n = 6}, 2, Case::Settles},
       {"penalty and temperature", {.temperature = 0.6, .top_k = 4, .repetition_penalty = 1.5, .repeat_last_n = 10, .seed = 7}, 4, Case::Settles},
       {"penalty below 1", {.temperature = 1.1, .repetition_penalty = 0.5, .seed = 8}, 12, Case::Mixed},
+      {"candidates covering the vocabulary", {.temperature = 1.4, .top_p = 0.97, .seed = 9}, 100, Case::Settles},
   };
   std::mt19937 rng(11);
   for (const Case& c : cases) {
@@ -102,6 +101,21 @@ TEST(Sampler, TopCandidatesPickAsTheWholeRow) {
     EXPECT_EQ(fell_back > 0, c.expect != Case::Settles) << fell_back << " draws needed the whole row";
   }
   EXPECT_THAT(error_message([] { Sampler({.temperature = 1.0}).sample_top({}, {}, 1.0, 4); }), HasSubstr("at least one"));
+  // Long flat rows: the host ranks its entries in growing prefixes; the device's candidates give
+  // the same draws.
+  for (const SamplingOptions& o : {SamplingOptions{.temperature = 3.0, .top_p = 0.99, .seed = 1},
+                                   SamplingOptions{.temperature = 5.0, .seed = 2}}) {
+    Sampler whole(o), top(o);
+    std::normal_distribution<float> n(0.0f, 0.2f);
+    for (int draw = 0; draw < 40; ++draw) {
+      std::vector<float> l(6000);
+      for (float& x : l) x = n(rng);
+      const Top t = top_of(l, {}, o, 1024);
+      int32_t got = top.sample_top(t.values, t.ids, t.mass, 6000);
+      if (got < 0) got = top.sample(l, {});
+      ASSERT_EQ(got, whole.sample(l, {})) << "draw " << draw;
+    }
+  }
 }
 
 // Generation picking on the device gives the host's tokens on every device: greedy with a

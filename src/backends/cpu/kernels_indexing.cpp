@@ -257,13 +257,16 @@ void kernel(const ops::TopK& op, KernelContext& ctx) {
         const T* src = px + o * s.mid * s.inner + i;
         for (int64_t m = 0; m < s.mid; ++m) vals[static_cast<size_t>(m)] = load(src[m * s.inner]);
         std::iota(order.begin(), order.end(), int64_t{0});
-        // Ties break on the lower index, which makes the order total (and the result stable).
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t p, int64_t q) {
+        // Ties break on the lower index, which makes the order total (and the result stable):
+        // the k first are selected in linear time, then ranked.
+        const auto ranks_before = [&](int64_t p, int64_t q) {
           const C a = vals[static_cast<size_t>(p)], c = vals[static_cast<size_t>(q)];
           if (before(a, c)) return true;
           if (before(c, a)) return false;
           return p < q;
-        });
+        };
+        if (k < s.mid) std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), ranks_before);
+        std::sort(order.begin(), order.begin() + k, ranks_before);
         for (int64_t r = 0; r < k; ++r) {
           const int64_t dst = (o * k + r) * s.inner + i;
           const int64_t src_m = order[static_cast<size_t>(r)];
