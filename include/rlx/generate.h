@@ -30,6 +30,7 @@
 // between two tokens may take the neighbour). Only when the candidates cannot settle a draw
 // (top_k above them, or a top_p / draw reaching past them) does the step's logits row come back
 // for the Sampler.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -52,6 +53,13 @@ struct SamplingOptions {
   double repetition_penalty = 1.0;  // 1: off; > 0 (logit / p if positive, * p if not)
   int64_t repeat_last_n = 64;      // tokens (prompt included) the penalty looks back over
   uint64_t seed = 0;
+  // Whether the repetition penalty changes anything (a penalty other than 1 over a window).
+  bool penalized() const { return repetition_penalty != 1.0 && repeat_last_n > 0; }
+  // The tokens of `history` the penalty looks at: its last repeat_last_n.
+  std::span<const int32_t> penalty_window(std::span<const int32_t> history) const {
+    const auto n = static_cast<size_t>(std::max<int64_t>(repeat_last_n, 0));
+    return history.size() > n ? history.subspan(history.size() - n) : history;
+  }
 };
 
 // Picks the next token from one row of logits (the seeded generator state lives in `rng`).
@@ -66,7 +74,6 @@ class Sampler {
   // top.size(), or top_p or the draw reaching past the candidates); the draw already made is kept
   // for the next sample() over the full row, which then picks as if called alone.
   int32_t sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab);
-  const SamplingOptions& options() const { return o_; }
 
  private:
   SamplingOptions o_;

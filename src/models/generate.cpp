@@ -92,7 +92,7 @@ int32_t Sampler::draw(size_t n, const Value& value_of, const Id& id_of, const En
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw Error("sampling: empty logits");
   const auto n = static_cast<int64_t>(logits.size());
-  const bool penalty = o_.repetition_penalty != 1.0 && o_.repeat_last_n > 0;
+  const bool penalty = o_.penalized();
   if (o_.temperature <= 0.0 && !penalty) {  // greedy: one pass over the logits, no copy
     size_t best = 0;
     bool nan = false;
@@ -106,8 +106,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   std::vector<float> l(logits.begin(), logits.end());
   if (penalty) {
-    const size_t from = history.size() > static_cast<size_t>(o_.repeat_last_n) ? history.size() - static_cast<size_t>(o_.repeat_last_n) : 0;
-    std::set<int32_t> seen(history.begin() + static_cast<std::ptrdiff_t>(from), history.end());
+    const std::span<const int32_t> window = o_.penalty_window(history);
+    const std::set<int32_t> seen(window.begin(), window.end());
     const auto p = static_cast<float>(o_.repetition_penalty);
     for (int32_t id : seen)
       if (id >= 0 && id < n) l[static_cast<size_t>(id)] = l[static_cast<size_t>(id)] > 0 ? l[static_cast<size_t>(id)] / p : l[static_cast<size_t>(id)] * p;
@@ -149,6 +149,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 int32_t Sampler::sample_top(std::span<const float> top, std::span<const int64_t> ids, double mass, int64_t vocab) {
   if (top.empty() || top.size() != ids.size()) throw Error("sampling: sample_top needs as many ids as candidate logits (at least one)");
+  for (int64_t id : ids)
+    if (id < 0 || id >= vocab)
+      throw Error("sampling: sample_top got candidate id " + i2s(id) + " outside the vocabulary of " + i2s(vocab) + " tokens");
   if (o_.temperature <= 0.0) {
     pending_ = -1;
     return static_cast<int32_t>(ids[0]);
@@ -216,13 +219,10 @@ struct Generator::Impl {
     history_ids.assign(static_cast<size_t>(batch) * n, 0);
     penalty.assign(static_cast<size_t>(batch), 1.0f);
     inv_temp.assign(static_cast<size_t>(batch), so.temperature > 0 ? static_cast<float>(1.0 / so.temperature) : 0.0f);
-    const bool on = so.repetition_penalty != 1.0 && so.repeat_last_n > 0;
-    for (size_t b = 0; b < history.size() && on; ++b) {
-      const std::vector<int32_t>& h = history[b];
-      const size_t from = h.size() > static_cast<size_t>(so.repeat_last_n) ? h.size() - static_cast<size_t>(so.repeat_last_n) : 0;
-      if (h.empty()) continue;
-      const size_t w = h.size() - from;  // at most n: a longer window samples on the host
-      for (size_t i = 0; i < n; ++i) history_ids[b * n + i] = h[from + (i < w ? i : 0)];  // padded with its first id
+    for (size_t b = 0; b < history.size() && so.penalized(); ++b) {
+      const std::span<const int32_t> w = so.penalty_window(history[b]);  // at most n ids: a longer window samples on the host
+      if (w.empty()) continue;
+      for (size_t i = 0; i < n; ++i) history_ids[b * n + i] = w[i < w.size() ? i : 0];  // padded with its first id
       penalty[b] = static_cast<float>(so.repetition_penalty);
     }
   }
@@ -230,7 +230,7 @@ struct Generator::Impl {
   // How generate_batch picks with `o` (GenerateOptions::pick_on_device).
   Pick pick_for(const GenerateOptions& o) const {
     const SamplingOptions& s = o.sampling;
-    const bool penalized = s.repetition_penalty != 1.0 && s.repeat_last_n > 0;
+    const bool penalized = s.penalized();
     if (!o.pick_on_device) return Pick::Logits;
     if (s.temperature <= 0.0 && !penalized) return Pick::Greedy;
     if (candidates > 0 && (!penalized || s.repeat_last_n <= options.sample_history)) return Pick::Candidates;
@@ -255,7 +255,6 @@ struct Generator::Impl {
                        {"positions", Tensor::i64(dims, at)},
                        {"logit_rows", Tensor::i64({1}, std::span<const int64_t>(&last, 1))}};
     if (candidates) {
-      if (history_ids.empty()) set_sampling_inputs({}, SamplingOptions{});
       in.emplace_back("sample_history", Tensor::i64({batch, options.sample_history}, history_ids));
       in.emplace_back("sample_penalty", Tensor::f32({batch}, penalty));
       in.emplace_back("sample_inv_temperature", Tensor::f32({batch}, inv_temp));
@@ -417,6 +416,7 @@ Generator::Generator(const GgufFile& f, const GeneratorOptions& options) : impl_
   m.candidates = std::min(options.sample_candidates, m.config.vocab);
   lo.sample_candidates = m.candidates;
   lo.sample_history = options.sample_history;
+  m.set_sampling_inputs({}, SamplingOptions{});  // the head's inputs until a generate sets them
   models::GgufLlama llama = models::build_llama_decoder_from_gguf(f, m.max_ctx, lo);
   CompileOptions co;
   co.num_threads = options.num_threads;

@@ -101,6 +101,12 @@ TEST(Sampler, TopCandidatesPickAsTheWholeRow) {
     EXPECT_EQ(fell_back > 0, c.expect != Case::Settles) << fell_back << " draws needed the whole row";
   }
   EXPECT_THAT(error_message([] { Sampler({.temperature = 1.0}).sample_top({}, {}, 1.0, 4); }), HasSubstr("at least one"));
+  EXPECT_THAT(error_message([] {
+                const std::vector<float> v = {1.0f, 0.5f};
+                const std::vector<int64_t> ids = {0, 4};
+                Sampler({.temperature = 1.0}).sample_top(v, ids, 1.0, 4);
+              }),
+              HasSubstr("candidate id 4 outside the vocabulary of 4 tokens"));
   // Long flat rows: the host ranks its entries in growing prefixes; the device's candidates give
   // the same draws.
   for (const SamplingOptions& o : {SamplingOptions{.temperature = 3.0, .top_p = 0.99, .seed = 1},

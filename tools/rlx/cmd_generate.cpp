@@ -102,9 +102,9 @@ int run_generate(const GenerateCliOptions& o) {
   go.prefill_chunk = o.chunk;
   go.activations = dtype_from_name(o.activations);
   // The device applies the repetition penalty over a window of this many ids (a longer one samples on the host).
-  if (o.repeat_penalty != 1.0) go.sample_history = std::clamp<int64_t>(o.repeat_last_n, 1, 65536);
+  if (opt.sampling.penalized()) go.sample_history = std::clamp<int64_t>(o.repeat_last_n, 1, 65536);
   // Greedy without a penalty picks the argmax: no sampling head (it would cost every decode run).
-  if (o.temp <= 0.0 && (o.repeat_penalty == 1.0 || o.repeat_last_n == 0)) go.sample_candidates = 0;
+  if (opt.sampling.temperature <= 0.0 && !opt.sampling.penalized()) go.sample_candidates = 0;
   if (go.activations != DType::F32 && go.activations != DType::F16 && go.activations != DType::BF16)
     throw UsageError("--activations takes f32, f16 or bf16, not '" + o.activations + "'");
   if (go.device == Device::Cpu && go.activations != DType::F32)
